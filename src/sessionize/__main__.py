@@ -1,0 +1,3 @@
+from sessionize.cli import main
+
+main()

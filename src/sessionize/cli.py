@@ -1,0 +1,5 @@
+"""Command line (placeholder until the commands land)."""
+
+
+def main() -> None:
+    raise SystemExit("sessionize: no commands yet")

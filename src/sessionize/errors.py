@@ -1,0 +1,25 @@
+"""One error root for the package; the CLI prints any SessionizeError as one line."""
+
+
+class SessionizeError(Exception):
+    """A failure with a message written for the person running the job."""
+
+
+class ConfigError(SessionizeError):
+    """A flag or setting is wrong; the message says which and what is accepted."""
+
+
+class EnvironmentProblem(SessionizeError):
+    """Something outside the project is missing (Java, a service, an optional package)."""
+
+
+class StateError(SessionizeError):
+    """The state store is unreachable, corrupt, or does not match the checkpoint."""
+
+
+class IncompatibleCheckpoint(StateError):
+    """A checkpoint or state store was created with settings that differ from this run's."""
+
+
+class SinkError(SessionizeError):
+    """An output could not be written or published."""
