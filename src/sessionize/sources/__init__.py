@@ -1,0 +1,1 @@
+"""Sources: each yields raw records as `value` (string), `error` and `source` (position)."""
