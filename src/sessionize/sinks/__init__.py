@@ -1,0 +1,1 @@
+"""Sinks: the four outputs of DESIGN §4, written per batch and published atomically."""
