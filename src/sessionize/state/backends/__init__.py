@@ -1,0 +1,1 @@
+"""State store backends; each is imported lazily through `sessionize.state.registry`."""
