@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Stop local test services. Usage: services/stop.sh [NAME...] (default: every services/NAME.sh).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+names=("$@")
+if ((!$#)); then
+  for script in "$here"/*.sh; do
+    name=$(basename "$script" .sh)
+    [[ $name =~ ^(lib|start|stop)$ ]] || names+=("$name")
+  done
+fi
+rc=0
+for name in "${names[@]}"; do "$here/$name.sh" stop || rc=1; done
+exit $rc
