@@ -54,8 +54,10 @@ def backend_class(scheme: str) -> type[StateBackend]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        if extra is None or e.name == module_name:
+        if e.name == module_name:
             raise EnvironmentProblem(f"the '{scheme}' state store is not available: {e}") from e
+        if extra is None:
+            raise
         raise EnvironmentProblem(
             f"the '{scheme}' state store needs extra packages: pip install 'sessionize[{extra}]'"
             f" ({e})"

@@ -1,0 +1,121 @@
+"""The worker-process cache of loaded partition states.
+
+A Spark executor runs batch after batch on the same partitions; without a cache every batch
+would reload the state it committed itself a moment ago. The cache keeps, per
+(store location, job, partition), the one full table most recently loaded or committed in
+this process, with the version and the commit token it had.
+
+It is explicit, not hidden: a backend asks for an entry by that key and must validate it
+against the token in the version's commit record (one small read) before using it, so the
+cache can never serve a stale version -- not after another process re-committed the version
+with different data, and not after `truncate_after` removed it. It is bounded by bytes and
+evicts the least recently used partitions first. Tables are immutable, so an entry shares
+its buffers with the transactions that use it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+CacheKey = tuple[str, str, int]  # (store location, job, partition)
+
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    version: int
+    token: str
+    depth: int  # deltas since the last snapshot, for the next commit's snapshot decision
+    table: pa.Table
+
+    @property
+    def nbytes(self) -> int:
+        return self.table.nbytes
+
+
+class PartitionCache:
+    """Bounded, thread-safe map (location, job, partition) -> the latest CacheEntry."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[CacheKey, CacheEntry] = OrderedDict()
+        self._bytes = 0
+        self.max_bytes = max_bytes
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: CacheKey) -> CacheEntry | None:
+        """The entry of `key` (unvalidated: compare its version and token with storage)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def record(self, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+    def put(self, key: CacheKey, entry: CacheEntry) -> None:
+        with self._lock:
+            self._pop(key)
+            if entry.nbytes > self.max_bytes:
+                return
+            self._entries[key] = entry
+            self._bytes += entry.nbytes
+            self._evict()
+
+    def drop(self, key: CacheKey) -> None:
+        with self._lock:
+            self._pop(key)
+
+    def drop_job(self, location: str, job: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == location and k[1] == job]:
+                self._pop(key)
+
+    def resize(self, max_bytes: int) -> None:
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _pop(self, key: CacheKey) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+
+    def _evict(self) -> None:
+        while self._entries and self._bytes > self.max_bytes:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= old.nbytes
+
+
+_PROCESS_CACHE = PartitionCache()
+
+
+def process_cache() -> PartitionCache:
+    """The one cache of this process, shared by every backend instance that enables caching
+    (a pickled backend arrives on an executor as a new instance, so the cache cannot live on
+    the instance). Its bound is the `cache_mb` of the last backend that set it."""
+    return _PROCESS_CACHE
