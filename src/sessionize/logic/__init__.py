@@ -1,0 +1,6 @@
+"""Pure, vectorized session logic (DESIGN §3): pyarrow + numpy, never pyspark."""
+
+from sessionize.logic.result import StepResult, StepStats
+from sessionize.logic.sessions import advance
+
+__all__ = ["StepResult", "StepStats", "advance"]

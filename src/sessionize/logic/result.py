@@ -1,0 +1,60 @@
+"""What one call of `advance` returns: the step's outputs and its counters."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Counters of one partition for one micro-batch; `+` sums partitions or batches.
+
+    `events_in = on_time + late`; `duplicates` counts on-time events of the batch that
+    were dropped as copies of another (in the batch or in the state). The `open_*`
+    counters describe the users handed to `advance`, not the whole store.
+    """
+
+    events_in: int = 0
+    on_time: int = 0
+    late: int = 0
+    duplicates: int = 0
+    sessions_out: int = 0
+    page_views_out: int = 0
+    open_sessions_before: int = 0
+    open_sessions_after: int = 0
+    open_users_after: int = 0
+
+    def __add__(self, other: StepStats) -> StepStats:
+        if not isinstance(other, StepStats):
+            return NotImplemented
+        return StepStats(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
+
+    def merge(self, other: StepStats) -> StepStats:
+        """Same as `self + other`."""
+        return self + other
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outputs of advancing one partition by one micro-batch.
+
+    Tables conform exactly to the schemas in `sessionize.schema`:
+    `sessions` (SESSIONS), `page_views` (PAGE_VIEWS), `late` (LATE_EVENTS) and
+    `state_puts` (STATE: the complete new rows of every handed-in user that still has
+    open events). `state_removes` lists, ascending, the users of the input state that
+    have no open events left.
+    """
+
+    sessions: pa.Table
+    page_views: pa.Table
+    late: pa.Table
+    state_puts: pa.Table
+    state_removes: pa.Array
+    stats: StepStats
