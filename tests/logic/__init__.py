@@ -1,0 +1,1 @@
+"""Tests of the pure session logic (DESIGN §3)."""

@@ -1,0 +1,184 @@
+"""Reference implementation of DESIGN §3 for tests: plain Python, one event at a time.
+
+It follows the prose rules literally and favours being obviously right over being fast.
+Rows are dicts; timestamps are int microseconds since the epoch; `session_date` is a
+`datetime.date`. It answers the same question as `sessionize.logic.advance`, for the same
+handed-in state rows and batch, so the two can be compared output by output.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+EVENT_COLUMNS = (
+    "user_id",
+    "event_time",
+    "page",
+    "action",
+    "site",
+    "api_version",
+    "browser",
+    "language",
+    "device_type",
+)
+ATTRIBUTES = ("site", "api_version", "browser", "language", "device_type")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def nulls_last(event: dict) -> tuple:
+    """Sort key over all event columns; None sorts after every value."""
+    return tuple(
+        (event[c] is None, event[c] if event[c] is not None else "") for c in EVENT_COLUMNS
+    )
+
+
+def event_key(event: dict) -> tuple:
+    return (event["user_id"], event["event_time"], event["page"])
+
+
+def split_into_sessions(events: list[dict], gap_us: int, close_actions) -> list[list[dict]]:
+    """Rule 3, for one user's events already sorted by (event_time, page)."""
+    sessions: list[list[dict]] = []
+    previous = None
+    for event in events:
+        joins = (
+            previous is not None
+            and event["event_time"] <= previous["event_time"] + gap_us
+            and previous["action"] not in close_actions
+        )
+        if joins:
+            sessions[-1].append(event)
+        else:
+            sessions.append([event])
+        previous = event
+    return sessions
+
+
+def closed_at(session: list[dict], gap_us: int, close_actions) -> tuple[int, str]:
+    last = session[-1]
+    if last["action"] in close_actions:
+        return last["event_time"], "explicit"
+    return last["event_time"] + gap_us, "inactivity"
+
+
+def reference_advance(
+    state_rows: list[dict],
+    events: list[dict],
+    *,
+    gap_us: int,
+    close_actions,
+    watermark_before: int | None,
+    watermark_after: int | None,
+) -> dict:
+    """Same contract as `advance`; returns a dict of row lists, removes and stats."""
+    # user -> list of [event, came_from_state]
+    open_events: dict[int, list[list]] = {}
+    for row in state_rows:
+        event = {c: row[c] for c in EVENT_COLUMNS}
+        open_events.setdefault(event["user_id"], []).append([event, True])
+    state_users = set(open_events)
+
+    open_before = 0
+    for entries in open_events.values():
+        ordered = sorted((e for e, _ in entries), key=lambda e: (e["event_time"], e["page"]))
+        open_before += len(split_into_sessions(ordered, gap_us, close_actions))
+
+    late, on_time, duplicates = [], 0, 0
+    for event in events:
+        event = {c: event.get(c) for c in EVENT_COLUMNS}
+        if watermark_before is not None and event["event_time"] < watermark_before:
+            late.append({**event, "watermark": watermark_before})
+            continue
+        on_time += 1
+        entries = open_events.setdefault(event["user_id"], [])
+        same = [entry for entry in entries if event_key(entry[0]) == event_key(event)]
+        if not same:
+            entries.append([event, False])
+            continue
+        duplicates += 1
+        kept = same[0]
+        if not kept[1] and nulls_last(event) < nulls_last(kept[0]):
+            kept[0] = event
+
+    sessions, page_views, state_puts, state_removes = [], [], [], []
+    open_after = 0
+    for user in sorted(open_events):
+        ordered = sorted(
+            (e for e, _ in open_events[user]), key=lambda e: (e["event_time"], e["page"])
+        )
+        still_open = []
+        for session in split_into_sessions(ordered, gap_us, close_actions):
+            closed, reason = closed_at(session, gap_us, close_actions)
+            if watermark_after is not None and watermark_after > closed:
+                sessions.append(session_row(session, closed, reason))
+                page_views.extend(page_view_rows(session, closed))
+            else:
+                still_open.append((session, closed))
+        if still_open:
+            open_after += len(still_open)
+            expires_at = min(closed for _, closed in still_open)
+            for session, _ in still_open:
+                state_puts.extend({**e, "expires_at": expires_at} for e in session)
+        elif user in state_users:
+            state_removes.append(user)
+
+    late.sort(key=nulls_last)
+    stats = {
+        "events_in": len(events),
+        "on_time": on_time,
+        "late": len(late),
+        "duplicates": duplicates,
+        "sessions_out": len(sessions),
+        "page_views_out": len(page_views),
+        "open_sessions_before": open_before,
+        "open_sessions_after": open_after,
+        "open_users_after": len({row["user_id"] for row in state_puts}),
+    }
+    return {
+        "sessions": sessions,
+        "page_views": page_views,
+        "late": late,
+        "state_puts": state_puts,
+        "state_removes": state_removes,
+        "stats": stats,
+    }
+
+
+def session_id(user_id: int, start_us: int) -> str:
+    return f"{user_id}-{start_us // 1000}"
+
+
+def session_row(session: list[dict], closed: int, reason: str) -> dict:
+    first, last = session[0], session[-1]
+    start = first["event_time"]
+    return {
+        "session_id": session_id(first["user_id"], start),
+        "user_id": first["user_id"],
+        "start_time": start,
+        "end_time": last["event_time"],
+        "closed_at": closed,
+        "duration_ms": (last["event_time"] - start) // 1000,
+        "event_count": len(session),
+        "pages": [e["page"] for e in session],
+        "end_reason": reason,
+        **{a: first[a] for a in ATTRIBUTES},
+        "session_date": (EPOCH + timedelta(microseconds=start)).date(),
+    }
+
+
+def page_view_rows(session: list[dict], closed: int) -> list[dict]:
+    sid = session_id(session[0]["user_id"], session[0]["event_time"])
+    rows = []
+    for i, event in enumerate(session):
+        until = session[i + 1]["event_time"] if i + 1 < len(session) else closed
+        rows.append(
+            {
+                "session_id": sid,
+                "user_id": event["user_id"],
+                "event_time": event["event_time"],
+                "page": event["page"],
+                "position": i + 1,
+                "time_on_page_ms": (until - event["event_time"]) // 1000,
+            }
+        )
+    return rows
