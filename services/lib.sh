@@ -51,6 +51,15 @@ pid_alive() { [[ $1 =~ ^[0-9]+$ ]] && grep -qaF -- "$2" "/proc/$1/cmdline" 2>/de
 # daemons late, and kill -0 succeeds on a zombie).
 pid_running() { [[ $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) =~ ^[^ZX]$ ]]; }
 
+# wait_reaped PID: wait (at most STOP_TIMEOUT) while PID is a zombie, i.e. exited but not yet
+# reaped by pid 1: a server that checks its old pid file would take it for a live process.
+wait_reaped() {
+  local deadline=$((SECONDS + STOP_TIMEOUT))
+  while [[ $1 =~ ^[0-9]+$ && -e /proc/$1 ]] && ! pid_running "$1" && ((SECONDS < deadline)); do
+    sleep 0.1
+  done
+}
+
 # spawn PIDFILE LOG CMD...: run CMD detached (own session, stdin closed, output appended to
 # LOG, lock fd 9 closed so the server never holds our lock) and record its pid.
 spawn() {
@@ -59,7 +68,8 @@ spawn() {
   echo $! >"$pidfile"
 }
 
-# wait_ready PID LOG CMD...: poll CMD until it succeeds. Fails with the log tail if the
+# wait_ready PID LOG CMD...: poll CMD (which must give up within seconds, e.g. with `timeout`:
+# a foreign listener on the port may accept and never answer) until it succeeds. Fails with the log tail if the
 # process PID exits first or START_TIMEOUT seconds pass.
 wait_ready() {
   local pid=$1 logfile=$2 deadline=$((SECONDS + START_TIMEOUT)); shift 2
@@ -108,6 +118,9 @@ service_main() {
     install) svc_install ;;
     start)
       if pid=$(svc_pid); then running_line "$pid"; return 0; fi
+      if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$PORT" 2>/dev/null; then
+        die "port $PORT is taken by another process (see: ss -ltnp 'sport = :$PORT')"
+      fi
       svc_start
       pid=$(svc_pid) || die "started but no server process found"
       running_line "$pid" ;;

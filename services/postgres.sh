@@ -32,6 +32,7 @@ data_dir() {
       install -d -m 700 -o postgres -g postgres "$d"
     else
       target=/tmp/sessionize-services-$(cksum <<<"$REPO_ROOT" | cut -d' ' -f1)/postgres
+      rm -rf "$target" # no data dir here means a fresh cluster, even if /tmp has an old one
       install -d -m 755 "${target%/*}" && install -d -m 700 -o postgres -g postgres "$target"
       ln -s "$target" "$d"
     fi
@@ -44,7 +45,7 @@ svc_pid() {
   pid=$(head -n1 "$DIR/data/postmaster.pid" 2>/dev/null) && pid_alive "$pid" postgres && echo "$pid"
 }
 
-psql_() { "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U sessionize -v ON_ERROR_STOP=1 "$@"; }
+psql_() { PGCONNECT_TIMEOUT=10 "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U sessionize -v ON_ERROR_STOP=1 "$@"; }
 
 svc_start() {
   [[ -x $PGBIN/postgres ]] || die "PostgreSQL 15 not installed: run $0 install"
@@ -62,6 +63,8 @@ fsync = off
 max_connections = 200
 CONF
   fi
+  # After a kill -9, postgres refuses to start while the old postmaster is an unreaped zombie.
+  wait_reaped "$(head -n1 "$data/postmaster.pid" 2>/dev/null || true)"
   # The server's output goes to pg_ctl's stdout: our log file, opened by root.
   as_pg "$PGBIN/pg_ctl" start -D "$data" -o "-p $PORT" -w -t "$START_TIMEOUT" -s \
     >>"$DIR/postgres.log" 2>&1 9>&- || { log_tail "$DIR/postgres.log"; die "server did not start"; }

@@ -16,7 +16,7 @@ svc_pid() {
   pid=$(cat "$DIR/redis.pid" 2>/dev/null) && pid_alive "$pid" redis-server && echo "$pid"
 }
 
-ping() { [[ $(redis-cli -h 127.0.0.1 -p "$PORT" ping) == PONG ]]; }
+ping() { [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "$PORT" ping) == PONG ]]; }
 
 svc_start() {
   command -v redis-server >/dev/null || die "redis-server not installed: run $0 install"

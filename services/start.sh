@@ -17,14 +17,15 @@ for name in "${names[@]}"; do
   "$here/$name.sh" install && "$here/$name.sh" start || failed+=("$name")
 done
 
-env_file=$here/../.services/env.sh
+env_file=$(dirname "$here")/.services/env.sh
 mkdir -p "${env_file%/*}"
+tmp=$(mktemp "$env_file.XXXXXX")
 {
   echo "# Written by services/start.sh: source it to reach the local test services."
   for name in "${all[@]}"; do
     if "$here/$name.sh" status >/dev/null 2>&1; then "$here/$name.sh" env; fi
   done
-} >"$env_file.tmp"
-mv "$env_file.tmp" "$env_file"
+} >"$tmp"
+chmod 644 "$tmp" && mv "$tmp" "$env_file"
 echo "start.sh: wrote .services/env.sh (source it)"
 ((${#failed[@]} == 0)) || { echo "start.sh: failed: ${failed[*]}" >&2; exit 1; }
