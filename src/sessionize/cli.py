@@ -1,5 +1,263 @@
-"""Command line (placeholder until the commands land)."""
+"""Command line: `sessionize generate | stream | demo`.
+
+Every failure a user can cause or fix (a bad flag, no Java, an unreachable backend, a
+checkpoint from other settings) ends in exactly one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+
+import click
+
+from sessionize.config import SessionRules, parse_duration
+from sessionize.errors import ConfigError, SessionizeError
 
 
-def main() -> None:
-    raise SystemExit("sessionize: no commands yet")
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(value)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Hour(click.ParamType):
+    """An hour like 2026-11-01T09 (UTC)."""
+
+    name = "hour"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, datetime):
+            return value
+        for fmt in ("%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+            try:
+                return datetime.strptime(value, fmt).replace(tzinfo=UTC)
+            except ValueError:
+                pass
+        self.fail(f"'{value}' is not an hour; write it like 2026-11-01T09", param, ctx)
+
+
+DURATION = Duration()
+HOUR = Hour()
+
+
+def rules_options(f):
+    """--gap, --lateness, --close-actions: the semantics of DESIGN §3."""
+    f = click.option(
+        "--close-actions",
+        default="browser_close",
+        show_default=True,
+        help="Comma-separated actions that end a session explicitly.",
+    )(f)
+    f = click.option(
+        "--lateness",
+        type=DURATION,
+        default="10m",
+        show_default=True,
+        help="Allowed lateness: the watermark trails the max event time by this much.",
+    )(f)
+    f = click.option(
+        "--gap",
+        type=DURATION,
+        default="10m",
+        show_default=True,
+        help="Inactivity that ends a session.",
+    )(f)
+    return f
+
+
+def make_rules(gap: int, lateness: int, close_actions: str) -> SessionRules:
+    actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
+    return SessionRules(gap_us=gap, lateness_us=lateness, close_actions=actions)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sessionize")
+def cli() -> None:
+    """Sessionize website visits with PySpark, in streaming and batch, exactly once."""
+
+
+@cli.command()
+@click.option("--output", required=True, help="Directory of the hourly tree to write.")
+@click.option("--start", type=HOUR, default="2026-11-01T00", show_default=True)
+@click.option("--hours", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--users", type=click.IntRange(1), default=1000, show_default=True)
+@click.option("--events-per-hour", type=click.IntRange(1), default=20000, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--duplicate-rate", type=click.FloatRange(0, 1), default=0.01, show_default=True)
+@click.option("--late-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
+@click.option("--invalid-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
+@click.option("--close-rate", type=click.FloatRange(0, 1), default=0.05, show_default=True)
+@click.option("--files-per-hour", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--gzip", is_flag=True, help="Write .json.gz files.")
+@click.option(
+    "--gap",
+    type=DURATION,
+    default="10m",
+    show_default=True,
+    help="Session gap the think times are shaped around.",
+)
+def generate(
+    output,
+    start,
+    hours,
+    users,
+    events_per_hour,
+    seed,
+    duplicate_rate,
+    late_rate,
+    invalid_rate,
+    close_rate,
+    files_per_hour,
+    gzip,
+    gap,
+) -> None:
+    """Write synthetic visit events, Hive-style by event hour."""
+    from sessionize.generator import GeneratorConfig, write_files
+
+    cfg = GeneratorConfig(
+        start=start,
+        hours=hours,
+        users=users,
+        events_per_hour=events_per_hour,
+        seed=seed,
+        duplicate_rate=duplicate_rate,
+        late_rate=late_rate,
+        invalid_rate=invalid_rate,
+        close_rate=close_rate,
+        files_per_hour=files_per_hour,
+        gzip=gzip,
+        gap_us=gap,
+    )
+    summary = write_files(cfg, output)
+    click.echo(f"wrote {summary}")
+
+
+@cli.command()
+@click.option(
+    "--input",
+    "input_",
+    required=True,
+    help="Hourly JSON tree (recursive), kafka://HOST:PORT/TOPIC or kinesis://STREAM?...",
+)
+@click.option("--output", required=True, help="Output directory (any pyarrow filesystem URI).")
+@click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
+@click.option(
+    "--state",
+    default="files",
+    show_default=True,
+    help="files | files:PATH | postgresql://... | redis://... | dynamodb://...",
+)
+@rules_options
+@click.option(
+    "--partitions",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="State partitions (fixed for the life of a checkpoint).",
+)
+@click.option("--max-files-per-trigger", type=click.IntRange(1), default=None)
+@click.option(
+    "--trigger",
+    default="available-now",
+    show_default=True,
+    help="available-now (process what is there, then exit) or processing-time=30s.",
+)
+@click.option(
+    "--job",
+    default="sessionize",
+    show_default=True,
+    help="Job name: isolates jobs sharing one state store.",
+)
+@click.option(
+    "--source-option",
+    "source_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option passed to the Kafka/Kinesis source (repeatable).",
+)
+def stream(
+    input_,
+    output,
+    checkpoint,
+    state,
+    gap,
+    lateness,
+    close_actions,
+    partitions,
+    max_files_per_trigger,
+    trigger,
+    job,
+    source_options,
+) -> None:
+    """Sessionize a stream of visit events, exactly once, until the trigger ends."""
+    from sessionize.spark import get_spark
+    from sessionize.stream import StreamOptions, parse_trigger, run_stream
+
+    parse_trigger(trigger)  # reject a bad trigger before Spark starts
+    opts = StreamOptions(
+        input=input_,
+        output=output,
+        checkpoint=checkpoint,
+        state=state,
+        rules=make_rules(gap, lateness, close_actions),
+        partitions=partitions,
+        max_files_per_trigger=max_files_per_trigger,
+        trigger=trigger,
+        job=job,
+        source_options=_key_values(source_options),
+    )
+    spark = get_spark("sessionize-stream", shuffle_partitions=partitions)
+    run_stream(spark, opts, on_batch=lambda line: click.echo(line))
+
+
+@cli.command()
+@click.option(
+    "--workdir",
+    default="sessionize-demo",
+    show_default=True,
+    help="Where the demo writes its input, output and checkpoint (recreated).",
+)
+@click.option("--hours", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--users", type=click.IntRange(1), default=2000, show_default=True)
+@click.option("--events-per-hour", type=click.IntRange(1), default=20000, show_default=True)
+def demo(workdir, hours, users, events_per_hour) -> None:
+    """Generate a few hours of visits and sessionize them with the files state store."""
+    from sessionize.demo import run_demo
+
+    run_demo(workdir, hours=hours, users=users, events_per_hour=events_per_hour)
+
+
+def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--source-option '{pair}': write it as KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one clear line for every error a user can act on."""
+    try:
+        cli.main(args=argv, prog_name="sessionize", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("sessionize: interrupted; run the same command again to resume", err=True)
+        sys.exit(130)
+    except click.UsageError as exc:
+        hint = f" (see sessionize {exc.ctx.info_name} --help)" if exc.ctx else ""
+        click.echo(f"sessionize: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except SessionizeError as exc:
+        click.echo(f"sessionize: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("sessionize: interrupted; run the same command again to resume", err=True)
+        sys.exit(130)

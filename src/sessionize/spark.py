@@ -34,6 +34,7 @@ def get_spark(app: str, *, master: str | None = None, shuffle_partitions: int = 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
     builder = (
         SparkSession.builder.appName(app)
         .master(master or os.environ.get("SESSIONIZE_SPARK_MASTER", "local[*]"))
@@ -42,6 +43,7 @@ def get_spark(app: str, *, master: str | None = None, shuffle_partitions: int = 
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.driver.memory", os.environ.get("SESSIONIZE_DRIVER_MEMORY", "2g"))
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SESSIONIZE_SPARK_LOG_LEVEL", "ERROR"))

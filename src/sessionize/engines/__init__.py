@@ -1,0 +1,1 @@
+"""Engines: where the session logic meets Spark and a state store."""

@@ -1,0 +1,249 @@
+"""The `store` engine: the session logic per partition, state in our versioned store.
+
+Each micro-batch (or hour, in batch mode) is one state version. The driver computes the
+batch's watermark, Spark shuffles the parsed events by `user_id` into `partitions`
+partitions, and every partition task (the N tasks always run, also with no events, so
+that sessions of idle users expire and every partition reaches the new version):
+
+  1. opens its state at version V-1 (a worker-side cache usually makes this free),
+  2. reads the rows of the users with new events and of the users due to expire,
+  3. runs `logic.advance` over them, vectorized,
+  4. stages its rows of the four outputs under `_staging` (deterministic file names),
+  5. commits state version V for its partition (idempotent: a rerun overwrites V).
+
+Then the driver commits the batch, in this order, which is what makes it exactly once:
+
+  a. publish the staged outputs of batch V (one directory rename per output),
+  b. write the job record of version V (watermark, totals, settings) to the store,
+  c. return to Spark, which writes its commit log entry for the batch.
+
+A crash before (c) makes Spark re-execute batch V with the same input (its offsets log
+fixed it); the rerun loads V-1 again, restages, republishes over the old batch directory
+and overwrites version V, so the final output equals an uninterrupted run. Versions after
+V-1 left by an interrupted attempt are never read: version V is only loaded once its
+job record exists, and it is rewritten before that.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sessionize.config import SessionRules
+from sessionize.errors import StateError
+from sessionize.faults import pause_point
+from sessionize.logic import StepStats, advance
+from sessionize.parsing import EVENT_COLUMNS, parse
+from sessionize.schema import EVENT, INVALID_EVENTS
+from sessionize.sinks.parquet import ParquetSink
+from sessionize.state import open_backend
+
+# Counters every partition task reports back to the driver.
+TASK_COUNTERS = (
+    "partition", "invalid", "events_in", "on_time", "late", "duplicates",
+    "sessions_out", "page_views_out", "open_sessions", "open_users",
+    "state_rows_loaded", "state_rows_written", "state_round_trips",
+    "state_load_us", "state_commit_us",
+)  # fmt: skip
+_TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything a partition task needs; pickled into every task."""
+
+    rules: SessionRules
+    partitions: int
+    state_uri: str
+    job: str
+    output: str
+    retain: int = 100  # versions kept restorable
+    maintenance_every: int = 10  # versions between retention clean-ups
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    version: int
+    watermark_before: int | None
+    watermark_after: int | None
+
+
+def _task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
+    from pyspark import TaskContext
+
+    partition = TaskContext.get().partitionId()
+    received = list(batches)
+    rows = pa.Table.from_batches(received) if received else None
+    counts = run_partition(settings, plan, partition, rows)
+    yield pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
+
+
+def run_partition(
+    settings: EngineSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
+) -> dict[str, int]:
+    """Steps 1-5 of the module doc for one partition; returns the task counters."""
+    valid, invalid = _split_parsed(rows)
+    backend = open_backend(settings.state_uri)
+    store = backend.open(settings.job, partition, plan.version - 1)
+    try:
+        keys = pc.unique(valid["user_id"])
+        if plan.watermark_after is not None:
+            keys = pc.unique(pa.concat_arrays([keys, store.expiring(plan.watermark_after)]))
+        state = store.get_many(keys)
+        step = advance(
+            state,
+            valid,
+            rules=settings.rules,
+            watermark_before=plan.watermark_before,
+            watermark_after=plan.watermark_after,
+        )
+        sink = ParquetSink(settings.output)
+        sink.write_part("sessions", plan.version, partition, step.sessions)
+        sink.write_part("page_views", plan.version, partition, step.page_views)
+        sink.write_part("late_events", plan.version, partition, step.late)
+        sink.write_part("invalid_events", plan.version, partition, invalid)
+        new_users = pc.sum(pc.invert(pc.is_in(step.state_puts["user_id"], state["user_id"])))
+        meta = dict(store.meta)
+        meta["open_sessions"] = (
+            meta.get("open_sessions", 0)
+            + step.stats.open_sessions_after
+            - step.stats.open_sessions_before
+        )
+        meta["open_users"] = (
+            meta.get("open_users", 0) + (new_users.as_py() or 0) - len(step.state_removes)
+        )
+        store.remove_many(step.state_removes)
+        store.put_many(step.state_puts)
+        store.commit(plan.version, meta)
+        if partition == 0:
+            pause_point("after-state-commit", plan.version)
+    except BaseException:
+        store.abort()
+        raise
+    if plan.version % settings.maintenance_every == 0:
+        backend.maintenance(settings.job, partition, settings.retain)
+    m = store.metrics()
+    return {
+        "partition": partition,
+        "invalid": invalid.num_rows,
+        **_stats(step.stats),
+        "open_sessions": meta["open_sessions"],
+        "open_users": meta["open_users"],
+        "state_rows_loaded": m.rows_loaded,
+        "state_rows_written": m.rows_written,
+        "state_round_trips": m.round_trips,
+        "state_load_us": int(m.load_ms * 1000),
+        "state_commit_us": int(m.commit_ms * 1000),
+    }
+
+
+def _stats(s: StepStats) -> dict[str, int]:
+    return {k: v for k, v in asdict(s).items() if k in TASK_COUNTERS}
+
+
+def _split_parsed(rows: pa.Table | None) -> tuple[pa.Table, pa.Table]:
+    """Parsed rows from Spark -> (valid events as schema.EVENT, invalid lines)."""
+    if rows is None or rows.num_rows == 0:
+        return EVENT.empty_table(), INVALID_EVENTS.empty_table()
+    bad = pc.is_valid(rows["reason"])
+    valid = rows.filter(pc.invert(bad)).select(EVENT_COLUMNS)
+    invalid = rows.filter(bad).select([f.name for f in INVALID_EVENTS])
+    return valid.cast(EVENT), invalid.cast(INVALID_EVENTS)
+
+
+class StoreEngine:
+    """Driver side: plans each batch, runs the partition tasks, commits (steps a-c)."""
+
+    def __init__(self, spark: SparkSession, settings: EngineSettings):
+        self.spark = spark
+        self.settings = settings
+        self.backend = open_backend(settings.state_uri)
+        self.sink = ParquetSink(settings.output)
+
+    def previous(self, version: int) -> dict | None:
+        if version == 0:
+            return None
+        return self.backend.read_job_record(self.settings.job, version - 1)
+
+    def run(
+        self, raw: DataFrame, version: int, *, first: bool, end_watermark: int | None = None
+    ) -> dict:
+        """Run batch `version` over raw records (value, error, source); returns its report.
+
+        `first` allows a batch without a committed predecessor (the start of a new state).
+        Stream batches advance the watermark from the events (`max - lateness`); batch mode
+        passes `end_watermark` (the end of the hour) instead.
+        """
+        t0 = time.perf_counter()
+        prev = self.previous(version)
+        if prev is None and not first:
+            raise StateError(
+                f"state {self.backend} has no commit for version {version - 1} of job "
+                f"'{self.settings.job}', but version {version} is being run: the checkpoint "
+                "and the state store disagree (was the state moved or deleted?)"
+            )
+        prev = prev or {}
+        parsed = parse(raw).persist()
+        try:
+            agg = parsed.agg(
+                F.count(F.lit(1)).alias("records"),
+                F.max(F.when(F.col("reason").isNull(), F.unix_micros("event_time"))).alias("mx"),
+            ).collect()[0]
+            max_event = _max(prev.get("max_event_time"), agg["mx"])
+            wm_before = prev.get("watermark")
+            if end_watermark is not None:
+                wm_after = end_watermark
+            elif max_event is None:
+                wm_after = wm_before
+            else:
+                wm_after = max_event - self.settings.rules.lateness_us
+            wm_after = _max(wm_before, wm_after)  # never goes back
+            plan = BatchPlan(version, wm_before, wm_after)
+            self.sink.clear_staging(version)
+            task = functools.partial(_task, self.settings, plan)
+            rows = (
+                parsed.repartition(self.settings.partitions, "user_id")
+                .mapInArrow(task, _TASK_SCHEMA)
+                .collect()
+            )
+        finally:
+            parsed.unpersist()
+        if len(rows) != self.settings.partitions:
+            raise StateError(
+                f"batch {version}: {len(rows)} of {self.settings.partitions} partitions reported"
+            )
+        batch = {k: sum(r[k] for r in rows) for k in TASK_COUNTERS if k != "partition"}
+        batch["records"] = agg["records"]
+        pause_point("before-publish", version)
+        self.sink.publish(version)  # step a
+        pause_point("after-publish", version)
+        totals = {k: prev.get("totals", {}).get(k, 0) + batch[k] for k in _TOTALS}
+        record = {
+            "version": version,
+            "watermark": wm_after,
+            "max_event_time": max_event,
+            "batch": batch,
+            "totals": totals,
+            "duration_s": round(time.perf_counter() - t0, 3),
+        }
+        self.backend.write_job_record(self.settings.job, version, record)  # step b
+        pause_point("after-record", version)
+        return record
+
+
+_TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
