@@ -37,7 +37,7 @@ data_dir() {
       ln -s "$target" "$d"
     fi
   fi
-  echo "$d"
+  readlink -f "$d" # the real path: postgres may not be able to traverse the symlink's
 }
 
 svc_pid() {
@@ -74,7 +74,7 @@ CONF
 }
 
 svc_stop() {
-  as_pg "$PGBIN/pg_ctl" stop -D "$DIR/data" -m fast -w -t "$STOP_TIMEOUT" -s
+  as_pg "$PGBIN/pg_ctl" stop -D "$(readlink -f "$DIR/data")" -m fast -w -t "$STOP_TIMEOUT" -s
 }
 
 svc_env() { echo "export SESSIONIZE_TEST_POSTGRES=postgresql://sessionize@127.0.0.1:$PORT/sessionize"; }
