@@ -42,7 +42,7 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
         opts = StreamOptions(
             input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions
         )
-        records = run_stream(spark, opts, on_batch=lambda _: None)
+        records = run_stream(opts, spark, on_batch=lambda _: None)
         events = records[-1]["totals"]["records"]
     else:
         raise SystemExit(f"unknown contender {name}")

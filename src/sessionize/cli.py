@@ -197,7 +197,6 @@ def stream(
     source_options,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
-    from sessionize.spark import get_spark
     from sessionize.stream import StreamOptions, parse_trigger, run_stream
 
     parse_trigger(trigger)  # reject a bad trigger before Spark starts
@@ -213,8 +212,7 @@ def stream(
         job=job,
         source_options=_key_values(source_options),
     )
-    spark = get_spark("sessionize-stream", shuffle_partitions=partitions)
-    run_stream(spark, opts, on_batch=lambda line: click.echo(line))
+    run_stream(opts, on_batch=click.echo)
 
 
 @cli.command()

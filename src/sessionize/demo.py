@@ -11,7 +11,6 @@ import click
 
 from sessionize.config import SessionRules
 from sessionize.generator import GeneratorConfig, write_files
-from sessionize.spark import get_spark
 from sessionize.stream import StreamOptions, run_stream
 
 
@@ -41,10 +40,9 @@ def run_demo(workdir: str, *, hours: int, users: int, events_per_hour: int) -> d
         partitions=4,
         max_files_per_trigger=2,
     )
-    spark = get_spark("sessionize-demo", shuffle_partitions=opts.partitions)
     click.echo("streaming with the files state store, 2 files per micro-batch:")
     t0 = time.perf_counter()
-    records = run_stream(spark, opts, on_batch=click.echo)
+    records = run_stream(opts, on_batch=click.echo)
     elapsed = time.perf_counter() - t0
     last = records[-1]
     t = last["totals"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,9 @@ from sessionize.engines.checkpoint import check_or_record, last_committed_batch
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, SessionizeError, StateError
 from sessionize.sources.files import file_stream
+from sessionize.spark import get_spark
+from sessionize.state import open_backend
+from sessionize.state.base import StateBackend
 
 SPARK_STATES = ("spark-rocksdb", "spark-hdfs")
 
@@ -94,11 +98,18 @@ def _iso(us: int) -> str:
 
 
 def run_stream(
-    spark: SparkSession, opts: StreamOptions, on_batch: Callable[[dict], None] = print
+    opts: StreamOptions,
+    spark: SparkSession | None = None,
+    on_batch: Callable[[str], None] = print,
 ) -> list[dict]:
-    """Run the query until the trigger ends it; returns the job records of this run."""
+    """Run the query until the trigger ends it; returns the job records of this run.
+
+    Everything that can be checked without Spark (input, checkpoint settings, the state
+    backend and its agreement with the checkpoint) is checked before Spark starts.
+    """
     if opts.state in SPARK_STATES:
         raise ConfigError(f"--state {opts.state} is not available in this build")
+    _check_input(opts.input)
     check_or_record(opts.checkpoint, opts.recorded_settings())
     settings = EngineSettings(
         rules=opts.rules,
@@ -107,9 +118,11 @@ def run_stream(
         job=opts.job,
         output=opts.output,
     )
-    engine = StoreEngine(spark, settings)
-    engine.backend.check()
-    _check_agreement(engine, opts)
+    backend = open_backend(settings.state_uri)
+    backend.check()
+    _check_agreement(backend, opts)
+    spark = spark or get_spark(f"sessionize-{opts.job}", shuffle_partitions=opts.partitions)
+    engine = StoreEngine(spark, settings, backend)
     records: list[dict] = []
     failure: list[SessionizeError] = []
 
@@ -142,10 +155,18 @@ def run_stream(
     return records
 
 
-def _check_agreement(engine: StoreEngine, opts: StreamOptions) -> None:
+def _check_input(path: str) -> None:
+    if "://" in path and not path.startswith("file://"):
+        return
+    local = path.removeprefix("file://")
+    if not os.path.isdir(local):
+        raise ConfigError(f"--input {path} is not a directory (expected the hourly JSON tree)")
+
+
+def _check_agreement(backend: StateBackend, opts: StreamOptions) -> None:
     """Spark's commit log and the store's job log must point at the same batch."""
     spark_last = last_committed_batch(opts.checkpoint)
-    versions = engine.backend.job_versions(opts.job)
+    versions = backend.job_versions(opts.job)
     store_last = max(versions) if versions else None
     done = -1 if spark_last is None else spark_last
     # The store may be one batch ahead: it commits just before Spark does.

@@ -44,6 +44,7 @@ from sessionize.parsing import EVENT_COLUMNS, parse
 from sessionize.schema import EVENT, INVALID_EVENTS
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.state import open_backend
+from sessionize.state.base import StateBackend
 
 # Counters every partition task reports back to the driver.
 TASK_COUNTERS = (
@@ -161,10 +162,12 @@ def _split_parsed(rows: pa.Table | None) -> tuple[pa.Table, pa.Table]:
 class StoreEngine:
     """Driver side: plans each batch, runs the partition tasks, commits (steps a-c)."""
 
-    def __init__(self, spark: SparkSession, settings: EngineSettings):
+    def __init__(
+        self, spark: SparkSession, settings: EngineSettings, backend: StateBackend | None = None
+    ):
         self.spark = spark
         self.settings = settings
-        self.backend = open_backend(settings.state_uri)
+        self.backend = backend or open_backend(settings.state_uri)
         self.sink = ParquetSink(settings.output)
 
     def previous(self, version: int) -> dict | None:
