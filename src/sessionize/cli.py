@@ -1,4 +1,4 @@
-"""Command line: `sessionize generate | stream | demo`.
+"""Command line: `sessionize generate | stream | batch | demo`.
 
 Every failure a user can cause or fix (a bad flag, no Java, an unreachable backend, a
 checkpoint from other settings) ends in exactly one line on stderr and exit code 2.
@@ -213,6 +213,45 @@ def stream(
         source_options=_key_values(source_options),
     )
     run_stream(opts, on_batch=click.echo)
+
+
+@cli.command()
+@click.option(
+    "--input", "input_", required=True, help="Hourly JSON tree (event_date=/event_hour=)."
+)
+@click.option("--output", required=True, help="Output directory (same layout as the stream).")
+@click.option(
+    "--state",
+    default="files",
+    show_default=True,
+    help="files (under OUTPUT/_state) | files:PATH | postgresql://... | redis://... | dynamodb://...",
+)
+@click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
+@click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
+@rules_options
+@click.option(
+    "--partitions",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="State partitions (fixed for the life of a state).",
+)
+@click.option("--job", default="sessionize", show_default=True)
+def batch(input_, output, state, from_, to, gap, lateness, close_actions, partitions, job):
+    """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
+    from sessionize.batch import BatchOptions, run_batch
+
+    opts = BatchOptions(
+        input=input_,
+        output=output,
+        start=from_,
+        end=to or from_,
+        state=state,
+        rules=make_rules(gap, lateness, close_actions),
+        partitions=partitions,
+        job=job,
+    )
+    run_batch(opts, on_hour=click.echo)
 
 
 @cli.command()

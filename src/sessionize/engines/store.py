@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sessionize.config import SessionRules
+from sessionize.config import SessionRules, format_duration
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
@@ -72,6 +72,7 @@ class EngineSettings:
 @dataclass(frozen=True)
 class BatchPlan:
     version: int
+    previous: int  # the version this one builds on (-1: the empty state)
     watermark_before: int | None
     watermark_after: int | None
 
@@ -87,12 +88,12 @@ def _task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.Record
 
 
 def run_partition(
-    settings: EngineSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
+    settings: EngineSettings, plan: BatchPlan, partition: int, rows: pa.Table | None = None
 ) -> dict[str, int]:
     """Steps 1-5 of the module doc for one partition; returns the task counters."""
     valid, invalid = _split_parsed(rows)
     backend = open_backend(settings.state_uri)
-    store = backend.open(settings.job, partition, plan.version - 1)
+    store = backend.open(settings.job, partition, plan.previous)
     try:
         keys = pc.unique(valid["user_id"])
         if plan.watermark_after is not None:
@@ -170,25 +171,27 @@ class StoreEngine:
         self.backend = backend or open_backend(settings.state_uri)
         self.sink = ParquetSink(settings.output)
 
-    def previous(self, version: int) -> dict | None:
-        if version == 0:
-            return None
-        return self.backend.read_job_record(self.settings.job, version - 1)
-
     def run(
-        self, raw: DataFrame, version: int, *, first: bool, end_watermark: int | None = None
+        self,
+        raw: DataFrame,
+        version: int,
+        *,
+        first: bool,
+        previous: int | None = None,
+        end_watermark: int | None = None,
     ) -> dict:
         """Run batch `version` over raw records (value, error, source); returns its report.
 
-        `first` allows a batch without a committed predecessor (the start of a new state).
+        It builds on `previous` (default version - 1); `first` starts a new state instead.
         Stream batches advance the watermark from the events (`max - lateness`); batch mode
         passes `end_watermark` (the end of the hour) instead.
         """
         t0 = time.perf_counter()
-        prev = self.previous(version)
+        previous = version - 1 if previous is None else previous
+        prev = None if first else self.backend.read_job_record(self.settings.job, previous)
         if prev is None and not first:
             raise StateError(
-                f"state {self.backend} has no commit for version {version - 1} of job "
+                f"state {self.backend} has no commit for version {previous} of job "
                 f"'{self.settings.job}', but version {version} is being run: the checkpoint "
                 "and the state store disagree (was the state moved or deleted?)"
             )
@@ -208,7 +211,7 @@ class StoreEngine:
             else:
                 wm_after = max_event - self.settings.rules.lateness_us
             wm_after = _max(wm_before, wm_after)  # never goes back
-            plan = BatchPlan(version, wm_before, wm_after)
+            plan = BatchPlan(version, -1 if first else previous, wm_before, wm_after)
             self.sink.clear_staging(version)
             task = functools.partial(_task, self.settings, plan)
             rows = (
@@ -216,13 +219,19 @@ class StoreEngine:
                 .mapInArrow(task, _TASK_SCHEMA)
                 .collect()
             )
+            counts = [r.asDict() for r in rows]
+            # Spark skips the tasks of an empty input (e.g. an hour with no files); those
+            # partitions still have sessions to expire and a version to commit.
+            missing = sorted(
+                set(range(self.settings.partitions)) - {c["partition"] for c in counts}
+            )
+            if missing:
+                run = functools.partial(run_partition, self.settings, plan, rows=None)
+                sc = self.spark.sparkContext
+                counts += sc.parallelize(missing, len(missing)).map(run).collect()
         finally:
             parsed.unpersist()
-        if len(rows) != self.settings.partitions:
-            raise StateError(
-                f"batch {version}: {len(rows)} of {self.settings.partitions} partitions reported"
-            )
-        batch = {k: sum(r[k] for r in rows) for k in TASK_COUNTERS if k != "partition"}
+        batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
         batch["records"] = agg["records"]
         pause_point("before-publish", version)
         self.sink.publish(version)  # step a
@@ -230,6 +239,8 @@ class StoreEngine:
         totals = {k: prev.get("totals", {}).get(k, 0) + batch[k] for k in _TOTALS}
         record = {
             "version": version,
+            "previous": plan.previous,
+            "settings": settings_record(self.settings),
             "watermark": wm_after,
             "max_event_time": max_event,
             "batch": batch,
@@ -239,6 +250,16 @@ class StoreEngine:
         self.backend.write_job_record(self.settings.job, version, record)  # step b
         pause_point("after-record", version)
         return record
+
+
+def settings_record(settings: EngineSettings) -> dict:
+    """The settings that are part of the state, as flags would spell them."""
+    return {
+        "gap": format_duration(settings.rules.gap_us),
+        "lateness": format_duration(settings.rules.lateness_us),
+        "close_actions": ",".join(settings.rules.close_actions),
+        "partitions": settings.partitions,
+    }
 
 
 _TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
