@@ -17,7 +17,7 @@ svc_install() {
 
 svc_pid() {
   local pid
-  pid=$(cat "$DIR/dynalite.pid" 2>/dev/null) && pid_alive "$pid" dynalite && echo "$pid"
+  pid=$(cat "$DIR/dynalite.pid" 2>/dev/null) && pid_alive "$pid" "$DIR/data" && echo "$pid"
 }
 
 svc_start() {

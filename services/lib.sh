@@ -40,11 +40,12 @@ npm_install() {
   command -v npm >/dev/null || apt_install nodejs npm
   log "npm install $1@$2 into ${prefix#"$REPO_ROOT"/}"
   mkdir -p "$prefix"
-  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$1@$2" >&2
+  npm install --prefix "$prefix" --no-audit --no-fund --update-notifier=false --loglevel=error "$1@$2" >&2
 }
 
-# pid_alive PID PATTERN: the process exists and its command line contains PATTERN
-# (guards against a stale pid file whose pid was reused).
+# pid_alive PID PATTERN: the process exists and its command line contains PATTERN (make it
+# specific, e.g. the data dir: guards against a stale pid file whose pid was reused, and
+# against another clone's server). Arguments are NUL-separated: match within one of them.
 pid_alive() { [[ $1 =~ ^[0-9]+$ ]] && grep -qaF -- "$2" "/proc/$1/cmdline" 2>/dev/null; }
 
 # pid_running PID: the process exists and is not a zombie (pid 1 here may reap exited

@@ -42,7 +42,7 @@ data_dir() {
 
 svc_pid() {
   local pid
-  pid=$(head -n1 "$DIR/data/postmaster.pid" 2>/dev/null) && pid_alive "$pid" postgres && echo "$pid"
+  pid=$(head -n1 "$DIR/data/postmaster.pid" 2>/dev/null) && pid_alive "$pid" "$(readlink -f "$DIR/data")" && echo "$pid"
 }
 
 psql_() { PGCONNECT_TIMEOUT=10 "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U sessionize -v ON_ERROR_STOP=1 "$@"; }

@@ -13,7 +13,7 @@ svc_install() {
 
 svc_pid() {
   local pid
-  pid=$(cat "$DIR/redis.pid" 2>/dev/null) && pid_alive "$pid" redis-server && echo "$pid"
+  pid=$(cat "$DIR/redis.pid" 2>/dev/null) && pid_alive "$pid" "redis-server 127.0.0.1:$PORT" && echo "$pid"
 }
 
 ping() { [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "$PORT" ping) == PONG ]]; }

@@ -25,7 +25,7 @@ tmp=$(mktemp "$env_file.XXXXXX")
   for name in "${all[@]}"; do
     if "$here/$name.sh" status >/dev/null 2>&1; then "$here/$name.sh" env; fi
   done
-} >"$tmp"
+} | awk '!seen[$0]++' >"$tmp" # AWS_* lines are shared by services
 chmod 644 "$tmp" && mv "$tmp" "$env_file"
 echo "start.sh: wrote .services/env.sh (source it)"
 ((${#failed[@]} == 0)) || { echo "start.sh: failed: ${failed[*]}" >&2; exit 1; }
