@@ -1,0 +1,102 @@
+"""The local PostgreSQL, Redis and DynamoDB servers for the state tests, through the project's
+own scripts (services/NAME.sh).
+
+A test module imports the fixture it needs (`from .services_fixtures import postgres_uri`).
+The session fixture starts the service with `services/start.sh NAME` when it is not running
+(a no-op when it is), and reads its address from `services/NAME.sh env`. A variable already
+in the environment (SESSIONIZE_TEST_POSTGRES, ...) points the tests at another server; then
+the tests that stop and start the server are skipped. If the service cannot be started, the
+tests that need it are skipped with the script's error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = REPO / "services"
+_VARIABLE = {
+    "postgres": "SESSIONIZE_TEST_POSTGRES",
+    "redis": "SESSIONIZE_TEST_REDIS",
+    "dynamodb": "SESSIONIZE_TEST_DYNAMODB",
+}
+
+
+def _script(name: str, action: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SERVICES / f"{name}.sh"), action], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def service_env(name: str) -> dict[str, str]:
+    """The variables `services/NAME.sh env` exports, starting the service if needed."""
+    variable = _VARIABLE[name]
+    if variable in os.environ:
+        return {variable: os.environ[variable]}
+    if _script(name, "status").returncode != 0:
+        started = subprocess.run(
+            [str(SERVICES / "start.sh"), name], capture_output=True, text=True, timeout=900
+        )
+        if started.returncode != 0:
+            pytest.skip(f"services/start.sh {name} failed: {started.stderr.strip()[-500:]}")
+    out = _script(name, "env").stdout
+    found = dict(re.findall(r"(\w+)=(\S+)", out))
+    if variable not in found:
+        pytest.skip(f"services/{name}.sh env does not give {variable}")
+    return found
+
+
+def managed(name: str) -> bool:
+    """Whether the tests talk to the server the scripts run (and may stop and start it)."""
+    return _VARIABLE[name] not in os.environ and _script(name, "status").returncode == 0
+
+
+def stop_service(name: str) -> None:
+    done = _script(name, "stop", timeout=120)
+    assert done.returncode == 0, f"services/{name}.sh stop: {done.stderr}"
+
+
+def start_service(name: str) -> None:
+    done = _script(name, "start", timeout=120)
+    assert done.returncode == 0, f"services/{name}.sh start: {done.stderr}"
+
+
+@pytest.fixture(scope="session")
+def postgres_uri() -> str:
+    return service_env("postgres")["SESSIONIZE_TEST_POSTGRES"]
+
+
+@pytest.fixture(scope="session")
+def redis_uri() -> str:
+    return service_env("redis")["SESSIONIZE_TEST_REDIS"]
+
+
+@pytest.fixture(scope="session")
+def dynamodb_endpoint() -> str:
+    env = service_env("dynamodb")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        if name in env:
+            os.environ.setdefault(name, env[name])
+    return env["SESSIONIZE_TEST_DYNAMODB"]
+
+
+@pytest.fixture
+def restartable():
+    """`restartable(name)`: skip unless the scripts manage the service; yields a function
+    that restores it (started) at the end of the test whatever happens."""
+    used: list[str] = []
+
+    def need(name: str) -> None:
+        if not managed(name):
+            pytest.skip(f"{name} is not run by services/{name}.sh here")
+        used.append(name)
+
+    yield need
+    for name in used:
+        if _script(name, "status").returncode != 0:
+            start_service(name)
