@@ -71,16 +71,15 @@ def reference_advance(
     watermark_after: int | None,
 ) -> dict:
     """Same contract as `advance`; returns a dict of row lists, removes and stats."""
-    # user -> list of [event, came_from_state]
-    open_events: dict[int, list[list]] = {}
+    open_events: dict[int, list[dict]] = {}  # user -> that user's open events
     for row in state_rows:
         event = {c: row[c] for c in EVENT_COLUMNS}
-        open_events.setdefault(event["user_id"], []).append([event, True])
+        open_events.setdefault(event["user_id"], []).append(event)
     state_users = set(open_events)
 
     open_before = 0
-    for entries in open_events.values():
-        ordered = sorted((e for e, _ in entries), key=lambda e: (e["event_time"], e["page"]))
+    for user_events in open_events.values():
+        ordered = sorted(user_events, key=lambda e: (e["event_time"], e["page"]))
         open_before += len(split_into_sessions(ordered, gap_us, close_actions))
 
     late, on_time, duplicates = [], 0, 0
@@ -90,22 +89,20 @@ def reference_advance(
             late.append({**event, "watermark": watermark_before})
             continue
         on_time += 1
-        entries = open_events.setdefault(event["user_id"], [])
-        same = [entry for entry in entries if event_key(entry[0]) == event_key(event)]
+        user_events = open_events.setdefault(event["user_id"], [])
+        same = [i for i, e in enumerate(user_events) if event_key(e) == event_key(event)]
         if not same:
-            entries.append([event, False])
+            user_events.append(event)
             continue
         duplicates += 1
-        kept = same[0]
-        if not kept[1] and nulls_last(event) < nulls_last(kept[0]):
-            kept[0] = event
+        # The smallest copy wins, even over the state's copy.
+        if nulls_last(event) < nulls_last(user_events[same[0]]):
+            user_events[same[0]] = event
 
     sessions, page_views, state_puts, state_removes = [], [], [], []
     open_after = 0
     for user in sorted(open_events):
-        ordered = sorted(
-            (e for e, _ in open_events[user]), key=lambda e: (e["event_time"], e["page"])
-        )
+        ordered = sorted(open_events[user], key=lambda e: (e["event_time"], e["page"]))
         still_open = []
         for session in split_into_sessions(ordered, gap_us, close_actions):
             closed, reason = closed_at(session, gap_us, close_actions)

@@ -141,9 +141,22 @@ def test_duplicate_copy_kept_is_smallest_by_other_columns_whatever_the_order(run
 
 def test_duplicate_of_state_event_dropped(run):
     state = [st(ev(1, T0, "a", "view", site="z"))]
-    out = run(state, [ev(1, T0, "a", "click", site="a")], T0, T0)
+    out = run(state, [ev(1, T0, "a", "view", site="z")], T0, T0)
     assert out.state_puts == [st(ev(1, T0, "a", "view", site="z"), T0 + 10 * MIN)]
     assert (out.stats["on_time"], out.stats["duplicates"]) == (1, 1)
+
+
+def test_smaller_copy_replaces_state_copy_as_if_both_came_in_one_batch(run):
+    state = [st(ev(1, T0, "a", "view", site="z")), st(ev(1, T0 + MIN, "b"))]
+    events = [ev(1, T0, "a", "browser_close", site="z"), ev(1, T0 + MIN, "b", site="y")]
+    out = run(state, events, T0, T0 + 1)
+    # "browser_close" < "view": "a" now closes a session of its own, emitted at once.
+    assert [(s["pages"], s["end_reason"], s["closed_at"]) for s in out.sessions] == [
+        (["a"], "explicit", T0)
+    ]
+    # "y" < None (nulls last): the batch copy of "b" replaces the state's.
+    assert out.state_puts == [st(ev(1, T0 + MIN, "b", site="y"), T0 + 11 * MIN)]
+    assert (out.stats["duplicates"], out.stats["open_sessions_before"]) == (2, 1)
 
 
 def test_same_time_different_page_is_not_a_duplicate(run):

@@ -11,9 +11,9 @@ import pyarrow as pa
 class StepStats:
     """Counters of one partition for one micro-batch; `+` sums partitions or batches.
 
-    `events_in = on_time + late`; `duplicates` counts on-time events of the batch that
-    were dropped as copies of another (in the batch or in the state). The `open_*`
-    counters describe the users handed to `advance`, not the whole store.
+    `events_in = on_time + late`; `duplicates` counts the copies dropped by deduplication
+    (an on-time event equal to another of the batch or to a state row: one copy each).
+    The `open_*` counters describe the users handed to `advance`, not the whole store.
     """
 
     events_in: int = 0

@@ -8,10 +8,14 @@ The rules, with their bounds:
 
 1. An event is **late** iff `event_time < watermark_before` (strict; None = minus infinity).
    Lateness is judged before deduplication: every late copy goes to `late`.
-2. On-time events with equal `(user_id, event_time, page)` are one event. The surviving copy
-   is the state's copy if the state has one, otherwise the smallest by
+2. On-time events with equal `(user_id, event_time, page)` are one event, whether the copies
+   are in the batch or one is in the state. The surviving copy is the smallest by
    `(action, site, api_version, browser, language, device_type)`, compared as UTF-8 bytes
-   with nulls last. Dropped on-time copies of the batch are counted as `duplicates`.
+   with nulls last — also against the state's copy, which a smaller copy replaces. So the
+   choice depends neither on arrival order nor on batch boundaries (a copy arriving while
+   its session is open gives what one batch holding both copies gives; once the session
+   is emitted, any copy is late). Exact re-deliveries, the usual case, keep the state's
+   row unchanged. Every dropped copy counts in `duplicates`.
 3. A user's events (state ∪ kept on-time events) sorted by `(event_time, page)` split into
    sessions: an event joins the current session iff `event_time <= previous + gap`
    (inclusive) and the previous event's action is not a close action.
@@ -30,6 +34,8 @@ floored from microseconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,11 +45,8 @@ from sessionize.config import SessionRules
 from sessionize.logic.result import StepResult, StepStats
 
 _ATTRS = ("site", "api_version", "browser", "language", "device_type")
-# Columns that decide which copy of a duplicated event survives, after the state-first rule.
-_TIEBREAK = ("action", *_ATTRS)
 _US_PER_MS = 1_000
 _US_PER_DAY = 86_400_000_000
-_ORIGIN = "__origin"  # 0 = state row, 1 = batch event (temporary column)
 _END_REASONS = pa.array(["inactivity", "explicit"], pa.string())
 
 
@@ -71,7 +74,7 @@ def advance(
     # Rule 1: lateness, before dedup.
     if watermark_before is None:
         on_time = events
-        late = _empty(schema.LATE_EVENTS)
+        late = schema.LATE_EVENTS.empty_table()
     else:
         late_mask = pa.array(_ts_numpy(events["event_time"]) < watermark_before)
         on_time = events.filter(pc.invert(late_mask))
@@ -86,53 +89,25 @@ def advance(
 
     # One sort of the partition's keys: (user_id, event_time, page).
     order = _sort_order(user, time, page_rank)
-    open_before = _count_sessions(
-        *(a[order[order < n_state]] for a in (user, time, is_close)), rules.gap_us
+    from_state = order[order < n_state]
+    open_before = len(
+        _session_starts(user[from_state], time[from_state], is_close[from_state], rules.gap_us)
     )
 
     # Rule 2: dedup; `order` keeps only the surviving copies, still sorted.
-    order = order[_survivors(rows, n_state, order, user, time, page_rank)]
-    duplicates = on_time.num_rows - int(np.count_nonzero(order >= n_state))
+    order = order[_survivors(rows, order, user, time, page_rank)]
+    duplicates = rows.num_rows - len(order)
 
-    # Rule 3: split into sessions.
-    u, t, c = user[order], time[order], is_close[order]
-    starts = _session_starts(u, t, c, rules.gap_us)
-    n = len(order)
-    ends = np.append(starts[1:], n)[: len(starts)] - 1  # last row of each session
-    session_of_row = np.cumsum(_mask_at(n, starts)) - 1
-    explicit = c[ends]
-    closed_at = np.where(explicit, t[ends], t[ends] + rules.gap_us)
-
-    # Rule 4: emission.
-    if watermark_after is None:
-        emitted = np.zeros(len(starts), dtype=bool)
-    else:
-        emitted = closed_at < watermark_after
-    row_emitted = emitted[session_of_row]
-
-    sessions, session_ids = _sessions_table(
-        rows, order, u, t, starts, ends, closed_at, explicit, emitted
+    # Rules 3 and 4: split into sessions, decide which are emitted.
+    split = _Split.of(
+        rows, order, user[order], time[order], is_close[order], rules, watermark_after
     )
-    page_views = _page_views_table(
-        rows,
-        order,
-        u,
-        t,
-        starts,
-        ends,
-        closed_at,
-        session_of_row,
-        row_emitted,
-        emitted,
-        session_ids,
-    )
-    state_puts, open_after = _state_table(
-        rows, order, u, starts, closed_at, session_of_row, row_emitted, emitted
-    )
+    sessions, page_views = _emitted_tables(split)
+    state_puts = _state_table(split)
 
-    put_users = np.unique(u[~row_emitted])
+    open_users = np.unique(split.user[~split.row_emitted])
     state_removes = pa.array(
-        np.setdiff1d(np.unique(user[:n_state]), put_users, assume_unique=True), pa.int64()
+        np.setdiff1d(np.unique(user[:n_state]), open_users, assume_unique=True), pa.int64()
     )
     stats = StepStats(
         events_in=events.num_rows,
@@ -142,10 +117,58 @@ def advance(
         sessions_out=sessions.num_rows,
         page_views_out=page_views.num_rows,
         open_sessions_before=open_before,
-        open_sessions_after=open_after,
-        open_users_after=len(put_users),
+        open_sessions_after=int(np.count_nonzero(~split.emitted)),
+        open_users_after=len(open_users),
     )
     return StepResult(sessions, page_views, late, state_puts, state_removes, stats)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The kept events sorted by key and cut into sessions.
+
+    Per position (kept events in sorted order): `order` (its row in `rows`), `user`,
+    `time`, `session` (its session's index), `row_emitted`. Per session: `starts` and
+    `ends` (first and last position), `closed_at`, `explicit`, `emitted`.
+    """
+
+    rows: pa.Table
+    order: np.ndarray
+    user: np.ndarray
+    time: np.ndarray
+    session: np.ndarray
+    row_emitted: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    closed_at: np.ndarray
+    explicit: np.ndarray
+    emitted: np.ndarray
+
+    @classmethod
+    def of(cls, rows, order, user, time, is_close, rules: SessionRules, watermark_after):
+        n = len(order)
+        starts = _session_starts(user, time, is_close, rules.gap_us)
+        ends = np.append(starts[1:], n)[: len(starts)] - 1
+        session = np.cumsum(_mask_at(n, starts)) - 1
+        explicit = is_close[ends]
+        closed_at = np.where(explicit, time[ends], time[ends] + rules.gap_us)
+        if watermark_after is None:
+            emitted = np.zeros(len(starts), dtype=bool)
+        else:
+            emitted = closed_at < watermark_after
+        return cls(
+            rows=rows,
+            order=order,
+            user=user,
+            time=time,
+            session=session,
+            row_emitted=emitted[session],
+            starts=starts,
+            ends=ends,
+            closed_at=closed_at,
+            explicit=explicit,
+            emitted=emitted,
+        )
 
 
 # ---------------------------------------------------------------------------- rules
@@ -153,7 +176,6 @@ def advance(
 
 def _survivors(
     rows: pa.Table,
-    n_state: int,
     order: np.ndarray,
     user: np.ndarray,
     time: np.ndarray,
@@ -174,12 +196,8 @@ def _survivors(
     in_dup[:-1] |= same_as_prev
     dup_pos = np.flatnonzero(in_dup)
     dup_rows = order[dup_pos]
-    candidates = rows.take(pa.array(dup_rows)).append_column(
-        _ORIGIN, pa.array((dup_rows >= n_state).astype(np.int8))
-    )
-    keys = [(name, "ascending") for name in (*schema.EVENT_KEY, _ORIGIN, *_TIEBREAK)]
-    # Nulls sort last (the default placement).
-    perm = pc.sort_indices(candidates, sort_keys=keys).to_numpy()
+    keys = [(name, "ascending") for name in schema.EVENT.names]  # nulls last by default
+    perm = pc.sort_indices(rows.take(pa.array(dup_rows)), sort_keys=keys).to_numpy()
     ranked = dup_rows[perm]
     first = np.ones(len(ranked), dtype=bool)
     first[1:] = (
@@ -233,79 +251,76 @@ def _session_starts(u: np.ndarray, t: np.ndarray, close: np.ndarray, gap_us: int
     return np.flatnonzero(new)
 
 
-def _count_sessions(u: np.ndarray, t: np.ndarray, close: np.ndarray, gap_us: int) -> int:
-    return len(_session_starts(u, t, close, gap_us))
-
-
 # ---------------------------------------------------------------------------- outputs
 
 
-def _sessions_table(rows, order, u, t, starts, ends, closed_at, explicit, emitted):
-    """SESSIONS rows of the emitted sessions, by (user_id, start_time); also their ids."""
-    sel = np.flatnonzero(emitted)
-    s_first, s_last = starts[sel], ends[sel]
-    start_t, end_t = t[s_first], t[s_last]
-    counts = (s_last - s_first + 1).astype(np.int64)
-    ids = _session_ids(u[s_first], start_t)
+def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
+    """SESSIONS and PAGE_VIEWS rows of the emitted sessions, both in sorted key order."""
+    sel = np.flatnonzero(split.emitted)
+    first, last = split.starts[sel], split.ends[sel]
+    start_t, end_t = split.time[first], split.time[last]
+    counts = (last - first + 1).astype(np.int64)
+    ids = _session_ids(split.user[first], start_t)
 
-    first_rows = pa.array(order[s_first])
-    emitted_rows = order[_ranges(s_first, counts)]
+    # Emitted sessions are runs of consecutive positions: their pages, in order, are both
+    # the sessions' `pages` lists and the page views' `page` column.
+    pos = np.flatnonzero(split.row_emitted)
+    pages = _take(split.rows["page"], split.order[pos])
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    pages = pa.ListArray.from_arrays(offsets, _take(rows["page"], emitted_rows))
+    first_rows = pa.array(split.order[first])
+    sessions = pa.Table.from_arrays(
+        [
+            ids,
+            pa.array(split.user[first], pa.int64()),
+            pa.array(start_t, schema.TS),
+            pa.array(end_t, schema.TS),
+            pa.array(split.closed_at[sel], schema.TS),
+            pa.array((end_t - start_t) // _US_PER_MS, pa.int64()),
+            pa.array(counts, pa.int64()),
+            pa.ListArray.from_arrays(offsets, pages),
+            _END_REASONS.take(pa.array(split.explicit[sel].astype(np.int8))),
+            *(_take(split.rows[name], first_rows) for name in _ATTRS),
+            pa.array((start_t // _US_PER_DAY).astype(np.int32), pa.date32()),
+        ],
+        schema=schema.SESSIONS,
+    )
 
-    columns = [
-        ids,
-        pa.array(u[s_first], pa.int64()),
-        pa.array(start_t, schema.TS),
-        pa.array(end_t, schema.TS),
-        pa.array(closed_at[sel], schema.TS),
-        pa.array((end_t - start_t) // _US_PER_MS, pa.int64()),
-        pa.array(counts, pa.int64()),
-        pages,
-        _END_REASONS.take(pa.array(explicit[sel].astype(np.int8))),
-        *(_take(rows[name], first_rows) for name in _ATTRS),
-        pa.array((start_t // _US_PER_DAY).astype(np.int32), pa.date32()),
-    ]
-    return pa.Table.from_arrays(columns, schema=schema.SESSIONS), ids
+    session = split.session[pos]
+    t = split.time[pos]
+    is_last = pos == split.ends[session]
+    next_t = split.time[np.minimum(pos + 1, max(len(split.time) - 1, 0))]
+    until = np.where(is_last, split.closed_at[session], next_t)
+    row_in_sessions = (np.cumsum(split.emitted) - 1)[session]
+    page_views = pa.Table.from_arrays(
+        [
+            ids.take(pa.array(row_in_sessions)),
+            pa.array(split.user[pos], pa.int64()),
+            pa.array(t, schema.TS),
+            pages,
+            pa.array((pos - split.starts[session] + 1).astype(np.int32), pa.int32()),
+            pa.array((until - t) // _US_PER_MS, pa.int64()),
+        ],
+        schema=schema.PAGE_VIEWS,
+    )
+    return sessions, page_views
 
 
-def _page_views_table(
-    rows, order, u, t, starts, ends, closed_at, session_of_row, row_emitted, emitted, session_ids
-):
-    """PAGE_VIEWS rows of the emitted sessions, by (user_id, event_time, page)."""
-    pos = np.flatnonzero(row_emitted)
-    sess = session_of_row[pos]
-    is_last = pos == ends[sess]
-    next_t = t[np.minimum(pos + 1, max(len(t) - 1, 0))]
-    until = np.where(is_last, closed_at[sess], next_t)
-    emitted_index = np.cumsum(emitted) - 1  # session -> row of the sessions table
-    columns = [
-        session_ids.take(pa.array(emitted_index[sess])),
-        pa.array(u[pos], pa.int64()),
-        pa.array(t[pos], schema.TS),
-        _take(rows["page"], order[pos]),
-        pa.array((pos - starts[sess] + 1).astype(np.int32), pa.int32()),
-        pa.array((until - t[pos]) // _US_PER_MS, pa.int64()),
-    ]
-    return pa.Table.from_arrays(columns, schema=schema.PAGE_VIEWS)
-
-
-def _state_table(rows, order, u, starts, closed_at, session_of_row, row_emitted, emitted):
-    """STATE rows of the open events, by (user_id, event_time, page); also the open count."""
-    open_sessions = np.flatnonzero(~emitted)
-    expires = np.zeros(len(emitted), dtype=np.int64)
+def _state_table(split: _Split) -> pa.Table:
+    """STATE rows of the open events, in sorted key order, with each user's expiry."""
+    open_sessions = np.flatnonzero(~split.emitted)
+    expires = np.zeros(len(split.emitted), dtype=np.int64)
     if len(open_sessions):
-        # closed_at of each user's open sessions; min over the run of each user.
-        users = u[starts[open_sessions]]
+        # Min closed_at over each user's run of open sessions.
+        users = split.user[split.starts[open_sessions]]
         user_start = np.flatnonzero(np.append(True, users[1:] != users[:-1]))
-        per_user = np.minimum.reduceat(closed_at[open_sessions], user_start)
+        per_user = np.minimum.reduceat(split.closed_at[open_sessions], user_start)
         run = np.cumsum(_mask_at(len(open_sessions), user_start)) - 1
         expires[open_sessions] = per_user[run]
-    pos = np.flatnonzero(~row_emitted)
-    table = rows.take(pa.array(order[pos])).append_column(
-        schema.STATE_EXPIRY, pa.array(expires[session_of_row[pos]], schema.TS)
+    pos = np.flatnonzero(~split.row_emitted)
+    table = split.rows.take(pa.array(split.order[pos])).append_column(
+        schema.STATE_EXPIRY, pa.array(expires[split.session[pos]], schema.TS)
     )
-    return table.cast(schema.STATE).combine_chunks(), len(open_sessions)
+    return table.cast(schema.STATE).combine_chunks()
 
 
 def _late_table(late_events: pa.Table, watermark: int) -> pa.Table:
@@ -343,10 +358,6 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     return table
 
 
-def _empty(target: pa.Schema) -> pa.Table:
-    return target.empty_table()
-
-
 def _ts_numpy(col: pa.ChunkedArray) -> np.ndarray:
     return _int_numpy(pc.cast(col, pa.int64()))
 
@@ -378,15 +389,6 @@ def _mask_at(n: int, positions: np.ndarray) -> np.ndarray:
     mask = np.zeros(n, dtype=bool)
     mask[positions] = True
     return mask
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of `range(s, s + c)` for each pair, without a Python loop."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(counts) - counts
-    return np.repeat(starts - offsets, counts) + np.arange(total)
 
 
 def _take(col: pa.ChunkedArray, indices) -> pa.Array:
