@@ -1,0 +1,222 @@
+"""JSON lines of one hour's events, built column-wise with numpy and Arrow.
+
+A line is a concatenation of pieces: per visit (user id; visit id and the optional `source`,
+`user`, `technical` sections), per event (time, action, page) and small vocabularies. Times
+are formatted as fixed-width ASCII digits in a numpy byte matrix, and Arrow's element-wise
+join builds all lines of an hour in one kernel: no Python call per event (`json.dumps` per
+event is ~10x slower). Lines carry their trailing newline, so a file's bytes are the data
+buffer of its lines, taken in file order. Invalid twins are built in Python (they are few).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sessionize.generate import catalog as cat
+from sessionize.generate.visits import Events, Users, Visits
+
+TEXT = pa.large_string()  # an hour of lines may exceed 2 GiB
+
+
+def _vocab(items) -> pa.Array:
+    return pa.array(list(items), TEXT)
+
+
+def _join(*parts) -> pa.Array:
+    """Element-wise concatenation of arrays and constant strings."""
+    return pc.binary_join_element_wise(
+        *(pa.scalar(p, TEXT) if isinstance(p, str) else p for p in parts), pa.scalar("", TEXT)
+    )
+
+
+ACTION_PIECES = tuple("" if a is None else f', "action": "{a}"' for a in cat.ACTIONS)
+# (action, page) pairs in one vocabulary: code = action * len(PAGES) + page.
+ACTION_PAGE = _vocab(f'{a}, "page": {{"current": "{p}"' for a in ACTION_PIECES for p in cat.PAGES)
+# The previous page, closing the page object and the line: code = prev + 1 (0: landing page).
+PREV_END = _vocab(["}}\n"] + [f', "previous": "{p}"}}}}\n' for p in cat.PAGES])
+SOURCES = _vocab(
+    [f', "source": {{"site": "{s}", "api_version": "{a}"}}' for s in cat.SITES
+     for a in cat.API_VERSIONS] + [""]
+)  # fmt: skip
+TECHNICAL = _vocab(
+    [f', "technical": {{"browser": "{browser}", "os": "{os}", "lang": "{lang}", '
+     f'"network": "{net}", "device": {{"type": "{kind}", "version": "{model}"}}}}'
+     for kind, model, os, browser in cat.DEVICE_COMBOS for lang in cat.LANGUAGES
+     for net in cat.NETWORKS] + [""]
+)  # fmt: skip
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_SUFFIX_LEN = np.array([len(s) for s in cat.TIME_SUFFIXES], dtype=np.int64)
+_SUFFIX_BYTES = np.array(
+    [list(s.ljust(6).encode()) for s in cat.TIME_SUFFIXES], dtype=np.uint8
+)  # fmt: skip
+
+# Kinds of invalid lines (DESIGN §2), in the order of the `kind` codes.
+INVALID_KINDS = (
+    "not JSON",
+    "truncated JSON",
+    "missing user_id",
+    "missing event_time",
+    "missing page.current",
+    "user_id as string",
+    "bad timestamp",
+)
+_BAD_TIMES = ("not a timestamp", "", "10/10/2019 15:06:45")
+
+
+def _rows_to_text(chars: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """Rows of an (n, w) ASCII byte matrix, each cut to its length, as a string array."""
+    keep = np.arange(chars.shape[1]) < lengths[:, None]
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = chars[keep]  # row-major: rows stay in order
+    return pa.LargeStringArray.from_buffers(lengths.size, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+_DIGITS = {
+    n: np.array([list(f"{i:0{n}d}".encode()) for i in range(10**n)], dtype=np.uint8)
+    for n in (2, 3, 4)
+}
+
+
+def _put(chars: np.ndarray, col: int, value: np.ndarray, digits: int) -> None:
+    chars[:, col : col + digits] = _DIGITS[digits][value]
+
+
+def event_times(t_ms: np.ndarray, tz: np.ndarray) -> pa.Array:
+    """`YYYY-MM-DDTHH:MM:SS.fff` + the offset of each time zone code, at local time."""
+    local = t_ms + cat.TIME_OFFSETS_MS[tz]
+    day = (local // 86_400_000).astype("datetime64[D]")
+    month = day.astype("datetime64[M]")
+    ms = (local % 86_400_000).astype(np.int32)
+    chars = np.empty((local.size, 29), dtype=np.uint8)
+    _put(chars, 0, day.astype("datetime64[Y]").astype(np.int64) + 1970, 4)
+    _put(chars, 5, month.astype(np.int64) % 12 + 1, 2)
+    _put(chars, 8, (day - month).astype(np.int64) + 1, 2)
+    _put(chars, 11, ms // 3_600_000, 2)
+    _put(chars, 14, ms // 60_000 % 60, 2)
+    _put(chars, 17, ms // 1000 % 60, 2)
+    _put(chars, 20, ms % 1000, 3)
+    for col, ch in ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, ".")):
+        chars[:, col] = ord(ch)
+    chars[:, 23:] = _SUFFIX_BYTES[tz]
+    return _rows_to_text(chars, 23 + _SUFFIX_LEN[tz])
+
+
+def _visit_ids(raw: np.ndarray) -> pa.Array:
+    chars = np.empty((raw.shape[0], 32), dtype=np.uint8)
+    chars[:, 0::2] = _HEX[raw >> 4]
+    chars[:, 1::2] = _HEX[raw & 15]
+    return _rows_to_text(chars, np.full(raw.shape[0], 32, dtype=np.int64))
+
+
+def _visit_pieces(users: Users, visits: Visits, rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """Per visit: the head up to the opening quote of event_time, and the middle from its
+    closing quote through visit_id, source, user and technical."""
+    u = visits.user[rows]
+    omit = visits.omit[rows]
+    head = _join('{"user_id": ', pc.cast(pa.array(users.ids[u]), TEXT), ', "event_time": "')
+    source = np.where(
+        omit & 1, len(SOURCES) - 1, visits.site[rows].astype(np.int64) * 3 + visits.api[rows]
+    )
+    ip = users.ip[u]
+    octets = [pc.cast(pa.array((ip >> s) & 255), TEXT) for s in (24, 16, 8, 0)]
+    user = _join(
+        ', "user": {"ip": "',
+        pc.binary_join_element_wise(*octets, pa.scalar(".", TEXT)),
+        '", "latitude": ',
+        pc.cast(pa.array(users.lat[u] / 100), TEXT),
+        ', "longitude": ',
+        pc.cast(pa.array(users.lon[u] / 100), TEXT),
+        "}",
+    )
+    user = pc.if_else(pa.array((omit & 2) > 0), pa.scalar("", TEXT), user)
+    technical = np.where(
+        omit & 4,
+        len(TECHNICAL) - 1,
+        (users.device[u].astype(np.int64) * len(cat.LANGUAGES) + users.language[u])
+        * len(cat.NETWORKS)
+        + visits.network[rows],
+    )
+    middle = _join(
+        '", "visit_id": "',
+        _visit_ids(visits.visit_id[rows]),
+        '"',
+        SOURCES.take(pa.array(source)),
+        user,
+        TECHNICAL.take(pa.array(technical)),
+    )
+    return head, middle
+
+
+class HourLines:
+    """The valid line (with its newline) of each of an hour's events; `rows` index Events."""
+
+    def __init__(self, users: Users, visits: Visits, events: Events, rows: np.ndarray):
+        v = events.visit[rows]
+        present = np.zeros(visits.user.size, dtype=bool)
+        present[v] = True
+        self.visit_rows = np.flatnonzero(present)  # the visits with events in this hour
+        at = pa.array(np.cumsum(present)[v] - 1)  # row of each event's visit in visit_rows
+        head, middle = _visit_pieces(users, visits, self.visit_rows)
+        self._uid = users.ids[visits.user[v]]
+        self._action = events.action[rows]
+        self._page = events.page[rows]
+        self._prev = events.prev[rows]
+        self._times = event_times(events.t_ms[rows], events.tz[rows])
+        self._head, self._middle = head.take(at), middle.take(at)
+        action_page = self._action.astype(np.int64) * len(cat.PAGES) + self._page
+        self._tail = _join(
+            ACTION_PAGE.take(pa.array(action_page)),
+            PREV_END.take(pa.array(self._prev.astype(np.int64) + 1)),
+        )
+        self.lines = _join(self._head, self._times, self._middle, self._tail)
+
+    def invalid(self, at: np.ndarray, kinds: np.ndarray, variants: np.ndarray) -> pa.Array:
+        """An invalid twin (with newline) of each event at `at`: `kinds` index INVALID_KINDS,
+        `variants` are uniform numbers in [0, 1) that pick among the forms of a kind."""
+        idx = pa.array(at, pa.int64())
+        pieces = zip(
+            at.tolist(),
+            kinds.tolist(),
+            variants.tolist(),
+            self._times.take(idx).to_pylist(),
+            self._middle.take(idx).to_pylist(),
+            self._tail.take(idx).to_pylist(),
+            strict=True,
+        )
+        return pa.array(
+            [self._invalid(i, k, x, ts, mid, tail) + "\n" for i, k, x, ts, mid, tail in pieces],
+            TEXT,
+        )
+
+    def _invalid(self, i: int, kind: int, x: float, ts: str, mid: str, tail: str) -> str:
+        uid = int(self._uid[i])
+        current = cat.PAGES[self._page[i]]
+        rest = mid + tail[:-1]
+        if kind == 0:  # not JSON: a key=value log line, a CSV row, an HTML error page
+            forms = (
+                f"user_id={uid} event_time={ts} page={current}",
+                f"{uid},{ts},{current}",
+                "<html><head><title>502 Bad Gateway</title></head></html>",
+            )
+            return forms[int(x * len(forms))]
+        if kind == 1:  # truncated: no proper prefix of a JSON object is valid JSON
+            line = f'{{"user_id": {uid}, "event_time": "{ts}' + rest
+            return line[: 10 + int(x * (len(line) - 11))]
+        if kind == 2:
+            return '{"event_time": "' + ts + rest
+        if kind == 3:
+            return f'{{"user_id": {uid}' + rest[1:]
+        if kind == 4:  # no page at all, an empty page, or only the previous page
+            forms = ("}", ', "page": {}}', f', "page": {{"previous": "{current}"}}}}')
+            action = ACTION_PIECES[self._action[i]]
+            return f'{{"user_id": {uid}, "event_time": "{ts}' + mid + action + forms[int(x * 3)]
+        if kind == 5:
+            return f'{{"user_id": "{uid}", "event_time": "{ts}' + rest
+        # kind 6, bad timestamp: month 13, hour 25, or not a timestamp at all
+        forms = (ts[:5] + "13" + ts[7:], ts[:11] + "25" + ts[13:], *_BAD_TIMES)
+        bad = forms[int(x * len(forms))]
+        return f'{{"user_id": {uid}, "event_time": "{bad}' + rest
