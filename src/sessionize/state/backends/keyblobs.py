@@ -304,6 +304,24 @@ class RowCodec:
         return pa.concat_tables(parts) if parts else self.spec.empty()
 
 
+def split_prefix(values: pa.Array, width: int) -> tuple[np.ndarray, pa.Array]:
+    """(the first `width` bytes of every element as an (n, width) uint8 array, the rest of
+    every element as a binary array) of a binary array without nulls; one Arrow filter, no
+    Python loop."""
+    values = values.cast(pa.binary()) if values.type != pa.binary() else values
+    n = len(values)
+    offsets = _var_offsets(values)
+    if (np.diff(offsets) < width).any():
+        raise StateError(f"a stored state value is shorter than its {width}-byte prefix")
+    split = np.empty(2 * n + 1, dtype=np.int64)
+    split[0:-1:2] = offsets[:-1]
+    split[1::2] = offsets[:-1] + width
+    split[-1] = offsets[-1]
+    halves = _segment(_var_data(values), split - split[0], base=int(split[0]))
+    heads = _flat(halves.filter(_every(2 * n, 2, 0))).reshape(n, width)
+    return heads, halves.filter(_every(2 * n, 2, 1))
+
+
 # ----- helpers: zero-copy views and run boundaries -------------------------------------------
 
 
