@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from sessionize.errors import ConfigError, EnvironmentProblem, StateError
-from sessionize.state import open_backend
+from sessionize.state import open_backend, registry
 from sessionize.state.backends import files
 from sessionize.state.backends.files import FilesBackend
 from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
@@ -87,8 +87,18 @@ def test_bad_uris():
         open_backend("ftp://host/x")
     with pytest.raises(ConfigError, match="empty"):
         open_backend(" ")
-    with pytest.raises(EnvironmentProblem, match="redis"):
-        open_backend("redis://127.0.0.1:6379/0")
+
+
+def test_registry_names_the_extra_to_install(monkeypatch, tmp_path):
+    (tmp_path / "fake_store_mod.py").write_text("import not_installed_client_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._REGISTRY, "fakestore", ("fake_store_mod:Store", "fake"))
+    monkeypatch.setitem(registry._REGISTRY, "gone", ("sessionize.state.backends.gone:B", "x"))
+    with pytest.raises(EnvironmentProblem, match=r"pip install 'sessionize\[fake\]'"):
+        open_backend("fakestore://host/db")
+    with pytest.raises(EnvironmentProblem, match="'gone' state store is not available"):
+        open_backend("gone://host")
+    assert registry.scheme_of("C:/state") == "files" and registry.scheme_of("/x") == "files"
 
 
 def test_check_reports_an_unusable_root(tmp_path):

@@ -33,6 +33,7 @@ marked abstract, register the URI scheme in `registry.py`, and add a fixture tha
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
@@ -82,6 +83,11 @@ class RowSpec:
         return self == RowSpec()
 
     def empty(self) -> pa.Table:
+        """An empty table of the schema (shared: tables are immutable; building one costs ms)."""
+        return self._empty
+
+    @functools.cached_property
+    def _empty(self) -> pa.Table:
         return self.schema.empty_table()
 
     def conform(self, rows: pa.Table | pa.RecordBatch) -> pa.Table:
