@@ -40,7 +40,8 @@ npm_install() {
   command -v npm >/dev/null || apt_install nodejs npm
   log "npm install $1@$2 into ${prefix#"$REPO_ROOT"/}"
   mkdir -p "$prefix"
-  npm install --prefix "$prefix" --no-audit --no-fund --update-notifier=false --loglevel=error "$1@$2" >&2
+  npm install --prefix "$prefix" --no-audit --no-fund --update-notifier=false --loglevel=error \
+    "$1@$2" >&2
 }
 
 # pid_alive PID PATTERN: the process exists and its command line contains PATTERN (make it
@@ -69,8 +70,8 @@ spawn() {
   echo $! >"$pidfile"
 }
 
-# wait_ready PID LOG CMD...: poll CMD (which must give up within seconds, e.g. with `timeout`:
-# a foreign listener on the port may accept and never answer) until it succeeds. Fails with the log tail if the
+# wait_ready PID LOG CMD...: poll CMD until it succeeds; CMD must give up within seconds (use
+# `timeout`: a foreign listener may accept and never answer). Fails with the log tail if the
 # process PID exits first or START_TIMEOUT seconds pass.
 wait_ready() {
   local pid=$1 logfile=$2 deadline=$((SECONDS + START_TIMEOUT)); shift 2

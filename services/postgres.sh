@@ -42,10 +42,14 @@ data_dir() {
 
 svc_pid() {
   local pid
-  pid=$(head -n1 "$DIR/data/postmaster.pid" 2>/dev/null) && pid_alive "$pid" "$(readlink -f "$DIR/data")" && echo "$pid"
+  pid=$(head -n1 "$DIR/data/postmaster.pid" 2>/dev/null) &&
+    pid_alive "$pid" "$(readlink -f "$DIR/data")" && echo "$pid"
 }
 
-psql_() { PGCONNECT_TIMEOUT=10 "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U sessionize -v ON_ERROR_STOP=1 "$@"; }
+psql_() {
+  PGCONNECT_TIMEOUT=10 "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U sessionize \
+    -v ON_ERROR_STOP=1 "$@"
+}
 
 svc_start() {
   [[ -x $PGBIN/postgres ]] || die "PostgreSQL 15 not installed: run $0 install"
@@ -54,7 +58,8 @@ svc_start() {
   if [[ ! -f $data/PG_VERSION ]]; then
     log "initdb $data"
     as_pg "$PGBIN/initdb" -D "$data" -U sessionize --auth=trust -E UTF8 --locale=C \
-      --no-instructions --no-sync >>"$DIR/postgres.log" 2>&1 || { log_tail "$DIR/postgres.log"; die "initdb failed"; }
+      --no-instructions --no-sync >>"$DIR/postgres.log" 2>&1 ||
+      { log_tail "$DIR/postgres.log"; die "initdb failed"; }
     as_pg tee -a "$data/postgresql.conf" >/dev/null <<'CONF'
 # sessionize test server (services/postgres.sh)
 listen_addresses = '127.0.0.1'
@@ -77,6 +82,8 @@ svc_stop() {
   as_pg "$PGBIN/pg_ctl" stop -D "$(readlink -f "$DIR/data")" -m fast -w -t "$STOP_TIMEOUT" -s
 }
 
-svc_env() { echo "export SESSIONIZE_TEST_POSTGRES=postgresql://sessionize@127.0.0.1:$PORT/sessionize"; }
+svc_env() {
+  echo "export SESSIONIZE_TEST_POSTGRES=postgresql://sessionize@127.0.0.1:$PORT/sessionize"
+}
 
 service_main "$@"

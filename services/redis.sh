@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Redis 7 (Debian's redis-server) on 127.0.0.1:56379 for tests. Data (append-only file, so data
-# survives stop/start and kill -9) and log in .services/redis/. Usage: redis.sh {install|start|stop|status|env}
+# survives stop/start and kill -9) and log in .services/redis/.
+# Usage: redis.sh {install|start|stop|status|env}
 set -euo pipefail
 NAME=redis
 PORT=${SESSIONIZE_REDIS_PORT:-56379}
@@ -13,7 +14,8 @@ svc_install() {
 
 svc_pid() {
   local pid
-  pid=$(cat "$DIR/redis.pid" 2>/dev/null) && pid_alive "$pid" "redis-server 127.0.0.1:$PORT" && echo "$pid"
+  pid=$(cat "$DIR/redis.pid" 2>/dev/null) &&
+    pid_alive "$pid" "redis-server 127.0.0.1:$PORT" && echo "$pid"
 }
 
 ping() { [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "$PORT" ping) == PONG ]]; }

@@ -13,7 +13,9 @@ done
 
 failed=()
 for name in "${names[@]}"; do
-  [[ -x $here/$name.sh ]] || { echo "start.sh: no such service: $name" >&2; failed+=("$name"); continue; }
+  if [[ ! -x $here/$name.sh ]]; then
+    echo "start.sh: no such service: $name" >&2; failed+=("$name"); continue
+  fi
   "$here/$name.sh" install && "$here/$name.sh" start || failed+=("$name")
 done
 

@@ -45,7 +45,9 @@ def test_round_trip(dynamodb, table):
 
 def test_batch_write_and_get(dynamodb, table):
     keys = [f"k{i}" for i in range(25)]  # 25 is BatchWriteItem's limit per call
-    requests = [{"PutRequest": {"Item": {"pk": {"S": k}, "n": {"N": str(i)}}}} for i, k in enumerate(keys)]
+    requests = [
+        {"PutRequest": {"Item": {"pk": {"S": k}, "n": {"N": str(i)}}}} for i, k in enumerate(keys)
+    ]
     written = dynamodb.batch_write_item(RequestItems={table: requests})
     assert not written["UnprocessedItems"]
     got = dynamodb.batch_get_item(
