@@ -76,9 +76,13 @@ def advance(
         on_time = events
         late = schema.LATE_EVENTS.empty_table()
     else:
-        late_mask = pa.array(_ts_numpy(events["event_time"]) < watermark_before)
-        on_time = events.filter(pc.invert(late_mask))
-        late = _late_table(events.filter(late_mask), watermark_before)
+        is_late = _ts_numpy(events["event_time"]) < watermark_before
+        if is_late.any():
+            on_time = events.filter(pa.array(~is_late))
+            late = _late_table(events.filter(pa.array(is_late)), watermark_before)
+        else:
+            on_time = events
+            late = schema.LATE_EVENTS.empty_table()
 
     n_state = state_events.num_rows
     rows = pa.concat_tables([state_events, on_time]).combine_chunks()
@@ -256,6 +260,8 @@ def _session_starts(u: np.ndarray, t: np.ndarray, close: np.ndarray, gap_us: int
 
 def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
     """SESSIONS and PAGE_VIEWS rows of the emitted sessions, both in sorted key order."""
+    if not split.emitted.any():
+        return schema.SESSIONS.empty_table(), schema.PAGE_VIEWS.empty_table()
     sel = np.flatnonzero(split.emitted)
     first, last = split.starts[sel], split.ends[sel]
     start_t, end_t = split.time[first], split.time[last]
@@ -272,9 +278,9 @@ def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
         [
             ids,
             pa.array(split.user[first], pa.int64()),
-            pa.array(start_t, schema.TS),
-            pa.array(end_t, schema.TS),
-            pa.array(split.closed_at[sel], schema.TS),
+            _ts(start_t),
+            _ts(end_t),
+            _ts(split.closed_at[sel]),
             pa.array((end_t - start_t) // _US_PER_MS, pa.int64()),
             pa.array(counts, pa.int64()),
             pa.ListArray.from_arrays(offsets, pages),
@@ -295,7 +301,7 @@ def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
         [
             ids.take(pa.array(row_in_sessions)),
             pa.array(split.user[pos], pa.int64()),
-            pa.array(t, schema.TS),
+            _ts(t),
             pages,
             pa.array((pos - split.starts[session] + 1).astype(np.int32), pa.int32()),
             pa.array((until - t) // _US_PER_MS, pa.int64()),
@@ -318,7 +324,7 @@ def _state_table(split: _Split) -> pa.Table:
         expires[open_sessions] = per_user[run]
     pos = np.flatnonzero(~split.row_emitted)
     table = split.rows.take(pa.array(split.order[pos])).append_column(
-        schema.STATE_EXPIRY, pa.array(expires[split.session[pos]], schema.TS)
+        schema.STATE_EXPIRY, _ts(expires[split.session[pos]])
     )
     return table.cast(schema.STATE).combine_chunks()
 
@@ -328,7 +334,7 @@ def _late_table(late_events: pa.Table, watermark: int) -> pa.Table:
     keys = [(name, "ascending") for name in schema.EVENT.names]
     idx = pc.sort_indices(late_events, sort_keys=keys)  # nulls last
     table = late_events.take(idx).append_column(
-        "watermark", pa.array(np.full(late_events.num_rows, watermark, np.int64), schema.TS)
+        "watermark", _ts(np.full(late_events.num_rows, watermark, np.int64))
     )
     return table.cast(schema.LATE_EVENTS).combine_chunks()
 
@@ -356,6 +362,11 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
         if table[name].null_count:
             raise ValueError(f"input column {name} has nulls; it is part of the event key")
     return table
+
+
+def _ts(values: np.ndarray) -> pa.Array:
+    """int64 µs -> timestamp array (a view, no conversion)."""
+    return pa.array(values, pa.int64()).view(schema.TS)
 
 
 def _ts_numpy(col: pa.ChunkedArray) -> np.ndarray:
