@@ -161,6 +161,7 @@ def test_custom_close_actions_and_gap():
         ((0, 1_000), (0, 3_600_000_000), 50),  # packs as is
         ((-(2**62), 2**62), (0, 3_600_000_000), 50),  # packs once users are ranked
         ((0, 1_000), (-(2**61), 2**61), 1_000),  # too wide: falls back to lexsort
+        ((5, 6), (-(2**63), 2**63 - 1), 1),  # one user and page, times wider than 63 bits
     ],
 )
 def test_sort_order_sorts_by_user_time_page_for_any_key_range(user_range, time_range, pages):
