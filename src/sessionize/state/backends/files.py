@@ -73,6 +73,7 @@ _DATA = re.compile(r"^(\d{20})-([0-9a-f]{32})\.(delta|snapshot)\.parquet$")
 _TEMP = re.compile(r"^(\d{20})[-.].*\.tmp-[0-9a-f]+$")
 _JOB_RECORD = re.compile(r"^(\d{20})\.json$")
 _PARTITION = re.compile(r"^partition=(\d+)$")
+_FS_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")
 
 
@@ -145,7 +146,9 @@ class FilesBackend(StateBackend):
     @property
     def uri(self) -> str:
         options = {k: getattr(self, k) for k, d in self._DEFAULTS.items() if getattr(self, k) != d}
-        return f"files:{self.location}" + (f"?{urlencode(options)}" if options else "")
+        if not options:
+            return f"files:{self.location}"
+        return f"files:{self.location}{'&' if '?' in self.location else '?'}{urlencode(options)}"
 
     @classmethod
     def from_uri(cls, uri: str, spec: RowSpec | None = None) -> FilesBackend:
@@ -155,9 +158,14 @@ class FilesBackend(StateBackend):
             if rest.startswith("//"):
                 rest = "file:" + rest
         rest, _, query = rest.partition("?")
+        remote = _FS_URI.match(rest) and not rest.lower().startswith("file:")
         options: dict[str, Any] = {}
+        passed: list[tuple[str, str]] = []  # a remote filesystem's own URI options
         for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
             if name not in cls._DEFAULTS:
+                if remote:
+                    passed.append((name, value))
+                    continue
                 raise ConfigError(
                     f"unknown option '{name}' in state store URI {uri!r};"
                     f" known: {', '.join(cls._DEFAULTS)}"
@@ -167,6 +175,8 @@ class FilesBackend(StateBackend):
                 options[name] = type(default)(value)
             except ValueError:
                 raise ConfigError(f"option {name}={value!r} in {uri!r} is not valid") from None
+        if passed:
+            rest = f"{rest}?{urlencode(passed)}"
         if not rest:
             raise ConfigError(f"state store URI {uri!r} has no path")
         return cls(rest, spec=spec, **options)
@@ -258,7 +268,7 @@ class FilesBackend(StateBackend):
     def _open_version(self, job: str, partition: int, version: int) -> FilesVersion:
         key = self._cache_key(job, partition)
         if version == EMPTY_VERSION:
-            return FilesVersion(self, job, partition, version, {}, None, 0, self.spec.empty())
+            return FilesVersion(self, job, partition, None, self.spec.empty())
         record = self._read_record(job, partition, version)
         round_trips = 1
         if record is None:
@@ -266,10 +276,7 @@ class FilesBackend(StateBackend):
         cached = self._cache.get(key) if self._cache is not None else None
         if cached and cached.version == version and cached.token == record.token:
             self._cache.record(hit=True)
-            stored = FilesVersion(
-                self, job, partition, version, record.meta, record.token, record.depth,
-                cached.table,
-            )  # fmt: skip
+            stored = FilesVersion(self, job, partition, record, cached.table)
             stored.metrics.cache_hits = 1
             stored.metrics.round_trips = round_trips
             return stored
@@ -324,9 +331,7 @@ class FilesBackend(StateBackend):
                 table = codec.apply_changes(table, puts, removes, self.spec)
         table = table.combine_chunks()
 
-        stored = FilesVersion(
-            self, job, partition, version, record.meta, record.token, record.depth, table
-        )
+        stored = FilesVersion(self, job, partition, record, table)
         m = stored.metrics
         m.rows_loaded, m.bytes_read, m.round_trips = rows_loaded, bytes_read, round_trips
         m.cache_hits = int(base is not None)
@@ -524,19 +529,17 @@ class FilesVersion(StoredVersion):
         backend: FilesBackend,
         job: str,
         partition: int,
-        version: int,
-        meta: dict,
-        token: str | None,
-        depth: int,
+        record: _Record | None,  # None: the empty state
         table: pa.Table,
     ):
-        super().__init__(job, partition, version, meta, backend.spec)
+        version = record.version if record else EMPTY_VERSION
+        super().__init__(job, partition, version, record.meta if record else {}, backend.spec)
         self._backend = backend
-        self.token = token
-        self.depth = depth
+        self.token = record.token if record else None
+        self.depth = record.depth if record else 0
         self.table = table
-        self.metrics.keys = pc.count_distinct(table.column(self.spec.key)).as_py()
-        self.metrics.bytes = table.nbytes
+        self.metrics.keys = record.keys if record else 0
+        self.metrics.bytes = record.bytes if record else 0
 
     def read_rows(self, keys: pa.Int64Array) -> pa.Table:
         return self.table.filter(pc.is_in(self.table.column(self.spec.key), keys))
@@ -555,8 +558,7 @@ class FilesVersion(StoredVersion):
 
 def _resolve(root: str) -> tuple[str, pafs.FileSystem, str]:
     """(canonical location, filesystem, path on it) of a path or pyarrow filesystem URI."""
-    has_scheme = re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", root)
-    if not has_scheme:
+    if not _FS_URI.match(root):
         path = os.path.abspath(os.path.expanduser(root))
         return path, pafs.LocalFileSystem(), path.rstrip("/") or "/"
     try:
@@ -568,4 +570,5 @@ def _resolve(root: str) -> tuple[str, pafs.FileSystem, str]:
     path = path.rstrip("/")
     if isinstance(fs, pafs.LocalFileSystem):
         return path, fs, path
-    return root.rstrip("/"), fs, path
+    base, _, query = root.partition("?")
+    return base.rstrip("/") + (f"?{query}" if query else ""), fs, path
