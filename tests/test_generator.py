@@ -96,11 +96,15 @@ class Tree:
         self.files.sort()
         self.events = []  # (file index, parsed object, line) of valid lines
         self.invalid = []  # (reason, line)
+        self.times = []  # per file, the event times (us) of its valid lines
         for i, (_, _, lines) in enumerate(self.files):
+            self.times.append([])
             for line in lines:
                 why = reason(line)
                 if why is None:
-                    self.events.append((i, json.loads(line), line))
+                    obj = json.loads(line)
+                    self.events.append((i, obj, line))
+                    self.times[i].append(us(instant(obj["event_time"])))
                 else:
                     self.invalid.append((why, line))
 
@@ -265,6 +269,7 @@ def test_think_times_straddle_the_gap(tree):
     above = sum(d > GAP_US for d in think) / len(think)
     assert 0.01 < above < 0.1  # most below the gap, some above: unplanned splits
     assert sum(0.75 * GAP_US < d <= GAP_US for d in think) > 0  # just under the gap
+    assert GAP_US in think and GAP_US + 1000 in think  # on the inclusive bound, 1 ms past it
     assert min(think) > 0  # strictly increasing times within a visit
     # Per user, both kinds of gaps occur between consecutive distinct events.
     times = defaultdict(set)
@@ -289,6 +294,17 @@ def test_visits_end_with_browser_close_at_the_close_rate(tree):
             assert actions.index("browser_close") == len(actions) - 1  # always the last event
             closed += 1
     assert closed / len(visits) == pytest.approx(BASE.close_rate, rel=0.2)
+    # Some users come back within the gap after closing: only the close splits those.
+    by_user = defaultdict(list)
+    for events in visits.values():
+        for ts, o in events:
+            by_user[o["user_id"]].append((ts, o.get("action")))
+    quick_returns = 0
+    for events in by_user.values():
+        events.sort()
+        for (t1, a1), (t2, _) in zip(events, events[1:], strict=False):
+            quick_returns += a1 == "browser_close" and t2 - t1 <= GAP_US
+    assert quick_returns > 0
     assert summary.visits == len(visits)
     on_time_closes = {
         line
@@ -301,12 +317,10 @@ def test_visits_end_with_browser_close_at_the_close_rate(tree):
 def stream_watermarks(t: Tree, lateness_us: int):
     """(file index, watermark) for a stream reading one file per trigger in mtime order."""
     newest = None
-    for i, (_, _, lines) in enumerate(t.files):
+    for i, times in enumerate(t.times):
         yield i, (newest - lateness_us if newest is not None else None)
-        for line in lines:
-            if reason(line) is None:
-                ts = us(instant(json.loads(line)["event_time"]))
-                newest = ts if newest is None else max(newest, ts)
+        if times:
+            newest = max(times) if newest is None else max(newest, *times)
 
 
 def test_files_arrive_in_strictly_increasing_mtime(tree):
@@ -334,10 +348,7 @@ def test_late_files_arrive_two_hours_later_and_really_are_late(tree):
             assert mtime[rel] - mtime[last_part] > 2 * 3600 * 10**9 - 31 * 10**9
     late_seen = 0
     for i, wm in stream_watermarks(t, BASE.lateness_us):
-        for line in t.files[i][2]:
-            if reason(line) is not None:
-                continue
-            ts = us(instant(json.loads(line)["event_time"]))
+        for ts in t.times[i]:
             if t.is_late_file(i):  # the watermark has passed it by more than the lateness
                 assert wm is not None and ts < wm - BASE.lateness_us
                 late_seen += 1
@@ -355,9 +366,7 @@ def test_without_late_rate_no_event_is_ever_late(tmp_path, lateness_min):
     assert summary.late == 0 and not any(t.is_late_file(i) for i in range(len(t.files)))
     for stream_lateness in (cfg.lateness_us, cfg.lateness_us + 60_000_000):
         for i, wm in stream_watermarks(t, stream_lateness):
-            for line in t.files[i][2]:
-                if wm is not None and reason(line) is None:
-                    assert us(instant(json.loads(line)["event_time"])) >= wm
+            assert wm is None or all(ts >= wm for ts in t.times[i])
     if lateness_min == 0:
         assert summary.displaced == 0
     else:
@@ -369,23 +378,20 @@ def test_out_of_order_within_and_across_files(tree):
     assert summary.displaced > 0
     crossed = dup_same = dup_next = 0
     where = defaultdict(list)  # line -> files holding it
-    for i, (_, rel, lines) in enumerate(t.files):
+    for i, _, line in t.events:
+        where[line].append(i)
+    for i, (_, rel, _) in enumerate(t.files):
         if "/late-" in rel:
             continue
         d, h, _, k, _ = PATH.match(rel).groups()
         start = datetime.fromisoformat(f"{d}T{h}:00+00:00") + timedelta(
             minutes=60 // BASE.files_per_hour * int(k)
         )
-        times = []
-        for line in lines:
-            if reason(line) is None:
-                ts = instant(json.loads(line)["event_time"])
-                times.append(ts)
-                where[line].append(i)
-                if ts < start:  # from the previous slice, within lateness/2 of its end
-                    assert start - ts <= timedelta(microseconds=BASE.lateness_us // 2)
-                    crossed += 1
-        assert times != sorted(times)  # shuffled within the file
+        for ts in t.times[i]:
+            if ts < us(start):  # from the previous slice, within lateness/2 of its end
+                assert us(start) - ts <= BASE.lateness_us // 2
+                crossed += 1
+        assert t.times[i] != sorted(t.times[i])  # shuffled within the file
     for files in where.values():
         if len(files) == 2:
             dup_same += files[0] == files[1]

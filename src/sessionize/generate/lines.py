@@ -35,7 +35,8 @@ ACTION_PIECES = tuple("" if a is None else f', "action": "{a}"' for a in cat.ACT
 # (action, page) pairs in one vocabulary: code = action * len(PAGES) + page.
 ACTION_PAGE = _vocab(f'{a}, "page": {{"current": "{p}"' for a in ACTION_PIECES for p in cat.PAGES)
 # The previous page, closing the page object and the line: code = prev + 1 (0: landing page).
-PREV_END = _vocab(["}}\n"] + [f', "previous": "{p}"}}}}\n' for p in cat.PAGES])
+_PREV_END = ("}}\n", *(f', "previous": "{p}"}}}}\n' for p in cat.PAGES))
+PREV_END = _vocab(_PREV_END)
 SOURCES = _vocab(
     [f', "source": {{"site": "{s}", "api_version": "{a}"}}' for s in cat.SITES
      for a in cat.API_VERSIONS] + [""]
@@ -159,43 +160,43 @@ class HourLines:
         present = np.zeros(visits.user.size, dtype=bool)
         present[v] = True
         self.visit_rows = np.flatnonzero(present)  # the visits with events in this hour
-        at = pa.array(np.cumsum(present)[v] - 1)  # row of each event's visit in visit_rows
-        head, middle = _visit_pieces(users, visits, self.visit_rows)
+        self._visit_at = np.cumsum(present)[v] - 1  # row of each event's visit in visit_rows
+        head, self._middle = _visit_pieces(users, visits, self.visit_rows)
         self._uid = users.ids[visits.user[v]]
         self._action = events.action[rows]
         self._page = events.page[rows]
         self._prev = events.prev[rows]
         self._times = event_times(events.t_ms[rows], events.tz[rows])
-        self._head, self._middle = head.take(at), middle.take(at)
+        at = pa.array(self._visit_at)
         action_page = self._action.astype(np.int64) * len(cat.PAGES) + self._page
-        self._tail = _join(
+        self.lines = _join(
+            head.take(at),
+            self._times,
+            self._middle.take(at),
             ACTION_PAGE.take(pa.array(action_page)),
             PREV_END.take(pa.array(self._prev.astype(np.int64) + 1)),
         )
-        self.lines = _join(self._head, self._times, self._middle, self._tail)
 
     def invalid(self, at: np.ndarray, kinds: np.ndarray, variants: np.ndarray) -> pa.Array:
         """An invalid twin (with newline) of each event at `at`: `kinds` index INVALID_KINDS,
         `variants` are uniform numbers in [0, 1) that pick among the forms of a kind."""
-        idx = pa.array(at, pa.int64())
         pieces = zip(
             at.tolist(),
             kinds.tolist(),
             variants.tolist(),
-            self._times.take(idx).to_pylist(),
-            self._middle.take(idx).to_pylist(),
-            self._tail.take(idx).to_pylist(),
+            self._times.take(pa.array(at, pa.int64())).to_pylist(),
+            self._middle.take(pa.array(self._visit_at[at])).to_pylist(),
             strict=True,
         )
         return pa.array(
-            [self._invalid(i, k, x, ts, mid, tail) + "\n" for i, k, x, ts, mid, tail in pieces],
-            TEXT,
+            [self._invalid(i, k, x, ts, mid) + "\n" for i, k, x, ts, mid in pieces], TEXT
         )
 
-    def _invalid(self, i: int, kind: int, x: float, ts: str, mid: str, tail: str) -> str:
-        uid = int(self._uid[i])
-        current = cat.PAGES[self._page[i]]
-        rest = mid + tail[:-1]
+    def _invalid(self, i: int, kind: int, x: float, ts: str, mid: str) -> str:
+        uid, current = int(self._uid[i]), cat.PAGES[self._page[i]]
+        action = ACTION_PIECES[self._action[i]]
+        prev = _PREV_END[self._prev[i] + 1][:-1]
+        rest = f'{mid}{action}, "page": {{"current": "{current}"{prev}'
         if kind == 0:  # not JSON: a key=value log line, a CSV row, an HTML error page
             forms = (
                 f"user_id={uid} event_time={ts} page={current}",
@@ -212,7 +213,6 @@ class HourLines:
             return f'{{"user_id": {uid}' + rest[1:]
         if kind == 4:  # no page at all, an empty page, or only the previous page
             forms = ("}", ', "page": {}}', f', "page": {{"previous": "{current}"}}}}')
-            action = ACTION_PIECES[self._action[i]]
             return f'{{"user_id": {uid}, "event_time": "{ts}' + mid + action + forms[int(x * 3)]
         if kind == 5:
             return f'{{"user_id": "{uid}", "event_time": "{ts}' + rest
