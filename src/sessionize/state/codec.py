@@ -28,6 +28,23 @@ def apply_changes(table: pa.Table, puts: pa.Table, removes: pa.Array, spec: RowS
     return pa.concat_tables([kept, puts]).combine_chunks()
 
 
+def apply_chain(
+    table: pa.Table, deltas: list[tuple[pa.Table, pa.Array]], spec: RowSpec
+) -> pa.Table:
+    """`apply_changes` of each (puts, removes) in order, with one pass over `table`: the newest
+    delta that touches a key decides its rows."""
+    if len(deltas) <= 1:
+        return apply_changes(table, *deltas[0], spec) if deltas else table
+    decided = pa.array([], pa.int64())
+    newest_puts = []
+    for puts, removes in reversed(deltas):
+        keys = puts.column(spec.key).combine_chunks()
+        newest_puts.append(puts.filter(pc.invert(pc.is_in(keys, decided))))
+        decided = pa.concat_arrays([decided, keys.unique(), removes.cast(pa.int64())])
+    kept = table.filter(pc.invert(pc.is_in(table.column(spec.key), decided)))
+    return pa.concat_tables([kept, *reversed(newest_puts)]).combine_chunks()
+
+
 def delta_schema(spec: RowSpec) -> pa.Schema:
     fields = [f.with_nullable(True) for f in spec.schema]
     return pa.schema([*fields, pa.field(REMOVED, pa.bool_(), nullable=False)])

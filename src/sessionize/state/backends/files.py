@@ -313,6 +313,7 @@ class FilesBackend(StateBackend):
         directory = self._partition_dir(job, partition)
         rows_loaded = bytes_read = 0
         table = base
+        deltas: list[tuple[pa.Table, pa.Array]] = []
         for rec in reversed(chain):
             data = self._read(f"{directory}/{rec.file}")
             round_trips += 1
@@ -327,9 +328,8 @@ class FilesBackend(StateBackend):
             if rec.kind == "snapshot":
                 table = piece.cast(self.spec.schema)
             else:
-                puts, removes = codec.decode_delta(piece, self.spec)
-                table = codec.apply_changes(table, puts, removes, self.spec)
-        table = table.combine_chunks()
+                deltas.append(codec.decode_delta(piece, self.spec))
+        table = codec.apply_chain(table, deltas, self.spec).combine_chunks()
 
         stored = FilesVersion(self, job, partition, record, table)
         m = stored.metrics
