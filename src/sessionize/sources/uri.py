@@ -1,0 +1,255 @@
+"""Input URIs and options of the Kafka and Kinesis sources, and the record contract they share.
+
+URIs::
+
+    kafka://HOST:PORT[,HOST:PORT...]/TOPIC
+    kinesis://STREAM[?endpoint=http://127.0.0.1:54567&region=us-east-1]
+
+Options (names are case-insensitive, as Spark's are):
+
+- ``startingPosition``: ``earliest`` (default) or ``latest``; used only when a query starts
+  without a checkpoint. Partitions or shards that appear later are always read from their
+  earliest record.
+- ``maxRecordsPerTrigger``: at most this many records per micro-batch (Spark's admission
+  control); unset means everything available. ``Trigger.AvailableNow`` honours it too.
+- ``maxRecordBytes``: payloads larger than this (default 1 MiB) are not decoded; the row gets
+  ``value`` NULL and ``error`` ``record too large (N bytes)``.
+- ``readTimeout``: how long an executor keeps trying to read records that the driver has
+  already seen before the task fails (default ``2m``).
+- ``kafka.*`` (Kafka): passed to confluent-kafka / librdkafka without the prefix, e.g.
+  ``kafka.security.protocol``. ``kinesis.*`` (Kinesis): boto3 client arguments, see
+  ``KINESIS_CLIENT_OPTIONS``.
+
+Anything else is refused with the list of accepted names: a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit
+
+import pyarrow as pa
+
+from sessionize.config import parse_duration
+from sessionize.errors import ConfigError, SessionizeError
+
+
+class SourceError(SessionizeError):
+    """A stream cannot be read as its offsets say (records gone, topic or stream missing)."""
+
+
+# The rows every source yields (see sessionize.sources): the payload as text, or an error.
+RECORD_SCHEMA = pa.schema(
+    [
+        pa.field("value", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("source", pa.string()),
+    ]
+)
+SPARK_SCHEMA = "value string, error string, source string"
+
+DEFAULT_MAX_RECORD_BYTES = 1 << 20
+DEFAULT_READ_TIMEOUT_S = 120.0
+COMMON_OPTIONS = ("startingPosition", "maxRecordsPerTrigger", "maxRecordBytes", "readTimeout")
+# boto3 client arguments accepted as `kinesis.NAME` options.
+KINESIS_CLIENT_OPTIONS = (
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "endpoint_url",
+    "region_name",
+    "verify",
+)
+
+
+@dataclass(frozen=True)
+class KafkaAddress:
+    bootstrap: str  # HOST:PORT[,HOST:PORT...]
+    topic: str
+
+
+@dataclass(frozen=True)
+class KinesisAddress:
+    stream: str
+    endpoint: str | None = None  # None: the AWS endpoint of the region
+    region: str | None = None  # None: boto3's default (AWS_DEFAULT_REGION, config file)
+
+
+def parse_kafka_uri(uri: str) -> KafkaAddress:
+    """`kafka://HOST:PORT[,HOST:PORT]/TOPIC` -> KafkaAddress."""
+    parts = urlsplit(uri)
+    topic = parts.path.lstrip("/")
+    if parts.scheme != "kafka" or not parts.netloc or not topic or "/" in topic:
+        raise ConfigError(f"'{uri}' is not a Kafka input: write kafka://HOST:PORT/TOPIC")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"'{uri}': a Kafka URI takes no query; pass options instead")
+    for host in parts.netloc.split(","):
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit():
+            raise ConfigError(f"'{uri}': broker '{host}' must be HOST:PORT")
+    return KafkaAddress(bootstrap=parts.netloc, topic=topic)
+
+
+def parse_kinesis_uri(uri: str) -> KinesisAddress:
+    """`kinesis://STREAM?endpoint=URL&region=REGION` -> KinesisAddress."""
+    parts = urlsplit(uri)
+    if parts.scheme != "kinesis" or not parts.netloc or parts.path not in ("", "/"):
+        raise ConfigError(
+            f"'{uri}' is not a Kinesis input: write kinesis://STREAM"
+            "[?endpoint=http://HOST:PORT&region=REGION]"
+        )
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(query) - {"endpoint", "region"})
+    if unknown:
+        raise ConfigError(f"'{uri}': unknown parameter(s) {unknown}; accepted: endpoint, region")
+    endpoint = query.get("endpoint") or None
+    if endpoint and urlsplit(endpoint).scheme not in ("http", "https"):
+        raise ConfigError(f"'{uri}': endpoint must be an http:// or https:// URL")
+    return KinesisAddress(
+        stream=parts.netloc, endpoint=endpoint, region=query.get("region") or None
+    )
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Validated options of one source; `client` holds the prefixed options, prefix removed."""
+
+    starting_position: str = "earliest"
+    max_records_per_trigger: int | None = None
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    client: dict[str, str] = field(default_factory=dict)
+
+
+def _positive_int(name: str, text: str) -> int:
+    try:
+        n = int(str(text).strip())
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise ConfigError(f"option {name}='{text}' must be a positive integer")
+    return n
+
+
+def parse_source_options(
+    options: Mapping[str, str],
+    prefix: str,
+    *,
+    client_keys: Iterable[str] | None = None,
+    internal: Iterable[str] = (),
+) -> SourceOptions:
+    """Check `options` against the common names plus `PREFIX.*`, case-insensitively.
+
+    `client_keys` limits which names may follow the prefix (None: any, the client checks);
+    `internal` names are set by the source itself (e.g. the parsed URI) and skipped here.
+    """
+    common = {name.lower(): name for name in COMMON_OPTIONS}
+    allowed_client = None if client_keys is None else {k.lower() for k in client_keys}
+    skip = {name.lower() for name in internal}
+    values: dict[str, str] = {}
+    client: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low in skip:
+            continue
+        if low in common:
+            values[common[low]] = str(value)
+        elif low.startswith(prefix + ".") and len(low) > len(prefix) + 1:
+            name = key[len(prefix) + 1 :]
+            if allowed_client is not None and name.lower() not in allowed_client:
+                raise ConfigError(
+                    f"option '{key}' is not a {prefix} client setting; accepted: "
+                    + ", ".join(f"{prefix}.{k}" for k in sorted(allowed_client))
+                )
+            client[name] = str(value)
+        else:
+            raise ConfigError(
+                f"unknown source option '{key}'; accepted: {', '.join(COMMON_OPTIONS)} "
+                f"and {prefix}.* settings"
+            )
+    position = values.get("startingPosition", "earliest").strip().lower()
+    if position not in ("earliest", "latest"):
+        raise ConfigError(f"option startingPosition='{position}': use earliest or latest")
+    max_records = values.get("maxRecordsPerTrigger")
+    max_bytes = values.get("maxRecordBytes")
+    timeout = values.get("readTimeout")
+    return SourceOptions(
+        starting_position=position,
+        max_records_per_trigger=(
+            _positive_int("maxRecordsPerTrigger", max_records) if max_records else None
+        ),
+        max_record_bytes=(
+            _positive_int("maxRecordBytes", max_bytes) if max_bytes else DEFAULT_MAX_RECORD_BYTES
+        ),
+        read_timeout_s=(parse_duration(timeout) / 1e6 if timeout else DEFAULT_READ_TIMEOUT_S),
+        client=client,
+    )
+
+
+def decode_records(
+    payloads: list[bytes | None], positions: list[str], max_record_bytes: int
+) -> pa.RecordBatch:
+    """Rows of RECORD_SCHEMA: UTF-8 text in `value`, or NULL and the reason in `error`.
+
+    A payload that is not valid UTF-8, is larger than `max_record_bytes` or is absent (a
+    Kafka record with a null value) is flagged here and goes on as data: it never stops the
+    stream. Whether `value` is valid JSON is the parser's business, not the source's.
+    """
+    values: list[str | None] = []
+    errors: list[str | None] = []
+    for payload in payloads:
+        if payload is None:
+            values.append(None)
+            errors.append("no payload (null value)")
+        elif len(payload) > max_record_bytes:
+            values.append(None)
+            errors.append(f"record too large ({len(payload)} bytes)")
+        else:
+            try:
+                values.append(payload.decode("utf-8"))
+                errors.append(None)
+            except UnicodeDecodeError:
+                values.append(None)
+                errors.append("not UTF-8")
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(values, pa.string()),
+            pa.array(errors, pa.string()),
+            pa.array(positions, pa.string()),
+        ],
+        schema=RECORD_SCHEMA,
+    )
+
+
+def split_budget(backlog: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Share `budget` records among partitions with the given backlogs, deterministically.
+
+    Water-filling: every partition gets an equal share, a partition needing less keeps only
+    what it needs and the rest is shared again among the others; the last few units go to the
+    partitions first in key order. The result never exceeds a backlog, and sums to
+    min(budget, total backlog), so a batch always advances when anything is available.
+    """
+    grant = {key: 0 for key in backlog}
+    hungry = sorted((k for k, n in backlog.items() if n > 0), key=_natural)
+    left = budget
+    while hungry and left > 0:
+        share = left // len(hungry)
+        if share == 0:
+            for key in hungry[:left]:
+                grant[key] += 1
+            break
+        still = []
+        for key in hungry:
+            take = min(share, backlog[key] - grant[key])
+            grant[key] += take
+            left -= take
+            if grant[key] < backlog[key]:
+                still.append(key)
+        hungry = still
+    return grant
+
+
+def _natural(key: str) -> tuple[int, str]:
+    """Sort '2' before '10' (Kafka partitions), other keys as text (Kinesis shard ids)."""
+    return (int(key), "") if key.isdigit() else (1 << 62, key)
