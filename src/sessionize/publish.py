@@ -1,0 +1,279 @@
+"""Publish JSON event lines to Kafka or Kinesis, keyed by `user_id`, at a rate or flat out.
+
+Both functions take any iterable of lines (the generator's output, a file) and return a
+`PublishStats` once every record is acknowledged; a record the broker refuses for good raises
+`SinkError` (nothing is reported as sent that was not stored).
+
+- Kafka: one idempotent producer (`acks=all`, `enable.idempotence`), so librdkafka's retries
+  neither duplicate nor reorder records of a partition; key = the line's `user_id`, so one
+  user's events share a partition. Lines without a readable `user_id` (invalid lines) get no
+  key and are spread over partitions.
+- Kinesis: PutRecords in requests of at most 500 records / 5 MiB; records the service
+  rejected (throttling, internal errors) are sent again with backoff, up to `max_attempts`
+  rounds. A retried record can land after later records of the same user: session results do
+  not depend on arrival order (DESIGN §3), only lateness does. Partition key = `user_id`.
+
+`rate` is in events per second over the whole run (a burst after a pause is not caught up
+faster than the rate allows); None sends as fast as the server takes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sessionize.errors import ConfigError, EnvironmentProblem, SinkError
+from sessionize.sources.uri import parse_kafka_uri, parse_kinesis_uri
+
+_USER_ID = re.compile(rb'"user_id"\s*:\s*"?(-?\d+)')
+_KINESIS_MAX_RECORDS = 500
+_KINESIS_MAX_REQUEST_BYTES = 5 * 1024 * 1024
+_KINESIS_MAX_RECORD_BYTES = 1024 * 1024
+# With a rate, a Kinesis batch is sent at least this often so records do not wait long.
+_KINESIS_MAX_HOLD_S = 0.2
+
+
+@dataclass(frozen=True)
+class PublishStats:
+    records: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else float("inf")
+
+
+def user_key(line: bytes) -> bytes | None:
+    """The `user_id` of a JSON line as bytes (b'342290'), or None when it has none."""
+    m = _USER_ID.search(line)
+    return m.group(1) if m else None
+
+
+class _Pacer:
+    """Sleeps so that record n is not sent before start + n / rate."""
+
+    def __init__(self, rate: float | None) -> None:
+        if rate is not None and rate <= 0:
+            raise ConfigError(f"rate {rate} must be positive events per second")
+        self.rate = rate
+        self.start = time.monotonic()
+
+    def wait(self, n: int) -> None:
+        if self.rate is not None:
+            delay = self.start + n / self.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+def _lines(lines: Iterable[str | bytes]) -> Iterable[bytes]:
+    for line in lines:
+        data = line.encode("utf-8") if isinstance(line, str) else line
+        data = data.rstrip(b"\r\n")
+        if data:
+            yield data
+
+
+# ---- Kafka ------------------------------------------------------------------------------
+
+
+def _confluent():
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise EnvironmentProblem(
+            "publishing to Kafka needs confluent-kafka: pip install 'sessionize[kafka]'"
+        ) from e
+    return confluent_kafka
+
+
+def ensure_topic(uri: str, partitions: int, options: Mapping[str, str] | None = None) -> bool:
+    """Create the topic of `uri` with `partitions` partitions unless it exists; True if created.
+
+    An existing topic is left as it is, whatever its partition count.
+    """
+    kafka = _confluent()
+    address = parse_kafka_uri(uri)
+    admin = kafka.admin.AdminClient({**(options or {}), "bootstrap.servers": address.bootstrap})
+    if address.topic in admin.list_topics(timeout=30).topics:
+        return False
+    future = admin.create_topics([kafka.admin.NewTopic(address.topic, partitions, 1)])[
+        address.topic
+    ]
+    try:
+        future.result(30)
+    except kafka.KafkaException as e:
+        if e.args[0].code() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise SinkError(f"cannot create Kafka topic {address.topic}: {e.args[0].str()}") from e
+        return False
+    return True
+
+
+def publish_kafka(
+    lines: Iterable[str | bytes],
+    uri: str,
+    *,
+    rate: float | None = None,
+    options: Mapping[str, str] | None = None,
+    create_partitions: int | None = None,
+) -> PublishStats:
+    """Send every line to the topic of `kafka://HOST:PORT/TOPIC`; return once all are stored.
+
+    `options` are librdkafka producer settings (no prefix), e.g. {"compression.type": "lz4"};
+    `create_partitions` creates a missing topic with that many partitions.
+    """
+    kafka = _confluent()
+    address = parse_kafka_uri(uri)
+    if create_partitions:
+        ensure_topic(uri, create_partitions, options)
+    config = {"linger.ms": 10, "acks": "all"}
+    config.update(options or {})
+    config.update({"bootstrap.servers": address.bootstrap, "enable.idempotence": True})
+    try:
+        producer = kafka.Producer(config)
+    except kafka.KafkaException as e:
+        raise ConfigError(f"Kafka producer settings: {e.args[0].str()}") from e
+    failures: list[str] = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            failures.append(err.str())
+
+    pacer = _Pacer(rate)
+    n = 0
+    for data in _lines(lines):
+        pacer.wait(n)
+        while True:
+            try:
+                producer.produce(
+                    address.topic, value=data, key=user_key(data), on_delivery=delivered
+                )
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.05)
+        producer.poll(0)
+        n += 1
+        if failures:
+            break
+    remaining = producer.flush(120)
+    seconds = time.monotonic() - pacer.start
+    if failures or remaining:
+        what = failures[0] if failures else f"{remaining} records not acknowledged in 120s"
+        raise SinkError(f"publishing to Kafka topic {address.topic} failed: {what}")
+    return PublishStats(n, seconds)
+
+
+# ---- Kinesis ----------------------------------------------------------------------------
+
+
+def kinesis_client(uri: str, options: Mapping[str, str] | None = None):
+    """A boto3 Kinesis client for `kinesis://STREAM?endpoint=...&region=...`.
+
+    `options` are boto3 client arguments (aws_access_key_id, ...), as the source's kinesis.*
+    options.
+    """
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise EnvironmentProblem("Kinesis needs boto3: pip install 'sessionize[kinesis]'") from e
+    address = parse_kinesis_uri(uri)
+    kwargs: dict = {"config": Config(retries={"max_attempts": 10, "mode": "standard"})}
+    if address.endpoint:
+        kwargs["endpoint_url"] = address.endpoint
+    if address.region:
+        kwargs["region_name"] = address.region
+    kwargs.update(options or {})
+    return boto3.client("kinesis", **kwargs)
+
+
+def ensure_stream(uri: str, shards: int, options: Mapping[str, str] | None = None) -> bool:
+    """Create the stream of `uri` with `shards` shards unless it exists, and wait until it is
+    ACTIVE; True if created."""
+    client = kinesis_client(uri, options)
+    stream = parse_kinesis_uri(uri).stream
+    created = False
+    try:
+        client.create_stream(StreamName=stream, ShardCount=shards)
+        created = True
+    except client.exceptions.ResourceInUseException:
+        pass
+    deadline = time.monotonic() + 120
+    while True:
+        summary = client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        if summary["StreamStatus"] == "ACTIVE":
+            return created
+        if time.monotonic() > deadline:
+            raise SinkError(f"Kinesis stream {stream} is still {summary['StreamStatus']}")
+        time.sleep(0.1)
+
+
+def publish_kinesis(
+    lines: Iterable[str | bytes],
+    uri: str,
+    *,
+    rate: float | None = None,
+    options: Mapping[str, str] | None = None,
+    create_shards: int | None = None,
+    max_attempts: int = 10,
+) -> PublishStats:
+    """Send every line to the stream of `kinesis://STREAM?...`; return once all are stored.
+
+    `create_shards` creates a missing stream with that many shards.
+    """
+    stream = parse_kinesis_uri(uri).stream
+    if create_shards:
+        ensure_stream(uri, create_shards, options)
+    client = kinesis_client(uri, options)
+    pacer = _Pacer(rate)
+    batch: list[dict] = []
+    size = 0
+    oldest = time.monotonic()
+    n = 0
+    for data in _lines(lines):
+        pacer.wait(n)
+        key = user_key(data)
+        key_text = key.decode() if key else hashlib.md5(data).hexdigest()
+        record_size = len(data) + len(key_text)
+        if record_size > _KINESIS_MAX_RECORD_BYTES:
+            raise SinkError(f"line {n + 1} is {len(data)} bytes: over Kinesis' 1 MiB record limit")
+        if batch and (
+            len(batch) == _KINESIS_MAX_RECORDS or size + record_size > _KINESIS_MAX_REQUEST_BYTES
+        ):
+            _put_records(client, stream, batch, max_attempts)
+            batch, size = [], 0
+        if not batch:
+            oldest = time.monotonic()
+        batch.append({"Data": data, "PartitionKey": key_text})
+        size += record_size
+        n += 1
+        if rate is not None and time.monotonic() - oldest >= _KINESIS_MAX_HOLD_S:
+            _put_records(client, stream, batch, max_attempts)
+            batch, size = [], 0
+    if batch:
+        _put_records(client, stream, batch, max_attempts)
+    return PublishStats(n, time.monotonic() - pacer.start)
+
+
+def _put_records(client, stream: str, records: list[dict], max_attempts: int) -> None:
+    """PutRecords, sending again only the records that failed, with exponential backoff."""
+    pending = records
+    for attempt in range(max_attempts):
+        response = client.put_records(StreamName=stream, Records=pending)
+        if not response.get("FailedRecordCount"):
+            return
+        failed = [
+            (rec, res)
+            for rec, res in zip(pending, response["Records"], strict=True)
+            if res.get("ErrorCode")
+        ]
+        pending = [rec for rec, _ in failed]
+        last_error = f"{failed[0][1]['ErrorCode']}: {failed[0][1].get('ErrorMessage', '')}"
+        time.sleep(min(2.0, 0.05 * 2**attempt))
+    raise SinkError(
+        f"Kinesis stream {stream}: {len(pending)} records still failing after "
+        f"{max_attempts} attempts ({last_error})"
+    )
