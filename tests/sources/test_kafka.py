@@ -1,0 +1,189 @@
+"""The Kafka source against a real broker (services/kafka.sh): offsets, batches, restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from sessionize.errors import ConfigError
+from sessionize.publish import ensure_topic, publish_kafka
+from sessionize.sources.kafka import KafkaRange, KafkaStreamReader, kafka_stream, read_range
+from sessionize.sources.uri import SourceError, parse_source_options
+
+from .helpers import assert_exactly_once, read_sink, run_available_now, unique
+
+pytestmark = pytest.mark.services
+
+
+def event(i: int, tag: str = "e") -> str:
+    return json.dumps({"user_id": i % 37, "event_time": "2026-11-01T10:00:00+00:00",
+                       "page": {"current": f"{tag}{i}"}})  # fmt: skip
+
+
+@pytest.fixture
+def topic(kafka_bootstrap):
+    """A new 3-partition topic; returns its URI."""
+    uri = f"kafka://{kafka_bootstrap}/{unique('visits')}"
+    assert ensure_topic(uri, 3)
+    return uri
+
+
+def produce_raw(bootstrap: str, topic: str, records: list[tuple[int, bytes | None]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2_000_000})
+    for partition, value in records:
+        producer.produce(topic, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "t"})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                for p in range(partitions)]  # fmt: skip
+    finally:
+        c.close()
+
+
+def test_batches_respect_max_records_and_restart_reads_only_new_records(spark, topic, tmp_path):
+    first = [event(i) for i in range(300)]
+    publish_kafka(first, topic)
+    options = {"maxRecordsPerTrigger": "70"}
+
+    progress = run_available_now(kafka_stream(spark, topic, options), tmp_path)
+    assert len(progress) >= 5 and all(p["numInputRows"] <= 70 for p in progress)
+    rows = read_sink(spark, tmp_path)
+    assert_exactly_once(rows, set(first))
+    assert all(err is None for _, err, _ in rows)
+    name = topic.rsplit("/", 1)[1]
+    assert {src.rsplit("/", 2)[0] for _, _, src in rows} == {f"kafka:{name}"}
+    offsets = json.loads(progress[-1]["sources"][0]["endOffset"])
+    assert offsets == {
+        "topic": name,
+        "partitions": dict(
+            zip(["0", "1", "2"], high_watermarks(topic.split("/")[2], name, 3), strict=True)
+        ),
+    }
+
+    second = [event(i, "more") for i in range(50)]
+    publish_kafka(second, topic)
+    progress = run_available_now(kafka_stream(spark, topic, options), tmp_path)
+    assert sum(p["numInputRows"] for p in progress) == 50
+    assert_exactly_once(read_sink(spark, tmp_path), set(first) | set(second))
+
+
+def test_bad_records_are_flagged_and_the_stream_goes_on(spark, topic, tmp_path, kafka_bootstrap):
+    name = topic.rsplit("/", 1)[1]
+    produce_raw(kafka_bootstrap, name, [
+        (0, b"ok-1"), (0, b"\xff\xfe not utf-8"), (0, "caf\u00e9 \u2615".encode()),
+        (1, b"x" * 5000), (1, None), (1, b"not json at all"), (2, b"ok-2"),
+    ])  # fmt: skip
+    df = kafka_stream(spark, topic, {"maxRecordBytes": "4096"})
+    run_available_now(df, tmp_path)
+    got = {src.split("/", 1)[1]: (value, err) for value, err, src in read_sink(spark, tmp_path)}
+    assert got == {
+        "0/0": ("ok-1", None),
+        "0/1": (None, "not UTF-8"),
+        "0/2": ("caf\u00e9 \u2615", None),
+        "1/0": (None, "record too large (5000 bytes)"),
+        "1/1": (None, "no payload (null value)"),
+        "1/2": ("not json at all", None),  # JSON is the parser's business
+        "2/0": ("ok-2", None),
+    }
+
+
+def test_new_partition_is_read_from_its_first_record(spark, topic, tmp_path, kafka_bootstrap):
+    name = topic.rsplit("/", 1)[1]
+    before = [event(i, "before") for i in range(60)]
+    publish_kafka(before, topic)
+    run_available_now(kafka_stream(spark, topic, {}), tmp_path)
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_partitions([NewPartitions(name, 4)])[name].result(30)
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(name, timeout=10).topics[name].partitions) < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    after = [f"new-partition-{i}" for i in range(20)]
+    produce_raw(kafka_bootstrap, name, [(3, v.encode()) for v in after])
+    also = [event(i, "after") for i in range(30)]
+    publish_kafka(also, topic)
+
+    run_available_now(kafka_stream(spark, topic, {}), tmp_path)
+    rows = read_sink(spark, tmp_path)
+    assert_exactly_once(rows, set(before) | set(after) | set(also))
+    assert sorted(src for v, _, src in rows if v in after) == sorted(
+        f"kafka:{name}/3/{i}" for i in range(20)
+    )
+
+
+def test_latest_starts_after_what_is_already_there(spark, topic, tmp_path):
+    publish_kafka([event(i, "old") for i in range(40)], topic)
+    assert run_available_now(kafka_stream(spark, topic, {"startingPosition": "latest"}),
+                             tmp_path) == []  # fmt: skip
+    new = [event(i, "new") for i in range(25)]
+    publish_kafka(new, topic)
+    run_available_now(kafka_stream(spark, topic, {"startingPosition": "latest"}), tmp_path)
+    assert_exactly_once(read_sink(spark, tmp_path), set(new))
+
+
+def test_planned_ranges_are_exact_and_replay_identically(topic, kafka_bootstrap):
+    """Driver and executor halves of the reader, without Spark: a replayed range (same start
+    and end) yields the same records, and the budget is shared over partitions."""
+    publish_kafka([event(i) for i in range(90)], topic)
+    reader = KafkaStreamReader({"uri": topic, "maxRecordsPerTrigger": "10"})
+    try:
+        start = reader.initialOffset()
+        assert start["partitions"] == {"0": 0, "1": 0, "2": 0}
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        assert sum(end["partitions"].values()) == 10
+        assert max(end["partitions"].values()) - min(end["partitions"].values()) <= 1
+        everything = reader.latestOffset(start, ReadAllAvailable())
+        assert everything["partitions"] == dict(zip(["0", "1", "2"], high_watermarks(
+            kafka_bootstrap, topic.rsplit("/", 1)[1], 3), strict=True))  # fmt: skip
+
+        def rows(a, b):
+            out = []
+            for part in reader.partitions(a, b):
+                for batch in reader.read(part):
+                    out += list(zip(*batch.to_pydict().values(), strict=True))
+            return out
+
+        once, again = rows(start, everything), rows(start, everything)
+        assert len(once) == 90 and once == again
+        first, rest = rows(start, end), rows(end, everything)
+        assert sorted(first + rest) == sorted(once)
+        assert reader.latestOffset(everything, ReadMaxRows(5)) == everything  # nothing new
+    finally:
+        reader.stop()
+
+
+def test_a_range_beyond_what_the_broker_has_fails_instead_of_ending_early(topic):
+    publish_kafka([event(i) for i in range(3)], topic)
+    name = topic.rsplit("/", 1)[1]
+    reader = KafkaStreamReader({"uri": topic, "readTimeout": "2s"})
+    part = KafkaRange(name, 0, 0, 1000)  # more than was ever written
+    with pytest.raises(SourceError, match="stuck at offset"):
+        for _ in read_range(reader.config, part, reader.opts):
+            pass
+
+
+def test_options_are_checked(spark, kafka_bootstrap):
+    uri = f"kafka://{kafka_bootstrap}/t"
+    with pytest.raises(ConfigError, match="unknown source option 'maxOffsetsPerTrigger'"):
+        kafka_stream(spark, uri, {"maxOffsetsPerTrigger": "5"})
+    with pytest.raises(ConfigError, match="No such configuration property"):
+        kafka_stream(spark, uri, {"kafka.no.such.setting": "1"})
+    with pytest.raises(ConfigError, match="set by the source"):
+        kafka_stream(spark, uri, {"kafka.enable.auto.commit": "true"})
+    with pytest.raises(ConfigError, match="earliest or latest"):
+        kafka_stream(spark, uri, {"startingPosition": "beginning"})
+    with pytest.raises(ConfigError, match="positive integer"):
+        parse_source_options({"maxRecordsPerTrigger": "0"}, "kafka")
+    for bad in ("kafka://host/t", "kafka://h:1", "kafka://h:1/a/b", "http://h:1/t"):
+        with pytest.raises(ConfigError):
+            kafka_stream(spark, bad, {})
