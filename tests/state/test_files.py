@@ -197,10 +197,10 @@ def test_crash_before_the_commit_record_keeps_the_old_version(root, monkeypatch)
         commit(backend, J, 0, v - 1, v, {v: [v]}, meta={"v": v})
     real_write = FilesBackend._write
 
-    def crash_on_record(self, path, data):
+    def crash_on_record(self, path, *args):
         if path.endswith(".commit.json"):
             raise OSError("disk gone")
-        real_write(self, path, data)
+        real_write(self, path, *args)
 
     monkeypatch.setattr(FilesBackend, "_write", crash_on_record)
     ps = backend.open(J, 0, 0)

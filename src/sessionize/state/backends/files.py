@@ -55,6 +55,7 @@ from sessionize.state.base import (
     EMPTY_VERSION,
     RowSpec,
     StateBackend,
+    StateMetrics,
     StoredVersion,
     check_job,
     check_partition,
@@ -75,6 +76,11 @@ _JOB_RECORD = re.compile(r"^(\d{20})\.json$")
 _PARTITION = re.compile(r"^partition=(\d+)$")
 _FS_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")
+
+
+def _count(io: StateMetrics | None, calls: int = 1) -> None:
+    if io is not None:
+        io.round_trips += calls
 
 
 def _v(version: int) -> str:
@@ -199,16 +205,23 @@ class FilesBackend(StateBackend):
     def _cache_key(self, job: str, partition: int) -> tuple[str, str, int]:
         return (self.location, job, partition)
 
-    def _list(self, directory: str) -> list[pafs.FileInfo]:
+    # Each helper counts its filesystem calls in `io` (a transaction's metrics), if given.
+
+    def _list(self, directory: str, io: StateMetrics | None = None) -> list[pafs.FileInfo]:
+        _count(io)
         try:
             return self._fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
         except (OSError, pa.ArrowException) as e:
             raise StateError(f"cannot list {directory} in state store {self.uri}: {e}") from e
 
-    def _read(self, path: str) -> bytes | None:
+    def _read(self, path: str, io: StateMetrics | None = None) -> bytes | None:
+        _count(io)
         try:
             with self._fs.open_input_stream(path) as f:
-                return f.read()
+                data = f.read()
+            if io is not None:
+                io.bytes_read += len(data)
+            return data
         except FileNotFoundError:
             return None
         except (OSError, pa.ArrowException) as e:
@@ -216,8 +229,11 @@ class FilesBackend(StateBackend):
                 return None
             raise StateError(f"cannot read {path} in state store {self.uri}: {e}") from e
 
-    def _write(self, path: str, data: bytes | pa.Buffer) -> None:
+    def _write(self, path: str, data: bytes | pa.Buffer, io: StateMetrics | None = None) -> None:
         """Write `path` so that readers see all of it or nothing."""
+        _count(io, 1 if self._atomic_put else 2)
+        if io is not None:
+            io.bytes_written += len(data)
         if self._atomic_put:
             with self._fs.open_output_stream(path) as f:
                 f.write(data)
@@ -231,7 +247,8 @@ class FilesBackend(StateBackend):
             self._delete(tmp)
             raise
 
-    def _delete(self, path: str) -> None:
+    def _delete(self, path: str, io: StateMetrics | None = None) -> None:
+        _count(io)
         try:
             self._fs.delete_file(path)
         except FileNotFoundError:
@@ -240,9 +257,11 @@ class FilesBackend(StateBackend):
             if "not found" not in str(e).lower() and "no such file" not in str(e).lower():
                 raise
 
-    def _read_record(self, job: str, partition: int, version: int) -> _Record | None:
+    def _read_record(
+        self, job: str, partition: int, version: int, io: StateMetrics | None = None
+    ) -> _Record | None:
         path = f"{self._partition_dir(job, partition)}/{_v(version)}.commit.json"
-        data = self._read(path)
+        data = self._read(path, io)
         return None if data is None else _Record.from_json(data, path)
 
     # ----- partitions -------------------------------------------------------------------
@@ -269,8 +288,8 @@ class FilesBackend(StateBackend):
         key = self._cache_key(job, partition)
         if version == EMPTY_VERSION:
             return FilesVersion(self, job, partition, None, self.spec.empty())
-        record = self._read_record(job, partition, version)
-        round_trips = 1
+        io = StateMetrics()
+        record = self._read_record(job, partition, version, io)
         if record is None:
             raise StateError(self._missing(job, partition, version))
         cached = self._cache.get(key) if self._cache is not None else None
@@ -278,7 +297,7 @@ class FilesBackend(StateBackend):
             self._cache.record(hit=True)
             stored = FilesVersion(self, job, partition, record, cached.table)
             stored.metrics.cache_hits = 1
-            stored.metrics.round_trips = round_trips
+            stored.metrics.round_trips, stored.metrics.bytes_read = io.round_trips, io.bytes_read
             return stored
 
         # Walk the chain down to a snapshot (or to the cached version, if it is on it).
@@ -292,8 +311,7 @@ class FilesBackend(StateBackend):
             ):
                 base = cached.table
                 break
-            parent = self._read_record(job, partition, child.parent_version)
-            round_trips += 1
+            parent = self._read_record(job, partition, child.parent_version, io)
             if parent is None:
                 raise StateError(
                     f"version {version} of state {job}/partition={partition} is not restorable:"
@@ -311,18 +329,16 @@ class FilesBackend(StateBackend):
             self._cache.record(hit=base is not None)
 
         directory = self._partition_dir(job, partition)
-        rows_loaded = bytes_read = 0
+        rows_loaded = 0
         table = base
         deltas: list[tuple[pa.Table, pa.Array]] = []
         for rec in reversed(chain):
-            data = self._read(f"{directory}/{rec.file}")
-            round_trips += 1
+            data = self._read(f"{directory}/{rec.file}", io)
             if data is None:
                 raise StateError(
                     f"version {version} of state {job}/partition={partition} is not restorable:"
                     f" file {rec.file} of version {rec.version} is missing"
                 )
-            bytes_read += len(data)
             piece = codec.from_parquet(data)
             rows_loaded += piece.num_rows
             if rec.kind == "snapshot":
@@ -333,7 +349,7 @@ class FilesBackend(StateBackend):
 
         stored = FilesVersion(self, job, partition, record, table)
         m = stored.metrics
-        m.rows_loaded, m.bytes_read, m.round_trips = rows_loaded, bytes_read, round_trips
+        m.rows_loaded, m.bytes_read, m.round_trips = rows_loaded, io.bytes_read, io.round_trips
         m.cache_hits = int(base is not None)
         m.extra["chain"] = len(chain)
         if self._cache is not None:
@@ -377,19 +393,19 @@ class FilesBackend(StateBackend):
         record_path = f"{directory}/{_v(version)}.commit.json"
 
         # 1. the data file (a new name: nothing visible changes)
+        _count(m)
         self._fs.create_dir(directory, recursive=True)
         payload = codec.to_parquet(data_table, self.compression)
-        self._write(f"{directory}/{name}", payload)
-        m.round_trips += 2
+        self._write(f"{directory}/{name}", payload, m)
         # 2. supersede the versions after V, newest first
-        listing = self._list(directory)
+        listing = self._list(directory, m)
         existing = self._versions(listing)
         superseded = [v for v in existing if v > stored.version and v != version]
         replaced: list[_Record] = []
         for v in sorted((v for v in superseded if v > version), reverse=True):
-            replaced += self._drop_record(job, partition, v)
+            replaced += self._drop_record(job, partition, v, m)
         if version in existing:
-            old = self._read_record(job, partition, version)
+            old = self._read_record(job, partition, version, m)
             replaced += [old] if old else []
         # 3. publish
         body = record.to_json(
@@ -400,28 +416,28 @@ class FilesBackend(StateBackend):
             removed=len(removes),
             file_bytes=payload.size,
         )
-        self._write(record_path, body)
-        m.round_trips += 3 + len(replaced)
+        self._write(record_path, body, m)
         # 4. clean up what the new record replaced
         for v in sorted((v for v in superseded if v < version), reverse=True):
-            replaced += self._drop_record(job, partition, v)
+            replaced += self._drop_record(job, partition, v, m)
         for rec in replaced:
             if rec.file != name:
-                self._delete(f"{directory}/{rec.file}")
+                self._delete(f"{directory}/{rec.file}", m)
 
         m.committed_version = version
         m.rows_written += data_table.num_rows
-        m.bytes_written += payload.size + len(body)
         m.snapshots += int(snapshot)
         m.keys, m.bytes = record.keys, record.bytes
         if self._cache is not None:
             key = self._cache_key(job, partition)
             self._cache.put(key, CacheEntry(version, token, record.depth, table))
 
-    def _drop_record(self, job: str, partition: int, version: int) -> list[_Record]:
+    def _drop_record(
+        self, job: str, partition: int, version: int, io: StateMetrics | None = None
+    ) -> list[_Record]:
         """Delete the commit record of `version`; return it (for its data file), if any."""
-        record = self._read_record(job, partition, version)
-        self._delete(f"{self._partition_dir(job, partition)}/{_v(version)}.commit.json")
+        record = self._read_record(job, partition, version, io)
+        self._delete(f"{self._partition_dir(job, partition)}/{_v(version)}.commit.json", io)
         return [record] if record else []
 
     def _truncate_partition(self, job: str, partition: int, after: int) -> None:
@@ -458,10 +474,19 @@ class FilesBackend(StateBackend):
         # Data and temp files no record needs: those of dropped versions, of replaced
         # commits, and what crashed commits left behind (young ones of retained versions
         # may be a commit in progress).
-        live = {v: tokens.get(v) for v in needed}
-        for v in needed - tokens.keys():
-            r = self._read_record(job, partition, v)
-            live[v] = r.token if r else None
+        data_files: dict[int, list[str]] = {}
+        for info in listing:
+            if m := _DATA.match(info.base_name):
+                data_files.setdefault(int(m.group(1)), []).append(m.group(2))
+        live: dict[int, str | None] = {}
+        for v in needed:
+            if v in tokens:
+                live[v] = tokens[v]
+            elif len(data_files.get(v, ())) == 1:  # the usual case: no record to read
+                live[v] = data_files[v][0]
+            else:
+                r = self._read_record(job, partition, v)
+                live[v] = r.token if r else None
         now = time.time()
         for info in listing:
             m = _DATA.match(info.base_name)
@@ -469,7 +494,7 @@ class FilesBackend(StateBackend):
             if not (m or t):
                 continue
             v = int((m or t).group(1))
-            if m and live.get(v) == m.group(2):
+            if m and v in needed and live.get(v) == m.group(2):
                 continue
             young = info.mtime is not None and now - info.mtime.timestamp() < ORPHAN_GRACE_S
             if v >= keep_from and young:
