@@ -207,13 +207,9 @@ class PartitionState:
         self._release()
 
     def abort(self) -> None:
-        """Discard the staged writes; nothing is written. A no-op on an aborted or failed
-        transaction; StateError after a commit (which cannot be undone)."""
-        if self.state is TxState.COMMITTED:
-            raise StateError(
-                f"state transaction of {self.job}/{self.partition} was already committed as"
-                f" version {self._metrics.committed_version}; it cannot be aborted"
-            )
+        """Discard the staged writes; nothing is written. A no-op once the transaction has
+        ended (committed, aborted or failed), so it is safe in `except`/`finally` blocks:
+        a committed version stays committed."""
         if self.state is TxState.OPEN:
             self.state = TxState.ABORTED
             self._release()
