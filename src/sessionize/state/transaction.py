@@ -145,6 +145,8 @@ class PartitionState:
             t0 = perf_counter()
             stored = self._stored.read_rows(untouched)
             self._metrics.read_ms += (perf_counter() - t0) * 1000
+            if not stored.schema.equals(self._spec.schema):
+                stored = stored.select(self._spec.schema.names).cast(self._spec.schema)
             parts.append(stored)
         out = pa.concat_tables(parts) if len(parts) > 1 else staged
         self._metrics.rows_returned += out.num_rows
@@ -159,6 +161,8 @@ class PartitionState:
         t0 = perf_counter()
         stored = self._stored.read_expiring(upto)
         self._metrics.read_ms += (perf_counter() - t0) * 1000
+        if isinstance(stored, pa.ChunkedArray):
+            stored = stored.combine_chunks()
         stored = self._buffer.untouched(stored)
         both = pa.concat_arrays([stored.cast(pa.int64()), self._buffer.expiring(upto)]).unique()
         return both.take(pc.sort_indices(both))
