@@ -49,6 +49,7 @@ __all__ = [
     "write_files",
 ]
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Independent random streams, so that changing one aspect never shifts another.
 _USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS = range(5)
 
@@ -125,7 +126,7 @@ class GeneratedHour:
 
     hour: datetime
     files: list[GeneratedFile]
-    summary: GenerateSummary  # counts of these files (visits: those starting in `hour`)
+    summary: GenerateSummary  # counts of these files; visits: those first seen in `hour`
 
 
 def hour_dir(hour: datetime) -> str:
@@ -141,7 +142,8 @@ def generate_events(cfg: GeneratorConfig) -> Iterator[GeneratedHour]:
     """The files of the window, hour by hour, in arrival order (see module docstring).
 
     Raises ConfigError when events_per_hour is too many for the users at this gap.
-    Memory: about 40 bytes per event of the whole window, plus one hour's lines.
+    Memory: about 40 bytes per event of the whole window (more while simulating), plus
+    two copies of one hour's lines (~450 bytes each).
     """
     plan = make_plan(cfg)
     users = make_users(cfg, _rng(cfg, _USERS))
@@ -203,7 +205,7 @@ def _materialize(
     name = fp.name + (".gz" if cfg.gzip else "")
     return GeneratedFile(
         path=f"{hour_dir(hour)}/{name}",
-        arrival=datetime.fromtimestamp(fp.arrival_ms / 1000, UTC),
+        arrival=_EPOCH + timedelta(milliseconds=fp.arrival_ms),
         late=late,
         text=lines,
     )
@@ -235,11 +237,14 @@ def _write(path: Path, data: pa.Buffer, arrival: datetime, *, compress: bool) ->
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fh:
         if compress:
-            # No name and a fixed timestamp in the gzip header: identical bytes per config.
-            with gzip_module.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
+            # No name and a fixed timestamp in the header: identical bytes per config. Level 1:
+            # test data, where level 9 would cost ten times the time of generating it.
+            with gzip_module.GzipFile(
+                filename="", mode="wb", fileobj=fh, mtime=0, compresslevel=1
+            ) as gz:
                 gz.write(data)
         else:
             fh.write(data)
-    ns = round(arrival.timestamp() * 1000) * 1_000_000
+    ns = (arrival - _EPOCH) // timedelta(milliseconds=1) * 1_000_000
     os.utime(tmp, ns=(ns, ns))
     os.replace(tmp, path)

@@ -1,16 +1,16 @@
 """Users and their visits, simulated as numpy arrays (no strings, no Python per event).
 
-Each user alternates visits and idle periods (a renewal process) from a random phase, so
-the event rate is even across the window. Within a visit, think times come from a mixture
-shaped around the session gap:
+Each user alternates visits and idle periods (a renewal process), started close to its
+steady state before the window, so the event rate is even across the window's hours.
+Within a visit, think times come from a mixture shaped around the session gap:
 
 - most are short (log-normal, median 3% of the gap);
 - a few straddle the gap (75%..125% of it);
 - a few sit exactly on it or one millisecond past it (`<=` joins, one ms more splits);
 - a few are far above it (125%..400%): the visit is split into sessions nobody planned.
 
-Between visits the user is idle for more than the gap, except that after a `browser_close`
-half of the users come back within a think time: only the explicit close splits those.
+Between visits the user is idle for more than the gap, except that after half of the
+`browser_close` events the user comes back within a think time: only the close splits those.
 Event times are whole milliseconds and strictly increase per user, so no two distinct events
 share the duplicate key (user_id, event_time, page.current).
 """
