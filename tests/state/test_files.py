@@ -311,6 +311,24 @@ def test_cache_never_serves_a_version_another_worker_recommitted(root):
     assert read_all(a, J, 0, 1, [1, 2, 3, 4]) == expected({1: [1], 4: [4]})
 
 
+def _recommit_elsewhere(uri: str) -> None:
+    backend = open_backend(uri)  # the process cache here is this child's own
+    commit(backend, J, 0, 0, 1, {7: [7]})
+
+
+def test_cache_never_serves_a_version_another_process_recommitted(root):
+    a = store(root)
+    commit(a, J, 0, -1, 0, {1: [1]})
+    commit(a, J, 0, 0, 1, {2: [2]})  # cached here as version 1
+    child = multiprocessing.get_context("fork").Process(target=_recommit_elsewhere, args=(a.uri,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    with a.open(J, 0, 1) as ps:
+        assert content(ps.get_many([1, 2, 7])) == expected({1: [1], 7: [7]})
+        assert ps.metrics().cache_hits == 0 and ps.metrics().rows_loaded == 2  # reloaded
+
+
 def test_cache_after_truncate_after(root):
     a = store(root)
     b = store(root, cache_mb=0)
