@@ -107,10 +107,13 @@ def run_stream(
     Everything that can be checked without Spark (input, checkpoint settings, the state
     backend and its agreement with the checkpoint) is checked before Spark starts.
     """
-    if opts.state in SPARK_STATES:
-        raise ConfigError(f"--state {opts.state} is not available in this build")
     _check_input(opts.input)
     check_or_record(opts.checkpoint, opts.recorded_settings())
+    if opts.state in SPARK_STATES:
+        from sessionize.engines.spark_state import run_spark_state
+
+        spark = spark or get_spark(f"sessionize-{opts.job}", shuffle_partitions=opts.partitions)
+        return run_spark_state(spark, opts, on_batch)
     settings = EngineSettings(
         rules=opts.rules,
         partitions=opts.partitions,

@@ -1,0 +1,309 @@
+"""Worker side of the `spark` engine: one user's step, as Spark's stateful APIs call it.
+
+Spark calls these once per grouping key (user) and micro-batch; each call hands that user's
+stored open events and new events to `logic.advance` (the only implementation of the
+rules), stores what stays open and returns the four outputs as rows of one wide schema
+(`WIDE`, with a `kind` column), for the driver's foreachBatch to split and write.
+
+- `SessionProcessor`: `transformWithState` (Row-based API, RocksDB provider). The open
+  events of a user are a ListState; one event-time timer per user, at its `expires_at`.
+- `session_step_pandas`: `applyInPandasWithState` (HDFS-backed provider). The open events
+  are one state value holding them as an Arrow IPC stream (this PySpark cannot read array
+  columns of a state schema back), with an event-time timeout at `expires_at`.
+
+Watermark: both receive the watermark Spark computed at the end of the previous batch
+(`max(event_time) - lateness` over earlier batches, in ms), which is DESIGN §3's
+`watermark_before`. It judges lateness here, inside `advance` (strict `<`, late events go
+to `late_events`), because the operator's input carries no watermarked column, so Spark
+drops nothing. It also decides emission: a session with `watermark > closed_at` is emitted
+by the first batch that sees such a watermark (see the module doc of `spark_state`).
+
+Timer bounds (measured on Spark 4.3): a transformWithState timer at T fires when
+`watermark_ms >= T`; an applyInPandasWithState timeout at T fires when `watermark_ms > T`.
+With watermarks in whole ms, `watermark_us > closed_at` holds exactly when
+`watermark_ms > floor(closed_at / 1000)`, hence the two timer formulas below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import Row
+from pyspark.sql.streaming import StatefulProcessor
+
+from sessionize.config import SessionRules
+from sessionize.logic import StepResult, advance
+from sessionize.schema import EVENT, OUTPUT_PARTITIONS, OUTPUTS, STATE, STATE_EXPIRY
+
+# ---------------------------------------------------------------------------- schemas
+
+# Columns of the stateful operator's input, in order: the event with its time in µs.
+INPUT_COLUMNS = [
+    "user_id", "event_us", "page", "action",
+    "site", "api_version", "browser", "language", "device_type",
+]  # fmt: skip
+_ATTRS = INPUT_COLUMNS[2:]
+
+# Counters of one step, carried by one `stats` row per call.
+STATS_FIELDS = ("events_in", "on_time", "duplicates", "open_sessions_delta", "open_users_delta")
+STATS = "stats"
+
+
+def _wide_schema() -> pa.Schema:
+    """`kind`, the union of the output columns (timestamps as int64 µs), the counters."""
+    fields: dict[str, pa.Field] = {}
+    for name, sch in OUTPUTS.items():
+        for f in sch:
+            if f.name in OUTPUT_PARTITIONS.get(name, ()):
+                continue  # derived again by the writer
+            typ = pa.int64() if pa.types.is_timestamp(f.type) else f.type
+            if f.name in fields:
+                assert fields[f.name].type == typ, f.name
+            else:
+                fields[f.name] = pa.field(f.name, typ)
+    counters = [pa.field(c, pa.int64()) for c in STATS_FIELDS]
+    return pa.schema([pa.field("kind", pa.string()), *fields.values(), *counters])
+
+
+WIDE = _wide_schema()
+_POS = {name: i for i, name in enumerate(WIDE.names)}
+
+# The open events of a user in Spark's state: an event without its user (the key).
+OPEN_EVENT_DDL = (
+    "event_us bigint, page string, action string, site string, api_version string, "
+    "browser string, language string, device_type string, expires_us bigint"
+)
+_OPEN_EVENT_TYPES = [pa.int64(), *([pa.string()] * 7), pa.int64()]
+
+
+def spark_type(schema: pa.Schema):
+    """An Arrow schema as a Spark StructType."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+# ---------------------------------------------------------------------------- the step
+
+
+def _watermark_us(watermark_ms: int) -> int | None:
+    """Spark's watermark starts at 0 (no event seen yet): that is DESIGN's minus infinity."""
+    return watermark_ms * 1000 if watermark_ms > 0 else None
+
+
+def step(rules: SessionRules, state: pa.Table, events: pa.Table, watermark_ms: int) -> StepResult:
+    """Advance one user by one batch, judged and emitted by Spark's current watermark."""
+    wm = _watermark_us(watermark_ms)
+    return advance(state, events, rules=rules, watermark_before=wm, watermark_after=wm)
+
+
+def expiry_ms(table: pa.Table) -> int | None:
+    """`expires_at` (µs) of a user's state rows, or None when it has none."""
+    if table.num_rows == 0:
+        return None
+    return table[STATE_EXPIRY][0].cast(pa.int64()).as_py()
+
+
+def stats_row(res: StepResult, had_state: bool, watermark_ms: int) -> dict[str, object]:
+    s = res.stats
+    return {
+        "kind": STATS,
+        "watermark": _watermark_us(watermark_ms),
+        "events_in": s.events_in,
+        "on_time": s.on_time,
+        "duplicates": s.duplicates,
+        "open_sessions_delta": s.open_sessions_after - s.open_sessions_before,
+        "open_users_delta": int(res.state_puts.num_rows > 0) - int(had_state),
+    }
+
+
+def _outputs(res: StepResult) -> list[tuple[str, pa.Table]]:
+    return [("sessions", res.sessions), ("page_views", res.page_views), ("late_events", res.late)]
+
+
+def wide_tuples(kind: str, table: pa.Table) -> Iterator[tuple]:
+    """Rows of one output as tuples of the WIDE schema (timestamps as int µs)."""
+    n = table.num_rows
+    if n == 0:
+        return
+    nones = [None] * n
+    cols: list[list] = [nones] * len(WIDE)
+    cols[0] = [kind] * n
+    for name in table.column_names:
+        pos = _POS.get(name)
+        if pos is None:
+            continue  # a partition column
+        col = table[name]
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.int64())
+        cols[pos] = col.to_pylist()
+    yield from zip(*cols, strict=True)
+
+
+def _stats_tuple(stats: dict[str, object]) -> tuple:
+    row = [None] * len(WIDE)
+    for name, value in stats.items():
+        row[_POS[name]] = value
+    return tuple(row)
+
+
+# ------------------------------------------------------------------ transformWithState
+
+
+class SessionProcessor(StatefulProcessor):
+    """The StatefulProcessor of the spark-rocksdb state."""
+
+    def __init__(self, rules: SessionRules):
+        self.rules = rules
+
+    def init(self, handle) -> None:
+        self.handle = handle
+        self.open_events = handle.getListState("open_events", OPEN_EVENT_DDL)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator:
+        events = _events_from_rows(rows)
+        yield from self._step(key[0], events, timerValues.getCurrentWatermarkInMs(), None)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
+        fired = expiredTimerInfo.getExpiryTimeInMs()
+        wm = timerValues.getCurrentWatermarkInMs()
+        yield from self._step(key[0], EVENT.empty_table(), wm, fired)
+
+    def close(self) -> None:
+        pass
+
+    def _step(self, user: int, events: pa.Table, wm_ms: int, fired: int | None) -> Iterator:
+        state = _state_from_tuples(user, list(self.open_events.get()))
+        res = step(self.rules, state, events, wm_ms)
+        old, new = _timer(expiry_ms(state)), _timer(expiry_ms(res.state_puts))
+        if res.state_puts.num_rows:
+            if events.num_rows or res.sessions.num_rows:
+                self.open_events.put(_state_tuples(res.state_puts))
+        elif state.num_rows:
+            self.open_events.clear()
+        if fired is not None and new == fired:
+            # Spark deletes the fired timer after this call, which would strand the user's
+            # sessions; cannot happen while the bounds in the module doc hold.
+            raise RuntimeError(f"timer {fired} of user {user} fired without emitting")
+        if old != new:
+            if old is not None and fired is None:
+                self.handle.deleteTimer(old)  # a fired timer is deleted by Spark
+            if new is not None:
+                self.handle.registerTimer(new)
+        for kind, table in _outputs(res):
+            for values in wide_tuples(kind, table):
+                yield _OUT_ROW(*values)
+        yield _OUT_ROW(*_stats_tuple(stats_row(res, state.num_rows > 0, wm_ms)))
+
+
+_OUT_ROW = Row(*WIDE.names)
+
+
+def _timer(expires_us: int | None) -> int | None:
+    """The transformWithState timer (ms) that fires exactly when watermark > expires_at."""
+    return None if expires_us is None else expires_us // 1000 + 1
+
+
+def _events_from_rows(rows: Iterable) -> pa.Table:
+    """Input Rows (INPUT_COLUMNS) -> schema.EVENT."""
+    rows = list(rows)
+    if not rows:
+        return EVENT.empty_table()
+    cols = list(zip(*rows, strict=True))
+    arrays = [
+        pa.array(cols[0], pa.int64()),
+        pa.array(cols[1], pa.int64()).cast(EVENT.field("event_time").type),
+        *(pa.array(c, pa.string()) for c in cols[2:]),
+    ]
+    return pa.Table.from_arrays(arrays, schema=EVENT)
+
+
+def _state_from_tuples(user: int, tuples: list[tuple]) -> pa.Table:
+    """ListState tuples (OPEN_EVENT_DDL) -> schema.STATE."""
+    if not tuples:
+        return STATE.empty_table()
+    cols = list(zip(*tuples, strict=True))
+    arrays = [pa.array(c, t) for c, t in zip(cols, _OPEN_EVENT_TYPES, strict=True)]
+    ts = EVENT.field("event_time").type
+    return pa.Table.from_arrays(
+        [
+            pa.array([user] * len(tuples), pa.int64()),
+            arrays[0].cast(ts),
+            *arrays[1:8],
+            arrays[8].cast(ts),
+        ],
+        schema=STATE,
+    )
+
+
+def _state_tuples(state: pa.Table) -> list[tuple]:
+    """schema.STATE rows of one user -> ListState tuples (OPEN_EVENT_DDL)."""
+    cols = [
+        state["event_time"].cast(pa.int64()).to_pylist(),
+        *(state[name].to_pylist() for name in _ATTRS),
+        state[STATE_EXPIRY].cast(pa.int64()).to_pylist(),
+    ]
+    return list(zip(*cols, strict=True))
+
+
+# ------------------------------------------------------------------ applyInPandasWithState
+
+# The state value of a user: its open events (schema.STATE) as one Arrow IPC stream.
+PANDAS_STATE_DDL = "open_events binary"
+
+
+def session_step_pandas(rules: SessionRules):
+    """The function for applyInPandasWithState(..., EventTimeTimeout) over INPUT_COLUMNS."""
+
+    def fn(key, pdfs, state):
+        user = int(key[0])
+        wm_ms = state.getCurrentWatermarkMs()
+        stored = _decode(state.get[0]) if state.exists else STATE.empty_table()
+        events = EVENT.empty_table() if state.hasTimedOut else _events_from_pandas(user, pdfs)
+        res = step(rules, stored, events, wm_ms)
+        expires = expiry_ms(res.state_puts)
+        if expires is None:
+            state.remove()
+        else:
+            if events.num_rows or res.sessions.num_rows or state.hasTimedOut:
+                state.update((_encode(res.state_puts),))
+            # Fires when watermark_ms > T, i.e. exactly when watermark > expires_at.
+            state.setTimeoutTimestamp(expires // 1000)
+        rows = [t for kind, table in _outputs(res) for t in wide_tuples(kind, table)]
+        rows.append(_stats_tuple(stats_row(res, stored.num_rows > 0, wm_ms)))
+        yield _pandas(rows)
+
+    return fn
+
+
+def _events_from_pandas(user: int, pdfs) -> pa.Table:
+    tables = [pa.Table.from_pandas(pdf[INPUT_COLUMNS], preserve_index=False) for pdf in pdfs]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return EVENT.empty_table()
+    t = pa.concat_tables(tables)
+    arrays = [
+        t["user_id"].cast(pa.int64()),
+        t["event_us"].cast(pa.int64()).cast(EVENT.field("event_time").type),
+        *(t[c].cast(pa.string()) for c in _ATTRS),
+    ]
+    return pa.Table.from_arrays(arrays, schema=EVENT)
+
+
+def _encode(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _decode(blob: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
+
+def _pandas(rows: list[tuple]):
+    """Wide tuples -> a pandas frame whose integer columns keep None (not NaN) for nulls."""
+    columns = list(zip(*rows, strict=True))
+    arrays = [pa.array(c, f.type) for c, f in zip(columns, WIDE, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=WIDE).to_pandas(integer_object_nulls=True)

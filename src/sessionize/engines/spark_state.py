@@ -1,0 +1,309 @@
+"""The `spark` engine: session state in Spark's own state store (`--state spark-*`).
+
+One streaming query, one sink:
+
+    source -> parse -+-> valid events -> withWatermark(event_time, lateness)
+                     |     -> project (time as µs: the operator sees no watermarked column)
+                     |     -> groupBy(user_id)
+                     |          .transformWithState(SessionProcessor, EventTime)   spark-rocksdb
+                     |          .applyInPandasWithState(..., EventTimeTimeout)     spark-hdfs
+                     |     -> rows of the wide schema: sessions, page_views, late_events, stats
+                     +-> invalid lines -> rows of the wide schema: invalid_events
+                     union -> foreachBatch: split by kind, stage per task, publish per batch
+
+Watermark and late events. Spark's watermark for batch B is `max(event_time of batches
+before B) - lateness`, kept in its offset log: DESIGN §3's rule, in ms. Left to itself,
+Spark would silently drop the rows older than a watermark in the stateful operator, and
+`late_events` would miss them. So the operator's input has no watermarked column (the
+event time is projected to µs; applyInPandasWithState, which insists on one, gets a NULL
+timestamp column tagged with the delay, which no filter can drop), every event reaches the
+per-user step, and `logic.advance` judges lateness there with Spark's watermark of the
+batch (`event_time < watermark`). `late_events` are those of the `files` state when event
+times and lateness are whole milliseconds (the lateness always is: durations are ms at
+least); with finer event times Spark's watermark is up to 1 ms lower, and an event in that
+millisecond counts as on time here.
+
+Emission. The `store` engine emits a session at the end of the batch whose own events move
+the watermark past `closed_at`. Spark's stateful operators only see a watermark at the
+start of a batch, so the same session is emitted in the next batch: the no-data batch that
+Spark runs as soon as a watermark advanced (timers fire; also at the end of an
+available-now run), or the next data batch. Same watermark, same state, so the same
+`sessions` and `page_views` rows; only their `batch_id` differs from the `store` engine's.
+
+Exactly once. Each batch, in this order:
+
+  1. the tasks run the stateful operator (Spark commits state version B per partition) and
+     stage their rows of the four outputs under `_staging` (deterministic file names);
+  2. the driver publishes the staged batch B (one directory rename per output);
+  3. the driver writes its batch record `sessionize-batches/B.json` in the checkpoint;
+  4. foreachBatch returns and Spark writes its commit log entry for B.
+
+After a crash before (4), Spark re-runs batch B with the offsets and watermark it logged,
+on state version B-1, so the processor sees the same input and state and produces the
+same rows; step 2 then replaces the batch's directories. The outputs equal an
+uninterrupted run's.
+
+The state lives in the checkpoint, in the provider chosen by `--state`. Spark cannot
+change the provider of an existing checkpoint, and `sessionize.json` records `--state`,
+so reusing a checkpoint with another state is refused with one line (engines.checkpoint).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sessionize.engines.spark_processor import (
+    INPUT_COLUMNS,
+    PANDAS_STATE_DDL,
+    STATS,
+    STATS_FIELDS,
+    WIDE,
+    SessionProcessor,
+    session_step_pandas,
+    spark_type,
+)
+from sessionize.errors import SessionizeError
+from sessionize.faults import pause_point
+from sessionize.parsing import parse
+from sessionize.schema import OUTPUTS
+from sessionize.sinks.parquet import ParquetSink, resolve_fs
+
+PROVIDERS = {
+    "spark-rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark-hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+RECORDS_DIR = "sessionize-batches"
+# Spark's key for the watermark delay of a column (EventTimeWatermark.delayKey).
+_DELAY_KEY = "spark.watermarkDelayMs"
+
+# What every writer task reports to the driver.
+TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", *STATS_FIELDS, "watermark")
+_TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
+_OUTPUT_KIND = {
+    "sessions": "sessions_out",
+    "page_views": "page_views_out",
+    "late_events": "late",
+    "invalid_events": "invalid",
+}
+
+
+# ---------------------------------------------------------------------------- the query
+
+
+def session_rows(parsed: DataFrame, state: str, rules) -> DataFrame:
+    """Parsed events -> the wide rows of all four outputs and the step counters."""
+    lateness_ms = rules.lateness_us // 1000
+    valid = parsed.filter(F.col("reason").isNull())
+    events = valid.withWatermark("event_time", f"{lateness_ms} milliseconds").select(
+        "user_id",
+        F.unix_micros("event_time").alias("event_us"),
+        *INPUT_COLUMNS[2:],
+    )
+    grouped_type = spark_type(WIDE)
+    if state == "spark-rocksdb":
+        stateful = events.groupBy("user_id").transformWithState(
+            SessionProcessor(rules), grouped_type, "Append", "EventTime"
+        )
+    elif state == "spark-hdfs":
+        # The analyzer requires a watermarked input column for event-time timeouts; this
+        # one is NULL, so Spark's late-row filter (`column <= watermark`) keeps every row.
+        tag = F.lit(None).cast("timestamp").alias("_watermark", metadata={_DELAY_KEY: lateness_ms})
+        stateful = (
+            events.select(*INPUT_COLUMNS, tag)
+            .groupBy("user_id")
+            .applyInPandasWithState(
+                session_step_pandas(rules),
+                grouped_type,
+                PANDAS_STATE_DDL,
+                "Append",
+                "EventTimeTimeout",
+            )
+        )
+    else:
+        raise ValueError(f"not a Spark state: {state}")
+    invalid = parsed.filter(F.col("reason").isNotNull()).select(
+        *(
+            F.lit("invalid_events").alias("kind")
+            if f.name == "kind"
+            else (
+                F.col(f.name)
+                if f.name in ("raw", "reason", "source")
+                else F.lit(None).cast(grouped_type[f.name].dataType).alias(f.name)
+            )
+            for f in WIDE
+        )
+    )
+    return stateful.unionByName(invalid)
+
+
+# ---------------------------------------------------------------------------- the writer
+
+
+def _write_task(output: str, batch_id: int, batches: Iterator[pa.RecordBatch]):
+    """Stage this task's rows of each output (step 1); yield its counters."""
+    from pyspark import TaskContext
+
+    partition = TaskContext.get().partitionId()
+    received = [b for b in batches if b.num_rows]
+    wide = (
+        pa.Table.from_batches(received).cast(WIDE) if received else WIDE.empty_table()
+    ).combine_chunks()
+    sink = ParquetSink(output)
+    counts = dict.fromkeys(TASK_COUNTERS, 0)
+    for name in OUTPUTS:
+        rows = wide.filter(pc.equal(wide["kind"], name))
+        counts[_OUTPUT_KIND[name]] = sink.write_part(name, batch_id, partition, narrow(name, rows))
+    stats = wide.filter(pc.equal(wide["kind"], STATS))
+    for name in STATS_FIELDS:
+        counts[name] = pc.sum(stats[name]).as_py() or 0
+    counts["watermark"] = pc.max(stats["watermark"]).as_py()
+    # The operator's state commit ran when its output iterator ended, before this point.
+    pause_point("after-state-commit", batch_id)
+    yield pa.RecordBatch.from_pydict({k: [counts[k]] for k in TASK_COUNTERS})
+
+
+def narrow(name: str, wide: pa.Table) -> pa.Table:
+    """Wide rows of one kind -> the output's own schema (timestamps back, session_date)."""
+    schema = OUTPUTS[name]
+    arrays = []
+    for f in schema:
+        if f.name == "session_date":
+            days = pc.divide(wide["start_time"], pa.scalar(86_400_000_000, pa.int64()))
+            arrays.append(days.cast(pa.int32()).cast(pa.date32()))
+        else:
+            arrays.append(wide[f.name].cast(f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class BatchRecords:
+    """The engine's record of each published batch, kept in the checkpoint (step 3)."""
+
+    def __init__(self, checkpoint: str):
+        self.fs, base = resolve_fs(checkpoint)
+        self.dir = f"{base}/{RECORDS_DIR}"
+
+    def read(self, batch_id: int) -> dict | None:
+        try:
+            with self.fs.open_input_stream(f"{self.dir}/{batch_id}.json") as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
+
+    def write(self, batch_id: int, record: dict) -> None:
+        self.fs.create_dir(self.dir, recursive=True)
+        tmp = f"{self.dir}/.{batch_id}.json.tmp"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(json.dumps(record, sort_keys=True).encode())
+        self.fs.move(tmp, f"{self.dir}/{batch_id}.json")
+
+
+_TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
+
+
+class SparkStateEngine:
+    """Driver side: runs steps 1-3 for each batch that Spark hands to foreachBatch."""
+
+    def __init__(self, output: str, checkpoint: str):
+        self.output = output
+        self.sink = ParquetSink(output)
+        self.records = BatchRecords(checkpoint)
+
+    def run(self, rows: DataFrame, batch_id: int) -> dict:
+        t0 = time.perf_counter()
+        prev = self.records.read(batch_id - 1) or {}
+        self.sink.clear_staging(batch_id)
+        task = functools.partial(_write_task, self.output, batch_id)
+        reports = rows.mapInArrow(task, _TASK_SCHEMA).collect()  # step 1
+        batch = {k: sum(r[k] or 0 for r in reports) for k in TASK_COUNTERS if k != "watermark"}
+        watermarks = [r["watermark"] for r in reports if r["watermark"] is not None]
+        pause_point("before-publish", batch_id)
+        self.sink.publish(batch_id)  # step 2
+        pause_point("after-publish", batch_id)
+        batch["records"] = batch["events_in"] + batch["invalid"]
+        batch["late"] = batch["events_in"] - batch["on_time"]
+        before = prev.get("batch", {})
+        batch["open_sessions"] = before.get("open_sessions", 0) + batch["open_sessions_delta"]
+        batch["open_users"] = before.get("open_users", 0) + batch["open_users_delta"]
+        totals = {k: prev.get("totals", {}).get(k, 0) + batch[k] for k in _TOTALS}
+        record = {
+            "version": batch_id,
+            # The watermark this batch was judged and emitted by (Spark's, in µs).
+            "watermark": max(watermarks) if watermarks else prev.get("watermark"),
+            "batch": batch,
+            "totals": totals,
+            "duration_s": round(time.perf_counter() - t0, 3),
+        }
+        self.records.write(batch_id, record)  # step 3
+        pause_point("after-record", batch_id)
+        return record
+
+
+# ---------------------------------------------------------------------------- running it
+
+
+def run_spark_state(
+    spark: SparkSession, opts, on_batch: Callable[[str], None] = print
+) -> list[dict]:
+    """`sessionize stream --state spark-*`: run the query until the trigger ends it.
+
+    `opts` is a `stream.StreamOptions` whose checkpoint settings were already checked. The
+    provider and the shuffle partitions (= `--partitions`, the state's partitions) are set
+    on the session for the life of this query, then restored; Spark keeps both in the
+    checkpoint from the first start on.
+    """
+    from sessionize.stream import format_progress, parse_trigger, source_frame
+
+    confs = {
+        PROVIDER_CONF: PROVIDERS[opts.state],
+        "spark.sql.shuffle.partitions": str(opts.partitions),
+    }
+    saved = {k: spark.conf.get(k, None) for k in confs}
+    engine = SparkStateEngine(opts.output, opts.checkpoint)
+    records: list[dict] = []
+    failure: list[SessionizeError] = []
+
+    def each_batch(df: DataFrame, batch_id: int) -> None:
+        try:
+            record = engine.run(df, batch_id)
+        except SessionizeError as exc:
+            failure.append(exc)
+            raise
+        records.append(record)
+        on_batch(format_progress(record))
+
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        rows = session_rows(parse(source_frame(spark, opts)), opts.state, opts.rules)
+        query = (
+            rows.writeStream.queryName(f"sessionize-{opts.job}")
+            .foreachBatch(each_batch)
+            .option("checkpointLocation", opts.checkpoint)
+            .trigger(**parse_trigger(opts.trigger))
+            .start()
+        )
+        try:
+            query.awaitTermination()
+        except Exception:
+            if failure:
+                raise failure[0] from None
+            raise
+        finally:
+            if query.isActive:
+                query.stop()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+    return records
