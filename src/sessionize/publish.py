@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from sessionize.errors import ConfigError, EnvironmentProblem, SinkError
+from sessionize.sources.uri import kinesis_client as _kinesis_client
 from sessionize.sources.uri import parse_kafka_uri, parse_kinesis_uri
 
 _USER_ID = re.compile(rb'"user_id"\s*:\s*"?(-?\d+)')
@@ -170,24 +171,9 @@ def publish_kafka(
 
 
 def kinesis_client(uri: str, options: Mapping[str, str] | None = None):
-    """A boto3 Kinesis client for `kinesis://STREAM?endpoint=...&region=...`.
-
-    `options` are boto3 client arguments (aws_access_key_id, ...), as the source's kinesis.*
-    options.
-    """
-    try:
-        import boto3
-        from botocore.config import Config
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise EnvironmentProblem("Kinesis needs boto3: pip install 'sessionize[kinesis]'") from e
-    address = parse_kinesis_uri(uri)
-    kwargs: dict = {"config": Config(retries={"max_attempts": 10, "mode": "standard"})}
-    if address.endpoint:
-        kwargs["endpoint_url"] = address.endpoint
-    if address.region:
-        kwargs["region_name"] = address.region
-    kwargs.update(options or {})
-    return boto3.client("kinesis", **kwargs)
+    """A boto3 Kinesis client for `kinesis://STREAM?endpoint=...&region=...`; `options` are
+    boto3 client arguments (aws_access_key_id, ...), as the source's kinesis.* options."""
+    return _kinesis_client(parse_kinesis_uri(uri), options)
 
 
 def ensure_stream(uri: str, shards: int, options: Mapping[str, str] | None = None) -> bool:

@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pyarrow as pa
 
 from sessionize.config import parse_duration
-from sessionize.errors import ConfigError, SessionizeError
+from sessionize.errors import ConfigError, EnvironmentProblem, SessionizeError
 
 
 class SourceError(SessionizeError):
@@ -109,6 +109,23 @@ def parse_kinesis_uri(uri: str) -> KinesisAddress:
     return KinesisAddress(
         stream=parts.netloc, endpoint=endpoint, region=query.get("region") or None
     )
+
+
+def kinesis_client(address: KinesisAddress, options: Mapping[str, str] | None = None):
+    """A boto3 Kinesis client for `address`; `options` are extra client arguments
+    (KINESIS_CLIENT_OPTIONS). Retries with backoff on throttling and transient errors."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise EnvironmentProblem("Kinesis needs boto3: pip install 'sessionize[kinesis]'") from e
+    kwargs: dict = {"config": Config(retries={"max_attempts": 10, "mode": "standard"})}
+    if address.endpoint:
+        kwargs["endpoint_url"] = address.endpoint
+    if address.region:
+        kwargs["region_name"] = address.region
+    kwargs.update(options or {})
+    return boto3.client("kinesis", **kwargs)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,170 @@
+"""The Kinesis source against a real Kinesis API (services/kinesis.sh, kinesalite)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from sessionize.errors import ConfigError
+from sessionize.publish import ensure_stream, publish_kinesis
+from sessionize.sources.kinesis import KinesisStreamReader, kinesis_stream
+
+from .helpers import (
+    assert_exactly_once,
+    read_sink,
+    run_available_now,
+    unique,
+    wait_stream_active,
+)
+
+pytestmark = pytest.mark.services
+
+
+def event(i: int, tag: str = "e") -> str:
+    return json.dumps({"user_id": i % 41, "event_time": "2026-11-01T10:00:00+00:00",
+                       "page": {"current": f"{tag}{i}"}})  # fmt: skip
+
+
+# Spark's Python workers inherit the environment the JVM started with, which predates the
+# fixture's dummy AWS variables: give the source its (dummy) credentials as options.
+CREDENTIALS = {"aws_access_key_id": "sessionize-local", "aws_secret_access_key": "sessionize-local"}
+OPTIONS = {f"kinesis.{k}": v for k, v in CREDENTIALS.items()}
+
+
+def source(spark, uri: str, **options: str):
+    return kinesis_stream(spark, uri, {**OPTIONS, **options})
+
+
+@pytest.fixture
+def stream(kinesis_endpoint):
+    """A new 2-shard stream; returns its URI."""
+    uri = f"kinesis://{unique('visits')}?endpoint={kinesis_endpoint}&region=us-east-1"
+    assert ensure_stream(uri, 2, CREDENTIALS)
+    return uri
+
+
+def name_of(uri: str) -> str:
+    return uri.split("://", 1)[1].split("?", 1)[0]
+
+
+def test_batches_respect_max_records_and_restart_reads_only_new_records(spark, stream, tmp_path):
+    first = [event(i) for i in range(120)]
+    publish_kinesis(first, stream, options=CREDENTIALS)
+    options = {"maxRecordsPerTrigger": "50"}
+
+    progress = run_available_now(source(spark, stream, **options), tmp_path)
+    assert len(progress) == 3 and all(p["numInputRows"] <= 50 for p in progress)
+    rows = read_sink(spark, tmp_path)
+    assert_exactly_once(rows, set(first))
+    shards = {src.split("/")[1] for _, _, src in rows}
+    assert shards == {"shardId-000000000000", "shardId-000000000001"}
+
+    second = [event(i, "more") for i in range(30)]
+    publish_kinesis(second, stream, options=CREDENTIALS)
+    progress = run_available_now(source(spark, stream, **options), tmp_path)
+    assert sum(p["numInputRows"] for p in progress) == 30
+    assert_exactly_once(read_sink(spark, tmp_path), set(first) | set(second))
+
+
+def test_split_shard_children_are_read_after_their_parent(spark, stream, tmp_path, kinesis_client):
+    name = name_of(stream)
+    before = [event(i, "before") for i in range(80)]
+    publish_kinesis(before, stream, options=CREDENTIALS)
+    run_available_now(source(spark, stream), tmp_path)
+
+    # Records that the parent holds when it closes, then records for the children.
+    unread = [event(i, "unread") for i in range(40)]
+    publish_kinesis(unread, stream, options=CREDENTIALS)
+    kinesis_client.split_shard(
+        StreamName=name, ShardToSplit="shardId-000000000000", NewStartingHashKey=str(2**126)
+    )
+    wait_stream_active(kinesis_client, name)
+    after = [event(i, "after") for i in range(80)]
+    publish_kinesis(after, stream, options=CREDENTIALS)
+
+    progress = run_available_now(source(spark, stream), tmp_path)
+    rows = read_sink(spark, tmp_path)
+    assert_exactly_once(rows, set(before) | set(unread) | set(after))
+    children = {"shardId-000000000002", "shardId-000000000003"}
+    assert children & {src.split("/")[1] for _, _, src in rows}
+    # The parent was read to its end in an earlier batch than any of its children.
+    batch_of = {}
+    for p in progress:
+        end = json.loads(p["sources"][0]["endOffset"])["shards"]
+        for shard, pos in end.items():
+            if pos["after"] is not None:
+                batch_of.setdefault((shard, pos["after"]), p["batchId"])
+    last = json.loads(progress[-1]["sources"][0]["endOffset"])["shards"]
+    assert last["shardId-000000000000"].get("closed") is True
+    parent_done = batch_of[("shardId-000000000000", last["shardId-000000000000"]["after"])]
+    child_first = min(b for (shard, _), b in batch_of.items() if shard in children)
+    assert parent_done < child_first
+
+
+def test_bad_records_are_flagged_and_the_stream_goes_on(spark, stream, tmp_path, kinesis_client):
+    name = name_of(stream)
+    payloads = [b"ok-1", b"\xc3\x28 not utf-8", "caf\u00e9".encode(), b"y" * 3000, b"not json"]
+    response = kinesis_client.put_records(
+        StreamName=name, Records=[{"Data": p, "PartitionKey": "one-user"} for p in payloads]
+    )
+    assert response["FailedRecordCount"] == 0
+    run_available_now(source(spark, stream, maxRecordBytes="1000"), tmp_path)
+    rows = read_sink(spark, tmp_path)
+    order = [r["SequenceNumber"] for r in response["Records"]]
+    got = sorted(rows, key=lambda r: order.index(r[2].rsplit("/", 1)[1]))
+    assert [(v, e) for v, e, _ in got] == [
+        ("ok-1", None),
+        (None, "not UTF-8"),
+        ("caf\u00e9", None),
+        (None, "record too large (3000 bytes)"),
+        ("not json", None),
+    ]
+
+
+def test_latest_starts_after_what_is_already_there(spark, stream, tmp_path):
+    publish_kinesis([event(i, "old") for i in range(30)], stream, options=CREDENTIALS)
+    df = source(spark, stream, startingPosition="latest")
+    assert run_available_now(df, tmp_path) == []
+    new = [event(i, "new") for i in range(20)]
+    publish_kinesis(new, stream, options=CREDENTIALS)
+    run_available_now(source(spark, stream, startingPosition="latest"), tmp_path)
+    assert_exactly_once(read_sink(spark, tmp_path), set(new))
+
+
+def test_planned_ranges_are_exact_and_replay_identically(stream):
+    publish_kinesis([event(i) for i in range(70)], stream, options=CREDENTIALS)
+    reader = KinesisStreamReader({"uri": stream, "maxRecordsPerTrigger": "11", **OPTIONS})
+    start = reader.initialOffset()
+    assert start["shards"] == {
+        "shardId-000000000000": {"after": None},
+        "shardId-000000000001": {"after": None},
+    }
+
+    def rows(a, b):
+        out = []
+        for part in reader.partitions(a, b):
+            for batch in reader.read(part):
+                out += list(zip(*batch.to_pydict().values(), strict=True))
+        return out
+
+    step = reader.latestOffset(start, reader.getDefaultReadLimit())
+    first = rows(start, step)
+    assert len(first) == 11 and rows(start, step) == first
+    everything = reader.latestOffset(start, ReadAllAvailable())
+    once = rows(start, everything)
+    assert len(once) == 70 and rows(start, everything) == once
+    assert sorted(first + rows(step, everything)) == sorted(once)
+    assert reader.latestOffset(everything, ReadAllAvailable()) == everything
+
+
+def test_options_are_checked(spark, kinesis_endpoint):
+    uri = f"kinesis://s?endpoint={kinesis_endpoint}"
+    with pytest.raises(ConfigError, match="unknown source option"):
+        kinesis_stream(spark, uri, {"shardIteratorType": "LATEST"})
+    with pytest.raises(ConfigError, match="not a kinesis client setting"):
+        kinesis_stream(spark, uri, {"kinesis.profile": "x"})
+    for bad in ("kinesis://", "kinesis://s?endpoint=ftp://x", "kinesis://s?regoin=eu-west-1"):
+        with pytest.raises(ConfigError):
+            kinesis_stream(spark, bad, {})
