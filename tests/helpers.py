@@ -1,0 +1,89 @@
+"""Helpers for end-to-end tests: generate input, run the CLI as a real process, read outputs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from sessionize.generator import GeneratorConfig, write_files
+
+OUTPUTS = ("sessions", "page_views", "late_events", "invalid_events")
+SORT_KEYS = {
+    "sessions": ["user_id", "start_time"],
+    "page_views": ["user_id", "event_time", "page"],
+    "late_events": ["user_id", "event_time", "page", "action"],
+    "invalid_events": ["source", "raw", "reason"],
+}
+
+
+def generate(path: Path, **overrides) -> Path:
+    cfg = dict(
+        start=datetime(2026, 11, 1, tzinfo=UTC), hours=3, users=300, events_per_hour=3000,
+        seed=11, duplicate_rate=0.02, late_rate=0.0, invalid_rate=0.002, close_rate=0.1,
+        files_per_hour=2,
+    )  # fmt: skip
+    cfg.update(overrides)
+    write_files(GeneratorConfig(**cfg), str(path))
+    return path
+
+
+def read_output(root: Path, name: str, *, with_batch: bool = True) -> pa.Table:
+    """One output as committed readers see it, in a canonical row order."""
+    path = root / name
+    if not path.exists():
+        return pa.table({})
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table()
+    if not with_batch and "batch_id" in table.column_names:
+        table = table.drop_columns(["batch_id"])
+    keys = [k for k in SORT_KEYS[name] if k in table.column_names]
+    if with_batch and "batch_id" in table.column_names:
+        keys = ["batch_id", *keys]
+    return table.sort_by([(k, "ascending") for k in keys])
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"SESSIONIZE_SPARK_MASTER": "local[2]", "PYTHONUNBUFFERED": "1", **extra})
+    return env
+
+
+def sessionize(*args: str, env: dict[str, str] | None = None, timeout: float = 300):
+    """Run `python -m sessionize ARGS` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "sessionize", *args],
+        capture_output=True, text=True, timeout=timeout, env=env or cli_env(),
+    )  # fmt: skip
+
+
+def run_until_killed(args: list[str], marker: str, env: dict[str, str], timeout: float = 300):
+    """Start the CLI in its own process group, wait for `marker` on stdout, kill -9 it all.
+
+    Returns the stdout seen. Fails if the process ends before printing the marker.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessionize", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    seen = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return "".join(seen)
+        if time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    raise AssertionError(f"never saw {marker!r}; output:\n{''.join(seen)[-3000:]}")

@@ -1,0 +1,94 @@
+"""Hourly batch mode: stream parity, reprocessing, idempotence, the sequential guard."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import pyarrow.compute as pc
+import pytest
+
+from sessionize.batch import BatchOptions, run_batch
+from sessionize.errors import StateError
+from sessionize.stream import StreamOptions, run_stream
+from tests.helpers import OUTPUTS, generate, read_output
+
+H0 = datetime(2026, 11, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def _batch(spark, inp, out, start, end, lines=None):
+    opts = BatchOptions(input=str(inp), output=str(out), start=start, end=end, partitions=3)
+    return run_batch(opts, spark, on_hour=(lines.append if lines is not None else lambda _: None))
+
+
+def _same_outputs(a, b) -> None:
+    for name in OUTPUTS:
+        assert read_output(a, name).equals(read_output(b, name)), name
+
+
+def test_batch_sessions_equal_stream_sessions(spark, tmp_path):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    _batch(spark, inp, tmp_path / "batch", H0, H0 + 2 * HOUR)
+    stream = StreamOptions(
+        input=str(inp), output=str(tmp_path / "stream"), checkpoint=str(tmp_path / "chk"),
+        partitions=3, max_files_per_trigger=1,
+    )  # fmt: skip
+    records = run_stream(stream, spark, on_batch=lambda _: None)
+    assert records[-1]["totals"]["late"] == 0
+    watermark = records[-1]["watermark"]
+    s = read_output(tmp_path / "stream", "sessions", with_batch=False)
+    b = read_output(tmp_path / "batch", "sessions", with_batch=False)
+    # The stream has emitted what its final watermark closed; batch has emitted those and
+    # the sessions closing before the end of the last hour.
+    closed = pc.less(pc.cast(b["closed_at"], "int64"), watermark)
+    assert s.num_rows > 100
+    assert b.filter(closed).equals(s)
+    sv = read_output(tmp_path / "stream", "page_views", with_batch=False)
+    bv = read_output(tmp_path / "batch", "page_views", with_batch=False)
+    assert bv.filter(pc.is_in(bv["session_id"], s["session_id"])).equals(sv)
+
+
+def test_rerunning_hours_with_the_same_input_changes_nothing(spark, tmp_path):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    _batch(spark, inp, tmp_path / "ref", H0, H0 + 2 * HOUR)
+    shutil.copytree(tmp_path / "ref", tmp_path / "again")
+    lines: list[str] = []
+    _batch(spark, inp, tmp_path / "again", H0 + 2 * HOUR, H0 + 2 * HOUR, lines)
+    _batch(spark, inp, tmp_path / "again", H0 + HOUR, H0 + 2 * HOUR, lines)
+    assert sum("reprocessing" in line for line in lines) == 2
+    _same_outputs(tmp_path / "ref", tmp_path / "again")
+
+
+def test_reprocessing_a_changed_hour_equals_a_clean_run(spark, tmp_path):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    out = tmp_path / "out"
+    _batch(spark, inp, out, H0, H0 + 2 * HOUR)
+    before = read_output(out, "sessions")
+    # Hour 1's data changes: drop every third line of its files.
+    for f in sorted((inp / "event_date=2026-11-01" / "event_hour=01").glob("*.json")):
+        kept = [x for i, x in enumerate(f.read_text().splitlines()) if i % 3]
+        f.write_text("\n".join(kept) + "\n")
+    _batch(spark, inp, out, H0 + HOUR, H0 + 2 * HOUR)
+    _batch(spark, inp, tmp_path / "clean", H0, H0 + 2 * HOUR)
+    _same_outputs(out, tmp_path / "clean")
+    assert not read_output(out, "sessions").equals(before)
+
+
+def test_an_hour_needs_the_previous_hour_committed(spark, tmp_path):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    _batch(spark, inp, tmp_path / "out", H0, H0)
+    with pytest.raises(StateError, match=r"run --from 2026-11-01T01"):
+        _batch(spark, inp, tmp_path / "out", H0 + 2 * HOUR, H0 + 2 * HOUR)
+
+
+def test_missing_input_hour_is_an_empty_hour(spark, tmp_path):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    shutil.rmtree(inp / "event_date=2026-11-01" / "event_hour=01")
+    lines: list[str] = []
+    records = _batch(spark, inp, tmp_path / "out", H0, H0 + 2 * HOUR, lines)
+    assert any("no input" in line and "treated as an empty hour" in line for line in lines)
+    assert records[1]["batch"]["records"] == 0
+    # Sessions open after hour 0 still closed during the empty hour 1.
+    assert records[1]["batch"]["sessions_out"] > 0
+    assert read_output(tmp_path / "out", "sessions").num_rows > 0
