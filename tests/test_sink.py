@@ -54,9 +54,10 @@ def test_republishing_an_emptied_batch_removes_its_old_rows(tmp_path):
 
 def test_sessions_are_partitioned_by_session_date_under_the_batch(tmp_path, spark):
     t = dt.datetime(2026, 11, 1, 23, 59, tzinfo=dt.UTC)
+    t2 = t + dt.timedelta(minutes=2)
     rows = {
         "session_id": ["1-a", "2-b"], "user_id": [1, 2],
-        "start_time": [t, t + dt.timedelta(minutes=2)], "end_time": [t, t + dt.timedelta(minutes=2)],
+        "start_time": [t, t2], "end_time": [t, t2],
         "closed_at": [t, t], "duration_ms": [0, 0], "event_count": [1, 1],
         "pages": [["home"], ["a"]], "end_reason": ["explicit", "explicit"],
         "site": [None, None], "api_version": [None, None], "browser": [None, None],
