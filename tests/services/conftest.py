@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def service_setting() -> Callable[[str], str]:
     """Look up a variable that `services/NAME.sh env` prints: from the environment, else from
-    `.services/env.sh` (written by services/start.sh); skip the test when neither has it."""
+    `.services/env.sh` (written by services/start.sh); fail loudly when neither has it."""
 
     def lookup(name: str) -> str:
         if name in os.environ:
@@ -26,20 +26,20 @@ def service_setting() -> Callable[[str], str]:
             match = re.search(rf"\b{name}=(\S+)", env_file.read_text())
             if match:
                 return match.group(1)
-        pytest.skip(f"{name} is not set: run services/start.sh")
+        pytest.fail(f"{name} is not set: start the local services with services/start.sh")
 
     return lookup
 
 
 @pytest.fixture
 def restart_service() -> Callable[[str], None]:
-    """Stop and start a service with its script; skip unless that script says it is running
+    """Stop and start a service with its script; fail unless that script says it is running
     (the URI may point at a server that the scripts do not manage)."""
 
     def restart(name: str) -> None:
         script = str(REPO / "services" / f"{name}.sh")
         if subprocess.run([script, "status"], capture_output=True).returncode != 0:
-            pytest.skip(f"{name} is not running under services/{name}.sh")
+            pytest.fail(f"{name} is not running: start it with services/{name}.sh start")
         for action in ("stop", "start"):
             done = subprocess.run([script, action], capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, f"{name}.sh {action}: {done.stderr}"

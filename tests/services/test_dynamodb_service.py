@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import boto3  # the dev extra installs it
 import pytest
-
-boto3 = pytest.importorskip("boto3", reason="needs the dynamodb extra")
 
 pytestmark = pytest.mark.services
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import psycopg  # the dev extra installs it
 import pytest
-
-psycopg = pytest.importorskip("psycopg", reason="needs the postgres extra")
 
 pytestmark = pytest.mark.services
 

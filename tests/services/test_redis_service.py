@@ -5,8 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-redis = pytest.importorskip("redis", reason="needs the redis extra")
+import redis  # the dev extra installs it
 
 pytestmark = pytest.mark.services
 
