@@ -103,6 +103,13 @@ def cli() -> None:
     show_default=True,
     help="Session gap the think times are shaped around.",
 )
+@click.option(
+    "--lateness",
+    type=DURATION,
+    default="10m",
+    show_default=True,
+    help="Allowed lateness the stream will use: late events miss it by more than this.",
+)
 def generate(
     output,
     start,
@@ -117,6 +124,7 @@ def generate(
     files_per_hour,
     gzip,
     gap,
+    lateness,
 ) -> None:
     """Write synthetic visit events, Hive-style by event hour."""
     from sessionize.generator import GeneratorConfig, write_files
@@ -134,6 +142,7 @@ def generate(
         files_per_hour=files_per_hour,
         gzip=gzip,
         gap_us=gap,
+        lateness_us=lateness,
     )
     summary = write_files(cfg, output)
     click.echo(f"wrote {summary}")
