@@ -1,19 +1,27 @@
-"""The `dynamodb` backend: the contract suite on a real DynamoDB-API server (dynalite, from
-services/dynamodb.sh), plus its layout, batching bounds, failure handling and URI rules."""
+"""The `dynamodb` backend: the contract suite and the remote checks on a DynamoDB-API server
+(dynalite, services/dynamodb.sh), plus its item layout, crash repair and URI rules."""
 
 from __future__ import annotations
 
 import contextlib
+import math
+import pickle
 import uuid
 
 import boto3
 import pytest
 
+from sessionize.errors import ConfigError, StateError
+from sessionize.state import open_backend
+from sessionize.state.backends import dynamodb
 from sessionize.state.backends.dynamodb import DynamoDBBackend
 
 from .contract import StateBackendContract
-from .services_fixtures import dynamodb_endpoint  # noqa: F401 - fixture
+from .remote_checks import RemoteBackendChecks
+from .services_fixtures import dynamodb_endpoint, restartable  # noqa: F401 - fixtures
+from .workers import J, commit, expected, read_all, rows
 
+pytestmark = pytest.mark.services
 REGION = "us-east-1"
 
 
@@ -26,12 +34,175 @@ def table_prefix(dynamodb_endpoint):  # noqa: F811
         client.delete_table(TableName=f"{prefix}_state")
 
 
-class TestDynamoDBContract(StateBackendContract):
-    @pytest.fixture
-    def make_backend(self, dynamodb_endpoint, table_prefix):  # noqa: F811
-        def make(spec=None, cache=True):
-            return DynamoDBBackend(
-                table_prefix, endpoint=dynamodb_endpoint, region=REGION, spec=spec
-            )
+@pytest.fixture
+def make_backend(dynamodb_endpoint, table_prefix):  # noqa: F811
+    def make(spec=None, cache=True):
+        return DynamoDBBackend(table_prefix, endpoint=dynamodb_endpoint, region=REGION, spec=spec)
 
-        return make
+    return make
+
+
+@pytest.fixture
+def items(dynamodb_endpoint, table_prefix):  # noqa: F811
+    """items(pk_prefix) -> {(pk, sk): item} of the test's table, by a full scan."""
+    client = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name=REGION)
+
+    def scan(prefix: str = "") -> dict:
+        out = {}
+        for page in client.get_paginator("scan").paginate(TableName=f"{table_prefix}_state"):
+            for i in page["Items"]:
+                if i["pk"]["S"].startswith(prefix):
+                    out[(i["pk"]["S"], i["sk"]["S"])] = i
+        return out
+
+    return scan
+
+
+class TestDynamoDBContract(StateBackendContract):
+    pass
+
+
+class TestDynamoDBChecks(RemoteBackendChecks):
+    service = "dynamodb"
+    read_chunk = dynamodb.GET_BATCH
+
+    def commit_trip_bound(self, keys: int) -> int:
+        # open; records, intent, reads of the keys, writes (item + index per key), publish,
+        # clean-up
+        reads = math.ceil(keys / dynamodb.GET_BATCH)
+        writes = math.ceil((2 * keys + 1) / dynamodb.WRITE_BATCH)
+        return 5 + reads + writes
+
+    def expiring_trip_bound(self, keys: int) -> int:
+        return dynamodb.INDEX_SHARDS + self.read_trips(keys) + 1
+
+
+# ----- layout ----------------------------------------------------------------------------
+
+
+def test_layout_items(make_backend, items):
+    backend = make_backend()
+    commit(backend, J, 0, -1, 0, {1: [10, 11], 2: [20]})
+    commit(backend, J, 0, 0, 1, {1: [15]}, removes=[2], meta={"watermark": 7})
+    got = items(J)
+    keys = sorted(got)
+    assert (f"{J}#0", f"v{0:020d}") in keys and (f"{J}#0", f"v{1:020d}") in keys
+    assert (J, f"p{0:010d}") in keys
+    key1 = got[(f"{J}#0#1", "k")]
+    h = [e.split(".") for e in key1["h"]["S"].split(";")]
+    lengths = [len(b["B"]) for b in key1["b"]["L"]]
+    assert [(int(v), int(x), int(n)) for v, _, x, n, _ in h] == [(0, 10, lengths[0]),
+                                                                (1, 15, lengths[1])]  # fmt: skip
+    assert h[1][1] == got[(f"{J}#0", f"v{1:020d}")]["tok"]["S"]
+    index = sorted(sk for pk, sk in keys if pk.startswith(f"{J}#0#x"))
+    assert index == sorted(f"{x + 2**63:020d}#{k}" for k, x in ((1, 10), (1, 15), (2, 20)))
+    assert (f"{J}#0#g", f"{1:020d}#2") in keys  # 2 was removed at version 1
+    assert got[(f"{J}#0", f"v{1:020d}")]["meta"]["S"] == '{"watermark": 7}'
+    # maintenance: version 0 goes, so do key 2 (removed at 1) and the entries only 0 needed
+    commit(backend, J, 0, 1, 2, {1: [16]})
+    backend.maintenance(J, 0, retain=2)
+    got = items(J)
+    assert (f"{J}#0#2", "k") not in got and (f"{J}#0", f"v{0:020d}") not in got
+    assert not [k for k in got if k[0] == f"{J}#0#g"]
+    intents = sorted(int(sk[1:21]) for _, sk in got if sk.startswith("i"))
+    assert intents == [1, 2]  # those of the retained versions only
+    assert read_all(backend, J, 0, 1) == expected({1: [15]})
+    assert read_all(backend, J, 0, 2) == expected({1: [16]})
+
+
+def test_a_failed_attempt_never_counts_even_after_maintenance(make_backend, items, monkeypatch):
+    """An attempt writes its key items, then dies before publishing its version record.
+    Its entries are ignored (token mismatch) while its version is retained, and removed by
+    maintenance before its version ages out, so they can never count later."""
+    backend = make_backend()
+    commit(backend, J, 0, -1, 0, {1: [1], 2: [2]})
+    real = DynamoDBBackend._call
+
+    def no_publish(self, what, work):
+        if what.startswith("committing") and "put_item" in work.__code__.co_names:
+            raise StateError("lost the server before publishing")
+        return real(self, what, work)
+
+    monkeypatch.setattr(DynamoDBBackend, "_call", no_publish)
+    ps = backend.open(J, 0, 0)
+    ps.put_many(rows({2: [22], 3: [33], 4: [44]}))
+    ps.remove_many([1])
+    with pytest.raises(StateError, match="publishing"):
+        ps.commit(1)
+    monkeypatch.undo()
+    assert backend.versions(J, 0) == [0]
+    assert read_all(backend, J, 0, 0) == expected({1: [1], 2: [2]})
+    # the retried batch touches other keys only
+    commit(backend, J, 0, 0, 1, {5: [5]})
+    assert read_all(backend, J, 0, 1) == expected({1: [1], 2: [2], 5: [5]})
+    with backend.open(J, 0, 1) as ps:
+        assert ps.expiring(100).to_pylist() == [1, 2, 5]
+    for v in range(2, 6):
+        commit(backend, J, 0, v - 1, v, {10 + v: [v]})
+    backend.maintenance(J, 0, retain=2)  # versions 0..3 leave: 1 is no longer checked
+    assert backend.versions(J, 0) == [4, 5]
+    assert read_all(backend, J, 0, 5, range(20)) == expected(
+        {1: [1], 2: [2], 5: [5]} | {10 + v: [v] for v in range(2, 6)}
+    )
+    with backend.open(J, 0, 5) as ps:
+        assert ps.expiring(100).to_pylist() == [1, 2, 5, 12, 13, 14, 15]
+    assert (f"{J}#0#3", "k") not in items(J)  # only the failed attempt had written it
+
+
+def test_big_values_go_to_chunk_items(make_backend, items, monkeypatch):
+    monkeypatch.setattr(dynamodb, "INLINE_LIMIT", 2_000)
+    monkeypatch.setattr(dynamodb, "CHUNK_BYTES", 1_500)
+    backend = make_backend()
+    big = {1: list(range(100))}  # a hundred rows: several KB
+    commit(backend, J, 0, -1, 0, big)
+    commit(backend, J, 0, 0, 1, {1: list(range(101))})
+    chunks = [sk for pk, sk in items(f"{J}#0#1") if sk != "k"]
+    assert chunks and all(sk.startswith("v") for sk in chunks)
+    assert read_all(backend, J, 0, 0) == expected(big)
+    assert read_all(backend, J, 0, 1) == expected({1: list(range(101))})
+
+
+def test_expiry_reads_only_the_index_range(make_backend):
+    backend = make_backend()
+    commit(backend, J, 0, -1, 0, {k: [1000 + k] for k in range(2000)})
+    with backend.open(J, 0, 0) as ps:
+        before = ps.metrics()
+        assert ps.expiring(1003).to_pylist() == [0, 1, 2]
+        m = ps.metrics()
+        # the index shards, then the three candidates' items: not the 2000 keys
+        assert m.round_trips - before.round_trips == dynamodb.INDEX_SHARDS + 1
+        assert m.bytes_read < 3 * 1000
+
+
+# ----- URIs ------------------------------------------------------------------------------
+
+
+def test_uris():
+    b = open_backend("dynamodb://sessions?region=eu-west-1")
+    assert isinstance(b, DynamoDBBackend) and b.table == "sessions_state"
+    assert b.uri == "dynamodb://sessions?region=eu-west-1"
+    b = open_backend("dynamodb://app.state?endpoint=http://127.0.0.1:8000&region=x&workers=4")
+    assert (b.endpoint, b.region, b.workers) == ("http://127.0.0.1:8000", "x", 4)
+    assert pickle.loads(pickle.dumps(b)).uri == b.uri
+    with pytest.raises(ConfigError, match="credential chain"):
+        open_backend("dynamodb://AKIAXXXX:secret@sessions")
+    with pytest.raises(ConfigError, match="unknown option 'secret_key'"):
+        open_backend("dynamodb://sessions?secret_key=x")
+    with pytest.raises(ConfigError, match="table prefix"):
+        open_backend("dynamodb://a")
+
+
+def test_no_region_is_one_clear_line(monkeypatch):
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(StateError, match="no AWS region"):
+        DynamoDBBackend("sessions", endpoint="http://127.0.0.1:1").check()
+
+
+def test_secret_key_never_in_errors(monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret-pw")
+    backend = DynamoDBBackend("sessions", endpoint="http://127.0.0.1:1", region=REGION)
+    with pytest.raises(StateError) as info:
+        backend.check()
+    assert "s3cret-pw" not in str(info.value) and "\n" not in str(info.value)

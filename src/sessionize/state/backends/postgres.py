@@ -141,6 +141,13 @@ class _Pool:
                     return conn, True
         return psycopg.connect(self.conninfo, autocommit=True), False
 
+    def clear(self) -> None:
+        """Close the idle connections (after one of them turned out dead: so are the rest)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
     def put(self, conn: psycopg.Connection) -> None:
         if conn.closed or conn.broken or conn.info.transaction_status.name != "IDLE":
             conn.close()
@@ -259,7 +266,8 @@ class PostgresBackend(StateBackend):
 
     def _run(self, what: str, work: Callable[[psycopg.Connection], T]) -> T:
         """Run `work(conn)` on a pooled connection. A connection that was idle in the pool
-        may have died with a server restart: then it is retried once on a new connection
+        may have died with a server restart: then the idle ones are dropped and the work is
+        retried once on a new connection
         (every operation here is a single transaction and idempotent). Database errors
         become one-line StateErrors without credentials."""
         pool = _pool(self._conninfo)
@@ -279,6 +287,7 @@ class PostgresBackend(StateBackend):
                 if conn is not None:
                     conn.close()
                 if retry:
+                    pool.clear()
                     continue
                 raise StateError(
                     f"PostgreSQL state store {self._redacted_base} (schema {self.schema}):"

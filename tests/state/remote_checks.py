@@ -1,0 +1,150 @@
+"""Checks every remote backend (PostgreSQL, Redis, DynamoDB) runs on top of the contract:
+round trips that grow by chunk, never per key; a real outage of the server, stopped and
+started again with its services/NAME.sh script; no credentials in errors.
+
+A test module subclasses `RemoteBackendChecks` and provides the fixture `make_backend`
+(as for the contract) plus the class attributes below.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sessionize.errors import StateError
+
+from .services_fixtures import start_service, stop_service
+from .workers import J, commit, content, expected, read_all, rows
+
+
+class RemoteBackendChecks:
+    service: str  # services/<service>.sh
+    read_chunk: int | None = None  # keys per round trip of get_many (None: any number)
+
+    def commit_trip_bound(self, keys: int) -> int:
+        """The most round trips a transaction that opens a version and commits `keys` new
+        keys may take."""
+        raise NotImplementedError
+
+    # ----- batching ------------------------------------------------------------------------
+
+    def read_trips(self, keys: int) -> int:
+        return 1 if self.read_chunk is None else math.ceil(keys / self.read_chunk)
+
+    def test_reads_take_round_trips_per_chunk_not_per_key(self, make_backend):
+        backend = make_backend()
+        n = 3000
+        commit(backend, J, 0, -1, 0, {k: [10_000 + k] for k in range(n)})
+        for asked in (1, 10, 1000, n):
+            with backend.open(J, 0, 0) as ps:
+                before = ps.metrics().round_trips
+                got = ps.get_many(list(range(asked)))
+                assert got.num_rows == asked
+                trips = ps.metrics().round_trips - before
+                assert trips == self.read_trips(asked), (asked, trips)
+                ps.get_many([])  # nothing asked, nothing sent
+                assert ps.metrics().round_trips - before == trips
+
+    def test_expiring_and_the_batch_keys_in_few_round_trips(self, make_backend):
+        backend = make_backend()
+        n = 3000
+        commit(backend, J, 0, -1, 0, {k: [10_000 + k] for k in range(n)})
+        for due in (0, 5, 1000):
+            with backend.open(J, 0, 0) as ps:
+                before = ps.metrics().round_trips
+                expiring = ps.expiring(10_000 + due)
+                assert expiring.to_pylist() == list(range(due))
+                batch = list(range(n - 50, n))  # the users of the micro-batch
+                ps.get_many(sorted(set(batch) | set(expiring.to_pylist())))
+                trips = ps.metrics().round_trips - before
+                assert trips <= self.expiring_trip_bound(due + len(batch)), (due, trips)
+
+    def expiring_trip_bound(self, keys: int) -> int:
+        return 1 + self.read_trips(keys)
+
+    def test_commit_round_trips_grow_by_chunk(self, make_backend):
+        backend = make_backend()
+        commit(backend, J, 0, -1, 0)
+        trips = {}
+        for v, n in enumerate((1, 10, 2000), start=1):
+            ps = commit(backend, J, 0, v - 1, v, {v * 10_000 + k: [k] for k in range(n)})
+            trips[n] = ps.metrics().round_trips
+            assert trips[n] <= self.commit_trip_bound(n), (n, trips[n])
+        assert read_all(backend, J, 0, 3, [10_000, 20_000, 30_000, 31_999]) == expected(
+            {10_000: [0], 20_000: [0], 30_000: [0], 31_999: [1999]}
+        )
+
+    # ----- outages -------------------------------------------------------------------------
+
+    def test_down_at_start_is_one_clear_line(self, make_backend, restartable):
+        restartable(self.service)
+        backend = make_backend()
+        stop_service(self.service)
+        try:
+            with pytest.raises(StateError) as info:
+                make_backend().check()
+        finally:
+            start_service(self.service)
+        message = str(info.value)
+        assert "\n" not in message and len(message) < 600
+        backend.check()  # and fine again once the server is back
+
+    def test_lost_mid_batch_then_a_restart_completes(self, make_backend, restartable):
+        """The server goes away during a batch: the batch fails with a StateError. It comes
+        back; the batch is run again from the same version and the state holds every key
+        once, as if nothing had happened."""
+        restartable(self.service)
+        backend = make_backend()
+        for v in range(3):
+            commit(backend, J, 0, v - 1, v, {k: [100 * v + k] for k in range(v * 10, v * 10 + 10)})
+        ps = backend.open(J, 0, 2)
+        ps.get_many(list(range(40)))
+        ps.put_many(rows({k: [300 + k] for k in range(25, 35)}))
+        ps.remove_many([0, 1])
+        stop_service(self.service)
+        try:
+            with pytest.raises(StateError):
+                ps.commit(3)
+            with pytest.raises(StateError):
+                make_backend().open(J, 0, 2).get_many([1, 2, 3])
+        finally:
+            start_service(self.service)
+        # the restarted batch: a new instance (another task), from version 2 again
+        again = make_backend()
+        assert again.versions(J, 0) == [0, 1, 2]
+        commit(again, J, 0, 2, 3, {k: [300 + k] for k in range(25, 35)}, removes=[0, 1])
+        want = {k: [k] for k in range(2, 10)} | {k: [100 + k] for k in range(10, 20)}
+        want |= {k: [200 + k] for k in range(20, 25)} | {k: [300 + k] for k in range(25, 35)}
+        got = read_all(make_backend(), J, 0, 3, range(40))
+        assert got == expected(want)
+        assert sum(len(v) for v in got.values()) == 33  # every key once, no duplicates
+        assert again.versions(J, 0) == [0, 1, 2, 3]
+
+    # ----- credentials ---------------------------------------------------------------------
+
+    def secret_uri(self) -> str | None:
+        """A URI of this backend with the password `s3cret-pw`, for a server that refuses
+        connections; None if the backend takes no credentials in its URI."""
+        return None
+
+    def test_credentials_never_in_errors_or_repr(self):
+        uri = self.secret_uri()
+        if uri is None:
+            pytest.skip("no credentials in this backend's URIs")
+        from sessionize.state import open_backend
+
+        backend = open_backend(uri)
+        assert "s3cret-pw" not in repr(backend)
+        with pytest.raises(StateError) as info:
+            backend.check()
+        assert "s3cret-pw" not in str(info.value)
+        assert "\n" not in str(info.value)
+        with pytest.raises(StateError) as info:
+            backend.open(J, 0, 0)
+        assert "s3cret-pw" not in str(info.value)
+
+
+def content_of(backend, version: int, keys) -> dict:
+    with backend.open(J, 0, version) as ps:
+        return content(ps.get_many(list(keys)))
