@@ -146,25 +146,42 @@ end
 local saved = undo .. version
 redis.call('DEL', saved)
 local staged = redis.call('HGETALL', stage)
-for i = 1, #staged, 2 do
-  local key, new = staged[i], staged[i + 1]
-  local old = redis.call('HGET', head, key)
-  if old then
-    redis.call('HSET', saved, key, old)
-    redis.call('ZREM', exp, index_member(old, key))
-    keys = keys - 1
-    bytes = bytes - (#old - 8)
-  elseif new ~= '' then
-    redis.call('HSET', saved, key, '')
+local n = #staged / 2
+-- In slices of 1000 keys: one HMGET, then one HSET/ZREM/ZADD/HDEL per slice, not per key.
+for lo = 1, n, 1000 do
+  local hi = math.min(n, lo + 999)
+  local names = {}
+  for i = lo, hi do names[#names + 1] = staged[2 * i - 1] end
+  local olds = redis.call('HMGET', head, unpack(names))
+  local undo_args, unindex, set_args, index_args, gone = {}, {}, {}, {}, {}
+  for j = 1, #names do
+    local key, new, old = names[j], staged[2 * (lo + j - 1)], olds[j]
+    if old then
+      undo_args[#undo_args + 1] = key
+      undo_args[#undo_args + 1] = old
+      unindex[#unindex + 1] = index_member(old, key)
+      keys = keys - 1
+      bytes = bytes - (#old - 8)
+    elseif new ~= '' then
+      undo_args[#undo_args + 1] = key
+      undo_args[#undo_args + 1] = ''
+    end
+    if new ~= '' then
+      set_args[#set_args + 1] = key
+      set_args[#set_args + 1] = new
+      index_args[#index_args + 1] = 0
+      index_args[#index_args + 1] = index_member(new, key)
+      keys = keys + 1
+      bytes = bytes + (#new - 8)
+    elseif old then
+      gone[#gone + 1] = key
+    end
   end
-  if new ~= '' then
-    redis.call('HSET', head, key, new)
-    redis.call('ZADD', exp, 0, index_member(new, key))
-    keys = keys + 1
-    bytes = bytes + (#new - 8)
-  elseif old then
-    redis.call('HDEL', head, key)
-  end
+  if #undo_args > 0 then redis.call('HSET', saved, unpack(undo_args)) end
+  if #unindex > 0 then redis.call('ZREM', exp, unpack(unindex)) end
+  if #set_args > 0 then redis.call('HSET', head, unpack(set_args)) end
+  if #index_args > 0 then redis.call('ZADD', exp, unpack(index_args)) end
+  if #gone > 0 then redis.call('HDEL', head, unpack(gone)) end
 end
 redis.call('DEL', stage)
 redis.call('ZADD', vers, version, version)
