@@ -68,6 +68,7 @@ def test_every_event_is_accounted_for_once(spark, tmp_path):
     assert pc.sum(sessions["event_count"]).as_py() == views.num_rows
     assert sessions.num_rows == totals["sessions_out"] > 0
     assert records[-1]["batch"]["open_sessions"] > 0
+    assert records[-1]["batch"]["open_users"] == len(pc.unique(state["user_id"]))
     # Late events missed the watermark they are tagged with.
     assert pc.all(pc.less(late["event_time"], late["watermark"])).as_py()
     # Plain Spark reads see exactly the same committed rows.

@@ -353,6 +353,15 @@ class StateBackendContract:
         with pytest.raises(StateError, match="JSON"):
             backend.write_job_record(J, 2, {"x": {1, 2}})
 
+    def test_trim_job_records_keeps_the_newest(self, backend):
+        for v in (3, 4, 7, 8, 9):
+            backend.write_job_record(J, v, {"v": v})
+        backend.write_job_record("job-b", 1, {"v": 1})
+        backend.trim_job_records(J, 2)
+        assert backend.job_versions(J) == [8, 9]
+        assert backend.read_job_record(J, 9) == {"v": 9}
+        assert backend.job_versions("job-b") == [1]
+
     def test_truncate_after(self, backend, make_backend):
         for v in range(6):
             for p in range(2):

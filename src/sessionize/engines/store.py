@@ -111,7 +111,8 @@ def run_partition(
         sink.write_part("page_views", plan.version, partition, step.page_views)
         sink.write_part("late_events", plan.version, partition, step.late)
         sink.write_part("invalid_events", plan.version, partition, invalid)
-        new_users = pc.sum(pc.invert(pc.is_in(step.state_puts["user_id"], state["user_id"])))
+        put_users = pc.unique(step.state_puts["user_id"])
+        known = pc.sum(pc.is_in(put_users, value_set=pc.unique(state["user_id"]))).as_py() or 0
         meta = dict(store.meta)
         meta["open_sessions"] = (
             meta.get("open_sessions", 0)
@@ -119,7 +120,7 @@ def run_partition(
             - step.stats.open_sessions_before
         )
         meta["open_users"] = (
-            meta.get("open_users", 0) + (new_users.as_py() or 0) - len(step.state_removes)
+            meta.get("open_users", 0) + len(put_users) - known - len(step.state_removes)
         )
         store.remove_many(step.state_removes)
         store.put_many(step.state_puts)
@@ -248,6 +249,8 @@ class StoreEngine:
             "duration_s": round(time.perf_counter() - t0, 3),
         }
         self.backend.write_job_record(self.settings.job, version, record)  # step b
+        if version % self.settings.maintenance_every == 0:
+            self.backend.trim_job_records(self.settings.job, self.settings.retain)
         pause_point("after-record", version)
         return record
 

@@ -290,6 +290,14 @@ class StateBackend(ABC):
         keep_from = versions[-retain] if len(versions) >= retain else versions[0]
         self._maintain(job, partition, keep_from)
 
+    def trim_job_records(self, job: str, retain: int) -> None:
+        """Keep the newest `retain` job records; older versions are no longer restorable
+        once `maintenance` has dropped their partition versions anyway."""
+        check_job(job)
+        if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
+            raise ConfigError(f"retain must be a positive number of versions, not {retain!r}")
+        self._delete_job_records(job, self.job_versions(job)[:-retain])
+
     def truncate_after(self, job: str, version: int) -> None:
         """Forget the job records and every partition's versions after `version` (>= -1),
         for reprocessing from `version`. Job records go first, so that a crash half way
