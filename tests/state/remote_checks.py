@@ -9,13 +9,50 @@ A test module subclasses `RemoteBackendChecks` and provides the fixture `make_ba
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from sessionize.errors import StateError
+from tests.helpers import OUTPUTS, generate, read_output
 
 from .services_fixtures import start_service, stop_service
 from .workers import J, commit, content, expected, read_all, rows
+
+H0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def files_runs(spark, tmp_path_factory):
+    """One generated input (duplicates, late and invalid lines), run in stream mode and in
+    batch mode with the `files` state: what every remote backend must reproduce."""
+    root = tmp_path_factory.mktemp("remote-parity")
+    inp = generate(root / "in", hours=3, users=200, events_per_hour=1500, late_rate=0.01,
+                   invalid_rate=0.005)  # fmt: skip
+    _stream(spark, inp, root / "files-stream", "files")
+    _batch(spark, inp, root / "files-batch", "files")
+    return root, inp
+
+
+def _stream(spark, inp, root, state):
+    from sessionize.stream import StreamOptions, run_stream
+
+    opts = StreamOptions(input=str(inp), output=str(root / "out"), checkpoint=str(root / "chk"),
+                         state=state, partitions=3, max_files_per_trigger=1)  # fmt: skip
+    return run_stream(opts, spark, on_batch=lambda _: None)
+
+
+def _batch(spark, inp, root, state):
+    from sessionize.batch import BatchOptions, run_batch
+
+    opts = BatchOptions(input=str(inp), output=str(root / "out"), start=H0,
+                        end=H0 + timedelta(hours=2), state=state, partitions=3)  # fmt: skip
+    return run_batch(opts, spark, on_hour=lambda _: None)
+
+
+def _same_outputs(a, b) -> None:
+    for name in OUTPUTS:
+        assert read_output(a / "out", name).equals(read_output(b / "out", name)), name
 
 
 class RemoteBackendChecks:
@@ -120,6 +157,21 @@ class RemoteBackendChecks:
         assert got == expected(want)
         assert sum(len(v) for v in got.values()) == 33  # every key once, no duplicates
         assert again.versions(J, 0) == [0, 1, 2, 3]
+
+    # ----- end to end ------------------------------------------------------------------------
+
+    def test_stream_outputs_equal_the_files_state(self, files_runs, make_backend, spark):
+        root, inp = files_runs
+        name = f"{self.service}-stream"
+        records = _stream(spark, inp, root / name, make_backend().uri)
+        assert records[-1]["totals"]["sessions_out"] > 0
+        _same_outputs(root / "files-stream", root / name)
+
+    def test_batch_outputs_equal_the_files_state(self, files_runs, make_backend, spark):
+        root, inp = files_runs
+        name = f"{self.service}-batch"
+        _batch(spark, inp, root / name, make_backend().uri)
+        _same_outputs(root / "files-batch", root / name)
 
     # ----- credentials ---------------------------------------------------------------------
 

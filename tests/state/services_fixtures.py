@@ -20,6 +20,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "services"
+
+
+def _export_aws_settings() -> None:
+    """Put the dummy AWS credentials and region of services/dynamodb.sh into the environment
+    when this module is imported (at collection, before any fixture starts Spark), so that
+    the Python workers of a shared SparkSession inherit them too."""
+    env = REPO / ".services" / "env.sh"
+    if not env.exists():
+        return
+    for name, value in re.findall(r"\b(AWS_[A-Z_]+)=(\S+)", env.read_text()):
+        os.environ.setdefault(name, value)
+
+
+_export_aws_settings()
+
 _VARIABLE = {
     "postgres": "SESSIONIZE_TEST_POSTGRES",
     "redis": "SESSIONIZE_TEST_REDIS",

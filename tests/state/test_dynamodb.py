@@ -17,7 +17,7 @@ from sessionize.state.backends import dynamodb
 from sessionize.state.backends.dynamodb import DynamoDBBackend
 
 from .contract import StateBackendContract
-from .remote_checks import RemoteBackendChecks
+from .remote_checks import RemoteBackendChecks, files_runs  # noqa: F401 - fixture
 from .services_fixtures import dynamodb_endpoint, restartable  # noqa: F401 - fixtures
 from .workers import J, commit, expected, read_all, rows
 

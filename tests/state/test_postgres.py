@@ -15,7 +15,7 @@ from sessionize.state.backends import postgres
 from sessionize.state.backends.postgres import PostgresBackend
 
 from .contract import StateBackendContract
-from .remote_checks import RemoteBackendChecks
+from .remote_checks import RemoteBackendChecks, files_runs  # noqa: F401 - fixture
 from .services_fixtures import postgres_uri, restartable  # noqa: F401 - fixtures
 from .workers import J, commit, expected, read_all, rows
 
