@@ -9,11 +9,17 @@ A test module subclasses `RemoteBackendChecks` and provides the fixture `make_ba
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+import random
+import signal
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from sessionize.errors import StateError
+from sessionize.state import open_backend
 from tests.helpers import OUTPUTS, generate, read_output
 
 from .services_fixtures import start_service, stop_service
@@ -158,6 +164,44 @@ class RemoteBackendChecks:
         assert sum(len(v) for v in got.values()) == 33  # every key once, no duplicates
         assert again.versions(J, 0) == [0, 1, 2, 3]
 
+    # ----- kill -9 ----------------------------------------------------------------------------
+
+    def before_kills(self, need) -> None:
+        """Called before the kill -9 test starts."""
+
+    def after_kill(self) -> None:
+        """Called after each kill -9 of a client (a hook for servers that mind it)."""
+
+    def test_kill_9_mid_commit_never_leaves_a_partial_version(self, make_backend, restartable):
+        """A real process commits big versions in a loop and is killed (SIGKILL) at arbitrary
+        moments; every version left is whole, the next process carries on from the newest,
+        and maintenance afterwards changes no retained version."""
+        self.before_kills(restartable)
+        uri = make_backend().uri
+        ctx = multiprocessing.get_context("fork")
+        rng = random.Random(5)
+        start = 0
+        for _ in range(4):
+            child = ctx.Process(target=_commit_forever, args=(uri, start))
+            child.start()
+            deadline = time.monotonic() + 120
+            while len(open_backend(uri).versions(J, 0)) < start + 2:
+                assert time.monotonic() < deadline and child.is_alive()
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.3))
+            os.kill(child.pid, signal.SIGKILL)
+            child.join()
+            self.after_kill()
+            versions = open_backend(uri).versions(J, 0)
+            assert versions == list(range(len(versions)))
+            for v in versions[-3:]:
+                assert _content(open_backend(uri), v) == _whole(v)
+            start = versions[-1] + 1
+        backend = open_backend(uri)
+        backend.maintenance(J, 0, retain=3)
+        for v in backend.versions(J, 0):
+            assert _content(open_backend(uri), v) == _whole(v)
+
     # ----- end to end ------------------------------------------------------------------------
 
     def test_stream_outputs_equal_the_files_state(self, files_runs, make_backend, spark):
@@ -197,6 +241,22 @@ class RemoteBackendChecks:
         assert "s3cret-pw" not in str(info.value)
 
 
-def content_of(backend, version: int, keys) -> dict:
-    with backend.open(J, 0, version) as ps:
-        return content(ps.get_many(list(keys)))
+_WIDE = 150  # keys rewritten by every version of the kill -9 test
+
+
+def _whole(v: int) -> dict:
+    """Version v of the kill -9 test: every wide key at expiry v, and one marker key."""
+    return expected({k: [v] for k in range(_WIDE)} | {10_000 + v: [v]})
+
+
+def _content(backend, v: int) -> dict:
+    with backend.open(J, 0, v) as ps:
+        keys = [*range(_WIDE), *range(10_000, 10_000 + v + 2)]
+        return content(ps.get_many(keys))
+
+
+def _commit_forever(uri: str, start: int) -> None:
+    backend = open_backend(uri)
+    for v in range(start, start + 100_000):
+        puts = {k: [v] for k in range(_WIDE)} | {10_000 + v: [v]}
+        commit(backend, J, 0, v - 1, v, puts, removes=[10_000 + v - 1] if v else [])

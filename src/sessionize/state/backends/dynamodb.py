@@ -341,8 +341,9 @@ class DynamoDBBackend(StateBackend):
     # ----- batched primitives -------------------------------------------------------------
 
     def _parallel(self, work: Callable[[Any], Any], chunks: list) -> list:
-        if len(chunks) <= 1 or self._executor is None:
+        if len(chunks) <= 1:
             return [work(c) for c in chunks]
+        self._client  # noqa: B018 - a forked child gets its own client and threads first
         return list(self._executor.map(work, chunks))
 
     def _get_items(
