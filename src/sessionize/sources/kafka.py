@@ -31,6 +31,7 @@ watermarks come from the JSON ``event_time`` only.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -253,13 +254,12 @@ def read_range(config: Mapping[str, Any], part: KafkaRange, opts: SourceOptions)
     `end`. If neither happens within `readTimeout` of the last progress, the task fails.
     """
     kafka = _kafka()
+    eof = kafka.KafkaError._PARTITION_EOF
     consumer = kafka.Consumer(dict(config))
     prefix = f"kafka:{part.topic}/{part.partition}/"
     try:
         consumer.assign([kafka.TopicPartition(part.topic, part.partition, part.start)])
         position = part.start
-        payloads: list[bytes | None] = []
-        positions: list[str] = []
         last_progress = time.monotonic()
         done = False
         while not done:
@@ -267,34 +267,34 @@ def read_range(config: Mapping[str, Any], part: KafkaRange, opts: SourceOptions)
                 num_messages=min(_ROWS_PER_ARROW_BATCH, max(1, part.end - position)),
                 timeout=0.5,
             )
-            for m in messages:
+            records = []
+            for m in messages:  # one partition: records come in offset order
                 err = m.error()
-                if err is not None:
-                    if err.code() == kafka.KafkaError._PARTITION_EOF:
-                        if m.offset() >= part.end:
-                            done = True
-                            break
-                        continue  # the broker's end is below ours: wait for the rest
+                if err is None:
+                    records.append(m)
+                elif err.code() != eof:
                     raise SourceError(
                         f"reading {part!r}: {err.str()}"
                         + (" (records deleted by retention?)" if "range" in err.str() else "")
                     )
-                offset = m.offset()
-                if offset < position:
-                    continue
-                if offset >= part.end:
-                    done = True
-                    break
-                payloads.append(m.value())
-                positions.append(f"{prefix}{offset}")
-                position = offset + 1
+                elif m.offset() >= part.end:
+                    done = True  # the partition ends at or past our end: nothing is missing
+                # else: the broker's end is below ours (under-reported): wait for the rest
+            offsets = [m.offset() for m in records]
+            lo = bisect.bisect_left(offsets, position)
+            hi = bisect.bisect_left(offsets, part.end)
+            if hi < len(offsets):
+                done = True  # a record at or past the end arrived: the range is complete
+            if hi > lo:
+                chunk = records[lo:hi]
+                position = offsets[hi - 1] + 1
+                done = done or position >= part.end
                 last_progress = time.monotonic()
-                if position >= part.end:
-                    done = True
-                    break
-            if len(payloads) >= _ROWS_PER_ARROW_BATCH or (done and payloads):
-                yield decode_records(payloads, positions, opts.max_record_bytes)
-                payloads, positions = [], []
+                yield decode_records(
+                    [m.value() for m in chunk],
+                    [prefix + str(o) for o in offsets[lo:hi]],
+                    opts.max_record_bytes,
+                )
             if not done and time.monotonic() - last_progress > opts.read_timeout_s:
                 raise SourceError(
                     f"reading {part!r}: stuck at offset {position} for "
