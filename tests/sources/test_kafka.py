@@ -187,3 +187,22 @@ def test_options_are_checked(spark, kafka_bootstrap):
     for bad in ("kafka://host/t", "kafka://h:1", "kafka://h:1/a/b", "http://h:1/t"):
         with pytest.raises(ConfigError):
             kafka_stream(spark, bad, {})
+
+
+def test_publish_at_a_rate_and_keyed_by_user(topic, kafka_bootstrap):
+    lines = [event(i) for i in range(40)] + ["not json, no user"]
+    stats = publish_kafka(lines, topic, rate=200)
+    assert stats.records == 41 and stats.seconds >= 40 / 200
+    name = topic.rsplit("/", 1)[1]
+    c = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "t"})
+    c.assign([TopicPartition(name, p, 0) for p in range(3)])
+    got = []
+    while len(got) < 41:
+        got += [m for m in c.consume(100, timeout=5) if m.error() is None]
+    c.close()
+    partitions_of = {}
+    for m in got:
+        if m.key() is not None:
+            partitions_of.setdefault(m.key(), set()).add(m.partition())
+    assert len(partitions_of) == 37 and all(len(p) == 1 for p in partitions_of.values())
+    assert [m.key() for m in got if m.value() == b"not json, no user"] == [None]

@@ -168,3 +168,22 @@ def test_options_are_checked(spark, kinesis_endpoint):
     for bad in ("kinesis://", "kinesis://s?endpoint=ftp://x", "kinesis://s?regoin=eu-west-1"):
         with pytest.raises(ConfigError):
             kinesis_stream(spark, bad, {})
+
+
+def test_publish_at_a_rate_in_batches_keyed_by_user(stream, kinesis_client):
+    lines = [event(i) for i in range(1200)]
+    stats = publish_kinesis(lines[:50], stream, rate=250, options=CREDENTIALS)
+    assert stats.records == 50 and stats.seconds >= 49 / 250
+    assert publish_kinesis(lines[50:], stream, options=CREDENTIALS).records == 1150  # 3 requests
+    reader = KinesisStreamReader({"uri": stream, **OPTIONS})
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    values = []
+    for part in reader.partitions(start, end):
+        for batch in reader.read(part):
+            values += [(part.shard, v) for v in batch.column("value").to_pylist()]
+    assert sorted(v for _, v in values) == sorted(lines)
+    shard_of = {}
+    for shard, v in values:
+        shard_of.setdefault(json.loads(v)["user_id"], set()).add(shard)
+    assert all(len(s) == 1 for s in shard_of.values())
