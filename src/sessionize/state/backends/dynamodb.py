@@ -570,7 +570,9 @@ class DynamoDBBackend(StateBackend):
             )
         ]
         changes += [(k, _Entry(version, token, 0, -1, 0, None)) for k in removed.tolist()]
-        writes: list[dict] = [self._put({"pk": job, "sk": f"p{partition_sk(p)}"})]
+        writes: list[dict] = []
+        if not records:  # the partition's first version (again): list the partition
+            writes.append(self._put({"pk": job, "sk": f"p{partition_sk(p)}"}))
         stale: list[tuple[str, str]] = list(stored.junk)
         keys, nbytes = m.keys or 0, m.bytes or 0
         for k, new in changes:
