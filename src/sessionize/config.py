@@ -11,6 +11,11 @@ _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_US = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 
 
+def redact_uri(uri: str) -> str:
+    """`uri` without its password (`user:pw@` and `:pw@` alike), for logs and errors."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
+
+
 def parse_duration(text: str) -> int:
     """`90s`, `10m`, `1h30m`, `250ms` -> microseconds. Raises ConfigError on anything else."""
     s = text.strip().lower()

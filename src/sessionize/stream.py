@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sessionize.config import SessionRules, format_duration, parse_duration
+from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import check_or_record, last_committed_batch
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, SessionizeError, StateError
@@ -44,7 +44,7 @@ class StreamOptions:
     def recorded_settings(self) -> dict[str, object]:
         """What the checkpoint is bound to (see engines.checkpoint)."""
         return {
-            "state": _redact(self.state_uri() if self.state != "files" else "files"),
+            "state": redact_uri(self.state_uri() if self.state != "files" else "files"),
             "gap": format_duration(self.rules.gap_us),
             "lateness": format_duration(self.rules.lateness_us),
             "close_actions": ",".join(self.rules.close_actions),
@@ -62,11 +62,6 @@ def parse_trigger(text: str) -> dict[str, object]:
         seconds = parse_duration(m.group(1)) / 1e6
         return {"processingTime": f"{seconds:g} seconds"}
     raise ConfigError(f"--trigger '{text}': use available-now or processing-time=DURATION")
-
-
-def _redact(uri: str) -> str:
-    """Drop any password from a URI before it is printed or recorded."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", uri)
 
 
 def source_frame(spark: SparkSession, opts: StreamOptions) -> DataFrame:
@@ -177,6 +172,6 @@ def _check_agreement(backend: StateBackend, opts: StreamOptions) -> None:
         return
     raise StateError(
         f"checkpoint {opts.checkpoint} has committed batch {spark_last} but state "
-        f"{_redact(opts.state_uri())} has batch {store_last} for job '{opts.job}': they belong "
+        f"{redact_uri(opts.state_uri())} has batch {store_last} for job '{opts.job}': they belong "
         "to different runs; use the state that goes with this checkpoint, or new ones"
     )

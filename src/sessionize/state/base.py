@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
+from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, StateError
 from sessionize.schema import STATE, STATE_EXPIRY, STATE_KEY
 
@@ -253,7 +254,7 @@ class StateBackend(ABC):
         return (open_backend, (self.uri, self.spec))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.uri!r})"
+        return f"{type(self).__name__}({redact_uri(self.uri)!r})"
 
     @abstractmethod
     def check(self) -> None:

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
+from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, StateError
 from sessionize.state.backends.keyblobs import RowCodec
 from sessionize.state.base import (
@@ -192,12 +193,12 @@ class PostgresBackend(StateBackend):
             parts = urlsplit(uri)
             port = parts.port
         except ValueError as e:
-            raise ConfigError(f"state store URI {_redact(uri)!r} is not valid: {e}") from None
+            raise ConfigError(f"state store URI {redact_uri(uri)!r} is not valid: {e}") from None
         if parts.scheme.lower() not in ("postgresql", "postgres"):
-            raise ConfigError(f"not a PostgreSQL URI: {_redact(uri)!r}")
+            raise ConfigError(f"not a PostgreSQL URI: {redact_uri(uri)!r}")
         if not parts.hostname or not parts.path.strip("/"):
             raise ConfigError(
-                f"state store URI {_redact(uri)!r} needs a host and a database:"
+                f"state store URI {redact_uri(uri)!r} needs a host and a database:"
                 " postgresql://USER@HOST:PORT/DB"
             )
         options: dict[str, str] = {"schema": "sessionize"}
@@ -205,7 +206,7 @@ class PostgresBackend(StateBackend):
         for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
             if name != "schema" and name not in _LIBPQ_OPTIONS:
                 raise ConfigError(
-                    f"unknown option '{name}' in state store URI {_redact(uri)!r};"
+                    f"unknown option '{name}' in state store URI {redact_uri(uri)!r};"
                     f" known: schema, {', '.join(_LIBPQ_OPTIONS)}"
                 )
             options[name] = value
@@ -228,7 +229,7 @@ class PostgresBackend(StateBackend):
         host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
         netloc += host + (f":{port}" if port else "")
         self._base = f"postgresql://{netloc}{parts.path}"
-        self._redacted_base = _redact(self._base)
+        self._redacted_base = redact_uri(self._base)
         libpq = {"connect_timeout": "5", **options}
         self._conninfo = f"{self._base}?{urlencode(libpq)}"
 
@@ -240,7 +241,7 @@ class PostgresBackend(StateBackend):
 
     @property
     def redacted_uri(self) -> str:
-        return _redact(self.uri)
+        return redact_uri(self.uri)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.redacted_uri!r})"
@@ -639,11 +640,6 @@ def _missing(job: str, partition: int, version: int, have: list[int]) -> str:
         f"version {version} of state {job}/partition={partition} is not committed"
         f" or no longer retained ({span})"
     )
-
-
-def _redact(uri: str) -> str:
-    """`uri` without the password."""
-    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
 
 
 def _pg_array(keys: np.ndarray) -> str:

@@ -50,6 +50,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, StateError
 from sessionize.state.backends.keyblobs import RowCodec, split_prefix
 from sessionize.state.base import (
@@ -305,25 +306,25 @@ class RedisBackend(StateBackend):
             parts = urlsplit(uri)
             parts.port  # noqa: B018 - validates the port
         except ValueError as e:
-            raise ConfigError(f"state store URI {_redact(uri)!r} is not valid: {e}") from None
+            raise ConfigError(f"state store URI {redact_uri(uri)!r} is not valid: {e}") from None
         if parts.scheme.lower() not in ("redis", "rediss") or not parts.hostname:
-            raise ConfigError(f"not a Redis URI: {_redact(uri)!r} (redis://HOST:PORT/DB)")
+            raise ConfigError(f"not a Redis URI: {redact_uri(uri)!r} (redis://HOST:PORT/DB)")
         db = parts.path.strip("/") or "0"
         if not db.isdigit():
-            raise ConfigError(f"Redis database {db!r} in {_redact(uri)!r} is not a number")
+            raise ConfigError(f"Redis database {db!r} in {redact_uri(uri)!r} is not a number")
         options: dict = dict(_DEFAULTS)
         query = parts.query
         for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
             if name not in _DEFAULTS:
                 raise ConfigError(
-                    f"unknown option '{name}' in state store URI {_redact(uri)!r};"
+                    f"unknown option '{name}' in state store URI {redact_uri(uri)!r};"
                     f" known: {', '.join(_DEFAULTS)}"
                 )
             try:
                 options[name] = type(_DEFAULTS[name])(value)
             except ValueError:
                 raise ConfigError(
-                    f"option {name}={value!r} in {_redact(uri)!r} is not valid"
+                    f"option {name}={value!r} in {redact_uri(uri)!r} is not valid"
                 ) from None
         if not _PREFIX.match(options["prefix"]):
             raise ConfigError(f"prefix={options['prefix']!r}: use letters, digits and _ . : -")
@@ -343,7 +344,7 @@ class RedisBackend(StateBackend):
 
     @property
     def redacted_uri(self) -> str:
-        return _redact(self.uri)
+        return redact_uri(self.uri)
 
     def __repr__(self) -> str:
         return f"RedisBackend({self.redacted_uri!r})"
@@ -645,7 +646,3 @@ def _missing(job: str, partition: int, version: int, have: list[int]) -> str:
         f"version {version} of state {job}/partition={partition} is not committed"
         f" or no longer retained ({span})"
     )
-
-
-def _redact(uri: str) -> str:
-    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
