@@ -79,7 +79,8 @@ def test_kill_9_mid_run_then_restart_reads_every_record_once(kind, request, spar
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
     try:
-        kill_mid_batch(proc, tmp_path / "checkpoint", log)
+        mid_batch = kill_mid_batch(proc, tmp_path / "checkpoint", log)
+        print("killed while a batch was in flight:", mid_batch)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
