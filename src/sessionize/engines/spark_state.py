@@ -60,6 +60,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sessionize.config import SessionRules
 from sessionize.engines.spark_processor import (
     INPUT_COLUMNS,
     PANDAS_STATE_DDL,
@@ -73,7 +74,7 @@ from sessionize.engines.spark_processor import (
 from sessionize.errors import SessionizeError
 from sessionize.faults import pause_point
 from sessionize.parsing import parse
-from sessionize.schema import OUTPUTS
+from sessionize.schema import INVALID_EVENTS, OUTPUTS
 from sessionize.sinks.parquet import ParquetSink, resolve_fs
 
 PROVIDERS = {
@@ -99,7 +100,7 @@ _OUTPUT_KIND = {
 # ---------------------------------------------------------------------------- the query
 
 
-def session_rows(parsed: DataFrame, state: str, rules) -> DataFrame:
+def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFrame:
     """Parsed events -> the wide rows of all four outputs and the step counters."""
     lateness_ms = rules.lateness_us // 1000
     valid = parsed.filter(F.col("reason").isNull())
@@ -130,19 +131,15 @@ def session_rows(parsed: DataFrame, state: str, rules) -> DataFrame:
         )
     else:
         raise ValueError(f"not a Spark state: {state}")
-    invalid = parsed.filter(F.col("reason").isNotNull()).select(
-        *(
-            F.lit("invalid_events").alias("kind")
-            if f.name == "kind"
-            else (
-                F.col(f.name)
-                if f.name in ("raw", "reason", "source")
-                else F.lit(None).cast(grouped_type[f.name].dataType).alias(f.name)
-            )
-            for f in WIDE
-        )
+    return stateful.unionByName(_invalid_rows(parsed, grouped_type))
+
+
+def _invalid_rows(parsed: DataFrame, wide_type) -> DataFrame:
+    """Invalid lines as wide rows: they bypass the stateful operator (no key, no state)."""
+    own = {"kind": F.lit("invalid_events"), **{c: F.col(c) for c in INVALID_EVENTS.names}}
+    return parsed.filter(F.col("reason").isNotNull()).select(
+        *(own.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in wide_type.fields)
     )
-    return stateful.unionByName(invalid)
 
 
 # ---------------------------------------------------------------------------- the writer
