@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 import click
 
-from sessionize.config import SessionRules, parse_duration
-from sessionize.errors import ConfigError, SessionizeError
+from sessionize.config import SessionRules, parse_duration, redact_uri
+from sessionize.errors import ConfigError, SessionizeError, SinkError
 
 
 class Duration(click.ParamType):
@@ -84,7 +84,21 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--output", required=True, help="Directory of the hourly tree to write.")
+@click.option("--output", help="Directory of the hourly tree to write.")
+@click.option("--kafka", metavar="kafka://HOST:PORT/TOPIC", help="Publish to Kafka instead.")
+@click.option("--kinesis", metavar="kinesis://STREAM?...", help="Publish to Kinesis instead.")
+@click.option(
+    "--rate",
+    type=click.FloatRange(0, min_open=True),
+    help="Lines published per second (default: as fast as the server takes them).",
+)
+@click.option(
+    "--partitions",
+    "--shards",
+    "partitions",
+    type=click.IntRange(1),
+    help="Create the topic or stream with N partitions or shards if it is missing.",
+)
 @click.option("--start", type=HOUR, default="2026-11-01T00", show_default=True)
 @click.option("--hours", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--users", type=click.IntRange(1), default=1000, show_default=True)
@@ -112,6 +126,10 @@ def cli() -> None:
 )
 def generate(
     output,
+    kafka,
+    kinesis,
+    rate,
+    partitions,
     start,
     hours,
     users,
@@ -126,8 +144,18 @@ def generate(
     gap,
     lateness,
 ) -> None:
-    """Write synthetic visit events, Hive-style by event hour."""
-    from sessionize.generator import GeneratorConfig, write_files
+    """Write synthetic visit events, Hive-style by event hour, or publish them keyed by
+    user_id in arrival order (each hour's files in turn, late files when they arrive)."""
+    from sessionize.generator import GenerateSummary, GeneratorConfig, generate_events, write_files
+
+    given = [o for o, v in (("--output", output), ("--kafka", kafka), ("--kinesis", kinesis)) if v]
+    if len(given) != 1:
+        got = " and ".join(given) or "none"
+        raise click.UsageError(f"give exactly one of --output, --kafka, --kinesis (got {got})")
+    if output and (rate is not None or partitions is not None):
+        raise click.UsageError("--rate and --partitions/--shards go with --kafka or --kinesis")
+    if gzip and not output:
+        raise click.UsageError("--gzip goes with --output")
 
     cfg = GeneratorConfig(
         start=start,
@@ -144,8 +172,38 @@ def generate(
         gap_us=gap,
         lateness_us=lateness,
     )
-    summary = write_files(cfg, output)
-    click.echo(f"wrote {summary}")
+    if output:
+        click.echo(f"wrote {write_files(cfg, output)}")
+        return
+    from sessionize.publish import publish_kafka, publish_kinesis
+
+    summary = GenerateSummary()
+
+    def lines():
+        nonlocal summary
+        for hour in generate_events(cfg):
+            summary = summary + hour.summary
+            for f in hour.files:
+                yield from f.lines
+
+    target = redact_uri(kafka or kinesis)
+    try:
+        if kafka:
+            stats = publish_kafka(lines(), kafka, rate=rate, create_partitions=partitions)
+        else:
+            stats = publish_kinesis(lines(), kinesis, rate=rate, create_shards=partitions)
+    except SessionizeError:
+        raise
+    except Exception as exc:  # the client's own errors (server down, no such stream): one line
+        if not type(exc).__module__.startswith(("cimpl", "confluent_kafka", "botocore")):
+            raise
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc
+        raise SinkError(f"publishing to {target} failed: {detail}") from exc
+    counts = ", ".join(f"{k} {v:,}" for k, v in summary.as_dict().items() if k != "files")
+    click.echo(
+        f"published to {target} in {stats.seconds:.1f}s "
+        f"({stats.per_second:,.0f} events/s): {counts}"
+    )
 
 
 @cli.command()
