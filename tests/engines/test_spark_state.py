@@ -81,6 +81,18 @@ def test_same_outputs_as_the_files_state(parity, state):
 
 
 @pytest.mark.parametrize("state", SPARK_STATES)
+def test_late_and_invalid_lines_land_in_the_batch_that_read_them(parity, state):
+    """Unlike sessions, they leave in the batch that read them, as with the files state."""
+    root, _ = parity
+    for name in ("late_events", "invalid_events"):
+        expected = read_output(root / "files" / "out", name)
+        assert read_output(root / state / "out", name).equals(expected), name
+    # One source in the query: every batch's offsets name a single source position.
+    offsets = (root / state / "chk" / "offsets" / "0").read_text().splitlines()
+    assert len(offsets) == 3, offsets  # version, metadata, one source
+
+
+@pytest.mark.parametrize("state", SPARK_STATES)
 def test_same_totals_and_open_sessions_as_the_files_state(parity, state):
     _, records = parity
     files, spark_state = records["files"][-1], records[state][-1]
@@ -219,8 +231,8 @@ def restart_input(tmp_path_factory):
 
 # Each kill lands at a different step of a batch's commit (engines/spark_state.py module doc).
 KILLS = {
-    "spark-rocksdb": ["after-state-commit:1", "before-publish:2", "after-record:3"],
-    "spark-hdfs": ["after-publish:1", "after-state-commit:3"],
+    "spark-rocksdb": ["after-state-commit:1", "after-record:2"],
+    "spark-hdfs": ["before-publish:1", "after-publish:3"],
 }
 
 

@@ -1,15 +1,19 @@
-"""Worker side of the `spark` engine: one user's step, as Spark's stateful APIs call it.
+"""Worker side of the `spark` engine: one key's step, as Spark's stateful APIs call it.
 
-Spark calls these once per grouping key (user) and micro-batch; each call hands that user's
-stored open events and new events to `logic.advance` (the only implementation of the
-rules), stores what stays open and returns the four outputs as rows of one wide schema
-(`WIDE`, with a `kind` column), for the driver's foreachBatch to split and write.
+Spark calls these once per grouping key (a user) and micro-batch; each call hands that
+user's stored open events and new events to `logic.advance` (the only implementation of the
+rules), stores what stays open and returns the outputs as rows of one wide schema (`WIDE`,
+with a `kind` column) for the driver's foreachBatch to split and write.
 
 - `SessionProcessor`: `transformWithState` (Row-based API, RocksDB provider). The open
   events of a user are a ListState; one event-time timer per user, at its `expires_at`.
 - `session_step_pandas`: `applyInPandasWithState` (HDFS-backed provider). The open events
-  are one state value holding them as an Arrow IPC stream (this PySpark cannot read array
-  columns of a state schema back), with an event-time timeout at `expires_at`.
+  are one state value holding them as an Arrow IPC stream (PySpark 4.3 cannot read back
+  array columns of a state schema), with an event-time timeout at `expires_at`.
+
+Invalid lines travel through the same operator (so the query reads its source once), keyed
+by their user id when they have one, else 0; the step passes them straight to
+`invalid_events` and they never touch the state.
 
 Watermark: both receive the watermark Spark computed at the end of the previous batch
 (`max(event_time) - lateness` over earlier batches, in ms), which is DESIGN §3's
@@ -29,23 +33,38 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
 from sessionize.config import SessionRules
 from sessionize.logic import StepResult, advance
-from sessionize.schema import EVENT, OUTPUT_PARTITIONS, OUTPUTS, STATE, STATE_EXPIRY
+from sessionize.schema import (
+    EVENT,
+    INVALID_EVENTS,
+    OUTPUT_PARTITIONS,
+    OUTPUTS,
+    STATE,
+    STATE_EXPIRY,
+)
 
 # ---------------------------------------------------------------------------- schemas
 
-# Columns of the stateful operator's input, in order: the event with its time in µs.
+# Columns of the stateful operator's input after the grouping key, in order: the event
+# with its time in µs, then the invalid line's fields (`reason` NULL for a valid event).
 INPUT_COLUMNS = [
     "user_id", "event_us", "page", "action",
     "site", "api_version", "browser", "language", "device_type",
+    *INVALID_EVENTS.names,
 ]  # fmt: skip
-_ATTRS = INPUT_COLUMNS[2:]
+KEY = "key"
+_ATTRS = INPUT_COLUMNS[2:9]
+# Positions in an input Row, which starts with the key.
+_REASON = 1 + INPUT_COLUMNS.index("reason")
+_INVALID = 1 + INPUT_COLUMNS.index(INVALID_EVENTS.names[0])
+_TS = EVENT.field("event_time").type
 
-# Counters of one step, carried by one `stats` row per call.
+# Counters of one step, carried by one `stats` row per call that has events or state.
 STATS_FIELDS = ("events_in", "on_time", "duplicates", "open_sessions_delta", "open_users_delta")
 STATS = "stats"
 
@@ -98,28 +117,31 @@ def step(rules: SessionRules, state: pa.Table, events: pa.Table, watermark_ms: i
     return advance(state, events, rules=rules, watermark_before=wm, watermark_after=wm)
 
 
-def expiry_ms(table: pa.Table) -> int | None:
+def expiry_us(table: pa.Table) -> int | None:
     """`expires_at` (µs) of a user's state rows, or None when it has none."""
     if table.num_rows == 0:
         return None
     return table[STATE_EXPIRY][0].cast(pa.int64()).as_py()
 
 
-def stats_row(res: StepResult, had_state: bool, watermark_ms: int) -> dict[str, object]:
+def step_tuples(res: StepResult, had_state: bool) -> Iterator[tuple]:
+    """The step's outputs and its counters as WIDE tuples."""
+    yield from wide_tuples("sessions", res.sessions)
+    yield from wide_tuples("page_views", res.page_views)
+    yield from wide_tuples("late_events", res.late)
     s = res.stats
-    return {
+    counters = {
         "kind": STATS,
-        "watermark": _watermark_us(watermark_ms),
         "events_in": s.events_in,
         "on_time": s.on_time,
         "duplicates": s.duplicates,
         "open_sessions_delta": s.open_sessions_after - s.open_sessions_before,
         "open_users_delta": int(res.state_puts.num_rows > 0) - int(had_state),
     }
-
-
-def _outputs(res: StepResult) -> list[tuple[str, pa.Table]]:
-    return [("sessions", res.sessions), ("page_views", res.page_views), ("late_events", res.late)]
+    row = [None] * len(WIDE)
+    for name, value in counters.items():
+        row[_POS[name]] = value
+    yield tuple(row)
 
 
 def wide_tuples(kind: str, table: pa.Table) -> Iterator[tuple]:
@@ -141,13 +163,6 @@ def wide_tuples(kind: str, table: pa.Table) -> Iterator[tuple]:
     yield from zip(*cols, strict=True)
 
 
-def _stats_tuple(stats: dict[str, object]) -> tuple:
-    row = [None] * len(WIDE)
-    for name, value in stats.items():
-        row[_POS[name]] = value
-    return tuple(row)
-
-
 # ------------------------------------------------------------------ transformWithState
 
 
@@ -162,8 +177,14 @@ class SessionProcessor(StatefulProcessor):
         self.open_events = handle.getListState("open_events", OPEN_EVENT_DDL)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        events = _events_from_rows(rows)
-        yield from self._step(key[0], events, timerValues.getCurrentWatermarkInMs(), None)
+        valid, invalid = [], []
+        for row in rows:
+            (valid if row[_REASON] is None else invalid).append(row)
+        for values in wide_tuples("invalid_events", _invalid_from_rows(invalid)):
+            yield _OUT_ROW(*values)
+        if valid:
+            events = _events_from_rows(valid)
+            yield from self._step(key[0], events, timerValues.getCurrentWatermarkInMs(), None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         fired = expiredTimerInfo.getExpiryTimeInMs()
@@ -176,7 +197,7 @@ class SessionProcessor(StatefulProcessor):
     def _step(self, user: int, events: pa.Table, wm_ms: int, fired: int | None) -> Iterator:
         state = _state_from_tuples(user, list(self.open_events.get()))
         res = step(self.rules, state, events, wm_ms)
-        old, new = _timer(expiry_ms(state)), _timer(expiry_ms(res.state_puts))
+        old, new = _timer(expiry_us(state)), _timer(expiry_us(res.state_puts))
         if res.state_puts.num_rows:
             if events.num_rows or res.sessions.num_rows:
                 self.open_events.put(_state_tuples(res.state_puts))
@@ -191,10 +212,8 @@ class SessionProcessor(StatefulProcessor):
                 self.handle.deleteTimer(old)  # a fired timer is deleted by Spark
             if new is not None:
                 self.handle.registerTimer(new)
-        for kind, table in _outputs(res):
-            for values in wide_tuples(kind, table):
-                yield _OUT_ROW(*values)
-        yield _OUT_ROW(*_stats_tuple(stats_row(res, state.num_rows > 0, wm_ms)))
+        for values in step_tuples(res, state.num_rows > 0):
+            yield _OUT_ROW(*values)
 
 
 _OUT_ROW = Row(*WIDE.names)
@@ -205,18 +224,22 @@ def _timer(expires_us: int | None) -> int | None:
     return None if expires_us is None else expires_us // 1000 + 1
 
 
-def _events_from_rows(rows: Iterable) -> pa.Table:
-    """Input Rows (INPUT_COLUMNS) -> schema.EVENT."""
-    rows = list(rows)
-    if not rows:
-        return EVENT.empty_table()
-    cols = list(zip(*rows, strict=True))
+def _events_from_rows(rows: list) -> pa.Table:
+    """Input Rows of valid events (INPUT_COLUMNS after the key) -> schema.EVENT."""
+    cols = list(zip(*rows, strict=True))[1:]  # drop the key
     arrays = [
         pa.array(cols[0], pa.int64()),
-        pa.array(cols[1], pa.int64()).cast(EVENT.field("event_time").type),
-        *(pa.array(c, pa.string()) for c in cols[2:]),
+        pa.array(cols[1], pa.int64()).cast(_TS),
+        *(pa.array(c, pa.string()) for c in cols[2:9]),
     ]
     return pa.Table.from_arrays(arrays, schema=EVENT)
+
+
+def _invalid_from_rows(rows: list) -> pa.Table:
+    if not rows:
+        return INVALID_EVENTS.empty_table()
+    cols = list(zip(*rows, strict=True))[_INVALID:]
+    return pa.Table.from_arrays([pa.array(c, pa.string()) for c in cols], schema=INVALID_EVENTS)
 
 
 def _state_from_tuples(user: int, tuples: list[tuple]) -> pa.Table:
@@ -225,13 +248,12 @@ def _state_from_tuples(user: int, tuples: list[tuple]) -> pa.Table:
         return STATE.empty_table()
     cols = list(zip(*tuples, strict=True))
     arrays = [pa.array(c, t) for c, t in zip(cols, _OPEN_EVENT_TYPES, strict=True)]
-    ts = EVENT.field("event_time").type
     return pa.Table.from_arrays(
         [
             pa.array([user] * len(tuples), pa.int64()),
-            arrays[0].cast(ts),
+            arrays[0].cast(_TS),
             *arrays[1:8],
-            arrays[8].cast(ts),
+            arrays[8].cast(_TS),
         ],
         schema=STATE,
     )
@@ -257,38 +279,49 @@ def session_step_pandas(rules: SessionRules):
     """The function for applyInPandasWithState(..., EventTimeTimeout) over INPUT_COLUMNS."""
 
     def fn(key, pdfs, state):
-        user = int(key[0])
         wm_ms = state.getCurrentWatermarkMs()
+        events, invalid = _split_pandas(pdfs)
+        rows = list(wide_tuples("invalid_events", invalid))
         stored = _decode(state.get[0]) if state.exists else STATE.empty_table()
-        events = EVENT.empty_table() if state.hasTimedOut else _events_from_pandas(user, pdfs)
-        res = step(rules, stored, events, wm_ms)
-        expires = expiry_ms(res.state_puts)
-        if expires is None:
-            state.remove()
-        else:
-            if events.num_rows or res.sessions.num_rows or state.hasTimedOut:
-                state.update((_encode(res.state_puts),))
-            # Fires when watermark_ms > T, i.e. exactly when watermark > expires_at.
-            state.setTimeoutTimestamp(expires // 1000)
-        rows = [t for kind, table in _outputs(res) for t in wide_tuples(kind, table)]
-        rows.append(_stats_tuple(stats_row(res, stored.num_rows > 0, wm_ms)))
-        yield _pandas(rows)
+        if events.num_rows or stored.num_rows:
+            res = step(rules, stored, events, wm_ms)
+            expires = expiry_us(res.state_puts)
+            if expires is None:
+                state.remove()
+            else:
+                if events.num_rows or res.sessions.num_rows or state.hasTimedOut:
+                    state.update((_encode(res.state_puts),))
+                # Fires when watermark_ms > T, i.e. exactly when watermark > expires_at.
+                state.setTimeoutTimestamp(expires // 1000)
+            rows.extend(step_tuples(res, stored.num_rows > 0))
+        if rows:
+            yield _pandas(rows)
 
     return fn
 
 
-def _events_from_pandas(user: int, pdfs) -> pa.Table:
+def _split_pandas(pdfs: Iterable) -> tuple[pa.Table, pa.Table]:
+    """Input frames -> (valid events as schema.EVENT, invalid lines as INVALID_EVENTS)."""
     tables = [pa.Table.from_pandas(pdf[INPUT_COLUMNS], preserve_index=False) for pdf in pdfs]
     tables = [t for t in tables if t.num_rows]
     if not tables:
-        return EVENT.empty_table()
-    t = pa.concat_tables(tables)
-    arrays = [
-        t["user_id"].cast(pa.int64()),
-        t["event_us"].cast(pa.int64()).cast(EVENT.field("event_time").type),
-        *(t[c].cast(pa.string()) for c in _ATTRS),
-    ]
-    return pa.Table.from_arrays(arrays, schema=EVENT)
+        return EVENT.empty_table(), INVALID_EVENTS.empty_table()
+    t = pa.concat_tables(tables, promote_options="permissive")
+    bad = pc.is_valid(t["reason"])
+    valid = t.filter(pc.invert(bad))
+    events = pa.Table.from_arrays(
+        [
+            valid["user_id"].cast(pa.int64()),
+            valid["event_us"].cast(pa.int64()).cast(_TS),
+            *(valid[c].cast(pa.string()) for c in _ATTRS),
+        ],
+        schema=EVENT,
+    )
+    invalid = t.filter(bad)
+    invalid = pa.Table.from_arrays(
+        [invalid[c].cast(pa.string()) for c in INVALID_EVENTS.names], schema=INVALID_EVENTS
+    )
+    return events, invalid
 
 
 def _encode(table: pa.Table) -> bytes:

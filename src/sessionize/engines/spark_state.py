@@ -1,15 +1,19 @@
 """The `spark` engine: session state in Spark's own state store (`--state spark-*`).
 
-One streaming query, one sink:
+One streaming query, one source, one sink:
 
-    source -> parse -+-> valid events -> withWatermark(event_time, lateness)
-                     |     -> project (time as µs: the operator sees no watermarked column)
-                     |     -> groupBy(user_id)
-                     |          .transformWithState(SessionProcessor, EventTime)   spark-rocksdb
-                     |          .applyInPandasWithState(..., EventTimeTimeout)     spark-hdfs
-                     |     -> rows of the wide schema: sessions, page_views, late_events, stats
-                     +-> invalid lines -> rows of the wide schema: invalid_events
-                     union -> foreachBatch: split by kind, stage per task, publish per batch
+    source -> parse (valid events and invalid lines, as data)
+      -> withWatermark(event_time, lateness)
+      -> project: event time as µs (the operator sees no watermarked column), and a key:
+         the user id, or 0 for an invalid line without one
+      -> groupBy(key).transformWithState(SessionProcessor, EventTime)     spark-rocksdb
+                     .applyInPandasWithState(..., EventTimeTimeout)       spark-hdfs
+         rows of one wide schema: sessions, page_views, late_events, invalid_events, stats
+      -> foreachBatch: split by kind, stage per task, publish per batch id
+
+Invalid lines pass through the operator rather than around it: a second branch from the
+same source would make Spark run two source instances, read every batch twice, and let
+their batches drift apart. The per-key step hands them straight to `invalid_events`.
 
 Watermark and late events. Spark's watermark for batch B is `max(event_time of batches
 before B) - lateness`, kept in its offset log: DESIGN §3's rule, in ms. Left to itself,
@@ -63,6 +67,7 @@ from pyspark.sql import functions as F
 from sessionize.config import SessionRules
 from sessionize.engines.spark_processor import (
     INPUT_COLUMNS,
+    KEY,
     PANDAS_STATE_DDL,
     STATS,
     STATS_FIELDS,
@@ -74,7 +79,7 @@ from sessionize.engines.spark_processor import (
 from sessionize.errors import SessionizeError
 from sessionize.faults import pause_point
 from sessionize.parsing import parse
-from sessionize.schema import INVALID_EVENTS, OUTPUTS
+from sessionize.schema import OUTPUTS
 from sessionize.sinks.parquet import ParquetSink, resolve_fs
 
 PROVIDERS = {
@@ -87,7 +92,7 @@ RECORDS_DIR = "sessionize-batches"
 _DELAY_KEY = "spark.watermarkDelayMs"
 
 # What every writer task reports to the driver.
-TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", *STATS_FIELDS, "watermark")
+TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", *STATS_FIELDS)
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
 _OUTPUT_KIND = {
     "sessions": "sessions_out",
@@ -101,45 +106,38 @@ _OUTPUT_KIND = {
 
 
 def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFrame:
-    """Parsed events -> the wide rows of all four outputs and the step counters."""
+    """Parsed lines -> the wide rows of all four outputs and the step counters."""
     lateness_ms = rules.lateness_us // 1000
-    valid = parsed.filter(F.col("reason").isNull())
-    events = valid.withWatermark("event_time", f"{lateness_ms} milliseconds").select(
-        "user_id",
-        F.unix_micros("event_time").alias("event_us"),
-        *INPUT_COLUMNS[2:],
-    )
-    grouped_type = spark_type(WIDE)
-    if state == "spark-rocksdb":
-        stateful = events.groupBy("user_id").transformWithState(
-            SessionProcessor(rules), grouped_type, "Append", "EventTime"
+    # Invalid lines have no event time: they count as the epoch for the watermark's max.
+    epoch = F.timestamp_micros(F.lit(0))
+    rows = (
+        parsed.withColumn("_event_time", F.coalesce("event_time", epoch))
+        .withWatermark("_event_time", f"{lateness_ms} milliseconds")
+        .select(
+            F.coalesce("user_id", F.lit(0)).alias(KEY),
+            "user_id",
+            F.unix_micros("event_time").alias("event_us"),
+            *INPUT_COLUMNS[2:],
         )
-    elif state == "spark-hdfs":
+    )
+    wide_type = spark_type(WIDE)
+    if state == "spark-rocksdb":
+        return rows.groupBy(KEY).transformWithState(
+            SessionProcessor(rules), wide_type, "Append", "EventTime"
+        )
+    if state == "spark-hdfs":
         # The analyzer requires a watermarked input column for event-time timeouts; this
         # one is NULL, so Spark's late-row filter (`column <= watermark`) keeps every row.
         tag = F.lit(None).cast("timestamp").alias("_watermark", metadata={_DELAY_KEY: lateness_ms})
-        stateful = (
-            events.select(*INPUT_COLUMNS, tag)
-            .groupBy("user_id")
+        return (
+            rows.select(KEY, *INPUT_COLUMNS, tag)
+            .groupBy(KEY)
             .applyInPandasWithState(
-                session_step_pandas(rules),
-                grouped_type,
-                PANDAS_STATE_DDL,
-                "Append",
+                session_step_pandas(rules), wide_type, PANDAS_STATE_DDL, "Append",
                 "EventTimeTimeout",
             )
-        )
-    else:
-        raise ValueError(f"not a Spark state: {state}")
-    return stateful.unionByName(_invalid_rows(parsed, grouped_type))
-
-
-def _invalid_rows(parsed: DataFrame, wide_type) -> DataFrame:
-    """Invalid lines as wide rows: they bypass the stateful operator (no key, no state)."""
-    own = {"kind": F.lit("invalid_events"), **{c: F.col(c) for c in INVALID_EVENTS.names}}
-    return parsed.filter(F.col("reason").isNotNull()).select(
-        *(own.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in wide_type.fields)
-    )
+        )  # fmt: skip
+    raise ValueError(f"not a Spark state: {state}")
 
 
 # ---------------------------------------------------------------------------- the writer
@@ -162,7 +160,6 @@ def _write_task(output: str, batch_id: int, batches: Iterator[pa.RecordBatch]):
     stats = wide.filter(pc.equal(wide["kind"], STATS))
     for name in STATS_FIELDS:
         counts[name] = pc.sum(stats[name]).as_py() or 0
-    counts["watermark"] = pc.max(stats["watermark"]).as_py()
     # The operator's state commit ran when its output iterator ended, before this point.
     pause_point("after-state-commit", batch_id)
     yield pa.RecordBatch.from_pydict({k: [counts[k]] for k in TASK_COUNTERS})
@@ -185,8 +182,15 @@ class BatchRecords:
     """The engine's record of each published batch, kept in the checkpoint (step 3)."""
 
     def __init__(self, checkpoint: str):
-        self.fs, base = resolve_fs(checkpoint)
-        self.dir = f"{base}/{RECORDS_DIR}"
+        self.fs, self.base = resolve_fs(checkpoint)
+        self.dir = f"{self.base}/{RECORDS_DIR}"
+
+    def watermark(self, batch_id: int) -> int | None:
+        """Spark's watermark of a batch (µs), as its offset log fixed it; None before any."""
+        with self.fs.open_input_stream(f"{self.base}/offsets/{batch_id}") as f:
+            metadata = json.loads(f.read().decode().splitlines()[1])
+        ms = metadata.get("batchWatermarkMs", 0)
+        return ms * 1000 if ms > 0 else None
 
     def read(self, batch_id: int) -> dict | None:
         try:
@@ -220,8 +224,7 @@ class SparkStateEngine:
         self.sink.clear_staging(batch_id)
         task = functools.partial(_write_task, self.output, batch_id)
         reports = rows.mapInArrow(task, _TASK_SCHEMA).collect()  # step 1
-        batch = {k: sum(r[k] or 0 for r in reports) for k in TASK_COUNTERS if k != "watermark"}
-        watermarks = [r["watermark"] for r in reports if r["watermark"] is not None]
+        batch = {k: sum(r[k] for r in reports) for k in TASK_COUNTERS}
         pause_point("before-publish", batch_id)
         self.sink.publish(batch_id)  # step 2
         pause_point("after-publish", batch_id)
@@ -234,7 +237,7 @@ class SparkStateEngine:
         record = {
             "version": batch_id,
             # The watermark this batch was judged and emitted by (Spark's, in µs).
-            "watermark": max(watermarks) if watermarks else prev.get("watermark"),
+            "watermark": self.records.watermark(batch_id),
             "batch": batch,
             "totals": totals,
             "duration_s": round(time.perf_counter() - t0, 3),
