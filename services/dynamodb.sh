@@ -23,7 +23,7 @@ svc_pid() {
 svc_start() {
   [[ -f $CLI ]] || die "dynalite not installed: run $0 install"
   mkdir -p "$DIR/data"
-  spawn "$DIR/dynalite.pid" "$DIR/dynalite.log" node "$CLI" --host 127.0.0.1 --port "$PORT" \
+  spawn "$DIR/dynalite.pid" "$DIR/dynalite.log" node --require "$REPO_ROOT/services/dynalite-guard.js" "$CLI" --host 127.0.0.1 --port "$PORT" \
     --path "$DIR/data" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0
   wait_ready "$(cat "$DIR/dynalite.pid")" "$DIR/dynalite.log" http_ready "$PORT"
 }
