@@ -133,9 +133,20 @@ def run_stream(
         records.append(record)
         on_batch(format_progress(record))
 
+    run_foreach_batch(source_frame(spark, opts), opts, each_batch, failure)
+    return records
+
+
+def run_foreach_batch(
+    frame: DataFrame,
+    opts: StreamOptions,
+    each_batch: Callable[[DataFrame, int], None],
+    failure: list[SessionizeError],
+) -> None:
+    """Run `each_batch` over `frame` until the trigger ends; a SessionizeError that
+    `each_batch` recorded in `failure` is raised as itself, not as Spark's wrapper."""
     query = (
-        source_frame(spark, opts)
-        .writeStream.queryName(f"sessionize-{opts.job}")
+        frame.writeStream.queryName(f"sessionize-{opts.job}")
         .foreachBatch(each_batch)
         .option("checkpointLocation", opts.checkpoint)
         .trigger(**parse_trigger(opts.trigger))
@@ -150,7 +161,6 @@ def run_stream(
     finally:
         if query.isActive:
             query.stop()
-    return records
 
 
 def _check_input(path: str) -> None:

@@ -260,7 +260,7 @@ def run_spark_state(
     on the session for the life of this query, then restored; Spark keeps both in the
     checkpoint from the first start on.
     """
-    from sessionize.stream import format_progress, parse_trigger, source_frame
+    from sessionize.stream import format_progress, run_foreach_batch, source_frame
 
     confs = {
         PROVIDER_CONF: PROVIDERS[opts.state],
@@ -284,22 +284,7 @@ def run_spark_state(
         spark.conf.set(k, v)
     try:
         rows = session_rows(parse(source_frame(spark, opts)), opts.state, opts.rules)
-        query = (
-            rows.writeStream.queryName(f"sessionize-{opts.job}")
-            .foreachBatch(each_batch)
-            .option("checkpointLocation", opts.checkpoint)
-            .trigger(**parse_trigger(opts.trigger))
-            .start()
-        )
-        try:
-            query.awaitTermination()
-        except Exception:
-            if failure:
-                raise failure[0] from None
-            raise
-        finally:
-            if query.isActive:
-                query.stop()
+        run_foreach_batch(rows, opts, each_batch, failure)
     finally:
         for k, v in saved.items():
             if v is None:
