@@ -253,8 +253,13 @@ class StateBackend(ABC):
             return (open_backend, (self.uri,))
         return (open_backend, (self.uri, self.spec))
 
+    @property
+    def redacted_uri(self) -> str:
+        """The URI without its password, for messages and reprs."""
+        return redact_uri(self.uri)
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({redact_uri(self.uri)!r})"
+        return f"{type(self).__name__}({self.redacted_uri!r})"
 
     @abstractmethod
     def check(self) -> None:

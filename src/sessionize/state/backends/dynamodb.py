@@ -247,9 +247,6 @@ class DynamoDBBackend(StateBackend):
                 options[name] = value
         return cls(parts.netloc, spec=spec, **options)
 
-    def __repr__(self) -> str:
-        return f"DynamoDBBackend({self.uri!r})"
-
     def check(self) -> None:
         self._ensure_table()
 

@@ -239,13 +239,6 @@ class PostgresBackend(StateBackend):
         options.update(self._options)
         return self._base + (f"?{urlencode(options)}" if options else "")
 
-    @property
-    def redacted_uri(self) -> str:
-        return redact_uri(self.uri)
-
-    def __repr__(self) -> str:
-        return f"PostgresBackend({self.redacted_uri!r})"
-
     @classmethod
     def from_uri(cls, uri: str, spec: RowSpec | None = None) -> PostgresBackend:
         return cls(uri, spec=spec)

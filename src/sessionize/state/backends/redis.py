@@ -342,13 +342,6 @@ class RedisBackend(StateBackend):
         }  # fmt: skip
         return self._base + (f"?{urlencode(options)}" if options else "")
 
-    @property
-    def redacted_uri(self) -> str:
-        return redact_uri(self.uri)
-
-    def __repr__(self) -> str:
-        return f"RedisBackend({self.redacted_uri!r})"
-
     @classmethod
     def from_uri(cls, uri: str, spec: RowSpec | None = None) -> RedisBackend:
         return cls(uri, spec=spec)
