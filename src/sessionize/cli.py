@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import click
 
 from sessionize.config import SessionRules, parse_duration, redact_uri
-from sessionize.errors import ConfigError, SessionizeError, SinkError
+from sessionize.errors import ConfigError, SessionizeError
 
 
 class Duration(click.ParamType):
@@ -187,18 +187,10 @@ def generate(
                 yield from f.lines
 
     target = redact_uri(kafka or kinesis)
-    try:
-        if kafka:
-            stats = publish_kafka(lines(), kafka, rate=rate, create_partitions=partitions)
-        else:
-            stats = publish_kinesis(lines(), kinesis, rate=rate, create_shards=partitions)
-    except SessionizeError:
-        raise
-    except Exception as exc:  # the client's own errors (server down, no such stream): one line
-        if not type(exc).__module__.startswith(("cimpl", "confluent_kafka", "botocore")):
-            raise
-        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc
-        raise SinkError(f"publishing to {target} failed: {detail}") from exc
+    if kafka:
+        stats = publish_kafka(lines(), kafka, rate=rate, create_partitions=partitions)
+    else:
+        stats = publish_kinesis(lines(), kinesis, rate=rate, create_shards=partitions)
     counts = ", ".join(f"{k} {v:,}" for k, v in summary.as_dict().items() if k != "files")
     click.echo(
         f"published to {target} in {stats.seconds:.1f}s "

@@ -1,8 +1,9 @@
 """Publish JSON event lines to Kafka or Kinesis, keyed by `user_id`, at a rate or flat out.
 
 Both functions take any iterable of lines (the generator's output, a file) and return a
-`PublishStats` once every record is acknowledged; a record the broker refuses for good raises
-`SinkError` (nothing is reported as sent that was not stored).
+`PublishStats` once every record is acknowledged; a record the broker refuses for good, an
+unreachable broker or a missing stream raise `SinkError`, one line (nothing is reported as
+sent that was not stored).
 
 - Kafka: one idempotent producer (`acks=all`, `enable.idempotence`), so librdkafka's retries
   neither duplicate nor reorder records of a partition; key = the line's `user_id`, so one
@@ -19,13 +20,15 @@ faster than the rate allows); None sends as fast as the server takes them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from sessionize.errors import ConfigError, EnvironmentProblem, SinkError
+from sessionize.config import redact_uri
+from sessionize.errors import ConfigError, EnvironmentProblem, SessionizeError, SinkError
 from sessionize.sources.uri import kinesis_client as _kinesis_client
 from sessionize.sources.uri import parse_kafka_uri, parse_kinesis_uri
 
@@ -35,6 +38,7 @@ _KINESIS_MAX_REQUEST_BYTES = 5 * 1024 * 1024
 _KINESIS_MAX_RECORD_BYTES = 1024 * 1024
 # With a rate, a Kinesis batch is sent at least this often so records do not wait long.
 _KINESIS_MAX_HOLD_S = 0.2
+_KAFKA_CONNECT_TIMEOUT_S = 15
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,20 @@ class _Pacer:
                 time.sleep(delay)
 
 
+@contextlib.contextmanager
+def _client_errors(uri: str) -> Iterator[None]:
+    """The clients' own exceptions (server down, no such stream) as one SinkError line."""
+    try:
+        yield
+    except SessionizeError:
+        raise
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("cimpl", "confluent_kafka", "botocore")):
+            raise
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc
+        raise SinkError(f"publishing to {redact_uri(uri)} failed: {detail}") from exc
+
+
 def _lines(lines: Iterable[str | bytes]) -> Iterable[bytes]:
     for line in lines:
         data = line.encode("utf-8") if isinstance(line, str) else line
@@ -98,8 +116,10 @@ def ensure_topic(uri: str, partitions: int, options: Mapping[str, str] | None = 
     """
     kafka = _confluent()
     address = parse_kafka_uri(uri)
-    admin = kafka.admin.AdminClient({**(options or {}), "bootstrap.servers": address.bootstrap})
-    if address.topic in admin.list_topics(timeout=30).topics:
+    admin = kafka.admin.AdminClient(
+        {"log_level": 2, **(options or {}), "bootstrap.servers": address.bootstrap}
+    )
+    if address.topic in _topics(admin, address.bootstrap):
         return False
     future = admin.create_topics([kafka.admin.NewTopic(address.topic, partitions, 1)])[
         address.topic
@@ -111,6 +131,18 @@ def ensure_topic(uri: str, partitions: int, options: Mapping[str, str] | None = 
             raise SinkError(f"cannot create Kafka topic {address.topic}: {e.args[0].str()}") from e
         return False
     return True
+
+
+def _topics(client, bootstrap: str) -> dict:
+    """The broker's topics; an unreachable broker is one clear error, not a long hang."""
+    kafka = _confluent()
+    try:
+        return client.list_topics(timeout=_KAFKA_CONNECT_TIMEOUT_S).topics
+    except kafka.KafkaException as e:
+        raise SinkError(
+            f"cannot reach the Kafka broker at {bootstrap} within {_KAFKA_CONNECT_TIMEOUT_S}s "
+            f"({e.args[0].str()}); is it running?"
+        ) from e
 
 
 def publish_kafka(
@@ -126,17 +158,24 @@ def publish_kafka(
     `options` are librdkafka producer settings (no prefix), e.g. {"compression.type": "lz4"};
     `create_partitions` creates a missing topic with that many partitions.
     """
+    with _client_errors(uri):
+        return _publish_kafka(lines, uri, rate, options, create_partitions)
+
+
+def _publish_kafka(lines, uri, rate, options, create_partitions) -> PublishStats:
     kafka = _confluent()
     address = parse_kafka_uri(uri)
     if create_partitions:
         ensure_topic(uri, create_partitions, options)
-    config = {"linger.ms": 10, "acks": "all"}
+    # Connection failures come back as errors; librdkafka's own log would repeat them.
+    config = {"linger.ms": 10, "acks": "all", "log_level": 2}
     config.update(options or {})
     config.update({"bootstrap.servers": address.bootstrap, "enable.idempotence": True})
     try:
         producer = kafka.Producer(config)
     except kafka.KafkaException as e:
         raise ConfigError(f"Kafka producer settings: {e.args[0].str()}") from e
+    _topics(producer, address.bootstrap)  # reachable, before anything is queued
     failures: list[str] = []
 
     def delivered(err, _msg) -> None:
@@ -210,6 +249,11 @@ def publish_kinesis(
 
     `create_shards` creates a missing stream with that many shards.
     """
+    with _client_errors(uri):
+        return _publish_kinesis(lines, uri, rate, options, create_shards, max_attempts)
+
+
+def _publish_kinesis(lines, uri, rate, options, create_shards, max_attempts) -> PublishStats:
     stream = parse_kinesis_uri(uri).stream
     if create_shards:
         ensure_stream(uri, create_shards, options)
