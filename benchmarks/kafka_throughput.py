@@ -27,12 +27,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+
+from bench_common import add_input_args, input_config, run_fresh, write_input
 
 CONTENDERS = ("files", "kafka", "files-read", "kafka-read")
 DEFAULT = ("files", "kafka")
@@ -86,9 +86,7 @@ def _delete_topic(uri: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--users", type=int, default=20000)
-    ap.add_argument("--hours", type=int, default=5)
-    ap.add_argument("--events-per-hour", type=int, default=100_000)
+    add_input_args(ap)
     ap.add_argument("--partitions", type=int, default=4, help="state partitions")
     ap.add_argument("--topic-partitions", type=int, default=4)
     ap.add_argument("--kafka", default=os.environ.get("SESSIONIZE_TEST_KAFKA"))
@@ -107,27 +105,15 @@ def main() -> None:
             "source .services/env.sh"
         )
 
-    from sessionize.generator import GeneratorConfig, generate_events, write_files
+    from sessionize.generator import generate_events
     from sessionize.publish import publish_kafka
 
     root = Path(tempfile.mkdtemp(prefix="sessionize-kafka-bench-"))
     topic = f"{args.kafka.rstrip('/')}/bench-{os.getpid()}-{int(time.time())}"
     created = False
     try:
-        cfg = GeneratorConfig(
-            start=datetime(2026, 11, 1, tzinfo=UTC),
-            hours=args.hours,
-            users=args.users,
-            events_per_hour=args.events_per_hour,
-            seed=1,
-            duplicate_rate=0.01,
-            invalid_rate=0.001,
-            close_rate=0.05,
-            files_per_hour=2,
-        )
-        t0 = time.perf_counter()
-        summary = write_files(cfg, str(root / "input"))
-        print(f"input: {summary} ({time.perf_counter() - t0:.1f}s to generate)")
+        cfg = input_config(args)
+        write_input(cfg, str(root / "input"))
         # The same lines in the same arrival order, materialized so that only sending is timed.
         lines = [line for hour in generate_events(cfg) for f in hour.files for line in f.lines]
         created = True  # from here on, the topic may exist
@@ -141,16 +127,8 @@ def main() -> None:
         best: dict[str, dict] = {}  # the fastest of --repeat runs, taken in turns
         for name in [n for _ in range(args.repeat) for n in args.only]:
             work = root / name
-            env = dict(os.environ, SESSIONIZE_SPARK_MASTER=os.environ.get(
-                "SESSIONIZE_SPARK_MASTER", "local[2]"))  # fmt: skip
-            out = subprocess.run(
-                [sys.executable, __file__, "--run", name, "--input", inputs[name.split("-")[0]],
-                 "--work", str(work), "--partitions", str(args.partitions)],
-                capture_output=True, text=True, env=env, check=False,
-            )  # fmt: skip
-            if out.returncode != 0:
-                raise SystemExit(f"{name} failed:\n{out.stderr[-4000:]}")
-            result = json.loads(out.stdout.strip().splitlines()[-1])
+            inp = inputs[name.split("-")[0]]
+            result = run_fresh(__file__, name, inp, str(work), args.partitions)
             if name not in best or result["seconds"] < best[name]["seconds"]:
                 best[name] = result
             shutil.rmtree(work, ignore_errors=True)

@@ -1,10 +1,14 @@
 """Throughput of the engines against a stateless read-parse-write of the same input.
 
     .venv/bin/python benchmarks/throughput.py [--users 20000 --hours 5 --events-per-hour 100000]
+        [--files-per-trigger N] [--only CONTENDER ...]
 
-Generates the input once, then runs every contender in a fresh process (so no JVM or cache
-carries over), timing only the work: from the first read to the last committed write. Prints
-events/s per contender and its ratio to the stateless figure, all measured in this run.
+Generates the input once (two files per hour), then runs every contender in a fresh process
+(so no JVM or cache carries over), timing only the work: from the first read to the last
+committed write. Streams read everything in one micro-batch unless --files-per-trigger is
+given (2 = one micro-batch per hour, like the batch mode). Prints events/s per contender and
+its ratio to the stateless figure, all measured in this run; for our engine also the state
+store's round trips and bytes per partition and micro-batch.
 """
 
 from __future__ import annotations
@@ -13,12 +17,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from bench_common import add_input_args, input_config, run_fresh, write_input
 
 # Contenders, each run in a fresh process on the same input. `store-*` differ only in the
 # state backend; `spark-*` keep state in Spark's state store; `session-window` is Spark's
@@ -78,13 +82,16 @@ def _session_window(spark, inp: str, work: str, partitions: int) -> int:
     return spark.read.text(inp, recursiveFileLookup=True).count()
 
 
-def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
-    """Inside the fresh process: run one contender, return its timing."""
+def run_contender(
+    name: str, inp: str, work: str, partitions: int, files_per_trigger: int | None
+) -> dict:
+    """Inside the fresh process: run one contender, return its timing (and state I/O)."""
     from sessionize.spark import get_spark
 
     spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
     spark.range(1).count()  # JVM and Python workers up before the clock starts
     t0 = time.perf_counter()
+    io: dict[str, int] = {}
     if name == "stateless":
         from sessionize.parsing import parse
         from sessionize.sources.files import file_batch
@@ -100,9 +107,11 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
             checkpoint=f"{work}/chk",
             state=name if name.startswith("spark-") else _state_uri(name),
             partitions=partitions,
+            max_files_per_trigger=files_per_trigger,
         )
         records = run_stream(opts, spark, on_batch=lambda _: None)
         events = sum(r["batch"]["records"] for r in records)
+        io = _state_io(records, partitions)
     elif name == "session-window":
         events = _session_window(spark, inp, work, partitions)
     elif name == "batch-files":
@@ -113,10 +122,24 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
         opts = BatchOptions(
             input=inp, output=f"{work}/out", start=first, end=last, partitions=partitions
         )
-        events = sum(r["batch"]["records"] for r in run_batch(opts, spark, lambda _: None))
+        records = run_batch(opts, spark, lambda _: None)
+        events = sum(r["batch"]["records"] for r in records)
+        io = _state_io(records, partitions)
     else:
         raise SystemExit(f"unknown contender {name}; known: {', '.join(CONTENDERS)}")
-    return {"name": name, "events": events, "seconds": time.perf_counter() - t0}
+    return {"name": name, "events": events, "seconds": time.perf_counter() - t0, **io}
+
+
+def _state_io(records: list[dict], partitions: int) -> dict[str, int]:
+    """Micro-batches, and the store's round trips and bytes per partition and batch."""
+    if not records or "state_round_trips" not in records[0]["batch"]:
+        return {"batches": len(records)}  # Spark's own state store: not ours to count
+    tasks = len(records) * partitions
+    per_task = {
+        f"{k}_per_task": round(sum(r["batch"][f"state_{k}"] for r in records) / tasks)
+        for k in ("round_trips", "bytes_read", "bytes_written")
+    }
+    return {"batches": len(records), **per_task}
 
 
 def _hour_of(path: Path) -> datetime:
@@ -128,58 +151,51 @@ def _hour_of(path: Path) -> datetime:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--users", type=int, default=20000)
-    ap.add_argument("--hours", type=int, default=5)
-    ap.add_argument("--events-per-hour", type=int, default=100_000)
+    add_input_args(ap)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--files-per-trigger", type=int, help="streams: files per micro-batch")
     ap.add_argument("--only", nargs="*", default=list(DEFAULT), choices=CONTENDERS)
     ap.add_argument("--run", help=argparse.SUPPRESS)  # internal: one contender, this process
     ap.add_argument("--input", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.run:
-        print(json.dumps(run_contender(args.run, args.input, args.work, args.partitions)))
+        result = run_contender(
+            args.run, args.input, args.work, args.partitions, args.files_per_trigger
+        )
+        print(json.dumps(result))
         return
-
-    from sessionize.generator import GeneratorConfig, write_files
 
     root = Path(tempfile.mkdtemp(prefix="sessionize-bench-"))
     try:
-        cfg = GeneratorConfig(
-            start=datetime(2026, 11, 1, tzinfo=UTC),
-            hours=args.hours,
-            users=args.users,
-            events_per_hour=args.events_per_hour,
-            seed=1,
-            duplicate_rate=0.01,
-            invalid_rate=0.001,
-            close_rate=0.05,
-            files_per_hour=2,
-        )
-        t0 = time.perf_counter()
-        summary = write_files(cfg, str(root / "input"))
-        print(f"input: {summary} ({time.perf_counter() - t0:.1f}s to generate)")
+        write_input(input_config(args), str(root / "input"))
         results = []
         for name in args.only:
             work = root / name
-            env = dict(os.environ, SESSIONIZE_SPARK_MASTER=os.environ.get(
-                "SESSIONIZE_SPARK_MASTER", "local[2]"))  # fmt: skip
-            out = subprocess.run(
-                [sys.executable, __file__, "--run", name, "--input", str(root / "input"),
-                 "--work", str(work), "--partitions", str(args.partitions)],
-                capture_output=True, text=True, env=env, check=False,
+            results.append(
+                run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
+                          ["--files-per-trigger", str(args.files_per_trigger)]
+                          if args.files_per_trigger else [])
             )  # fmt: skip
-            if out.returncode != 0:
-                raise SystemExit(f"{name} failed:\n{out.stderr[-4000:]}")
-            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             shutil.rmtree(work, ignore_errors=True)
         base = next((r for r in results if r["name"] == "stateless"), None)
-        print(f"{'contender':<16}{'events':>12}{'seconds':>10}{'events/s':>12}{'vs stateless':>14}")
+        print(
+            f"{'contender':<16}{'events':>10}{'batches':>8}{'seconds':>9}{'events/s':>10}"
+            f"{'vs stateless':>13}  state per partition-batch"
+        )
         for r in results:
             rate = r["events"] / r["seconds"]
             ratio = rate / (base["events"] / base["seconds"]) if base else float("nan")
+            io = (
+                f"  {r['round_trips_per_task']} round trips, "
+                f"{r['bytes_read_per_task'] / 1e3:,.0f} kB read, "
+                f"{r['bytes_written_per_task'] / 1e3:,.0f} kB written"
+                if "round_trips_per_task" in r
+                else ""
+            )
             print(
-                f"{r['name']:<16}{r['events']:>12,}{r['seconds']:>10.1f}{rate:>12,.0f}{ratio:>14.2f}"
+                f"{r['name']:<16}{r['events']:>10,}{r.get('batches', 1):>8}{r['seconds']:>9.1f}"
+                f"{rate:>10,.0f}{ratio:>13.2f}{io}"
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -51,7 +51,7 @@ TASK_COUNTERS = (
     "partition", "invalid", "events_in", "on_time", "late", "duplicates",
     "sessions_out", "page_views_out", "open_sessions", "open_users",
     "state_rows_loaded", "state_rows_written", "state_round_trips",
-    "state_load_us", "state_commit_us",
+    "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
 
@@ -142,6 +142,8 @@ def run_partition(
         "state_rows_loaded": m.rows_loaded,
         "state_rows_written": m.rows_written,
         "state_round_trips": m.round_trips,
+        "state_bytes_read": m.bytes_read,
+        "state_bytes_written": m.bytes_written,
         "state_load_us": int(m.load_ms * 1000),
         "state_commit_us": int(m.commit_ms * 1000),
     }

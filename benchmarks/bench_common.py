@@ -1,0 +1,58 @@
+"""What the benchmark scripts share: the generated input and the fresh-process runner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from sessionize.generator import GeneratorConfig, write_files
+
+
+def add_input_args(ap: argparse.ArgumentParser) -> None:
+    """The size of the generated input: users, hours, events per hour."""
+    ap.add_argument("--users", type=int, default=20000)
+    ap.add_argument("--hours", type=int, default=5)
+    ap.add_argument("--events-per-hour", type=int, default=100_000)
+
+
+def input_config(args: argparse.Namespace) -> GeneratorConfig:
+    """A realistic mix: 1% duplicates, 0.1% invalid lines, 5% explicit closes."""
+    return GeneratorConfig(
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        hours=args.hours,
+        users=args.users,
+        events_per_hour=args.events_per_hour,
+        seed=1,
+        duplicate_rate=0.01,
+        invalid_rate=0.001,
+        close_rate=0.05,
+        files_per_hour=2,
+    )
+
+
+def write_input(cfg: GeneratorConfig, path: str) -> None:
+    t0 = time.perf_counter()
+    summary = write_files(cfg, path)
+    print(f"input: {summary} ({time.perf_counter() - t0:.1f}s to generate)", flush=True)
+
+
+def run_fresh(
+    script: str, name: str, inp: str, work: str, partitions: int, extra: list[str] | None = None
+) -> dict[str, Any]:
+    """Run one contender of `script` in a new process (no JVM or cache carries over)."""
+    env = dict(os.environ)
+    env.setdefault("SESSIONIZE_SPARK_MASTER", "local[2]")
+    out = subprocess.run(
+        [sys.executable, script, "--run", name, "--input", inp, "--work", work,
+         "--partitions", str(partitions), *(extra or [])],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
