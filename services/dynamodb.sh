@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# A DynamoDB-API server for tests: dynalite (npm, LevelDB store) on 127.0.0.1:58000, run by
+# A DynamoDB-API server for tests: dynalite (npm, LevelDB store) on 127.0.0.1:28000, run by
 # node; tables become ACTIVE at once. Any credentials and region are accepted: the env line
 # exports dummy ones. Data (survives stop/start) and log in .services/dynamodb/.
 # Usage: dynamodb.sh {install|start|stop|status|env}
 set -euo pipefail
 NAME=dynamodb
-PORT=${SESSIONIZE_DYNAMODB_PORT:-58000}
+PORT=${SESSIONIZE_DYNAMODB_PORT:-28000}
 VERSION=4.0.0 # needs node >= 20
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CLI=$STATE_DIR/npm/dynalite/node_modules/dynalite/cli.js

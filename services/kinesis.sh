@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Kinesis-API server for tests: kinesalite (npm, LevelDB store) on 127.0.0.1:54567, run by
+# A Kinesis-API server for tests: kinesalite (npm, LevelDB store) on 127.0.0.1:24567, run by
 # node; streams become ACTIVE after 50 ms. Any credentials and region are accepted: the env
 # line exports dummy ones. Data (survives stop/start) and log in .services/kinesis/.
 # kinesalite's own command line binds every interface, so a two-line launcher binds 127.0.0.1.
@@ -8,7 +8,7 @@
 # Usage: kinesis.sh {install|start|stop|status|env}
 set -euo pipefail
 NAME=kinesis
-PORT=${SESSIONIZE_KINESIS_PORT:-54567}
+PORT=${SESSIONIZE_KINESIS_PORT:-24567}
 VERSION=3.3.3
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 MODULE=$STATE_DIR/npm/kinesalite/node_modules/kinesalite

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# PostgreSQL 15 (Debian's postgresql-15) on 127.0.0.1:55432 for tests: database and superuser
+# PostgreSQL 15 (Debian's postgresql-15) on 127.0.0.1:25432 for tests: database and superuser
 # role `sessionize`, trust authentication (no password), TCP only (no Unix socket), fsync off
 # (data survives stop/start and a server crash, not a machine crash). Data and log in
 # .services/postgres/. Usage: postgres.sh {install|start|stop|status|env}
 set -euo pipefail
 NAME=postgres
-PORT=${SESSIONIZE_POSTGRES_PORT:-55432}
+PORT=${SESSIONIZE_POSTGRES_PORT:-25432}
 PGBIN=/usr/lib/postgresql/15/bin
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

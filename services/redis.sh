@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Redis 7 (Debian's redis-server) on 127.0.0.1:56379 for tests. Data (append-only file, so data
+# Redis 7 (Debian's redis-server) on 127.0.0.1:26379 for tests. Data (append-only file, so data
 # survives stop/start and kill -9) and log in .services/redis/.
 # Usage: redis.sh {install|start|stop|status|env}
 set -euo pipefail
 NAME=redis
-PORT=${SESSIONIZE_REDIS_PORT:-56379}
+PORT=${SESSIONIZE_REDIS_PORT:-26379}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 svc_install() {

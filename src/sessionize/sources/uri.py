@@ -3,7 +3,7 @@
 URIs::
 
     kafka://HOST:PORT[,HOST:PORT...]/TOPIC
-    kinesis://STREAM[?endpoint=http://127.0.0.1:54567&region=us-east-1]
+    kinesis://STREAM[?endpoint=http://127.0.0.1:24567&region=us-east-1]
 
 Options (names are case-insensitive, as Spark's are):
 
