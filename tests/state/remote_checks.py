@@ -2,8 +2,9 @@
 round trips that grow by chunk, never per key; a real outage of the server, stopped and
 started again with its services/NAME.sh script; no credentials in errors.
 
-A test module subclasses `RemoteBackendChecks` and provides the fixture `make_backend`
-(as for the contract) plus the class attributes below.
+A test module subclasses `RemoteBackendChecks` (and `CredentialChecks` where URIs may hold a
+password) and provides the fixture `make_backend` (as for the contract) plus the class
+attributes below.
 """
 
 from __future__ import annotations
@@ -217,20 +218,17 @@ class RemoteBackendChecks:
         _batch(spark, inp, root / name, make_backend().uri)
         _same_outputs(root / "files-batch", root / name)
 
-    # ----- credentials ---------------------------------------------------------------------
 
-    def secret_uri(self) -> str | None:
+class CredentialChecks:
+    """For backends whose URIs may carry a password (DynamoDB's never do: AWS chain)."""
+
+    def secret_uri(self) -> str:
         """A URI of this backend with the password `s3cret-pw`, for a server that refuses
-        connections; None if the backend takes no credentials in its URI."""
-        return None
+        connections."""
+        raise NotImplementedError
 
     def test_credentials_never_in_errors_or_repr(self):
-        uri = self.secret_uri()
-        if uri is None:
-            pytest.skip("no credentials in this backend's URIs")
-        from sessionize.state import open_backend
-
-        backend = open_backend(uri)
+        backend = open_backend(self.secret_uri())
         assert "s3cret-pw" not in repr(backend)
         with pytest.raises(StateError) as info:
             backend.check()

@@ -4,9 +4,9 @@ own scripts (services/NAME.sh).
 A test module imports the fixture it needs (`from .services_fixtures import postgres_uri`).
 The session fixture starts the service with `services/start.sh NAME` when it is not running
 (a no-op when it is), and reads its address from `services/NAME.sh env`. A variable already
-in the environment (SESSIONIZE_TEST_POSTGRES, ...) points the tests at another server; then
-the tests that stop and start the server are skipped. If the service cannot be started, the
-tests that need it are skipped with the script's error.
+in the environment (SESSIONIZE_TEST_POSTGRES, ...) that names another server than the
+scripts' points the tests at it; then the tests that stop and start the server are skipped.
+If the service cannot be started, the tests that need it fail with the script's error.
 """
 
 from __future__ import annotations
@@ -58,17 +58,28 @@ def service_env(name: str) -> dict[str, str]:
             [str(SERVICES / "start.sh"), name], capture_output=True, text=True, timeout=900
         )
         if started.returncode != 0:
-            pytest.skip(f"services/start.sh {name} failed: {started.stderr.strip()[-500:]}")
+            pytest.fail(f"services/start.sh {name} failed: {started.stderr.strip()[-500:]}")
     out = _script(name, "env").stdout
     found = dict(re.findall(r"(\w+)=(\S+)", out))
     if variable not in found:
-        pytest.skip(f"services/{name}.sh env does not give {variable}")
+        pytest.fail(f"services/{name}.sh env does not give {variable}")
     return found
 
 
+def _ours(name: str) -> str | None:
+    """The address `services/NAME.sh env` gives for the server the scripts run."""
+    found = dict(re.findall(r"(\w+)=(\S+)", _script(name, "env").stdout))
+    return found.get(_VARIABLE[name])
+
+
 def managed(name: str) -> bool:
-    """Whether the tests talk to the server the scripts run (and may stop and start it)."""
-    return _VARIABLE[name] not in os.environ and _script(name, "status").returncode == 0
+    """Whether the tests talk to the server the scripts run (and may stop and start it):
+    no variable in the environment, or one naming the scripts' own server."""
+    return os.environ.get(_VARIABLE[name], _ours(name)) == _ours(name)
+
+
+def running(name: str) -> bool:
+    return _script(name, "status").returncode == 0
 
 
 def stop_service(name: str) -> None:
@@ -102,16 +113,22 @@ def dynamodb_endpoint() -> str:
 
 @pytest.fixture
 def restartable():
-    """`restartable(name)`: skip unless the scripts manage the service; yields a function
-    that restores it (started) at the end of the test whatever happens."""
+    """`restartable(name)`: the test will stop and start the service; yields a function that
+    checks it may (skip when the environment points the tests at another server, fail when
+    the scripts' own server is not running) and restores it, started, at the end."""
     used: list[str] = []
 
     def need(name: str) -> None:
         if not managed(name):
-            pytest.skip(f"{name} is not run by services/{name}.sh here")
+            pytest.skip(
+                f"{_VARIABLE[name]} points at a server services/{name}.sh does not run; "
+                "it is not stopped by tests"
+            )
+        if not running(name):
+            start_service(name)  # a test before may have left it stopped; fails loudly
         used.append(name)
 
     yield need
     for name in used:
-        if _script(name, "status").returncode != 0:
+        if not running(name):
             start_service(name)

@@ -17,11 +17,11 @@ from sessionize.state.backends import dynamodb
 from sessionize.state.backends.dynamodb import DynamoDBBackend
 
 from .contract import StateBackendContract
-from .remote_checks import RemoteBackendChecks, files_runs  # noqa: F401 - fixture
+from .remote_checks import RemoteBackendChecks
 from .services_fixtures import (  # noqa: F401 - fixtures
     dynamodb_endpoint,
-    managed,
     restartable,
+    running,
     start_service,
 )
 from .workers import J, commit, expected, read_all, rows
@@ -85,7 +85,7 @@ class TestDynamoDBChecks(RemoteBackendChecks):
         # dynalite 4.0.0 dies when a client vanishes mid-request (its request 'error'
         # handler rethrows ECONNRESET): bring it back, as an operator would restart AWS...
         # which never goes down for that. The store's own behaviour is what is tested.
-        if not managed("dynamodb"):  # stopped (it died): the scripts manage it here
+        if not running("dynamodb"):  # it died; before_kills made sure the scripts run it
             start_service("dynamodb")
 
     def expiring_trip_bound(self, keys: int) -> int:

@@ -15,7 +15,7 @@ from sessionize.state.backends import postgres
 from sessionize.state.backends.postgres import PostgresBackend
 
 from .contract import StateBackendContract
-from .remote_checks import RemoteBackendChecks, files_runs  # noqa: F401 - fixture
+from .remote_checks import CredentialChecks, RemoteBackendChecks
 from .services_fixtures import postgres_uri, restartable  # noqa: F401 - fixtures
 from .workers import J, commit, expected, read_all, rows
 
@@ -56,7 +56,7 @@ class TestPostgresContract(StateBackendContract):
     pass
 
 
-class TestPostgresChecks(RemoteBackendChecks):
+class TestPostgresChecks(RemoteBackendChecks, CredentialChecks):
     service = "postgres"
     read_chunk = postgres.KEYS_PER_QUERY
 

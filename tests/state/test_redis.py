@@ -15,7 +15,7 @@ from sessionize.state.backends import redis as redis_backend
 from sessionize.state.backends.redis import RedisBackend
 
 from .contract import StateBackendContract
-from .remote_checks import RemoteBackendChecks, files_runs  # noqa: F401 - fixture
+from .remote_checks import CredentialChecks, RemoteBackendChecks
 from .services_fixtures import redis_uri, restartable  # noqa: F401 - fixtures
 from .workers import J, commit, expected, read_all, rows
 
@@ -52,7 +52,7 @@ class TestRedisContract(StateBackendContract):
     pass
 
 
-class TestRedisChecks(RemoteBackendChecks):
+class TestRedisChecks(RemoteBackendChecks, CredentialChecks):
     service = "redis"
 
     def commit_trip_bound(self, keys: int) -> int:
