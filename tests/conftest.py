@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.state_params import state  # noqa: F401 - fixture: one run per state backend
+
 # Spark must bind to loopback and run the venv's interpreter in its Python workers.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PYSPARK_PYTHON"] = sys.executable

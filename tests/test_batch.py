@@ -1,4 +1,5 @@
-"""Hourly batch mode: stream parity, reprocessing, idempotence, the sequential guard."""
+"""Hourly batch mode: stream parity, reprocessing, idempotence, the sequential guard; each
+test once per state backend (tests/state_params.py)."""
 
 from __future__ import annotations
 
@@ -17,22 +18,28 @@ H0 = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-def _batch(spark, inp, out, start, end, lines=None):
-    opts = BatchOptions(input=str(inp), output=str(out), start=start, end=end, partitions=3)
+def _batch(spark, inp, out, start, end, lines=None, *, state):
+    opts = BatchOptions(
+        input=str(inp), output=str(out), start=start, end=end, partitions=3, state=state
+    )
     return run_batch(opts, spark, on_hour=(lines.append if lines is not None else lambda _: None))
 
 
+def _outputs(root) -> dict:
+    return {name: read_output(root, name) for name in OUTPUTS}
+
+
 def _same_outputs(a, b) -> None:
-    for name in OUTPUTS:
-        assert read_output(a, name).equals(read_output(b, name)), name
+    for name, table in _outputs(a).items():
+        assert table.equals(read_output(b, name)), name
 
 
-def test_batch_sessions_equal_stream_sessions(spark, tmp_path):
+def test_batch_sessions_equal_stream_sessions(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
-    _batch(spark, inp, tmp_path / "batch", H0, H0 + 2 * HOUR)
+    _batch(spark, inp, tmp_path / "batch", H0, H0 + 2 * HOUR, state=state("batch"))
     stream = StreamOptions(
         input=str(inp), output=str(tmp_path / "stream"), checkpoint=str(tmp_path / "chk"),
-        partitions=3, max_files_per_trigger=1,
+        partitions=3, max_files_per_trigger=1, state=state("stream"),
     )  # fmt: skip
     records = run_stream(stream, spark, on_batch=lambda _: None)
     assert records[-1]["totals"]["late"] == 0
@@ -49,44 +56,47 @@ def test_batch_sessions_equal_stream_sessions(spark, tmp_path):
     assert bv.filter(pc.is_in(bv["session_id"], s["session_id"])).equals(sv)
 
 
-def test_rerunning_hours_with_the_same_input_changes_nothing(spark, tmp_path):
-    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
-    _batch(spark, inp, tmp_path / "ref", H0, H0 + 2 * HOUR)
-    shutil.copytree(tmp_path / "ref", tmp_path / "again")
-    lines: list[str] = []
-    _batch(spark, inp, tmp_path / "again", H0 + 2 * HOUR, H0 + 2 * HOUR, lines)
-    _batch(spark, inp, tmp_path / "again", H0 + HOUR, H0 + 2 * HOUR, lines)
-    assert sum("reprocessing" in line for line in lines) == 2
-    _same_outputs(tmp_path / "ref", tmp_path / "again")
-
-
-def test_reprocessing_a_changed_hour_equals_a_clean_run(spark, tmp_path):
+def test_rerunning_hours_with_the_same_input_changes_nothing(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
     out = tmp_path / "out"
-    _batch(spark, inp, out, H0, H0 + 2 * HOUR)
+    _batch(spark, inp, out, H0, H0 + 2 * HOUR, state=state())
+    before = _outputs(out)
+    lines: list[str] = []
+    _batch(spark, inp, out, H0 + 2 * HOUR, H0 + 2 * HOUR, lines, state=state())
+    _batch(spark, inp, out, H0 + HOUR, H0 + 2 * HOUR, lines, state=state())
+    assert sum("reprocessing" in line for line in lines) == 2
+    assert before["sessions"].num_rows > 0
+    for name, table in _outputs(out).items():
+        assert table.equals(before[name]), name
+
+
+def test_reprocessing_a_changed_hour_equals_a_clean_run(spark, tmp_path, state):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    out = tmp_path / "out"
+    _batch(spark, inp, out, H0, H0 + 2 * HOUR, state=state("out"))
     before = read_output(out, "sessions")
     # Hour 1's data changes: drop every third line of its files.
     for f in sorted((inp / "event_date=2026-11-01" / "event_hour=01").glob("*.json")):
         kept = [x for i, x in enumerate(f.read_text().splitlines()) if i % 3]
         f.write_text("\n".join(kept) + "\n")
-    _batch(spark, inp, out, H0 + HOUR, H0 + 2 * HOUR)
-    _batch(spark, inp, tmp_path / "clean", H0, H0 + 2 * HOUR)
+    _batch(spark, inp, out, H0 + HOUR, H0 + 2 * HOUR, state=state("out"))
+    _batch(spark, inp, tmp_path / "clean", H0, H0 + 2 * HOUR, state=state("clean"))
     _same_outputs(out, tmp_path / "clean")
     assert not read_output(out, "sessions").equals(before)
 
 
-def test_an_hour_needs_the_previous_hour_committed(spark, tmp_path):
+def test_an_hour_needs_the_previous_hour_committed(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
-    _batch(spark, inp, tmp_path / "out", H0, H0)
+    _batch(spark, inp, tmp_path / "out", H0, H0, state=state())
     with pytest.raises(StateError, match=r"run --from 2026-11-01T01"):
-        _batch(spark, inp, tmp_path / "out", H0 + 2 * HOUR, H0 + 2 * HOUR)
+        _batch(spark, inp, tmp_path / "out", H0 + 2 * HOUR, H0 + 2 * HOUR, state=state())
 
 
-def test_missing_input_hour_is_an_empty_hour(spark, tmp_path):
+def test_missing_input_hour_is_an_empty_hour(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
     shutil.rmtree(inp / "event_date=2026-11-01" / "event_hour=01")
     lines: list[str] = []
-    records = _batch(spark, inp, tmp_path / "out", H0, H0 + 2 * HOUR, lines)
+    records = _batch(spark, inp, tmp_path / "out", H0, H0 + 2 * HOUR, lines, state=state())
     assert any("no input" in line and "treated as an empty hour" in line for line in lines)
     assert records[1]["batch"]["records"] == 0
     # Sessions open after hour 0 still closed during the empty hour 1.

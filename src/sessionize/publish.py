@@ -38,7 +38,7 @@ _KINESIS_MAX_REQUEST_BYTES = 5 * 1024 * 1024
 _KINESIS_MAX_RECORD_BYTES = 1024 * 1024
 # With a rate, a Kinesis batch is sent at least this often so records do not wait long.
 _KINESIS_MAX_HOLD_S = 0.2
-_KAFKA_CONNECT_TIMEOUT_S = 15
+_KAFKA_CONNECT_TIMEOUT_S = 10
 
 
 @dataclass(frozen=True)

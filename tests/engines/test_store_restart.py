@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sessionize.stream import StreamOptions, run_stream
 from tests.helpers import OUTPUTS, cli_env, generate, read_output, run_until_killed, sessionize
 
 
@@ -16,11 +17,15 @@ def _args(inp, root):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(spark, tmp_path_factory):
+    """The input, and its uninterrupted run (in this process: the CLI's defaults)."""
     root = tmp_path_factory.mktemp("restart")
     inp = generate(root / "in", hours=2, invalid_rate=0.01, late_rate=0.01)
-    clean = sessionize(*_args(inp, root / "clean"))
-    assert clean.returncode == 0, clean.stderr[-3000:]
+    clean = StreamOptions(
+        input=str(inp), output=str(root / "clean" / "out"),
+        checkpoint=str(root / "clean" / "chk"), partitions=3, max_files_per_trigger=1,
+    )  # fmt: skip
+    run_stream(clean, spark, on_batch=lambda _: None)
     return root, inp
 
 

@@ -1,4 +1,6 @@
-"""The `store` engine end to end: outputs, accounting, batching independence, the oracle."""
+"""The `store` engine end to end: outputs, accounting, batching independence, the oracle.
+The tests that carry state across batches run once per state backend (tests/state_params.py);
+the oracle and the partition count test session logic, which no backend changes, on `files`."""
 
 from __future__ import annotations
 
@@ -39,9 +41,11 @@ def _open_state_rows(opts: StreamOptions, version: int) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def test_every_event_is_accounted_for_once(spark, tmp_path):
+def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     inp = generate(tmp_path / "in", invalid_rate=0.01, duplicate_rate=0.03, late_rate=0.01)
-    opts, records, lines = _run(spark, tmp_path, "a", inp, max_files_per_trigger=1)
+    opts, records, lines = _run(
+        spark, tmp_path, "a", inp, max_files_per_trigger=1, state=state("a")
+    )
     assert len(records) >= 6 and len(lines) == len(records)
     assert lines[0].startswith("batch 0: ") and "sessions out" in lines[0]
     out = tmp_path / "a" / "out"
@@ -76,10 +80,12 @@ def test_every_event_is_accounted_for_once(spark, tmp_path):
     assert spark.read.parquet(str(out / "page_views")).count() == views.num_rows
 
 
-def test_sessions_do_not_depend_on_micro_batch_size(spark, tmp_path):
+def test_sessions_do_not_depend_on_micro_batch_size(spark, tmp_path, state):
     inp = generate(tmp_path / "in", invalid_rate=0.0, late_rate=0.0)
-    _, one_by_one, _ = _run(spark, tmp_path, "small", inp, max_files_per_trigger=1)
-    _, all_at_once, _ = _run(spark, tmp_path, "big", inp)
+    _, one_by_one, _ = _run(
+        spark, tmp_path, "small", inp, max_files_per_trigger=1, state=state("small")
+    )
+    _, all_at_once, _ = _run(spark, tmp_path, "big", inp, state=state("big"))
     assert len(one_by_one) > 1 and len(all_at_once) == 1
     for name in ("sessions", "page_views"):
         a = read_output(tmp_path / "small" / "out", name, with_batch=False)

@@ -179,6 +179,6 @@ def test_generate_to_an_unreachable_broker_is_one_clear_line():
     done = sessionize("generate", "--kafka", "kafka://127.0.0.1:1/t", "--hours", "1", timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith(
-        "sessionize: error: cannot reach the Kafka broker at 127.0.0.1:1 within 15s"
+        "sessionize: error: cannot reach the Kafka broker at 127.0.0.1:1 within 10s"
     ), done.stderr
     assert done.stderr.count("\n") == 1
