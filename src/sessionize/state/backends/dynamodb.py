@@ -12,7 +12,9 @@ One table, `<TABLE_PREFIX>_state`, string keys `pk` and `sk`::
     pk = J#p#KEY      sk = k             the key item: h = its entries, oldest first, as
                                          "version.token.expiry.length.chunks;..." (length
                                          -1: removed at that version), b = their inline
-                                         values (keyblobs), in the same order
+                                         values (keyblobs) end to end, in the same order
+                                         (one binary attribute: botocore's cost is per
+                                         attribute value, not per byte)
     pk = J#p#KEY      sk = vVERSIONTOKEN.i  chunk i of a value too big to stay inline
     pk = J#p#xS       sk = EXPIRY#KEY    expiry index, shard S = KEY % 4 (EXPIRY: 20 digits,
                                          biased so that text order is time order); one
@@ -162,12 +164,15 @@ def _parse_item(key: int, raw: dict | None) -> _Item:
     item = _Item(key)
     if not raw or "h" not in raw:
         return item
-    values = raw.get("b", {}).get("L", [])
-    for i, text in enumerate(raw["h"]["S"].split(";")):
+    values = raw.get("b", {}).get("B", b"")
+    at = 0
+    for text in raw["h"]["S"].split(";"):
         version, token, expiry, length, chunks = text.split(".")
-        n = int(chunks)
-        value = values[i]["B"] if int(length) >= 0 and not n else None
-        item.entries.append(_Entry(int(version), token, int(expiry), int(length), n, value))
+        size, n = int(length), int(chunks)
+        value = None
+        if size >= 0 and not n:  # inline
+            value, at = values[at : at + size], at + size
+        item.entries.append(_Entry(int(version), token, int(expiry), size, n, value))
     return item
 
 
@@ -640,8 +645,8 @@ class DynamoDBBackend(StateBackend):
 
     def _key_item(self, pk: str, entries: list[_Entry]) -> dict:
         h = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
-        b = [{"B": e.value if e.value is not None else b"-"} for e in entries]
-        item = {"pk": {"S": pk}, "sk": {"S": "k"}, "h": {"S": h}, "b": {"L": b}}
+        b = b"".join(e.value for e in entries if e.value is not None) or b"-"
+        item = {"pk": {"S": pk}, "sk": {"S": "k"}, "h": {"S": h}, "b": {"B": b}}
         return {"PutRequest": {"Item": item}}
 
     def _unneeded(self, job: str, p: int, old: _Item, entries: list[_Entry]) -> list:
