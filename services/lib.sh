@@ -49,9 +49,20 @@ npm_install() {
 # against another clone's server). Arguments are NUL-separated: match within one of them.
 pid_alive() { [[ $1 =~ ^[0-9]+$ ]] && grep -qaF -- "$2" "/proc/$1/cmdline" 2>/dev/null; }
 
-# pid_running PID: the process exists and is not a zombie (pid 1 here may reap exited
-# daemons late, and kill -0 succeeds on a zombie).
-pid_running() { [[ $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) =~ ^[^ZX]$ ]]; }
+# pid_running PID: one of the process's threads is alive (not a zombie). pid 1 here may reap
+# exited daemons late, and kill -0 succeeds on a zombie; and a main thread that has exited
+# shows as a zombie while other threads (node's LevelDB workers, say) still hold its
+# listening socket open.
+pid_running() {
+  local task
+  for task in /proc/"$1"/task/*/stat; do
+    [[ $(sed 's/.*) //' "$task" 2>/dev/null | cut -c1) =~ ^[^ZX]$ ]] && return 0
+  done
+  return 1
+}
+
+# port_open PORT: something accepts connections on 127.0.0.1:PORT.
+port_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$1" 2>/dev/null; }
 
 # wait_reaped PID: wait (at most STOP_TIMEOUT) while PID is a zombie, i.e. exited but not yet
 # reaped by pid 1: a server that checks its old pid file would take it for a live process.
@@ -104,6 +115,13 @@ http_ready() {
     printf "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && head -c 5 <&3 | grep -q "^HTTP/"' "$1"
 }
 
+# port_owner PORT: who listens on 127.0.0.1:PORT, for the error message.
+port_owner() {
+  local who
+  who=$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'users:.*' | head -1)
+  echo "${who:-unknown} (see: ss -ltnp 'sport = :$1')"
+}
+
 running_line() { echo "$NAME: running on 127.0.0.1:$PORT (pid $1, dir ${DIR#"$REPO_ROOT"/})"; }
 
 # service_main ACTION: dispatch {install|start|stop|status|env}. install/start/stop hold an
@@ -120,8 +138,8 @@ service_main() {
     install) svc_install ;;
     start)
       if pid=$(svc_pid); then running_line "$pid"; return 0; fi
-      if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$PORT" 2>/dev/null; then
-        die "port $PORT is taken by another process (see: ss -ltnp 'sport = :$PORT')"
+      if port_open "$PORT"; then
+        die "port $PORT is taken by another process: $(port_owner "$PORT")"
       fi
       svc_start
       pid=$(svc_pid) || die "started but no server process found"
@@ -129,6 +147,9 @@ service_main() {
     stop)
       if pid=$(svc_pid); then
         if declare -F svc_stop >/dev/null; then svc_stop "$pid"; else stop_pid "$pid"; fi
+        local deadline=$((SECONDS + STOP_TIMEOUT)) # stopped means the port is free again
+        while port_open "$PORT" && ((SECONDS < deadline)); do sleep 0.1; done
+        port_open "$PORT" && die "stopped, but port $PORT still answers: $(port_owner "$PORT")"
         echo "$NAME: stopped"
       else
         echo "$NAME: not running"
