@@ -114,8 +114,9 @@ def dynamodb_endpoint() -> str:
 @pytest.fixture
 def restartable():
     """`restartable(name)`: the test will stop and start the service; yields a function that
-    checks it may (skip when the environment points the tests at another server, fail when
-    the scripts' own server is not running) and restores it, started, at the end."""
+    checks it may (skip when the environment points the tests at another server), starts the
+    scripts' server if it is down (failing loudly if it cannot), and restores it, started,
+    at the end."""
     used: list[str] = []
 
     def need(name: str) -> None:
