@@ -75,7 +75,8 @@ def _ours(name: str) -> str | None:
 def managed(name: str) -> bool:
     """Whether the tests talk to the server the scripts run (and may stop and start it):
     no variable in the environment, or one naming the scripts' own server."""
-    return os.environ.get(_VARIABLE[name], _ours(name)) == _ours(name)
+    ours = _ours(name)
+    return os.environ.get(_VARIABLE[name], ours) == ours
 
 
 def running(name: str) -> bool:
