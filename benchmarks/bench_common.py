@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sessionize.generator import GeneratorConfig, write_files
+from sessionize.generate.writer import GeneratorConfig, write_files
 
 
 def add_input_args(ap: argparse.ArgumentParser) -> None:

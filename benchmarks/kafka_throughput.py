@@ -40,8 +40,9 @@ DEFAULT = ("files", "kafka")
 
 def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     """Inside the fresh process: run one contender, return its timing."""
-    from sessionize.spark import get_spark
-    from sessionize.stream import StreamOptions, run_stream, source_frame
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from sessionize.sources.registry import open_stream
+    from sessionize.spark_session import get_spark
 
     spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
     spark.range(1).count()  # JVM and Python workers up before the clock starts
@@ -52,7 +53,7 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     if name.endswith("-read"):
         counts: list[int] = []
         query = (
-            source_frame(spark, opts)
+            open_stream(spark, opts.input, opts.input_options())
             .writeStream.foreachBatch(lambda df, _: counts.append(df.count()))
             .option("checkpointLocation", opts.checkpoint)
             .trigger(availableNow=True)
@@ -105,8 +106,8 @@ def main() -> None:
             "source .services/env.sh"
         )
 
-    from sessionize.generator import generate_events
-    from sessionize.publish import publish_kafka
+    from sessionize.generate.publish import publish_kafka
+    from sessionize.generate.writer import generate_events
 
     root = Path(tempfile.mkdtemp(prefix="sessionize-kafka-bench-"))
     topic = f"{args.kafka.rstrip('/')}/bench-{os.getpid()}-{int(time.time())}"

@@ -86,7 +86,7 @@ def run_contender(
     name: str, inp: str, work: str, partitions: int, files_per_trigger: int | None
 ) -> dict:
     """Inside the fresh process: run one contender, return its timing (and state I/O)."""
-    from sessionize.spark import get_spark
+    from sessionize.spark_session import get_spark
 
     spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
     spark.range(1).count()  # JVM and Python workers up before the clock starts
@@ -99,7 +99,7 @@ def run_contender(
         parse(file_batch(spark, [inp])).write.mode("overwrite").parquet(f"{work}/out")
         events = spark.read.parquet(f"{work}/out").count()
     elif name.startswith(("store-", "spark-")):
-        from sessionize.stream import StreamOptions, run_stream
+        from sessionize.commands.stream import StreamOptions, run_stream
 
         opts = StreamOptions(
             input=inp,
@@ -115,7 +115,7 @@ def run_contender(
     elif name == "session-window":
         events = _session_window(spark, inp, work, partitions)
     elif name == "batch-files":
-        from sessionize.batch import BatchOptions, run_batch
+        from sessionize.commands.batch import BatchOptions, run_batch
 
         hours = sorted(Path(inp).glob("event_date=*/event_hour=*"))
         first, last = (_hour_of(h) for h in (hours[0], hours[-1]))

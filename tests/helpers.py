@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from sessionize.generator import GeneratorConfig, write_files
+from sessionize.generate.writer import GeneratorConfig, write_files
 
 OUTPUTS = ("sessions", "page_views", "late_events", "invalid_events")
 SORT_KEYS = {

@@ -3,15 +3,18 @@ test once per state backend (tests/state_params.py)."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.compute as pc
 import pytest
 
-from sessionize.batch import BatchOptions, run_batch
+from sessionize.cli import main as cli_main
+from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.engines.progress import read_progress
 from sessionize.errors import StateError
-from sessionize.stream import StreamOptions, run_stream
 from tests.helpers import OUTPUTS, generate, read_output
 
 H0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -37,6 +40,9 @@ def _same_outputs(a, b) -> None:
 def test_batch_sessions_equal_stream_sessions(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
     _batch(spark, inp, tmp_path / "batch", H0, H0 + 2 * HOUR, state=state("batch"))
+    logged = read_progress(str(tmp_path / "batch" / "_progress.jsonl"))
+    assert [r["version"] for r in logged] == [2026110100, 2026110101, 2026110102]
+    assert logged[1]["input"]["path"].endswith("event_date=2026-11-01/event_hour=01")
     stream = StreamOptions(
         input=str(inp), output=str(tmp_path / "stream"), checkpoint=str(tmp_path / "chk"),
         partitions=3, max_files_per_trigger=1, state=state("stream"),
@@ -102,3 +108,19 @@ def test_missing_input_hour_is_an_empty_hour(spark, tmp_path, state):
     # Sessions open after hour 0 still closed during the empty hour 1.
     assert records[1]["batch"]["sessions_out"] > 0
     assert read_output(tmp_path / "out", "sessions").num_rows > 0
+
+
+def test_a_partial_reprocess_ends_with_the_command_that_recomputes_the_rest(spark, tmp_path):
+    inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
+    out = tmp_path / "out"
+    _batch(spark, inp, out, H0, H0 + 2 * HOUR, state="files")
+    lines: list[str] = []
+    _batch(spark, inp, out, H0 + HOUR, H0 + HOUR, lines, state="files")
+    assert lines[-1].startswith("hours 2026-11-01T02..2026-11-01T02 were committed before")
+    command = lines[-1].split("recompute them with: sessionize ", 1)[1]
+    sessions = read_output(out, "sessions")
+    assert not pc.any(pc.equal(sessions["batch_id"], 2026110102)).as_py()
+    assert "--partitions 3" in command
+    cli_main(shlex.split(command))
+    _batch(spark, inp, tmp_path / "clean", H0, H0 + 2 * HOUR, state="files")
+    _same_outputs(out, tmp_path / "clean")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sessionize.errors import ConfigError
-from sessionize.generator import (
+from sessionize.generate.writer import (
     GeneratorConfig,
     generate_events,
     parse_hour,

@@ -47,28 +47,17 @@ DURATION = Duration()
 HOUR = Hour()
 
 
+_RULE_OPTIONS = (
+    ("--gap", DURATION, "10m", "Inactivity that ends a session."),
+    ("--lateness", DURATION, "10m", "Allowed lateness: the watermark trails the max event time."),
+    ("--close-actions", str, "browser_close", "Comma-separated actions that end a session."),
+)
+
+
 def rules_options(f):
-    """--gap, --lateness, --close-actions: the semantics of DESIGN §3."""
-    f = click.option(
-        "--close-actions",
-        default="browser_close",
-        show_default=True,
-        help="Comma-separated actions that end a session explicitly.",
-    )(f)
-    f = click.option(
-        "--lateness",
-        type=DURATION,
-        default="10m",
-        show_default=True,
-        help="Allowed lateness: the watermark trails the max event time by this much.",
-    )(f)
-    f = click.option(
-        "--gap",
-        type=DURATION,
-        default="10m",
-        show_default=True,
-        help="Inactivity that ends a session.",
-    )(f)
+    """--gap, --lateness, --close-actions: the session rules (docs/design.md, "Semantics")."""
+    for name, kind, default, text in reversed(_RULE_OPTIONS):
+        f = click.option(name, type=kind, default=default, show_default=True, help=text)(f)
     return f
 
 
@@ -124,29 +113,15 @@ def cli() -> None:
     show_default=True,
     help="Allowed lateness the stream will use: late events miss it by more than this.",
 )
-def generate(
-    output,
-    kafka,
-    kinesis,
-    rate,
-    partitions,
-    start,
-    hours,
-    users,
-    events_per_hour,
-    seed,
-    duplicate_rate,
-    late_rate,
-    invalid_rate,
-    close_rate,
-    files_per_hour,
-    gzip,
-    gap,
-    lateness,
-) -> None:
+def generate(output, kafka, kinesis, rate, partitions, gap, lateness, **config) -> None:
     """Write synthetic visit events, Hive-style by event hour, or publish them keyed by
     user_id in arrival order (each hour's files in turn, late files when they arrive)."""
-    from sessionize.generator import GenerateSummary, GeneratorConfig, generate_events, write_files
+    from sessionize.generate.writer import (
+        GenerateSummary,
+        GeneratorConfig,
+        generate_events,
+        write_files,
+    )
 
     given = [o for o, v in (("--output", output), ("--kafka", kafka), ("--kinesis", kinesis)) if v]
     if len(given) != 1:
@@ -154,28 +129,14 @@ def generate(
         raise click.UsageError(f"give exactly one of --output, --kafka, --kinesis (got {got})")
     if output and (rate is not None or partitions is not None):
         raise click.UsageError("--rate and --partitions/--shards go with --kafka or --kinesis")
-    if gzip and not output:
+    if config["gzip"] and not output:
         raise click.UsageError("--gzip goes with --output")
 
-    cfg = GeneratorConfig(
-        start=start,
-        hours=hours,
-        users=users,
-        events_per_hour=events_per_hour,
-        seed=seed,
-        duplicate_rate=duplicate_rate,
-        late_rate=late_rate,
-        invalid_rate=invalid_rate,
-        close_rate=close_rate,
-        files_per_hour=files_per_hour,
-        gzip=gzip,
-        gap_us=gap,
-        lateness_us=lateness,
-    )
+    cfg = GeneratorConfig(**config, gap_us=gap, lateness_us=lateness)
     if output:
         click.echo(f"wrote {write_files(cfg, output)}")
         return
-    from sessionize.publish import publish_kafka, publish_kinesis
+    from sessionize.generate.publish import publish_kafka, publish_kinesis
 
     summary = GenerateSummary()
 
@@ -198,6 +159,66 @@ def generate(
     )
 
 
+def job_options(f):
+    """--state, the session rules, --partitions and --job: what a state is built with."""
+    f = click.option(
+        "--job",
+        default="sessionize",
+        show_default=True,
+        help="Job name: isolates jobs sharing one state store.",
+    )(f)
+    f = click.option(
+        "--partitions",
+        type=click.IntRange(1),
+        default=4,
+        show_default=True,
+        help="State partitions (fixed for the life of a state).",
+    )(f)
+    f = rules_options(f)
+    f = click.option(
+        "--progress-log",
+        metavar="PATH",
+        default=None,
+        help="JSON line per batch (default: CHECKPOINT/progress.jsonl, OUTPUT/_progress.jsonl).",
+    )(f)
+    return click.option(
+        "--state",
+        default="files",
+        show_default=True,
+        help="files (under the checkpoint, or OUTPUT/_state in batch) | files:PATH | "
+        "postgresql://... | redis://... | dynamodb://... | spark-rocksdb | spark-hdfs (stream)",
+    )(f)
+
+
+def spark_options(f):
+    """--master and --conf: the user's Spark settings (over spark-submit's and ours)."""
+    f = click.option(
+        "--conf",
+        "spark_conf",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Spark setting (repeatable), e.g. --conf spark.executor.memory=4g.",
+    )(f)
+    return click.option(
+        "--master", default=None, help="Spark master URL (default: local[*], or spark-submit's)."
+    )(f)
+
+
+def job_settings(
+    state, gap, lateness, close_actions, partitions, job, progress_log, master, spark_conf
+) -> dict:
+    """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields."""
+    return {
+        "state": state,
+        "rules": make_rules(gap, lateness, close_actions),
+        "partitions": partitions,
+        "job": job,
+        "progress_log": progress_log,
+        "master": master,
+        "spark_conf": _key_values(spark_conf, "--conf"),
+    }
+
+
 @cli.command()
 @click.option(
     "--input",
@@ -207,32 +228,14 @@ def generate(
 )
 @click.option("--output", required=True, help="Output directory (any pyarrow filesystem URI).")
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
-@click.option(
-    "--state",
-    default="files",
-    show_default=True,
-    help="files | files:PATH | postgresql://... | redis://... | dynamodb://...",
-)
-@rules_options
-@click.option(
-    "--partitions",
-    type=click.IntRange(1),
-    default=4,
-    show_default=True,
-    help="State partitions (fixed for the life of a checkpoint).",
-)
+@job_options
+@spark_options
 @click.option("--max-files-per-trigger", type=click.IntRange(1), default=None)
 @click.option(
     "--trigger",
     default="available-now",
     show_default=True,
     help="available-now (process what is there, then exit) or processing-time=30s.",
-)
-@click.option(
-    "--job",
-    default="sessionize",
-    show_default=True,
-    help="Job name: isolates jobs sharing one state store.",
 )
 @click.option(
     "--source-option",
@@ -242,34 +245,19 @@ def generate(
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
 def stream(
-    input_,
-    output,
-    checkpoint,
-    state,
-    gap,
-    lateness,
-    close_actions,
-    partitions,
-    max_files_per_trigger,
-    trigger,
-    job,
-    source_options,
+    input_, output, checkpoint, max_files_per_trigger, trigger, source_options, **job
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
-    from sessionize.stream import StreamOptions, parse_trigger, run_stream
+    from sessionize.commands.stream import StreamOptions, run_stream
 
-    parse_trigger(trigger)  # reject a bad trigger before Spark starts
     opts = StreamOptions(
         input=input_,
         output=output,
         checkpoint=checkpoint,
-        state=state,
-        rules=make_rules(gap, lateness, close_actions),
-        partitions=partitions,
         max_files_per_trigger=max_files_per_trigger,
         trigger=trigger,
-        job=job,
-        source_options=_key_values(source_options),
+        source_options=_key_values(source_options, "--source-option"),
+        **job_settings(**job),
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -279,38 +267,22 @@ def stream(
     "--input", "input_", required=True, help="Hourly JSON tree (event_date=/event_hour=)."
 )
 @click.option("--output", required=True, help="Output directory (same layout as the stream).")
-@click.option(
-    "--state",
-    default="files",
-    show_default=True,
-    help="files (under OUTPUT/_state) | files:PATH | postgresql://... | redis://... | dynamodb://...",
-)
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
-@rules_options
-@click.option(
-    "--partitions",
-    type=click.IntRange(1),
-    default=4,
-    show_default=True,
-    help="State partitions (fixed for the life of a state).",
-)
-@click.option("--job", default="sessionize", show_default=True)
-def batch(input_, output, state, from_, to, gap, lateness, close_actions, partitions, job):
+@job_options
+@spark_options
+def batch(input_, output, from_, to, **job):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
-    from sessionize.batch import BatchOptions, run_batch
+    from sessionize.commands.batch import BatchOptions, run_batch
 
     opts = BatchOptions(
-        input=input_,
-        output=output,
-        start=from_,
-        end=to or from_,
-        state=state,
-        rules=make_rules(gap, lateness, close_actions),
-        partitions=partitions,
-        job=job,
+        input=input_, output=output, start=from_, end=to or from_, **job_settings(**job)
     )
-    run_batch(opts, on_hour=click.echo)
+    if not sys.stdout.isatty():
+        run_batch(opts, on_hour=click.echo)
+        return
+    with HoursBar() as bar:
+        run_batch(opts, on_hour=bar.line, on_start=bar.start)
 
 
 @cli.command()
@@ -323,19 +295,50 @@ def batch(input_, output, state, from_, to, gap, lateness, close_actions, partit
 @click.option("--hours", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--users", type=click.IntRange(1), default=2000, show_default=True)
 @click.option("--events-per-hour", type=click.IntRange(1), default=20000, show_default=True)
-def demo(workdir, hours, users, events_per_hour) -> None:
+@spark_options
+def demo(workdir, hours, users, events_per_hour, master, spark_conf) -> None:
     """Generate a few hours of visits and sessionize them with the files state store."""
-    from sessionize.demo import run_demo
+    from sessionize.commands.demo import run_demo
 
-    run_demo(workdir, hours=hours, users=users, events_per_hour=events_per_hour)
+    run_demo(
+        workdir, hours=hours, users=users, events_per_hour=events_per_hour, master=master,
+        spark_conf=_key_values(spark_conf, "--conf"),
+    )  # fmt: skip
 
 
-def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
+class HoursBar:
+    """In a terminal, a bar of the hours done with the time left, the hour lines above it."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        self.progress = Progress(
+            "hours", BarColumn(), MofNCompleteColumn(), "left", TimeRemainingColumn()
+        )
+        self.task = self.progress.add_task("hours", total=None)
+
+    def start(self, hours: int) -> None:
+        self.progress.update(self.task, total=hours)
+
+    def line(self, text: str) -> None:
+        self.progress.console.print(text, highlight=False)
+        if text.startswith("hour ") and " events in, " in text:
+            self.progress.advance(self.task)
+
+    def __enter__(self) -> HoursBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+
+def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--source-option '{pair}': write it as KEY=VALUE")
+            raise ConfigError(f"{flag} '{pair}': write it as KEY=VALUE")
         out[key] = value
     return out
 

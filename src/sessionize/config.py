@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from sessionize.errors import ConfigError
 
@@ -42,9 +43,18 @@ def format_duration(us: int) -> str:
     return "".join(parts) or "0s"
 
 
+def describe_differences(recorded: Mapping[str, object], current: Mapping[str, object]) -> str:
+    """The settings that differ, spelled as flags: `--gap 10m (this run: 5m); ...`."""
+    return "; ".join(
+        f"--{k.replace('_', '-')} {recorded.get(k)!s} (this run: {current.get(k)!s})"
+        for k in sorted(set(recorded) | set(current))
+        if recorded.get(k) != current.get(k)
+    )
+
+
 @dataclass(frozen=True)
 class SessionRules:
-    """The parameters of DESIGN §3.
+    """The session rules (docs/design.md, "Semantics").
 
     `gap` and `close_actions` decide where sessions split and `lateness` which events
     are late, so they are part of the state: changing any of them (or the partition
@@ -60,8 +70,3 @@ class SessionRules:
             raise ConfigError("--gap must be positive, e.g. 10m")
         if self.lateness_us < 0:
             raise ConfigError("--lateness must be zero or positive, e.g. 10m")
-
-    def describe(self) -> dict:
-        d = asdict(self)
-        d["close_actions"] = list(self.close_actions)
-        return d

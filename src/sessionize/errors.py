@@ -23,3 +23,15 @@ class IncompatibleCheckpoint(StateError):
 
 class SinkError(SessionizeError):
     """An output could not be written or published."""
+
+
+class SourceError(SessionizeError):
+    """A stream cannot be read as its offsets say (records gone, topic or stream missing)."""
+
+
+class LeaseHeld(StateError):
+    """Another driver holds the lease of this checkpoint or state."""
+
+
+class LeaseLost(StateError):
+    """This driver's lease was taken over; it must not commit anything more."""

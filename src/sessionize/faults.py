@@ -1,8 +1,13 @@
 """Named pause points, so crash tests can kill -9 a real process at an exact step.
 
+The points: `after-state-commit` (partition 0's state of the batch is committed),
+`before-publish`, `after-publish` and `after-record` (the batch runner's steps 3 and 4).
+
 `SESSIONIZE_PAUSE_AT=after-publish:3` makes the process print `PAUSED after-publish 3`
-and sleep when it reaches that point in batch 3; the test then kills it. Unset (always, in
-production) it costs one dictionary lookup per batch.
+and sleep when it reaches that point in batch 3; the test then kills it. With
+`SESSIONIZE_RESUME_FILE=PATH` it instead goes on once PATH exists (a driver that stalls, as
+in a long GC pause, and then wakes up). Unset (always, in production) it costs one
+dictionary lookup per batch.
 """
 
 from __future__ import annotations
@@ -11,12 +16,13 @@ import os
 import sys
 import time
 
-POINTS = ("after-state-commit", "before-publish", "after-publish", "after-record")
-
 
 def pause_point(name: str, version: int) -> None:
     wanted = os.environ.get("SESSIONIZE_PAUSE_AT")
     if wanted and wanted == f"{name}:{version}":
         sys.stdout.write(f"PAUSED {name} {version}\n")
         sys.stdout.flush()
-        time.sleep(600)
+        resume = os.environ.get("SESSIONIZE_RESUME_FILE")
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not (resume and os.path.exists(resume)):
+            time.sleep(0.2)

@@ -1,4 +1,4 @@
-"""Raw lines -> valid events and invalid lines, as data (DESIGN §2).
+"""Raw lines -> valid events and invalid lines, as data (docs/design.md, "Events").
 
 Parsing runs in Spark's JVM (`from_json`), which is both faster than Python per line and
 the same code path as a stateless read-parse-write. Every line leaves this stage either as a

@@ -1,4 +1,4 @@
-"""Arrow schemas of events, state and the four outputs (DESIGN §2, §4).
+"""Arrow schemas of events, state and the four outputs (docs/design.md, "Events" and "Outputs").
 
 Timestamps are microseconds in UTC everywhere, as in Spark. Partition columns
 (`batch_id`, `session_date`) live in directory names, not in the Parquet files.

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.engines.spark_processor import (
     WIDE,
@@ -25,7 +26,6 @@ from sessionize.engines.spark_processor import (
 from sessionize.engines.spark_state import narrow
 from sessionize.logic import advance
 from sessionize.schema import OUTPUTS, STATE
-from sessionize.stream import StreamOptions, run_stream
 from tests.helpers import OUTPUTS as OUTPUT_NAMES
 from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
 

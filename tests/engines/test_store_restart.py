@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessionize.stream import StreamOptions, run_stream
+from sessionize.commands.stream import StreamOptions, run_stream
 from tests.helpers import OUTPUTS, cli_env, generate, read_output, run_until_killed, sessionize
 
 

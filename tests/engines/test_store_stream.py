@@ -9,9 +9,10 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 
+from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
+from sessionize.engines.progress import read_progress
 from sessionize.state import open_backend
-from sessionize.stream import StreamOptions, run_stream
 from tests.helpers import generate, read_output
 
 MINUTE = 60_000_000
@@ -48,6 +49,11 @@ def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     )
     assert len(records) >= 6 and len(lines) == len(records)
     assert lines[0].startswith("batch 0: ") and "sessions out" in lines[0]
+    # The progress log has each batch once, with what it read: one file per batch here.
+    logged = read_progress(str(tmp_path / "a" / "chk" / "progress.jsonl"))
+    assert [r["version"] for r in logged] == [r["version"] for r in records]
+    assert all(r["input"]["files"] == 1 for r in logged)
+    assert set(logged[0]["phases_s"]) == {"plan", "run", "publish"}
     out = tmp_path / "a" / "out"
     totals = records[-1]["totals"]
     sessions, views = read_output(out, "sessions"), read_output(out, "page_views")

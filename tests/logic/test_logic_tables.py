@@ -120,7 +120,6 @@ def test_stats_add_up_field_by_field():
     a = StepStats(1, 2, 3, 4, 5, 6, 7, 8, 9)
     b = StepStats(10, 20, 30, 40, 50, 60, 70, 80, 90)
     assert a + b == StepStats(11, 22, 33, 44, 55, 66, 77, 88, 99)
-    assert a.merge(b) == a + b
     assert sum([a, b], StepStats()) == a + b
 
 

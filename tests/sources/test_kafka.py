@@ -10,10 +10,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from sessionize.errors import ConfigError
-from sessionize.publish import ensure_topic, publish_kafka
+from sessionize.errors import ConfigError, SourceError
+from sessionize.generate.publish import ensure_topic, publish_kafka
 from sessionize.sources.kafka import KafkaRange, KafkaStreamReader, kafka_stream, read_range
-from sessionize.sources.uri import SourceError, parse_source_options
+from sessionize.sources.uri import parse_source_options
 
 from .helpers import assert_exactly_once, read_sink, run_available_now, unique
 

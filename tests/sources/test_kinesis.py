@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from sessionize.errors import ConfigError
-from sessionize.publish import ensure_stream, publish_kinesis
+from sessionize.generate.publish import ensure_stream, publish_kinesis
 from sessionize.sources.kinesis import KinesisStreamReader, kinesis_stream
 
 from .helpers import (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sessionize.publish import ensure_stream, ensure_topic, publish_kafka, publish_kinesis
+from sessionize.generate.publish import ensure_stream, ensure_topic, publish_kafka, publish_kinesis
 from sessionize.sources.kafka import kafka_stream
 from sessionize.sources.kinesis import kinesis_stream
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from sessionize.stream import StreamOptions, run_stream
+from sessionize.commands.stream import StreamOptions, run_stream
 from tests.helpers import read_output, sessionize
 
 from .helpers import unique

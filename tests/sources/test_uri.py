@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessionize.errors import ConfigError
-from sessionize.publish import user_key
+from sessionize.generate.publish import user_key
 from sessionize.sources.uri import (
     KafkaAddress,
     KinesisAddress,

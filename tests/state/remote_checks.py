@@ -42,7 +42,7 @@ def files_runs(spark, tmp_path_factory):
 
 
 def _stream(spark, inp, root, state):
-    from sessionize.stream import StreamOptions, run_stream
+    from sessionize.commands.stream import StreamOptions, run_stream
 
     opts = StreamOptions(input=str(inp), output=str(root / "out"), checkpoint=str(root / "chk"),
                          state=state, partitions=3, max_files_per_trigger=1)  # fmt: skip
@@ -50,7 +50,7 @@ def _stream(spark, inp, root, state):
 
 
 def _batch(spark, inp, root, state):
-    from sessionize.batch import BatchOptions, run_batch
+    from sessionize.commands.batch import BatchOptions, run_batch
 
     opts = BatchOptions(input=str(inp), output=str(root / "out"), start=H0,
                         end=H0 + timedelta(hours=2), state=state, partitions=3)  # fmt: skip

@@ -13,8 +13,12 @@ import json
 import os
 import re
 
+import pyarrow.fs as pafs
+
+from sessionize.config import describe_differences
 from sessionize.errors import IncompatibleCheckpoint
-from sessionize.sinks.parquet import resolve_fs
+from sessionize.fs import resolve_fs
+from sessionize.state.lease import DirectoryLeaseRecords, Lease
 
 FILE = "sessionize.json"
 
@@ -31,24 +35,17 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
         with fs.open_output_stream(path) as f:
             f.write(json.dumps(settings, indent=2, sort_keys=True).encode())
         return
-    diffs = [
-        f"--{k.replace('_', '-')} {recorded.get(k)!s} (this run: {settings.get(k)!s})"
-        for k in sorted(set(recorded) | set(settings))
-        if recorded.get(k) != settings.get(k)
-    ]
+    diffs = describe_differences(recorded, settings)
     if diffs:
         raise IncompatibleCheckpoint(
-            f"checkpoint {checkpoint} was created with "
-            + "; ".join(diffs)
-            + ": rerun with the same settings, or use a new --checkpoint"
+            f"checkpoint {checkpoint} was created with {diffs}: rerun with the same settings, "
+            "or use a new --checkpoint"
         )
 
 
 def last_committed_batch(checkpoint: str) -> int | None:
     """The highest batch id in Spark's commit log, or None for a new checkpoint."""
     fs, base = resolve_fs(checkpoint)
-    from pyarrow import fs as pafs
-
     sel = pafs.FileSelector(f"{base}/commits", allow_not_found=True)
     ids = [
         int(i.base_name)
@@ -56,3 +53,31 @@ def last_committed_batch(checkpoint: str) -> int | None:
         if re.fullmatch(r"\d+", os.path.basename(i.path))
     ]
     return max(ids) if ids else None
+
+
+def batch_input(checkpoint: str, batch_id: int) -> dict[str, object]:
+    """What batch `batch_id` read, from Spark's logs: the source's end offset as Spark
+    logged it, and for the file source the number of files (plain or compacted log)."""
+    fs, base = resolve_fs(checkpoint)
+    out: dict[str, object] = {}
+    try:
+        with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
+            lines = f.read().decode().splitlines()
+    except FileNotFoundError:
+        return out
+    if len(lines) > 2:
+        out["offsets"] = json.loads(lines[2]) if lines[2] != "-" else None
+    for name in (f"{batch_id}", f"{batch_id}.compact"):
+        try:
+            with fs.open_input_stream(f"{base}/sources/0/{name}") as f:
+                entries = [json.loads(x) for x in f.read().decode().splitlines()[1:] if x]
+        except FileNotFoundError:
+            continue
+        out["files"] = sum(1 for e in entries if e.get("batchId") == batch_id)
+    return out
+
+
+def checkpoint_lease(checkpoint: str) -> Lease:
+    """The lease of a checkpoint: one driver at a time runs its query (state/lease.py)."""
+    records = DirectoryLeaseRecords(f"{checkpoint.rstrip('/')}/_lease")
+    return Lease(records, f"checkpoint {checkpoint}")

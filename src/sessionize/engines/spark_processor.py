@@ -16,8 +16,9 @@ by their user id when they have one, else 0; the step passes them straight to
 `invalid_events` and they never touch the state.
 
 Watermark: both receive the watermark Spark computed at the end of the previous batch
-(`max(event_time) - lateness` over earlier batches, in ms), which is DESIGN §3's
-`watermark_before`. It judges lateness here, inside `advance` (strict `<`, late events go
+(`max(event_time) - lateness` over earlier batches, in ms), the watermark rule of
+docs/design.md, "Semantics", as `watermark_before`. It judges lateness here, inside
+`advance` (strict `<`, late events go
 to `late_events`), because the operator's input carries no watermarked column, so Spark
 drops nothing. It also decides emission: a session with `watermark > closed_at` is emitted
 by the first batch that sees such a watermark (see the module doc of `spark_state`).
@@ -107,7 +108,7 @@ def spark_type(schema: pa.Schema):
 
 
 def _watermark_us(watermark_ms: int) -> int | None:
-    """Spark's watermark starts at 0 (no event seen yet): that is DESIGN's minus infinity."""
+    """Spark's watermark starts at 0 (no event seen yet): that is the contract's minus infinity."""
     return watermark_ms * 1000 if watermark_ms > 0 else None
 
 

@@ -16,7 +16,7 @@ same source would make Spark run two source instances, read every batch twice, a
 their batches drift apart. The per-key step hands them straight to `invalid_events`.
 
 Watermark and late events. Spark's watermark for batch B is `max(event_time of batches
-before B) - lateness`, kept in its offset log: DESIGN §3's rule, in ms. Left to itself,
+before B) - lateness`, kept in its offset log: the contract's rule, in ms. Left to itself,
 Spark would silently drop the rows older than a watermark in the stateful operator, and
 `late_events` would miss them. So the operator's input has no watermarked column (the
 event time is projected to µs; applyInPandasWithState, which insists on one, gets a NULL
@@ -56,15 +56,16 @@ from __future__ import annotations
 
 import functools
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from typing_extensions import override
 
 from sessionize.config import SessionRules
+from sessionize.engines.runner import BatchRequest, BatchResult, Engine
 from sessionize.engines.spark_processor import (
     INPUT_COLUMNS,
     KEY,
@@ -76,11 +77,11 @@ from sessionize.engines.spark_processor import (
     session_step_pandas,
     spark_type,
 )
-from sessionize.errors import SessionizeError
 from sessionize.faults import pause_point
+from sessionize.fs import resolve_fs
 from sessionize.parsing import parse
 from sessionize.schema import OUTPUTS
-from sessionize.sinks.parquet import ParquetSink, resolve_fs
+from sessionize.sinks.parquet import ParquetSink
 
 PROVIDERS = {
     "spark-rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -207,88 +208,54 @@ class BatchRecords:
         self.fs.move(tmp, f"{self.dir}/{batch_id}.json")
 
 
-_TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
+class SparkStateEngine(Engine):
+    """Driver side of the `spark` engine: stages and counts what the operator emitted.
 
+    Its input is the operator's output (`stream_input`), so by the time `run` sees a batch
+    Spark has already run the stateful step; the state version of the batch is committed
+    when the writer tasks have consumed it (step 1 of the module doc).
+    """
 
-class SparkStateEngine:
-    """Driver side: runs steps 1-3 for each batch that Spark hands to foreachBatch."""
-
-    def __init__(self, output: str, checkpoint: str):
+    def __init__(self, state: str, rules: SessionRules, partitions: int, output: str,
+                 checkpoint: str):  # fmt: skip
+        self.state = state
+        self.rules = rules
+        self.partitions = partitions
         self.output = output
         self.sink = ParquetSink(output)
         self.records = BatchRecords(checkpoint)
 
-    def run(self, rows: DataFrame, batch_id: int) -> dict:
-        t0 = time.perf_counter()
-        prev = self.records.read(batch_id - 1) or {}
-        self.sink.clear_staging(batch_id)
+    @override
+    def query_confs(self) -> dict[str, str]:
+        """The provider and the shuffle partitions (= `--partitions`, the state's
+        partitions); Spark keeps both in the checkpoint from the first start on."""
+        return {
+            PROVIDER_CONF: PROVIDERS[self.state],
+            "spark.sql.shuffle.partitions": str(self.partitions),
+        }
+
+    @override
+    def stream_input(self, raw: DataFrame) -> DataFrame:
+        return session_rows(parse(raw), self.state, self.rules)
+
+    @override
+    def previous_record(self, request: BatchRequest) -> dict:
+        return self.records.read(request.previous) or {}
+
+    @override
+    def run(self, rows: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
+        batch_id = request.version
         task = functools.partial(_write_task, self.output, batch_id)
         reports = rows.mapInArrow(task, _TASK_SCHEMA).collect()  # step 1
         batch = {k: sum(r[k] for r in reports) for k in TASK_COUNTERS}
-        pause_point("before-publish", batch_id)
-        self.sink.publish(batch_id)  # step 2
-        pause_point("after-publish", batch_id)
         batch["records"] = batch["events_in"] + batch["invalid"]
         batch["late"] = batch["events_in"] - batch["on_time"]
-        before = prev.get("batch", {})
+        before = previous.get("batch", {})
         batch["open_sessions"] = before.get("open_sessions", 0) + batch["open_sessions_delta"]
         batch["open_users"] = before.get("open_users", 0) + batch["open_users_delta"]
-        totals = {k: prev.get("totals", {}).get(k, 0) + batch[k] for k in _TOTALS}
-        record = {
-            "version": batch_id,
-            # The watermark this batch was judged and emitted by (Spark's, in µs).
-            "watermark": self.records.watermark(batch_id),
-            "batch": batch,
-            "totals": totals,
-            "duration_s": round(time.perf_counter() - t0, 3),
-        }
-        self.records.write(batch_id, record)  # step 3
-        pause_point("after-record", batch_id)
-        return record
+        # The watermark this batch was judged and emitted by (Spark's, in µs).
+        return BatchResult(batch, self.records.watermark(batch_id))
 
-
-# ---------------------------------------------------------------------------- running it
-
-
-def run_spark_state(
-    spark: SparkSession, opts, on_batch: Callable[[str], None] = print
-) -> list[dict]:
-    """`sessionize stream --state spark-*`: run the query until the trigger ends it.
-
-    `opts` is a `stream.StreamOptions` whose checkpoint settings were already checked. The
-    provider and the shuffle partitions (= `--partitions`, the state's partitions) are set
-    on the session for the life of this query, then restored; Spark keeps both in the
-    checkpoint from the first start on.
-    """
-    from sessionize.stream import format_progress, run_foreach_batch, source_frame
-
-    confs = {
-        PROVIDER_CONF: PROVIDERS[opts.state],
-        "spark.sql.shuffle.partitions": str(opts.partitions),
-    }
-    saved = {k: spark.conf.get(k, None) for k in confs}
-    engine = SparkStateEngine(opts.output, opts.checkpoint)
-    records: list[dict] = []
-    failure: list[SessionizeError] = []
-
-    def each_batch(df: DataFrame, batch_id: int) -> None:
-        try:
-            record = engine.run(df, batch_id)
-        except SessionizeError as exc:
-            failure.append(exc)
-            raise
-        records.append(record)
-        on_batch(format_progress(record))
-
-    for k, v in confs.items():
-        spark.conf.set(k, v)
-    try:
-        rows = session_rows(parse(source_frame(spark, opts)), opts.state, opts.rules)
-        run_foreach_batch(rows, opts, each_batch, failure)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-    return records
+    @override
+    def write_record(self, version: int, record: dict) -> None:
+        self.records.write(version, record)  # step 3

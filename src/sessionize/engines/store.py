@@ -11,13 +11,11 @@ that sessions of idle users expire and every partition reaches the new version):
   4. stages its rows of the four outputs under `_staging` (deterministic file names),
   5. commits state version V for its partition (idempotent: a rerun overwrites V).
 
-Then the driver commits the batch, in this order, which is what makes it exactly once:
+Then the batch runner (engines/runner.py) publishes the staged outputs, writes the job
+record of version V (watermark, totals, settings) to the store's job log, and returns to
+Spark, which writes its commit log entry for the batch.
 
-  a. publish the staged outputs of batch V (one directory rename per output),
-  b. write the job record of version V (watermark, totals, settings) to the store,
-  c. return to Spark, which writes its commit log entry for the batch.
-
-A crash before (c) makes Spark re-execute batch V with the same input (its offsets log
+A crash before that makes Spark re-execute batch V with the same input (its offsets log
 fixed it); the rerun loads V-1 again, restages, republishes over the old batch directory
 and overwrites version V, so the final output equals an uninterrupted run. Versions after
 V-1 left by an interrupted attempt are never read: version V is only loaded once its
@@ -27,7 +25,6 @@ job record exists, and it is rewritten before that.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -35,16 +32,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
+from sessionize.engines.runner import BatchRequest, BatchResult, Engine
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
 from sessionize.parsing import EVENT_COLUMNS, parse
 from sessionize.schema import EVENT, INVALID_EVENTS
 from sessionize.sinks.parquet import ParquetSink
-from sessionize.state import open_backend
-from sessionize.state.base import StateBackend
+from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
 
 # Counters every partition task reports back to the driver.
 TASK_COUNTERS = (
@@ -163,8 +161,8 @@ def _split_parsed(rows: pa.Table | None) -> tuple[pa.Table, pa.Table]:
     return valid.cast(EVENT), invalid.cast(INVALID_EVENTS)
 
 
-class StoreEngine:
-    """Driver side: plans each batch, runs the partition tasks, commits (steps a-c)."""
+class StoreEngine(Engine):
+    """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
     def __init__(
         self, spark: SparkSession, settings: EngineSettings, backend: StateBackend | None = None
@@ -174,87 +172,80 @@ class StoreEngine:
         self.backend = backend or open_backend(settings.state_uri)
         self.sink = ParquetSink(settings.output)
 
-    def run(
-        self,
-        raw: DataFrame,
-        version: int,
-        *,
-        first: bool,
-        previous: int | None = None,
-        end_watermark: int | None = None,
-    ) -> dict:
-        """Run batch `version` over raw records (value, error, source); returns its report.
-
-        It builds on `previous` (default version - 1); `first` starts a new state instead.
-        Stream batches advance the watermark from the events (`max - lateness`); batch mode
-        passes `end_watermark` (the end of the hour) instead.
-        """
-        t0 = time.perf_counter()
-        previous = version - 1 if previous is None else previous
-        prev = None if first else self.backend.read_job_record(self.settings.job, previous)
-        if prev is None and not first:
+    @override
+    def previous_record(self, request: BatchRequest) -> dict:
+        if request.first:
+            return {}
+        record = self.backend.read_job_record(self.settings.job, request.previous)
+        if record is None:
             raise StateError(
-                f"state {self.backend} has no commit for version {previous} of job "
-                f"'{self.settings.job}', but version {version} is being run: the checkpoint "
-                "and the state store disagree (was the state moved or deleted?)"
+                f"state {self.backend} has no commit for version {request.previous} of job "
+                f"'{self.settings.job}', but version {request.version} is being run: the "
+                "checkpoint and the state store disagree (was the state moved or deleted?)"
             )
-        prev = prev or {}
+        return record
+
+    @override
+    def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
+        """Steps 1-5 of the module doc on every partition.
+
+        Stream batches advance the watermark from the events (`max - lateness`); batch mode
+        fixes it at the end of the hour (`request.end_watermark`).
+        """
         parsed = parse(raw).persist()
         try:
             agg = parsed.agg(
                 F.count(F.lit(1)).alias("records"),
                 F.max(F.when(F.col("reason").isNull(), F.unix_micros("event_time"))).alias("mx"),
             ).collect()[0]
-            max_event = _max(prev.get("max_event_time"), agg["mx"])
-            wm_before = prev.get("watermark")
-            if end_watermark is not None:
-                wm_after = end_watermark
+            max_event = _max(previous.get("max_event_time"), agg["mx"])
+            wm_before = previous.get("watermark")
+            if request.end_watermark is not None:
+                wm_after = request.end_watermark
             elif max_event is None:
                 wm_after = wm_before
             else:
                 wm_after = max_event - self.settings.rules.lateness_us
             wm_after = _max(wm_before, wm_after)  # never goes back
-            plan = BatchPlan(version, -1 if first else previous, wm_before, wm_after)
-            self.sink.clear_staging(version)
-            task = functools.partial(_task, self.settings, plan)
-            rows = (
-                parsed.repartition(self.settings.partitions, "user_id")
-                .mapInArrow(task, _TASK_SCHEMA)
-                .collect()
-            )
-            counts = [r.asDict() for r in rows]
-            # Spark skips the tasks of an empty input (e.g. an hour with no files); those
-            # partitions still have sessions to expire and a version to commit.
-            missing = sorted(
-                set(range(self.settings.partitions)) - {c["partition"] for c in counts}
-            )
-            if missing:
-                run = functools.partial(run_partition, self.settings, plan, rows=None)
-                sc = self.spark.sparkContext
-                counts += sc.parallelize(missing, len(missing)).map(run).collect()
+            base = EMPTY_VERSION if request.first else request.previous
+            plan = BatchPlan(request.version, base, wm_before, wm_after)
+            counts = self._run_partitions(parsed, plan)
         finally:
             parsed.unpersist()
         batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
         batch["records"] = agg["records"]
-        pause_point("before-publish", version)
-        self.sink.publish(version)  # step a
-        pause_point("after-publish", version)
-        totals = {k: prev.get("totals", {}).get(k, 0) + batch[k] for k in _TOTALS}
-        record = {
-            "version": version,
+        fields = {
             "previous": plan.previous,
             "settings": settings_record(self.settings),
-            "watermark": wm_after,
             "max_event_time": max_event,
-            "batch": batch,
-            "totals": totals,
-            "duration_s": round(time.perf_counter() - t0, 3),
         }
-        self.backend.write_job_record(self.settings.job, version, record)  # step b
+        return BatchResult(batch, wm_after, fields)
+
+    def _run_partitions(self, parsed: DataFrame, plan: BatchPlan) -> list[dict]:
+        task = functools.partial(_task, self.settings, plan)
+        rows = (
+            parsed.repartition(self.settings.partitions, "user_id")
+            .mapInArrow(task, _TASK_SCHEMA)
+            .collect()
+        )
+        counts = [r.asDict() for r in rows]
+        # Spark skips the tasks of an empty input (e.g. an hour with no files); those
+        # partitions still have sessions to expire and a version to commit.
+        missing = sorted(set(range(self.settings.partitions)) - {c["partition"] for c in counts})
+        if missing:
+            run = functools.partial(run_partition, self.settings, plan, rows=None)
+            sc = self.spark.sparkContext
+            counts += sc.parallelize(missing, len(missing)).map(run).collect()
+        return counts
+
+    @override
+    def write_record(self, version: int, record: dict) -> None:
+        self.backend.write_job_record(self.settings.job, version, record)
+
+    @override
+    def after_commit(self, version: int) -> None:
         if version % self.settings.maintenance_every == 0:
             self.backend.trim_job_records(self.settings.job, self.settings.retain)
-        pause_point("after-record", version)
-        return record
 
 
 def settings_record(settings: EngineSettings) -> dict:
@@ -265,9 +256,6 @@ def settings_record(settings: EngineSettings) -> dict:
         "close_actions": ",".join(settings.rules.close_actions),
         "partitions": settings.partitions,
     }
-
-
-_TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
 
 
 def _max(a: int | None, b: int | None) -> int | None:

@@ -89,7 +89,7 @@ TIME_SUFFIXES = ("+00:00", "", "+02:00", "-05:00", "+05:30", "-03:00", "+09:00",
 TIME_OFFSETS_MS = np.array([0, 0, 120, -300, 330, -180, 540, 60], dtype=np.int64) * 60_000
 UTC_SHARE, NAIVE_SHARE = 0.96, 0.025  # the rest is spread over the non-UTC offsets
 
-# Optional sections left out of whole visits (DESIGN §2: only three fields are required).
+# Optional sections left out of whole visits (only three fields are required).
 OMIT_SOURCE, OMIT_USER, OMIT_TECHNICAL = 0.01, 0.02, 0.02
 
 

@@ -14,7 +14,7 @@ MAX_FILES_PER_HOUR = 3600  # slices of at least one second, so arrival times sta
 def parse_hour(text: str) -> datetime:
     """`2019-10-10T15`, `2019-10-10T15:00`, `2019-10-10 15:00:00+02:00` -> aware UTC datetime.
 
-    Offset-less means UTC (as for event times, DESIGN §2). Raises ConfigError unless the
+    Offset-less means UTC (as for event times). Raises ConfigError unless the
     time is on a whole hour.
     """
     try:

@@ -54,7 +54,7 @@ _SUFFIX_BYTES = np.array(
     [list(s.ljust(6).encode()) for s in cat.TIME_SUFFIXES], dtype=np.uint8
 )  # fmt: skip
 
-# Kinds of invalid lines (DESIGN §2), in the order of the `kind` codes.
+# Kinds of invalid lines (docs/design.md, "Events"), in the order of the `kind` codes.
 INVALID_KINDS = (
     "not JSON",
     "truncated JSON",

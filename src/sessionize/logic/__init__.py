@@ -1,4 +1,4 @@
-"""Pure, vectorized session logic (DESIGN §3): pyarrow + numpy, never pyspark."""
+"""Pure, vectorized session logic (docs/design.md, "Semantics"): pyarrow + numpy, never pyspark."""
 
 from sessionize.logic.result import StepResult, StepStats
 from sessionize.logic.sessions import advance

@@ -33,10 +33,6 @@ class StepStats:
             **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         )
 
-    def merge(self, other: StepStats) -> StepStats:
-        """Same as `self + other`."""
-        return self + other
-
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 

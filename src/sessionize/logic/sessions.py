@@ -1,4 +1,6 @@
-"""Advance one partition by one micro-batch: late split, dedup, sessions, emission (DESIGN §3).
+"""Advance one partition by one micro-batch: late split, dedup, sessions, emission.
+
+The rules are those of docs/design.md, "Semantics".
 
 Everything here is pure and vectorized over the whole partition (pyarrow + numpy, one sort
 of the partition's keys; no Python call per user or per event). The same function serves

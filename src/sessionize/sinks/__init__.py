@@ -1,1 +1,1 @@
-"""Sinks: the four outputs of DESIGN §4, written per batch and published atomically."""
+"""Sinks: the four outputs (docs/design.md, "Outputs"), written per batch, published atomically."""

@@ -26,17 +26,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sessionize.errors import SinkError
+from sessionize.fs import delete_dir, exists, resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
-
-
-def resolve_fs(uri: str) -> tuple[pafs.FileSystem, str]:
-    """Any pyarrow filesystem URI, or a local path."""
-    try:
-        return pafs.FileSystem.from_uri(uri)
-    except (pa.ArrowInvalid, ValueError):
-        import os
-
-        return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
 @dataclass(frozen=True)
@@ -73,7 +64,7 @@ class ParquetSink:
         """Drop what an earlier, failed attempt of this batch staged."""
         fs, base = self._fs()
         for name in OUTPUTS:
-            _delete_dir(fs, f"{base}/{name}/_staging/batch_id={batch_id}")
+            delete_dir(fs, f"{base}/{name}/_staging/batch_id={batch_id}")
 
     def publish(self, batch_id: int) -> None:
         """Make the staged batch visible: per output, one rename; old contents go to trash.
@@ -86,7 +77,7 @@ class ParquetSink:
             staged = f"{base}/{name}/_staging/batch_id={batch_id}"
             final = f"{base}/{self.batch_dir(name, batch_id)}"
             self._retire(fs, base, name, final)
-            if _exists(fs, staged):
+            if exists(fs, staged):
                 fs.move(staged, final)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
@@ -111,7 +102,7 @@ class ParquetSink:
 
     @staticmethod
     def _retire(fs: pafs.FileSystem, base: str, name: str, path: str) -> None:
-        if not _exists(fs, path):
+        if not exists(fs, path):
             return
         trash = f"{base}/{name}/_trash"
         fs.create_dir(trash, recursive=True)
@@ -120,7 +111,7 @@ class ParquetSink:
             fs.move(path, target)
         except OSError as exc:
             raise SinkError(f"could not retire {path}: {exc}") from exc
-        _delete_dir(fs, target)
+        delete_dir(fs, target)
 
 
 def _split_by(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[str, pa.Table]]:
@@ -132,12 +123,3 @@ def _split_by(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[str, pa.T
         rows = table.filter(pc.equal(table[col], pa.scalar(v, table.schema.field(col).type)))
         out.append((f"{col}={v}", rows))
     return out
-
-
-def _exists(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type != pafs.FileType.NotFound
-
-
-def _delete_dir(fs: pafs.FileSystem, path: str) -> None:
-    if _exists(fs, path):
-        fs.delete_dir(path)

@@ -8,8 +8,15 @@ re-executed batch reads exactly the same files. Names starting with `_` or `.` a
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from sessionize.errors import ConfigError
+
+OPTIONS = ("maxFilesPerTrigger",)
 
 
 def _raw(df: DataFrame) -> DataFrame:
@@ -20,13 +27,22 @@ def _raw(df: DataFrame) -> DataFrame:
     )
 
 
-def file_stream(
-    spark: SparkSession, path: str, max_files_per_trigger: int | None = None
-) -> DataFrame:
+def check_input(path: str) -> None:
+    """A local --input must be an existing directory (remote trees are listed by Spark)."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    if not os.path.isdir(path.removeprefix("file://")):
+        raise ConfigError(f"--input {path} is not a directory (expected the hourly JSON tree)")
+
+
+def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> DataFrame:
+    """The tree's lines as a stream; option `maxFilesPerTrigger` caps files per batch."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ConfigError(f"file input options {unknown} unknown; accepted: {', '.join(OPTIONS)}")
+    check_input(path)
     reader = spark.readStream.format("text").option("recursiveFileLookup", "true")
-    if max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
-    return _raw(reader.load(path))
+    return _raw(reader.options(**dict(options)).load(path))
 
 
 def file_batch(spark: SparkSession, paths: list[str]) -> DataFrame:

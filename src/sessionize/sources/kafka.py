@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -45,11 +45,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from sessionize.errors import ConfigError, EnvironmentProblem
+from sessionize.errors import ConfigError, SourceError
 from sessionize.sources.uri import (
-    SPARK_SCHEMA,
-    SourceError,
+    RecordSource,
     SourceOptions,
+    confluent_kafka,
     decode_records,
     parse_kafka_uri,
     parse_source_options,
@@ -69,13 +69,7 @@ _ROWS_PER_ARROW_BATCH = 10_000
 
 
 def _kafka():
-    try:
-        import confluent_kafka
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise EnvironmentProblem(
-            "reading Kafka needs confluent-kafka: pip install 'sessionize[kafka]'"
-        ) from e
-    return confluent_kafka
+    return confluent_kafka("reading Kafka")
 
 
 def consumer_config(bootstrap: str, client: Mapping[str, str]) -> dict[str, Any]:
@@ -101,20 +95,6 @@ class KafkaRange(InputPartition):
 
     def __repr__(self) -> str:
         return f"KafkaRange({self.topic}/{self.partition} [{self.start}, {self.end}))"
-
-
-class KafkaSource(DataSource):
-    """`spark.readStream.format("sessionize_kafka").option("uri", "kafka://H:P/T")`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> str:
-        return SPARK_SCHEMA
-
-    def streamReader(self, schema) -> KafkaStreamReader:
-        return KafkaStreamReader(dict(self.options))
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -312,6 +292,13 @@ def check_client_config(config: Mapping[str, Any]) -> None:
         kafka.Consumer(dict(config)).close()
     except kafka.KafkaException as e:
         raise ConfigError(f"Kafka consumer settings: {e.args[0].str()}") from e
+
+
+class KafkaSource(RecordSource):
+    """`spark.readStream.format("sessionize_kafka").option("uri", "kafka://H:P/T")`."""
+
+    format = FORMAT
+    reader = KafkaStreamReader
 
 
 def kafka_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> DataFrame:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -43,12 +43,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from sessionize.errors import ConfigError
+from sessionize.errors import ConfigError, SourceError
 from sessionize.sources.uri import (
     KINESIS_CLIENT_OPTIONS,
-    SPARK_SCHEMA,
     KinesisAddress,
-    SourceError,
+    RecordSource,
     SourceOptions,
     decode_records,
     kinesis_client,
@@ -69,20 +68,6 @@ class KinesisRange(InputPartition):
 
     def __repr__(self) -> str:
         return f"KinesisRange({self.stream}/{self.shard} ({self.after}, {self.last}])"
-
-
-class KinesisSource(DataSource):
-    """`spark.readStream.format("sessionize_kinesis").option("uri", "kinesis://STREAM?...")`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> str:
-        return SPARK_SCHEMA
-
-    def streamReader(self, schema) -> KinesisStreamReader:
-        return KinesisStreamReader(dict(self.options))
 
 
 def _iterator(client, stream: str, shard: str, after: str | None) -> str:
@@ -321,6 +306,13 @@ def read_range(client, part: KinesisRange, opts: SourceOptions) -> Iterator:
                     f"{opts.read_timeout_s:g}s"
                 )
             time.sleep(0.2)
+
+
+class KinesisSource(RecordSource):
+    """`spark.readStream.format("sessionize_kinesis").option("uri", "kinesis://STREAM?...")`."""
+
+    format = FORMAT
+    reader = KinesisStreamReader
 
 
 def kinesis_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> DataFrame:

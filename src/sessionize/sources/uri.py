@@ -27,18 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from sessionize.config import parse_duration
-from sessionize.errors import ConfigError, EnvironmentProblem, SessionizeError
-
-
-class SourceError(SessionizeError):
-    """A stream cannot be read as its offsets say (records gone, topic or stream missing)."""
-
+from sessionize.errors import ConfigError, EnvironmentProblem
 
 # The rows every source yields (see sessionize.sources): the payload as text, or an error.
 RECORD_SCHEMA = pa.schema(
@@ -110,6 +107,35 @@ def parse_kinesis_uri(uri: str) -> KinesisAddress:
     return KinesisAddress(
         stream=parts.netloc, endpoint=endpoint, region=query.get("region") or None
     )
+
+
+def confluent_kafka(purpose: str):
+    """The confluent_kafka module (admin included), or one line naming the extra to install."""
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise EnvironmentProblem(
+            f"{purpose} needs confluent-kafka: pip install 'sessionize[kafka]'"
+        ) from e
+    return confluent_kafka
+
+
+class RecordSource(DataSource):
+    """A Python data source of raw records; subclasses name their format and reader."""
+
+    format: ClassVar[str]
+    reader: ClassVar[type[DataSourceStreamReader]]
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.format
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return self.reader(dict(self.options))
 
 
 def kinesis_client(address: KinesisAddress, options: Mapping[str, str] | None = None):

@@ -9,12 +9,20 @@ from pathlib import Path
 
 import click
 
+from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
-from sessionize.generator import GeneratorConfig, write_files
-from sessionize.stream import StreamOptions, run_stream
+from sessionize.generate.writer import GeneratorConfig, write_files
 
 
-def run_demo(workdir: str, *, hours: int, users: int, events_per_hour: int) -> dict:
+def run_demo(
+    workdir: str,
+    *,
+    hours: int,
+    users: int,
+    events_per_hour: int,
+    master: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+) -> dict:
     root = Path(workdir).absolute()
     shutil.rmtree(root, ignore_errors=True)
     cfg = GeneratorConfig(
@@ -39,6 +47,8 @@ def run_demo(workdir: str, *, hours: int, users: int, events_per_hour: int) -> d
         rules=SessionRules(),
         partitions=4,
         max_files_per_trigger=2,
+        master=master,
+        spark_conf=spark_conf or {},
     )
     click.echo("streaming with the files state store, 2 files per micro-batch:")
     t0 = time.perf_counter()

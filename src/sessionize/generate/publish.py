@@ -12,7 +12,8 @@ sent that was not stored).
 - Kinesis: PutRecords in requests of at most 500 records / 5 MiB; records the service
   rejected (throttling, internal errors) are sent again with backoff, up to `max_attempts`
   rounds. A retried record can land after later records of the same user: session results do
-  not depend on arrival order (DESIGN §3), only lateness does. Partition key = `user_id`.
+  not depend on arrival order (docs/design.md, "Semantics"), only lateness does. Partition
+  key = `user_id`.
 
 `rate` is in events per second over the whole run (a burst after a pause is not caught up
 faster than the rate allows); None sends as fast as the server takes them.
@@ -28,9 +29,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from sessionize.config import redact_uri
-from sessionize.errors import ConfigError, EnvironmentProblem, SessionizeError, SinkError
+from sessionize.errors import ConfigError, SessionizeError, SinkError
+from sessionize.sources.uri import confluent_kafka, parse_kafka_uri, parse_kinesis_uri
 from sessionize.sources.uri import kinesis_client as _kinesis_client
-from sessionize.sources.uri import parse_kafka_uri, parse_kinesis_uri
 
 _USER_ID = re.compile(rb'"user_id"\s*:\s*"?(-?\d+)')
 _KINESIS_MAX_RECORDS = 500
@@ -99,14 +100,7 @@ def _lines(lines: Iterable[str | bytes]) -> Iterable[bytes]:
 
 
 def _confluent():
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise EnvironmentProblem(
-            "publishing to Kafka needs confluent-kafka: pip install 'sessionize[kafka]'"
-        ) from e
-    return confluent_kafka
+    return confluent_kafka("publishing to Kafka")
 
 
 def ensure_topic(uri: str, partitions: int, options: Mapping[str, str] | None = None) -> bool:

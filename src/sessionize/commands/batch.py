@@ -2,8 +2,9 @@
 
 Hour H reads `INPUT/event_date=D/event_hour=HH`, continues the sessions left open after
 H-1, emits every session with `closed_at` before the end of H (its watermark), and carries
-the rest to H+1 (DESIGN §3.5). Versions and output batch ids are the hour written as the
-integer YYYYMMDDHH (2026110109 for 2026-11-01T09), so output rows say which hour wrote them.
+the rest to H+1 (docs/design.md, "Batch mode"). Versions and output batch ids are the hour
+written as the integer YYYYMMDDHH (2026110109 for 2026-11-01T09), so output rows say which
+hour wrote them.
 
 Sequential: H runs only on top of a committed H-1, except the first hour of a new state.
 Reprocessing: `--from H` with H already committed first retires every output batch >= H,
@@ -13,20 +14,25 @@ crash during a rewind is healed by running the same command again.
 
 from __future__ import annotations
 
-import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import SparkSession
 
-from sessionize.config import SessionRules
+from sessionize.commands.options import files_state_uri, progress_path
+from sessionize.config import SessionRules, describe_differences, redact_uri
+from sessionize.engines.progress import ProgressLog
+from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
-from sessionize.sinks.parquet import ParquetSink, resolve_fs
+from sessionize.fs import is_dir
+from sessionize.sinks.parquet import ParquetSink
 from sessionize.sources.files import file_batch
-from sessionize.spark import get_spark
+from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
+from sessionize.state.lease import DirectoryLeaseRecords, Lease
 
 HOUR = timedelta(hours=1)
 
@@ -50,12 +56,13 @@ class BatchOptions:
     rules: SessionRules = field(default_factory=SessionRules)
     partitions: int = 4
     job: str = "sessionize"
+    progress_log: str | None = None  # default: OUTPUT/_progress.jsonl
+    master: str | None = None  # Spark master; default local[*] (or spark-submit's)
+    spark_conf: dict[str, str] = field(default_factory=dict)
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
-        if self.state == "files":
-            return f"files:{self.output.rstrip('/')}/_state"
-        return self.state
+        return files_state_uri(self.state, f"{self.output.rstrip('/')}/_state")
 
     def engine_settings(self) -> EngineSettings:
         return EngineSettings(
@@ -82,8 +89,25 @@ def run_batch(
     opts: BatchOptions,
     spark: SparkSession | None = None,
     on_hour: Callable[[str], None] = print,
+    on_start: Callable[[int], None] = lambda hours: None,
 ) -> list[dict]:
+    """Run hours --from..--to in order; returns their records. `on_hour` gets one line per
+    hour (and notes such as a reprocessing); `on_start` the number of hours, once they are
+    about to run."""
     hours = _hours(opts)
+    records = DirectoryLeaseRecords(f"{opts.output.rstrip('/')}/_lease")
+    with Lease(records, f"output {opts.output}") as lease:
+        return _run(opts, hours, spark, on_hour, on_start, lease)
+
+
+def _run(
+    opts: BatchOptions,
+    hours: list[datetime],
+    spark: SparkSession | None,
+    on_hour: Callable[[str], None],
+    on_start: Callable[[int], None],
+    lease: Lease,
+) -> list[dict]:
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri)
     backend.check()
@@ -107,53 +131,69 @@ def run_batch(
             f"state rewound to {version_hour(previous)}"
         )
     new_state = not backend.job_versions(opts.job)
-    spark = spark or get_spark(f"sessionize-batch-{opts.job}", shuffle_partitions=opts.partitions)
-    engine = StoreEngine(spark, settings, backend)
-    records = []
+    spark = spark or get_spark(
+        f"sessionize-batch-{opts.job}",
+        master=opts.master,
+        conf=opts.spark_conf,
+        shuffle_partitions=opts.partitions,
+    )
+    log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
+    runner = BatchRunner(
+        StoreEngine(spark, settings, backend),
+        on_hour,
+        label=_label,
+        progress=ProgressLog(log) if log else None,
+        describe_input=lambda version: {"path": _hour_path(opts.input, _hour_of(version))},
+        lease=lease,
+    )
+    on_start(len(hours))
     for i, hour in enumerate(hours):
         path = _hour_path(opts.input, hour)
-        if _exists(path):
+        if is_dir(path):
             raw = file_batch(spark, [path])
         else:
             on_hour(f"hour {hour:%Y-%m-%dT%H}: no input at {path}, treated as an empty hour")
             raw = spark.createDataFrame([], "value string, error string, source string")
-        record = engine.run(
-            raw,
+        request = BatchRequest(
             hour_version(hour),
             previous=hour_version(hour - HOUR),
             first=new_state and i == 0,
             end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
         )
-        records.append(record)
-        on_hour(_progress(hour, record))
-    return records
+        runner.run(raw, request)
+    later = [v for v in committed if v > hour_version(hours[-1])]
+    if later:
+        on_hour(_rest_note(opts, hours[-1] + HOUR, _hour_of(later[-1])))
+    return runner.records
 
 
 def _check_settings(record: dict | None, settings: EngineSettings) -> None:
     recorded = (record or {}).get("settings")
-    current = settings_record(settings)
-    if recorded and recorded != current:
-        diffs = "; ".join(
-            f"--{k.replace('_', '-')} {recorded.get(k)} (this run: {current.get(k)})"
-            for k in sorted(current)
-            if recorded.get(k) != current.get(k)
-        )
+    diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""
+    if diffs:
         raise IncompatibleCheckpoint(
             f"the state was built with {diffs}: rerun with the same settings, or use a new --state"
         )
 
 
-def _progress(hour: datetime, record: dict) -> str:
-    b = record["batch"]
+def _rest_note(opts: BatchOptions, start: datetime, end: datetime) -> str:
+    """The last line of a partial reprocess: what it retired, and the command to redo it."""
+    flags = {"input": opts.input, "output": opts.output}
+    if opts.state != "files":
+        flags["state"] = redact_uri(opts.state)
+    flags.update(settings_record(opts.engine_settings()))
+    flags["job"] = opts.job
+    flags.update({"from": f"{start:%Y-%m-%dT%H}", "to": f"{end:%Y-%m-%dT%H}"})
+    command = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in flags.items())
     return (
-        f"hour {hour:%Y-%m-%dT%H}: {b['records']:,} events in, {b['sessions_out']:,} sessions "
-        f"out, {b['late']:,} late, {b['invalid']:,} invalid, {b['open_sessions']:,} open "
-        f"sessions, {record['duration_s']:.1f}s"
+        f"hours {start:%Y-%m-%dT%H}..{end:%Y-%m-%dT%H} were committed before and are now "
+        f"retired, not recomputed; recompute them with: sessionize batch {command}"
     )
 
 
-def _exists(path: str) -> bool:
-    fs, p = resolve_fs(path)
-    from pyarrow import fs as pafs
+def _hour_of(version: int) -> datetime:
+    return datetime.strptime(str(version), "%Y%m%d%H").replace(tzinfo=UTC)
 
-    return fs.get_file_info(p).type == pafs.FileType.Directory or os.path.isdir(path)
+
+def _label(version: int) -> str:
+    return f"hour {version_hour(version)}"

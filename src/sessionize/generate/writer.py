@@ -2,7 +2,7 @@
 
 Users alternate visits and idle periods; think times straddle the session gap, so sessions
 split where nobody planned them as well as after long idle periods and explicit closes
-(see generate/visits.py). Files follow the input contract (DESIGN §2), laid out
+(see generate/visits.py). Files follow the input contract (docs/design.md, "Events"), laid out
 `OUTPUT/event_date=YYYY-MM-DD/event_hour=HH/part-NNNNN.json[.gz]`, with duplicates, invalid
 lines, events out of order within and across files, and, on request, late events held back
 into `late-NNNNN.json` files that arrive two hours after their hour (see generate/layout.py).

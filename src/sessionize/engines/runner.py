@@ -1,0 +1,250 @@
+"""One batch runner for both engines and both modes: plan, run, commit, report.
+
+A batch is a micro-batch of the stream (version = Spark's batch id) or an hour of batch
+mode (version = the hour as YYYYMMDDHH). Whatever the engine, a batch goes through the
+same steps, in this order, which is what makes the outputs exactly once:
+
+  1. plan: read the record of the batch it builds on (`Engine.previous_record`);
+  2. run: drop what an earlier attempt of this batch staged, then the engine's tasks stage
+     their rows of the four outputs and commit the batch's state (our store: version V per
+     partition; Spark's state store: Spark commits it when the operator's tasks end);
+  3. publish the staged outputs of the batch (sink);
+  4. write the batch record (the engine's record log: our store's job log, or the
+     checkpoint's `sessionize-batches/`);
+
+  (before 3 and before 4 the driver checks that it still holds its lease, state/lease.py)
+  5. return; in a stream Spark then writes its commit log entry for the batch.
+
+A crash anywhere before 5 makes Spark (or the user, in batch mode) run the same batch again
+on the same input and the same previous state: the rerun restages, republishes over the
+batch's directories and rewrites its state version and record, so the outputs equal an
+uninterrupted run. The engines document what "the same previous state" means for them.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sessionize.engines.progress import ProgressLog
+from sessionize.errors import SessionizeError
+from sessionize.faults import pause_point
+from sessionize.sinks.parquet import ParquetSink
+from sessionize.state.lease import Lease
+
+# Counters summed over the life of a job, kept in every record under `totals`.
+TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """Which batch to run and what it builds on.
+
+    `previous` is the version this one continues (stream: version - 1; batch mode: the hour
+    before); `first` starts from the empty state instead. `end_watermark` (µs) fixes the
+    watermark after the batch (batch mode: the end of the hour); None lets the events move it.
+    """
+
+    version: int
+    previous: int
+    first: bool = False
+    end_watermark: int | None = None
+
+
+@dataclass
+class BatchResult:
+    """What an engine's run of one batch produced, before publishing."""
+
+    counters: dict[str, int]
+    watermark: int | None
+    fields: dict[str, object] = field(default_factory=dict)  # engine-specific record fields
+
+
+class Engine(ABC):
+    """What the runner needs from an engine: its sink, its record log and step 2."""
+
+    sink: ParquetSink
+
+    @abstractmethod
+    def previous_record(self, request: BatchRequest) -> dict:
+        """The record of the batch `request` builds on ({} for none); raises when the batch
+        cannot be run on what is committed."""
+
+    @abstractmethod
+    def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
+        """Stage the batch's outputs and commit its state (step 2)."""
+
+    @abstractmethod
+    def write_record(self, version: int, record: dict) -> None:
+        """Store the batch record (step 4)."""
+
+    def after_commit(self, version: int) -> None:  # noqa: B027 - optional hook
+        """Housekeeping once the batch is committed (record retention)."""
+
+    def stream_input(self, raw: DataFrame) -> DataFrame:
+        """What the stream's foreachBatch receives, from the source's raw records."""
+        return raw
+
+    def query_confs(self) -> dict[str, str]:
+        """Spark settings for the life of the streaming query."""
+        return {}
+
+
+def progress_line(label: str, record: dict) -> str:
+    """The one line printed per batch."""
+    b = record["batch"]
+    return (
+        f"{label}: {b['records']:,} events in, {b['sessions_out']:,} sessions out, "
+        f"{b['late']:,} late, {b['invalid']:,} invalid, {b['open_sessions']:,} open sessions, "
+        f"watermark {_iso(record['watermark'])}, {record['duration_s']:.1f}s"
+    )
+
+
+def _iso(us: int | None) -> str:
+    if us is None:
+        return "none"
+    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class BatchRunner:
+    """Runs batches of one engine in the documented order and reports each one.
+
+    Also the `foreachBatch` function of a stream: `runner(df, batch_id)`. Spark wraps what
+    the function raises in its own error; the runner keeps the SessionizeError so that the
+    command can raise it as itself.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        on_batch: Callable[[str], None] = print,
+        label: Callable[[int], str] = lambda version: f"batch {version}",
+        progress: ProgressLog | None = None,
+        describe_input: Callable[[int], dict] = lambda version: {},
+        lease: Lease | None = None,
+    ):
+        self.engine = engine
+        self.on_batch = on_batch
+        self.label = label
+        self.progress = progress
+        self.describe_input = describe_input
+        self.lease = lease
+        self.records: list[dict] = []
+        self.failure: SessionizeError | None = None
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.run(df, BatchRequest(batch_id, batch_id - 1, first=batch_id == 0))
+
+    def run(self, raw: DataFrame, request: BatchRequest) -> dict:
+        try:
+            record = self._run(raw, request)
+        except SessionizeError as exc:
+            self.failure = exc
+            raise
+        self.records.append(record)
+        if self.progress is not None:
+            self.progress.append(record)
+        self.on_batch(progress_line(self.label(request.version), record))
+        return record
+
+    def _run(self, raw: DataFrame, request: BatchRequest) -> dict:
+        clock = _PhaseClock()
+        engine, version = self.engine, request.version
+        previous = engine.previous_record(request)  # step 1
+        clock.lap("plan")
+        engine.sink.clear_staging(version)
+        result = engine.run(raw, request, previous)  # step 2
+        clock.lap("run")
+        pause_point("before-publish", version)
+        self._check_lease()
+        engine.sink.publish(version)  # step 3
+        pause_point("after-publish", version)
+        clock.lap("publish")
+        before = previous.get("totals", {})
+        record = {
+            "version": version,
+            **result.fields,
+            "watermark": result.watermark,
+            "batch": result.counters,
+            "totals": {k: before.get(k, 0) + result.counters[k] for k in TOTALS},
+            "input": self.describe_input(version),
+        }
+        record["phases_s"] = clock.phases
+        record["duration_s"] = clock.total()
+        self._check_lease()
+        engine.write_record(version, record)  # step 4
+        engine.after_commit(version)
+        pause_point("after-record", version)
+        return record
+
+
+    def _check_lease(self) -> None:
+        """A driver whose lease was taken over publishes and records nothing more."""
+        if self.lease is not None:
+            self.lease.check()
+
+
+class _PhaseClock:
+    """Seconds per named phase of a batch, rounded to ms."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self.last, 3)
+        self.last = now
+
+    def total(self) -> float:
+        return round(time.perf_counter() - self.start, 3)
+
+def run_query(
+    spark: SparkSession,
+    runner: BatchRunner,
+    raw: DataFrame,
+    *,
+    name: str,
+    checkpoint: str,
+    trigger: Mapping[str, object],
+) -> list[dict]:
+    """Run `runner` over the stream `raw` until the trigger ends it; returns the records.
+
+    The engine's query settings hold for the life of the query and are then restored, so
+    that one session can run queries of both engines. A SessionizeError raised in a batch
+    is raised as itself, not as Spark's wrapper of it.
+    """
+    confs = runner.engine.query_confs()
+    saved = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        query = (
+            runner.engine.stream_input(raw)
+            .writeStream.queryName(name)
+            .foreachBatch(runner)
+            .option("checkpointLocation", checkpoint)
+            .trigger(**trigger)
+            .start()
+        )
+        try:
+            query.awaitTermination()
+        except Exception:
+            if runner.failure is not None:
+                raise runner.failure from None
+            raise
+        finally:
+            if query.isActive:
+                query.stop()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+    return runner.records

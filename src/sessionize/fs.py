@@ -1,0 +1,31 @@
+"""Paths and URIs -> a pyarrow filesystem, for outputs, checkpoints and input checks."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+
+def resolve_fs(uri: str) -> tuple[pafs.FileSystem, str]:
+    """Any pyarrow filesystem URI (`s3://...`, `file:///...`), or a local path."""
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, ValueError):
+        return pafs.LocalFileSystem(), os.path.abspath(uri)
+
+
+def exists(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def is_dir(uri: str) -> bool:
+    """Whether `uri` names a directory (any filesystem)."""
+    fs, path = resolve_fs(uri)
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def delete_dir(fs: pafs.FileSystem, path: str) -> None:
+    if exists(fs, path):
+        fs.delete_dir(path)

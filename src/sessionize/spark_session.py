@@ -1,0 +1,69 @@
+"""SparkSession for the CLI: local defaults that matter for correctness and speed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+
+from sessionize.errors import EnvironmentProblem
+
+
+def check_java() -> None:
+    """Fail with one line when there is no Java for Spark to start."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return
+    if shutil.which("java"):
+        return
+    raise EnvironmentProblem(
+        "Java 17 is required by Spark and was not found: install it "
+        "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    )
+
+
+def get_spark(
+    app: str,
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    shuffle_partitions: int = 4,
+):
+    """A session with UTC time, loopback binding, no UI and the venv's Python in workers.
+
+    Precedence, lowest first: these defaults, then what `spark-submit` (or
+    `spark-defaults.conf`) set, then `conf` (`--conf KEY=VALUE`) and `master` (`--master`).
+    Without any master the session is `local[*]` (or `SESSIONIZE_SPARK_MASTER`). UTC is not
+    cosmetic: offset-less event times are UTC by contract (docs/design.md, "Events"), and
+    Spark parses them in the session time zone, so it is set even over spark-submit's.
+    """
+    check_java()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    defaults = {
+        "spark.master": os.environ.get("SESSIONIZE_SPARK_MASTER", "local[*]"),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.driver.memory": os.environ.get("SESSIONIZE_DRIVER_MEMORY", "2g"),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}",
+    }
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Started by spark-submit: its JVM already runs and holds the user's settings.
+        SparkContext._ensure_initialized()
+    submitted = SparkConf()  # empty unless spark-submit started this driver
+    builder = SparkSession.builder.appName(app)
+    for key, value in defaults.items():
+        if not submitted.contains(key):
+            builder = builder.config(key, value)
+    for key, value in {**(conf or {}), **({"spark.master": master} if master else {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SESSIONIZE_SPARK_LOG_LEVEL", "ERROR"))
+    return spark

@@ -1,0 +1,124 @@
+"""One driver at a time: real `sessionize stream` processes on one checkpoint.
+
+A second driver refuses in one line naming the first; a driver that stalls and loses its
+lease publishes nothing more; either way the final outputs equal an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.state.lease import DirectoryLeaseRecords, Holder
+from tests.helpers import OUTPUTS, cli_env, generate, read_output, sessionize
+
+
+def _args(inp, root):
+    return [
+        "stream", "--input", str(inp), "--output", str(root / "out"),
+        "--checkpoint", str(root / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("fencing")
+    inp = generate(root / "in", hours=2, invalid_rate=0.01, late_rate=0.01)
+    clean = StreamOptions(
+        input=str(inp), output=str(root / "clean" / "out"),
+        checkpoint=str(root / "clean" / "chk"), partitions=3, max_files_per_trigger=1,
+    )  # fmt: skip
+    run_stream(clean, spark, on_batch=lambda _: None)
+    return root, inp
+
+
+def _start(args, env):
+    return subprocess.Popen(
+        [sys.executable, "-m", "sessionize", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _wait_for(proc, marker: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        if marker in line:
+            return
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    raise AssertionError(f"never saw {marker!r}: {proc.stderr.read()[-3000:]}")
+
+
+def _same_as_clean(root, run) -> None:
+    for name in OUTPUTS:
+        assert read_output(run / "out", name).equals(read_output(root / "clean" / "out", name))
+    assert read_output(run / "out", "sessions").num_rows > 0
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sessionize: error: "), stderr[-3000:]
+    return lines[0]
+
+
+def test_a_second_driver_mid_batch_is_refused_then_resumes_after_the_first_dies(data):
+    root, inp = data
+    run = root / "mid-batch"
+    first = _start(_args(inp, run), cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:1"))
+    try:
+        _wait_for(first, "PAUSED after-state-commit 1")
+        second = sessionize(*_args(inp, run))
+        assert second.returncode == 2
+        line = _one_error_line(second.stderr)
+        assert f"checkpoint {run / 'chk'} is in use by the driver on" in line
+        assert f"pid {first.pid}," in line
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    final = sessionize(*_args(inp, run))  # same host, holder gone: taken over at once
+    assert final.returncode == 0, final.stderr[-3000:]
+    _same_as_clean(root, run)
+
+
+def test_two_drivers_started_together_one_runs_one_refuses(data):
+    root, inp = data
+    run = root / "together"
+    procs = [_start(_args(inp, run), cli_env()) for _ in range(2)]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, err in results if code == 2)
+    assert "is in use by the driver on" in _one_error_line(refused)
+    _same_as_clean(root, run)
+
+
+def test_a_driver_that_lost_its_lease_publishes_nothing_more(data, tmp_path):
+    root, inp = data
+    run = root / "stalled"
+    resume = tmp_path / "resume"
+    env = cli_env(SESSIONIZE_PAUSE_AT="before-publish:1", SESSIONIZE_RESUME_FILE=str(resume))
+    stalled = _start(_args(inp, run), env)
+    _wait_for(stalled, "PAUSED before-publish 1")
+    # While it stalls, a driver elsewhere presumed it dead and took the lease.
+    records = DirectoryLeaseRecords(str(run / "chk" / "_lease"))
+    epoch = records.latest().epoch
+    other = Holder(epoch + 1, "elsewhere", 1, "2026-11-01T00:00:00+00:00", "t", time.time(), 30)
+    assert records.create(other)
+    resume.touch()
+    assert stalled.wait(timeout=300) == 2
+    line = _one_error_line(stalled.stderr.read())
+    assert "lost its lease on checkpoint" in line and "the driver on elsewhere" in line
+    assert not list((run / "out" / "sessions").glob("batch_id=1"))
+    # The other driver goes away cleanly; the next run completes the job exactly once.
+    records.update(Holder(**{**other.__dict__, "released": True}))
+    final = sessionize(*_args(inp, run))
+    assert final.returncode == 0, final.stderr[-3000:]
+    _same_as_clean(root, run)

@@ -1,0 +1,54 @@
+"""Whose Spark settings win: ours < spark-submit's < --conf / --master."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from sessionize.spark_session import get_spark
+    conf = json.loads(sys.argv[1])
+    spark = get_spark("probe", master=conf.pop("master", None), conf=conf, shuffle_partitions=4)
+    print(json.dumps({
+        "master": spark.sparkContext.master,
+        "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+        "tz": spark.conf.get("spark.sql.session.timeZone"),
+    }))
+    spark.stop()
+    """
+)
+
+
+def _probe(tmp_path: Path, conf: dict, submit_args: list[str] | None = None) -> dict:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env.pop("SESSIONIZE_SPARK_MASTER", None)
+    if submit_args is None:
+        cmd = [sys.executable, str(script), json.dumps(conf)]
+    else:
+        submit = Path(sys.executable).parent / "spark-submit"
+        cmd = [str(submit), *submit_args, str(script), json.dumps(conf)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_defaults_then_user_settings(tmp_path):
+    assert _probe(tmp_path, {}) == {"master": "local[*]", "partitions": "4", "tz": "UTC"}
+    got = _probe(tmp_path, {"master": "local[1]", "spark.sql.shuffle.partitions": "11"})
+    assert got == {"master": "local[1]", "partitions": "11", "tz": "UTC"}
+
+
+def test_spark_submit_settings_win_over_defaults(tmp_path):
+    submit = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=9"]
+    assert _probe(tmp_path, {}, submit) == {"master": "local[2]", "partitions": "9", "tz": "UTC"}
+    # --conf of the command still wins over spark-submit's.
+    got = _probe(tmp_path, {"spark.sql.shuffle.partitions": "3"}, submit)
+    assert got["partitions"] == "3"
