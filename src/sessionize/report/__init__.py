@@ -1,0 +1,66 @@
+"""`sessionize report`: one self-contained HTML page of plots over a job's outputs and its
+progress log (data.py and progress.py read, charts.py draws, page.py assembles)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from sessionize.errors import ConfigError, SinkError
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    path: str
+    bytes: int
+    seconds: float
+    sessions: int
+    progress_missing: str | None
+
+
+def build_report(
+    output: str,
+    to: str,
+    *,
+    checkpoint: str | None = None,
+    progress_log: str | None = None,
+) -> ReportResult:
+    """Read OUTPUT (and the progress log), write the HTML report to `to`."""
+    from sessionize.report.data import load_outputs
+    from sessionize.report.page import build_page, now
+    from sessionize.report.progress import default_path, read_progress
+
+    t0 = time.perf_counter()
+    if not _is_dir(output):
+        raise ConfigError(f"--output {output} is not a directory: give a job's output directory")
+    data = load_outputs(output)
+    progress = read_progress(progress_log or default_path(output, checkpoint))
+    html = build_page(data, progress, generated=now()).encode()
+    try:
+        parent = os.path.dirname(os.path.abspath(to))
+        os.makedirs(parent, exist_ok=True)
+        tmp = f"{to}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(html)
+        os.replace(tmp, to)
+    except OSError as exc:
+        raise SinkError(f"cannot write the report to {to}: {exc.strerror or exc}") from exc
+    return ReportResult(
+        path=os.path.abspath(to),
+        bytes=len(html),
+        seconds=time.perf_counter() - t0,
+        sessions=data.sessions,
+        progress_missing=progress.missing,
+    )
+
+
+def _is_dir(uri: str) -> bool:
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, ValueError):
+        fs, path = pafs.LocalFileSystem(), os.path.abspath(uri)
+    return fs.get_file_info(path).type == pafs.FileType.Directory
