@@ -1,4 +1,5 @@
-"""`sessionize demo`: generate a few hours of visits, stream them to sessions, summarize."""
+"""`sessionize demo`: generate a few hours of visits, stream them to sessions, summarize,
+and write the HTML report."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import click
 
 from sessionize.config import SessionRules
 from sessionize.generator import GeneratorConfig, write_files
+from sessionize.report import build_report
 from sessionize.stream import StreamOptions, run_stream
 
 
@@ -61,4 +63,6 @@ def run_demo(workdir: str, *, hours: int, users: int, events_per_hour: int) -> d
     for key, value in summary.items():
         click.echo(f"  {key:<21} {value:>12,}")
     click.echo(f"outputs: {opts.output}/{{sessions,page_views,late_events,invalid_events}}")
+    report = build_report(opts.output, str(root / "report.html"), checkpoint=opts.checkpoint)
+    click.echo(f"report: {report.path} (open it in a browser)")
     return summary
