@@ -173,11 +173,14 @@ def per_batch(batch_ids: pa.ChunkedArray) -> Counts:
 
 def hourly(times: pa.ChunkedArray) -> Hourly:
     """Rows per UTC hour, every hour from the first to the last (empty hours as 0)."""
-    us = pc.cast(times, pa.int64()).to_numpy()
-    hours = us // 3_600_000_000
-    first = int(hours.min())
-    counts = np.bincount(hours - first)
-    return Hourly(np.datetime64(first, "h") + np.arange(len(counts)), counts)
+    # Arrow's integer division and value_counts: several times faster than numpy's `//`.
+    hours = pc.divide(pc.cast(times, pa.int64()), 3_600_000_000)  # times are after 1970
+    vc = pc.value_counts(hours)
+    values, counts = vc.field("values").to_numpy(), vc.field("counts").to_numpy()
+    first = int(values.min())
+    dense = np.zeros(int(values.max()) - first + 1, np.int64)
+    dense[values - first] = counts
+    return Hourly(np.datetime64(first, "h") + np.arange(len(dense)), dense)
 
 
 def histogram(values: np.ndarray, *, bins: int) -> Histogram:
