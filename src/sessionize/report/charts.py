@@ -181,9 +181,10 @@ def late_invalid(batches: list[str], late: Counts, invalid: Counts) -> str | Non
                label=f"late ({sum(late.values):,})")  # fmt: skip
         ax.bar(x + w / 2, [invalid_d.get(b, 0) for b in batches], w, color=RED,
                label=f"invalid ({sum(invalid.values):,})")  # fmt: skip
-        step = max(1, len(batches) // 8)
-        ax.set_xticks(x[::step], batches[::step], rotation=30 if len(batches) > 4 else 0,
-                      ha="right" if len(batches) > 4 else "center")  # fmt: skip
+        step = max(1, len(batches) // 12)
+        tilt = max(len(b) for b in batches) * len(batches[::step]) > 60  # labels would touch
+        ax.set_xticks(x[::step], batches[::step], rotation=30 if tilt else 0,
+                      ha="right" if tilt else "center")  # fmt: skip
         ax.set_xlabel("batch id")
         ax.set_ylabel("events")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))

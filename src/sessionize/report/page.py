@@ -169,7 +169,7 @@ def _quality_charts(out: OutputData) -> list[Chart]:
 def _progress_charts(p: Progress) -> list[Chart]:
     t = p.committed_at
     empty = p.missing or "not in the progress log"
-    mb = 1 / 1e6
+    unit, scale = _byte_unit(np.nanmax(p.state_bytes_written, initial=0))
     return [
         Chart("batch-duration", "Batch duration", "Seconds from a batch's start to its commit.",
               charts.over_time("batch-duration", t, [(p.duration_s, "duration", charts.BLUE)],
@@ -187,10 +187,17 @@ def _progress_charts(p: Progress) -> list[Chart]:
         Chart("state-bytes", "State bytes per batch",
               "Bytes the batch read from and wrote to the state store.",
               charts.over_time("state-bytes", t,
-                               [(p.state_bytes_read * mb, "read", charts.BLUE),
-                                (p.state_bytes_written * mb, "written", charts.RED)], "MB"),
+                               [(p.state_bytes_read / scale, "read", charts.BLUE),
+                                (p.state_bytes_written / scale, "written", charts.RED)], unit),
               empty=empty),
     ]  # fmt: skip
+
+
+def _byte_unit(largest: float) -> tuple[str, float]:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if largest >= scale:
+            return unit, scale
+    return "bytes", 1.0
 
 
 def _table(name: str, c: Counts) -> str:
