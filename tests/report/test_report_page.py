@@ -36,20 +36,30 @@ PROGRESS_CHARTS = ("batch-duration", "events-per-second", "open-sessions", "stat
 
 @pytest.fixture(scope="module")
 def job(spark, tmp_path_factory) -> Path:
-    """Three hours sessionized by `run_batch`, with the progress log its records make."""
+    """Two hours sessionized by `run_batch`, with the progress log its records make."""
     root = tmp_path_factory.mktemp("report")
-    inp = generate(root / "in", hours=3, users=150, events_per_hour=1200, invalid_rate=0.02)
+    inp = generate(root / "in", hours=2, users=150, events_per_hour=1200, invalid_rate=0.02)
     out = root / "out"
-    opts = BatchOptions(input=str(inp), output=str(out), start=H0, end=H0 + timedelta(hours=2),
+    opts = BatchOptions(input=str(inp), output=str(out), start=H0, end=H0 + timedelta(hours=1),
                         partitions=2, state="files")  # fmt: skip
     records = run_batch(opts, spark, on_hour=lambda _: None)
-    assert len(records) == 3
+    assert len(records) == 2
     t = datetime(2026, 11, 22, 12, tzinfo=UTC)
     with open(out / "_progress.jsonl", "w") as f:
         for i, record in enumerate(records):
             at = (t + timedelta(minutes=i)).isoformat()
             f.write(json.dumps({**record, "committed_at": at}) + "\n")
     return out
+
+
+@pytest.fixture(scope="module")
+def report(job) -> Path:
+    """The report of `job`, written by the `sessionize report` command in its own process."""
+    to = job.parent / "report.html"
+    done = sessionize("report", "--output", str(job), "--to", str(to), env=cli_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"wrote {to} (")
+    return to
 
 
 class Page(HTMLParser):
@@ -115,12 +125,8 @@ def _read(out: Path, name: str, column: str) -> list:
     return table[column].to_pylist()
 
 
-def test_the_page_shows_the_numbers_of_the_outputs(job, tmp_path):
-    to = tmp_path / "r.html"
-    done = sessionize("report", "--output", str(job), "--to", str(to), env=cli_env())
-    assert done.returncode == 0, done.stderr
-    assert f"wrote {to}" in done.stdout
-    html = to.read_text()
+def test_the_page_shows_the_numbers_of_the_outputs(job, report):
+    html = report.read_text()
     page = Page(html)
 
     reasons = Counter(_read(job, "sessions", "end_reason"))
@@ -132,17 +138,15 @@ def test_the_page_shows_the_numbers_of_the_outputs(job, tmp_path):
     assert page.values["users"] == len(set(_read(job, "sessions", "user_id")))
     assert page.values["page views"] == len(_read(job, "page_views", "page"))
     assert page.values["invalid events"] == sum(invalid.values()) > 0
-    assert page.values["batches"] == 3
+    assert page.values["batches"] == 2
     # Self-contained: nothing to fetch, nothing to run (an SVG xmlns is a name, not a fetch).
     assert not re.search(r'<script|<link|<img|@import|(?:src|href)="(?!#)|url\((?!#)', html)
 
 
-def test_every_chart_is_drawn_in_chromium(job, tmp_path):
-    to = tmp_path / "report.html"
-    build_report(str(job), str(to))
+def test_every_chart_is_drawn_in_chromium(report, tmp_path):
     browser = _chromium()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    dom = subprocess.run([browser, *flags, "--dump-dom", to.as_uri()], capture_output=True,
+    dom = subprocess.run([browser, *flags, "--dump-dom", report.as_uri()], capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = Page(dom.stdout)
@@ -151,9 +155,10 @@ def test_every_chart_is_drawn_in_chromium(job, tmp_path):
         assert chart["class"] == "chart" or chart["class"] == "chart wide", name
         assert chart["svg"] == 1 and chart["path"] >= 8, (name, chart)
 
-    shot = tmp_path / "report.png"
-    run = subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,2900",
-                          to.as_uri()], capture_output=True, text=True, timeout=120)  # fmt: skip
+    shot = tmp_path / "report.png"  # kept by pytest with the run's other temporary files
+    size = "--window-size=1200,2900"
+    run = subprocess.run([browser, *flags, f"--screenshot={shot}", size, report.as_uri()],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
     pixels = (matplotlib.image.imread(shot)[:, :, :3] * 255).round().astype(int)
     for color in (BLUE, ORANGE, GREEN, RED):  # the bars and lines, as the browser drew them
