@@ -3,6 +3,7 @@ progress log (data.py and progress.py read, charts.py draws, page.py assembles).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -40,15 +41,18 @@ def build_report(
     data = load_outputs(output)
     progress = read_progress(progress_log or default_path(output, checkpoint))
     html = build_page(data, progress, generated=now()).encode()
+    tmp = f"{to}.tmp"  # renamed into place: a reader never sees half a page
     try:
-        parent = os.path.dirname(os.path.abspath(to))
-        os.makedirs(parent, exist_ok=True)
-        tmp = f"{to}.tmp"
+        os.makedirs(os.path.dirname(os.path.abspath(to)), exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(html)
         os.replace(tmp, to)
     except OSError as exc:
-        raise SinkError(f"cannot write the report to {to}: {exc.strerror or exc}") from exc
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise SinkError(
+            f"cannot write the report to {to}: {exc.strerror or exc}; give --to a file path"
+        ) from exc
     return ReportResult(
         path=os.path.abspath(to),
         bytes=len(html),

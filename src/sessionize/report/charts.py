@@ -91,7 +91,9 @@ def per_hour(sessions: Hourly | None, events: Hourly | None) -> str | None:
     return render("per-hour", draw, height=HEIGHT * (1.25 if len(series) == 2 else 1), wide=True)
 
 
-def histogram(h: Histogram | None, *, xlabel: str, unit: str, integer: bool) -> str | None:
+def histogram(
+    chart_id: str, h: Histogram | None, *, xlabel: str, unit: str, integer: bool
+) -> str | None:
     if h is None:
         return None
 
@@ -115,7 +117,7 @@ def histogram(h: Histogram | None, *, xlabel: str, unit: str, integer: bool) -> 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         thousands(ax)
 
-    return render(xlabel, draw)
+    return render(chart_id, draw)
 
 
 def end_reasons(c: Counts) -> str | None:
