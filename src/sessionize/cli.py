@@ -1,4 +1,4 @@
-"""Command line: `sessionize generate | stream | batch | demo`.
+"""Command line: `sessionize generate | stream | batch | demo | report`.
 
 Every failure a user can cause or fix (a bad flag, no Java, an unreachable backend, a
 checkpoint from other settings) ends in exactly one line on stderr and exit code 2.
@@ -331,6 +331,33 @@ class HoursBar:
 
     def __exit__(self, *exc) -> None:
         self.progress.stop()
+
+
+@cli.command()
+@click.option("--output", required=True, help="Output directory of a stream or batch job.")
+@click.option(
+    "--checkpoint",
+    default=None,
+    help="Checkpoint of a stream job: its progress log is CHECKPOINT/progress.jsonl.",
+)
+@click.option(
+    "--progress-log",
+    default=None,
+    help="Progress log to plot (default: CHECKPOINT/progress.jsonl, else OUTPUT/_progress.jsonl).",
+)
+@click.option("--to", "to", required=True, help="HTML file to write (one self-contained page).")
+def report(output, checkpoint, progress_log, to) -> None:
+    """Write an HTML report with plots of the sessions, late and invalid events, and the
+    job's progress; it opens offline in any browser."""
+    from sessionize.report import build_report
+
+    result = build_report(output, to, checkpoint=checkpoint, progress_log=progress_log)
+    if result.progress_missing:
+        click.echo(f"note: {result.progress_missing}; the progress plots say so", err=True)
+    click.echo(
+        f"wrote {result.path} ({result.bytes / 1e3:,.0f} kB, {result.sessions:,} sessions, "
+        f"{result.seconds:.1f}s)"
+    )
 
 
 def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""`sessionize demo`: generate a few hours of visits, stream them to sessions, summarize."""
+"""`sessionize demo`: generate a few hours of visits, stream them to sessions, summarize,
+and write the HTML report."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import click
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.generate.writer import GeneratorConfig, write_files
+from sessionize.report import build_report
 
 
 def run_demo(
@@ -71,4 +73,6 @@ def run_demo(
     for key, value in summary.items():
         click.echo(f"  {key:<21} {value:>12,}")
     click.echo(f"outputs: {opts.output}/{{sessions,page_views,late_events,invalid_events}}")
+    report = build_report(opts.output, str(root / "report.html"), checkpoint=opts.checkpoint)
+    click.echo(f"report: {report.path} (open it in a browser)")
     return summary

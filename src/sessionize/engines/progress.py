@@ -50,17 +50,30 @@ class ProgressLog:
 
 
 def read_progress(path: str) -> list[dict]:
-    """The records of a progress log, oldest first, rotated files included; a batch logged
-    twice (re-run) keeps its last line."""
+    """The records of a progress log, oldest first (see `read_progress_lines`)."""
+    return read_progress_lines(path)[0]
+
+
+def read_progress_lines(path: str) -> tuple[list[dict], int]:
+    """The records of a progress log, oldest first, rotated files included, and the number of
+    lines that are not a record (a line cut short by a crash while it was appended). A batch
+    logged twice (re-run) keeps its last line."""
     files = [f"{path}.{i}" for i in range(99, 0, -1) if os.path.exists(f"{path}.{i}")]
     by_version: dict[int, dict] = {}
+    torn = 0
     for name in [*files, path]:
         if not os.path.exists(name):
             continue
-        with open(name, encoding="utf-8") as f:
+        with open(name, encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.strip():
+                if not line.strip():
+                    continue
+                try:
                     record = json.loads(line)
-                    by_version.pop(record["version"], None)
-                    by_version[record["version"]] = record
-    return list(by_version.values())
+                    version = record["version"]
+                except (ValueError, KeyError, TypeError):
+                    torn += 1
+                    continue
+                by_version.pop(version, None)
+                by_version[version] = record
+    return list(by_version.values()), torn

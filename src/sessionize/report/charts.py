@@ -1,0 +1,241 @@
+"""The report's plots, drawn with matplotlib into inline SVG (no JavaScript, no network).
+
+matplotlib's object API is used without pyplot: no global figure state, no GUI backend.
+Each function returns the `<svg>` element as text, or None when there is nothing to plot.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+
+import matplotlib
+import matplotlib.dates as mdates
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from sessionize.report.data import Counts, Histogram, Hourly
+
+BLUE, ORANGE, GREEN, RED, GREY = "#3b6ea8", "#e08a2c", "#4c9a5a", "#c0504d", "#8a8f98"
+WIDTH, HEIGHT = 5.6, 2.9  # inches; the page scales every SVG to its column's width
+WIDE = 11.6  # a chart spanning both columns
+
+STYLE = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.edgecolor": "#555555",
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.color": "#e4e6ea",
+    "grid.linewidth": 0.6,
+    "svg.fonttype": "none",  # text stays text: smaller files, selectable labels
+}
+
+_SVG_START = re.compile(r"<svg\b")
+
+
+def render(
+    chart_id: str, draw: Callable[[Figure], None], *, height: float = HEIGHT, wide: bool = False
+) -> str:
+    """Draw into a new figure and return its `<svg>` element (XML prolog dropped)."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart_id}):
+        fig = Figure(figsize=(WIDE if wide else WIDTH, height), layout="constrained")
+        draw(fig)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[_SVG_START.search(text).start() :]
+
+
+def thousands(ax: Axes, axis: str = "y") -> None:
+    fmt = FuncFormatter(lambda v, _: _short(v))
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
+
+
+def _short(v: float) -> str:
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:.3g}"
+
+
+def _time_axis(ax: Axes) -> None:
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+
+
+def per_hour(sessions: Hourly | None, events: Hourly | None) -> str | None:
+    series = [(s, label, c) for s, label, c in
+              ((sessions, "sessions started", BLUE), (events, "events (page views)", ORANGE))
+              if s is not None]  # fmt: skip
+    if not series:
+        return None
+
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(len(series), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, (h, label, color) in zip(axes, series, strict=True):
+            x = h.hours.astype("datetime64[m]") + np.timedelta64(30, "m")
+            ax.bar(x, h.counts, width=np.timedelta64(50, "m"), color=color)
+            ax.set_ylabel(f"{label}\nper hour")
+            thousands(ax)
+        _time_axis(axes[-1])
+        axes[-1].set_xlabel("hour (UTC)")
+
+    return render("per-hour", draw, height=HEIGHT * (1.25 if len(series) == 2 else 1), wide=True)
+
+
+def histogram(
+    chart_id: str, h: Histogram | None, *, xlabel: str, unit: str, integer: bool
+) -> str | None:
+    if h is None:
+        return None
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        widths = np.diff(h.edges)
+        ax.bar(h.edges[:-1], h.counts, width=widths * (0.85 if integer else 1.0),
+               align="center" if integer else "edge", color=BLUE,
+               edgecolor="white" if not integer else None, linewidth=0.4)  # fmt: skip
+        if h.tail_from is not None:
+            ax.bar(h.edges[-2], h.counts[-1], width=widths[-1] * (0.85 if integer else 1.0),
+                   align="center" if integer else "edge", color=GREY,
+                   label=f"≥ {h.tail_from:.3g} {unit}")  # fmt: skip
+        for (name, value), style in zip(h.percentiles.items(), ("-", "--", ":"), strict=True):
+            ax.axvline(min(value, h.edges[-1]), color=RED, linestyle=style, linewidth=1,
+                       label=f"{name} {value:.3g} {unit}")  # fmt: skip
+        ax.legend(frameon=False, fontsize=7.5)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("sessions")
+        if integer:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        thousands(ax)
+
+    return render(chart_id, draw)
+
+
+def end_reasons(c: Counts) -> str | None:
+    if not c.labels:
+        return None
+    total = sum(c.values)
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        colors = [GREEN if label == "explicit" else BLUE for label in c.labels]
+        y = np.arange(len(c.labels))[::-1]
+        ax.barh(y, c.values, color=colors, height=0.6)
+        ax.set_yticks(y, [_reason_label(label) for label in c.labels])
+        for yi, v in zip(y, c.values, strict=True):
+            ax.annotate(f" {v:,} ({v / total:.1%})", (v, yi), va="center", fontsize=8)
+        ax.set_xlim(0, max(c.values) * 1.15)
+        ax.set_xlabel("sessions")
+        ax.grid(axis="y", visible=False)
+        thousands(ax, "x")
+
+    return render("end-reasons", draw, height=0.9 + 0.3 * len(c.labels), wide=True)
+
+
+def _reason_label(reason: str) -> str:
+    return {"explicit": "explicit close", "inactivity": "inactivity (gap)"}.get(reason, reason)
+
+
+def top_pages(entry: Counts, exit_: Counts, overall: Counts) -> str | None:
+    panels = [(c, t) for c, t in ((entry, "entry pages"), (exit_, "exit pages"),
+                                  (overall, "all page views")) if c.labels]  # fmt: skip
+    if not panels:
+        return None
+    rows = max(len(c.labels) for c, _ in panels)
+
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        for ax, (c, title), color in zip(axes, panels, (BLUE, ORANGE, GREEN), strict=False):
+            y = np.arange(len(c.labels))[::-1]
+            ax.barh(y, c.values, color=color, height=0.7)
+            ax.set_yticks(y, [_clip(label) for label in c.labels], fontsize=7.5)
+            ax.set_title(title)
+            ax.grid(axis="y", visible=False)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
+            thousands(ax, "x")
+
+    return render("top-pages", draw, height=1.0 + 0.22 * rows, wide=True)
+
+
+def _clip(label: str, n: int = 22) -> str:
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def late_invalid(batches: list[str], late: Counts, invalid: Counts) -> str | None:
+    if not batches:
+        return None
+    late_d, invalid_d = late.as_dict(), invalid.as_dict()
+    x = np.arange(len(batches))
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        w = 0.4
+        ax.bar(x - w / 2, [late_d.get(b, 0) for b in batches], w, color=ORANGE,
+               label=f"late ({sum(late.values):,})")  # fmt: skip
+        ax.bar(x + w / 2, [invalid_d.get(b, 0) for b in batches], w, color=RED,
+               label=f"invalid ({sum(invalid.values):,})")  # fmt: skip
+        step = max(1, len(batches) // 12)
+        tilt = max(len(b) for b in batches) * len(batches[::step]) > 60  # labels would touch
+        ax.set_xticks(x[::step], batches[::step], rotation=30 if tilt else 0,
+                      ha="right" if tilt else "center")  # fmt: skip
+        ax.set_xlabel("batch id")
+        ax.set_ylabel("events")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(frameon=False)
+        thousands(ax)
+
+    return render("late-invalid", draw)
+
+
+def invalid_reasons(c: Counts) -> str | None:
+    if not c.labels:
+        return None
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        y = np.arange(len(c.labels))[::-1]
+        ax.barh(y, c.values, color=RED, height=0.6)
+        ax.set_yticks(y, [_clip(label, 48) for label in c.labels], fontsize=7.5)
+        ax.set_xlabel("invalid events")
+        ax.grid(axis="y", visible=False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        thousands(ax, "x")
+
+    return render("invalid-reasons", draw, height=1.0 + 0.3 * len(c.labels))
+
+
+def over_time(
+    chart_id: str,
+    times: np.ndarray,
+    series: list[tuple[np.ndarray, str, str]],
+    ylabel: str,
+) -> str | None:
+    """Lines over commit time, one per (values, label, color); NaN values are gaps."""
+    series = [s for s in series if np.isfinite(s[0]).any()]
+    if len(times) == 0 or not series:
+        return None
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        marker = "o" if len(times) <= 60 else None
+        for values, label, color in series:
+            ax.plot(times, values, color=color, marker=marker, markersize=3, linewidth=1.3,
+                    label=label)  # fmt: skip
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        _time_axis(ax)
+        ax.set_xlabel("committed at (UTC)")
+        if len(series) > 1:
+            ax.legend(frameon=False)
+        thousands(ax)
+
+    return render(chart_id, draw)
