@@ -200,13 +200,13 @@ class DynamoDBBackend(StateBackend):
         wanted = [int(k) for k in keys if int(k) not in stored.items]
         if not wanted:
             return
-        job, p = stored.job, stored.partition
+        job, partition = stored.job, stored.partition
         got = self.client.get_items(
-            [(key_pk(job, p, k), KEY_ITEM) for k in wanted], stored.metrics,
-            f"reading {len(wanted)} keys of {job}/{p}",
+            [(key_pk(job, partition, k), KEY_ITEM) for k in wanted], stored.metrics,
+            f"reading {len(wanted)} keys of {job}/{partition}",
         )  # fmt: skip
         for k in wanted:
-            raw = got.get((key_pk(job, p, k), KEY_ITEM))
+            raw = got.get((key_pk(job, partition, k), KEY_ITEM))
             item = parse_key_item(k, raw)
             stored.items[k] = item
             if raw is not None:
@@ -214,18 +214,18 @@ class DynamoDBBackend(StateBackend):
 
     def _values(self, stored: DynamoDBVersion, entries: list[tuple[int, Entry]]) -> list[bytes]:
         """The values of (key, entry) pairs, reading chunk items where needed."""
-        job, p = stored.job, stored.partition
-        need = [(key_pk(job, p, k), sk) for k, e in entries for sk in e.chunk_sks()]
+        job, partition = stored.job, stored.partition
+        need = [(key_pk(job, partition, k), sk) for k, e in entries for sk in e.chunk_sks()]
         chunks = self.client.get_items(need, stored.metrics, "reading big values") if need else {}
         out = []
         for k, e in entries:
             if not e.chunks:
                 out.append(e.value)
                 continue
-            parts = [chunks.get((key_pk(job, p, k), sk)) for sk in e.chunk_sks()]
+            parts = [chunks.get((key_pk(job, partition, k), sk)) for sk in e.chunk_sks()]
             if any(c is None for c in parts):
                 raise StateError(
-                    f"state of key {k} in {job}/partition={p} at version {e.version} is"
+                    f"state of key {k} in {job}/partition={partition} at version {e.version} is"
                     " incomplete: a chunk item is missing"
                 )
             value = b"".join(c["d"]["B"] for c in parts)
@@ -236,33 +236,33 @@ class DynamoDBBackend(StateBackend):
     def _commit(
         self, stored: DynamoDBVersion, version: int, puts: pa.Table, removes: pa.Array, meta: dict
     ) -> None:
-        job, p, base = stored.job, stored.partition, stored.version
-        m = stored.metrics
-        what = f"committing version {version} of {job}/{p}"
+        job, partition, base = stored.job, stored.partition, stored.version
+        metrics = stored.metrics
+        what = f"committing version {version} of {job}/{partition}"
         encoded = self.codec.encode(puts)
         removed = removes.to_numpy(zero_copy_only=False).astype(np.int64)
         meta_text = json.dumps(meta, allow_nan=False)
         token = uuid.uuid4().hex[:12]
 
         # 1. the version records now; the base must still be the one that was read
-        records = self._records(job, p, m)
+        records = self._records(job, partition, metrics)
         if base != EMPTY_VERSION and (
             base not in records or records[base]["tok"]["S"] != stored.seen.tokens.get(base)
         ):
-            raise base_gone_error(job, p, version, base)
+            raise base_gone_error(job, partition, version, base)
         # 2. supersede the versions after the base, newest first
         later = sorted((v for v in records if v > base), reverse=True)
         for v in later:
-            self.client.delete_one(partition_pk(job, p), version_sk(v), what)
-            m.round_trips += 1
+            self.client.delete_one(partition_pk(job, partition), version_sk(v), what)
+            metrics.round_trips += 1
             del records[v]
         if base == EMPTY_VERSION and later:
-            self._drop_items(job, p, m)
+            self._drop_items(job, partition, metrics)
             stored.items.clear()
         seen = history(records, base)
         # 3. the intent: which keys this attempt may touch, before it touches any
         touched = np.unique(np.concatenate([encoded.keys, removed]))
-        self.client.write(intent_requests(job, p, version, token, touched), m, what)
+        self.client.write(intent_requests(job, partition, version, token, touched), metrics, what)
         # 4. the key items, index, chunk and graveyard items
         self._read_items(stored, touched.tolist())
         changes: list[tuple[int, Entry]] = [
@@ -274,9 +274,9 @@ class DynamoDBBackend(StateBackend):
         changes += [(k, Entry(version, token, 0, -1, 0, None)) for k in removed.tolist()]
         writes: list[dict] = []
         if not records:  # the partition's first version (again): list the partition
-            writes.append(put_request({"pk": job, "sk": partition_sk(p)}))
+            writes.append(put_request({"pk": job, "sk": partition_sk(partition)}))
         stale: list[tuple[str, str]] = list(stored.junk)
-        keys, nbytes = m.keys or 0, m.bytes or 0
+        keys, nbytes = metrics.keys or 0, metrics.bytes or 0
         for k, new in changes:
             old = stored.items[k]
             before = old.at(base, seen)
@@ -285,37 +285,39 @@ class DynamoDBBackend(StateBackend):
             keys += (not new.removed) - (before is not None and not before.removed)
             nbytes += max(new.length, 0) - (before.length if before and not before.removed else 0)
             entries = [*needed_entries(old, base, seen), new]
-            writes += key_writes(job, p, k, entries, old)
-            stale += unneeded(job, p, old, entries)
-        self.client.write(writes, m, what)
+            writes += key_writes(job, partition, k, entries, old)
+            stale += unneeded(job, partition, old, entries)
+        self.client.write(writes, metrics, what)
         # 5. publish
         record = {
-            "pk": partition_pk(job, p), "sk": version_sk(version), "tok": token,
+            "pk": partition_pk(job, partition), "sk": version_sk(version), "tok": token,
             "meta": meta_text, "keys": keys, "bytes": nbytes,
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }  # fmt: skip
         self.client.put_one(put_request(record)["PutRequest"]["Item"], what)
-        m.round_trips += 1
+        metrics.round_trips += 1
         # 6. clean up (a failure here leaves harmless leftovers: the version is committed)
         with contextlib.suppress(StateError):
-            self.client.write([delete_request(pk, sk) for pk, sk in stale], m, what)
-        m.keys, m.bytes = keys, nbytes
-        m.rows_written += puts.num_rows
-        m.bytes_written += encoded.nbytes + len(meta_text)
-        m.extra["items_written"] = len(writes)
+            self.client.write([delete_request(pk, sk) for pk, sk in stale], metrics, what)
+        metrics.keys, metrics.bytes = keys, nbytes
+        metrics.rows_written += puts.num_rows
+        metrics.bytes_written += encoded.nbytes + len(meta_text)
+        metrics.extra["items_written"] = len(writes)
 
-    def _drop_items(self, job: str, p: int, metrics: StateMetrics | None) -> None:
+    def _drop_items(self, job: str, partition: int, metrics: StateMetrics | None) -> None:
         """Delete every key, chunk, index, graveyard and intent item of the partition (found
         through the index, graveyard and intents): for a partition that starts over."""
-        what = f"clearing {job}/{p}"
-        pks = [index_shard_pk(job, p, s) for s in range(INDEX_SHARDS)] + [graveyard_pk(job, p)]
+        what = f"clearing {job}/{partition}"
+        pks = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
+        pks.append(graveyard_pk(job, partition))
         small = [(pk, i["sk"]["S"]) for pk in pks
                  for i in self.client.query(pk, metrics, what, projection="pk, sk")]  # fmt: skip
-        intents = self.client.query(partition_pk(job, p), metrics, what, prefix="i")
+        intents = self.client.query(partition_pk(job, partition), metrics, what, prefix="i")
         keys = {key_of(sk) for _, sk in small}
         for intent in intents:
             keys.update(intent_keys(intent))
-        items = self.client.get_items([(key_pk(job, p, k), KEY_ITEM) for k in keys], metrics, what)
+        wanted = [(key_pk(job, partition, k), KEY_ITEM) for k in keys]
+        items = self.client.get_items(wanted, metrics, what)
         deletes = [delete_request(pk, sk) for pk, sk in small]
         for (pk, _), raw in items.items():
             deletes.append(delete_request(pk, KEY_ITEM))
@@ -381,15 +383,16 @@ class DynamoDBBackend(StateBackend):
             deletes += [delete_request(*x) for x in unneeded(job, partition, item, [])]
         self.client.write(deletes, None, what)
 
-    def _repair(self, job: str, p: int, failed: dict[tuple[int, str], list[int]]) -> None:
+    def _repair(self, job: str, partition: int, failed: dict[tuple[int, str], list[int]]) -> None:
         """Remove the entries of failed attempts (version, token) from the items of the keys
         they touched."""
-        what = f"repairing {job}/{p}"
+        what = f"repairing {job}/{partition}"
         keys = sorted({k for ks in failed.values() for k in ks})
-        raw = self.client.get_items([(key_pk(job, p, k), KEY_ITEM) for k in keys], None, what)
+        wanted = [(key_pk(job, partition, k), KEY_ITEM) for k in keys]
+        raw = self.client.get_items(wanted, None, what)
         writes, stale = [], []
         for k in keys:
-            pk = key_pk(job, p, k)
+            pk = key_pk(job, partition, k)
             item = parse_key_item(k, raw.get((pk, KEY_ITEM)))
             entries = [e for e in item.entries if (e.version, e.token) not in failed]
             if len(entries) == len(item.entries):
@@ -398,7 +401,7 @@ class DynamoDBBackend(StateBackend):
                 writes.append(key_item_request(pk, entries))
             else:
                 writes.append(delete_request(pk, KEY_ITEM))
-            stale += unneeded(job, p, item, entries)
+            stale += unneeded(job, partition, item, entries)
         self.client.write(writes, None, what)
         self.client.write([delete_request(pk, sk) for pk, sk in stale], None, what)
 
@@ -450,9 +453,9 @@ class DynamoDBVersion(StoredVersion):
 
     def _read_expiring(self, upto_us: int) -> pa.Int64Array:
         backend, client = self.backend, self.backend.client
-        job, p = self.job, self.partition
-        what = f"reading expiring keys of {job}/{p}"
-        shards = [index_shard_pk(job, p, s) for s in range(INDEX_SHARDS)]
+        job, partition = self.job, self.partition
+        what = f"reading expiring keys of {job}/{partition}"
+        shards = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
         below = expiry_text(upto_us)
         counters = [StateMetrics() for _ in shards]
         found = client.parallel(
@@ -473,7 +476,7 @@ class DynamoDBVersion(StoredVersion):
             if e is not None and not e.removed and e.expiry < upto_us:
                 out.append(k)
             for x in expiries - item.expiries():
-                self.junk.append((index_pk(job, p, k), index_sk(x, k)))
+                self.junk.append((index_pk(job, partition, k), index_sk(x, k)))
         return pa.array(sorted(out), pa.int64())
 
     def close(self) -> None:

@@ -237,16 +237,18 @@ def delete_request(pk: str, sk: str) -> dict:
 
 
 def key_item_request(pk: str, entries: list[Entry]) -> dict:
-    h = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
-    b = b"".join(e.value for e in entries if e.value is not None) or b"-"
-    item = {"pk": {"S": pk}, "sk": {"S": KEY_ITEM}, "h": {"S": h}, "b": {"B": b}}
+    listing = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
+    inline = b"".join(e.value for e in entries if e.value is not None) or b"-"
+    item = {"pk": {"S": pk}, "sk": {"S": KEY_ITEM}, "h": {"S": listing}, "b": {"B": inline}}
     return {"PutRequest": {"Item": item}}
 
 
-def key_writes(job: str, p: int, key: int, entries: list[Entry], old: KeyItem) -> list[dict]:
+def key_writes(
+    job: str, partition: int, key: int, entries: list[Entry], old: KeyItem
+) -> list[dict]:
     """Put requests for the key item with `entries` (moving values out to chunk items
     if the item would be too big), its new index items and graveyard item."""
-    pk = key_pk(job, p, key)
+    pk = key_pk(job, partition, key)
     out = []
     inline = sum(len(e.value or b"") for e in entries)
     for e in entries:  # oldest values go out first; the newest stays if it fits
@@ -265,32 +267,35 @@ def key_writes(job: str, p: int, key: int, entries: list[Entry], old: KeyItem) -
     for e in entries:
         if not e.removed and e.expiry not in have:
             have.add(e.expiry)
-            out.append(put_request({"pk": index_pk(job, p, key), "sk": index_sk(e.expiry, key)}))
+            index_item = {"pk": index_pk(job, partition, key), "sk": index_sk(e.expiry, key)}
+            out.append(put_request(index_item))
     if entries[-1].removed:
         out.append(put_request({
-            "pk": graveyard_pk(job, p), "sk": graveyard_sk(entries[-1].version, key)
+            "pk": graveyard_pk(job, partition), "sk": graveyard_sk(entries[-1].version, key)
         }))  # fmt: skip
     return out
 
 
-def unneeded(job: str, p: int, old: KeyItem, entries: list[Entry]) -> list[tuple[str, str]]:
+def unneeded(job: str, partition: int, old: KeyItem, entries: list[Entry]) -> list[tuple[str, str]]:
     """(pk, sk) of the chunk and index items of `old` that `entries` no longer use."""
     key = old.key
-    pk = key_pk(job, p, key)
+    pk = key_pk(job, partition, key)
     kept = {(e.version, e.token) for e in entries}
     out = [(pk, sk) for e in old.entries if (e.version, e.token) not in kept
            for sk in e.chunk_sks()]  # fmt: skip
     expiries = {e.expiry for e in entries if not e.removed}
-    out += [(index_pk(job, p, key), index_sk(x, key)) for x in old.expiries() - expiries]
+    out += [(index_pk(job, partition, key), index_sk(x, key)) for x in old.expiries() - expiries]
     return out
 
 
-def intent_requests(job: str, p: int, version: int, token: str, keys: np.ndarray) -> list[dict]:
+def intent_requests(
+    job: str, partition: int, version: int, token: str, keys: np.ndarray
+) -> list[dict]:
     """The intent items of an attempt that may touch `keys`."""
     per_item = CHUNK_BYTES // 8
     return [
         put_request({
-            "pk": partition_pk(job, p), "sk": intent_sk(version, token, i // per_item),
+            "pk": partition_pk(job, partition), "sk": intent_sk(version, token, i // per_item),
             "ks": keys[i : i + per_item].astype("<i8").tobytes() or b"-",
         })
         for i in range(0, max(len(keys), 1), per_item)

@@ -287,10 +287,11 @@ class FilesBackend(StateBackend):
         table = codec.apply_chain(table, deltas, self.spec).combine_chunks()
 
         stored = FilesVersion(self, job, partition, record, table)
-        m = stored.metrics
-        m.rows_loaded, m.bytes_read, m.round_trips = rows_loaded, io.bytes_read, io.round_trips
-        m.cache_hits = int(base is not None)
-        m.extra["chain"] = len(chain)
+        metrics = stored.metrics
+        metrics.rows_loaded, metrics.bytes_read = rows_loaded, io.bytes_read
+        metrics.round_trips = io.round_trips
+        metrics.cache_hits = int(base is not None)
+        metrics.extra["chain"] = len(chain)
         if self._cache is not None:
             self._cache.put(key, CacheEntry(version, record.token, table))
         return stored
@@ -300,7 +301,7 @@ class FilesBackend(StateBackend):
     ) -> None:
         spec = self.spec
         job, partition = stored.job, stored.partition
-        m = stored.metrics
+        metrics = stored.metrics
         directory = self._partition_dir(job, partition)
         table = codec.apply_changes(stored.table, puts, removes, spec)
         snapshot = stored.version == EMPTY_VERSION or stored.depth + 1 >= self.snapshot_every
@@ -324,19 +325,19 @@ class FilesBackend(StateBackend):
         record_path = self._record_path(job, partition, version)
 
         # 1. the data file (a new name: nothing visible changes)
-        _count_calls(m)
+        _count_calls(metrics)
         self._fs.create_dir(directory, recursive=True)
         payload = codec.to_parquet(data_table, self.compression)
-        self._write(f"{directory}/{name}", payload, m)
+        self._write(f"{directory}/{name}", payload, metrics)
         # 2. supersede the versions after V, newest first
-        listing = self._list(directory, m)
+        listing = self._list(directory, metrics)
         existing = self._committed(listing)
         superseded = [v for v in existing if v > stored.version and v != version]
         replaced: list[CommitRecord] = []
         for v in sorted((v for v in superseded if v > version), reverse=True):
-            replaced += self._drop_record(job, partition, v, m)
+            replaced += self._drop_record(job, partition, v, metrics)
         if version in existing:
-            old = self._read_record(job, partition, version, m)
+            old = self._read_record(job, partition, version, metrics)
             replaced += [old] if old else []
         # 3. publish
         body = record.to_json(
@@ -347,18 +348,18 @@ class FilesBackend(StateBackend):
             removed=len(removes),
             file_bytes=payload.size,
         )
-        self._write(record_path, body, m)
+        self._write(record_path, body, metrics)
         # 4. clean up what the new record replaced
         for v in sorted((v for v in superseded if v < version), reverse=True):
-            replaced += self._drop_record(job, partition, v, m)
+            replaced += self._drop_record(job, partition, v, metrics)
         for rec in replaced:
             if rec.file != name:
-                self._delete(f"{directory}/{rec.file}", m)
+                self._delete(f"{directory}/{rec.file}", metrics)
 
-        m.committed_version = version
-        m.rows_written += data_table.num_rows
-        m.snapshots += int(snapshot)
-        m.keys, m.bytes = record.keys, record.bytes
+        metrics.committed_version = version
+        metrics.rows_written += data_table.num_rows
+        metrics.snapshots += int(snapshot)
+        metrics.keys, metrics.bytes = record.keys, record.bytes
         if self._cache is not None:
             key = self._cache_key(job, partition)
             self._cache.put(key, CacheEntry(version, token, table))

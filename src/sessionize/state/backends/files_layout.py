@@ -11,6 +11,7 @@ Every name below is relative to the root (see `files.py` for the commit protocol
     <job>/partition=<p>/<version>-<token>.snapshot.parquet    the full state at the version
     <any of the above>.tmp-<16 hex>                           a file being written (renamed
                                                               into place when complete)
+    .check-<32 hex>                                           written and deleted by `check`
 
 Versions are zero-padded to 20 digits so that names sort by version; a token is 32 hex
 digits, new for every commit.

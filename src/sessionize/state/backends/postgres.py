@@ -313,11 +313,11 @@ class PostgresBackend(StateBackend):
         keys, nbytes, written = self._run(
             f"committing version {version} of {job}/{partition}", commit
         )
-        m = stored.metrics
-        m.keys, m.bytes = keys, nbytes
-        m.rows_written += puts.num_rows
-        m.bytes_written += written + len(meta_text)
-        m.extra["keys_written"] = len(encoded.keys)
+        metrics = stored.metrics
+        metrics.keys, metrics.bytes = keys, nbytes
+        metrics.rows_written += puts.num_rows
+        metrics.bytes_written += written + len(meta_text)
+        metrics.extra["keys_written"] = len(encoded.keys)
 
     def _drop_after(self, conn: psycopg.Connection, pid: int, after: int) -> int:
         """Delete what versions after `after` wrote (in the caller's locked transaction);

@@ -128,14 +128,16 @@ class RedisBackend(StateBackend):
     @property
     def client(self) -> redis.Redis:
         if self._client is None:
-            self._client = redis.Redis.from_url(
+            client = redis.Redis.from_url(
                 self._base,
                 socket_timeout=self.socket_timeout,
                 socket_connect_timeout=self.connect_timeout,
                 retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
                 health_check_interval=30,
             )
-            self._scripts = {n: self._client.register_script(script_source(n)) for n in SCRIPTS}
+            # the scripts first: another thread may use the client as soon as it is set
+            self._scripts = {n: client.register_script(script_source(n)) for n in SCRIPTS}
+            self._client = client
         return self._client
 
     def _call(self, what: str, work):
@@ -264,12 +266,12 @@ class RedisBackend(StateBackend):
         except _BaseGone as e:
             raise base_gone_error(job, partition, version, stored.version) from e
         n_keys, n_bytes = results[-1]
-        m = stored.metrics
-        m.round_trips += 1
-        m.keys, m.bytes = int(n_keys), int(n_bytes)
-        m.rows_written += puts.num_rows
-        m.bytes_written += encoded.nbytes + EXPIRY_BYTES * len(put_keys) + len(meta_text)
-        m.extra["keys_written"] = len(put_keys)
+        metrics = stored.metrics
+        metrics.round_trips += 1
+        metrics.keys, metrics.bytes = int(n_keys), int(n_bytes)
+        metrics.rows_written += puts.num_rows
+        metrics.bytes_written += encoded.nbytes + EXPIRY_BYTES * len(put_keys) + len(meta_text)
+        metrics.extra["keys_written"] = len(put_keys)
 
     def _truncate_partition(self, job: str, partition: int, after: int) -> None:
         keys = self._partition_keys(job, partition)
