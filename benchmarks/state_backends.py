@@ -150,7 +150,7 @@ def make_backends(names: list[str]) -> dict[str, tuple[Callable[[bool], StateBac
 
             def clean(make=make):
                 b = make()
-                b._client.delete_table(TableName=b.table)
+                b.client.client.delete_table(TableName=b.table)
 
             out[name] = (make, clean)
         else:

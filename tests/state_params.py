@@ -1,4 +1,4 @@
-"""End-to-end tests run once per state backend (DESIGN §4): `files` and the three remote
+"""End-to-end tests run once per state backend: `files` and the three remote
 ones on the servers of services/NAME.sh.
 
 A test takes the `state` fixture and passes `state(name)` as the `--state` of each job it

@@ -389,6 +389,8 @@ class StateBackendContract:
         commit(backend, J, 0, -1, 0, {1: [1]})
         data = pickle.dumps(backend)
         assert len(data) < 2000
+        # rebuilt by its own class from its URI, never through the registry
+        assert type(backend).__name__.encode() in data and b"registry" not in data
         clone = pickle.loads(data)
         assert type(clone) is type(backend) and clone.uri == backend.uri
         assert read_all(clone, J, 0, 0) == expected({1: [1]})

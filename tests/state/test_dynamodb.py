@@ -13,8 +13,9 @@ import pytest
 
 from sessionize.errors import ConfigError, StateError
 from sessionize.state import open_backend
-from sessionize.state.backends import dynamodb
+from sessionize.state.backends import dynamodb_client, dynamodb_layout
 from sessionize.state.backends.dynamodb import DynamoDBBackend
+from sessionize.state.backends.dynamodb_client import BatchedClient
 
 from .contract import StateBackendContract
 from .remote_checks import RemoteBackendChecks
@@ -69,13 +70,13 @@ class TestDynamoDBContract(StateBackendContract):
 
 class TestDynamoDBChecks(RemoteBackendChecks):
     service = "dynamodb"
-    read_chunk = dynamodb.GET_BATCH
+    read_chunk = dynamodb_client.GET_BATCH
 
     def commit_trip_bound(self, keys: int) -> int:
         # open; records, intent, reads of the keys, writes (item + index per key), publish,
         # clean-up
-        reads = math.ceil(keys / dynamodb.GET_BATCH)
-        writes = math.ceil((2 * keys + 1) / dynamodb.WRITE_BATCH)
+        reads = math.ceil(keys / dynamodb_client.GET_BATCH)
+        writes = math.ceil((2 * keys + 1) / dynamodb_client.WRITE_BATCH)
         return 5 + reads + writes
 
     def before_kills(self, need) -> None:
@@ -89,7 +90,7 @@ class TestDynamoDBChecks(RemoteBackendChecks):
             start_service("dynamodb")
 
     def expiring_trip_bound(self, keys: int) -> int:
-        return dynamodb.INDEX_SHARDS + self.read_trips(keys) + 1
+        return dynamodb_layout.INDEX_SHARDS + self.read_trips(keys) + 1
 
 
 # ----- layout ----------------------------------------------------------------------------
@@ -131,14 +132,14 @@ def test_a_failed_attempt_never_counts_even_after_maintenance(make_backend, item
     maintenance before its version ages out, so they can never count later."""
     backend = make_backend()
     commit(backend, J, 0, -1, 0, {1: [1], 2: [2]})
-    real = DynamoDBBackend._call
+    real = BatchedClient.call
 
     def no_publish(self, what, work):
         if what.startswith("committing") and "put_item" in work.__code__.co_names:
             raise StateError("lost the server before publishing")
         return real(self, what, work)
 
-    monkeypatch.setattr(DynamoDBBackend, "_call", no_publish)
+    monkeypatch.setattr(BatchedClient, "call", no_publish)
     ps = backend.open(J, 0, 0)
     ps.put_many(rows({2: [22], 3: [33], 4: [44]}))
     ps.remove_many([1])
@@ -165,8 +166,8 @@ def test_a_failed_attempt_never_counts_even_after_maintenance(make_backend, item
 
 
 def test_big_values_go_to_chunk_items(make_backend, items, monkeypatch):
-    monkeypatch.setattr(dynamodb, "INLINE_LIMIT", 2_000)
-    monkeypatch.setattr(dynamodb, "CHUNK_BYTES", 1_500)
+    monkeypatch.setattr(dynamodb_layout, "INLINE_LIMIT", 2_000)
+    monkeypatch.setattr(dynamodb_layout, "CHUNK_BYTES", 1_500)
     backend = make_backend()
     big = {1: list(range(100))}  # a hundred rows: several KB
     commit(backend, J, 0, -1, 0, big)
@@ -185,7 +186,7 @@ def test_expiry_reads_only_the_index_range(make_backend):
         assert ps.expiring(1003).to_pylist() == [0, 1, 2]
         m = ps.metrics()
         # the index shards, then the three candidates' items: not the 2000 keys
-        assert m.round_trips - before.round_trips == dynamodb.INDEX_SHARDS + 1
+        assert m.round_trips - before.round_trips == dynamodb_layout.INDEX_SHARDS + 1
         assert m.bytes_read < 3 * 1000
 
 

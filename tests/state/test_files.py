@@ -357,12 +357,12 @@ def test_cache_applies_only_the_deltas_after_the_cached_version(root):
 def test_cache_is_bounded_by_bytes():
     cache = PartitionCache(max_bytes=1000)
     t = pa.table({"x": pa.array(range(50), pa.int64())})  # 400 bytes
-    cache.put(("r", J, 0), CacheEntry(0, "a", 0, t))
-    cache.put(("r", J, 1), CacheEntry(0, "b", 0, t))
+    cache.put(("r", J, 0), CacheEntry(0, "a", t))
+    cache.put(("r", J, 1), CacheEntry(0, "b", t))
     assert cache.get(("r", J, 0)) is not None  # now the most recently used
-    cache.put(("r", J, 2), CacheEntry(0, "c", 0, t))
+    cache.put(("r", J, 2), CacheEntry(0, "c", t))
     assert cache.get(("r", J, 1)) is None and len(cache) == 2 and cache.nbytes == 800
-    cache.put(("r", J, 3), CacheEntry(0, "d", 0, pa.concat_tables([t] * 3)))  # too big
+    cache.put(("r", J, 3), CacheEntry(0, "d", pa.concat_tables([t] * 3)))  # too big
     assert cache.get(("r", J, 3)) is None and len(cache) == 2
     cache.resize(500)
     assert len(cache) == 1

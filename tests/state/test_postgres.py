@@ -94,7 +94,7 @@ def test_layout_rows_carry_version_ranges(make_backend, sql):
 def test_a_failed_commit_leaves_nothing(make_backend, sql, monkeypatch):
     backend = make_backend()
     commit(backend, J, 0, -1, 0, {1: [1], 2: [2]})
-    real = postgres._copy_chunks
+    real = postgres.copy_chunks
 
     def dies_half_way(*args):
         chunks = real(*args)
@@ -102,7 +102,7 @@ def test_a_failed_commit_leaves_nothing(make_backend, sql, monkeypatch):
         yield next(chunks)[:100]
         raise OSError("network gone")
 
-    monkeypatch.setattr(postgres, "_copy_chunks", dies_half_way)
+    monkeypatch.setattr(postgres, "copy_chunks", dies_half_way)
     ps = backend.open(J, 0, 0)
     ps.put_many(rows({k: [k] for k in range(3, 500)}))
     ps.remove_many([1])

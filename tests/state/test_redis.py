@@ -130,8 +130,8 @@ def test_expiry_reads_only_the_index_range(make_backend, client, redis_prefix):
     with backend.open(J, 0, 0) as ps:
         assert ps.expiring(1003).to_pylist() == [0, 1, 2]
     # the expiring script asks Redis for a ZRANGEBYLEX range, never for the whole hash
-    assert b"ZRANGEBYLEX" in redis_backend._EXPIRING.encode()
-    assert b"HGETALL', head" not in redis_backend._EXPIRING.encode()
+    assert b"ZRANGEBYLEX" in redis_backend.script_source("expiring").encode()
+    assert b"HGETALL', head" not in redis_backend.script_source("expiring").encode()
 
 
 # ----- URIs ------------------------------------------------------------------------------

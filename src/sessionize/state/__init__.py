@@ -1,13 +1,11 @@
-"""Our versioned, batched state store (DESIGN §5). See `base.py` for the contract."""
+"""Our versioned, batched state store (see docs/design.md, 'State store'). See `base.py`
+for the contract."""
 
-from sessionize.state.base import (
-    EMPTY_VERSION,
-    RowSpec,
-    StateBackend,
-    StateMetrics,
-    StoredVersion,
-)
+from sessionize.state.base import StateBackend
+from sessionize.state.metrics import StateMetrics
 from sessionize.state.registry import open_backend, register
+from sessionize.state.rows import EMPTY_VERSION, RowSpec
+from sessionize.state.stored import StoredVersion
 from sessionize.state.transaction import PartitionState, TxState
 
 __all__ = [

@@ -30,7 +30,6 @@ DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 class CacheEntry:
     version: int
     token: str
-    depth: int  # deltas since the last snapshot, for the next commit's snapshot decision
     table: pa.Table
 
     @property
@@ -46,8 +45,6 @@ class PartitionCache:
         self._entries: OrderedDict[CacheKey, CacheEntry] = OrderedDict()
         self._bytes = 0
         self.max_bytes = max_bytes
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: CacheKey) -> CacheEntry | None:
         """The entry of `key` (unvalidated: compare its version and token with storage)."""
@@ -56,13 +53,6 @@ class PartitionCache:
             if entry is not None:
                 self._entries.move_to_end(key)
             return entry
-
-    def record(self, hit: bool) -> None:
-        with self._lock:
-            if hit:
-                self.hits += 1
-            else:
-                self.misses += 1
 
     def put(self, key: CacheKey, entry: CacheEntry) -> None:
         with self._lock:
@@ -77,21 +67,10 @@ class PartitionCache:
         with self._lock:
             self._pop(key)
 
-    def drop_job(self, location: str, job: str) -> None:
-        with self._lock:
-            for key in [k for k in self._entries if k[0] == location and k[1] == job]:
-                self._pop(key)
-
     def resize(self, max_bytes: int) -> None:
         with self._lock:
             self.max_bytes = max_bytes
             self._evict()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-            self.hits = self.misses = 0
 
     @property
     def nbytes(self) -> int:

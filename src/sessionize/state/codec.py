@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sessionize.errors import StateError
-from sessionize.state.base import RowSpec
+from sessionize.state.rows import RowSpec
 
 REMOVED = "_removed"
 

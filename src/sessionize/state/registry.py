@@ -9,7 +9,8 @@ import importlib
 import re
 
 from sessionize.errors import ConfigError, EnvironmentProblem
-from sessionize.state.base import RowSpec, StateBackend
+from sessionize.state.base import StateBackend
+from sessionize.state.rows import RowSpec
 
 # scheme -> ("module:Class", extra to install or None)
 _REGISTRY: dict[str, tuple[str, str | None]] = {

@@ -30,7 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.errors import SessionizeError, StateError
-from sessionize.state.base import RowSpec, StateMetrics, StoredVersion, as_keys, check_version
+from sessionize.state.metrics import StateMetrics
+from sessionize.state.rows import RowSpec, as_keys, check_version
+from sessionize.state.stored import StoredVersion
 
 
 class TxState(enum.Enum):
@@ -76,9 +78,6 @@ class WriteBuffer:
         expiry = self.puts.column(self.spec.expiry)
         mask = pc.less(expiry, pa.scalar(upto_us, expiry.type))
         return self.puts.filter(mask).column(self.spec.key).combine_chunks().unique()
-
-    def is_empty(self) -> bool:
-        return self.puts.num_rows == 0 and len(self.removed) == 0
 
 
 def _operation(method):

@@ -5,20 +5,13 @@ URI: `files:/abs/path`, a plain path, `file:///abs/path`, or `files:<pyarrow fs 
 `cache_mb` (process cache bound, default 256, 0 = no cache), `compression` (Parquet codec,
 default zstd).
 
-Layout under the root::
-
-    <job>/_job/<version>.json                                 job records (driver commit log)
-    <job>/partition=<p>/<version>.commit.json                 commit record: the version exists
-    <job>/partition=<p>/<version>-<token>.delta.parquet       puts + removed keys of the version
-    <job>/partition=<p>/<version>-<token>.snapshot.parquet    full state at the version
-
-Versions are zero-padded to 20 digits so names sort by version. Every commit gets a random
-token; its data file carries the token in its name and the commit record names the file,
-the token, and the parent version and token it was built on. A version exists iff its
-commit record exists; the record is written last (temp file + rename on local disks, a
-single PUT on object stores), so a crash leaves either the whole version or nothing
-visible, and a re-commit of a version never touches the files of the record it replaces
-until the new record is published.
+What it writes under the root (every file, with its name) is in `files_layout.py`. Every
+commit gets a random token; its data file carries the token in its name and the commit
+record names the file, the token, and the parent version and token it was built on. A
+version exists iff its commit record exists; the record is written last (temp file +
+rename on local disks, a single PUT on object stores), so a crash leaves either the whole
+version or nothing visible, and a re-commit of a version never touches the files of the
+record it replaces until the new record is published.
 
 Commit of V on the loaded version P (steps in this order):
   1. write V's data file: a snapshot if P is empty (-1) or P's chain already holds K-1
@@ -36,14 +29,10 @@ then the snapshot and the deltas. A missing or re-committed link is a StateError
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,71 +40,37 @@ import pyarrow.fs as pafs
 
 from sessionize.errors import ConfigError, StateError
 from sessionize.state import codec
-from sessionize.state.base import (
-    EMPTY_VERSION,
-    RowSpec,
-    StateBackend,
-    StateMetrics,
-    StoredVersion,
-    check_job,
-    check_partition,
-    check_version,
+from sessionize.state.backends.common import query_of, read_query, typed_options
+from sessionize.state.backends.files_layout import (
+    COMMIT_RECORD,
+    DATA_FILE,
+    FS_URI,
+    JOB_RECORD,
+    PARTITION_DIR,
+    TEMP_FILE,
+    CommitRecord,
+    commit_record_path,
+    data_file_name,
+    job_dir,
+    job_record_path,
+    partition_dir,
+    resolve_location,
 )
+from sessionize.state.base import StateBackend, version_error
 from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
+from sessionize.state.metrics import StateMetrics
+from sessionize.state.rows import EMPTY_VERSION, RowSpec
+from sessionize.state.stored import StoredVersion
 
-FORMAT = 1
-JOB_DIR = "_job"
 ORPHAN_GRACE_S = 3600.0
 """Unreferenced data files younger than this, of versions still retained, may belong to a
 commit in progress and are left alone by maintenance."""
-
-_RECORD = re.compile(r"^(\d{20})\.commit\.json$")
-_DATA = re.compile(r"^(\d{20})-([0-9a-f]{32})\.(delta|snapshot)\.parquet$")
-_TEMP = re.compile(r"^(\d{20})[-.].*\.tmp-[0-9a-f]+$")
-_JOB_RECORD = re.compile(r"^(\d{20})\.json$")
-_PARTITION = re.compile(r"^partition=(\d+)$")
-_FS_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")
 
 
-def _count(io: StateMetrics | None, calls: int = 1) -> None:
+def _count_calls(io: StateMetrics | None, calls: int = 1) -> None:
     if io is not None:
         io.round_trips += calls
-
-
-def _v(version: int) -> str:
-    return f"{version:020d}"
-
-
-@dataclass(frozen=True)
-class _Record:
-    """A partition commit record, as stored in `<version>.commit.json`."""
-
-    version: int
-    token: str
-    parent_version: int
-    parent_token: str | None
-    kind: str  # "delta" | "snapshot"
-    file: str
-    depth: int  # deltas since the last snapshot (0 for a snapshot)
-    meta: dict
-    rows: int
-    keys: int
-    bytes: int
-
-    def to_json(self, **extra: Any) -> bytes:
-        body = {"format": FORMAT, **self.__dict__, **extra}
-        return json.dumps(body, sort_keys=True, allow_nan=False).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes, where: str) -> _Record:
-        try:
-            body = json.loads(data)
-            if body.get("format") != FORMAT:
-                raise ValueError(f"format {body.get('format')!r}, expected {FORMAT}")
-            return cls(**{k: body[k] for k in cls.__dataclass_fields__})
-        except (ValueError, KeyError, TypeError) as e:
-            raise StateError(f"state commit record {where} is unreadable: {e}") from e
 
 
 class FilesBackend(StateBackend):
@@ -138,7 +93,7 @@ class FilesBackend(StateBackend):
         self.snapshot_every = snapshot_every
         self.cache_mb = cache_mb
         self.compression = compression
-        self.location, self._fs, self._root = _resolve(root)
+        self.location, self._fs, self._root = resolve_location(root)
         self._atomic_put = type(self._fs).__name__ in _OBJECT_STORES
         self._cache: PartitionCache | None = None
         if cache_mb:
@@ -151,10 +106,10 @@ class FilesBackend(StateBackend):
 
     @property
     def uri(self) -> str:
-        options = {k: getattr(self, k) for k, d in self._DEFAULTS.items() if getattr(self, k) != d}
-        if not options:
-            return f"files:{self.location}"
-        return f"files:{self.location}{'&' if '?' in self.location else '?'}{urlencode(options)}"
+        query = query_of(self, self._DEFAULTS)
+        if query and "?" in self.location:  # the filesystem's own options come first
+            query = "&" + query[1:]
+        return f"files:{self.location}{query}"
 
     @classmethod
     def from_uri(cls, uri: str, spec: RowSpec | None = None) -> FilesBackend:
@@ -164,23 +119,10 @@ class FilesBackend(StateBackend):
             if rest.startswith("//"):
                 rest = "file:" + rest
         rest, _, query = rest.partition("?")
-        remote = _FS_URI.match(rest) and not rest.lower().startswith("file:")
-        options: dict[str, Any] = {}
-        passed: list[tuple[str, str]] = []  # a remote filesystem's own URI options
-        for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
-            if name not in cls._DEFAULTS:
-                if remote:
-                    passed.append((name, value))
-                    continue
-                raise ConfigError(
-                    f"unknown option '{name}' in state store URI {uri!r};"
-                    f" known: {', '.join(cls._DEFAULTS)}"
-                )
-            default = cls._DEFAULTS[name]
-            try:
-                options[name] = type(default)(value)
-            except ValueError:
-                raise ConfigError(f"option {name}={value!r} in {uri!r} is not valid") from None
+        remote = bool(FS_URI.match(rest)) and not rest.lower().startswith("file:")
+        # a remote filesystem's own URI options pass through to it
+        known, passed = read_query(query, list(cls._DEFAULTS), uri, keep_unknown=remote)
+        options: dict[str, Any] = typed_options(known, cls._DEFAULTS, uri)
         if passed:
             rest = f"{rest}?{urlencode(passed)}"
         if not rest:
@@ -200,7 +142,10 @@ class FilesBackend(StateBackend):
     # ----- paths and small I/O ----------------------------------------------------------
 
     def _partition_dir(self, job: str, partition: int) -> str:
-        return f"{self._root}/{job}/partition={partition}"
+        return partition_dir(self._root, job, partition)
+
+    def _record_path(self, job: str, partition: int, version: int) -> str:
+        return commit_record_path(self._root, job, partition, version)
 
     def _cache_key(self, job: str, partition: int) -> tuple[str, str, int]:
         return (self.location, job, partition)
@@ -208,14 +153,14 @@ class FilesBackend(StateBackend):
     # Each helper counts its filesystem calls in `io` (a transaction's metrics), if given.
 
     def _list(self, directory: str, io: StateMetrics | None = None) -> list[pafs.FileInfo]:
-        _count(io)
+        _count_calls(io)
         try:
             return self._fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
         except (OSError, pa.ArrowException) as e:
             raise StateError(f"cannot list {directory} in state store {self.uri}: {e}") from e
 
     def _read(self, path: str, io: StateMetrics | None = None) -> bytes | None:
-        _count(io)
+        _count_calls(io)
         try:
             with self._fs.open_input_stream(path) as f:
                 data = f.read()
@@ -231,7 +176,7 @@ class FilesBackend(StateBackend):
 
     def _write(self, path: str, data: bytes | pa.Buffer, io: StateMetrics | None = None) -> None:
         """Write `path` so that readers see all of it or nothing."""
-        _count(io, 1 if self._atomic_put else 2)
+        _count_calls(io, 1 if self._atomic_put else 2)
         if io is not None:
             io.bytes_written += len(data)
         if self._atomic_put:
@@ -248,7 +193,7 @@ class FilesBackend(StateBackend):
             raise
 
     def _delete(self, path: str, io: StateMetrics | None = None) -> None:
-        _count(io)
+        _count_calls(io)
         try:
             self._fs.delete_file(path)
         except FileNotFoundError:
@@ -259,27 +204,27 @@ class FilesBackend(StateBackend):
 
     def _read_record(
         self, job: str, partition: int, version: int, io: StateMetrics | None = None
-    ) -> _Record | None:
-        path = f"{self._partition_dir(job, partition)}/{_v(version)}.commit.json"
+    ) -> CommitRecord | None:
+        path = self._record_path(job, partition, version)
         data = self._read(path, io)
-        return None if data is None else _Record.from_json(data, path)
+        return None if data is None else CommitRecord.from_json(data, path)
 
     # ----- partitions -------------------------------------------------------------------
 
-    def versions(self, job: str, partition: int) -> list[int]:
-        check_job(job)
-        check_partition(partition)
-        return self._versions(self._list(self._partition_dir(job, partition)))
+    def _versions(self, job: str, partition: int) -> list[int]:
+        return self._committed(self._list(self._partition_dir(job, partition)))
 
     @staticmethod
-    def _versions(listing: list[pafs.FileInfo]) -> list[int]:
-        return sorted(int(m.group(1)) for i in listing if (m := _RECORD.match(i.base_name)))
+    def _committed(listing: list[pafs.FileInfo]) -> list[int]:
+        """The versions that have a commit record in a partition directory's listing."""
+        return sorted(
+            int(m.group(1)) for i in listing if (m := COMMIT_RECORD.match(i.base_name))
+        )
 
-    def partitions(self, job: str) -> list[int]:
-        check_job(job)
+    def _partitions(self, job: str) -> list[int]:
         found = []
         for info in self._list(f"{self._root}/{job}"):
-            m = _PARTITION.match(info.base_name)
+            m = PARTITION_DIR.match(info.base_name)
             if m and info.type == pafs.FileType.Directory:
                 found.append(int(m.group(1)))
         return sorted(found)
@@ -291,10 +236,9 @@ class FilesBackend(StateBackend):
         io = StateMetrics()
         record = self._read_record(job, partition, version, io)
         if record is None:
-            raise StateError(self._missing(job, partition, version))
+            raise version_error(job, partition, version, have=self._versions(job, partition))
         cached = self._cache.get(key) if self._cache is not None else None
         if cached and cached.version == version and cached.token == record.token:
-            self._cache.record(hit=True)
             stored = FilesVersion(self, job, partition, record, cached.table)
             stored.metrics.cache_hits = 1
             stored.metrics.round_trips, stored.metrics.bytes_read = io.round_trips, io.bytes_read
@@ -313,20 +257,16 @@ class FilesBackend(StateBackend):
                 break
             parent = self._read_record(job, partition, child.parent_version, io)
             if parent is None:
-                raise StateError(
-                    f"version {version} of state {job}/partition={partition} is not restorable:"
-                    f" it needs version {child.parent_version}, which is gone"
+                raise version_error(job, partition, version, reason=(
+                    f"it needs version {child.parent_version}, which is gone"
                     " (removed by maintenance or truncate_after)"
-                )
+                ))  # fmt: skip
             if parent.token != child.parent_token:
-                raise StateError(
-                    f"version {version} of state {job}/partition={partition} is not restorable:"
-                    f" version {child.version} was built on a version {parent.version} that"
+                raise version_error(job, partition, version, reason=(
+                    f"version {child.version} was built on a version {parent.version} that"
                     " has been re-committed since"
-                )
+                ))  # fmt: skip
             chain.append(parent)
-        if self._cache is not None:
-            self._cache.record(hit=base is not None)
 
         directory = self._partition_dir(job, partition)
         rows_loaded = 0
@@ -335,10 +275,9 @@ class FilesBackend(StateBackend):
         for rec in reversed(chain):
             data = self._read(f"{directory}/{rec.file}", io)
             if data is None:
-                raise StateError(
-                    f"version {version} of state {job}/partition={partition} is not restorable:"
-                    f" file {rec.file} of version {rec.version} is missing"
-                )
+                raise version_error(job, partition, version, reason=(
+                    f"file {rec.file} of version {rec.version} is missing"
+                ))  # fmt: skip
             piece = codec.from_parquet(data)
             rows_loaded += piece.num_rows
             if rec.kind == "snapshot":
@@ -348,36 +287,29 @@ class FilesBackend(StateBackend):
         table = codec.apply_chain(table, deltas, self.spec).combine_chunks()
 
         stored = FilesVersion(self, job, partition, record, table)
-        m = stored.metrics
-        m.rows_loaded, m.bytes_read, m.round_trips = rows_loaded, io.bytes_read, io.round_trips
-        m.cache_hits = int(base is not None)
-        m.extra["chain"] = len(chain)
+        metrics = stored.metrics
+        metrics.rows_loaded, metrics.bytes_read = rows_loaded, io.bytes_read
+        metrics.round_trips = io.round_trips
+        metrics.cache_hits = int(base is not None)
+        metrics.extra["chain"] = len(chain)
         if self._cache is not None:
-            self._cache.put(key, CacheEntry(version, record.token, record.depth, table))
+            self._cache.put(key, CacheEntry(version, record.token, table))
         return stored
-
-    def _missing(self, job: str, partition: int, version: int) -> str:
-        have = self.versions(job, partition)
-        span = f"restorable: {have[0]}..{have[-1]}" if have else "no version is committed"
-        return (
-            f"version {version} of state {job}/partition={partition} is not committed"
-            f" or no longer retained ({span})"
-        )
 
     def _commit(
         self, stored: FilesVersion, version: int, puts: pa.Table, removes: pa.Array, meta: dict
     ) -> None:
         spec = self.spec
         job, partition = stored.job, stored.partition
-        m = stored.metrics
+        metrics = stored.metrics
         directory = self._partition_dir(job, partition)
         table = codec.apply_changes(stored.table, puts, removes, spec)
         snapshot = stored.version == EMPTY_VERSION or stored.depth + 1 >= self.snapshot_every
         token = uuid.uuid4().hex
         kind = "snapshot" if snapshot else "delta"
-        name = f"{_v(version)}-{token}.{kind}.parquet"
+        name = data_file_name(version, token, kind)
         data_table = table if snapshot else codec.encode_delta(puts, removes, spec)
-        record = _Record(
+        record = CommitRecord(
             version=version,
             token=token,
             parent_version=stored.version,
@@ -390,22 +322,22 @@ class FilesBackend(StateBackend):
             keys=pc.count_distinct(table.column(spec.key)).as_py(),
             bytes=table.nbytes,
         )
-        record_path = f"{directory}/{_v(version)}.commit.json"
+        record_path = self._record_path(job, partition, version)
 
         # 1. the data file (a new name: nothing visible changes)
-        _count(m)
+        _count_calls(metrics)
         self._fs.create_dir(directory, recursive=True)
         payload = codec.to_parquet(data_table, self.compression)
-        self._write(f"{directory}/{name}", payload, m)
+        self._write(f"{directory}/{name}", payload, metrics)
         # 2. supersede the versions after V, newest first
-        listing = self._list(directory, m)
-        existing = self._versions(listing)
+        listing = self._list(directory, metrics)
+        existing = self._committed(listing)
         superseded = [v for v in existing if v > stored.version and v != version]
-        replaced: list[_Record] = []
+        replaced: list[CommitRecord] = []
         for v in sorted((v for v in superseded if v > version), reverse=True):
-            replaced += self._drop_record(job, partition, v, m)
+            replaced += self._drop_record(job, partition, v, metrics)
         if version in existing:
-            old = self._read_record(job, partition, version, m)
+            old = self._read_record(job, partition, version, metrics)
             replaced += [old] if old else []
         # 3. publish
         body = record.to_json(
@@ -416,38 +348,38 @@ class FilesBackend(StateBackend):
             removed=len(removes),
             file_bytes=payload.size,
         )
-        self._write(record_path, body, m)
+        self._write(record_path, body, metrics)
         # 4. clean up what the new record replaced
         for v in sorted((v for v in superseded if v < version), reverse=True):
-            replaced += self._drop_record(job, partition, v, m)
+            replaced += self._drop_record(job, partition, v, metrics)
         for rec in replaced:
             if rec.file != name:
-                self._delete(f"{directory}/{rec.file}", m)
+                self._delete(f"{directory}/{rec.file}", metrics)
 
-        m.committed_version = version
-        m.rows_written += data_table.num_rows
-        m.snapshots += int(snapshot)
-        m.keys, m.bytes = record.keys, record.bytes
+        metrics.committed_version = version
+        metrics.rows_written += data_table.num_rows
+        metrics.snapshots += int(snapshot)
+        metrics.keys, metrics.bytes = record.keys, record.bytes
         if self._cache is not None:
             key = self._cache_key(job, partition)
-            self._cache.put(key, CacheEntry(version, token, record.depth, table))
+            self._cache.put(key, CacheEntry(version, token, table))
 
     def _drop_record(
         self, job: str, partition: int, version: int, io: StateMetrics | None = None
-    ) -> list[_Record]:
+    ) -> list[CommitRecord]:
         """Delete the commit record of `version`; return it (for its data file), if any."""
         record = self._read_record(job, partition, version, io)
-        self._delete(f"{self._partition_dir(job, partition)}/{_v(version)}.commit.json", io)
+        self._delete(self._record_path(job, partition, version), io)
         return [record] if record else []
 
     def _truncate_partition(self, job: str, partition: int, after: int) -> None:
         directory = self._partition_dir(job, partition)
         listing = self._list(directory)
-        for v in sorted((v for v in self._versions(listing) if v > after), reverse=True):
-            self._delete(f"{directory}/{_v(v)}.commit.json")
+        for v in sorted((v for v in self._committed(listing) if v > after), reverse=True):
+            self._delete(self._record_path(job, partition, v))
         for info in listing:
-            m = _DATA.match(info.base_name) or _TEMP.match(info.base_name)
-            if m and int(m.group(1)) > after:
+            found = DATA_FILE.match(info.base_name) or TEMP_FILE.match(info.base_name)
+            if found and int(found.group(1)) > after:
                 self._delete(info.path)
         if self._cache is not None:
             entry = self._cache.get(self._cache_key(job, partition))
@@ -457,7 +389,7 @@ class FilesBackend(StateBackend):
     def _maintain(self, job: str, partition: int, keep_from: int) -> None:
         directory = self._partition_dir(job, partition)
         listing = self._list(directory)
-        versions = self._versions(listing)
+        versions = self._committed(listing)
         needed = {v for v in versions if v >= keep_from}
         tokens: dict[int, str] = {}
         # The chain of the oldest retained version, down to its snapshot.
@@ -470,14 +402,14 @@ class FilesBackend(StateBackend):
             parent = self._read_record(job, partition, rec.parent_version)
             rec = parent if parent and parent.token == rec.parent_token else None
         for v in sorted((v for v in versions if v not in needed), reverse=True):
-            self._delete(f"{directory}/{_v(v)}.commit.json")
+            self._delete(self._record_path(job, partition, v))
         # Data and temp files no record needs: those of dropped versions, of replaced
         # commits, and what crashed commits left behind (young ones of retained versions
         # may be a commit in progress).
         data_files: dict[int, list[str]] = {}
         for info in listing:
-            if m := _DATA.match(info.base_name):
-                data_files.setdefault(int(m.group(1)), []).append(m.group(2))
+            if data := DATA_FILE.match(info.base_name):
+                data_files.setdefault(int(data.group(1)), []).append(data.group(2))
         live: dict[int, str | None] = {}
         for v in needed:
             if v in tokens:
@@ -489,12 +421,12 @@ class FilesBackend(StateBackend):
                 live[v] = r.token if r else None
         now = time.time()
         for info in listing:
-            m = _DATA.match(info.base_name)
-            t = _TEMP.match(info.base_name)
-            if not (m or t):
+            data = DATA_FILE.match(info.base_name)
+            temp = TEMP_FILE.match(info.base_name)
+            if not (data or temp):
                 continue
-            v = int((m or t).group(1))
-            if m and v in needed and live.get(v) == m.group(2):
+            v = int((data or temp).group(1))
+            if data and v in needed and live.get(v) == data.group(2):
                 continue
             young = info.mtime is not None and now - info.mtime.timestamp() < ORPHAN_GRACE_S
             if v >= keep_from and young:
@@ -503,41 +435,23 @@ class FilesBackend(StateBackend):
 
     # ----- job records ------------------------------------------------------------------
 
-    def _job_record_path(self, job: str, version: int) -> str:
-        return f"{self._root}/{job}/{JOB_DIR}/{_v(version)}.json"
-
-    def write_job_record(self, job: str, version: int, record: dict) -> None:
-        check_job(job)
-        check_version(version)
+    def _write_job_record(self, job: str, version: int, body: str) -> None:
         try:
-            body = json.dumps(record, sort_keys=True, allow_nan=False).encode()
-        except (TypeError, ValueError) as e:
-            raise StateError(f"job record of {job} version {version} is not JSON-able: {e}") from e
-        try:
-            self._fs.create_dir(f"{self._root}/{job}/{JOB_DIR}", recursive=True)
-            self._write(self._job_record_path(job, version), body)
+            self._fs.create_dir(job_dir(self._root, job), recursive=True)
+            self._write(job_record_path(self._root, job, version), body.encode())
         except (OSError, pa.ArrowException) as e:
             raise StateError(f"cannot write job record {job}/{version} to {self.uri}: {e}") from e
 
-    def read_job_record(self, job: str, version: int) -> dict | None:
-        check_job(job)
-        check_version(version)
-        data = self._read(self._job_record_path(job, version))
-        if data is None:
-            return None
-        try:
-            return json.loads(data)
-        except ValueError as e:
-            raise StateError(f"job record {job}/{version} in {self.uri} is unreadable") from e
+    def _read_job_record(self, job: str, version: int) -> bytes | None:
+        return self._read(job_record_path(self._root, job, version))
 
-    def job_versions(self, job: str) -> list[int]:
-        check_job(job)
-        listing = self._list(f"{self._root}/{job}/{JOB_DIR}")
-        return sorted(int(m.group(1)) for i in listing if (m := _JOB_RECORD.match(i.base_name)))
+    def _job_versions(self, job: str) -> list[int]:
+        listing = self._list(job_dir(self._root, job))
+        return sorted(int(m.group(1)) for i in listing if (m := JOB_RECORD.match(i.base_name)))
 
     def _delete_job_records(self, job: str, versions: list[int]) -> None:
         for v in sorted(versions, reverse=True):
-            self._delete(self._job_record_path(job, v))
+            self._delete(job_record_path(self._root, job, v))
 
     def truncate_after(self, job: str, version: int) -> None:
         try:
@@ -554,46 +468,24 @@ class FilesVersion(StoredVersion):
         backend: FilesBackend,
         job: str,
         partition: int,
-        record: _Record | None,  # None: the empty state
+        record: CommitRecord | None,  # None: the empty state
         table: pa.Table,
     ):
         version = record.version if record else EMPTY_VERSION
-        super().__init__(job, partition, version, record.meta if record else {}, backend.spec)
-        self._backend = backend
+        super().__init__(backend, job, partition, version, record.meta if record else {})
         self.token = record.token if record else None
         self.depth = record.depth if record else 0
         self.table = table
         self.metrics.keys = record.keys if record else 0
         self.metrics.bytes = record.bytes if record else 0
 
-    def read_rows(self, keys: pa.Int64Array) -> pa.Table:
+    def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
         return self.table.filter(pc.is_in(self.table.column(self.spec.key), keys))
 
-    def read_expiring(self, upto_us: int) -> pa.Int64Array:
+    def _read_expiring(self, upto_us: int) -> pa.Int64Array:
         expiry = self.table.column(self.spec.expiry)
         mask = pc.less(expiry, pa.scalar(upto_us, expiry.type))
         return self.table.filter(mask).column(self.spec.key).combine_chunks().unique()
 
-    def write(self, version: int, puts: pa.Table, removes: pa.Int64Array, meta: dict) -> None:
-        self._backend._commit(self, version, puts, removes, meta)
-
     def close(self) -> None:
-        self.table = self._backend.spec.empty()
-
-
-def _resolve(root: str) -> tuple[str, pafs.FileSystem, str]:
-    """(canonical location, filesystem, path on it) of a path or pyarrow filesystem URI."""
-    if not _FS_URI.match(root):
-        path = os.path.abspath(os.path.expanduser(root))
-        return path, pafs.LocalFileSystem(), path.rstrip("/") or "/"
-    try:
-        fs, path = pafs.FileSystem.from_uri(root)
-    except (pa.ArrowException, ValueError) as e:
-        raise ConfigError(
-            f"state store location {root!r} is not a usable filesystem URI: {e}"
-        ) from e
-    path = path.rstrip("/")
-    if isinstance(fs, pafs.LocalFileSystem):
-        return path, fs, path
-    base, _, query = root.partition("?")
-    return base.rstrip("/") + (f"?{query}" if query else ""), fs, path
+        self.table = self.spec.empty()

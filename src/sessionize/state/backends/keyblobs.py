@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.errors import StateError
-from sessionize.state.base import RowSpec
+from sessionize.state.rows import RowSpec
 
 MAGIC = int.from_bytes(b"SZB1", "little")
 MAGIC_IPC = b"SZI1"

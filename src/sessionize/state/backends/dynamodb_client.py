@@ -1,0 +1,245 @@
+"""A DynamoDB client for one table, batched: BatchGetItem and BatchWriteItem in parallel
+chunks, unprocessed (throttled) keys and items retried with backoff, paged queries, and
+every failure as one StateError line."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from sessionize.errors import StateError
+from sessionize.state.metrics import StateMetrics
+
+GET_BATCH = 100  # BatchGetItem limit
+WRITE_BATCH = 25  # BatchWriteItem limit
+MAX_ATTEMPTS = 12  # for unprocessed items, with exponential backoff
+
+
+class BatchedClient:
+    """The table `table` through `workers` threads. The boto3 client and the threads are
+    made on first use in each process (a forked child makes its own). `where` names the
+    store in messages; `create` creates a missing table (on demand billing)."""
+
+    def __init__(self, table: str, *, region: str | None, endpoint: str | None, create: bool,
+                 workers: int, where: str):  # fmt: skip
+        self.table = table
+        self.region = region
+        self.endpoint = endpoint
+        self.create = create
+        self.workers = workers
+        self.where = where
+        self._client_pid: int | None = None
+        self._client = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        pid = os.getpid()
+        if self._client is None or self._client_pid != pid:
+            with self._lock:
+                if self._client is None or self._client_pid != pid:
+                    config = botocore.config.Config(
+                        connect_timeout=5,
+                        read_timeout=60,
+                        retries={"max_attempts": 3, "mode": "standard"},
+                        max_pool_connections=2 * self.workers,
+                        parameter_validation=False,
+                    )
+                    session = boto3.session.Session()
+                    self._client = session.client(
+                        "dynamodb",
+                        region_name=self.region,
+                        endpoint_url=self.endpoint,
+                        config=config,
+                    )
+                    self._executor = ThreadPoolExecutor(self.workers, "sessionize-dynamodb")
+                    self._client_pid = pid
+        return self._client
+
+    def call(self, what: str, work: Callable[[Any], Any]) -> Any:
+        """`work(boto3 client)`, its failures as StateErrors saying `what` failed."""
+        try:
+            return work(self.client)
+        except botocore.exceptions.NoRegionError:
+            raise StateError(
+                f"DynamoDB state store {self.where}: {what} failed: no AWS region"
+                " (add ?region=... to the URI or set AWS_DEFAULT_REGION)"
+            ) from None
+        except botocore.exceptions.NoCredentialsError:
+            raise StateError(
+                f"DynamoDB state store {self.where}: {what} failed: no AWS credentials found"
+                " in the credential chain"
+            ) from None
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+            text = " ".join(str(e).split())
+            raise StateError(f"DynamoDB state store {self.where}: {what} failed: {text}") from None
+
+    def ensure_table(self) -> None:
+        """Wait until the table is active, creating it if it is missing (and `create`)."""
+        if self._ready:
+            return
+
+        def ensure(client) -> None:
+            # Errors are told apart by code: the classes under client.exceptions are built
+            # lazily and may differ between threads that raced to build them.
+            try:
+                status = client.describe_table(TableName=self.table)["Table"]["TableStatus"]
+            except botocore.exceptions.ClientError as e:
+                if _error_code(e) != "ResourceNotFoundException":
+                    raise
+                if not self.create:
+                    raise StateError(
+                        f"DynamoDB state store {self.where}: table {self.table} does not exist"
+                        " (and create=false)"
+                    ) from None
+                try:
+                    client.create_table(
+                        TableName=self.table,
+                        BillingMode="PAY_PER_REQUEST",
+                        AttributeDefinitions=[
+                            {"AttributeName": "pk", "AttributeType": "S"},
+                            {"AttributeName": "sk", "AttributeType": "S"},
+                        ],
+                        KeySchema=[
+                            {"AttributeName": "pk", "KeyType": "HASH"},
+                            {"AttributeName": "sk", "KeyType": "RANGE"},
+                        ],
+                    )
+                except botocore.exceptions.ClientError as created:
+                    if _error_code(created) != "ResourceInUseException":  # another worker won
+                        raise
+                status = "CREATING"
+            if status != "ACTIVE":
+                client.get_waiter("table_exists").wait(
+                    TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+                )
+
+        self.call(f"opening table {self.table}", ensure)
+        self._ready = True
+
+    def parallel(self, work: Callable[[Any], Any], chunks: list) -> list:
+        """[work(chunk) for chunk in chunks], on the worker threads."""
+        if len(chunks) <= 1:
+            return [work(c) for c in chunks]
+        self.client  # noqa: B018 - a forked child gets its own client and threads first
+        return list(self._executor.map(work, chunks))
+
+    def get_items(
+        self, keys: list[tuple[str, str]], metrics: StateMetrics | None, what: str
+    ) -> dict[tuple[str, str], dict]:
+        """Items by (pk, sk), read consistently, 100 per BatchGetItem, retrying unprocessed
+        keys with backoff."""
+        self.ensure_table()
+        chunks = [keys[i : i + GET_BATCH] for i in range(0, len(keys), GET_BATCH)]
+
+        def get(chunk: list[tuple[str, str]]) -> tuple[list[dict], int]:
+            request = {
+                self.table: {
+                    "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in chunk],
+                    "ConsistentRead": True,
+                }
+            }
+            found: list[dict] = []
+            for attempt in range(MAX_ATTEMPTS):
+                reply = self.call(what, lambda c, r=request: c.batch_get_item(RequestItems=r))
+                found += reply.get("Responses", {}).get(self.table, [])
+                request = reply.get("UnprocessedKeys") or {}
+                if not request:
+                    return found, attempt + 1
+                _backoff(attempt)
+            raise StateError(f"DynamoDB state store {self.where}: {what}: keys stayed unprocessed")
+
+        out: dict[tuple[str, str], dict] = {}
+        for found, trips in self.parallel(get, chunks):
+            if metrics is not None:
+                metrics.round_trips += trips
+            for item in found:
+                out[(item["pk"]["S"], item["sk"]["S"])] = item
+        return out
+
+    def write(self, requests: list[dict], metrics: StateMetrics | None, what: str) -> None:
+        """PutRequest/DeleteRequest entries, 25 per BatchWriteItem (in parallel), retrying
+        unprocessed items with backoff. Order among them is not kept."""
+        if not requests:
+            return
+        self.ensure_table()
+        chunks = [requests[i : i + WRITE_BATCH] for i in range(0, len(requests), WRITE_BATCH)]
+
+        def write(chunk: list[dict]) -> int:
+            pending = {self.table: chunk}
+            for attempt in range(MAX_ATTEMPTS):
+                reply = self.call(what, lambda c, r=pending: c.batch_write_item(RequestItems=r))
+                pending = reply.get("UnprocessedItems") or {}
+                if not pending:
+                    return attempt + 1
+                _backoff(attempt)
+            raise StateError(
+                f"DynamoDB state store {self.where}: {what}: items stayed unprocessed"
+            )
+
+        trips = sum(self.parallel(write, chunks))
+        if metrics is not None:
+            metrics.round_trips += trips
+
+    def query(self, pk: str, metrics: StateMetrics | None, what: str, *, below: str | None = None,
+              prefix: str | None = None, projection: str | None = None) -> list[dict]:  # fmt: skip
+        """All items of `pk` (with sk < `below`, or sk beginning with `prefix`), consistently."""
+        self.ensure_table()
+        condition = "pk = :pk"
+        values: dict[str, dict] = {":pk": {"S": pk}}
+        if below is not None and prefix is not None:
+            condition += " AND sk BETWEEN :lo AND :sk"  # `below` itself is never a key
+            values[":lo"] = {"S": prefix}
+            values[":sk"] = {"S": below}
+        elif below is not None:
+            condition += " AND sk < :sk"
+            values[":sk"] = {"S": below}
+        elif prefix is not None:
+            condition += " AND begins_with(sk, :sk)"
+            values[":sk"] = {"S": prefix}
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+        }
+        if projection:
+            request["ProjectionExpression"] = projection
+        items: list[dict] = []
+        while True:
+            reply = self.call(what, lambda c, r=dict(request): c.query(**r))
+            if metrics is not None:
+                metrics.round_trips += 1
+            items += reply.get("Items", [])
+            if "LastEvaluatedKey" not in reply:
+                return items
+            request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
+
+    def put_one(self, item: dict, what: str) -> None:
+        """PutItem of an item in the wire format ({"pk": {"S": ...}, ...})."""
+        self.ensure_table()
+        self.call(what, lambda c: c.put_item(TableName=self.table, Item=item))
+
+    def delete_one(self, pk: str, sk: str, what: str) -> None:
+        self.ensure_table()
+        self.call(what, lambda c: c.delete_item(
+            TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}))  # fmt: skip
+
+
+def _error_code(e: botocore.exceptions.ClientError) -> str:
+    return e.response.get("Error", {}).get("Code", "")
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(1.0, 0.02 * 2**attempt) * (0.5 + random.random() / 2))

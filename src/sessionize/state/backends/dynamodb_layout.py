@@ -1,0 +1,308 @@
+"""The `dynamodb` store's items: their keys, attributes and encoding.
+
+One table, `<TABLE_PREFIX>_state`, with string keys `pk` (hash) and `sk` (range). For
+partition p of job J (versions and expiries are text of 20 digits, so that text order is
+number order)::
+
+    pk = J#p#KEY   sk = k                 key item: the key's recent values
+        h  S  its entries, oldest first, ";"-separated, each
+              "version.token.expiry.length.chunks" (expiry: the value's earliest expiry in
+              microseconds; length -1: removed at that version; chunks 0: inline)
+        b  B  the inline values (`keyblobs`) end to end, in the order of h ("-" if none;
+              one binary attribute: botocore's cost is per attribute value, not per byte)
+    pk = J#p#KEY   sk = vVERSIONTOKEN.i   chunk item i of a value too big to stay inline
+        d  B  the i-th CHUNK_BYTES of the value
+    pk = J#p#xS    sk = EXPIRY#KEY        expiry index item, shard S = KEY % INDEX_SHARDS
+                                          (EXPIRY biased by 2**63); one per expiry any
+                                          stored entry of the key has; no attributes
+    pk = J#p#g     sk = VERSION#KEY       graveyard item: KEY was removed at VERSION, for
+                                          maintenance; no attributes
+    pk = J#p       sk = vVERSION          version record: the version is committed
+        tok S the commit's token   meta S the committed meta JSON   keys N, bytes N the
+        size of the state   at S when it was written (UTC, for people)
+    pk = J#p       sk = iVERSION.TOKEN.n  intent item n of a commit attempt, written before
+                                          it touches any key item
+        ks B  the keys it may touch, int64 little-endian ("-" if none)
+    pk = J         sk = pPARTITION        partition record (PARTITION: 10 digits); no
+                                          attributes
+    pk = J         sk = rVERSION          job record (the driver's commit log)
+        rec S the job record's JSON
+
+An entry counts at version V iff its version <= V and its token is the one in the current
+record of its version (`History`); a key's value at V is its newest entry that counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sessionize.state.rows import EMPTY_VERSION
+
+INDEX_SHARDS = 4  # part of the layout: changing it hides existing index items
+INLINE_LIMIT = 300_000  # bytes of values kept inline in a key item (items max 400 KB)
+CHUNK_BYTES = 350_000
+KEY_ITEM = "k"  # the sk of a key item
+_EXPIRY_BIAS = 2**63
+
+
+# ----- names --------------------------------------------------------------------------------
+
+
+def version_text(version: int) -> str:
+    return f"{version:020d}"
+
+
+def expiry_text(us: int) -> str:
+    """The expiry `us` as 20 digits whose text order is time order."""
+    return f"{us + _EXPIRY_BIAS:020d}"
+
+
+def expiry_from_text(text: str) -> int:
+    return int(text) - _EXPIRY_BIAS
+
+
+def partition_pk(job: str, partition: int) -> str:
+    """pk of the version records and intents of a partition."""
+    return f"{job}#{partition}"
+
+
+def key_pk(job: str, partition: int, key: int) -> str:
+    """pk of the key item and chunk items of a key."""
+    return f"{job}#{partition}#{key}"
+
+
+def index_pk(job: str, partition: int, key: int) -> str:
+    """pk of the expiry index shard holding `key`."""
+    return index_shard_pk(job, partition, key % INDEX_SHARDS)
+
+
+def index_shard_pk(job: str, partition: int, shard: int) -> str:
+    return f"{job}#{partition}#x{shard}"
+
+
+def index_sk(expiry_us: int, key: int) -> str:
+    return f"{expiry_text(expiry_us)}#{key}"
+
+
+def graveyard_pk(job: str, partition: int) -> str:
+    return f"{job}#{partition}#g"
+
+
+def graveyard_sk(version: int, key: int) -> str:
+    return f"{version_text(version)}#{key}"
+
+
+def version_sk(version: int) -> str:
+    return f"v{version_text(version)}"
+
+
+def intent_sk(version: int, token: str, n: int) -> str:
+    return f"i{version_text(version)}.{token}.{n}"
+
+
+def partition_sk(partition: int) -> str:
+    return f"p{partition:010d}"
+
+
+def job_record_sk(version: int) -> str:
+    return f"r{version_text(version)}"
+
+
+def key_of(sk: str) -> int:
+    """The key in the sk of an index or graveyard item."""
+    return int(sk.split("#")[1])
+
+
+# ----- key items ------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One value of a key, as listed in its key item."""
+
+    version: int
+    token: str
+    expiry: int
+    length: int  # -1: the key was removed at this version
+    chunks: int  # 0: the value is inline
+    value: bytes | None  # inline value
+
+    @property
+    def removed(self) -> bool:
+        return self.length < 0
+
+    def chunk_sks(self) -> list[str]:
+        return [f"v{version_text(self.version)}{self.token}.{i}" for i in range(self.chunks)]
+
+
+@dataclass(frozen=True)
+class History:
+    """The committed history a reader or writer sees: the tokens of the committed versions
+    it may use, and the oldest committed version of the partition.
+
+    An entry counts iff its version is below `oldest` (every entry left there was committed:
+    maintenance repairs failed attempts before it drops their versions' records), or its
+    token is the one in the record of its version."""
+
+    tokens: dict[int, str]
+    oldest: int | None
+
+    def counts(self, e: Entry) -> bool:
+        if self.oldest is None:
+            return False
+        return e.version < self.oldest or self.tokens.get(e.version) == e.token
+
+
+NO_HISTORY = History({}, None)
+
+
+def history(records: dict[int, dict], upto: int) -> History:
+    """The history seen from version `upto` (-1: nothing counts), given the version records
+    (version -> item)."""
+    if upto == EMPTY_VERSION or not records:
+        return NO_HISTORY
+    tokens = {v: r["tok"]["S"] for v, r in records.items() if v <= upto}
+    return History(tokens, min(records))
+
+
+@dataclass
+class KeyItem:
+    """A key item as read, entries oldest first (none for a missing item)."""
+
+    key: int
+    entries: list[Entry] = field(default_factory=list)
+
+    def at(self, version: int, seen: History) -> Entry | None:
+        """The entry that gives the key's value at `version`, if any counts."""
+        found = None
+        for e in self.entries:
+            if e.version <= version and seen.counts(e):
+                found = e
+        return found
+
+    def expiries(self) -> set[int]:
+        return {e.expiry for e in self.entries if not e.removed}
+
+
+def parse_key_item(key: int, raw: dict | None) -> KeyItem:
+    item = KeyItem(key)
+    if not raw or "h" not in raw:
+        return item
+    values = raw.get("b", {}).get("B", b"")
+    at = 0
+    for text in raw["h"]["S"].split(";"):
+        version, token, expiry, length, chunks = text.split(".")
+        size, n = int(length), int(chunks)
+        value = None
+        if size >= 0 and not n:  # inline
+            value, at = values[at : at + size], at + size
+        item.entries.append(Entry(int(version), token, int(expiry), size, n, value))
+    return item
+
+
+def needed_entries(old: KeyItem, base: int, seen: History) -> list[Entry]:
+    """The entries of `old` that a commit on `base` keeps: those that count at `base`, from
+    the one the oldest retained version reads on (older ones no version can read), without
+    leading removals."""
+    kept = [e for e in old.entries if e.version <= base and seen.counts(e)]
+    if seen.oldest is not None:
+        covering = [i for i, e in enumerate(kept) if e.version <= seen.oldest]
+        if covering:
+            kept = kept[covering[-1] :]
+    while kept and kept[0].removed:
+        kept.pop(0)
+    return kept
+
+
+# ----- write requests ---------------------------------------------------------------------------
+
+
+def put_request(attributes: dict) -> dict:
+    """A PutRequest of an item given as {name: bytes | int | str}."""
+    item = {}
+    for name, value in attributes.items():
+        if isinstance(value, bytes):
+            item[name] = {"B": value}
+        elif isinstance(value, int):
+            item[name] = {"N": str(value)}
+        else:
+            item[name] = {"S": value}
+    return {"PutRequest": {"Item": item}}
+
+
+def delete_request(pk: str, sk: str) -> dict:
+    return {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": sk}}}}
+
+
+def key_item_request(pk: str, entries: list[Entry]) -> dict:
+    listing = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
+    inline = b"".join(e.value for e in entries if e.value is not None) or b"-"
+    item = {"pk": {"S": pk}, "sk": {"S": KEY_ITEM}, "h": {"S": listing}, "b": {"B": inline}}
+    return {"PutRequest": {"Item": item}}
+
+
+def key_writes(
+    job: str, partition: int, key: int, entries: list[Entry], old: KeyItem
+) -> list[dict]:
+    """Put requests for the key item with `entries` (moving values out to chunk items
+    if the item would be too big), its new index items and graveyard item."""
+    pk = key_pk(job, partition, key)
+    out = []
+    inline = sum(len(e.value or b"") for e in entries)
+    for e in entries:  # oldest values go out first; the newest stays if it fits
+        if inline <= INLINE_LIMIT:
+            break
+        if e.value is not None and (e is not entries[-1] or len(e.value) > INLINE_LIMIT):
+            inline -= len(e.value)
+            pieces = [e.value[i : i + CHUNK_BYTES] for i in range(0, len(e.value), CHUNK_BYTES)]
+            e.chunks, e.value = len(pieces), None
+            out += [
+                put_request({"pk": pk, "sk": sk, "d": piece})
+                for sk, piece in zip(e.chunk_sks(), pieces, strict=True)
+            ]
+    out.append(key_item_request(pk, entries))
+    have = old.expiries()
+    for e in entries:
+        if not e.removed and e.expiry not in have:
+            have.add(e.expiry)
+            index_item = {"pk": index_pk(job, partition, key), "sk": index_sk(e.expiry, key)}
+            out.append(put_request(index_item))
+    if entries[-1].removed:
+        out.append(put_request({
+            "pk": graveyard_pk(job, partition), "sk": graveyard_sk(entries[-1].version, key)
+        }))  # fmt: skip
+    return out
+
+
+def unneeded(job: str, partition: int, old: KeyItem, entries: list[Entry]) -> list[tuple[str, str]]:
+    """(pk, sk) of the chunk and index items of `old` that `entries` no longer use."""
+    key = old.key
+    pk = key_pk(job, partition, key)
+    kept = {(e.version, e.token) for e in entries}
+    out = [(pk, sk) for e in old.entries if (e.version, e.token) not in kept
+           for sk in e.chunk_sks()]  # fmt: skip
+    expiries = {e.expiry for e in entries if not e.removed}
+    out += [(index_pk(job, partition, key), index_sk(x, key)) for x in old.expiries() - expiries]
+    return out
+
+
+def intent_requests(
+    job: str, partition: int, version: int, token: str, keys: np.ndarray
+) -> list[dict]:
+    """The intent items of an attempt that may touch `keys`."""
+    per_item = CHUNK_BYTES // 8
+    return [
+        put_request({
+            "pk": partition_pk(job, partition), "sk": intent_sk(version, token, i // per_item),
+            "ks": keys[i : i + per_item].astype("<i8").tobytes() or b"-",
+        })
+        for i in range(0, max(len(keys), 1), per_item)
+    ]  # fmt: skip
+
+
+def intent_keys(intent: dict) -> list[int]:
+    """The keys an intent item lists."""
+    data = intent["ks"]["B"]
+    return np.frombuffer(b"" if data == b"-" else data, dtype="<i8").tolist()
