@@ -159,35 +159,32 @@ def generate(output, kafka, kinesis, rate, partitions, gap, lateness, **config) 
     )
 
 
+_JOB_OPTIONS = (
+    ("--state", {
+        "default": "files", "show_default": True,
+        "help": "files (under the checkpoint, or OUTPUT/_state in batch) | files:PATH | "
+        "postgresql://... | redis://... | dynamodb://... | spark-rocksdb | spark-hdfs (stream)",
+    }),
+    ("--progress-log", {
+        "metavar": "PATH", "default": None,
+        "help": "JSON line per batch (default: CHECKPOINT/progress.jsonl, OUTPUT/_progress.jsonl).",
+    }),
+    ("--partitions", {
+        "type": click.IntRange(1), "default": 4, "show_default": True,
+        "help": "State partitions (fixed for the life of a state).",
+    }),
+    ("--job", {
+        "default": "sessionize", "show_default": True,
+        "help": "Job name: isolates jobs sharing one state store.",
+    }),
+)  # fmt: skip
+
+
 def job_options(f):
     """--state, the session rules, --partitions and --job: what a state is built with."""
-    f = click.option(
-        "--job",
-        default="sessionize",
-        show_default=True,
-        help="Job name: isolates jobs sharing one state store.",
-    )(f)
-    f = click.option(
-        "--partitions",
-        type=click.IntRange(1),
-        default=4,
-        show_default=True,
-        help="State partitions (fixed for the life of a state).",
-    )(f)
-    f = rules_options(f)
-    f = click.option(
-        "--progress-log",
-        metavar="PATH",
-        default=None,
-        help="JSON line per batch (default: CHECKPOINT/progress.jsonl, OUTPUT/_progress.jsonl).",
-    )(f)
-    return click.option(
-        "--state",
-        default="files",
-        show_default=True,
-        help="files (under the checkpoint, or OUTPUT/_state in batch) | files:PATH | "
-        "postgresql://... | redis://... | dynamodb://... | spark-rocksdb | spark-hdfs (stream)",
-    )(f)
+    for name, settings in reversed(_JOB_OPTIONS):
+        f = click.option(name, **settings)(f)
+    return rules_options(f)
 
 
 def spark_options(f):

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
-from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.cli import main
+from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.report import build_report
 from sessionize.report.charts import BLUE, GREEN, ORANGE, RED
 from tests.helpers import cli_env, generate, sessionize

@@ -111,6 +111,7 @@ def _iso(us: int | None) -> str:
     return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass
 class BatchRunner:
     """Runs batches of one engine in the documented order and reports each one.
 
@@ -119,23 +120,14 @@ class BatchRunner:
     command can raise it as itself.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        on_batch: Callable[[str], None] = print,
-        label: Callable[[int], str] = lambda version: f"batch {version}",
-        progress: ProgressLog | None = None,
-        describe_input: Callable[[int], dict] = lambda version: {},
-        lease: Lease | None = None,
-    ):
-        self.engine = engine
-        self.on_batch = on_batch
-        self.label = label
-        self.progress = progress
-        self.describe_input = describe_input
-        self.lease = lease
-        self.records: list[dict] = []
-        self.failure: SessionizeError | None = None
+    engine: Engine
+    on_batch: Callable[[str], None] = print
+    label: Callable[[int], str] = lambda version: f"batch {version}"
+    progress: ProgressLog | None = None
+    describe_input: Callable[[int], dict] = lambda version: {}
+    lease: Lease | None = None
+    records: list[dict] = field(default_factory=list)
+    failure: SessionizeError | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.run(df, BatchRequest(batch_id, batch_id - 1, first=batch_id == 0))

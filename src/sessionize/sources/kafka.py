@@ -47,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 
 from sessionize.errors import ConfigError, SourceError
 from sessionize.sources.uri import (
+    LazyClient,
     RecordSource,
     SourceOptions,
     confluent_kafka,
@@ -97,7 +98,7 @@ class KafkaRange(InputPartition):
         return f"KafkaRange({self.topic}/{self.partition} [{self.start}, {self.end}))"
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans offset ranges on the driver; `read` runs on executors.
 
     The instance is pickled to the executors, so clients are created lazily and never
@@ -111,21 +112,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.topic = address.topic
         self.opts: SourceOptions = parse_source_options(options, "kafka", internal=("uri",))
         self.config = consumer_config(address.bootstrap, self.opts.client)
-        self._consumer = None
         self._target: dict[str, int] | None = None  # AvailableNow: end offsets of this run
         self._latest: dict[str, int] | None = None
 
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_consumer"] = None
-        return state
-
     # ---- driver side -------------------------------------------------------------------
 
-    def _client(self):
-        if self._consumer is None:
-            self._consumer = _kafka().Consumer(self.config)
-        return self._consumer
+    def _make_client(self):
+        return _kafka().Consumer(self.config)
 
     def _partitions(self) -> list[int]:
         meta = self._client().list_topics(self.topic, timeout=_API_TIMEOUT_S)
@@ -216,9 +209,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: progress lives in Spark's checkpoint, never in consumer groups."""
 
     def stop(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
     # ---- executor side -----------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from sessionize.errors import ConfigError, SourceError
 from sessionize.sources.uri import (
     KINESIS_CLIENT_OPTIONS,
     KinesisAddress,
+    LazyClient,
     RecordSource,
     SourceOptions,
     decode_records,
@@ -117,7 +118,7 @@ class _Scanner:
         return found
 
 
-class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KinesisStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans sequence-number ranges on the driver; `read` runs on executors.
 
     The instance is pickled to the executors: the boto3 client is created lazily and never
@@ -132,18 +133,10 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts: SourceOptions = parse_source_options(
             options, "kinesis", client_keys=KINESIS_CLIENT_OPTIONS, internal=("uri",)
         )
-        self._kinesis = None
         self._until_ms: int | None = None  # AvailableNow: records that arrived by then
 
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_kinesis"] = None
-        return state
-
-    def _client(self):
-        if self._kinesis is None:
-            self._kinesis = kinesis_client(self.address, self.opts.client)
-        return self._kinesis
+    def _make_client(self):
+        return kinesis_client(self.address, self.opts.client)
 
     # ---- driver side -------------------------------------------------------------------
 

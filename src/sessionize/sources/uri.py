@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
@@ -119,6 +119,24 @@ def confluent_kafka(purpose: str):
             f"{purpose} needs confluent-kafka: pip install 'sessionize[kafka]'"
         ) from e
     return confluent_kafka
+
+
+class LazyClient:
+    """A reader's client, made on first use in each process and never pickled: Spark ships
+    readers to executors, where each makes its own."""
+
+    _handle: Any = None
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    def _client(self) -> Any:
+        if self._handle is None:
+            self._handle = self._make_client()
+        return self._handle
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_handle": None}
 
 
 class RecordSource(DataSource):
