@@ -38,23 +38,27 @@ def data(spark, tmp_path_factory):
     return root, inp
 
 
-def _start(args, env):
+def _start(args, env, *, merged: bool = False):
+    """The CLI in its own process group; `merged` sends stderr to stdout (pause points in
+    Spark tasks print there)."""
     return subprocess.Popen(
         [sys.executable, "-m", "sessionize", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True, env=env, start_new_session=True,
     )  # fmt: skip
 
 
 def _wait_for(proc, marker: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
+    seen = []
     for line in proc.stdout:
+        seen.append(line)
         if marker in line:
             return
         if time.monotonic() > deadline:
             break
     proc.kill()
-    raise AssertionError(f"never saw {marker!r}: {proc.stderr.read()[-3000:]}")
+    raise AssertionError(f"never saw {marker!r}: {''.join(seen)[-3000:]}")
 
 
 def _same_as_clean(root, run) -> None:
@@ -72,7 +76,9 @@ def _one_error_line(stderr: str) -> str:
 def test_a_second_driver_mid_batch_is_refused_then_resumes_after_the_first_dies(data):
     root, inp = data
     run = root / "mid-batch"
-    first = _start(_args(inp, run), cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:1"))
+    first = _start(
+        _args(inp, run), cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:1"), merged=True
+    )
     try:
         _wait_for(first, "PAUSED after-state-commit 1")
         second = sessionize(*_args(inp, run))
@@ -105,7 +111,7 @@ def test_a_driver_that_lost_its_lease_publishes_nothing_more(data, tmp_path):
     run = root / "stalled"
     resume = tmp_path / "resume"
     env = cli_env(SESSIONIZE_PAUSE_AT="before-publish:1", SESSIONIZE_RESUME_FILE=str(resume))
-    stalled = _start(_args(inp, run), env)
+    stalled = _start(_args(inp, run), env, merged=True)
     _wait_for(stalled, "PAUSED before-publish 1")
     # While it stalls, a driver elsewhere presumed it dead and took the lease.
     records = DirectoryLeaseRecords(str(run / "chk" / "_lease"))
@@ -114,8 +120,10 @@ def test_a_driver_that_lost_its_lease_publishes_nothing_more(data, tmp_path):
     assert records.create(other)
     resume.touch()
     assert stalled.wait(timeout=300) == 2
-    line = _one_error_line(stalled.stderr.read())
-    assert "lost its lease on checkpoint" in line and "the driver on elsewhere" in line
+    rest = stalled.stdout.read()
+    errors = [x for x in rest.splitlines() if x.startswith("sessionize: error: ")]
+    assert len(errors) == 1 and "Traceback" not in rest, rest[-3000:]
+    assert "lost its lease on checkpoint" in errors[0] and "the driver on elsewhere" in errors[0]
     assert not list((run / "out" / "sessions").glob("batch_id=1"))
     # The other driver goes away cleanly; the next run completes the job exactly once.
     records.update(Holder(**{**other.__dict__, "released": True}))
