@@ -1,0 +1,58 @@
+"""The sink interface the engines call, and `open_sink` to choose one by output format.
+
+Tasks call `write_part` (stage their rows); the driver calls `clear_staging` before a batch
+runs, `publish` after its tasks finished, and `invalidate_from` when reprocessing. A sink
+pickles as its configuration (it is sent to Spark tasks), never as an open connection.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pyarrow as pa
+
+from sessionize.errors import ConfigError
+
+FORMATS = ("parquet", "delta")
+
+
+class Sink(Protocol):
+    root: str
+
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        """Stage one task's rows of output `name` (idempotent per partition); rows written."""
+        ...
+
+    def clear_staging(self, batch_id: int) -> None:
+        """Drop what an earlier, failed attempt of this batch staged."""
+        ...
+
+    def publish(self, batch_id: int) -> None:
+        """Make the staged batch the visible content of `batch_id` in every output, atomically
+        per output; a batch published before is replaced, never added to."""
+        ...
+
+    def invalidate_from(self, batch_id: int) -> list[int]:
+        """Remove every published batch >= batch_id; returns their ids."""
+        ...
+
+    def published(self, name: str) -> list[int]:
+        """The batch ids visible in output `name`."""
+        ...
+
+
+def open_sink(output: str, fmt: str = "parquet", *, job: str = "sessionize") -> Sink:
+    """The sink for `--output` and `--output-format`; `job` names the writer in Delta logs."""
+    if fmt == "delta":
+        from sessionize.sinks.delta import DeltaSink
+
+        return DeltaSink(output, job)
+    if fmt != "parquet":
+        raise ConfigError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if output.startswith("s3://"):
+        from sessionize.sinks.parquet_s3 import ManifestParquetSink
+
+        return ManifestParquetSink(output)
+    from sessionize.sinks.parquet import ParquetSink
+
+    return ParquetSink(output)
