@@ -7,11 +7,14 @@ pickles as its configuration (it is sent to Spark tasks), never as an open conne
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import pyarrow as pa
 
-from sessionize.errors import ConfigError
+from sessionize.errors import ConfigError, SinkError
 
 FORMATS = ("parquet", "delta")
 
@@ -56,3 +59,32 @@ def open_sink(output: str, fmt: str = "parquet", *, job: str = "sessionize") -> 
     from sessionize.sinks.parquet import ParquetSink
 
     return ParquetSink(output)
+
+
+@contextmanager
+def sink_errors(what: str) -> Iterator[None]:
+    """Object-store and table failures as one SinkError line; staged rows stay for a retry."""
+    try:
+        yield
+    except SinkError:
+        raise
+    except Exception as exc:
+        if not _is_storage_error(exc):
+            raise
+        detail = " ".join(str(exc).split())[:300]
+        raise SinkError(
+            f"{what} failed: {detail}; is the store reachable? The batch is published again "
+            "when the job is restarted"
+        ) from exc
+
+
+def _is_storage_error(exc: Exception) -> bool:
+    if isinstance(exc, OSError | pa.ArrowException):
+        return True
+    kinds = [("deltalake.exceptions", "DeltaError"), ("botocore.exceptions", "BotoCoreError"),
+             ("botocore.exceptions", "ClientError")]  # fmt: skip
+    for module, name in kinds:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, getattr(mod, name)):
+            return True
+    return False
