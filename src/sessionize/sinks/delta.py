@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from sessionize import faults
 from sessionize.fs import ObjectStoreUri, resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
@@ -35,7 +36,6 @@ TABLE_PROPERTIES = {
     "delta.deletedFileRetentionDuration": "interval 7 days",
     "delta.logRetentionDuration": "interval 30 days",
 }
-OPEN_MARKER = "_staging/_open/batch_id={}"  # present while an attempt of the batch is staged
 
 
 @dataclass(frozen=True)
@@ -74,24 +74,18 @@ class DeltaSink:
     def clear_staging(self, batch_id: int) -> None:
         fs, base = self._fs()
         with _errors(f"clearing staged batch {batch_id}"):
-            staging.clear(fs, base, batch_id)
-            marker = f"{base}/{OPEN_MARKER.format(batch_id)}"
-            fs.create_dir(marker.rsplit("/", 1)[0], recursive=True)
-            with fs.open_output_stream(marker) as f:
-                f.write(b"")
+            staging.open_attempt(fs, base, batch_id)
 
     def publish(self, batch_id: int) -> None:
         """Commit the staged batch to each table (one commit per table), then drop staging."""
         fs, base = self._fs()
-        marker = f"{base}/{OPEN_MARKER.format(batch_id)}"
         with _errors(f"publishing batch {batch_id} to Delta tables under {_redact(self.root)}"):
-            opened = staging.exists(fs, marker)
+            opened = staging.attempt_open(fs, base, batch_id)
             for name in OUTPUTS:
                 rows = staging.read_staged(fs, base, name, batch_id)
                 self._commit(name, batch_id, rows, replay=opened or rows.num_rows > 0)
-            staging.clear(fs, base, batch_id)
-            if opened:
-                fs.delete_file(marker)
+                faults.pause_point(f"published-{name}", batch_id)
+            staging.close_attempt(fs, base, batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         """Delete batches >= batch_id: one commit per table that has any."""

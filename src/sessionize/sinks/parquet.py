@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from sessionize import faults
 from sessionize.errors import SinkError
 from sessionize.fs import resolve_fs
 from sessionize.schema import OUTPUTS
@@ -50,7 +51,7 @@ class ParquetSink:
 
     def clear_staging(self, batch_id: int) -> None:
         fs, base = self._fs()
-        staging.clear(fs, base, batch_id)
+        staging.open_attempt(fs, base, batch_id)
 
     def publish(self, batch_id: int) -> None:
         """Per output, one rename; old contents go to trash.
@@ -59,13 +60,19 @@ class ParquetSink:
         neither version of this batch, never both.
         """
         fs, base = self._fs()
+        opened = staging.attempt_open(fs, base, batch_id)
         for name in OUTPUTS:
             staged = staging.staged_dir(base, name, batch_id)
             final = f"{base}/{self.batch_dir(name, batch_id)}"
+            has_rows = exists(fs, staged)
+            if not (has_rows or opened):
+                continue  # a finished publish repeated: nothing new to show
             self._retire(fs, base, name, final)
-            if exists(fs, staged):
+            if has_rows:
                 fs.create_dir(f"{base}/{name}", recursive=True)
                 fs.move(staged, final)
+            faults.pause_point(f"published-{name}", batch_id)
+        staging.close_attempt(fs, base, batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         fs, base = self._fs()

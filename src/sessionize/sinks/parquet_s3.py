@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import ObjectStoreUri, resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
@@ -60,18 +61,19 @@ class ManifestParquetSink:
     def clear_staging(self, batch_id: int) -> None:
         fs, base = self._fs()
         with sink_errors(f"clearing staged batch {batch_id}"):
-            staging.clear(fs, base, batch_id)
+            staging.open_attempt(fs, base, batch_id)
 
     def publish(self, batch_id: int) -> None:
         fs, base = self._fs()
         with sink_errors(f"publishing batch {batch_id} under {self.root.split('?')[0]}"):
             commits = self._commits(fs, base)
+            opened = staging.attempt_open(fs, base, batch_id)
             for name in OUTPUTS:
                 staged_root = staging.staged_dir(base, name, batch_id)
                 staged = staging.staged_files(fs, base, name, batch_id)
                 last = commits.get(name, {}).get(batch_id)
-                if not staged and (last is None or not last[1]):
-                    continue  # nothing staged, nothing published: no commit needed
+                if not staged and (last is None or not last[1] or not opened):
+                    continue  # nothing to remove, or a finished publish repeated
                 attempt = uuid.uuid4().hex[:12]
                 files = []
                 for src in staged:
@@ -82,7 +84,8 @@ class ManifestParquetSink:
                 version = 0 if last is None else last[0] + 1
                 self._commit(name, batch_id, version, files)
                 self._drop_uncommitted(fs, base, name, batch_id, set(files))
-            staging.clear(fs, base, batch_id)
+                faults.pause_point(f"published-{name}", batch_id)
+            staging.close_attempt(fs, base, batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         fs, base = self._fs()

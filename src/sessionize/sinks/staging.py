@@ -79,6 +79,33 @@ def clear(fs: pafs.FileSystem, base: str, batch_id: int) -> None:
         delete_dir(fs, staged_dir(base, name, batch_id))
 
 
+# An attempt of a batch is "open" from clear_staging until its publish has finished. A publish
+# with nothing staged for an output then means "this batch has no rows there" (old rows go),
+# while a publish repeated after a finished one (nothing staged, no open attempt) changes
+# nothing: retrying a publish is safe at any step.
+def _marker(base: str, batch_id: int) -> str:
+    return f"{base}/{STAGING}/_open/batch_id={batch_id}"
+
+
+def open_attempt(fs: pafs.FileSystem, base: str, batch_id: int) -> None:
+    clear(fs, base, batch_id)
+    marker = _marker(base, batch_id)
+    fs.create_dir(marker.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(marker) as f:
+        f.write(b"")
+
+
+def attempt_open(fs: pafs.FileSystem, base: str, batch_id: int) -> bool:
+    return exists(fs, _marker(base, batch_id))
+
+
+def close_attempt(fs: pafs.FileSystem, base: str, batch_id: int) -> None:
+    """After a publish: drop the staged files, then the marker (last)."""
+    clear(fs, base, batch_id)
+    if attempt_open(fs, base, batch_id):
+        fs.delete_file(_marker(base, batch_id))
+
+
 def split_by(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[str, pa.Table]]:
     """Group rows by partition column values -> [('col=value', rows)]."""
     (col,) = columns  # one partition level is all the outputs use
