@@ -14,6 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from sessionize.errors import EnvironmentProblem
+
 
 def resolve_fs(uri: str) -> tuple[pafs.FileSystem, str]:
     """Any pyarrow filesystem URI, or a local path."""
@@ -65,8 +67,13 @@ class ObjectStoreUri:
 
     def client(self):  # -> botocore S3 client
         """A boto3 client for what pyarrow cannot do (conditional writes)."""
-        import boto3
-        from botocore.config import Config
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError as exc:
+            raise EnvironmentProblem(
+                "Parquet outputs on s3:// need boto3: pip install 'sessionize[s3]'"
+            ) from exc
 
         cfg = Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5)
         return boto3.client("s3", endpoint_url=self.endpoint, config=cfg)
