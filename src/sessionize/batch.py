@@ -23,7 +23,8 @@ from pyspark.sql import SparkSession
 from sessionize.config import SessionRules
 from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
-from sessionize.sinks.parquet import ParquetSink, resolve_fs
+from sessionize.fs import resolve_fs
+from sessionize.sinks.base import open_sink
 from sessionize.sources.files import file_batch
 from sessionize.spark import get_spark
 from sessionize.state import open_backend
@@ -50,6 +51,7 @@ class BatchOptions:
     rules: SessionRules = field(default_factory=SessionRules)
     partitions: int = 4
     job: str = "sessionize"
+    output_format: str = "parquet"
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -64,6 +66,7 @@ class BatchOptions:
             state_uri=self.state_uri(),
             job=self.job,
             output=self.output,
+            output_format=self.output_format,
         )
 
 
@@ -98,7 +101,7 @@ def run_batch(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
         )
-    sink = ParquetSink(opts.output)
+    sink = open_sink(opts.output, opts.output_format, job=opts.job)
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)
         backend.truncate_after(opts.job, previous)

@@ -296,7 +296,16 @@ def stream(
     help="State partitions (fixed for the life of a state).",
 )
 @click.option("--job", default="sessionize", show_default=True)
-def batch(input_, output, state, from_, to, gap, lateness, close_actions, partitions, job):
+@click.option(
+    "--output-format",
+    type=click.Choice(["parquet", "delta"]),
+    default="parquet",
+    show_default=True,
+    help="Hive-partitioned Parquet directories, or Delta Lake tables.",
+)
+def batch(
+    input_, output, state, from_, to, gap, lateness, close_actions, partitions, job, output_format
+):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.batch import BatchOptions, run_batch
 
@@ -309,6 +318,7 @@ def batch(input_, output, state, from_, to, gap, lateness, close_actions, partit
         rules=make_rules(gap, lateness, close_actions),
         partitions=partitions,
         job=job,
+        output_format=output_format,
     )
     run_batch(opts, on_hour=click.echo)
 

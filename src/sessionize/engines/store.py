@@ -42,7 +42,7 @@ from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
 from sessionize.parsing import EVENT_COLUMNS, parse
 from sessionize.schema import EVENT, INVALID_EVENTS
-from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.base import open_sink
 from sessionize.state import open_backend
 from sessionize.state.base import StateBackend
 
@@ -67,6 +67,7 @@ class EngineSettings:
     output: str
     retain: int = 100  # versions kept restorable
     maintenance_every: int = 10  # versions between retention clean-ups
+    output_format: str = "parquet"  # parquet | delta (sinks.base.open_sink)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def run_partition(
             watermark_before=plan.watermark_before,
             watermark_after=plan.watermark_after,
         )
-        sink = ParquetSink(settings.output)
+        sink = open_sink(settings.output, settings.output_format, job=settings.job)
         sink.write_part("sessions", plan.version, partition, step.sessions)
         sink.write_part("page_views", plan.version, partition, step.page_views)
         sink.write_part("late_events", plan.version, partition, step.late)
@@ -172,7 +173,7 @@ class StoreEngine:
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_backend(settings.state_uri)
-        self.sink = ParquetSink(settings.output)
+        self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
 
     def run(
         self,
