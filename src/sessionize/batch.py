@@ -23,8 +23,8 @@ from pyspark.sql import SparkSession
 from sessionize.config import SessionRules
 from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
-from sessionize.fs import resolve_fs
 from sessionize.sinks.base import open_sink
+from sessionize.sinks.parquet import resolve_fs
 from sessionize.sources.files import file_batch
 from sessionize.spark import get_spark
 from sessionize.state import open_backend

@@ -80,7 +80,8 @@ from sessionize.errors import SessionizeError
 from sessionize.faults import pause_point
 from sessionize.parsing import parse
 from sessionize.schema import OUTPUTS
-from sessionize.sinks.parquet import ParquetSink, resolve_fs
+from sessionize.sinks.base import open_sink
+from sessionize.sinks.parquet import resolve_fs
 
 PROVIDERS = {
     "spark-rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -152,7 +153,7 @@ def _write_task(output: str, batch_id: int, batches: Iterator[pa.RecordBatch]):
     wide = (
         pa.Table.from_batches(received).cast(WIDE) if received else WIDE.empty_table()
     ).combine_chunks()
-    sink = ParquetSink(output)
+    sink = open_sink(output)
     counts = dict.fromkeys(TASK_COUNTERS, 0)
     for name in OUTPUTS:
         rows = wide.filter(pc.equal(wide["kind"], name))
@@ -215,7 +216,7 @@ class SparkStateEngine:
 
     def __init__(self, output: str, checkpoint: str):
         self.output = output
-        self.sink = ParquetSink(output)
+        self.sink = open_sink(output)
         self.records = BatchRecords(checkpoint)
 
     def run(self, rows: DataFrame, batch_id: int) -> dict:
