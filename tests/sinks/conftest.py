@@ -81,7 +81,12 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
         opts = s3.storage_options() if s3 else None
         if not DeltaTable.is_deltatable(uri, storage_options=opts):
             return pa.table({})
-        return DeltaTable(uri, storage_options=opts).to_pyarrow_table()
+        from deltalake import QueryBuilder
+
+        # delta-rs' own reader: pyarrow's dataset layer over a table on S3 next to pyarrow's
+        # S3 filesystem can abort the process at exit.
+        result = QueryBuilder().register("t", DeltaTable(uri, storage_options=opts))
+        return pa.table(result.execute("SELECT * FROM t").read_all())
     if kind == "parquet-s3":
         from sessionize.sinks.parquet_s3 import read_committed
 

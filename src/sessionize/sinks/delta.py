@@ -89,31 +89,19 @@ class DeltaSink:
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         """Delete batches >= batch_id: one commit per table that has any."""
-        import pyarrow.compute as pc
-
         retired: set[int] = set()
         with _errors(f"removing batches from {batch_id} under {_redact(self.root)}"):
             for name in OUTPUTS:
                 dt = self.table(name)
-                if dt is None:
-                    continue
-                ids = dt.to_pyarrow_dataset().to_table(
-                    columns=["batch_id"], filter=pc.field("batch_id") >= batch_id
-                )["batch_id"]
-                found = set(pc.unique(ids).to_pylist())
+                found = _batch_ids(dt, batch_id) if dt is not None else []
                 if found:
                     dt.delete(f"batch_id >= {batch_id}")
-                    retired |= found
+                    retired |= set(found)
         return sorted(retired)
 
     def published(self, name: str) -> list[int]:
-        import pyarrow.compute as pc
-
         dt = self.table(name)
-        if dt is None:
-            return []
-        ids = dt.to_pyarrow_dataset().to_table(columns=["batch_id"])["batch_id"]
-        return sorted(pc.unique(ids).to_pylist())
+        return _batch_ids(dt, 0) if dt is not None else []
 
     # -- commits ---------------------------------------------------------------------------
     def _commit(self, name: str, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
@@ -138,6 +126,17 @@ class DeltaSink:
             storage_options=self.storage_options() if dt is None else None,
             commit_properties=props,
         )
+
+
+def _batch_ids(dt, first: int) -> list[int]:
+    """Batch ids >= first in a table, by delta-rs' own query engine: reading a table on S3
+    through pyarrow's dataset layer while pyarrow's S3 filesystem is in use can abort the
+    process at exit."""
+    from deltalake import QueryBuilder
+
+    sql = f"SELECT DISTINCT batch_id FROM t WHERE batch_id >= {int(first)} ORDER BY batch_id"
+    rows = pa.table(QueryBuilder().register("t", dt).execute(sql).read_all())
+    return rows["batch_id"].to_pylist()
 
 
 def compact_and_vacuum(sink: DeltaSink, retention_hours: int = 168) -> dict[str, dict]:
