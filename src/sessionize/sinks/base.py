@@ -49,6 +49,9 @@ def open_sink(output: str, fmt: str = "parquet", *, job: str = "sessionize") -> 
     if fmt == "delta":
         from sessionize.sinks.delta import DeltaSink
 
+        if "://" in output and not output.startswith(("s3://", "file://")):
+            raise ConfigError(f"Delta outputs go to a local path or an s3:// URI, not {output}")
+
         return DeltaSink(output, job)
     if fmt != "parquet":
         raise ConfigError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
