@@ -66,12 +66,11 @@ class ManifestParquetSink:
     def publish(self, batch_id: int) -> None:
         fs, base = self._fs()
         with sink_errors(f"publishing batch {batch_id} under {self.root.split('?')[0]}"):
-            commits = self._commits(fs, base)
             opened = staging.attempt_open(fs, base, batch_id)
             for name in OUTPUTS:
                 staged_root = staging.staged_dir(base, name, batch_id)
                 staged = staging.staged_files(fs, base, name, batch_id)
-                last = commits.get(name, {}).get(batch_id)
+                last = self._commits(fs, base, name, batch_id).get(batch_id)
                 if not staged and (last is None or not last[1] or not opened):
                     continue  # nothing to remove, or a finished publish repeated
                 attempt = uuid.uuid4().hex[:12]
@@ -91,8 +90,8 @@ class ManifestParquetSink:
         fs, base = self._fs()
         retired = set()
         with sink_errors(f"removing batches from {batch_id} under {self.root.split('?')[0]}"):
-            for name, batches in self._commits(fs, base).items():
-                for b, (version, files) in sorted(batches.items()):
+            for name in OUTPUTS:
+                for b, (version, files) in sorted(self._commits(fs, base, name).items()):
                     if b >= batch_id and files:
                         self._commit(name, b, version + 1, [])
                         self._drop_uncommitted(fs, base, name, b, set())
@@ -101,35 +100,36 @@ class ManifestParquetSink:
 
     def published(self, name: str) -> list[int]:
         fs, base = self._fs()
-        return sorted(b for b, (_, f) in self._commits(fs, base).get(name, {}).items() if f)
+        return sorted(b for b, (_, f) in self._commits(fs, base, name).items() if f)
 
     def committed_files(self, name: str) -> list[str]:
         """Full paths (bucket/key) of the files of every committed batch of output `name`."""
         fs, base = self._fs()
-        batches = self._commits(fs, base).get(name, {})
+        batches = self._commits(fs, base, name)
         return [f"{base}/{name}/{f}" for b in sorted(batches) for f in batches[b][1]]
 
     # -- commit files ----------------------------------------------------------------------
-    def _commits(self, fs: pafs.FileSystem, base: str) -> dict[str, dict[int, tuple[int, list]]]:
-        """{output: {batch: (latest commit version, its files)}}."""
-        out: dict[str, dict[int, tuple[int, list]]] = {}
-        for name in OUTPUTS:
-            sel = pafs.FileSelector(f"{base}/{name}/{COMMITS}", allow_not_found=True,
-                                    recursive=True)  # fmt: skip
-            latest: dict[int, tuple[int, str]] = {}
-            for info in fs.get_file_info(sel):
-                if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
-                    continue
-                batch = int(info.path.rsplit("/", 2)[1].split("=", 1)[1])
-                version = int(info.base_name.removesuffix(".json"))
-                if batch not in latest or version > latest[batch][0]:
-                    latest[batch] = (version, info.path)
-            batches = {}
-            for batch, (version, path) in latest.items():
-                with fs.open_input_stream(path) as f:
-                    batches[batch] = (version, json.loads(f.read())["files"])
-            out[name] = batches
-        return out
+    def _commits(self, fs: pafs.FileSystem, base: str, name: str,
+                 batch_id: int | None = None) -> dict[int, tuple[int, list[str]]]:  # fmt: skip
+        """{batch: (latest commit version, its files)} of one output, or of one of its batches
+        (a publish lists only its own batch, so its cost does not grow with the output)."""
+        where = f"{base}/{name}/{COMMITS}"
+        if batch_id is not None:
+            where += f"/batch_id={batch_id}"
+        sel = pafs.FileSelector(where, allow_not_found=True, recursive=True)
+        latest: dict[int, tuple[int, str]] = {}
+        for info in fs.get_file_info(sel):
+            if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
+                continue
+            batch = int(info.path.rsplit("/", 2)[1].split("=", 1)[1])
+            version = int(info.base_name.removesuffix(".json"))
+            if batch not in latest or version > latest[batch][0]:
+                latest[batch] = (version, info.path)
+        batches = {}
+        for batch, (version, path) in latest.items():
+            with fs.open_input_stream(path) as f:
+                batches[batch] = (version, json.loads(f.read())["files"])
+        return batches
 
     def _commit(self, name: str, batch_id: int, version: int, files: list[str]) -> None:
         store = self._store()
