@@ -56,3 +56,17 @@ def test_invalidate_and_an_emptied_rerun_remove_rows(kind, root):
     assert _seen(kind, root, "invalid_events") == Counter()
     assert _seen(kind, root, "sessions") == Counter()
     assert sink.published("sessions") == []
+
+
+def test_a_commit_on_s3_is_written_once_even_by_two_writers(bucket_uri):
+    """Two publishers of batch 0 that both read "no commit yet": the conditional PUT lets one
+    of them commit version 0 and refuses the other."""
+    import pytest
+
+    from sessionize.errors import SinkError
+
+    first, second = make_sink("parquet-s3", bucket_uri), make_sink("parquet-s3", bucket_uri)
+    first._commit("invalid_events", 0, 0, ["batch_id=0/part-00000-a.parquet"])
+    with pytest.raises(SinkError, match="committed by another writer"):
+        second._commit("invalid_events", 0, 0, ["batch_id=0/part-00000-b.parquet"])
+    assert first.committed_files("invalid_events")[0].endswith("part-00000-a.parquet")
