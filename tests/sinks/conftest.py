@@ -86,7 +86,8 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
         # delta-rs' own reader: pyarrow's dataset layer over a table on S3 next to pyarrow's
         # S3 filesystem can abort the process at exit.
         result = QueryBuilder().register("t", DeltaTable(uri, storage_options=opts))
-        return pa.table(result.execute("SELECT * FROM t").read_all())
+        table = pa.table(result.execute("SELECT * FROM t").read_all())
+        return table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
     if kind == "parquet-s3":
         from sessionize.sinks.parquet_s3 import read_committed
 
@@ -94,3 +95,12 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
     if not os.path.exists(f"{root}/{name}"):
         return pa.table({})
     return ds.dataset(f"{root}/{name}", format="parquet", partitioning="hive").to_table()
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    """DataFusion returns string views; the Parquet readers give plain strings."""
+    if t == pa.string_view():
+        return pa.string()
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return pa.list_(_plain(t.value_type))
+    return t
