@@ -14,8 +14,9 @@ Files of older attempts and of attempts that never committed are deleted afterwa
 
 `read_committed` (and `published`) follow the commit files, so they see every batch whole or
 not at all. A plain listing of `ROOT/NAME` (e.g. `spark.read.parquet`) sees the same rows
-between publishes, but while a batch is being republished, or after a crash in the middle of
-its publish and until it is published again, it can see that batch's rows partially or twice.
+only while no publish runs: during a publish it can see part of the batch being copied in,
+and while a batch is republished (or after a crash in its publish, until it is published
+again) that batch's rows partially or twice.
 """
 
 from __future__ import annotations
