@@ -26,10 +26,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sessionize import faults
-from sessionize.fs import ObjectStoreUri, resolve_fs
+from sessionize.fs import resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
 from sessionize.sinks.base import sink_errors as _errors
+from sessionize.sinks.objectstore import ObjectStoreUri
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {

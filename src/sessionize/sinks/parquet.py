@@ -24,10 +24,9 @@ import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import SinkError
-from sessionize.fs import resolve_fs
+from sessionize.fs import delete_dir, exists, resolve_fs
 from sessionize.schema import OUTPUTS
 from sessionize.sinks import staging
-from sessionize.sinks.staging import delete_dir, exists
 
 __all__ = ["ParquetSink", "resolve_fs"]
 

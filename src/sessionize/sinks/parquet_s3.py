@@ -31,10 +31,11 @@ import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
-from sessionize.fs import ObjectStoreUri, resolve_fs
+from sessionize.fs import resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
 from sessionize.sinks.base import sink_errors
+from sessionize.sinks.objectstore import ObjectStoreUri
 
 COMMITS = "_commits"
 

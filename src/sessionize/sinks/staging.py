@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sessionize.fs import delete_dir, exists
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 
 STAGING = "_staging"
@@ -114,12 +115,3 @@ def split_by(table: pa.Table, columns: tuple[str, ...]) -> list[tuple[str, pa.Ta
         rows = table.filter(pc.equal(table[col], pa.scalar(v, table.schema.field(col).type)))
         out.append((f"{col}={v}", rows))
     return out
-
-
-def exists(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type != pafs.FileType.NotFound
-
-
-def delete_dir(fs: pafs.FileSystem, path: str) -> None:
-    if exists(fs, path):
-        fs.delete_dir(path)
