@@ -177,6 +177,10 @@ _JOB_OPTIONS = (
         "default": "sessionize", "show_default": True,
         "help": "Job name: isolates jobs sharing one state store.",
     }),
+    ("--output-format", {
+        "type": click.Choice(["parquet", "delta"]), "default": "parquet", "show_default": True,
+        "help": "Hive-partitioned Parquet directories, or Delta Lake tables.",
+    }),
 )  # fmt: skip
 
 
@@ -202,8 +206,9 @@ def spark_options(f):
 
 
 def job_settings(
-    state, gap, lateness, close_actions, partitions, job, progress_log, master, spark_conf
-) -> dict:
+    state, gap, lateness, close_actions, partitions, job, progress_log, output_format, master,
+    spark_conf,
+) -> dict:  # fmt: skip
     """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields."""
     return {
         "state": state,
@@ -211,6 +216,7 @@ def job_settings(
         "partitions": partitions,
         "job": job,
         "progress_log": progress_log,
+        "output_format": output_format,
         "master": master,
         "spark_conf": _key_values(spark_conf, "--conf"),
     }

@@ -28,7 +28,7 @@ from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import is_dir
-from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.registry import open_sink
 from sessionize.sources.files import file_batch
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
@@ -59,6 +59,7 @@ class BatchOptions:
     progress_log: str | None = None  # default: OUTPUT/_progress.jsonl
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     spark_conf: dict[str, str] = field(default_factory=dict)
+    output_format: str = "parquet"  # parquet | delta
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -71,6 +72,7 @@ class BatchOptions:
             state_uri=self.state_uri(),
             job=self.job,
             output=self.output,
+            output_format=self.output_format,
         )
 
 
@@ -122,7 +124,7 @@ def _run(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
         )
-    sink = ParquetSink(opts.output)
+    sink = open_sink(opts.output, opts.output_format, job=opts.job)
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)
         backend.truncate_after(opts.job, previous)

@@ -22,6 +22,7 @@ from sessionize.engines.runner import BatchRunner, Engine, run_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
+from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import check_input, open_stream
 from sessionize.spark_session import get_spark
 from sessionize.state import StateBackend, open_backend
@@ -43,6 +44,7 @@ class StreamOptions:
     job: str = "sessionize"
     source_options: dict[str, str] = field(default_factory=dict)
     progress_log: str | None = None  # default: CHECKPOINT/progress.jsonl
+    output_format: str = "parquet"  # parquet | delta
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     spark_conf: dict[str, str] = field(default_factory=dict)
 
@@ -65,6 +67,7 @@ class StreamOptions:
             "close_actions": ",".join(self.rules.close_actions),
             "partitions": self.partitions,
             "job": self.job,
+            "output_format": self.output_format,
         }
 
 
@@ -117,8 +120,9 @@ def _run(
     engine: Engine
     if backend is None:
         engine = SparkStateEngine(
-            opts.state, opts.rules, opts.partitions, opts.output, opts.checkpoint
-        )
+            opts.state, opts.rules, opts.partitions, opts.checkpoint,
+            open_sink(opts.output, opts.output_format, job=opts.job),
+        )  # fmt: skip
     else:
         settings = EngineSettings(
             rules=opts.rules,
@@ -126,6 +130,7 @@ def _run(
             state_uri=opts.state_uri(),
             job=opts.job,
             output=opts.output,
+            output_format=opts.output_format,
         )
         engine = StoreEngine(spark, settings, backend)
     log = progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl")

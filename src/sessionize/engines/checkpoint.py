@@ -24,23 +24,27 @@ FILE = "sessionize.json"
 
 
 def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
-    """Record `settings` in a new checkpoint, or refuse if it was created with others."""
+    """Record `settings` in a new checkpoint, or refuse if it was created with others.
+
+    A setting the checkpoint does not mention (recorded before the setting existed) is
+    taken as this run's and added to the record."""
     fs, base = resolve_fs(checkpoint)
     path = f"{base}/{FILE}"
     try:
         with fs.open_input_stream(path) as f:
             recorded = json.loads(f.read())
     except FileNotFoundError:
-        fs.create_dir(base, recursive=True)
-        with fs.open_output_stream(path) as f:
-            f.write(json.dumps(settings, indent=2, sort_keys=True).encode())
-        return
-    diffs = describe_differences(recorded, settings)
+        recorded = {}
+    diffs = describe_differences(recorded, {k: v for k, v in settings.items() if k in recorded})
     if diffs:
         raise IncompatibleCheckpoint(
             f"checkpoint {checkpoint} was created with {diffs}: rerun with the same settings, "
             "or use a new --checkpoint"
         )
+    if set(settings) - set(recorded):
+        fs.create_dir(base, recursive=True)
+        with fs.open_output_stream(path) as f:
+            f.write(json.dumps({**recorded, **settings}, indent=2, sort_keys=True).encode())
 
 
 def last_committed_batch(checkpoint: str) -> int | None:

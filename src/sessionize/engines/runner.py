@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sessionize.engines.progress import ProgressLog
 from sessionize.errors import SessionizeError
 from sessionize.faults import pause_point
-from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.base import Sink
 from sessionize.state.lease import Lease
 
 # Counters summed over the life of a job, kept in every record under `totals`.
@@ -68,7 +68,7 @@ class BatchResult:
 class Engine(ABC):
     """What the runner needs from an engine: its sink, its record log and step 2."""
 
-    sink: ParquetSink
+    sink: Sink
 
     @abstractmethod
     def previous_record(self, request: BatchRequest) -> dict:

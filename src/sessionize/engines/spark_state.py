@@ -81,7 +81,7 @@ from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
 from sessionize.parsing import parse
 from sessionize.schema import OUTPUTS
-from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.base import Sink
 
 PROVIDERS = {
     "spark-rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -144,7 +144,7 @@ def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFram
 # ---------------------------------------------------------------------------- the writer
 
 
-def _write_task(output: str, batch_id: int, batches: Iterator[pa.RecordBatch]):
+def _write_task(sink: Sink, batch_id: int, batches: Iterator[pa.RecordBatch]):
     """Stage this task's rows of each output (step 1); yield its counters."""
     from pyspark import TaskContext
 
@@ -153,7 +153,6 @@ def _write_task(output: str, batch_id: int, batches: Iterator[pa.RecordBatch]):
     wide = (
         pa.Table.from_batches(received).cast(WIDE) if received else WIDE.empty_table()
     ).combine_chunks()
-    sink = ParquetSink(output)
     counts = dict.fromkeys(TASK_COUNTERS, 0)
     for name in OUTPUTS:
         rows = wide.filter(pc.equal(wide["kind"], name))
@@ -216,13 +215,12 @@ class SparkStateEngine(Engine):
     when the writer tasks have consumed it (step 1 of the module doc).
     """
 
-    def __init__(self, state: str, rules: SessionRules, partitions: int, output: str,
-                 checkpoint: str):  # fmt: skip
+    def __init__(self, state: str, rules: SessionRules, partitions: int, checkpoint: str,
+                 sink: Sink):  # fmt: skip
         self.state = state
         self.rules = rules
         self.partitions = partitions
-        self.output = output
-        self.sink = ParquetSink(output)
+        self.sink = sink
         self.records = BatchRecords(checkpoint)
 
     @override
@@ -245,7 +243,7 @@ class SparkStateEngine(Engine):
     @override
     def run(self, rows: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
         batch_id = request.version
-        task = functools.partial(_write_task, self.output, batch_id)
+        task = functools.partial(_write_task, self.sink, batch_id)
         reports = rows.mapInArrow(task, _TASK_SCHEMA).collect()  # step 1
         batch = {k: sum(r[k] for r in reports) for k in TASK_COUNTERS}
         batch["records"] = batch["events_in"] + batch["invalid"]

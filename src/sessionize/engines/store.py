@@ -41,7 +41,7 @@ from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
 from sessionize.parsing import EVENT_COLUMNS, parse
 from sessionize.schema import EVENT, INVALID_EVENTS
-from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.registry import open_sink
 from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
 
 # Counters every partition task reports back to the driver.
@@ -65,6 +65,7 @@ class EngineSettings:
     output: str
     retain: int = 100  # versions kept restorable
     maintenance_every: int = 10  # versions between retention clean-ups
+    output_format: str = "parquet"  # parquet | delta (sinks.base.open_sink)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def run_partition(
             watermark_before=plan.watermark_before,
             watermark_after=plan.watermark_after,
         )
-        sink = ParquetSink(settings.output)
+        sink = open_sink(settings.output, settings.output_format, job=settings.job)
         sink.write_part("sessions", plan.version, partition, step.sessions)
         sink.write_part("page_views", plan.version, partition, step.page_views)
         sink.write_part("late_events", plan.version, partition, step.late)
@@ -170,7 +171,7 @@ class StoreEngine(Engine):
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_backend(settings.state_uri)
-        self.sink = ParquetSink(settings.output)
+        self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:

@@ -1,0 +1,71 @@
+"""The sink interface the engines call (`registry.open_sink` chooses one by output format).
+
+Tasks call `write_part` (stage their rows); the driver calls `clear_staging` before a batch
+runs, `publish` after its tasks finished, and `invalidate_from` when reprocessing. A sink
+pickles as its configuration (it is sent to Spark tasks), never as an open connection.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+import pyarrow as pa
+
+from sessionize.errors import SinkError
+
+
+class Sink(Protocol):
+    root: str
+
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        """Stage one task's rows of output `name` (idempotent per partition); rows written."""
+        ...
+
+    def clear_staging(self, batch_id: int) -> None:
+        """Drop what an earlier, failed attempt of this batch staged."""
+        ...
+
+    def publish(self, batch_id: int) -> None:
+        """Make the staged batch the visible content of `batch_id` in every output, atomically
+        per output; a batch published before is replaced, never added to."""
+        ...
+
+    def invalidate_from(self, batch_id: int) -> list[int]:
+        """Remove every published batch >= batch_id; returns their ids."""
+        ...
+
+    def published(self, name: str) -> list[int]:
+        """The batch ids visible in output `name`."""
+        ...
+
+
+@contextmanager
+def sink_errors(what: str) -> Iterator[None]:
+    """Object-store and table failures as one SinkError line; staged rows stay for a retry."""
+    try:
+        yield
+    except SinkError:
+        raise
+    except Exception as exc:
+        if not _is_storage_error(exc):
+            raise
+        detail = " ".join(str(exc).split())[:300]
+        raise SinkError(
+            f"{what} failed: {detail}; is the store reachable? The batch is published again "
+            "when the job is restarted"
+        ) from exc
+
+
+def _is_storage_error(exc: Exception) -> bool:
+    if isinstance(exc, OSError | pa.ArrowException):
+        return True
+    kinds = [("deltalake.exceptions", "DeltaError"), ("botocore.exceptions", "BotoCoreError"),
+             ("botocore.exceptions", "ClientError")]  # fmt: skip
+    for module, name in kinds:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, getattr(mod, name)):
+            return True
+    return False

@@ -1,0 +1,163 @@
+"""The four outputs as Delta Lake tables (delta-rs, no JVM), local or on `s3://`.
+
+    ROOT/NAME/_delta_log/...         a Delta table per output, column `batch_id` added
+    ROOT/_staging/NAME/batch_id=N/   task output of batch N (staging.py), outside the tables
+
+Tasks cannot commit to a Delta table concurrently, so they stage Parquet as the Parquet sink
+does; the driver's `publish` reads a batch's staged rows and commits them to each table in one
+`write_deltalake` call: an overwrite of `batch_id = N` (a replayed batch replaces its rows,
+never adds to them) that records the transaction (app id = job, version = N). Every table
+version holds whole batches only. A `publish` called again with nothing newly staged (a
+retried driver step) sees that transaction and commits nothing.
+
+For readers: `sessions` is partitioned by `session_date` (the usual filter), the other tables
+are not partitioned (they are small; a partition per batch would make many small files).
+Each file holds one batch until compaction, so `batch_id` filters skip files by their
+statistics. No deletion vectors, column mapping or other table features are used (reader
+version 1, writer version 2), so Spark's Delta, DuckDB `delta_scan`, Polars and Trino read
+them. `compact_and_vacuum` is the maintenance step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from sessionize import faults
+from sessionize.fs import resolve_fs
+from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
+from sessionize.sinks import staging
+from sessionize.sinks.base import sink_errors as _errors
+from sessionize.sinks.objectstore import ObjectStoreUri
+
+# Kept with each table, for readers and for `compact_and_vacuum`.
+TABLE_PROPERTIES = {
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+    "delta.logRetentionDuration": "interval 30 days",
+}
+
+
+@dataclass(frozen=True)
+class DeltaSink:
+    """Pickles as (root, job); tables are opened per call."""
+
+    root: str
+    job: str
+
+    # -- locations -------------------------------------------------------------------------
+    def _fs(self) -> tuple[pafs.FileSystem, str]:
+        return resolve_fs(self.root)
+
+    def table_uri(self, name: str) -> str:
+        s3 = ObjectStoreUri.parse(self.root)
+        return s3.child(name) if s3 else f"{self._fs()[1]}/{name}"
+
+    def storage_options(self) -> dict[str, str] | None:
+        s3 = ObjectStoreUri.parse(self.root)
+        return s3.storage_options() if s3 else None
+
+    def table(self, name: str):  # -> DeltaTable | None
+        from deltalake import DeltaTable
+
+        uri, opts = self.table_uri(name), self.storage_options()
+        if not DeltaTable.is_deltatable(uri, storage_options=opts):
+            return None
+        return DeltaTable(uri, storage_options=opts)
+
+    # -- the Sink protocol -----------------------------------------------------------------
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        fs, base = self._fs()
+        with _errors(f"staging batch {batch_id} of {name}"):
+            return staging.stage(fs, base, name, batch_id, partition, table)
+
+    def clear_staging(self, batch_id: int) -> None:
+        fs, base = self._fs()
+        with _errors(f"clearing staged batch {batch_id}"):
+            staging.open_attempt(fs, base, batch_id)
+
+    def publish(self, batch_id: int) -> None:
+        """Commit the staged batch to each table (one commit per table), then drop staging."""
+        fs, base = self._fs()
+        with _errors(f"publishing batch {batch_id} to Delta tables under {_redact(self.root)}"):
+            opened = staging.attempt_open(fs, base, batch_id)
+            for name in OUTPUTS:
+                rows = staging.read_staged(fs, base, name, batch_id)
+                self._commit(name, batch_id, rows, replay=opened or rows.num_rows > 0)
+                faults.pause_point(f"published-{name}", batch_id)
+            staging.close_attempt(fs, base, batch_id)
+
+    def invalidate_from(self, batch_id: int) -> list[int]:
+        """Delete batches >= batch_id: one commit per table that has any."""
+        retired: set[int] = set()
+        with _errors(f"removing batches from {batch_id} under {_redact(self.root)}"):
+            for name in OUTPUTS:
+                dt = self.table(name)
+                found = _batch_ids(dt, batch_id) if dt is not None else []
+                if found:
+                    dt.delete(f"batch_id >= {batch_id}")
+                    retired |= set(found)
+        return sorted(retired)
+
+    def published(self, name: str) -> list[int]:
+        dt = self.table(name)
+        return _batch_ids(dt, 0) if dt is not None else []
+
+    # -- commits ---------------------------------------------------------------------------
+    def _commit(self, name: str, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        dt = self.table(name)
+        if dt is not None and not replay:
+            done = dt.transaction_version(self.job)
+            if done is not None and done >= batch_id:
+                return  # this batch's commit is in the table already and nothing new was staged
+        props = CommitProperties(
+            app_transactions=[Transaction(self.job, batch_id)],
+            custom_metadata={"sessionize.batch_id": str(batch_id)},
+        )
+        write_deltalake(
+            dt if dt is not None else self.table_uri(name),
+            rows,
+            mode="overwrite",
+            predicate=f"batch_id = {batch_id}",
+            partition_by=list(OUTPUT_PARTITIONS.get(name, ())) or None,
+            configuration=TABLE_PROPERTIES if dt is None else None,
+            storage_options=self.storage_options() if dt is None else None,
+            commit_properties=props,
+        )
+
+
+def _batch_ids(dt, first: int) -> list[int]:
+    """Batch ids >= first in a table, by delta-rs' own query engine: reading a table on S3
+    through pyarrow's dataset layer while pyarrow's S3 filesystem is in use can abort the
+    process at exit."""
+    from deltalake import QueryBuilder
+
+    sql = f"SELECT DISTINCT batch_id FROM t WHERE batch_id >= {int(first)} ORDER BY batch_id"
+    rows = pa.table(QueryBuilder().register("t", dt).execute(sql).read_all())
+    return rows["batch_id"].to_pylist()
+
+
+def compact_and_vacuum(sink: DeltaSink, retention_hours: int = 168) -> dict[str, dict]:
+    """Bin-pack small files (one per task and batch) and delete files no version within
+    `retention_hours` uses; readers of older versions than that lose them."""
+    out = {}
+    with _errors(f"compacting Delta tables under {_redact(sink.root)}"):
+        for name in OUTPUTS:
+            dt = sink.table(name)
+            if dt is None:
+                continue
+            metrics = dt.optimize.compact()
+            removed = dt.vacuum(
+                retention_hours=retention_hours,
+                dry_run=False,
+                enforce_retention_duration=retention_hours >= 168,
+            )
+            out[name] = {"compaction": metrics, "vacuumed_files": len(removed)}
+    return out
+
+
+def _redact(uri: str) -> str:
+    return uri.split("?", 1)[0]
