@@ -40,8 +40,8 @@ svc_start() {
 
 svc_env() {
   echo "export SESSIONIZE_TEST_S3=http://127.0.0.1:$PORT"
-  echo "export AWS_ACCESS_KEY_ID=testing"
-  echo "export AWS_SECRET_ACCESS_KEY=testing"
+  # The same dummy credentials as dynamodb.sh: start.sh writes both into one env file.
+  echo "export AWS_ACCESS_KEY_ID=sessionize-local AWS_SECRET_ACCESS_KEY=sessionize-local"
   echo "export AWS_DEFAULT_REGION=us-east-1"
 }
 
