@@ -309,6 +309,31 @@ def demo(workdir, hours, users, events_per_hour, master, spark_conf) -> None:
     )  # fmt: skip
 
 
+@cli.command()
+@click.option("--checkpoint", default=None, help="Checkpoint of a stream job.")
+@click.option("--output", default=None, help="Output of a batch job (instead of --checkpoint).")
+@click.option("--input", "input_", default=None, help="Input (default: the last run's).")
+@click.option(
+    "--source-option", "source_options", multiple=True, metavar="KEY=VALUE",
+    help="Option of the Kafka/Kinesis source, to reach the broker (repeatable).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
+def status(checkpoint, output, input_, source_options, as_json) -> None:
+    """Is a driver running, what did it commit last, how far is the input ahead."""
+    import json
+
+    from sessionize.commands.status import batch_status, describe, stream_status
+
+    if (checkpoint is None) == (output is None):
+        raise click.UsageError("give --checkpoint (a stream) or --output (a batch job)")
+    if checkpoint:
+        options = _key_values(source_options, "--source-option")
+        result = stream_status(checkpoint, input=input_, source_options=options)
+    else:
+        result = batch_status(output)
+    click.echo(json.dumps(result, indent=2) if as_json else "\n".join(describe(result)))
+
+
 class HoursBar:
     """In a terminal, a bar of the hours done with the time left, the hour lines above it."""
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
-from sessionize.batch import BatchOptions, run_batch
+from sessionize.commands.batch import BatchOptions, run_batch
 from tests.helpers import SORT_KEYS, generate
 from tests.sinks.conftest import read_rows
 

@@ -16,6 +16,7 @@ from sessionize.engines.checkpoint import (
     check_or_record,
     checkpoint_lease,
     last_committed_batch,
+    record_paths,
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRunner, Engine, run_query
@@ -106,6 +107,7 @@ def _run(
     lease: Lease,
 ) -> list[dict]:
     check_or_record(opts.checkpoint, opts.recorded_settings())
+    record_paths(opts.checkpoint, {"input": opts.input, "output": opts.output})
     backend = None
     if opts.state not in SPARK_STATES:
         backend = open_backend(opts.state_uri())

@@ -85,3 +85,44 @@ def checkpoint_lease(checkpoint: str) -> Lease:
     """The lease of a checkpoint: one driver at a time runs its query (state/lease.py)."""
     records = DirectoryLeaseRecords(f"{checkpoint.rstrip('/')}/_lease")
     return Lease(records, f"checkpoint {checkpoint}")
+
+
+PATHS_FILE = "sessionize-paths.json"
+
+
+def record_paths(checkpoint: str, paths: dict[str, str]) -> None:
+    """Where the last run read and wrote (not compared between runs: tools read it)."""
+    fs, base = resolve_fs(checkpoint)
+    with fs.open_output_stream(f"{base}/{PATHS_FILE}") as f:
+        f.write(json.dumps(paths, indent=2, sort_keys=True).encode())
+
+
+def recorded(checkpoint: str, name: str = FILE) -> dict:
+    """A JSON file of the checkpoint (`sessionize.json` by default); {} when it is missing."""
+    fs, base = resolve_fs(checkpoint)
+    try:
+        with fs.open_input_stream(f"{base}/{name}") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return {}
+
+
+def last_offsets(checkpoint: str) -> dict | None:
+    """The source's end offset of the last committed batch, as Spark logged it."""
+    last = last_committed_batch(checkpoint)
+    return None if last is None else batch_input(checkpoint, last).get("offsets")
+
+
+def seen_files(checkpoint: str) -> set[str]:
+    """Every file the file source has taken into a batch (its log, compacted or not)."""
+    fs, base = resolve_fs(checkpoint)
+    selector = pafs.FileSelector(f"{base}/sources/0", allow_not_found=True)
+    seen: set[str] = set()
+    for info in fs.get_file_info(selector):
+        if not re.fullmatch(r"\d+(\.compact)?", info.base_name):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            for line in f.read().decode().splitlines()[1:]:
+                if line:
+                    seen.add(json.loads(line)["path"])
+    return seen

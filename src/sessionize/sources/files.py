@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sessionize.errors import ConfigError
+from sessionize.fs import resolve_fs
 
 OPTIONS = ("maxFilesPerTrigger",)
 
@@ -48,3 +50,19 @@ def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> D
 def file_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
     """The same records from a fixed list of files or directories (batch mode)."""
     return _raw(spark.read.format("text").option("recursiveFileLookup", "true").load(paths))
+
+
+def unread_files(path: str, seen: set[str]) -> dict[str, int]:
+    """Files of the tree the query has not read yet (Spark's rule: no `_`/`.` names)."""
+    fs, root = resolve_fs(path)
+    count = size = 0
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+        if info.type != pafs.FileType.File:
+            continue
+        relative = info.path[len(root):].strip("/").split("/")
+        if any(part.startswith(("_", ".")) for part in relative):
+            continue
+        if f"file://{info.path}" not in seen and info.path not in seen:
+            count += 1
+            size += info.size or 0
+    return {"files": count, "bytes": size}

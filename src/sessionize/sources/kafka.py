@@ -301,3 +301,15 @@ def kafka_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> D
     check_client_config(consumer_config(address.bootstrap, opts.client))
     spark.dataSource.register(KafkaSource)
     return spark.readStream.format(FORMAT).options(**dict(options)).option("uri", uri).load()
+
+
+def kafka_lag(uri: str, options: Mapping[str, str], offset: Mapping | None) -> dict[str, int]:
+    """Records per partition that the broker holds beyond `offset` (the query's last end
+    offset; None: nothing read yet), asked from the broker now."""
+    reader = KafkaStreamReader({**options, "uri": uri})
+    try:
+        low, high = reader._watermarks()
+    finally:
+        reader.stop()
+    read = (offset or {}).get("partitions", {})
+    return {p: high[p] - int(read.get(p, low[p])) for p in sorted(high, key=int)}

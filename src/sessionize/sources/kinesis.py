@@ -314,3 +314,24 @@ def kinesis_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) ->
     parse_source_options(options, "kinesis", client_keys=KINESIS_CLIENT_OPTIONS)
     spark.dataSource.register(KinesisSource)
     return spark.readStream.format(FORMAT).options(**dict(options)).option("uri", uri).load()
+
+
+def kinesis_lag(uri: str, options: Mapping[str, str], offset: Mapping | None) -> dict[str, dict]:
+    """Per open shard, how far the query's last read record (`offset`, None: nothing read)
+    is behind the tip: `millis_behind` as Kinesis reports it, and whether a record waits."""
+    reader = KinesisStreamReader({**options, "uri": uri})
+    client = reader._client()
+    read = (offset or {}).get("shards", {})
+    out = {}
+    for shard_id, shard in reader._shards().items():
+        if shard.get("SequenceNumberRange", {}).get("EndingSequenceNumber"):
+            continue  # closed by a split or merge: its children carry the lag
+        after = read.get(shard_id, {}).get("after")
+        page = client.get_records(
+            ShardIterator=_iterator(client, reader.stream, shard_id, after), Limit=1
+        )
+        out[shard_id] = {
+            "millis_behind": int(page.get("MillisBehindLatest", 0)),
+            "waiting": bool(page["Records"]),
+        }
+    return out

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.errors import EnvironmentProblem
 from sessionize.sources.files import check_input as check_tree
+from sessionize.sources.files import unread_files
 
 StreamOpener = Callable[[SparkSession, str, Mapping[str, str]], DataFrame]
 
@@ -55,3 +56,13 @@ def check_input(uri: str) -> None:
 def open_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> DataFrame:
     """The raw records of `--input` as a streaming DataFrame."""
     return stream_opener(uri)(spark, uri, options)
+
+
+def input_lag(uri: str, options: Mapping[str, str], offset: Mapping | None, seen: set[str]):
+    """How far the input is ahead of what the query read: unread files of the tree, or
+    per Kafka partition the records beyond `offset`, or per Kinesis shard the time behind."""
+    scheme = scheme_of(uri)
+    if scheme == "files":
+        return {"unread": unread_files(uri, seen)}
+    module = importlib.import_module(_REGISTRY[scheme][0].partition(":")[0])
+    return {"lag": getattr(module, f"{scheme}_lag")(uri, options, offset)}

@@ -1,0 +1,124 @@
+"""`sessionize status`: is a driver running, what it committed last, how far the input is
+ahead. Reads the checkpoint (or a batch job's output) and asks the input's server; changes
+nothing, so it is safe while a driver runs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from sessionize.engines.checkpoint import (
+    PATHS_FILE,
+    last_committed_batch,
+    last_offsets,
+    recorded,
+    seen_files,
+)
+from sessionize.engines.progress import read_progress
+from sessionize.errors import ConfigError
+from sessionize.fs import is_dir
+from sessionize.sources.registry import input_lag
+from sessionize.state.lease import DirectoryLeaseRecords
+
+_TOTALS = ("records", "invalid", "late", "duplicates", "sessions_out")
+
+
+def stream_status(
+    checkpoint: str, *, input: str | None = None, source_options: Mapping[str, str] | None = None
+) -> dict:
+    """The status of the stream whose checkpoint is `checkpoint`, as a JSON-able dict."""
+    if not is_dir(checkpoint):
+        raise ConfigError(f"--checkpoint {checkpoint} is not a directory")
+    settings = recorded(checkpoint)
+    if not settings:
+        raise ConfigError(f"{checkpoint} is not a sessionize checkpoint (no sessionize.json)")
+    paths = recorded(checkpoint, PATHS_FILE)
+    source = input or paths.get("input")
+    out = {
+        "checkpoint": checkpoint,
+        "input": source,
+        "output": paths.get("output"),
+        "state": settings.get("state"),
+        "driver": _driver(f"{checkpoint.rstrip('/')}/_lease"),
+        "committed_batch": last_committed_batch(checkpoint),
+        **_last(f"{checkpoint.rstrip('/')}/progress.jsonl"),
+    }
+    if source:
+        offsets = last_offsets(checkpoint)
+        seen = seen_files(checkpoint)
+        out["input_ahead"] = input_lag(source, source_options or {}, offsets, seen)
+    return out
+
+
+def batch_status(output: str) -> dict:
+    """The status of the hourly batch job writing to `output`."""
+    if not is_dir(output):
+        raise ConfigError(f"--output {output} is not a directory")
+    return {
+        "output": output,
+        "driver": _driver(f"{output.rstrip('/')}/_lease"),
+        **_last(f"{output.rstrip('/')}/_progress.jsonl"),
+    }
+
+
+def _driver(lease_dir: str) -> dict:
+    holder = DirectoryLeaseRecords(lease_dir).latest()
+    if holder is None:
+        return {"running": False}
+    running = not holder.presumed_dead(time.time())
+    return {
+        "running": running, "host": holder.host, "pid": holder.pid, "started": holder.started,
+        "epoch": holder.epoch,
+    }  # fmt: skip
+
+
+def _last(progress_log: str) -> dict:
+    records = read_progress(progress_log)
+    if not records:
+        return {"last_batch": None}
+    last = records[-1]
+    batch = last.get("batch", {})
+    return {
+        "last_batch": last["version"],
+        "committed_at": last.get("committed_at"),
+        "last_duration_s": last.get("duration_s"),
+        "watermark": _iso(last.get("watermark")),
+        "open_sessions": batch.get("open_sessions"),
+        "totals": {k: last.get("totals", {}).get(k) for k in _TOTALS},
+    }
+
+
+def _iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe(status: dict) -> list[str]:
+    """The status as lines for a person."""
+    d = status["driver"]
+    if d.get("running"):
+        driver = f"running on {d['host']}, pid {d['pid']}, since {d['started']}"
+    elif "host" in d:
+        driver = f"not running (last: {d['host']}, pid {d['pid']}, started {d['started']})"
+    else:
+        driver = "not running (never started)"
+    lines = [f"driver: {driver}"]
+    if status.get("last_batch") is None:
+        lines.append("last batch: none committed")
+    else:
+        lines.append(
+            f"last batch: {status['last_batch']} committed {status['committed_at']} "
+            f"in {status['last_duration_s']:.1f}s; watermark {status['watermark']}; "
+            f"{status['open_sessions']:,} open sessions"
+        )
+        t = status["totals"]
+        lines.append("totals: " + ", ".join(f"{k} {v:,}" for k, v in t.items() if v is not None))
+    ahead = status.get("input_ahead")
+    if ahead and "unread" in ahead:
+        u = ahead["unread"]
+        lines.append(f"input ahead: {u['files']:,} files ({u['bytes']:,} bytes) not read yet")
+    elif ahead:
+        lines.append("input ahead: " + ", ".join(f"{k}: {v}" for k, v in ahead["lag"].items()))
+    return lines
