@@ -79,11 +79,11 @@ INVALID = [
     ('{"event_time": "2026-01-01T00:00:00", "page": {"current": "a"}}', "missing user_id"),
     (
         '{"user_id": "12", "event_time": "2026-01-01T00:00:00", "page": {"current": "a"}}',
-        "user_id is not an integer",
+        "user_id: expected an integer",
     ),
     (
         '{"user_id": 1.5, "event_time": "2026-01-01T00:00:00", "page": {"current": "a"}}',
-        "user_id is not an integer",
+        "user_id: expected an integer",
     ),
     ('{"user_id": 1, "page": {"current": "a"}}', "missing event_time"),
     (
@@ -98,7 +98,7 @@ INVALID = [
     ('{"user_id": 1, "event_time": "2026-01-01T00:00:00"}', "missing page.current"),
     (
         '{"user_id": 1, "event_time": "2026-01-01T00:00:00", "page": "home"}',
-        "a field has the wrong type",
+        "page: expected an object",
     ),
 ]
 
