@@ -14,6 +14,7 @@ crash during a rewind is healed by running the same command again.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -50,6 +51,7 @@ class BatchOptions:
     rules: SessionRules = field(default_factory=SessionRules)
     partitions: int = 4
     job: str = "sessionize"
+    max_future_us: int | None = 86_400_000_000  # judged against the start of the run
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -64,6 +66,7 @@ class BatchOptions:
             state_uri=self.state_uri(),
             job=self.job,
             output=self.output,
+            max_future_us=self.max_future_us,
         )
 
 
@@ -84,6 +87,7 @@ def run_batch(
     on_hour: Callable[[str], None] = print,
 ) -> list[dict]:
     hours = _hours(opts)
+    now_us = time.time_ns() // 1000  # one "now" for every hour of the run
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri)
     backend.check()
@@ -123,6 +127,7 @@ def run_batch(
             previous=hour_version(hour - HOUR),
             first=new_state and i == 0,
             end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
+            now_us=now_us,
         )
         records.append(record)
         on_hour(_progress(hour, record))

@@ -11,7 +11,11 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
-from sessionize.engines.checkpoint import check_or_record, last_committed_batch
+from sessionize.engines.checkpoint import (
+    batch_timestamp_us,
+    check_or_record,
+    last_committed_batch,
+)
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, SessionizeError, StateError
 from sessionize.sources.files import file_stream
@@ -34,6 +38,8 @@ class StreamOptions:
     trigger: str = "available-now"
     job: str = "sessionize"
     source_options: dict[str, str] = field(default_factory=dict)
+    # Not recorded in the checkpoint: a rule on input, not part of the state.
+    max_future_us: int | None = 86_400_000_000
 
     def state_uri(self) -> str:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
@@ -115,6 +121,7 @@ def run_stream(
         state_uri=opts.state_uri(),
         job=opts.job,
         output=opts.output,
+        max_future_us=opts.max_future_us,
     )
     backend = open_backend(settings.state_uri)
     backend.check()
@@ -126,7 +133,8 @@ def run_stream(
 
     def each_batch(df: DataFrame, batch_id: int) -> None:
         try:
-            record = engine.run(df, batch_id, first=batch_id == 0)
+            now_us = batch_timestamp_us(opts.checkpoint, batch_id)
+            record = engine.run(df, batch_id, first=batch_id == 0, now_us=now_us)
         except SessionizeError as exc:
             failure.append(exc)
             raise

@@ -44,6 +44,18 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
         )
 
 
+def batch_timestamp_us(checkpoint: str, batch_id: int) -> int:
+    """The time Spark fixed for a batch in its offset log (`batchTimestampMs`), in µs.
+
+    A re-executed batch reuses its logged offsets and this time, so rules that compare
+    event times with "now" give the same answer on every attempt.
+    """
+    fs, base = resolve_fs(checkpoint)
+    with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
+        metadata = json.loads(f.read().decode().splitlines()[1])
+    return int(metadata["batchTimestampMs"]) * 1000
+
+
 def last_committed_batch(checkpoint: str) -> int | None:
     """The highest batch id in Spark's commit log, or None for a new checkpoint."""
     fs, base = resolve_fs(checkpoint)

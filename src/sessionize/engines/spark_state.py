@@ -108,10 +108,12 @@ _OUTPUT_KIND = {
 def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFrame:
     """Parsed lines -> the wide rows of all four outputs and the step counters."""
     lateness_ms = rules.lateness_us // 1000
-    # Invalid lines have no event time: they count as the epoch for the watermark's max.
+    # Invalid lines count as the epoch for the watermark's max, also those with an event
+    # time (e.g. one from the future): only valid events move the watermark.
     epoch = F.timestamp_micros(F.lit(0))
+    valid_time = F.when(F.col("reason").isNull(), F.col("event_time"))
     rows = (
-        parsed.withColumn("_event_time", F.coalesce("event_time", epoch))
+        parsed.withColumn("_event_time", F.coalesce(valid_time, epoch))
         .withWatermark("_event_time", f"{lateness_ms} milliseconds")
         .select(
             F.coalesce("user_id", F.lit(0)).alias(KEY),
@@ -283,7 +285,12 @@ def run_spark_state(
     for k, v in confs.items():
         spark.conf.set(k, v)
     try:
-        rows = session_rows(parse(source_frame(spark, opts)), opts.state, opts.rules)
+        # In a streaming query current_timestamp() is the batch's time from the offset log,
+        # the same on a re-executed batch.
+        parsed = parse(
+            source_frame(spark, opts), now=F.current_timestamp(), max_future_us=opts.max_future_us
+        )
+        rows = session_rows(parsed, opts.state, opts.rules)
         run_foreach_batch(rows, opts, each_batch, failure)
     finally:
         for k, v in saved.items():

@@ -65,6 +65,9 @@ class EngineSettings:
     state_uri: str
     job: str
     output: str
+    # Events more than this ahead of the batch's time are invalid (None: no limit). A rule
+    # on input, not part of the state: not in settings_record.
+    max_future_us: int | None = None
     retain: int = 100  # versions kept restorable
     maintenance_every: int = 10  # versions between retention clean-ups
 
@@ -182,12 +185,14 @@ class StoreEngine:
         first: bool,
         previous: int | None = None,
         end_watermark: int | None = None,
+        now_us: int | None = None,
     ) -> dict:
         """Run batch `version` over raw records (value, error, source); returns its report.
 
         It builds on `previous` (default version - 1); `first` starts a new state instead.
         Stream batches advance the watermark from the events (`max - lateness`); batch mode
-        passes `end_watermark` (the end of the hour) instead.
+        passes `end_watermark` (the end of the hour) instead. `now_us` is the batch's time
+        for `max_future_us`: it must be the same on every attempt of the batch.
         """
         t0 = time.perf_counter()
         previous = version - 1 if previous is None else previous
@@ -199,10 +204,12 @@ class StoreEngine:
                 "and the state store disagree (was the state moved or deleted?)"
             )
         prev = prev or {}
-        parsed = parse(raw).persist()
+        now = None if now_us is None else F.timestamp_micros(F.lit(now_us))
+        parsed = parse(raw, now=now, max_future_us=self.settings.max_future_us).persist()
         try:
             agg = parsed.agg(
                 F.count(F.lit(1)).alias("records"),
+                # Valid events only: an invalid line (say, from the future) never moves it.
                 F.max(F.when(F.col("reason").isNull(), F.unix_micros("event_time"))).alias("mx"),
             ).collect()[0]
             max_event = _max(prev.get("max_event_time"), agg["mx"])
