@@ -16,7 +16,7 @@ from __future__ import annotations
 import bz2
 import zlib
 from collections.abc import Iterator
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 from pyarrow import fs as pafs
@@ -117,10 +117,11 @@ def _decompressor(path: str) -> _Gzip | None:
 
 
 def open_path(path: str) -> tuple[pafs.FileSystem, str]:
-    """A path as Spark lists it (`file:/a/b%20c.json`, `s3a://...`) -> pyarrow fs and path."""
+    """A path as Spark's binaryFile lists it (`file:/a/b c.json`, not percent-encoded,
+    `s3a://...`) -> pyarrow filesystem and path."""
     parts = urlsplit(path)
     if parts.scheme in ("", "file"):
-        return pafs.LocalFileSystem(), unquote(parts.path)
+        return pafs.LocalFileSystem(), parts.path
     scheme = {"s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs"}.get(parts.scheme, parts.scheme)
     return pafs.FileSystem.from_uri(path.replace(parts.scheme + "://", scheme + "://", 1))
 
