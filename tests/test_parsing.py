@@ -119,5 +119,6 @@ def test_invalid_lines_get_a_reason_and_keep_the_raw_line(invalid_rows, line, re
 
 
 def test_source_error_becomes_the_reason(spark):
-    (row,) = _parse(spark, [None], errors=["not UTF-8"])
-    assert row["reason"] == "not UTF-8"
+    (row,) = _parse(spark, ["a\\xff"], errors=["not UTF-8 (byte 1)"])
+    assert row["reason"] == "not UTF-8 (byte 1)"
+    assert row["raw"] == "a\\xff"

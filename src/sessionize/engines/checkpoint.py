@@ -13,7 +13,7 @@ import json
 import os
 import re
 
-from sessionize.errors import IncompatibleCheckpoint
+from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.sinks.parquet import resolve_fs
 
 FILE = "sessionize.json"
@@ -26,6 +26,13 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     try:
         with fs.open_input_stream(path) as f:
             recorded = json.loads(f.read())
+        if not isinstance(recorded, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise StateError(
+            f"checkpoint {checkpoint}: {FILE} is not readable ({e}); restore it from a backup "
+            "of the checkpoint, or start over with a new --checkpoint"
+        ) from e
     except FileNotFoundError:
         fs.create_dir(base, recursive=True)
         with fs.open_output_stream(path) as f:
