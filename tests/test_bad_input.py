@@ -60,6 +60,9 @@ BIG_PAD = "x" * (3 << 20)
 # file name -> (bytes, reasons of its lines in order). Reasons "file:..." are prefixes.
 CASES: dict[str, tuple[bytes, list[str | None]]] = {
     "valid.json": (lines(GOOD, event(action="click")), [OK, OK]),
+    "strings_that_look_like_other_types.json": (
+        lines(event(page={"current": "5"}, action="true", source={"site": "{x}"})), [OK]
+    ),
     "not_object_array.json": (lines("[1, 2]"), ["not a JSON object"]),
     "not_object_scalars.json": (
         lines("42", '"text"', "null", "true"), ["not a JSON object"] * 4
