@@ -79,11 +79,11 @@ INVALID = [
     ('{"event_time": "2026-01-01T00:00:00", "page": {"current": "a"}}', "missing user_id"),
     (
         '{"user_id": "12", "event_time": "2026-01-01T00:00:00", "page": {"current": "a"}}',
-        "user_id is not an integer",
+        "user_id: expected an integer",
     ),
     (
         '{"user_id": 1.5, "event_time": "2026-01-01T00:00:00", "page": {"current": "a"}}',
-        "user_id is not an integer",
+        "user_id: expected an integer",
     ),
     ('{"user_id": 1, "page": {"current": "a"}}', "missing event_time"),
     (
@@ -98,7 +98,7 @@ INVALID = [
     ('{"user_id": 1, "event_time": "2026-01-01T00:00:00"}', "missing page.current"),
     (
         '{"user_id": 1, "event_time": "2026-01-01T00:00:00", "page": "home"}',
-        "a field has the wrong type",
+        "page: expected an object",
     ),
 ]
 
@@ -119,5 +119,6 @@ def test_invalid_lines_get_a_reason_and_keep_the_raw_line(invalid_rows, line, re
 
 
 def test_source_error_becomes_the_reason(spark):
-    (row,) = _parse(spark, [None], errors=["not UTF-8"])
-    assert row["reason"] == "not UTF-8"
+    (row,) = _parse(spark, ["a\\xff"], errors=["not UTF-8 (byte 1)"])
+    assert row["reason"] == "not UTF-8 (byte 1)"
+    assert row["raw"] == "a\\xff"

@@ -66,9 +66,12 @@ PAGE_VIEWS = pa.schema(
 
 LATE_EVENTS = EVENT.append(pa.field("watermark", TS, nullable=False))
 
+# `raw` is the line as read. Bytes that are not UTF-8 are escaped as Python's
+# `backslashreplace` does (0xff -> the text `\xff`) rather than kept in a binary column, so
+# that `raw` stays a valid string column every Parquet reader can read and print.
 INVALID_EVENTS = pa.schema(
     [
-        pa.field("raw", pa.string()),  # the line as read (lossy UTF-8 decode for bytes)
+        pa.field("raw", pa.string()),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("source", pa.string()),  # file path, or topic/partition/offset
     ]

@@ -87,7 +87,7 @@ def test_bad_records_are_flagged_and_the_stream_goes_on(spark, topic, tmp_path, 
     got = {src.split("/", 1)[1]: (value, err) for value, err, src in read_sink(spark, tmp_path)}
     assert got == {
         "0/0": ("ok-1", None),
-        "0/1": (None, "not UTF-8"),
+        "0/1": ("\\xff\\xfe not utf-8", "not UTF-8 (byte 0)"),
         "0/2": ("caf\u00e9 \u2615", None),
         "1/0": (None, "record too large (5000 bytes)"),
         "1/1": (None, "no payload (null value)"),

@@ -116,7 +116,7 @@ def test_bad_records_are_flagged_and_the_stream_goes_on(spark, stream, tmp_path,
     got = sorted(rows, key=lambda r: order.index(r[2].rsplit("/", 1)[1]))
     assert [(v, e) for v, e, _ in got] == [
         ("ok-1", None),
-        (None, "not UTF-8"),
+        ("\\xc3( not utf-8", "not UTF-8 (byte 0)"),
         ("caf\u00e9", None),
         (None, "record too large (3000 bytes)"),
         ("not json", None),

@@ -55,13 +55,13 @@ def test_options_are_case_insensitive_and_typos_are_refused():
 
 def test_decode_flags_bad_payloads_and_keeps_good_ones():
     batch = decode_records(
-        [b"ok", b"\xff", None, b"x" * 11, "\u00e9".encode()], ["a", "b", "c", "d", "e"], 10
+        [b"ok", b"a\xff", None, b"x" * 11, "\u00e9".encode()], ["a", "b", "c", "d", "e"], 10
     )
     assert batch.to_pydict() == {
-        "value": ["ok", None, None, None, "\u00e9"],
+        "value": ["ok", "a\\xff", None, None, "\u00e9"],  # escaped, not lost
         "error": [
             None,
-            "not UTF-8",
+            "not UTF-8 (byte 1)",
             "no payload (null value)",
             "record too large (11 bytes)",
             None,

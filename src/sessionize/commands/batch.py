@@ -15,6 +15,7 @@ crash during a rewind is healed by running the same command again.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -60,6 +61,7 @@ class BatchOptions:
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
+    max_future_us: int | None = 86_400_000_000  # judged against the start of the run
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -73,6 +75,7 @@ class BatchOptions:
             job=self.job,
             output=self.output,
             output_format=self.output_format,
+            max_future_us=self.max_future_us,
         )
 
 
@@ -110,6 +113,7 @@ def _run(
     on_start: Callable[[int], None],
     lease: Lease,
 ) -> list[dict]:
+    now_us = time.time_ns() // 1000  # one "now" for every hour of the run
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri)
     backend.check()
@@ -161,6 +165,7 @@ def _run(
             previous=hour_version(hour - HOUR),
             first=new_state and i == 0,
             end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
+            now_us=now_us,
         )
         runner.run(raw, request)
     later = [v for v in committed if v > hour_version(hours[-1])]

@@ -13,6 +13,7 @@ from sessionize.commands.options import files_state_uri, progress_path
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
+    batch_timestamp_us,
     check_or_record,
     checkpoint_lease,
     last_committed_batch,
@@ -46,6 +47,8 @@ class StreamOptions:
     source_options: dict[str, str] = field(default_factory=dict)
     progress_log: str | None = None  # default: CHECKPOINT/progress.jsonl
     output_format: str = "parquet"  # parquet | delta
+    # Not recorded in the checkpoint: a rule on input, not part of the state.
+    max_future_us: int | None = 86_400_000_000
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     spark_conf: dict[str, str] = field(default_factory=dict)
 
@@ -123,7 +126,7 @@ def _run(
     if backend is None:
         engine = SparkStateEngine(
             opts.state, opts.rules, opts.partitions, opts.checkpoint,
-            open_sink(opts.output, opts.output_format, job=opts.job),
+            open_sink(opts.output, opts.output_format, job=opts.job), opts.max_future_us,
         )  # fmt: skip
     else:
         settings = EngineSettings(
@@ -133,6 +136,7 @@ def _run(
             job=opts.job,
             output=opts.output,
             output_format=opts.output_format,
+            max_future_us=opts.max_future_us,
         )
         engine = StoreEngine(spark, settings, backend)
     log = progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl")
@@ -141,6 +145,7 @@ def _run(
         on_batch,
         progress=ProgressLog(log) if log else None,
         describe_input=functools.partial(batch_input, opts.checkpoint),
+        batch_time=functools.partial(batch_timestamp_us, opts.checkpoint),
         lease=lease,
     )
     raw = open_stream(spark, opts.input, opts.input_options())

@@ -16,7 +16,7 @@ import re
 import pyarrow.fs as pafs
 
 from sessionize.config import describe_differences
-from sessionize.errors import IncompatibleCheckpoint
+from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import resolve_fs
 from sessionize.state.lease import DirectoryLeaseRecords, Lease
 
@@ -33,6 +33,13 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     try:
         with fs.open_input_stream(path) as f:
             recorded = json.loads(f.read())
+        if not isinstance(recorded, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise StateError(
+            f"checkpoint {checkpoint}: {FILE} is not readable ({e}); restore it from a backup "
+            "of the checkpoint, or start over with a new --checkpoint"
+        ) from e
     except FileNotFoundError:
         recorded = {}
     diffs = describe_differences(recorded, {k: v for k, v in settings.items() if k in recorded})
@@ -45,6 +52,18 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
         fs.create_dir(base, recursive=True)
         with fs.open_output_stream(path) as f:
             f.write(json.dumps({**recorded, **settings}, indent=2, sort_keys=True).encode())
+
+
+def batch_timestamp_us(checkpoint: str, batch_id: int) -> int:
+    """The time Spark fixed for a batch in its offset log (`batchTimestampMs`), in µs.
+
+    A re-executed batch reuses its logged offsets and this time, so rules that compare
+    event times with "now" give the same answer on every attempt.
+    """
+    fs, base = resolve_fs(checkpoint)
+    with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
+        metadata = json.loads(f.read().decode().splitlines()[1])
+    return int(metadata["batchTimestampMs"]) * 1000
 
 
 def last_committed_batch(checkpoint: str) -> int | None:

@@ -54,6 +54,7 @@ class BatchRequest:
     previous: int
     first: bool = False
     end_watermark: int | None = None
+    now_us: int | None = None  # the batch's time, the same on every attempt (--max-future)
 
 
 @dataclass
@@ -125,12 +126,14 @@ class BatchRunner:
     label: Callable[[int], str] = lambda version: f"batch {version}"
     progress: ProgressLog | None = None
     describe_input: Callable[[int], dict] = lambda version: {}
+    batch_time: Callable[[int], int | None] = lambda version: None
     lease: Lease | None = None
     records: list[dict] = field(default_factory=list)
     failure: SessionizeError | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        self.run(df, BatchRequest(batch_id, batch_id - 1, first=batch_id == 0))
+        now = self.batch_time(batch_id)
+        self.run(df, BatchRequest(batch_id, batch_id - 1, first=batch_id == 0, now_us=now))
 
     def run(self, raw: DataFrame, request: BatchRequest) -> dict:
         try:

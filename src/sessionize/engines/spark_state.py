@@ -109,10 +109,12 @@ _OUTPUT_KIND = {
 def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFrame:
     """Parsed lines -> the wide rows of all four outputs and the step counters."""
     lateness_ms = rules.lateness_us // 1000
-    # Invalid lines have no event time: they count as the epoch for the watermark's max.
+    # Invalid lines count as the epoch for the watermark's max, also those with an event
+    # time (e.g. one from the future): only valid events move the watermark.
     epoch = F.timestamp_micros(F.lit(0))
+    valid_time = F.when(F.col("reason").isNull(), F.col("event_time"))
     rows = (
-        parsed.withColumn("_event_time", F.coalesce("event_time", epoch))
+        parsed.withColumn("_event_time", F.coalesce(valid_time, epoch))
         .withWatermark("_event_time", f"{lateness_ms} milliseconds")
         .select(
             F.coalesce("user_id", F.lit(0)).alias(KEY),
@@ -216,10 +218,11 @@ class SparkStateEngine(Engine):
     """
 
     def __init__(self, state: str, rules: SessionRules, partitions: int, checkpoint: str,
-                 sink: Sink):  # fmt: skip
+                 sink: Sink, max_future_us: int | None = None):  # fmt: skip
         self.state = state
         self.rules = rules
         self.partitions = partitions
+        self.max_future_us = max_future_us
         self.sink = sink
         self.records = BatchRecords(checkpoint)
 
@@ -234,7 +237,10 @@ class SparkStateEngine(Engine):
 
     @override
     def stream_input(self, raw: DataFrame) -> DataFrame:
-        return session_rows(parse(raw), self.state, self.rules)
+        # In a streaming query current_timestamp() is the batch's time from the offset log,
+        # the same on a re-executed batch.
+        parsed = parse(raw, now=F.current_timestamp(), max_future_us=self.max_future_us)
+        return session_rows(parsed, self.state, self.rules)
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:

@@ -63,6 +63,9 @@ class EngineSettings:
     state_uri: str
     job: str
     output: str
+    # Events more than this ahead of the batch's time are invalid (None: no limit). A rule
+    # on input, not part of the state: not in settings_record.
+    max_future_us: int | None = None
     retain: int = 100  # versions kept restorable
     maintenance_every: int = 10  # versions between retention clean-ups
     output_format: str = "parquet"  # parquet | delta (sinks.base.open_sink)
@@ -191,12 +194,15 @@ class StoreEngine(Engine):
         """Steps 1-5 of the module doc on every partition.
 
         Stream batches advance the watermark from the events (`max - lateness`); batch mode
-        fixes it at the end of the hour (`request.end_watermark`).
+        fixes it at the end of the hour (`request.end_watermark`). Events further than
+        `max_future_us` ahead of the batch's time (`request.now_us`) are invalid.
         """
-        parsed = parse(raw).persist()
+        now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
+        parsed = parse(raw, now=now, max_future_us=self.settings.max_future_us).persist()
         try:
             agg = parsed.agg(
                 F.count(F.lit(1)).alias("records"),
+                # Valid events only: an invalid line (say, from the future) never moves it.
                 F.max(F.when(F.col("reason").isNull(), F.unix_micros("event_time"))).alias("mx"),
             ).collect()[0]
             max_event = _max(previous.get("max_event_time"), agg["mx"])

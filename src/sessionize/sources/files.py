@@ -4,29 +4,41 @@ The stream lists the tree recursively on every trigger, so new hours are picked 
 they land; Spark's file source records the files of each batch in the checkpoint, so a
 re-executed batch reads exactly the same files. Names starting with `_` or `.` are ignored
 (Spark's rule), which keeps writers' temporary files out.
+
+Spark lists the files (`binaryFile` format, without its `content` column, so Spark itself
+never opens them); the Python tasks read and decode each file (`lines.decode_file`), so a
+file that is truncated, corrupt or unreadable becomes an `invalid_events` row naming it
+instead of a task failure that would stop the stream on every restart.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from sessionize.errors import ConfigError
 from sessionize.fs import resolve_fs
+from sessionize.sources.lines import DEFAULT_CHUNK_BYTES, SPARK_SCHEMA, decode_file
 
+# The fixed schema of Spark's binaryFile format (a stream must be given it).
+_BINARY_FILE = "path string, modificationTime timestamp, length long, content binary"
 OPTIONS = ("maxFilesPerTrigger",)
 
 
-def _raw(df: DataFrame) -> DataFrame:
-    return df.select(
-        F.col("value"),
-        F.lit(None).cast("string").alias("error"),
-        F.col("_metadata.file_path").alias("source"),
-    )
+def _decode_task(chunk_bytes: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            yield from decode_file(path, chunk_bytes)
+
+
+def _raw(df: DataFrame, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> DataFrame:
+    task = functools.partial(_decode_task, chunk_bytes)
+    return df.select("path").mapInArrow(task, SPARK_SCHEMA)
 
 
 def check_input(path: str) -> None:
@@ -43,13 +55,17 @@ def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> D
     if unknown:
         raise ConfigError(f"file input options {unknown} unknown; accepted: {', '.join(OPTIONS)}")
     check_input(path)
-    reader = spark.readStream.format("text").option("recursiveFileLookup", "true")
+    reader = (
+        spark.readStream.format("binaryFile")
+        .schema(_BINARY_FILE)
+        .option("recursiveFileLookup", "true")
+    )
     return _raw(reader.options(**dict(options)).load(path))
 
 
 def file_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
     """The same records from a fixed list of files or directories (batch mode)."""
-    return _raw(spark.read.format("text").option("recursiveFileLookup", "true").load(paths))
+    return _raw(spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths))
 
 
 def unread_files(path: str, seen: set[str]) -> dict[str, int]:

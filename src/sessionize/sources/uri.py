@@ -36,16 +36,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from sessionize.config import parse_duration
 from sessionize.errors import ConfigError, EnvironmentProblem
+from sessionize.sources.lines import RECORD_SCHEMA, SPARK_SCHEMA, text_or_error
 
-# The rows every source yields (see sessionize.sources): the payload as text, or an error.
-RECORD_SCHEMA = pa.schema(
-    [
-        pa.field("value", pa.string()),
-        pa.field("error", pa.string()),
-        pa.field("source", pa.string()),
-    ]
-)
-SPARK_SCHEMA = "value string, error string, source string"
+__all__ = ["RECORD_SCHEMA", "SPARK_SCHEMA"]  # the record contract, re-exported for sources
 
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
 DEFAULT_READ_TIMEOUT_S = 120.0
@@ -252,11 +245,12 @@ def parse_source_options(
 def decode_records(
     payloads: list[bytes | None], positions: list[str], max_record_bytes: int
 ) -> pa.RecordBatch:
-    """Rows of RECORD_SCHEMA: UTF-8 text in `value`, or NULL and the reason in `error`.
+    """Rows of RECORD_SCHEMA: the payload as UTF-8 text in `value`, and an `error` if any.
 
-    A payload that is not valid UTF-8, is larger than `max_record_bytes` or is absent (a
-    Kafka record with a null value) is flagged here and goes on as data: it never stops the
-    stream. Whether `value` is valid JSON is the parser's business, not the source's.
+    A payload that is absent (a Kafka record with a null value) or larger than
+    `max_record_bytes` gets `value` NULL and the error; one that is not UTF-8 keeps its text
+    escaped (`lines.text_or_error`) next to `not UTF-8 (byte N)`. Either goes on as data: it
+    never stops the stream. Whether `value` is valid JSON is the parser's business.
     """
     raw = pa.array(payloads, pa.binary())
     sizes = pc.binary_length(raw)
@@ -278,12 +272,9 @@ def decode_records(
             values.append(None)
             errors.append(f"record too large ({len(payload)} bytes)")
         else:
-            try:
-                values.append(payload.decode("utf-8"))
-                errors.append(None)
-            except UnicodeDecodeError:
-                values.append(None)
-                errors.append("not UTF-8")
+            value, error = text_or_error(payload)
+            values.append(value)
+            errors.append(error)
     return pa.RecordBatch.from_arrays(
         [
             pa.array(values, pa.string()),

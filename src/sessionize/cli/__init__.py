@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import click
 
+from sessionize.cli import failures
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
 
@@ -66,10 +67,22 @@ def make_rules(gap: int, lateness: int, close_actions: str) -> SessionRules:
     return SessionRules(gap_us=gap, lateness_us=lateness, close_actions=actions)
 
 
+def max_future_option(f):
+    return click.option(
+        "--max-future",
+        type=DURATION,
+        default="1d",
+        show_default=True,
+        help="Events more than this ahead of the clock at processing time are invalid.",
+    )(f)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sessionize")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="Print the full trace of an unexpected error.")
+def cli(debug: bool) -> None:
     """Sessionize website visits with PySpark, in streaming and batch, exactly once."""
+    failures.DEBUG = debug
 
 
 @cli.command()
@@ -247,8 +260,10 @@ def job_settings(
     metavar="KEY=VALUE",
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
+@max_future_option
 def stream(
-    input_, output, checkpoint, max_files_per_trigger, trigger, source_options, **job
+    input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
+    **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
@@ -261,6 +276,7 @@ def stream(
         trigger=trigger,
         source_options=_key_values(source_options, "--source-option"),
         **job_settings(**job),
+        max_future_us=max_future,
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -274,12 +290,14 @@ def stream(
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
 @job_options
 @spark_options
-def batch(input_, output, from_, to, **job):
+@max_future_option
+def batch(input_, output, from_, to, max_future, **job):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.commands.batch import BatchOptions, run_batch
 
     opts = BatchOptions(
-        input=input_, output=output, start=from_, end=to or from_, **job_settings(**job)
+        input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
+        **job_settings(**job),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)
@@ -399,19 +417,27 @@ def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: one clear line for every error a user can act on."""
+    """Entry point: one clear line on stderr and exit code 2 for every failure."""
+    failures.DEBUG = False
+    with failures.StderrLog():
+        _run(argv)
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="sessionize", standalone_mode=False)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("sessionize: interrupted; run the same command again to resume", err=True)
         sys.exit(130)
     except click.UsageError as exc:
         hint = f" (see sessionize {exc.ctx.info_name} --help)" if exc.ctx else ""
         click.echo(f"sessionize: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
     except SessionizeError as exc:
-        click.echo(f"sessionize: error: {exc}", err=True)
+        failures.report(str(exc), exc)
         sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("sessionize: interrupted; run the same command again to resume", err=True)
-        sys.exit(130)
+    except Exception as exc:  # from Spark, a backend or a bug: still one line, trace kept
+        failures.report(failures.describe(exc), exc, unexpected=True)
+        sys.exit(2)

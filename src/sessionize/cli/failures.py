@@ -1,0 +1,112 @@
+"""Any failure as one line on stderr; the full trace of an unexpected one in a log file.
+
+A `SessionizeError` is already written for people. Anything else (a Spark or Py4J error, a
+backend's client error, a bug) is summarized as its innermost cause, with what to do, and
+its trace goes to a log file whose path the line names (`--debug` prints it instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+
+import click
+
+DEBUG = False  # set by the CLI's --debug
+
+# A line of a Python or Java trace that names an exception and its message.
+_CAUSE = re.compile(
+    r"^\s*(?:Caused by: )?((?:[A-Za-z_][\w$]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)): (.+)$"
+)
+_MAX = 300
+ADVICE = "fix the cause and run the same command again (a stream resumes where it stopped)"
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message` of the innermost cause found in the exception and its trace text."""
+    text = str(exc)
+    causes = [m.groups() for line in text.splitlines() if (m := _CAUSE.match(line))]
+    python = [c for c in causes if "." not in c[0] or c[0].startswith(("pyarrow.", "py4j."))]
+    if "Traceback (most recent call last)" in text and python:
+        kind, message = python[-1]  # the Python worker's own exception
+    elif causes:
+        kind, message = causes[-1]  # Java: the last `Caused by`
+    else:
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        kind, message = type(exc).__name__, first
+    kind = kind.rsplit(".", 1)[-1]
+    message = re.sub(r"\s+", " ", message).strip()
+    if len(message) > _MAX:
+        message = message[: _MAX - 3] + "..."
+    return f"{kind}: {message}" if message else kind
+
+
+class StderrLog:
+    """For the life of a command: file descriptor 2, which Spark's JVM and its Python workers
+    inherit, goes to a log file, while `sys.stderr` stays the terminal. So what they print
+    (JVM warnings, Spark's log) never adds lines to the one-line error; the log is kept only
+    when the command fails unexpectedly, with the trace appended, and its path is named."""
+
+    def __init__(self) -> None:
+        name = f"sessionize-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        self.path = os.path.join(tempfile.gettempdir(), name)
+        self._saved: int | None = None
+
+    def __enter__(self) -> StderrLog:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError:
+            return self  # no log: the JVM writes to the terminal as it would anyway
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        os.dup2(fd, 2)
+        os.close(fd)
+        sys.stderr = open(self._saved, "w", buffering=1, closefd=False)  # noqa: SIM115
+        global LOG
+        LOG = self.path
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        global LOG
+        if LOG is not None and not KEEP:
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+        LOG = None
+
+
+LOG: str | None = None  # the log of the running command, if any
+KEEP = False  # keep the log: it holds the trace of a failure
+
+
+def _write_log(exc: BaseException) -> str | None:
+    global KEEP
+    if LOG is None:
+        return None
+    try:
+        with open(LOG, "a") as f:
+            f.write("\n" + " ".join(sys.argv) + "\n\n")
+            f.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return None
+    KEEP = True
+    return LOG
+
+
+def report(message: str, exc: BaseException, *, unexpected: bool = False) -> None:
+    """Print `sessionize: error: MESSAGE` (one line); for an unexpected error add what to
+    do and where its trace is. With --debug the trace is printed first."""
+    if DEBUG:
+        traceback.print_exception(exc, file=sys.stderr)
+    line = message.replace("\n", " ")
+    if unexpected:
+        where = "rerun with --debug to see the full trace"
+        if not DEBUG:
+            log = _write_log(exc)
+            where = f"full trace in {log}" if log else where
+        line = f"{line}; {ADVICE}; {where}" if not DEBUG else f"{line}; {ADVICE}"
+    click.echo(f"sessionize: error: {line}", err=True)

@@ -1,0 +1,76 @@
+"""Every failure a user can meet ends in ONE line on stderr and exit code 2, through the
+real command line: before Spark starts (flags, paths, backends, checkpoints) and inside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli_env, sessionize
+
+
+def _hour(root: Path, *lines: str) -> Path:
+    d = root / "in" / "event_date=2026-11-01" / "event_hour=00"
+    d.mkdir(parents=True)
+    (d / "a.json").write_text("".join(line + "\n" for line in lines))
+    return root / "in"
+
+
+def _stream(root: Path, **flags: str) -> list[str]:
+    args = {"--input": str(root / "in"), "--output": str(root / "out"),
+            "--checkpoint": str(root / "ck")}  # fmt: skip
+    args.update(flags)
+    return ["stream", *(x for kv in args.items() for x in kv)]
+
+
+def _garbled_checkpoint(root: Path) -> list[str]:
+    _hour(root, "{}")
+    (root / "ck").mkdir()
+    (root / "ck" / "sessionize.json").write_bytes(b"\x00\xff not json")
+    return _stream(root)
+
+
+def _unreachable_state(root: Path) -> list[str]:
+    _hour(root, "{}")
+    return [*_stream(root), "--state", "postgresql://sessionize@127.0.0.1:9/x"]
+
+
+# name -> (arguments given the test's directory, a fragment of the one line)
+CASES = {
+    "unknown flag": (lambda root: ["stream", "--nope"], "No such option '--nope'"),
+    "bad duration": (
+        lambda root: [*_stream(root), "--max-future", "soon"],
+        "'soon' is not a duration",
+    ),
+    "missing input directory": (lambda root: _stream(root), "is not a directory"),
+    "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
+    "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_failure_before_spark_is_one_line(tmp_path, name):
+    make_args, fragment = CASES[name]
+    done = sessionize(*make_args(tmp_path), timeout=120)
+    _assert_one_line(done, fragment)
+
+
+def test_a_failure_inside_spark_is_one_line_naming_a_log_with_the_trace(tmp_path):
+    _hour(tmp_path, "not json: goes to invalid_events")
+    (tmp_path / "out").write_text("a file where the output directory should be")
+    done = sessionize(*_stream(tmp_path), env=cli_env(), timeout=600)
+    line = _assert_one_line(done, "Not a directory")
+    log = re.search(r"full trace in (\S+\.log)", line)
+    assert log, line
+    assert "Traceback (most recent call last)" in Path(log.group(1)).read_text()
+    Path(log.group(1)).unlink()
+
+
+def _assert_one_line(done, fragment: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert done.stderr.count("\n") == 1, done.stderr[-3000:]
+    assert done.stderr.startswith("sessionize: error: "), done.stderr
+    assert fragment in done.stderr, done.stderr
+    return done.stderr.strip()

@@ -1,0 +1,106 @@
+"""`--max-future`: an event too far ahead of the batch's time is invalid and never moves the
+watermark, in both engines; the stream judges by the time in Spark's offset log, so a
+re-executed batch gives the same answer however late it runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.parsing import FUTURE_REASON
+from tests.helpers import read_output
+
+MINUTE = 60_000_000
+
+
+def _line(user: int, when: str) -> str:
+    return json.dumps({"user_id": user, "event_time": when, "page": {"current": "p"}})
+
+
+def _input(root: Path) -> Path:
+    """Hour 00: a visit at 00:00-00:05 and one event dated 2099; hour 01: the visit goes on."""
+    for hour, lines in {
+        "00": [_line(1, "2026-11-01T00:00:00Z"), _line(1, "2026-11-01T00:05:00Z"),
+               _line(2, "2099-01-01T00:00:00Z")],
+        "01": [_line(1, "2026-11-01T00:08:00Z"), _line(3, "2026-11-01T01:00:00Z")],
+    }.items():  # fmt: skip
+        d = root / "event_date=2026-11-01" / f"event_hour={hour}"
+        d.mkdir(parents=True)
+        (d / "a.json").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def _stream(spark, tmp_path: Path, name: str, **kw) -> tuple[StreamOptions, list[dict]]:
+    opts = StreamOptions(
+        input=str(tmp_path / "in"), output=str(tmp_path / name / "out"),
+        checkpoint=str(tmp_path / name / "chk"), partitions=2, max_files_per_trigger=1, **kw,
+    )  # fmt: skip
+    return opts, run_stream(opts, spark, on_batch=lambda _: None)
+
+
+def _ts(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1_000_000)
+
+
+def _check_outputs(out: Path) -> None:
+    invalid = read_output(out, "invalid_events")
+    assert invalid["reason"].to_pylist() == [FUTURE_REASON]
+    assert "2099" in invalid["raw"][0].as_py()
+    assert read_output(out, "late_events").num_rows == 0  # 00:08 is on time: no 2098 watermark
+    views = read_output(out, "page_views")
+    assert pc.sum(pc.equal(views["user_id"], 1)).as_py() == 3  # the visit was emitted
+
+
+def test_store_engine_keeps_the_watermark_and_judges_by_the_offset_log(spark, tmp_path):
+    _input(tmp_path / "in")
+    opts, records = _stream(spark, tmp_path, "store")
+    assert [r["watermark"] for r in records] == [
+        _ts("2026-11-01T00:05:00") - 10 * MINUTE,
+        _ts("2026-11-01T01:00:00") - 10 * MINUTE,
+    ]
+    _check_outputs(tmp_path / "store" / "out")
+
+    # Re-execute batch 1 as after a crash, with its logged time set back to 2026-11-01 00:00:
+    # the 01:00 event is then more than 30 minutes ahead, whatever the clock says now.
+    chk = Path(opts.checkpoint)
+    offsets = chk / "offsets" / "1"
+    head, meta, *rest = offsets.read_text().split("\n")
+    meta = json.loads(meta)
+    meta["batchTimestampMs"] = _ts("2026-11-01T00:00:00") // 1000
+    offsets.write_text("\n".join([head, json.dumps(meta), *rest]))
+    for name in ("1", ".1.crc"):  # Spark's commit of batch 1 and its checksum
+        (chk / "commits" / name).unlink(missing_ok=True)
+    again = StreamOptions(**{**opts.__dict__, "max_future_us": 30 * MINUTE})
+    records = run_stream(again, spark, on_batch=lambda _: None)
+    assert [r["version"] for r in records] == [1]
+    invalid = read_output(tmp_path / "store" / "out", "invalid_events")
+    assert sorted(invalid["raw"].to_pylist()) == sorted(
+        [_line(2, "2099-01-01T00:00:00Z"), _line(3, "2026-11-01T01:00:00Z")]
+    )
+    # Only the valid 00:08 event of batch 1 moved the watermark, not the 01:00 one.
+    assert records[0]["watermark"] == _ts("2026-11-01T00:08:00") - 10 * MINUTE
+
+
+def test_spark_engine_never_moves_its_watermark_for_an_invalid_event(spark, tmp_path):
+    _input(tmp_path / "in")
+    _, records = _stream(spark, tmp_path, "hdfs", state="spark-hdfs")
+    assert all(r["watermark"] is None or r["watermark"] < _ts("2027-01-01T00:00:00")
+               for r in records)  # fmt: skip
+    _check_outputs(tmp_path / "hdfs" / "out")
+
+
+def test_batch_mode_judges_by_the_start_of_the_run(spark, tmp_path):
+    _input(tmp_path / "in")
+    opts = BatchOptions(
+        input=str(tmp_path / "in"), output=str(tmp_path / "b"),
+        start=datetime(2026, 11, 1, 0, tzinfo=UTC), end=datetime(2026, 11, 1, 1, tzinfo=UTC),
+        partitions=2,
+    )  # fmt: skip
+    run_batch(opts, spark, on_hour=lambda _: None)
+    invalid = read_output(tmp_path / "b", "invalid_events")
+    assert invalid["reason"].to_pylist() == [FUTURE_REASON]
