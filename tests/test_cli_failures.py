@@ -59,7 +59,9 @@ def test_failure_before_spark_is_one_line(tmp_path, name):
 
 def test_a_failure_inside_spark_is_one_line_naming_a_log_with_the_trace(tmp_path):
     _hour(tmp_path, "not json: goes to invalid_events")
-    (tmp_path / "out").write_text("a file where the output directory should be")
+    # The tasks stage the invalid line under a path that is a file: they fail inside Spark.
+    (tmp_path / "out" / "_staging").mkdir(parents=True)
+    (tmp_path / "out" / "_staging" / "invalid_events").write_text("a file, not a directory")
     done = sessionize(*_stream(tmp_path), env=cli_env(), timeout=600)
     line = _assert_one_line(done, "Not a directory")
     log = re.search(r"full trace in (\S+\.log)", line)

@@ -1,5 +1,10 @@
 """One error root for the package; the CLI prints any SessionizeError as one line."""
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 
 class SessionizeError(Exception):
     """A failure with a message written for the person running the job."""
@@ -35,3 +40,18 @@ class LeaseHeld(StateError):
 
 class LeaseLost(StateError):
     """This driver's lease was taken over; it must not commit anything more."""
+
+
+@contextmanager
+def translated(translate: Callable[[Exception], SessionizeError | None]) -> Iterator[None]:
+    """Run a block; an exception that `translate` turns into a SessionizeError is raised as
+    that (caused by the original), any other exception passes unchanged."""
+    try:
+        yield
+    except SessionizeError:
+        raise
+    except Exception as exc:
+        error = translate(exc)
+        if error is None:
+            raise
+        raise error from exc

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import SparkSession
 
-from sessionize.commands.options import files_state_uri, progress_path
+from sessionize.commands.options import engine_settings, files_state_uri, progress_path
 from sessionize.config import SessionRules, describe_differences, redact_uri
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
@@ -68,15 +68,7 @@ class BatchOptions:
         return files_state_uri(self.state, f"{self.output.rstrip('/')}/_state")
 
     def engine_settings(self) -> EngineSettings:
-        return EngineSettings(
-            rules=self.rules,
-            partitions=self.partitions,
-            state_uri=self.state_uri(),
-            job=self.job,
-            output=self.output,
-            output_format=self.output_format,
-            max_future_us=self.max_future_us,
-        )
+        return engine_settings(self)
 
 
 def _hours(opts: BatchOptions) -> list[datetime]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sessionize.engines.store import EngineSettings
+
 
 def files_state_uri(state: str, home: str) -> str:
     """`--state files` keeps the store at `home` (under the checkpoint, or the output's
@@ -17,3 +19,16 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     if "://" in root and not root.startswith("file://"):
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+
+
+def engine_settings(opts) -> EngineSettings:
+    """What the store engine's tasks need, from a StreamOptions or a BatchOptions."""
+    return EngineSettings(
+        rules=opts.rules,
+        partitions=opts.partitions,
+        state_uri=opts.state_uri(),
+        job=opts.job,
+        output=opts.output,
+        output_format=opts.output_format,
+        max_future_us=opts.max_future_us,
+    )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from sessionize.commands.options import files_state_uri, progress_path
+from sessionize.commands.options import engine_settings, files_state_uri, progress_path
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -22,7 +22,7 @@ from sessionize.engines.checkpoint import (
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRunner, Engine, run_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
-from sessionize.engines.store import EngineSettings, StoreEngine
+from sessionize.engines.store import StoreEngine
 from sessionize.errors import ConfigError, StateError
 from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import check_input, open_stream
@@ -129,16 +129,7 @@ def _run(
             open_sink(opts.output, opts.output_format, job=opts.job), opts.max_future_us,
         )  # fmt: skip
     else:
-        settings = EngineSettings(
-            rules=opts.rules,
-            partitions=opts.partitions,
-            state_uri=opts.state_uri(),
-            job=opts.job,
-            output=opts.output,
-            output_format=opts.output_format,
-            max_future_us=opts.max_future_us,
-        )
-        engine = StoreEngine(spark, settings, backend)
+        engine = StoreEngine(spark, engine_settings(opts), backend)
     log = progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl")
     runner = BatchRunner(
         engine,

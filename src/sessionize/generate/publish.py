@@ -25,11 +25,11 @@ import contextlib
 import hashlib
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from sessionize.config import redact_uri
-from sessionize.errors import ConfigError, SessionizeError, SinkError
+from sessionize.errors import ConfigError, SinkError, translated
 from sessionize.sources.uri import confluent_kafka, parse_kafka_uri, parse_kinesis_uri
 from sessionize.sources.uri import kinesis_client as _kinesis_client
 
@@ -74,18 +74,16 @@ class _Pacer:
                 time.sleep(delay)
 
 
-@contextlib.contextmanager
-def _client_errors(uri: str) -> Iterator[None]:
+def _client_errors(uri: str) -> contextlib.AbstractContextManager[None]:
     """The clients' own exceptions (server down, no such stream) as one SinkError line."""
-    try:
-        yield
-    except SessionizeError:
-        raise
-    except Exception as exc:
+
+    def translate(exc: Exception) -> SinkError | None:
         if not type(exc).__module__.startswith(("cimpl", "confluent_kafka", "botocore")):
-            raise
+            return None
         detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc
-        raise SinkError(f"publishing to {redact_uri(uri)} failed: {detail}") from exc
+        return SinkError(f"publishing to {redact_uri(uri)} failed: {detail}")
+
+    return translated(translate)
 
 
 def _lines(lines: Iterable[str | bytes]) -> Iterable[bytes]:

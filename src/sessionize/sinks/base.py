@@ -8,13 +8,15 @@ pickles as its configuration (it is sent to Spark tasks), never as an open conne
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
-from sessionize.errors import SinkError
+from sessionize.errors import SinkError, translated
+from sessionize.fs import resolve_fs
+from sessionize.sinks import staging
 
 
 class Sink(Protocol):
@@ -42,21 +44,19 @@ class Sink(Protocol):
         ...
 
 
-@contextmanager
-def sink_errors(what: str) -> Iterator[None]:
+def sink_errors(what: str) -> AbstractContextManager[None]:
     """Object-store and table failures as one SinkError line; staged rows stay for a retry."""
-    try:
-        yield
-    except SinkError:
-        raise
-    except Exception as exc:
+
+    def translate(exc: Exception) -> SinkError | None:
         if not _is_storage_error(exc):
-            raise
+            return None
         detail = " ".join(str(exc).split())[:300]
-        raise SinkError(
+        return SinkError(
             f"{what} failed: {detail}; is the store reachable? The batch is published again "
             "when the job is restarted"
-        ) from exc
+        )
+
+    return translated(translate)
 
 
 def _is_storage_error(exc: Exception) -> bool:
@@ -69,3 +69,22 @@ def _is_storage_error(exc: Exception) -> bool:
         if mod is not None and isinstance(exc, getattr(mod, name)):
             return True
     return False
+
+
+class StagedSink:
+    """What the sinks that stage task files under `ROOT/_staging` share (`staging.py`)."""
+
+    root: str
+
+    def _fs(self) -> tuple[pafs.FileSystem, str]:
+        return resolve_fs(self.root)
+
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        fs, base = self._fs()
+        with sink_errors(f"staging batch {batch_id} of {name}"):
+            return staging.stage(fs, base, name, batch_id, partition, table)
+
+    def clear_staging(self, batch_id: int) -> None:
+        fs, base = self._fs()
+        with sink_errors(f"clearing staged batch {batch_id}"):
+            staging.open_attempt(fs, base, batch_id)

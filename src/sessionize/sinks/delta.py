@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from sessionize import faults
-from sessionize.fs import resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
+from sessionize.sinks.base import StagedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.objectstore import ObjectStoreUri
 
@@ -40,16 +39,13 @@ TABLE_PROPERTIES = {
 
 
 @dataclass(frozen=True)
-class DeltaSink:
+class DeltaSink(StagedSink):
     """Pickles as (root, job); tables are opened per call."""
 
     root: str
     job: str
 
     # -- locations -------------------------------------------------------------------------
-    def _fs(self) -> tuple[pafs.FileSystem, str]:
-        return resolve_fs(self.root)
-
     def table_uri(self, name: str) -> str:
         s3 = ObjectStoreUri.parse(self.root)
         return s3.child(name) if s3 else f"{self._fs()[1]}/{name}"
@@ -67,16 +63,6 @@ class DeltaSink:
         return DeltaTable(uri, storage_options=opts)
 
     # -- the Sink protocol -----------------------------------------------------------------
-    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
-        fs, base = self._fs()
-        with _errors(f"staging batch {batch_id} of {name}"):
-            return staging.stage(fs, base, name, batch_id, partition, table)
-
-    def clear_staging(self, batch_id: int) -> None:
-        fs, base = self._fs()
-        with _errors(f"clearing staged batch {batch_id}"):
-            staging.open_attempt(fs, base, batch_id)
-
     def publish(self, batch_id: int) -> None:
         """Commit the staged batch to each table (one commit per table), then drop staging."""
         fs, base = self._fs()

@@ -19,36 +19,25 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import SinkError
-from sessionize.fs import delete_dir, exists, resolve_fs
+from sessionize.fs import delete_dir, exists
 from sessionize.schema import OUTPUTS
 from sessionize.sinks import staging
+from sessionize.sinks.base import StagedSink
 
 
 @dataclass(frozen=True)
-class ParquetSink:
+class ParquetSink(StagedSink):
     """Pickles as its root URI; executors open their own filesystem handle."""
 
     root: str
 
-    def _fs(self) -> tuple[pafs.FileSystem, str]:
-        return resolve_fs(self.root)
-
     @staticmethod
     def batch_dir(name: str, batch_id: int) -> str:
         return f"{name}/batch_id={batch_id}"
-
-    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
-        fs, base = self._fs()
-        return staging.stage(fs, base, name, batch_id, partition, table)
-
-    def clear_staging(self, batch_id: int) -> None:
-        fs, base = self._fs()
-        staging.open_attempt(fs, base, batch_id)
 
     def publish(self, batch_id: int) -> None:
         """Per output, one rename; old contents go to trash.

@@ -31,39 +31,25 @@ import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
-from sessionize.fs import resolve_fs
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
-from sessionize.sinks.base import sink_errors
+from sessionize.sinks.base import StagedSink, sink_errors
 from sessionize.sinks.objectstore import ObjectStoreUri
 
 COMMITS = "_commits"
 
 
 @dataclass(frozen=True)
-class ManifestParquetSink:
+class ManifestParquetSink(StagedSink):
     """Pickles as its root URI; executors open their own filesystem handle."""
 
     root: str
-
-    def _fs(self) -> tuple[pafs.FileSystem, str]:
-        return resolve_fs(self.root)
 
     def _store(self) -> ObjectStoreUri:
         store = ObjectStoreUri.parse(self.root)
         if store is None:
             raise ConfigError(f"{self.root} is not an s3:// URI")
         return store
-
-    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
-        fs, base = self._fs()
-        with sink_errors(f"staging batch {batch_id} of {name}"):
-            return staging.stage(fs, base, name, batch_id, partition, table)
-
-    def clear_staging(self, batch_id: int) -> None:
-        fs, base = self._fs()
-        with sink_errors(f"clearing staged batch {batch_id}"):
-            staging.open_attempt(fs, base, batch_id)
 
     def publish(self, batch_id: int) -> None:
         fs, base = self._fs()

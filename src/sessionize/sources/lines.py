@@ -69,8 +69,12 @@ class _Gzip:
     name = "gzip"
 
     def __init__(self) -> None:
-        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._d = self._member()
         self.started = False
+
+    @staticmethod
+    def _member():
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
 
     def feed(self, data: bytes) -> bytes:
         out = []
@@ -80,7 +84,7 @@ class _Gzip:
             if not self._d.eof:
                 break
             data = self._d.unused_data
-            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._d = self._member()
             self.started = False
         return b"".join(out)
 
@@ -89,23 +93,13 @@ class _Gzip:
 
 
 class _Bzip2(_Gzip):
+    """The same for bzip2 streams (concatenated streams too)."""
+
     name = "bzip2"
 
-    def __init__(self) -> None:
-        self._d = bz2.BZ2Decompressor()
-        self.started = False
-
-    def feed(self, data: bytes) -> bytes:
-        out = []
-        while data:
-            self.started = True
-            out.append(self._d.decompress(data))
-            if not self._d.eof:
-                break
-            data = self._d.unused_data
-            self._d = bz2.BZ2Decompressor()
-            self.started = False
-        return b"".join(out)
+    @staticmethod
+    def _member():
+        return bz2.BZ2Decompressor()
 
 
 def _decompressor(path: str) -> _Gzip | None:
