@@ -1,7 +1,8 @@
 """The synthetic visit generator: contract-shaped lines, layout, arrival order, rates.
 
 Expected values come from reading the written files back with an independent validator of
-DESIGN §2, never from the generator's internals; the summary must agree with the files.
+the event contract (docs/design.md, "Events"), never from the generator's internals; the
+summary must agree with the files.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ BASE = GeneratorConfig(
 
 
 def reason(line: str) -> str | None:
-    """Why a line breaks DESIGN §2, or None for a valid event."""
+    """Why a line breaks the event contract, or None for a valid event."""
     try:
         obj = json.loads(line)
     except ValueError:

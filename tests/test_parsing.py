@@ -1,4 +1,4 @@
-"""Every line becomes a valid event or an invalid line with a reason (DESIGN §2)."""
+"""Every line becomes a valid event or an invalid line with a reason (docs/design.md, "Events")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Batches become visible atomically and a re-executed batch replaces its rows (DESIGN §4)."""
+"""Batches become visible atomically and a re-executed batch replaces its rows
+(docs/design.md, "Outputs")."""
 
 from __future__ import annotations
 

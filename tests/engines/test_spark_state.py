@@ -1,5 +1,6 @@
 """The `spark` engine (`--state spark-rocksdb | spark-hdfs`): the same outputs as the `files`
-state, late events judged like DESIGN §3 (Spark drops none), exactly once through kill -9,
+state, late events judged by the rules of docs/design.md (Spark drops none), exactly once
+through kill -9,
 and a checkpoint bound to the state it was created with."""
 
 from __future__ import annotations

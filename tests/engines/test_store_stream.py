@@ -101,7 +101,8 @@ def test_sessions_do_not_depend_on_micro_batch_size(spark, tmp_path, state):
 
 
 def test_sessions_equal_spark_session_window_oracle(spark, tmp_path):
-    """DESIGN §3.4: without closing actions or late events, our sessions are exactly
+    """docs/design.md, "Semantics", item 4: without closing actions or late events, our
+    sessions are exactly
     Spark's session_window(event_time, gap) over the deduplicated events."""
     gap = 10 * MINUTE
     inp = generate(tmp_path / "in", close_rate=0.0, late_rate=0.0, invalid_rate=0.0, hours=4)

@@ -1,1 +1,1 @@
-"""Tests of the pure session logic (DESIGN §3)."""
+"""Tests of the pure session logic (docs/design.md, "Semantics")."""

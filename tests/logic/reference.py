@@ -1,4 +1,5 @@
-"""Reference implementation of DESIGN §3 for tests: plain Python, one event at a time.
+"""Reference implementation of docs/design.md, "Semantics", for tests: plain Python, one
+event at a time.
 
 It follows the prose rules literally and favours being obviously right over being fast.
 Rows are dicts; timestamps are int microseconds since the epoch; `session_date` is a

@@ -72,7 +72,8 @@ class Store:
 
 
 def run_stream(data, batches: list[list[dict]], rules: SessionRules):
-    """Every batch with the watermark rule of DESIGN §3.2, then a flush; all emitted rows."""
+    """Every batch with the watermark rule (docs/design.md, "Semantics", item 2), then a
+    flush; all emitted rows."""
     store = Store()
     sessions, page_views = [], []
     watermark, max_seen = None, None

@@ -1,4 +1,5 @@
-"""One test per rule of DESIGN §3 and per edge case, with expectations written by hand.
+"""One test per rule of docs/design.md, "Semantics", and per edge case, with expectations
+written by hand.
 
 Every test runs against both the vectorized `advance` and the plain-Python reference.
 Times are T0 (2019-10-10T15:00:00Z) plus minutes; gap = lateness = 10 minutes.

@@ -2,7 +2,7 @@
 
 Hour H reads `INPUT/event_date=D/event_hour=HH`, continues the sessions left open after
 H-1, emits every session with `closed_at` before the end of H (its watermark), and carries
-the rest to H+1 (docs/design.md, "Batch mode"). Versions and output batch ids are the hour
+the rest to H+1 (docs/design.md, "Semantics", item 5). Versions and output batch ids are the hour
 written as the integer YYYYMMDDHH (2026110109 for 2026-11-01T09), so output rows say which
 hour wrote them.
 
