@@ -16,12 +16,19 @@ import os
 import sys
 import time
 
+# The marker goes to the driver's stdout, also from a Spark task: the CLI sends file
+# descriptor 2 (where the JVM puts what its Python workers print) to a log file. The
+# driver names its stdout here before Spark starts; tasks inherit it (one machine).
+if os.environ.get("SESSIONIZE_PAUSE_AT") and "SESSIONIZE_PAUSE_OUT" not in os.environ:
+    os.environ["SESSIONIZE_PAUSE_OUT"] = f"/proc/{os.getpid()}/fd/1"
+
 
 def pause_point(name: str, version: int) -> None:
     wanted = os.environ.get("SESSIONIZE_PAUSE_AT")
     if wanted and wanted == f"{name}:{version}":
-        sys.stdout.write(f"PAUSED {name} {version}\n")
         sys.stdout.flush()
+        with open(os.environ.get("SESSIONIZE_PAUSE_OUT", "/dev/stdout"), "a") as out:
+            out.write(f"PAUSED {name} {version}\n")
         resume = os.environ.get("SESSIONIZE_RESUME_FILE")
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and not (resume and os.path.exists(resume)):

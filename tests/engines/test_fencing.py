@@ -57,7 +57,7 @@ def _wait_for(proc, marker: str, timeout: float = 300) -> None:
             return
         if time.monotonic() > deadline:
             break
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)
     raise AssertionError(f"never saw {marker!r}: {''.join(seen)[-3000:]}")
 
 

@@ -179,9 +179,10 @@ def test_a_missing_progress_log_is_said_in_place_of_its_plots(job, tmp_path):
             assert chart["svg"] == 1, name
 
 
-def test_an_output_that_is_not_there_is_one_line_on_stderr(tmp_path, capsys):
+def test_an_output_that_is_not_there_is_one_line_on_stderr(tmp_path, capfd):
+    # capfd: the CLI writes its error line to file descriptor 2 itself (cli/failures.py).
     with pytest.raises(SystemExit) as exc:
         main(["report", "--output", str(tmp_path / "nope"), "--to", str(tmp_path / "r.html")])
     assert exc.value.code == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert err.startswith("sessionize: error: --output ") and err.count("\n") == 1
