@@ -68,19 +68,40 @@ def test_the_old_holder_notices_it_lost_the_lease(tmp_path):
     assert records.latest().epoch == 2 and not records.latest().released
 
 
-def test_exactly_one_of_racing_creators_wins(tmp_path):
-    records = DirectoryLeaseRecords(str(tmp_path / "lease"))
-    wins = []
+def test_exactly_one_of_racing_creators_wins_and_readers_see_whole_records(tmp_path):
+    for attempt in range(30):
+        _race(DirectoryLeaseRecords(str(tmp_path / f"lease{attempt}")))
+
+
+def _race(records: DirectoryLeaseRecords) -> None:
+    wins, seen, errors, done = [], [], [], threading.Event()
 
     def race(i):
         wins.append(records.create(Holder(1, "h", i, "now", str(i), time.time(), 30.0)))
 
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def read():
+        while not done.is_set():
+            try:
+                seen.append(records.latest())
+            except ValueError as e:  # a record seen half written
+                errors.append(e)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often: a half-written record shows
+    try:
+        reader = threading.Thread(target=read)
+        reader.start()
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        done.set()
+        reader.join()
+    finally:
+        sys.setswitchinterval(interval)
     assert sorted(wins) == [False] * 7 + [True]
+    assert not errors and len({h.token for h in seen if h is not None}) <= 1
 
 
 def test_the_heartbeat_keeps_a_short_lease_alive(tmp_path):

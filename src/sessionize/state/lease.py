@@ -192,9 +192,10 @@ def _held(what: str, holder: Holder, ttl_s: float) -> LeaseHeld:
 class DirectoryLeaseRecords(LeaseRecords):
     """Epoch records as files `DIR/EPOCH.json` on a local or pyarrow file system.
 
-    Creation is exclusive on local paths (`O_EXCL`); on other file systems it is a check
-    then a write, which two drivers starting within milliseconds of each other could both
-    pass (Spark's checkpoint, the one place this is used off our backends, is local or HDFS).
+    Creation is exclusive and whole on local paths (a hard link of a written file); on
+    other file systems it is a check then a write, which two drivers starting within
+    milliseconds of each other could both pass (Spark's checkpoint, the one place this is
+    used off our backends, is local or HDFS).
     """
 
     def __init__(self, directory: str):
@@ -205,7 +206,10 @@ class DirectoryLeaseRecords(LeaseRecords):
         return f"{self.dir}/{epoch:010d}.json"
 
     def latest(self) -> Holder | None:
-        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        except FileNotFoundError:  # being created by another driver at this very moment
+            return None
         epochs = [
             int(i.base_name[:-5])
             for i in infos
@@ -220,12 +224,17 @@ class DirectoryLeaseRecords(LeaseRecords):
         self.fs.create_dir(self.dir, recursive=True)
         path = self._path(holder.epoch)
         if self.local:
+            # Written aside, then hard-linked into place: the link fails if the epoch
+            # exists, and a reader never sees the record without its content.
+            tmp = f"{path}.{holder.token}.tmp"
+            with open(tmp, "w") as f:
+                f.write(holder.to_json())
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.link(tmp, path)
             except FileExistsError:
                 return False
-            with os.fdopen(fd, "w") as f:
-                f.write(holder.to_json())
+            finally:
+                os.unlink(tmp)
             return True
         if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
             return False
