@@ -12,9 +12,14 @@ _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_US = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 
 
+_SECRET_PARAM = re.compile(r"([?&][^=&]*(?:password|secret|token|access_key)[^=&]*=)[^&]*", re.I)
+
+
 def redact_uri(uri: str) -> str:
-    """`uri` without its password (`user:pw@` and `:pw@` alike), for logs and errors."""
-    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
+    """`uri` without its password (`user:pw@` and `:pw@` alike) or secret query parameters
+    (`?secret_key=...`, `password=`, `token=`, `access_key=`), for logs, errors and files."""
+    uri = re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
+    return _SECRET_PARAM.sub(r"\1***", uri)
 
 
 def parse_duration(text: str) -> int:

@@ -88,3 +88,12 @@ def test_user_key_of_a_line():
     assert user_key(b'{"user_id": 342290, "event_time": "x"}') == b"342290"
     assert user_key(b'{"event_time": "x", "user_id":7}') == b"7"
     assert user_key(b"not json") is None
+
+
+def test_redaction_hides_passwords_and_secret_query_parameters():
+    from sessionize.config import redact_uri
+
+    uri = "s3://b/p?endpoint_override=h:9&access_key=AK1&secret_key=SK2&scheme=http"
+    assert redact_uri(uri) == "s3://b/p?endpoint_override=h:9&access_key=***&secret_key=***&scheme=http"
+    assert redact_uri("redis://:pw@h:1/0?password=zz&prefix=a") == "redis://:***@h:1/0?password=***&prefix=a"
+    assert redact_uri("kinesis://s?endpoint=http://h:1&region=r") == "kinesis://s?endpoint=http://h:1&region=r"

@@ -110,7 +110,8 @@ def _run(
     lease: Lease,
 ) -> list[dict]:
     check_or_record(opts.checkpoint, opts.recorded_settings())
-    record_paths(opts.checkpoint, {"input": opts.input, "output": opts.output})
+    paths = {"input": redact_uri(opts.input), "output": redact_uri(opts.output)}
+    record_paths(opts.checkpoint, paths)
     backend = None
     if opts.state not in SPARK_STATES:
         backend = open_backend(opts.state_uri())
