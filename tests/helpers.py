@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.generate.writer import GeneratorConfig, write_files
 
 OUTPUTS = ("sessions", "page_views", "late_events", "invalid_events")
@@ -87,3 +88,30 @@ def run_until_killed(args: list[str], marker: str, env: dict[str, str], timeout:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     raise AssertionError(f"never saw {marker!r}; output:\n{''.join(seen)[-3000:]}")
+
+
+def stream_args(inp: Path, root: Path) -> list[str]:
+    """`sessionize stream` over `inp` writing under `root`, one file per micro-batch."""
+    return [
+        "stream", "--input", str(inp), "--output", str(root / "out"),
+        "--checkpoint", str(root / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
+    ]  # fmt: skip
+
+
+def clean_stream_run(spark, root: Path) -> Path:
+    """Two hours of input under `root/in` and their uninterrupted run in `root/clean` (in
+    this process, with the CLI's defaults): what a crashed or contested run must equal."""
+    inp = generate(root / "in", hours=2, invalid_rate=0.01, late_rate=0.01)
+    clean = StreamOptions(
+        input=str(inp), output=str(root / "clean" / "out"),
+        checkpoint=str(root / "clean" / "chk"), partitions=3, max_files_per_trigger=1,
+    )  # fmt: skip
+    run_stream(clean, spark, on_batch=lambda _: None)
+    return inp
+
+
+def assert_same_as_clean(root: Path, run: Path) -> None:
+    for name in OUTPUTS:
+        expected = read_output(root / "clean" / "out", name)
+        assert read_output(run / "out", name).equals(expected), name
+    assert read_output(run / "out", "sessions").num_rows > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from sessionize.errors import ConfigError
 
@@ -34,6 +35,13 @@ def parse_duration(text: str) -> int:
     if not s or pos != len(s):
         raise ConfigError(f"'{text}' is not a duration; write it like 90s, 10m, 1h or 1h30m")
     return total
+
+
+def format_instant(us: int | None) -> str | None:
+    """Microseconds since the epoch -> `2026-11-01T01:50:00Z` (None stays None)."""
+    if us is None:
+        return None
+    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_duration(us: int) -> str:

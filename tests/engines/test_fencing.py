@@ -14,28 +14,16 @@ import time
 
 import pytest
 
-from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.state.lease import DirectoryLeaseRecords, Holder
-from tests.helpers import OUTPUTS, cli_env, generate, read_output, sessionize
-
-
-def _args(inp, root):
-    return [
-        "stream", "--input", str(inp), "--output", str(root / "out"),
-        "--checkpoint", str(root / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
-    ]  # fmt: skip
+from tests.helpers import assert_same_as_clean as _same_as_clean
+from tests.helpers import clean_stream_run, cli_env, sessionize
+from tests.helpers import stream_args as _args
 
 
 @pytest.fixture(scope="module")
 def data(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("fencing")
-    inp = generate(root / "in", hours=2, invalid_rate=0.01, late_rate=0.01)
-    clean = StreamOptions(
-        input=str(inp), output=str(root / "clean" / "out"),
-        checkpoint=str(root / "clean" / "chk"), partitions=3, max_files_per_trigger=1,
-    )  # fmt: skip
-    run_stream(clean, spark, on_batch=lambda _: None)
-    return root, inp
+    return root, clean_stream_run(spark, root)
 
 
 def _start(args, env, *, merged: bool = False):
@@ -59,12 +47,6 @@ def _wait_for(proc, marker: str, timeout: float = 300) -> None:
             break
     os.killpg(proc.pid, signal.SIGKILL)
     raise AssertionError(f"never saw {marker!r}: {''.join(seen)[-3000:]}")
-
-
-def _same_as_clean(root, run) -> None:
-    for name in OUTPUTS:
-        assert read_output(run / "out", name).equals(read_output(root / "clean" / "out", name))
-    assert read_output(run / "out", "sessions").num_rows > 0
 
 
 def _one_error_line(stderr: str) -> str:

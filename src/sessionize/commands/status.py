@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
+from sessionize.config import format_instant
 from sessionize.engines.checkpoint import (
     PATHS_FILE,
     last_committed_batch,
@@ -16,12 +16,11 @@ from sessionize.engines.checkpoint import (
     seen_files,
 )
 from sessionize.engines.progress import read_progress
+from sessionize.engines.runner import TOTALS
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir
 from sessionize.sources.registry import input_lag
 from sessionize.state.lease import DirectoryLeaseRecords
-
-_TOTALS = ("records", "invalid", "late", "duplicates", "sessions_out")
 
 
 def stream_status(
@@ -83,16 +82,10 @@ def _last(progress_log: str) -> dict:
         "last_batch": last["version"],
         "committed_at": last.get("committed_at"),
         "last_duration_s": last.get("duration_s"),
-        "watermark": _iso(last.get("watermark")),
+        "watermark": format_instant(last.get("watermark")),
         "open_sessions": batch.get("open_sessions"),
-        "totals": {k: last.get("totals", {}).get(k) for k in _TOTALS},
+        "totals": {k: last.get("totals", {}).get(k) for k in TOTALS},
     }
-
-
-def _iso(us: int | None) -> str | None:
-    if us is None:
-        return None
-    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def describe(status: dict) -> list[str]:

@@ -54,16 +54,30 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
             f.write(json.dumps({**recorded, **settings}, indent=2, sort_keys=True).encode())
 
 
+def offset_log(checkpoint: str, batch_id: int) -> tuple[dict, object] | None:
+    """Spark's offset log entry of a batch: (its metadata, the source's end offset), or None
+    when the batch was never planned. The metadata holds `batchTimestampMs` and
+    `batchWatermarkMs`; a re-executed batch reuses the entry."""
+    fs, base = resolve_fs(checkpoint)
+    try:
+        with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
+            lines = f.read().decode().splitlines()
+    except FileNotFoundError:
+        return None
+    offsets = json.loads(lines[2]) if len(lines) > 2 and lines[2] != "-" else None
+    return json.loads(lines[1]), offsets
+
+
 def batch_timestamp_us(checkpoint: str, batch_id: int) -> int:
     """The time Spark fixed for a batch in its offset log (`batchTimestampMs`), in µs.
 
     A re-executed batch reuses its logged offsets and this time, so rules that compare
     event times with "now" give the same answer on every attempt.
     """
-    fs, base = resolve_fs(checkpoint)
-    with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
-        metadata = json.loads(f.read().decode().splitlines()[1])
-    return int(metadata["batchTimestampMs"]) * 1000
+    entry = offset_log(checkpoint, batch_id)
+    if entry is None:
+        raise FileNotFoundError(f"{checkpoint}/offsets/{batch_id}")
+    return int(entry[0]["batchTimestampMs"]) * 1000
 
 
 def last_committed_batch(checkpoint: str) -> int | None:
@@ -81,15 +95,11 @@ def last_committed_batch(checkpoint: str) -> int | None:
 def batch_input(checkpoint: str, batch_id: int) -> dict[str, object]:
     """What batch `batch_id` read, from Spark's logs: the source's end offset as Spark
     logged it, and for the file source the number of files (plain or compacted log)."""
+    entry = offset_log(checkpoint, batch_id)
+    if entry is None:
+        return {}
+    out: dict[str, object] = {"offsets": entry[1]}
     fs, base = resolve_fs(checkpoint)
-    out: dict[str, object] = {}
-    try:
-        with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
-            lines = f.read().decode().splitlines()
-    except FileNotFoundError:
-        return out
-    if len(lines) > 2:
-        out["offsets"] = json.loads(lines[2]) if lines[2] != "-" else None
     for name in (f"{batch_id}", f"{batch_id}.compact"):
         try:
             with fs.open_input_stream(f"{base}/sources/0/{name}") as f:

@@ -27,10 +27,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sessionize.config import format_instant
 from sessionize.engines.progress import ProgressLog
 from sessionize.errors import SessionizeError
 from sessionize.faults import pause_point
@@ -102,14 +102,9 @@ def progress_line(label: str, record: dict) -> str:
     return (
         f"{label}: {b['records']:,} events in, {b['sessions_out']:,} sessions out, "
         f"{b['late']:,} late, {b['invalid']:,} invalid, {b['open_sessions']:,} open sessions, "
-        f"watermark {_iso(record['watermark'])}, {record['duration_s']:.1f}s"
+        f"watermark {format_instant(record['watermark']) or 'none'}, "
+        f"{record['duration_s']:.1f}s"
     )
-
-
-def _iso(us: int | None) -> str:
-    if us is None:
-        return "none"
-    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass

@@ -65,6 +65,7 @@ from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules
+from sessionize.engines.checkpoint import offset_log
 from sessionize.engines.runner import BatchRequest, BatchResult, Engine
 from sessionize.engines.spark_processor import (
     INPUT_COLUMNS,
@@ -184,14 +185,14 @@ class BatchRecords:
     """The engine's record of each published batch, kept in the checkpoint (step 3)."""
 
     def __init__(self, checkpoint: str):
+        self.checkpoint = checkpoint
         self.fs, self.base = resolve_fs(checkpoint)
         self.dir = f"{self.base}/{RECORDS_DIR}"
 
     def watermark(self, batch_id: int) -> int | None:
         """Spark's watermark of a batch (µs), as its offset log fixed it; None before any."""
-        with self.fs.open_input_stream(f"{self.base}/offsets/{batch_id}") as f:
-            metadata = json.loads(f.read().decode().splitlines()[1])
-        ms = metadata.get("batchWatermarkMs", 0)
+        entry = offset_log(self.checkpoint, batch_id)
+        ms = entry[0].get("batchWatermarkMs", 0) if entry else 0
         return ms * 1000 if ms > 0 else None
 
     def read(self, batch_id: int) -> dict | None:
