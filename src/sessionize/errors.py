@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -55,3 +56,20 @@ def translated(translate: Callable[[Exception], SessionizeError | None]) -> Iter
         if error is None:
             raise
         raise error from exc
+
+
+# The last line of a Python worker's trace, as Spark reports a failed task.
+_TASK_ERROR = re.compile(r"^sessionize\.errors\.(\w+): (.+)$", re.M)
+
+
+def raised_in_task(failure: BaseException) -> SessionizeError | None:
+    """The SessionizeError a Spark task raised, rebuilt from the text of the failure Spark
+    reports on the driver; None if the failure was something else."""
+    found = _TASK_ERROR.findall(str(failure))
+    if not found:
+        return None
+    name, message = found[-1]
+    kind = globals().get(name)
+    if isinstance(kind, type) and issubclass(kind, SessionizeError):
+        return kind(message.strip())
+    return None

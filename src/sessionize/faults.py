@@ -1,6 +1,7 @@
 """Named pause points, so crash tests can kill -9 a real process at an exact step.
 
-The points: `after-state-commit` (partition 0's state of the batch is committed),
+The points: `before-state-commit` and `after-state-commit` (partition 0's state of the
+batch, in the store engine's task),
 `before-publish`, `after-publish` and `after-record` (the batch runner's steps 3 and 4).
 
 `SESSIONIZE_PAUSE_AT=after-publish:3` makes the process print `PAUSED after-publish 3`

@@ -18,6 +18,7 @@ from sessionize.state.lease import DirectoryLeaseRecords, Holder
 from tests.helpers import assert_same_as_clean as _same_as_clean
 from tests.helpers import clean_stream_run, cli_env, sessionize
 from tests.helpers import stream_args as _args
+from tests.state_params import state  # noqa: F401 - fixture
 
 
 @pytest.fixture(scope="module")
@@ -111,4 +112,39 @@ def test_a_driver_that_lost_its_lease_publishes_nothing_more(data, tmp_path):
     records.update(Holder(**{**other.__dict__, "released": True}))
     final = sessionize(*_args(inp, run))
     assert final.returncode == 0, final.stderr[-3000:]
+    _same_as_clean(root, run)
+
+
+# The store's own refusal is proved on every backend by tests/state/contract.py; end to end
+# here on the transactional one and on one that reads the fence before publishing.
+@pytest.mark.parametrize("state", ["postgres", "dynamodb"], indirect=True)
+def test_a_driver_taken_over_mid_batch_is_refused_by_the_store_itself(data, tmp_path, state):  # noqa: F811
+    """The first driver stalls inside partition 0's task of batch 1, its state written but
+    not committed, and stops heartbeating (its record is made to look so); a second driver
+    takes the lease over and runs the job to the end. When the first wakes up, the state
+    store itself rejects its commit (the fence of state/lease.py), before any runner check:
+    it stops with one line and the outputs are those of one uninterrupted run."""
+    root, inp = data
+    run = tmp_path / "taken-over"
+    args = [*_args(inp, run), "--state", state()]
+    resume = tmp_path / "resume"
+    env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1",
+                  SESSIONIZE_RESUME_FILE=str(resume), SESSIONIZE_LEASE_TTL_S="600")  # fmt: skip
+    first = _start(args, env, merged=True)
+    try:
+        _wait_for(first, "PAUSED before-state-commit 1")
+        records = DirectoryLeaseRecords(str(run / "chk" / "_lease"))
+        held = records.latest()
+        records.update(Holder(**{**held.__dict__, "host": "elsewhere", "heartbeat": 0.0}))
+        second = sessionize(*args)
+        assert second.returncode == 0, second.stderr[-3000:]
+        resume.touch()
+        assert first.wait(timeout=300) == 2
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    rest = first.stdout.read()
+    errors = [x for x in rest.splitlines() if x.startswith("sessionize: error: ")]
+    assert len(errors) == 1 and "Traceback" not in rest, rest[-3000:]
+    assert "was taken over by a newer driver" in errors[0], errors[0]
     _same_as_clean(root, run)

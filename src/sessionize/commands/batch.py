@@ -137,7 +137,7 @@ def _run(
     )
     log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
     runner = BatchRunner(
-        StoreEngine(spark, settings, backend),
+        StoreEngine(spark, settings, backend, lease),
         on_hour,
         label=_label,
         progress=ProgressLog(log) if log else None,

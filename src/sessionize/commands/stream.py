@@ -130,7 +130,7 @@ def _run(
             open_sink(opts.output, opts.output_format, job=opts.job), opts.max_future_us,
         )  # fmt: skip
     else:
-        engine = StoreEngine(spark, engine_settings(opts), backend)
+        engine = StoreEngine(spark, engine_settings(opts), backend, lease)
     log = progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl")
     runner = BatchRunner(
         engine,

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.config import format_instant
 from sessionize.engines.progress import ProgressLog
-from sessionize.errors import SessionizeError
+from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
 from sessionize.state.lease import Lease
@@ -136,6 +136,13 @@ class BatchRunner:
         except SessionizeError as exc:
             self.failure = exc
             raise
+        except Exception as exc:
+            # A task's own error (the store refusing a fenced-out commit, say) reaches the
+            # driver as the text of a Spark failure: raise it as what it was.
+            self.failure = raised_in_task(exc)
+            if self.failure is None:
+                raise
+            raise self.failure from exc
         self.records.append(record)
         if self.progress is not None:
             self.progress.append(record)

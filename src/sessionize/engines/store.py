@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +43,7 @@ from sessionize.parsing import EVENT_COLUMNS, parse
 from sessionize.schema import EVENT, INVALID_EVENTS
 from sessionize.sinks.registry import open_sink
 from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
+from sessionize.state.lease import Lease
 
 # Counters every partition task reports back to the driver.
 TASK_COUNTERS = (
@@ -69,6 +70,19 @@ class EngineSettings:
     retain: int = 100  # versions kept restorable
     maintenance_every: int = 10  # versions between retention clean-ups
     output_format: str = "parquet"  # parquet | delta (sinks.base.open_sink)
+    # The driver's lease epoch: the store rejects this run's commits once a newer driver
+    # has fenced the job (state/lease.py). None: unfenced.
+    epoch: int | None = None
+
+
+def fence_store(backend: StateBackend, settings: EngineSettings, lease: Lease) -> EngineSettings:
+    """Raise the store's fence to this driver's lease epoch, before it opens any state, so
+    that the store itself rejects every later commit of the drivers before it; the settings
+    the tasks then carry (with the epoch)."""
+    fence = backend.fence(settings.job)
+    epoch = lease.epoch if fence < lease.epoch else lease.acquire_above(fence)
+    backend.raise_fence(settings.job, epoch, settings.partitions)
+    return replace(settings, epoch=epoch)
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,7 @@ def run_partition(
     """Steps 1-5 of the module doc for one partition; returns the task counters."""
     valid, invalid = _split_parsed(rows)
     backend = open_backend(settings.state_uri)
-    store = backend.open(settings.job, partition, plan.previous)
+    store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
     try:
         keys = pc.unique(valid["user_id"])
         if plan.watermark_after is not None:
@@ -126,6 +140,8 @@ def run_partition(
         )
         store.remove_many(step.state_removes)
         store.put_many(step.state_puts)
+        if partition == 0:
+            pause_point("before-state-commit", plan.version)
         store.commit(plan.version, meta)
         if partition == 0:
             pause_point("after-state-commit", plan.version)
@@ -169,12 +185,21 @@ class StoreEngine(Engine):
     """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
     def __init__(
-        self, spark: SparkSession, settings: EngineSettings, backend: StateBackend | None = None
-    ):
+        self, spark: SparkSession, settings: EngineSettings, backend: StateBackend | None = None,
+        lease: Lease | None = None,
+    ):  # fmt: skip
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_backend(settings.state_uri)
         self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
+        self.lease = lease  # None: unfenced
+
+    def _fence_once(self) -> None:
+        """Fence the store before this driver's first batch opens any state. Not earlier:
+        on a new query Spark checks that its state directory, where a `files` store may
+        live (CHECKPOINT/state), is empty when batch 0 starts."""
+        if self.lease is not None and self.settings.epoch is None:
+            self.settings = fence_store(self.backend, self.settings, self.lease)
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:
@@ -197,6 +222,7 @@ class StoreEngine(Engine):
         fixes it at the end of the hour (`request.end_watermark`). Events further than
         `max_future_us` ahead of the batch's time (`request.now_us`) are invalid.
         """
+        self._fence_once()
         now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
         parsed = parse(raw, now=now, max_future_us=self.settings.max_future_us).persist()
         try:
@@ -247,7 +273,7 @@ class StoreEngine(Engine):
 
     @override
     def write_record(self, version: int, record: dict) -> None:
-        self.backend.write_job_record(self.settings.job, version, record)
+        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
 
     @override
     def after_commit(self, version: int) -> None:

@@ -43,7 +43,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from sessionize.config import redact_uri
-from sessionize.errors import StateError
+from sessionize.errors import LeaseLost, StateError
 from sessionize.state.rows import (
     RowSpec,
     check_job,
@@ -100,8 +100,12 @@ class StateBackend(ABC):
 
     # ----- partitions ------------------------------------------------------------------
 
-    def open(self, job: str, partition: int, version: int) -> PartitionState:
+    def open(
+        self, job: str, partition: int, version: int, *, epoch: int | None = None
+    ) -> PartitionState:
         """A transaction on `partition` of `job`, reading exactly `version` (-1 = empty).
+        With `epoch` (the driver's lease epoch), its commit is rejected inside the store,
+        with LeaseLost, once a newer epoch has fenced the job (`raise_fence`).
 
         StateError if `version` is not committed or no longer restorable.
         """
@@ -110,6 +114,7 @@ class StateBackend(ABC):
         check_version(version, allow_empty=True)
         t0 = perf_counter()
         stored = self._open_version(job, partition, version)
+        stored.epoch = epoch
         stored.metrics.load_ms += (perf_counter() - t0) * 1000
         return PartitionState(stored)
 
@@ -148,17 +153,39 @@ class StateBackend(ABC):
         for partition in self._partitions(job):
             self._truncate_partition(job, partition, version)
 
+    # ----- fencing -------------------------------------------------------------------------
+
+    def raise_fence(self, job: str, epoch: int, partitions: int) -> None:
+        """Fence out every driver of `job` with an epoch below `epoch` (> 0): from now on
+        the store rejects their partition commits (of partitions 0..`partitions`-1) and
+        job records inside the write itself. The fence only moves up; LeaseLost if a newer
+        epoch has fenced the job already."""
+        check_job(job)
+        if epoch < 1:
+            raise StateError(f"a lease epoch is a positive integer, not {epoch!r}")
+        fence = self._raise_fence(job, epoch, list(range(partitions)))
+        if fence > epoch:
+            raise fenced_error(job, epoch, fence)
+
+    def fence(self, job: str) -> int:
+        """The newest epoch that fenced `job` (0: none ever did)."""
+        check_job(job)
+        return self._read_fence(job)
+
     # ----- the job commit log ------------------------------------------------------------
 
-    def write_job_record(self, job: str, version: int, record: dict) -> None:
-        """Store the driver's record (a JSON-able dict) for `version`; overwrites."""
+    def write_job_record(
+        self, job: str, version: int, record: dict, *, epoch: int | None = None
+    ) -> None:
+        """Store the driver's record (a JSON-able dict) for `version`; overwrites. With
+        `epoch`, LeaseLost (and nothing written) if a newer epoch fenced the job."""
         check_job(job)
         check_version(version)
         try:
             body = json.dumps(record, sort_keys=True, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise StateError(f"job record of {job} version {version} is not JSON-able: {e}") from e
-        self._write_job_record(job, version, body)
+        self._write_job_record(job, version, body, epoch)
 
     def read_job_record(self, job: str, version: int) -> dict | None:
         """The record of `version`, or None if there is none."""
@@ -226,8 +253,9 @@ class StateBackend(ABC):
     # ----- storage primitives: the job commit log --------------------------------------
 
     @abstractmethod
-    def _write_job_record(self, job: str, version: int, body: str) -> None:
-        """Store the record of `version` (JSON text); overwrites."""
+    def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
+        """Store the record of `version` (JSON text); overwrites. Unless `epoch` is None,
+        `fenced_error` instead if the job's fence is above it, checked in the write."""
 
     @abstractmethod
     def _read_job_record(self, job: str, version: int) -> str | bytes | None:
@@ -236,6 +264,20 @@ class StateBackend(ABC):
     @abstractmethod
     def _job_versions(self, job: str) -> list[int]:
         """`job_versions` of the job."""
+
+    # ----- storage primitives: the fence -------------------------------------------------
+
+    @abstractmethod
+    def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
+        """Set the fence of the job and of each of `partitions` to max(fence, `epoch`),
+        each atomically; return the job's fence afterwards. `_commit` rejects a
+        `stored.epoch` below its partition's fence, in the same atomic step that publishes
+        (a transaction, a script, a condition), or as the last read before it where the
+        storage has no such step (then say so in the backend's doc)."""
+
+    @abstractmethod
+    def _read_fence(self, job: str) -> int:
+        """The job's fence, 0 if none."""
 
     @abstractmethod
     def _delete_job_records(self, job: str, versions: list[int]) -> None:
@@ -254,6 +296,15 @@ def version_error(
         return StateError(f"{what} is not restorable: {reason}")
     span = f"restorable: {have[0]}..{have[-1]}" if have else "no version is committed"
     return StateError(f"{what} is not committed or no longer retained ({span})")
+
+
+def fenced_error(job: str, epoch: int, fence: int) -> LeaseLost:
+    """A write of a driver whose lease epoch `epoch` was fenced out by epoch `fence`."""
+    return LeaseLost(
+        f"state of job '{job}' was taken over by a newer driver (lease epoch {fence}, this "
+        f"driver's {epoch}); this driver stops without committing (nothing is lost: the "
+        "other driver continues the job)"
+    )
 
 
 def base_gone_error(job: str, partition: int, version: int, base: int) -> StateError:

@@ -38,7 +38,9 @@ import pyarrow.fs as pafs
 from sessionize.errors import LeaseHeld, LeaseLost
 from sessionize.fs import resolve_fs
 
-DEFAULT_TTL_S = 30.0
+# How long a silent driver keeps its lease: a driver on another host that stops
+# heartbeating (every ttl/3) is taken over this long after its last heartbeat.
+DEFAULT_TTL_S = float(os.environ.get("SESSIONIZE_LEASE_TTL_S", "30"))
 
 
 @dataclass(frozen=True)
@@ -113,14 +115,15 @@ class Lease:
             raise LeaseLost(f"{self.what}: this driver holds no lease")
         return self.holder.epoch
 
-    def acquire(self) -> int:
-        """Take the lease (see the module doc); LeaseHeld names the live holder."""
+    def acquire(self, above: int = 0) -> int:
+        """Take the lease (see the module doc) with an epoch greater than the latest record's
+        and than `above`; LeaseHeld names the live holder."""
         now = time.time()
         current = self.records.latest()
         if current is not None and not current.presumed_dead(now):
             raise _held(self.what, current, self.ttl_s)
         mine = Holder(
-            epoch=(current.epoch + 1) if current else 1,
+            epoch=max(current.epoch if current else 0, above) + 1,
             host=socket.gethostname(),
             pid=os.getpid(),
             started=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -145,6 +148,14 @@ class Lease:
                 f"this driver lost its lease on {self.what}{taker}; it stops without "
                 "committing (nothing is lost: the other driver continues the job)"
             )
+
+    def acquire_above(self, fence: int) -> int:
+        """Take the lease again with an epoch above a store's `fence`: the store was fenced
+        by epochs of lease records that are gone (a checkpoint made anew over kept state),
+        which this driver's epoch must outrank."""
+        self.release()
+        self._stop = threading.Event()
+        return self.acquire(above=fence)
 
     def release(self) -> None:
         self._stop.set()

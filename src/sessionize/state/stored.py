@@ -45,6 +45,9 @@ class StoredVersion(ABC):
         self.version = version
         self.meta = meta
         self.metrics = StateMetrics(version=version)
+        # The lease epoch of the driver that will commit on top of this version (None:
+        # unfenced, e.g. tools and tests); set by StateBackend.open.
+        self.epoch: int | None = None
 
     def read_rows(self, keys: pa.Int64Array) -> pa.Table:
         """All rows of `keys` at this version (spec.schema). Keys that have no rows are

@@ -56,6 +56,7 @@ import numpy as np
 import pyarrow as pa
 
 from sessionize.errors import ConfigError, StateError
+from sessionize.state.backends import dynamodb_fence as fence
 from sessionize.state.backends.common import read_query
 from sessionize.state.backends.dynamodb_client import BatchedClient
 from sessionize.state.backends.dynamodb_layout import (
@@ -250,7 +251,8 @@ class DynamoDBBackend(StateBackend):
             base not in records or records[base]["tok"]["S"] != stored.seen.tokens.get(base)
         ):
             raise base_gone_error(job, partition, version, base)
-        # 2. supersede the versions after the base, newest first
+        # 2. supersede the versions after the base, newest first (unless fenced out)
+        fence.check_fence(self.client, partition_pk(job, partition), job, stored.epoch, metrics)
         later = sorted((v for v in records if v > base), reverse=True)
         for v in later:
             self.client.delete_one(partition_pk(job, partition), version_sk(v), what)
@@ -294,7 +296,9 @@ class DynamoDBBackend(StateBackend):
             "meta": meta_text, "keys": keys, "bytes": nbytes,
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }  # fmt: skip
-        self.client.put_one(put_request(record)["PutRequest"]["Item"], what)
+        fence.check_fence(self.client, partition_pk(job, partition), job, stored.epoch, metrics)
+        fence.put_unless_newer(self.client, put_request(record)["PutRequest"]["Item"], job,
+                               stored.epoch, what)  # fmt: skip
         metrics.round_trips += 1
         # 6. clean up (a failure here leaves harmless leftovers: the version is committed)
         with contextlib.suppress(StateError):
@@ -407,9 +411,18 @@ class DynamoDBBackend(StateBackend):
 
     # ----- job records ------------------------------------------------------------------
 
-    def _write_job_record(self, job: str, version: int, body: str) -> None:
+    def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
+        fence.check_fence(self.client, job, job, epoch, None)
         item = put_request({"pk": job, "sk": job_record_sk(version), "rec": body})
-        self.client.put_one(item["PutRequest"]["Item"], f"writing job record {job}/{version}")
+        fence.put_unless_newer(self.client, item["PutRequest"]["Item"], job, epoch,
+                               f"writing job record {job}/{version}")  # fmt: skip
+
+    def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
+        pks = [job, *(partition_pk(job, p) for p in partitions)]
+        return fence.raise_fences(self.client, pks, epoch, job)
+
+    def _read_fence(self, job: str) -> int:
+        return fence.read_fence(self.client, job, job, None)
 
     def _read_job_record(self, job: str, version: int) -> str | None:
         key = (job, job_record_sk(version))

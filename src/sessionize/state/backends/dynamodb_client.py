@@ -226,15 +226,51 @@ class BatchedClient:
                 return items
             request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
-    def put_one(self, item: dict, what: str) -> None:
-        """PutItem of an item in the wire format ({"pk": {"S": ...}, ...})."""
+    def put_one(self, item: dict, what: str, *, condition: str | None = None,
+                values: dict | None = None) -> bool:  # fmt: skip
+        """PutItem of an item in the wire format ({"pk": {"S": ...}, ...}); with a
+        `condition` (and its `values`), False and nothing written where it does not hold."""
         self.ensure_table()
-        self.call(what, lambda c: c.put_item(TableName=self.table, Item=item))
+        request: dict[str, Any] = {"TableName": self.table, "Item": item}
+        if condition is not None:
+            request.update(ConditionExpression=condition, ExpressionAttributeValues=values or {})
+        return self.call(what, lambda c: _unless_condition_fails(lambda: c.put_item(**request)))
+
+    def raise_number(self, pk: str, sk: str, attribute: str, value: int, what: str) -> int:
+        """Set a number attribute to max(its value, `value`) in one conditional update; the
+        value afterwards."""
+        self.ensure_table()
+        key = {"pk": {"S": pk}, "sk": {"S": sk}}
+        raised = self.call(what, lambda c: _unless_condition_fails(lambda: c.update_item(
+            TableName=self.table, Key=key, UpdateExpression=f"SET {attribute} = :v",
+            ConditionExpression=f"attribute_not_exists({attribute}) OR {attribute} < :v",
+            ExpressionAttributeValues={":v": {"N": str(value)}},
+        )))  # fmt: skip
+        return value if raised else self.read_number(pk, sk, attribute, None, what)
+
+    def read_number(
+        self, pk: str, sk: str, attribute: str, metrics: StateMetrics | None, what: str
+    ) -> int:
+        """A number attribute of one item, read consistently (0 if item or attribute is
+        missing)."""
+        item = self.get_items([(pk, sk)], metrics, what).get((pk, sk), {})
+        return int(item.get(attribute, {}).get("N", 0))
 
     def delete_one(self, pk: str, sk: str, what: str) -> None:
         self.ensure_table()
         self.call(what, lambda c: c.delete_item(
             TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}))  # fmt: skip
+
+
+def _unless_condition_fails(request: Callable[[], Any]) -> bool:
+    """Run a conditional request: True if written, False if its condition did not hold."""
+    try:
+        request()
+    except botocore.exceptions.ClientError as e:
+        if _error_code(e) != "ConditionalCheckFailedException":
+            raise
+        return False
+    return True
 
 
 def _error_code(e: botocore.exceptions.ClientError) -> str:

@@ -18,7 +18,8 @@ Commit of V on the loaded version P (steps in this order):
      deltas, else a delta;
   2. delete the commit records of versions > V (newest first): they were computed from the
      state this commit replaces. Until step 3, the old V (if any) is still consistent;
-  3. publish V's commit record (replacing an old one atomically);
+  3. publish V's commit record (replacing an old one atomically); steps 2 and 3 first read
+     the fence (`files_fence.py`);
   4. delete the commit records of versions in (P, V), then the data files of every record
      deleted or replaced (best effort; `maintenance` sweeps what a crash leaves).
 
@@ -41,6 +42,7 @@ import pyarrow.fs as pafs
 from sessionize.errors import ConfigError, StateError
 from sessionize.state import codec
 from sessionize.state.backends.common import query_of, read_query, typed_options
+from sessionize.state.backends.files_fence import check_fence, raise_fence, read_fence
 from sessionize.state.backends.files_layout import (
     COMMIT_RECORD,
     DATA_FILE,
@@ -62,9 +64,9 @@ from sessionize.state.metrics import StateMetrics
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
 from sessionize.state.stored import StoredVersion
 
+# Unreferenced data files younger than this, of versions still retained, may belong to a
+# commit in progress and are left alone by maintenance.
 ORPHAN_GRACE_S = 3600.0
-"""Unreferenced data files younger than this, of versions still retained, may belong to a
-commit in progress and are left alone by maintenance."""
 _OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")
 
 
@@ -133,8 +135,7 @@ class FilesBackend(StateBackend):
         probe = f"{self._root}/.check-{uuid.uuid4().hex}"
         try:
             self._fs.create_dir(self._root, recursive=True)
-            with self._fs.open_output_stream(probe) as f:
-                f.write(b"ok")
+            self._write(probe, b"ok")  # the way every file is written
             self._fs.delete_file(probe)
         except (OSError, pa.ArrowException) as e:
             raise StateError(f"state store {self.uri} is not usable: {e}") from e
@@ -249,10 +250,8 @@ class FilesBackend(StateBackend):
         base: pa.Table | None = None
         while chain[-1].kind == "delta":
             child = chain[-1]
-            if cached and (cached.version, cached.token) == (
-                child.parent_version,
-                child.parent_token,
-            ):
+            link = (child.parent_version, child.parent_token)
+            if cached and (cached.version, cached.token) == link:
                 base = cached.table
                 break
             parent = self._read_record(job, partition, child.parent_version, io)
@@ -329,7 +328,8 @@ class FilesBackend(StateBackend):
         self._fs.create_dir(directory, recursive=True)
         payload = codec.to_parquet(data_table, self.compression)
         self._write(f"{directory}/{name}", payload, metrics)
-        # 2. supersede the versions after V, newest first
+        # 2. supersede the versions after V, newest first (unless a newer driver took over)
+        check_fence(self, job, stored.epoch, metrics)
         listing = self._list(directory, metrics)
         existing = self._committed(listing)
         superseded = [v for v in existing if v > stored.version and v != version]
@@ -340,6 +340,7 @@ class FilesBackend(StateBackend):
             old = self._read_record(job, partition, version, metrics)
             replaced += [old] if old else []
         # 3. publish
+        check_fence(self, job, stored.epoch, metrics)
         body = record.to_json(
             job=job,
             partition=partition,
@@ -435,7 +436,8 @@ class FilesBackend(StateBackend):
 
     # ----- job records ------------------------------------------------------------------
 
-    def _write_job_record(self, job: str, version: int, body: str) -> None:
+    def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
+        check_fence(self, job, epoch)
         try:
             self._fs.create_dir(job_dir(self._root, job), recursive=True)
             self._write(job_record_path(self._root, job, version), body.encode())
@@ -444,6 +446,12 @@ class FilesBackend(StateBackend):
 
     def _read_job_record(self, job: str, version: int) -> bytes | None:
         return self._read(job_record_path(self._root, job, version))
+
+    def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
+        return raise_fence(self, job, epoch)  # one per job, which its partitions share
+
+    def _read_fence(self, job: str) -> int:
+        return read_fence(self, job)
 
     def _job_versions(self, job: str) -> list[int]:
         listing = self._list(job_dir(self._root, job))

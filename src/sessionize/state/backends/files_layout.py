@@ -4,6 +4,9 @@ Every name below is relative to the root (see `files.py` for the commit protocol
 
     <job>/_job/<version>.json                                 job record (the driver's
                                                               commit log): its JSON text
+    <job>/_fence/<epoch>                                      empty: a driver of this lease
+                                                              epoch fenced the job (the
+                                                              largest name is the fence)
     <job>/partition=<p>/<version>.commit.json                 commit record (`CommitRecord`):
                                                               the version exists
     <job>/partition=<p>/<version>-<token>.delta.parquet       the version's puts and removed
@@ -32,11 +35,13 @@ from sessionize.errors import ConfigError, StateError
 
 FORMAT = 1
 JOB_DIR = "_job"
+FENCE_DIR = "_fence"
 
 COMMIT_RECORD = re.compile(r"^(\d{20})\.commit\.json$")
 DATA_FILE = re.compile(r"^(\d{20})-([0-9a-f]{32})\.(delta|snapshot)\.parquet$")
 TEMP_FILE = re.compile(r"^(\d{20})[-.].*\.tmp-[0-9a-f]+$")
 JOB_RECORD = re.compile(r"^(\d{20})\.json$")
+FENCE_MARK = re.compile(r"^(\d{20})$")
 PARTITION_DIR = re.compile(r"^partition=(\d+)$")
 FS_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 
@@ -59,6 +64,10 @@ def data_file_name(version: int, token: str, kind: str) -> str:
 
 def job_dir(root: str, job: str) -> str:
     return f"{root}/{job}/{JOB_DIR}"
+
+
+def fence_dir(root: str, job: str) -> str:
+    return f"{root}/{job}/{FENCE_DIR}"
 
 
 def job_record_path(root: str, job: str, version: int) -> str:

@@ -37,11 +37,12 @@ from psycopg import sql
 
 from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, StateError
+from sessionize.state.backends import postgres_layout as layout
 from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.keyblobs import RowCodec
 from sessionize.state.backends.postgres_layout import copy_chunks, ddl, in_schema, pg_array
 from sessionize.state.backends.postgres_pool import pool_for
-from sessionize.state.base import StateBackend, base_gone_error, version_error
+from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
 from sessionize.state.stored import StoredVersion
 
@@ -258,6 +259,7 @@ class PostgresBackend(StateBackend):
             with conn.transaction():
                 pid = self._partition_id(conn, job, partition, create=True)
                 self._lock_partition(conn, pid)
+                trips += self._check_fence(conn, job, stored.epoch)
                 rows = conn.execute(
                     self._sql(
                         "SELECT version, keys, bytes FROM {versions}"
@@ -376,14 +378,39 @@ class PostgresBackend(StateBackend):
 
     # ----- job records ------------------------------------------------------------------
 
-    def _write_job_record(self, job: str, version: int, body: str) -> None:
+    def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
         query = self._sql(
             "INSERT INTO {job_records} (job, version, record) VALUES (%s, %s, %s)"
             " ON CONFLICT (job, version) DO UPDATE SET record = EXCLUDED.record,"
             " written_at = now()"
         )
-        self._run(f"writing job record {job}/{version}",
-                  lambda c: c.execute(query, (job, version, body)))  # fmt: skip
+
+        def write(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                self._check_fence(conn, job, epoch)
+                conn.execute(query, (job, version, body))
+
+        self._run(f"writing job record {job}/{version}", write)
+
+    # ----- the fence (the `fences` table, postgres_layout.py) -----------------------------
+
+    def _check_fence(self, conn: psycopg.Connection, job: str, epoch: int | None) -> int:
+        """In the caller's transaction: fenced_error if a newer epoch fenced the job (the
+        row stays share-locked until the commit). The round trips it took."""
+        if epoch is None:
+            return 0
+        fence = layout.fence_of(conn, self.schema, job, lock=True)
+        if fence > epoch:
+            raise fenced_error(job, epoch, fence)
+        return 1
+
+    def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
+        return self._run(f"fencing {job}", lambda c: layout.raise_fence(c, self.schema, job, epoch))
+
+    def _read_fence(self, job: str) -> int:
+        return self._run(f"reading the fence of {job}",
+                         lambda c: layout.fence_of(c, self.schema, job, lock=False))  # fmt: skip
+
 
     def _read_job_record(self, job: str, version: int) -> str | None:
         query = self._sql("SELECT record::text FROM {job_records} WHERE job = %s AND version = %s")

@@ -12,6 +12,10 @@ Tables, in the PostgreSQL schema named by the URI (default `sessionize`)::
         earliest expiry) valid for versions valid_from <= v < valid_to (NULL: still current)
     job_records (job, version, record, written_at)
         the driver's commit log: `record` is the JSON of the job record
+    fences (job, epoch)
+        the newest lease epoch that fenced the job: every commit and job record of an
+        older epoch is refused in its own transaction (the row is read FOR SHARE there, and
+        raised with an UPDATE, so a commit and a takeover never interleave)
 
 Indexes on `state`: current rows by expiry (`expiring`), ended rows by valid_to
 (maintenance), rows by valid_from (truncation and re-commits).
@@ -22,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
 from sessionize.state.backends.keyblobs import Encoded
 
-TABLES = ("partitions", "versions", "state", "job_records")
+TABLES = ("partitions", "versions", "state", "job_records", "fences")
 
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _COPY_TRAILER = b"\xff\xff"
@@ -80,15 +85,35 @@ def ddl(schema: str) -> list[sql.Composed]:
             record json NOT NULL,
             written_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (job, version))""",
+        """CREATE TABLE IF NOT EXISTS {s}.fences (
+            job text PRIMARY KEY,
+            epoch bigint NOT NULL)""",
     ]
     return [sql.SQL(q).format(s=s) for q in statements]
 
 
 def in_schema(schema: str, query: str) -> sql.Composed:
-    """`query` with {partitions}, {versions}, {state}, {job_records} naming the tables of
-    `schema`."""
+    """`query` with {partitions}, {versions}, {state}, {job_records}, {fences} naming the
+    tables of `schema`."""
     names = {n: sql.Identifier(schema, n) for n in TABLES if "{" + n + "}" in query}
     return sql.SQL(query).format(**names)
+
+
+def fence_of(conn: psycopg.Connection, schema: str, job: str, *, lock: bool) -> int:
+    """The job's fence (0: none); `lock` share-locks its row until the transaction ends, so
+    that a takeover's `raise_fence` waits for the commit that read it."""
+    query = "SELECT epoch FROM {fences} WHERE job = %s" + (" FOR SHARE" if lock else "")
+    row = conn.execute(in_schema(schema, query), (job,)).fetchone()
+    return 0 if row is None else row[0]
+
+
+def raise_fence(conn: psycopg.Connection, schema: str, job: str, epoch: int) -> int:
+    """Set the job's fence to max(fence, `epoch`) in one statement; the fence after."""
+    query = in_schema(schema,
+        "INSERT INTO {fences} AS f (job, epoch) VALUES (%s, %s) ON CONFLICT (job)"
+        " DO UPDATE SET epoch = greatest(f.epoch, EXCLUDED.epoch) RETURNING epoch"
+    )  # fmt: skip
+    return conn.execute(query, (job, epoch)).fetchone()[0]
 
 
 def pg_array(keys: np.ndarray) -> str:

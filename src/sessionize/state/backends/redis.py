@@ -57,13 +57,13 @@ from sessionize.state.backends.redis_layout import (
     undo_prefix,
     values_of,
 )
-from sessionize.state.base import StateBackend, base_gone_error, version_error
+from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
 from sessionize.state.rows import EMPTY_VERSION, RowSpec, no_keys
 from sessionize.state.stored import StoredVersion
 
 KEYS_PER_CALL = 4_000
 PAIRS_PER_HSET = 2_000
-SCRIPTS = ("commit", "read", "expiring", "truncate", "maintain")
+SCRIPTS = ("commit", "read", "expiring", "truncate", "maintain", "fence", "record")
 _PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 _DEFAULTS = {"prefix": "sessionize", "socket_timeout": 60.0, "connect_timeout": 5.0}
 
@@ -77,6 +77,14 @@ def script_source(name: str) -> str:
 
 class _BaseGone(StateError):
     """The version a commit was built on is no longer committed."""
+
+
+class _Fenced(StateError):
+    """A newer lease epoch fenced the job (the script's reply names it)."""
+
+    def __init__(self, reply: str):
+        super().__init__(reply)
+        self.fence = int(reply.rsplit(" ", 1)[-1])
 
 
 class RedisBackend(StateBackend):
@@ -146,6 +154,8 @@ class RedisBackend(StateBackend):
         except redis.ResponseError as e:
             if "sessionize: base version gone" in str(e):
                 raise _BaseGone(str(e)) from None
+            if "sessionize: fenced" in str(e):
+                raise _Fenced(str(e)) from None
             if "sessionize: version gone" in str(e):
                 raise StateError(
                     f"Redis state store {self.redacted_uri}: {what} failed: the version is no"
@@ -258,13 +268,16 @@ class RedisBackend(StateBackend):
                 pipe.execute_command("HSET", stage, *fields[lo : lo + 2 * PAIRS_PER_HSET])
             if fields:
                 pipe.expire(stage, STAGE_TTL_S)
-            args = [self._undo_prefix(job, partition), str(stored.version), str(version), meta_text]
+            args = [self._undo_prefix(job, partition), str(stored.version), str(version), meta_text,
+                    _epoch_arg(stored.epoch)]  # fmt: skip
             self._eval(pipe, "commit", keys, args)
 
         try:
             results = self._execute(f"committing version {version} of {job}/{partition}", build)
         except _BaseGone as e:
             raise base_gone_error(job, partition, version, stored.version) from e
+        except _Fenced as e:
+            raise fenced_error(job, stored.epoch or 0, e.fence) from None
         n_keys, n_bytes = results[-1]
         metrics = stored.metrics
         metrics.round_trips += 1
@@ -291,9 +304,28 @@ class RedisBackend(StateBackend):
 
     # ----- job records ------------------------------------------------------------------
 
-    def _write_job_record(self, job: str, version: int, body: str) -> None:
-        key = self._job_key(job, "records")
-        self._call(f"writing job record {job}/{version}", lambda r: r.hset(key, str(version), body))
+    def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
+        keys = [self._job_key(job, "records"), self._job_key(job, "fence")]
+        args = ["", str(version), body, _epoch_arg(epoch)]
+        try:
+            self._execute(f"writing job record {job}/{version}",
+                          lambda p: self._eval(p, "record", keys, args))  # fmt: skip
+        except _Fenced as e:
+            raise fenced_error(job, epoch or 0, e.fence) from None
+
+    # ----- the fence: a `fence` field in the job's and each partition's hash ---------------
+
+    def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
+        hashes = [self._job_key(job, "fence")]
+        hashes += [self._partition_keys(job, p)[3] for p in partitions]  # their `info`
+        fences = self._execute(f"fencing {job}", lambda pipe: [
+            self._eval(pipe, "fence", [key], ["", str(epoch)]) for key in hashes
+        ])  # fmt: skip
+        return max(int(f) for f in fences)
+
+    def _read_fence(self, job: str) -> int:
+        key = self._job_key(job, "fence")
+        return int(self._call(f"reading the fence of {job}", lambda r: r.hget(key, "fence")) or 0)
 
     def _read_job_record(self, job: str, version: int) -> bytes | None:
         key = self._job_key(job, "records")
@@ -309,6 +341,10 @@ class RedisBackend(StateBackend):
             key = self._job_key(job, "records")
             fields = [str(v) for v in sorted(versions, reverse=True)]
             self._call("deleting job records", lambda r: r.hdel(key, *fields))
+
+
+def _epoch_arg(epoch: int | None) -> str:
+    return "" if epoch is None else str(epoch)
 
 
 class RedisVersion(StoredVersion):

@@ -9,13 +9,16 @@ a script may touch all of them); PREFIX is the URI's `prefix` (default `sessioni
                                     keys expiring before t
     PREFIX:{J/p}:versions     zset  the committed versions (score = member = version)
     PREFIX:{J/p}:info         hash  m:V -> meta JSON, k:V -> keys, b:V -> value bytes of
-                                    version V
+                                    version V; fence -> the newest lease epoch that fenced
+                                    the partition (commit.lua refuses older committers)
     PREFIX:{J/p}:undo:V       hash  key -> its value before version V changed it ("": it did
                                     not exist), for every key V changed
     PREFIX:{J/p}:stage:TOKEN  hash  a commit's new values ("": removed) on their way to the
                                     commit script; expires after STAGE_TTL_S
     PREFIX:{J}:parts          set   the partitions of J that were ever committed
     PREFIX:{J}:records        hash  version -> the job record's JSON (the driver's commit log)
+    PREFIX:{J}:fence          hash  fence -> the newest lease epoch that fenced the job
+                                    (record.lua refuses job records of older epochs)
 
 Keys are decimal strings. A value is e8 -- the key's earliest expiry as 8 big-endian bytes,
 biased by 2**63 so that byte order is time order -- followed by the key's rows

@@ -1,6 +1,14 @@
 -- Publish a version. KEYS: head, exp, versions, info, stage. ARGV: undo prefix, base
--- version, version, meta JSON. Returns {keys, bytes} of the new version.
+-- version, version, meta JSON, the committer's lease epoch ('': unfenced). Returns {keys,
+-- bytes} of the new version.
 local stage, base, version = KEYS[5], ARGV[2], ARGV[3]
+if ARGV[5] ~= '' then
+  local fence = redis.call('HGET', info, 'fence')
+  if fence and tonumber(fence) > tonumber(ARGV[5]) then
+    redis.call('DEL', stage)
+    return redis.error_reply('sessionize: fenced ' .. fence)
+  end
+end
 local keys, bytes = 0, 0
 if base == '-1' then
   drop_all()

@@ -45,7 +45,9 @@ end
 local function drop_all()
   local all = redis.call('ZRANGE', vers, 0, -1)
   for i = 1, #all do redis.call('DEL', undo .. all[i]) end
+  local fence = redis.call('HGET', info, 'fence')  -- outlives the versions
   redis.call('DEL', head, exp, vers, info)
+  if fence then redis.call('HSET', info, 'fence', fence) end
 end
 
 -- The versions after v, ascending (v committed).
