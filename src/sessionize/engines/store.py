@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
-from sessionize.engines.runner import BatchRequest, BatchResult, Engine
+from sessionize.engines.runner import BatchRequest, BatchResult, Engine, Parser
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
@@ -169,10 +169,15 @@ class StoreEngine(Engine):
     """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
     def __init__(
-        self, spark: SparkSession, settings: EngineSettings, backend: StateBackend | None = None
+        self,
+        spark: SparkSession,
+        settings: EngineSettings,
+        backend: StateBackend | None = None,
+        parser: Parser = parse,
     ):
         self.spark = spark
         self.settings = settings
+        self.parser = parser  # raw records -> events and invalid rows (JSON lines by default)
         self.backend = backend or open_backend(settings.state_uri)
         self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
 
@@ -198,7 +203,7 @@ class StoreEngine(Engine):
         `max_future_us` ahead of the batch's time (`request.now_us`) are invalid.
         """
         now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
-        parsed = parse(raw, now=now, max_future_us=self.settings.max_future_us).persist()
+        parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us).persist()
         try:
             agg = parsed.agg(
                 F.count(F.lit(1)).alias("records"),

@@ -1,0 +1,86 @@
+"""A started stream: its query, and what must happen when it ends (lease, settings).
+
+`Sessionizer.stream` returns Spark's StreamingQuery, which the caller may await, stop, or
+leave running; the checkpoint's lease and the engine's query settings must be given back
+however it ends. A StreamingQueryListener sees the query end (on its own, stopped, or
+failed) and releases them; `StreamRun.wait` does the same at once, for the CLI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from sessionize.engines.runner import BatchRunner, await_query
+
+
+class StreamRun:
+    """A running query of a Sessionizer, its batch runner, and its clean-up."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        query: StreamingQuery,
+        runner: BatchRunner,
+        cleanups: list[Callable[[], None]],
+    ):
+        self.query = query
+        self.runner = runner
+        self._spark = spark
+        self._cleanups = cleanups
+        self._lock = threading.Lock()
+        self._listener = _OnEnd(str(query.id), self._end_soon)
+        spark.streams.addListener(self._listener)
+        if not query.isActive:  # it ended before the listener was in place
+            self.end()
+
+    @property
+    def records(self) -> list[dict]:
+        """The batch records this run committed so far."""
+        return self.runner.records
+
+    def wait(self) -> list[dict]:
+        """Wait until the query ends, clean up, return the records. A SessionizeError of a
+        batch is raised as itself."""
+        try:
+            return await_query(self.query, self.runner)
+        finally:
+            self.end()
+
+    def end(self) -> None:
+        """Release the lease and restore the settings; runs once, whoever calls it."""
+        with self._lock:
+            cleanups, self._cleanups = self._cleanups, []
+        if not cleanups:
+            return
+        for cleanup in cleanups:
+            cleanup()
+        self._spark.streams.removeListener(self._listener)
+
+    def _end_soon(self) -> None:
+        # Listener callbacks run on Spark's listener bus: do the work on another thread.
+        threading.Thread(target=self.end, name="sessionize-query-end", daemon=True).start()
+
+
+class _OnEnd(StreamingQueryListener):
+    """Calls `then` when the query with id `query_id` terminates."""
+
+    def __init__(self, query_id: str, then: Callable[[], None]):
+        self.query_id = query_id
+        self.then = then
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        if str(event.id) == self.query_id:
+            self.then()
