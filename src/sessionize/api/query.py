@@ -16,6 +16,17 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from sessionize.engines.runner import BatchRunner, await_query
 
+# The last run started on each checkpoint by this process.
+_RUNS: dict[str, StreamRun] = {}
+
+
+def end_finished(checkpoint: str) -> None:
+    """Clean up after this process's last query on `checkpoint` if it has ended, now: the
+    listener may not have been told yet (a restart right after `awaitTermination`)."""
+    run = _RUNS.get(checkpoint)
+    if run is not None and not run.query.isActive:
+        run.end()
+
 
 class StreamRun:
     """A running query of a Sessionizer, its batch runner, and its clean-up."""
@@ -26,6 +37,7 @@ class StreamRun:
         query: StreamingQuery,
         runner: BatchRunner,
         cleanups: list[Callable[[], None]],
+        checkpoint: str,
     ):
         self.query = query
         self.runner = runner
@@ -34,6 +46,7 @@ class StreamRun:
         self._lock = threading.Lock()
         self._listener = _OnEnd(str(query.id), self._end_soon)
         spark.streams.addListener(self._listener)
+        _RUNS[checkpoint] = self
         if not query.isActive:  # it ended before the listener was in place
             self.end()
 

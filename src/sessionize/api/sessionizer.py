@@ -21,7 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api.bounded import bounded_sessions
 from sessionize.api.inputs import file_parser, reader
-from sessionize.api.query import StreamRun
+from sessionize.api.query import StreamRun, end_finished
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -209,6 +209,7 @@ class Sessionizer:
         if output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
         spark_trigger = parse_trigger(trigger)
+        end_finished(checkpoint)
         lease = checkpoint_lease(checkpoint)
         lease.acquire()
         try:
@@ -262,7 +263,7 @@ class Sessionizer:
             spark, runner, records, name=f"sessionize-{self.job}", checkpoint=checkpoint,
             trigger=trigger,
         )  # fmt: skip
-        return StreamRun(spark, query, runner, [restore, lease.release])
+        return StreamRun(spark, query, runner, [restore, lease.release], checkpoint)
 
     def store_engine(
         self,
