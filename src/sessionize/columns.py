@@ -28,7 +28,7 @@ from sessionize.parsing import _ISO_8601 as ISO_8601
 SIDE_COLUMNS = ("error", "source", "raw")
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _ATOMIC = (T.StringType, T.BooleanType, T.NumericType, T.DateType, T.TimestampType,
-           T.TimestampNTZType)  # fmt: skip
+           T.TimestampNTZType, T.NullType)  # fmt: skip
 # Epoch times Spark can hold as timestamps (years 1 to 9999), per time format.
 _EPOCH_RANGE = {
     "epoch-s": (-62_135_596_800, 253_402_300_799),
@@ -76,6 +76,8 @@ def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
     """(value, reason) of the user key."""
     path = mapping.user
     missing = F.lit(f"missing {path}")
+    if isinstance(dtype, T.NullType):  # a column of NULLs only (e.g. inferred from None)
+        return F.lit(None).cast("long" if mapping.user_type == "long" else "string"), missing
     if mapping.user_type == "string":
         if not isinstance(dtype, T.StringType):
             raise _wrong(path, dtype, "a string (--user-type string)")
@@ -100,6 +102,8 @@ def _time(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
     """(timestamp, reason) of the event time, per `time_format`."""
     path, fmt = mapping.time, mapping.time_format
     missing = F.lit(f"missing {path}")
+    if isinstance(dtype, T.NullType):
+        return F.lit(None).cast("timestamp"), missing
     if fmt == "iso8601":
         if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
             return column.cast("timestamp"), F.when(column.isNull(), missing)

@@ -44,7 +44,7 @@ class StreamRun:
         self._spark = spark
         self._cleanups = cleanups
         self._lock = threading.Lock()
-        self._listener = _OnEnd(str(query.id), self._end_soon)
+        self._listener = _OnEnd(str(query.runId), self._end_soon)
         spark.streams.addListener(self._listener)
         _RUNS[checkpoint] = self
         if not query.isActive:  # it ended before the listener was in place
@@ -79,10 +79,11 @@ class StreamRun:
 
 
 class _OnEnd(StreamingQueryListener):
-    """Calls `then` when the query with id `query_id` terminates."""
+    """Calls `then` when the query run `run_id` terminates (a query keeps its id across
+    restarts on a checkpoint; each start has its own run id)."""
 
-    def __init__(self, query_id: str, then: Callable[[], None]):
-        self.query_id = query_id
+    def __init__(self, run_id: str, then: Callable[[], None]):
+        self.run_id = run_id
         self.then = then
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
@@ -95,5 +96,5 @@ class _OnEnd(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:  # noqa: N802
-        if str(event.id) == self.query_id:
+        if str(event.runId) == self.run_id:
             self.then()
