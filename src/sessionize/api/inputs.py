@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 
 from sessionize.columns import check_columns, parse_columns, resolve
 from sessionize.engines.runner import Parser
+from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
 
@@ -44,13 +45,24 @@ def json_records(df: DataFrame) -> DataFrame:
     )
 
 
+def json_parser(mapping: EventMapping) -> Parser:
+    """The parser of JSON lines under `mapping`. JSON lines are read in the sample layout
+    (parsing.FIELDS); a mapping that moves or retypes a field is refused rather than ignored."""
+    sample = EventMapping(input_format=mapping.input_format)
+    if mapping != sample:
+        raise ConfigError(
+            "JSON lines are read with the default field mapping (user_id, event_time, "
+            "page.current, action, kept attributes); give typed columns to map other fields"
+        )
+    return parse
+
+
 def reader(df: DataFrame, mapping: EventMapping) -> tuple[DataFrame, Parser]:
     """(records, parser) for `df`; a typed DataFrame without a required field, or with one
     of a type that cannot hold it, raises the ConfigError that names it."""
     if is_json(df, mapping):
-        if df.columns == list(_JSON_RECORD):
-            return df, parse
-        return json_records(df), parse
+        records = df if df.columns == list(_JSON_RECORD) else json_records(df)
+        return records, json_parser(mapping)
     check_columns(df.schema, mapping)
     return df, functools.partial(parse_columns, mapping=mapping)
 
@@ -60,4 +72,4 @@ def file_parser(mapping: EventMapping) -> Parser:
     `input_format` parquet the typed rows of `sources.parquet`."""
     if mapping.input_format == "parquet":
         return functools.partial(parse_columns, mapping=mapping)
-    return parse
+    return json_parser(mapping)
