@@ -86,14 +86,13 @@ def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
         )
     if isinstance(dtype, _INTEGRAL):
         return column.cast("long"), F.when(column.isNull(), missing)
-    if isinstance(dtype, T.StringType | T.DecimalType):
-        value = F.when(
-            column.cast("string").rlike(_INTEGER_TEXT) | F.lit(isinstance(dtype, T.DecimalType)),
-            column.try_cast("long"),
-        )
+    if isinstance(dtype, T.DecimalType) and dtype.scale == 0:
+        value = column.try_cast("long")
+        bad = F.lit(f"{path}: integer out of range (64-bit)")
+        return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
+    if isinstance(dtype, T.StringType):
+        value = F.when(column.rlike(_INTEGER_TEXT), column.try_cast("long"))
         bad = F.lit(f"{path}: expected an integer")
-        if isinstance(dtype, T.DecimalType) and dtype.scale == 0:
-            bad = F.lit(f"{path}: integer out of range (64-bit)")
         return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
     raise _wrong(path, dtype, "an integer (or --user-type string)")
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -37,6 +38,7 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.schema import EVENT
 from sessionize.sinks.registry import open_sink
 from sessionize.state import StateBackend, open_backend
 
@@ -123,6 +125,7 @@ class Sessionizer:
             user=user, time=time, page=page, action=action, time_format=time_format,
             user_type=user_type, keep=tuple(pairs),
         )  # fmt: skip
+        _check_supported(self.mapping)
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
         self.state = state
@@ -308,6 +311,20 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     if "://" in root and not root.startswith("file://"):
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+
+
+def _check_supported(mapping: EventMapping) -> None:
+    """What the engines hold so far: integer users, and the session's attribute columns of
+    the `sessions` schema (their paths may be mapped)."""
+    if mapping.user_type != "long" and pa.types.is_integer(EVENT.field("user_id").type):
+        raise ConfigError("user_type: the engines hold integer user keys (user_type='long')")
+    names = sorted(name for name, _ in mapping.keep)
+    expected = sorted(name for name, _ in DEFAULT_KEEP)
+    if names != expected:
+        raise ConfigError(
+            f"keep: the session's attribute columns are {', '.join(expected)}; map each to a "
+            "path (keep={'site': 'src.site', ...})"
+        )
 
 
 def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
