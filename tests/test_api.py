@@ -24,10 +24,12 @@ import pytest
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sessionize import Sessionizer
+from sessionize.api.query import _RUNS
 from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
+from sessionize.state.lease import DirectoryLeaseRecords
 from tests.api_data import (
     MAPPED,
     MAPPED_KEEP,
@@ -92,6 +94,10 @@ def test_stream_on_own_dataframe_restarts_exactly_once(spark, json_run, tmp_path
     os.utime(b, (second.stat().st_mtime,) * 2)
     run()
     run()  # nothing new: no batch, nothing written twice
+    # Nobody but Spark's listener released the last run's lease when its query ended.
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    _RUNS[str(chk)].ended.wait()
+    assert DirectoryLeaseRecords(str(chk / "_lease")).latest().released
     _same(out, ref, ("sessions", "page_views", "late_events"))
     invalid = read_output(out, "invalid_events").to_pylist()
     assert [(r["batch_id"], r["reason"]) for r in invalid] == [(1, "missing uid")]

@@ -44,6 +44,7 @@ class StreamRun:
         self._spark = spark
         self._cleanups = cleanups
         self._lock = threading.Lock()
+        self.ended = threading.Event()  # set once the lease is released
         self._listener = _OnEnd(str(query.runId), self._end_soon)
         spark.streams.addListener(self._listener)
         _RUNS[checkpoint] = self
@@ -69,9 +70,12 @@ class StreamRun:
             cleanups, self._cleanups = self._cleanups, []
         if not cleanups:
             return
-        for cleanup in cleanups:
-            cleanup()
-        self._spark.streams.removeListener(self._listener)
+        try:
+            for cleanup in cleanups:
+                cleanup()
+            self._spark.streams.removeListener(self._listener)
+        finally:
+            self.ended.set()
 
     def _end_soon(self) -> None:
         # Listener callbacks run on Spark's listener bus: do the work on another thread.
