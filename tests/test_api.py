@@ -5,8 +5,8 @@
   exactly the outputs of the CLI's JSON run on the same events, batch for batch.
 - `sessions` of a bounded DataFrame (typed columns, or JSON lines in `value`) equals the
   reference implementation (tests/logic/reference.py) with every session closed.
-- `--input-format parquet`, stream (a CLI process) and batch, equals the JSON run on the
-  same events; a Parquet file without the user field sends its rows to `invalid_events`.
+- `--input-format parquet`, stream and batch, equals the JSON run on the same events; a
+  Parquet file without the user field sends its rows to `invalid_events`.
 - A missing column is one line naming it.
 """
 
@@ -38,7 +38,7 @@ from tests.api_data import (
     parquet_tree,
     write_parquet,
 )
-from tests.helpers import OUTPUTS, cli_env, generate, read_output, sessionize
+from tests.helpers import OUTPUTS, generate, read_output
 from tests.logic.helpers import rows_of
 from tests.logic.reference import reference_advance
 
@@ -179,16 +179,19 @@ def _check_bad_rows(out: Path, bad: Path) -> None:
     assert sorted(json.loads(r["raw"])["x"] for r in rows) == [1, 2]
 
 
-def test_parquet_stream_cli_equals_json(json_run, tmp_path):
+def test_parquet_stream_equals_json(spark, json_run, tmp_path):
+    """`sessionize stream --input-format parquet` as the command runs it (run_stream; the
+    flag's way there is in test_cli_failures.py), in this process to save a JVM start."""
     inp, ref = json_run
     tree = parquet_tree(inp, tmp_path / "pq")
     bad = _bad_file(tree, sorted(tree.rglob("*.parquet"))[-1])
-    done = sessionize(
-        "stream", "--input", str(tree), "--input-format", "parquet", "--output",
-        str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"), "--partitions",
-        str(PARTITIONS), "--max-files-per-trigger", "1", env=cli_env(),
+    opts = StreamOptions(
+        input=str(tree), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
+        partitions=PARTITIONS, max_files_per_trigger=1,
+        mapping=EventMapping(input_format="parquet"),
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    records = run_stream(opts, spark, on_batch=lambda _: None)
+    assert [r["batch"]["invalid"] for r in records] == [0, 0, 2]
     _same(tmp_path / "out", ref, ("sessions", "page_views", "late_events"))
     _check_bad_rows(tmp_path / "out", bad)
 
