@@ -47,6 +47,12 @@ CASES = {
     "missing input directory": (lambda root: _stream(root), "is not a directory"),
     "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
     "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),
+    # --input-format reaches the command (test_api.py runs Parquet input in-process).
+    "parquet from a broker": (
+        lambda root: [*_stream(root, **{"--input": "kafka://127.0.0.1:9/t"}),
+                      "--input-format", "parquet"],
+        "--input-format parquet reads a file tree",
+    ),  # fmt: skip
 }
 
 

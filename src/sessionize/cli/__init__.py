@@ -14,6 +14,7 @@ import click
 from sessionize.cli import failures
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
+from sessionize.mapping import EventMapping
 
 
 class Duration(click.ParamType):
@@ -204,6 +205,16 @@ def job_options(f):
     return rules_options(f)
 
 
+def input_format_option(f):
+    return click.option(
+        "--input-format",
+        type=click.Choice(["json", "parquet"]),
+        default="json",
+        show_default=True,
+        help="Files of the input tree: JSON lines, or Parquet (typed columns at the fields).",
+    )(f)
+
+
 def spark_options(f):
     """--master and --conf: the user's Spark settings (over spark-submit's and ours)."""
     f = click.option(
@@ -240,7 +251,7 @@ def job_settings(
     "--input",
     "input_",
     required=True,
-    help="Hourly JSON tree (recursive), kafka://HOST:PORT/TOPIC or kinesis://STREAM?...",
+    help="Hourly tree (recursive), kafka://HOST:PORT/TOPIC or kinesis://STREAM?...",
 )
 @click.option("--output", required=True, help="Output directory (any pyarrow filesystem URI).")
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
@@ -261,9 +272,10 @@ def job_settings(
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
 @max_future_option
+@input_format_option
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
-    **job,
+    input_format, **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
@@ -277,13 +289,14 @@ def stream(
         source_options=_key_values(source_options, "--source-option"),
         **job_settings(**job),
         max_future_us=max_future,
+        mapping=EventMapping(input_format=input_format),
     )
     run_stream(opts, on_batch=click.echo)
 
 
 @cli.command()
 @click.option(
-    "--input", "input_", required=True, help="Hourly JSON tree (event_date=/event_hour=)."
+    "--input", "input_", required=True, help="Hourly tree (event_date=/event_hour=)."
 )
 @click.option("--output", required=True, help="Output directory (same layout as the stream).")
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
@@ -291,13 +304,14 @@ def stream(
 @job_options
 @spark_options
 @max_future_option
-def batch(input_, output, from_, to, max_future, **job):
+@input_format_option
+def batch(input_, output, from_, to, max_future, input_format, **job):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.commands.batch import BatchOptions, run_batch
 
     opts = BatchOptions(
         input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
-        **job_settings(**job),
+        **job_settings(**job), mapping=EventMapping(input_format=input_format),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)

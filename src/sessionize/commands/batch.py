@@ -22,15 +22,17 @@ from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import SparkSession
 
+from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, files_state_uri, progress_path
 from sessionize.config import SessionRules, describe_differences, redact_uri
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
-from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
+from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import is_dir
+from sessionize.mapping import EventMapping
 from sessionize.sinks.registry import open_sink
-from sessionize.sources.files import file_batch
+from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
 from sessionize.state.lease import DirectoryLeaseRecords, Lease
@@ -62,6 +64,7 @@ class BatchOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
+    mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -69,6 +72,12 @@ class BatchOptions:
 
     def engine_settings(self) -> EngineSettings:
         return engine_settings(self)
+
+    def sessionizer(self) -> Sessionizer:
+        return Sessionizer.of(
+            self.rules, self.mapping, state=self.state, partitions=self.partitions,
+            job=self.job, max_future_us=self.max_future_us,
+        )  # fmt: skip
 
 
 def _hours(opts: BatchOptions) -> list[datetime]:
@@ -137,7 +146,10 @@ def _run(
     )
     log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
     runner = BatchRunner(
-        StoreEngine(spark, settings, backend, lease),
+        opts.sessionizer().store_engine(
+            spark, backend, opts.sessionizer().file_parser(), output=opts.output,
+            state_uri=settings.state_uri, output_format=opts.output_format, lease=lease,
+        ),
         on_hour,
         label=_label,
         progress=ProgressLog(log) if log else None,
@@ -147,11 +159,9 @@ def _run(
     on_start(len(hours))
     for i, hour in enumerate(hours):
         path = _hour_path(opts.input, hour)
-        if is_dir(path):
-            raw = file_batch(spark, [path])
-        else:
+        if not is_dir(path):
             on_hour(f"hour {hour:%Y-%m-%dT%H}: no input at {path}, treated as an empty hour")
-            raw = spark.createDataFrame([], "value string, error string, source string")
+        raw = batch_records(spark, [path] if is_dir(path) else [], opts.mapping)
         request = BatchRequest(
             hour_version(hour),
             previous=hour_version(hour - HOUR),

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
+from sessionize.api.sessionizer import progress_path, state_uri
 from sessionize.engines.store import EngineSettings
+
+__all__ = ["engine_settings", "files_state_uri", "progress_path"]
 
 
 def files_state_uri(state: str, home: str) -> str:
     """`--state files` keeps the store at `home` (under the checkpoint, or the output's
     `_state` in batch mode); `files:PATH` and server URIs are used as given."""
-    return f"files:{home}" if state == "files" else state
-
-
-def progress_path(explicit: str | None, root: str, name: str) -> str | None:
-    """Where the progress log goes: `--progress-log`, else `root/name` when `root` is a
-    local path (the log is appended to, which object stores cannot do)."""
-    if explicit:
-        return explicit
-    if "://" in root and not root.startswith("file://"):
-        return None
-    return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+    return state_uri(state, home)
 
 
 def engine_settings(opts) -> EngineSettings:

@@ -1,36 +1,25 @@
-"""`sessionize stream`: a Structured Streaming query, one engine run per micro-batch."""
+"""`sessionize stream`: the source of `--input` handed to the Python API's Sessionizer.
+
+The command adds to the API only what a command line needs: the source (files, Kafka,
+Kinesis) opened from a URI, the SparkSession it starts itself (`--master`, `--conf`), and a
+wait for the query's end. Everything a run guarantees is the API's (api/sessionizer.py).
+"""
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from sessionize.commands.options import engine_settings, files_state_uri, progress_path
-from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
-from sessionize.engines.checkpoint import (
-    batch_input,
-    batch_timestamp_us,
-    check_or_record,
-    checkpoint_lease,
-    last_committed_batch,
-    record_paths,
-)
-from sessionize.engines.progress import ProgressLog
-from sessionize.engines.runner import BatchRunner, Engine, run_query
-from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
-from sessionize.engines.store import StoreEngine
-from sessionize.errors import ConfigError, StateError
-from sessionize.sinks.registry import open_sink
+from sessionize.api.sessionizer import SPARK_STATES, Sessionizer, parse_trigger
+from sessionize.commands.options import files_state_uri
+from sessionize.config import SessionRules
+from sessionize.mapping import EventMapping
 from sessionize.sources.registry import check_input, open_stream
 from sessionize.spark_session import get_spark
-from sessionize.state import StateBackend, open_backend
-from sessionize.state.lease import Lease
 
-SPARK_STATES = tuple(PROVIDERS)
+__all__ = ["SPARK_STATES", "StreamOptions", "parse_trigger", "run_stream"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +40,7 @@ class StreamOptions:
     max_future_us: int | None = 86_400_000_000
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     spark_conf: dict[str, str] = field(default_factory=dict)
+    mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
 
     def state_uri(self) -> str:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
@@ -62,28 +52,11 @@ class StreamOptions:
             options["maxFilesPerTrigger"] = str(self.max_files_per_trigger)
         return options
 
-    def recorded_settings(self) -> dict[str, object]:
-        """What the checkpoint is bound to (see engines.checkpoint)."""
-        return {
-            "state": redact_uri(self.state_uri() if self.state != "files" else "files"),
-            "gap": format_duration(self.rules.gap_us),
-            "lateness": format_duration(self.rules.lateness_us),
-            "close_actions": ",".join(self.rules.close_actions),
-            "partitions": self.partitions,
-            "job": self.job,
-            "output_format": self.output_format,
-        }
-
-
-def parse_trigger(text: str) -> dict[str, object]:
-    """`available-now` or `processing-time=30s` -> DataStreamWriter.trigger kwargs."""
-    if text == "available-now":
-        return {"availableNow": True}
-    m = re.fullmatch(r"processing-time=(.+)", text)
-    if m:
-        seconds = parse_duration(m.group(1)) / 1e6
-        return {"processingTime": f"{seconds:g} seconds"}
-    raise ConfigError(f"--trigger '{text}': use available-now or processing-time=DURATION")
+    def sessionizer(self) -> Sessionizer:
+        return Sessionizer.of(
+            self.rules, self.mapping, state=self.state, partitions=self.partitions,
+            job=self.job, max_future_us=self.max_future_us,
+        )  # fmt: skip
 
 
 def run_stream(
@@ -96,68 +69,20 @@ def run_stream(
     Everything that can be checked without Spark (input, trigger, checkpoint settings, the
     state backend and its agreement with the checkpoint) is checked before Spark starts.
     """
-    check_input(opts.input)
-    trigger = parse_trigger(opts.trigger)
-    with checkpoint_lease(opts.checkpoint) as lease:
-        return _run(opts, spark, on_batch, trigger, lease)
+    check_input(opts.input, opts.mapping)
 
+    def events() -> DataFrame:
+        session = spark or get_spark(
+            f"sessionize-{opts.job}",
+            master=opts.master,
+            conf=opts.spark_conf,
+            shuffle_partitions=opts.partitions,
+        )
+        return open_stream(session, opts.input, opts.input_options(), opts.mapping)
 
-def _run(
-    opts: StreamOptions,
-    spark: SparkSession | None,
-    on_batch: Callable[[str], None],
-    trigger: dict[str, object],
-    lease: Lease,
-) -> list[dict]:
-    check_or_record(opts.checkpoint, opts.recorded_settings())
-    paths = {"input": redact_uri(opts.input), "output": redact_uri(opts.output)}
-    record_paths(opts.checkpoint, paths)
-    backend = None
-    if opts.state not in SPARK_STATES:
-        backend = open_backend(opts.state_uri())
-        backend.check()
-        _check_agreement(backend, opts)
-    spark = spark or get_spark(
-        f"sessionize-{opts.job}",
-        master=opts.master,
-        conf=opts.spark_conf,
-        shuffle_partitions=opts.partitions,
-    )
-    engine: Engine
-    if backend is None:
-        engine = SparkStateEngine(
-            opts.state, opts.rules, opts.partitions, opts.checkpoint,
-            open_sink(opts.output, opts.output_format, job=opts.job), opts.max_future_us,
-        )  # fmt: skip
-    else:
-        engine = StoreEngine(spark, engine_settings(opts), backend, lease)
-    log = progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl")
-    runner = BatchRunner(
-        engine,
-        on_batch,
-        progress=ProgressLog(log) if log else None,
-        describe_input=functools.partial(batch_input, opts.checkpoint),
-        batch_time=functools.partial(batch_timestamp_us, opts.checkpoint),
-        lease=lease,
-    )
-    raw = open_stream(spark, opts.input, opts.input_options())
-    return run_query(
-        spark, runner, raw, name=f"sessionize-{opts.job}", checkpoint=opts.checkpoint,
-        trigger=trigger,
+    run = opts.sessionizer().start(
+        events, output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
+        output_format=opts.output_format, progress_log=opts.progress_log, on_batch=on_batch,
+        input_name=opts.input,
     )  # fmt: skip
-
-
-def _check_agreement(backend: StateBackend, opts: StreamOptions) -> None:
-    """Spark's commit log and the store's job log must point at the same batch."""
-    spark_last = last_committed_batch(opts.checkpoint)
-    versions = backend.job_versions(opts.job)
-    store_last = max(versions) if versions else None
-    done = -1 if spark_last is None else spark_last
-    # The store may be one batch ahead: it commits just before Spark does.
-    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
-        return
-    raise StateError(
-        f"checkpoint {opts.checkpoint} has committed batch {spark_last} but state "
-        f"{redact_uri(opts.state_uri())} has batch {store_last} for job '{opts.job}': they belong "
-        "to different runs; use the state that goes with this checkpoint, or new ones"
-    )
+    return run.wait()

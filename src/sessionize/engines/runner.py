@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.config import format_instant
 from sessionize.engines.progress import ProgressLog
@@ -36,6 +37,10 @@ from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
 from sessionize.state.lease import Lease
+
+# Raw records -> events and invalid rows (parsing.parse, columns.parse_columns): called
+# with the batch's `now` (a timestamp column) and `max_future_us` as keywords.
+Parser = Callable[..., DataFrame]
 
 # Counters summed over the life of a job, kept in every record under `totals`.
 TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
@@ -201,7 +206,7 @@ class _PhaseClock:
     def total(self) -> float:
         return round(time.perf_counter() - self.start, 3)
 
-def run_query(
+def start_query(
     spark: SparkSession,
     runner: BatchRunner,
     raw: DataFrame,
@@ -209,15 +214,24 @@ def run_query(
     name: str,
     checkpoint: str,
     trigger: Mapping[str, object],
-) -> list[dict]:
-    """Run `runner` over the stream `raw` until the trigger ends it; returns the records.
+) -> tuple[StreamingQuery, Callable[[], None]]:
+    """Start `runner` over the stream `raw`; returns the query and the function that
+    restores the session's settings once it has ended.
 
-    The engine's query settings hold for the life of the query and are then restored, so
-    that one session can run queries of both engines. A SessionizeError raised in a batch
-    is raised as itself, not as Spark's wrapper of it.
+    The engine's query settings hold for the life of the query, so that one session can run
+    queries of both engines. A SessionizeError raised in a batch stays in `runner.failure`
+    (Spark raises its own wrapper of it from `awaitTermination`).
     """
     confs = runner.engine.query_confs()
     saved = {k: spark.conf.get(k, None) for k in confs}
+
+    def restore() -> None:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
     for k, v in confs.items():
         spark.conf.set(k, v)
     try:
@@ -229,19 +243,22 @@ def run_query(
             .trigger(**trigger)
             .start()
         )
-        try:
-            query.awaitTermination()
-        except Exception:
-            if runner.failure is not None:
-                raise runner.failure from None
-            raise
-        finally:
-            if query.isActive:
-                query.stop()
+    except BaseException:
+        restore()
+        raise
+    return query, restore
+
+
+def await_query(query: StreamingQuery, runner: BatchRunner) -> list[dict]:
+    """Wait for the query's end; returns the records of its batches. A SessionizeError
+    raised in a batch is raised as itself, not as Spark's wrapper of it."""
+    try:
+        query.awaitTermination()
+    except Exception:
+        if runner.failure is not None:
+            raise runner.failure from None
+        raise
     finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+        if query.isActive:
+            query.stop()
     return runner.records

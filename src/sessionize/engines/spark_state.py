@@ -66,7 +66,7 @@ from typing_extensions import override
 
 from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import offset_log
-from sessionize.engines.runner import BatchRequest, BatchResult, Engine
+from sessionize.engines.runner import BatchRequest, BatchResult, Engine, Parser
 from sessionize.engines.spark_processor import (
     INPUT_COLUMNS,
     KEY,
@@ -219,11 +219,13 @@ class SparkStateEngine(Engine):
     """
 
     def __init__(self, state: str, rules: SessionRules, partitions: int, checkpoint: str,
-                 sink: Sink, max_future_us: int | None = None):  # fmt: skip
+                 sink: Sink, max_future_us: int | None = None,
+                 parser: Parser = parse):  # fmt: skip
         self.state = state
         self.rules = rules
         self.partitions = partitions
         self.max_future_us = max_future_us
+        self.parser = parser
         self.sink = sink
         self.records = BatchRecords(checkpoint)
 
@@ -240,7 +242,7 @@ class SparkStateEngine(Engine):
     def stream_input(self, raw: DataFrame) -> DataFrame:
         # In a streaming query current_timestamp() is the batch's time from the offset log,
         # the same on a re-executed batch.
-        parsed = parse(raw, now=F.current_timestamp(), max_future_us=self.max_future_us)
+        parsed = self.parser(raw, now=F.current_timestamp(), max_future_us=self.max_future_us)
         return session_rows(parsed, self.state, self.rules)
 
     @override

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
-from sessionize.engines.runner import BatchRequest, BatchResult, Engine
+from sessionize.engines.runner import BatchRequest, BatchResult, Engine, Parser
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
@@ -185,11 +185,16 @@ class StoreEngine(Engine):
     """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
     def __init__(
-        self, spark: SparkSession, settings: EngineSettings, backend: StateBackend | None = None,
+        self,
+        spark: SparkSession,
+        settings: EngineSettings,
+        backend: StateBackend | None = None,
+        parser: Parser = parse,
         lease: Lease | None = None,
-    ):  # fmt: skip
+    ):
         self.spark = spark
         self.settings = settings
+        self.parser = parser  # raw records -> events and invalid rows (JSON lines by default)
         self.backend = backend or open_backend(settings.state_uri)
         self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
         self.lease = lease  # None: unfenced
@@ -224,7 +229,7 @@ class StoreEngine(Engine):
         """
         self._fence_once()
         now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
-        parsed = parse(raw, now=now, max_future_us=self.settings.max_future_us).persist()
+        parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us).persist()
         try:
             agg = parsed.agg(
                 F.count(F.lit(1)).alias("records"),

@@ -46,7 +46,23 @@ def check_input(path: str) -> None:
     if "://" in path and not path.startswith("file://"):
         return
     if not os.path.isdir(path.removeprefix("file://")):
-        raise ConfigError(f"--input {path} is not a directory (expected the hourly JSON tree)")
+        raise ConfigError(f"--input {path} is not a directory (expected the hourly tree)")
+
+
+def binary_listing(spark: SparkSession, path: str, options: Mapping[str, str]) -> DataFrame:
+    """The tree's files as a stream of `binaryFile` rows (content never read by Spark)."""
+    check_input(path)
+    reader = (
+        spark.readStream.format("binaryFile")
+        .schema(_BINARY_FILE)
+        .option("recursiveFileLookup", "true")
+    )
+    return reader.options(**dict(options)).load(path)
+
+
+def listed_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """The files under `paths` as `binaryFile` rows, once (batch mode)."""
+    return spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths)
 
 
 def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> DataFrame:
@@ -54,18 +70,12 @@ def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> D
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ConfigError(f"file input options {unknown} unknown; accepted: {', '.join(OPTIONS)}")
-    check_input(path)
-    reader = (
-        spark.readStream.format("binaryFile")
-        .schema(_BINARY_FILE)
-        .option("recursiveFileLookup", "true")
-    )
-    return _raw(reader.options(**dict(options)).load(path))
+    return _raw(binary_listing(spark, path, options))
 
 
 def file_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
     """The same records from a fixed list of files or directories (batch mode)."""
-    return _raw(spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths))
+    return _raw(listed_batch(spark, paths))
 
 
 def unread_files(path: str, seen: set[str]) -> dict[str, int]:

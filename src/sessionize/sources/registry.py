@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sessionize.errors import EnvironmentProblem
+from sessionize.errors import ConfigError, EnvironmentProblem
+from sessionize.mapping import EventMapping
 from sessionize.sources.files import check_input as check_tree
 from sessionize.sources.files import unread_files
 
@@ -47,14 +48,31 @@ def stream_opener(uri: str) -> StreamOpener:
     return getattr(module, name)
 
 
-def check_input(uri: str) -> None:
-    """What can be checked before Spark starts: a file tree must exist."""
+def check_input(uri: str, mapping: EventMapping | None = None) -> None:
+    """What can be checked before Spark starts: a file tree must exist, and only a file
+    tree can be Parquet."""
     if scheme_of(uri) == "files":
         check_tree(uri)
+    elif mapping is not None and mapping.input_format == "parquet":
+        raise ConfigError(
+            f"--input-format parquet reads a file tree; {scheme_of(uri)}:// records are "
+            "JSON lines (use --input-format json)"
+        )
 
 
-def open_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> DataFrame:
-    """The raw records of `--input` as a streaming DataFrame."""
+def open_stream(
+    spark: SparkSession,
+    uri: str,
+    options: Mapping[str, str],
+    mapping: EventMapping | None = None,
+) -> DataFrame:
+    """`--input` as a streaming DataFrame: raw records (JSON lines), or with
+    `mapping.input_format` `parquet` the typed rows of a Parquet tree (sources.parquet)."""
+    if mapping is not None and mapping.input_format == "parquet":
+        check_input(uri, mapping)
+        from sessionize.sources.parquet import parquet_stream
+
+        return parquet_stream(spark, uri, options, mapping)
     return stream_opener(uri)(spark, uri, options)
 
 
@@ -66,3 +84,19 @@ def input_lag(uri: str, options: Mapping[str, str], offset: Mapping | None, seen
         return {"unread": unread_files(uri, seen)}
     module = importlib.import_module(_REGISTRY[scheme][0].partition(":")[0])
     return {"lag": getattr(module, f"{scheme}_lag")(uri, options, offset)}
+
+
+def batch_records(spark: SparkSession, paths: list[str], mapping: EventMapping) -> DataFrame:
+    """The records of the files under `paths`, once (batch mode); none when `paths` is
+    empty. JSON lines, or the typed rows of a Parquet tree (`mapping.input_format`)."""
+    from sessionize.sources.files import file_batch
+    from sessionize.sources.lines import SPARK_SCHEMA
+    from sessionize.sources.parquet import output_schema, parquet_batch
+
+    if mapping.input_format == "parquet":
+        if paths:
+            return parquet_batch(spark, paths, mapping)
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return spark.createDataFrame([], from_arrow_schema(output_schema(mapping)))
+    return file_batch(spark, paths) if paths else spark.createDataFrame([], SPARK_SCHEMA)

@@ -1,0 +1,5 @@
+"""The Python API: `Sessionizer`, for sessionization inside the user's PySpark jobs."""
+
+from sessionize.api.sessionizer import Sessionizer
+
+__all__ = ["Sessionizer"]

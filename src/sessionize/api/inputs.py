@@ -1,0 +1,75 @@
+"""What a DataFrame of events holds, and the parser that reads it.
+
+Two shapes are accepted: typed columns at the mapped paths (a struct field or a dotted
+top-level name; `columns.parse_columns`), or a `value` column of JSON lines, string or
+bytes (`parsing.parse`), as from Spark's Kafka source or `spark.readStream.text`. A
+DataFrame with a `value` column and no column at the user path is read as JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sessionize.columns import check_columns, parse_columns, resolve
+from sessionize.engines.runner import Parser
+from sessionize.errors import ConfigError
+from sessionize.mapping import EventMapping
+from sessionize.parsing import parse
+
+_JSON_RECORD = ("value", "error", "source")
+
+
+def is_json(df: DataFrame, mapping: EventMapping) -> bool:
+    """Whether `df` carries JSON lines in `value` rather than typed columns."""
+    if "value" not in df.columns or resolve(df.schema, mapping.user) is not None:
+        return False
+    return isinstance(df.schema["value"].dataType, T.StringType | T.BinaryType)
+
+
+def json_records(df: DataFrame) -> DataFrame:
+    """`df` as the raw records of `parsing.parse`: `value` as text, `error`, `source`.
+    Where there is no `source`, Kafka's `topic`/`partition`/`offset` name the record."""
+    names = set(df.columns)
+    source = F.lit(None).cast("string")
+    if "source" in names:
+        source = F.col("source").cast("string")
+    elif {"topic", "partition", "offset"} <= names:
+        source = F.concat_ws("/", F.concat(F.lit("kafka:"), "topic"), "partition", "offset")
+    error = F.col("error").cast("string") if "error" in names else F.lit(None).cast("string")
+    return df.select(
+        F.col("value").cast("string").alias("value"), error.alias("error"), source.alias("source")
+    )
+
+
+def json_parser(mapping: EventMapping) -> Parser:
+    """The parser of JSON lines under `mapping`. JSON lines are read in the sample layout
+    (parsing.FIELDS); a mapping that moves or retypes a field is refused rather than ignored."""
+    sample = EventMapping(input_format=mapping.input_format)
+    if mapping != sample:
+        raise ConfigError(
+            "JSON lines are read with the default field mapping (user_id, event_time, "
+            "page.current, action, kept attributes); give typed columns to map other fields"
+        )
+    return parse
+
+
+def reader(df: DataFrame, mapping: EventMapping) -> tuple[DataFrame, Parser]:
+    """(records, parser) for `df`; a typed DataFrame without a required field, or with one
+    of a type that cannot hold it, raises the ConfigError that names it."""
+    if is_json(df, mapping):
+        records = df if df.columns == list(_JSON_RECORD) else json_records(df)
+        return records, json_parser(mapping)
+    check_columns(df.schema, mapping)
+    return df, functools.partial(parse_columns, mapping=mapping)
+
+
+def file_parser(mapping: EventMapping) -> Parser:
+    """The parser of the file sources' records: JSON lines (`sources.files`), or with
+    `input_format` parquet the typed rows of `sources.parquet`."""
+    if mapping.input_format == "parquet":
+        return functools.partial(parse_columns, mapping=mapping)
+    return json_parser(mapping)

@@ -1,0 +1,104 @@
+"""A started stream: its query, and what must happen when it ends (lease, settings).
+
+`Sessionizer.stream` returns Spark's StreamingQuery, which the caller may await, stop, or
+leave running; the checkpoint's lease and the engine's query settings must be given back
+however it ends. A StreamingQueryListener sees the query end (on its own, stopped, or
+failed) and releases them; `StreamRun.wait` does the same at once, for the CLI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from sessionize.engines.runner import BatchRunner, await_query
+
+# The last run started on each checkpoint by this process.
+_RUNS: dict[str, StreamRun] = {}
+
+
+def end_finished(checkpoint: str) -> None:
+    """Clean up after this process's last query on `checkpoint` if it has ended, now: the
+    listener may not have been told yet (a restart right after `awaitTermination`)."""
+    run = _RUNS.get(checkpoint)
+    if run is not None and not run.query.isActive:
+        run.end()
+
+
+class StreamRun:
+    """A running query of a Sessionizer, its batch runner, and its clean-up."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        query: StreamingQuery,
+        runner: BatchRunner,
+        cleanups: list[Callable[[], None]],
+        checkpoint: str,
+    ):
+        self.query = query
+        self.runner = runner
+        self._spark = spark
+        self._cleanups = cleanups
+        self._lock = threading.Lock()
+        self.ended = threading.Event()  # set once the lease is released
+        self._listener = _OnEnd(str(query.runId), self._end_soon)
+        spark.streams.addListener(self._listener)
+        _RUNS[checkpoint] = self
+        if not query.isActive:  # it ended before the listener was in place
+            self.end()
+
+    @property
+    def records(self) -> list[dict]:
+        """The batch records this run committed so far."""
+        return self.runner.records
+
+    def wait(self) -> list[dict]:
+        """Wait until the query ends, clean up, return the records. A SessionizeError of a
+        batch is raised as itself."""
+        try:
+            return await_query(self.query, self.runner)
+        finally:
+            self.end()
+
+    def end(self) -> None:
+        """Release the lease and restore the settings; runs once, whoever calls it."""
+        with self._lock:
+            cleanups, self._cleanups = self._cleanups, []
+        if not cleanups:
+            return
+        try:
+            for cleanup in cleanups:
+                cleanup()
+            self._spark.streams.removeListener(self._listener)
+        finally:
+            self.ended.set()
+
+    def _end_soon(self) -> None:
+        # Listener callbacks run on Spark's listener bus: do the work on another thread.
+        threading.Thread(target=self.end, name="sessionize-query-end", daemon=True).start()
+
+
+class _OnEnd(StreamingQueryListener):
+    """Calls `then` when the query run `run_id` terminates (a query keeps its id across
+    restarts on a checkpoint; each start has its own run id)."""
+
+    def __init__(self, run_id: str, then: Callable[[], None]):
+        self.run_id = run_id
+        self.then = then
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        if str(event.runId) == self.run_id:
+            self.then()

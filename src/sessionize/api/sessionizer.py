@@ -1,0 +1,346 @@
+"""`Sessionizer`: sessionization inside the user's own PySpark application.
+
+The `stream` and `batch` commands are built on it: the CLI opens a source and hands its
+DataFrame to the same `Sessionizer.start` that `stream` calls, so the API has every
+guarantee of the CLI (docs/design.md, "Commit order"): one driver per checkpoint (its
+lease), the checkpoint's settings check, the same engines and batch runner, exactly-once
+outputs, restart from the checkpoint. It runs on the session of the DataFrame it is given
+and never creates or reconfigures one beyond the engine's settings for the life of a query.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from sessionize.api.bounded import bounded_sessions
+from sessionize.api.inputs import file_parser, reader
+from sessionize.api.query import StreamRun, end_finished
+from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
+from sessionize.engines.checkpoint import (
+    batch_input,
+    batch_timestamp_us,
+    check_or_record,
+    checkpoint_lease,
+    last_committed_batch,
+    record_paths,
+)
+from sessionize.engines.progress import ProgressLog
+from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
+from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
+from sessionize.engines.store import EngineSettings, StoreEngine
+from sessionize.errors import ConfigError, StateError
+from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.schema import EVENT
+from sessionize.sinks.registry import open_sink
+from sessionize.state import StateBackend, open_backend
+from sessionize.state.lease import Lease
+
+SPARK_STATES = tuple(PROVIDERS)
+OUTPUT_FORMATS = ("parquet", "delta")
+_LOG = logging.getLogger("sessionize")
+
+Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
+
+
+def duration_us(value: Duration, name: str) -> int:
+    """`"10m"`, a timedelta, or microseconds -> microseconds."""
+    if isinstance(value, timedelta):
+        return int(value / timedelta(microseconds=1))
+    if isinstance(value, int):
+        return value
+    try:
+        return parse_duration(value)
+    except ConfigError as e:
+        raise ConfigError(f"{name}: {e}") from None
+
+
+def parse_trigger(text: str) -> dict[str, object]:
+    """`available-now` or `processing-time=30s` -> DataStreamWriter.trigger kwargs."""
+    if text == "available-now":
+        return {"availableNow": True}
+    if text.startswith("processing-time="):
+        seconds = duration_us(text.removeprefix("processing-time="), "--trigger") / 1e6
+        return {"processingTime": f"{seconds:g} seconds"}
+    raise ConfigError(f"--trigger '{text}': use available-now or processing-time=DURATION")
+
+
+def state_uri(state: str, home: str) -> str:
+    """`files` keeps the store at `home`; `files:PATH` and server URIs are used as given."""
+    return f"files:{home}" if state == "files" else state
+
+
+class Sessionizer:
+    """Sessionize events of the user's own DataFrames, streaming or bounded.
+
+    >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
+    ...                 state="files", partitions=4,
+    ...                 user="anonymous_id", time="ts", page="url", action="type",
+    ...                 time_format="epoch-ms", user_type="string")
+    >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
+    >>> sessions = s.sessions(bounded_df)                               # a DataFrame
+
+    `gap`, `lateness`, `close_actions` and `partitions` are the session rules and part of
+    the state, as `--gap` etc. are for the CLI; `state` is `files` (under the checkpoint),
+    `files:PATH`, a server URI or `spark-rocksdb`/`spark-hdfs`. `user`, `time`, `page`,
+    `action` are dotted paths of the fields (struct fields or top-level names), read as
+    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`);
+    `keep` maps session columns to paths of the first event's attributes. Events more than
+    `max_future` ahead of the batch's time are invalid (None: no limit).
+    """
+
+    def __init__(
+        self,
+        gap: Duration = "10m",
+        lateness: Duration = "10m",
+        close_actions: Iterable[str] = ("browser_close",),
+        state: str = "files",
+        partitions: int = 4,
+        *,
+        user: str = "user_id",
+        time: str = "event_time",
+        page: str = "page.current",
+        action: str = "action",
+        time_format: str = "iso8601",
+        user_type: str = "long",
+        keep: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        max_future: Duration | None = "1d",
+        job: str = "sessionize",
+    ):
+        if isinstance(close_actions, str):
+            close_actions = close_actions.split(",")
+        self.rules = SessionRules(
+            gap_us=duration_us(gap, "gap"),
+            lateness_us=duration_us(lateness, "lateness"),
+            close_actions=tuple(a.strip() for a in close_actions if a.strip()),
+        )
+        pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
+        self.mapping = EventMapping(
+            user=user, time=time, page=page, action=action, time_format=time_format,
+            user_type=user_type, keep=tuple(pairs),
+        )  # fmt: skip
+        _check_supported(self.mapping)
+        if partitions < 1:
+            raise ConfigError("partitions must be at least 1")
+        self.state = state
+        self.partitions = partitions
+        self.max_future_us = None if max_future is None else duration_us(max_future, "max_future")
+        self.job = job
+
+    @classmethod
+    def of(
+        cls,
+        rules: SessionRules,
+        mapping: EventMapping,
+        *,
+        state: str,
+        partitions: int,
+        job: str,
+        max_future_us: int | None,
+    ) -> Sessionizer:
+        """A Sessionizer of already validated settings (the CLI's)."""
+        s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
+        s.rules, s.mapping = rules, mapping
+        return s
+
+    # ------------------------------------------------------------------ bounded
+
+    def sessions(self, events: DataFrame) -> DataFrame:
+        """The sessions of a complete, bounded DataFrame of events, in one pass.
+
+        No state and no checkpoint: every session is closed at the end of the data (by
+        inactivity or a closing action, as in a stream whose watermark passed it), and
+        nothing is late. The result has the columns of the `sessions` output (without
+        `batch_id`). Invalid rows are left out; `events` takes the shapes of `stream`.
+        """
+        records, parser = reader(events, self.mapping)
+        return bounded_sessions(
+            records, parser, self.rules, self.partitions, time.time_ns() // 1000,
+            self.max_future_us,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ streaming
+
+    def stream(
+        self,
+        events: DataFrame,
+        *,
+        output: str,
+        checkpoint: str,
+        trigger: str = "available-now",
+        output_format: str = "parquet",
+        progress_log: str | None = None,
+        on_batch: Callable[[str], None] | None = None,
+    ) -> StreamingQuery:
+        """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
+
+        `events` holds typed columns at the mapped paths, or a `value` column of JSON lines.
+        The four outputs go to `output` (Parquet directories, or Delta tables with
+        `output_format="delta"`), exactly once; `checkpoint` is Spark's checkpoint of the
+        query plus the settings it is bound to and (with `state="files"`) the state. A
+        restart with the same checkpoint resumes after its last committed batch. `trigger`:
+        `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
+        (default: the `sessionize` logger) and, as JSON, to the progress log (default
+        `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
+        """
+        return self.start(
+            events, output=output, checkpoint=checkpoint, trigger=trigger,
+            output_format=output_format, progress_log=progress_log, on_batch=on_batch,
+        ).query  # fmt: skip
+
+    def start(
+        self,
+        events: DataFrame | Callable[[], DataFrame],
+        *,
+        output: str,
+        checkpoint: str,
+        trigger: str = "available-now",
+        output_format: str = "parquet",
+        progress_log: str | None = None,
+        on_batch: Callable[[str], None] | None = None,
+        input_name: str = "dataframe",
+    ) -> StreamRun:
+        """`stream`, returning the run (query, batch records, `wait()`). `events` may be a
+        function that builds the DataFrame: it is called after the checks that need no
+        Spark (lease, checkpoint settings, state), so that they fail first."""
+        if output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
+        spark_trigger = parse_trigger(trigger)
+        end_finished(checkpoint)
+        lease = checkpoint_lease(checkpoint)
+        lease.acquire()
+        try:
+            return self._start(
+                events, output, checkpoint, spark_trigger, output_format, progress_log,
+                on_batch or _LOG.info, input_name, lease,
+            )  # fmt: skip
+        except BaseException:
+            lease.release()
+            raise
+
+    def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
+               on_batch, input_name, lease) -> StreamRun:  # fmt: skip
+        store_uri = state_uri(self.state, f"{checkpoint.rstrip('/')}/state")
+        check_or_record(checkpoint, self._recorded(store_uri, output_format))
+        record_paths(checkpoint, {"input": redact_uri(input_name), "output": redact_uri(output)})
+        backend = None
+        if self.state not in SPARK_STATES:
+            backend = open_backend(store_uri)
+            backend.check()
+            _check_agreement(backend, checkpoint, store_uri, self.job)
+        df = events() if callable(events) else events
+        if not df.isStreaming:
+            raise ConfigError(
+                "stream() needs a streaming DataFrame; use sessions() for a bounded one"
+            )
+        records, parser = reader(df, self.mapping)
+        spark = df.sparkSession
+        sink = open_sink(output, output_format, job=self.job)
+        engine: Engine
+        if backend is None:
+            engine = SparkStateEngine(
+                self.state, self.rules, self.partitions, checkpoint, sink, self.max_future_us,
+                parser=parser,
+            )  # fmt: skip
+        else:
+            engine = self.store_engine(
+                spark, backend, parser, output=output, state_uri=store_uri,
+                output_format=output_format, lease=lease,
+            )  # fmt: skip
+        log = progress_path(progress_log, checkpoint, "progress.jsonl")
+        runner = BatchRunner(
+            engine,
+            on_batch,
+            progress=ProgressLog(log) if log else None,
+            describe_input=functools.partial(batch_input, checkpoint),
+            batch_time=functools.partial(batch_timestamp_us, checkpoint),
+            lease=lease,
+        )
+        query, restore = start_query(
+            spark, runner, records, name=f"sessionize-{self.job}", checkpoint=checkpoint,
+            trigger=trigger,
+        )  # fmt: skip
+        return StreamRun(spark, query, runner, [restore, lease.release], checkpoint)
+
+    def store_engine(
+        self,
+        spark: SparkSession,
+        backend: StateBackend,
+        parser: Parser,
+        *,
+        output: str,
+        state_uri: str,
+        output_format: str,
+        lease: Lease | None = None,
+    ) -> StoreEngine:
+        """The `store` engine of these rules over `parser`'s records (also batch mode's);
+        with the driver's `lease`, the store is fenced for it (state/lease.py)."""
+        settings = EngineSettings(
+            rules=self.rules, partitions=self.partitions, state_uri=state_uri, job=self.job,
+            output=output, output_format=output_format, max_future_us=self.max_future_us,
+        )  # fmt: skip
+        return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
+
+    def file_parser(self) -> Parser:
+        """The parser of a file tree's records in the mapping's `input_format`: JSON lines,
+        or the typed rows of `sources.parquet`."""
+        return file_parser(self.mapping)
+
+    def _recorded(self, store_uri: str, output_format: str) -> dict[str, object]:
+        """What the checkpoint is bound to (see engines.checkpoint)."""
+        return {
+            "state": redact_uri(store_uri if self.state != "files" else "files"),
+            "gap": format_duration(self.rules.gap_us),
+            "lateness": format_duration(self.rules.lateness_us),
+            "close_actions": ",".join(self.rules.close_actions),
+            "partitions": self.partitions,
+            "job": self.job,
+            "output_format": output_format,
+        }
+
+
+def progress_path(explicit: str | None, root: str, name: str) -> str | None:
+    """Where the progress log goes: `explicit`, else `root/name` when `root` is a local
+    path (the log is appended to, which object stores cannot do)."""
+    if explicit:
+        return explicit
+    if "://" in root and not root.startswith("file://"):
+        return None
+    return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+
+
+def _check_supported(mapping: EventMapping) -> None:
+    """What the engines hold so far: integer users, and the session's attribute columns of
+    the `sessions` schema (their paths may be mapped)."""
+    if mapping.user_type != "long" and pa.types.is_integer(EVENT.field("user_id").type):
+        raise ConfigError("user_type: the engines hold integer user keys (user_type='long')")
+    names = sorted(name for name, _ in mapping.keep)
+    expected = sorted(name for name, _ in DEFAULT_KEEP)
+    if names != expected:
+        raise ConfigError(
+            f"keep: the session's attribute columns are {', '.join(expected)}; map each to a "
+            "path (keep={'site': 'src.site', ...})"
+        )
+
+
+def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
+    """Spark's commit log and the store's job log must point at the same batch."""
+    spark_last = last_committed_batch(checkpoint)
+    versions = backend.job_versions(job)
+    store_last = max(versions) if versions else None
+    done = -1 if spark_last is None else spark_last
+    # The store may be one batch ahead: it commits just before Spark does.
+    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
+        return
+    raise StateError(
+        f"checkpoint {checkpoint} has committed batch {spark_last} but state "
+        f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
+        "to different runs; use the state that goes with this checkpoint, or new ones"
+    )

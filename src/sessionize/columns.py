@@ -1,0 +1,198 @@
+"""Typed columns -> valid events and invalid rows, as data (docs/design.md, "Events").
+
+The counterpart of `parsing` for input that is already columns: a DataFrame handed to the
+Python API, or Parquet files. The mapped fields are found by their dotted paths (a struct
+field, or a top-level column whose name holds the dots). What can be judged from the
+schema is judged once, before any row is read: a required field that is missing, or a
+column of a type that can never hold it, is a ConfigError naming the field. What depends on
+the row (a NULL, a string that is not a number or not a time, a time out of range) makes
+the row invalid with a reason that names the field, as a JSON line would be.
+
+The output has the columns of `parse`: the event's, then `reason` (NULL when valid), `raw`
+(the row as JSON, invalid rows only) and `source`.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sessionize.errors import ConfigError
+from sessionize.mapping import EventMapping
+
+# The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
+from sessionize.parsing import _ISO_8601 as ISO_8601
+
+# Columns a source may add next to the event's own: never part of an event, nor of `raw`.
+SIDE_COLUMNS = ("error", "source", "raw")
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_ATOMIC = (T.StringType, T.BooleanType, T.NumericType, T.DateType, T.TimestampType,
+           T.TimestampNTZType, T.NullType)  # fmt: skip
+# Epoch times Spark can hold as timestamps (years 1 to 9999), per time format.
+_EPOCH_RANGE = {
+    "epoch-s": (-62_135_596_800, 253_402_300_799),
+    "epoch-ms": (-62_135_596_800_000, 253_402_300_799_999),
+}
+_INTEGER_TEXT = r"^\s*-?\d{1,19}\s*$"
+
+
+def resolve(schema: T.StructType, path: str) -> tuple[Column, T.DataType] | None:
+    """The column at a dotted path and its type, or None. A top-level column named with
+    dots (`page.current`) wins over a struct path of the same spelling."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        if name not in schema.names:
+            continue
+        column, dtype = F.col(f"`{name}`"), schema[name].dataType
+        for part in parts[i:]:
+            if not isinstance(dtype, T.StructType) or part not in dtype.names:
+                return None
+            column, dtype = column.getField(part), dtype[part].dataType
+        return column, dtype
+    return None
+
+
+def _required(schema: T.StructType, path: str, what: str) -> tuple[Column, T.DataType]:
+    found = resolve(schema, path)
+    if found is None:
+        top = ", ".join(schema.names) or "none"
+        raise ConfigError(
+            f"the input has no column {path} (the {what} field); its columns are {top}: "
+            f"map the {what} with --{what}-field / {what}=PATH"
+        )
+    return found
+
+
+def _wrong(path: str, dtype: T.DataType, expected: str) -> ConfigError:
+    return ConfigError(
+        f"the input column {path} is {dtype.simpleString()}, expected {expected}: "
+        "map another field or convert the column"
+    )
+
+
+def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Column, Column]:
+    """(value, reason) of the user key."""
+    path = mapping.user
+    missing = F.lit(f"missing {path}")
+    if isinstance(dtype, T.NullType):  # a column of NULLs only (e.g. inferred from None)
+        return F.lit(None).cast("long" if mapping.user_type == "long" else "string"), missing
+    if mapping.user_type == "string":
+        if not isinstance(dtype, T.StringType):
+            raise _wrong(path, dtype, "a string (--user-type string)")
+        return column, F.when(column.isNull(), missing).when(
+            column == "", F.lit(f"{path}: empty string")
+        )
+    if isinstance(dtype, _INTEGRAL):
+        return column.cast("long"), F.when(column.isNull(), missing)
+    if isinstance(dtype, T.DecimalType) and dtype.scale == 0:
+        value = column.try_cast("long")
+        bad = F.lit(f"{path}: integer out of range (64-bit)")
+        return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
+    if isinstance(dtype, T.StringType):
+        value = F.when(column.rlike(_INTEGER_TEXT), column.try_cast("long"))
+        bad = F.lit(f"{path}: expected an integer")
+        return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
+    raise _wrong(path, dtype, "an integer (or --user-type string)")
+
+
+def _time(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Column, Column]:
+    """(timestamp, reason) of the event time, per `time_format`."""
+    path, fmt = mapping.time, mapping.time_format
+    missing = F.lit(f"missing {path}")
+    if isinstance(dtype, T.NullType):
+        return F.lit(None).cast("timestamp"), missing
+    if fmt == "iso8601":
+        if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
+            return column.cast("timestamp"), F.when(column.isNull(), missing)
+        if not isinstance(dtype, T.StringType):
+            raise _wrong(path, dtype, "a timestamp or an ISO-8601 string (--time-format)")
+        ts = F.when(column.rlike(ISO_8601), F.try_to_timestamp(column))
+        bad = F.lit(f"{path} is not an ISO-8601 timestamp")
+        return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad)
+    if isinstance(dtype, _INTEGRAL):
+        number = column.cast("long")
+    elif isinstance(dtype, T.StringType):
+        number = F.when(column.rlike(_INTEGER_TEXT), column.try_cast("long"))
+    else:
+        raise _wrong(path, dtype, f"an integer ({fmt})")
+    low, high = _EPOCH_RANGE[fmt]
+    ok = number.between(low, high)
+    to_ts = F.timestamp_seconds if fmt == "epoch-s" else F.timestamp_millis
+    ts = F.when(ok, to_ts(number))
+    bad = F.lit(f"{path} is not an epoch time ({fmt}, years 1 to 9999)")
+    return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad)
+
+
+def _string(path: str, column: Column, dtype: T.DataType) -> Column:
+    if isinstance(dtype, T.StringType):
+        return column
+    if isinstance(dtype, _ATOMIC):
+        return column.cast("string")
+    raise _wrong(path, dtype, "a string")
+
+
+def check_columns(schema: T.StructType, mapping: EventMapping) -> None:
+    """Raise the one-line ConfigError of a missing or mistyped field, before any row."""
+    _events(schema, mapping)
+
+
+def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], Column]:
+    user, user_reason = _user(mapping, *_required(schema, mapping.user, "user"))
+    ts, time_reason = _time(mapping, *_required(schema, mapping.time, "time"))
+    page_col, page_type = _required(schema, mapping.page, "page")
+    page = _string(mapping.page, page_col, page_type)
+    action_found = resolve(schema, mapping.action)
+    action = F.lit("view")
+    if action_found is not None:
+        action = F.coalesce(_string(mapping.action, *action_found), F.lit("view"))
+    kept = []
+    for name, path in mapping.keep:
+        found = resolve(schema, path)
+        value = F.lit(None).cast("string") if found is None else _string(path, *found)
+        kept.append(value.alias(name))
+    reason = F.coalesce(user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"))
+    columns = [
+        user.alias("user_id"), ts.alias("event_time"), page.alias("page"),
+        action.alias("action"), *kept,
+    ]  # fmt: skip
+    return columns, reason
+
+
+def parse_columns(
+    df: DataFrame,
+    mapping: EventMapping,
+    *,
+    now: Column | None = None,
+    max_future_us: int | None = None,
+) -> DataFrame:
+    """Typed rows -> events with `reason`, `raw` and `source` (see the module doc).
+
+    A source may add `error` (a reason that wins, e.g. a file that lacks a field), `source`
+    (where the row came from) and `raw` (the row as the source saw it); `raw` defaults to
+    the row's other columns as JSON. With `now` and `max_future_us` an event more than that
+    ahead of `now` is invalid, as in `parse`.
+    """
+    columns, reason = _events(df.schema, mapping)
+    names = set(df.columns)
+    error = F.col("error").cast("string") if "error" in names else F.lit(None).cast("string")
+    source = F.col("source").cast("string") if "source" in names else F.lit(None).cast("string")
+    own = [F.col(f"`{c}`") for c in df.columns if c not in SIDE_COLUMNS]
+    raw = F.to_json(F.struct(*own)) if own else F.lit(None).cast("string")
+    if "raw" in names:
+        raw = F.coalesce(F.col("raw").cast("string"), raw)
+    events = df.select(*columns, error.alias("_error"), source.alias("source"), raw.alias("_raw"),
+                       reason.alias("_reason"))  # fmt: skip
+    reason = F.coalesce(F.col("_error"), F.col("_reason"))
+    if now is not None and max_future_us is not None:
+        limit = F.timestamp_micros(F.unix_micros(now) + F.lit(max_future_us))
+        future = F.when(F.col("event_time") > limit, F.lit(f"{mapping.time} too far in the future"))
+        reason = F.coalesce(reason, future)
+    names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
+    return events.select(
+        *names_out,
+        reason.alias("reason"),
+        F.when(reason.isNotNull(), F.col("_raw")).alias("raw"),
+        "source",
+    )
