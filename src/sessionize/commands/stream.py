@@ -18,6 +18,7 @@ from sessionize.engines.checkpoint import (
     checkpoint_lease,
     last_committed_batch,
     record_paths,
+    refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRunner, Engine, run_query
@@ -109,8 +110,17 @@ def _run(
     trigger: dict[str, object],
     lease: Lease,
 ) -> list[dict]:
+    refuse_if_rewinding(opts.checkpoint)
     check_or_record(opts.checkpoint, opts.recorded_settings())
-    paths = {"input": redact_uri(opts.input), "output": redact_uri(opts.output)}
+    # What `history` and `rewind` need besides the settings (secrets left out).
+    paths = {
+        "input": redact_uri(opts.input),
+        "output": redact_uri(opts.output),
+        "output_format": opts.output_format,
+        "state": redact_uri(opts.state_uri()),
+        "job": opts.job,
+        "progress_log": progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl"),
+    }
     record_paths(opts.checkpoint, paths)
     backend = None
     if opts.state not in SPARK_STATES:

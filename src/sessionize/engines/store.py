@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
-from sessionize.engines.runner import BatchRequest, BatchResult, Engine
+from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
@@ -66,7 +66,7 @@ class EngineSettings:
     # Events more than this ahead of the batch's time are invalid (None: no limit). A rule
     # on input, not part of the state: not in settings_record.
     max_future_us: int | None = None
-    retain: int = 100  # versions kept restorable
+    retain: int = RETAIN  # versions kept restorable (and Spark's batches: query_confs)
     maintenance_every: int = 10  # versions between retention clean-ups
     output_format: str = "parquet"  # parquet | delta (sinks.base.open_sink)
 
@@ -175,6 +175,10 @@ class StoreEngine(Engine):
         self.settings = settings
         self.backend = backend or open_backend(settings.state_uri)
         self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
+
+    @override
+    def query_confs(self) -> dict[str, str]:
+        return {RETAIN_CONF: str(self.settings.retain)}
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:
