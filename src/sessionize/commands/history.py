@@ -174,7 +174,8 @@ def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
     record = record or {}
     counters = record.get("batch", {})
     entry = offset_log(ck.path, b)
-    when = record.get("committed_at")
+    when = str(record.get("committed_at", ""))[:19].replace("+", "") or None
+    when = f"{when}Z" if when else None
     if when is None and entry is not None:
         when = format_instant(int(entry[0]["batchTimestampMs"]) * 1000)
     read = record.get("input") or batch_input(ck.path, b)

@@ -33,7 +33,11 @@ from datetime import UTC, datetime
 
 import pyarrow.fs as pafs
 
-from sessionize.commands.history import Checkpoint, batch_history, open_checkpoint
+from sessionize.commands.history import (
+    Checkpoint,
+    batch_history,
+    open_checkpoint,
+)
 from sessionize.engines.checkpoint import (
     FILE,
     batch_input,
@@ -158,7 +162,15 @@ def plan_lines(plan: RewindPlan) -> list[str]:
         f"batches {plan.batches[0]}..{plan.batches[-1]} ({len(plan.batches)})"
         if plan.batches else "no batch"
     )  # fmt: skip
-    where = f"end offset {plan.offsets}" if plan.offsets is not None else "the start"
+    where = "the start" if plan.offsets is None else f"after batch {plan.to_batch}"
+    if isinstance(plan.offsets, dict) and "partitions" in plan.offsets:  # Kafka
+        parts = sorted(plan.offsets["partitions"].items())
+        where = "Kafka offsets " + " ".join(f"{p}:{o}" for p, o in parts)
+    elif isinstance(plan.offsets, dict) and "shards" in plan.offsets:  # Kinesis
+        shards = sorted(plan.offsets["shards"].items())
+        where = "after Kinesis sequence numbers " + " ".join(
+            f"{s}:{(pos or {}).get('after') or 'start'}" for s, pos in shards
+        )
     rows = ", ".join(f"{n} {name}" for name, n in plan.rows.items()) or "no output recorded"
     return [
         f"undo: {undo}",

@@ -73,10 +73,10 @@ class ParquetSink(StagedSink):
 
     def rows_from(self, name: str, batch_id: int) -> int:
         fs, base = self._fs()
-        dirs = [f"{base}/{self.batch_dir(name, b)}" for b in self.published(name) if b >= batch_id]
-        if not dirs:
+        if not any(b >= batch_id for b in self.published(name)):
             return 0
-        return ds.dataset(dirs, filesystem=fs, format="parquet").count_rows()
+        data = ds.dataset(f"{base}/{name}", filesystem=fs, format="parquet", partitioning="hive")
+        return data.count_rows(filter=ds.field("batch_id") >= batch_id)
 
     def published(self, name: str) -> list[int]:
         fs, base = self._fs()
