@@ -119,7 +119,7 @@ def _run(
         "output_format": opts.output_format,
         "state": redact_uri(opts.state_uri()),
         "job": opts.job,
-        "progress_log": progress_path(opts.progress_log, opts.checkpoint, "progress.jsonl"),
+        "progress_log": opts.progress_log,  # None: CHECKPOINT/progress.jsonl
     }
     record_paths(opts.checkpoint, paths)
     backend = None

@@ -77,7 +77,8 @@ class DeltaSink(StagedSink):
     def invalidate_from(self, batch_id: int) -> list[int]:
         """Delete batches >= batch_id: one commit per table that has any. The commit also sets
         the job's transaction version back to batch_id - 1, so that the table again takes
-        the commits of those batches when they are recomputed."""
+        the commits of those batches when they are recomputed (a publish of a batch the
+        transaction version covers is skipped when nothing new was staged)."""
         from deltalake import CommitProperties, Transaction
 
         retired: set[int] = set()
@@ -87,10 +88,9 @@ class DeltaSink(StagedSink):
                 if dt is None:
                     continue
                 found = _batch_ids(dt, batch_id)
-                done = dt.transaction_version(self.job)
-                if found or (done is not None and done >= batch_id):
+                if found:
                     props = CommitProperties(
-                        app_transactions=[Transaction(self.job, max(batch_id - 1, 0))],
+                        app_transactions=[Transaction(self.job, batch_id - 1)],
                         custom_metadata={"sessionize.retired_from": str(batch_id)},
                     )
                     dt.delete(f"batch_id >= {batch_id}", commit_properties=props)
