@@ -196,6 +196,10 @@ def _undo(ck: Checkpoint, to_batch: int) -> None:
         backend = ck.backend()
         assert backend is not None
         backend.truncate_after(ck.job, to_batch)
+        if to_batch == -1 and ck.settings.get("state") == "files":
+            # The store's home is the checkpoint's `state` directory, which Spark wants
+            # empty when a query starts from nothing.
+            delete_dir(fs, f"{base}/state")
     pause_point("rewind-state", to_batch)
     truncate_log(ck.path, "commits", to_batch)  # step 5
     truncate_file_source_log(ck.path, to_batch)

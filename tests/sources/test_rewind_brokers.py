@@ -1,6 +1,7 @@
-"""Rewinding a Kafka stream whose state is in PostgreSQL and whose outputs are Delta tables:
-one delete commit per table, no table version with part of a batch or a session twice, and
-the rerun ends with the tables of the uninterrupted run."""
+"""Rewinding Kafka and Kinesis streams. Kafka, with its state in PostgreSQL and its outputs
+in Delta tables: one delete commit per table, no table version with part of a batch or a
+session twice, and the rerun ends with the tables of the uninterrupted run. Kinesis: the
+rerun reads the same records again and ends with the uninterrupted run's outputs."""
 
 from __future__ import annotations
 
@@ -15,26 +16,36 @@ from deltalake import DeltaTable
 from sessionize.commands.history import batch_history, history_lines, open_checkpoint
 from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
-from sessionize.generate.publish import ensure_topic, publish_kafka
-from tests.helpers import OUTPUTS, SORT_KEYS, generate
+from sessionize.generate.publish import ensure_topic, publish_kafka, publish_kinesis
+from tests.helpers import OUTPUTS, SORT_KEYS, generate, read_output
 from tests.state_params import _postgres
 
 from .helpers import unique
 
 pytestmark = pytest.mark.services
+# Spark's Python workers may predate the fixture's dummy AWS variables: options instead.
+KINESIS_OPTIONS = {
+    "kinesis.aws_access_key_id": "sessionize-local",
+    "kinesis.aws_secret_access_key": "sessionize-local",
+}
+
+
+def hour_of_lines(root) -> list[str]:
+    """One generated hour, its late file last."""
+    inp = generate(root / "in", hours=1, users=150, events_per_hour=1500, late_rate=0.01)
+    lines = []
+    for f in sorted(inp.rglob("*.json"), key=lambda p: (p.name.startswith("late"), p.name)):
+        lines += f.read_text().splitlines()
+    return lines
 
 
 @pytest.fixture
 def topic(kafka_bootstrap, tmp_path):
-    """Two partitions holding one generated hour (its late file last)."""
+    """Two partitions holding one generated hour."""
     name = unique("rewind")
     uri = f"kafka://{kafka_bootstrap}/{name}"
     assert ensure_topic(uri, 2)
-    inp = generate(tmp_path / "in", hours=1, users=150, events_per_hour=1500, late_rate=0.01)
-    lines = []
-    for f in sorted(inp.rglob("*.json"), key=lambda p: (p.name.startswith("late"), p.name)):
-        lines += f.read_text().splitlines()
-    publish_kafka(lines, uri)
+    publish_kafka(hour_of_lines(tmp_path), uri)
     yield uri
     AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([name])[name].result(30)
 
@@ -94,3 +105,26 @@ def test_kafka_postgres_delta_rewind_and_rerun(spark, topic, tmp_path):
                     assert pc.count_distinct(seen["session_id"]).as_py() == seen.num_rows
     finally:
         drop()
+
+
+def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_path):
+    name = unique("rewind")
+    uri = f"kinesis://{name}?endpoint={kinesis_endpoint}&region=us-east-1"
+    publish_kinesis(hour_of_lines(tmp_path), uri, create_shards=2)
+    try:
+        opts = StreamOptions(
+            input=uri, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
+            partitions=2, source_options={**KINESIS_OPTIONS, "maxRecordsPerTrigger": "900"},
+        )  # fmt: skip
+        records = run_stream(opts, spark, on_batch=lambda _: None)
+        assert len(records) >= 2
+        whole = {n: read_output(tmp_path / "out", n) for n in OUTPUTS}
+        said: list[str] = []
+        rewind(opts.checkpoint, 0, say=said.append)
+        assert said[1].startswith("input: read again from after Kinesis sequence numbers ")
+        again = run_stream(opts, spark, on_batch=lambda _: None)
+        assert [r["version"] for r in again] == [r["version"] for r in records[1:]]
+        for n in OUTPUTS:
+            assert read_output(tmp_path / "out", n).equals(whole[n]), n
+    finally:
+        kinesis_client.delete_stream(StreamName=name)
