@@ -62,12 +62,15 @@ class Checkpoint:
         return self.paths.get("progress_log") or progress_path(None, self.path, "progress.jsonl")
 
 
-def open_checkpoint(path: str, state: str | None = None) -> Checkpoint:
+def open_checkpoint(
+    path: str, state: str | None = None, settings: dict | None = None
+) -> Checkpoint:
     """The checkpoint at `path`; `state` gives the state URI when the recorded one had its
-    password hidden (it must name the same store)."""
+    password hidden (it must name the same store); `settings` stand in for a
+    `sessionize.json` that is gone."""
     if not is_dir(path):
         raise ConfigError(f"--checkpoint {path} is not a directory")
-    settings = recorded(path)
+    settings = recorded(path) or settings or {}
     if not settings:
         raise ConfigError(f"{path} is not a sessionize checkpoint (no {FILE})")
     paths = recorded(path, PATHS_FILE)

@@ -58,7 +58,7 @@ from sessionize.engines.spark_logs import (
 from sessionize.engines.spark_state import RECORDS_DIR
 from sessionize.errors import ConfigError, StateError
 from sessionize.faults import pause_point
-from sessionize.fs import delete_dir, resolve_fs
+from sessionize.fs import delete_dir, is_dir, resolve_fs
 from sessionize.schema import OUTPUTS
 
 
@@ -79,9 +79,12 @@ def rewind(
     """Rewind the stream of `checkpoint` to after batch `to_batch` (-1: before the first)."""
     if to_batch < -1:
         raise ConfigError(f"--to-batch {to_batch}: give a committed batch id, or -1")
-    ck = open_checkpoint(checkpoint, state)
+    if not is_dir(checkpoint):
+        raise ConfigError(f"--checkpoint {checkpoint} is not a directory")
     with checkpoint_lease(checkpoint):
         unfinished = rewind_intent(checkpoint)
+        # A rewind to -1 cut short may have deleted the settings already: its intent has them.
+        ck = open_checkpoint(checkpoint, state, (unfinished or {}).get("settings"))
         if unfinished is not None and unfinished["to_batch"] != to_batch:
             raise StateError(
                 f"checkpoint {checkpoint} has an unfinished rewind to batch "
@@ -98,7 +101,7 @@ def rewind(
             return plan
         started = time.perf_counter()
         write_rewind_intent(checkpoint, {
-            "to_batch": to_batch, "undo": plan.batches,
+            "to_batch": to_batch, "undo": plan.batches, "settings": ck.settings,
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         })  # fmt: skip
         _undo(ck, to_batch)
