@@ -129,7 +129,11 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     one_error(sessionize("rewind", "--checkpoint", chk, "--to-batch", "1"), "oldest restorable")
     assert tree(run) == before
 
-    # -1 starts over from nothing and accepts new settings (here in one batch).
+    # -1 starts over from nothing and accepts new settings (here in one batch), also when
+    # its first attempt was killed after the recorded settings were gone.
+    env = cli_env(SESSIONIZE_PAUSE_AT="rewind-logs:-1")
+    run_until_killed(["rewind", "--checkpoint", chk, "--to-batch", "-1"], "PAUSED", env)
+    assert not (run / "chk" / "sessionize.json").exists()
     done = sessionize("rewind", "--checkpoint", chk, "--to-batch", "-1")
     assert done.returncode == 0, done.stderr
     assert not list((run / "out").glob("*/batch_id=*"))

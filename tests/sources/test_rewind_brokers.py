@@ -32,7 +32,7 @@ KINESIS_OPTIONS = {
 
 def hour_of_lines(root) -> list[str]:
     """One generated hour, its late file last."""
-    inp = generate(root / "in", hours=1, users=150, events_per_hour=1500, late_rate=0.01)
+    inp = generate(root / "in", hours=1, users=100, events_per_hour=1000, late_rate=0.01)
     lines = []
     for f in sorted(inp.rglob("*.json"), key=lambda p: (p.name.startswith("late"), p.name)):
         lines += f.read_text().splitlines()
@@ -47,7 +47,8 @@ def topic(kafka_bootstrap, tmp_path):
     assert ensure_topic(uri, 2)
     publish_kafka(hour_of_lines(tmp_path), uri)
     yield uri
-    AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([name])[name].result(30)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # kept alive until done
+    admin.delete_topics([name])[name].result(30)
 
 
 def tables(out) -> dict[str, pa.Table]:
@@ -73,7 +74,7 @@ def test_kafka_postgres_delta_rewind_and_rerun(spark, topic, tmp_path):
             source_options={"maxRecordsPerTrigger": "600"},
         )  # fmt: skip
         records = run_stream(opts, spark, on_batch=lambda _: None)
-        assert len(records) >= 3
+        assert len(records) == 2
         whole = tables(tmp_path / "out")
         versions = {n: DeltaTable(str(tmp_path / "out" / n)).version() for n in OUTPUTS}
 
@@ -114,7 +115,7 @@ def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_p
     try:
         opts = StreamOptions(
             input=uri, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-            partitions=2, source_options={**KINESIS_OPTIONS, "maxRecordsPerTrigger": "900"},
+            partitions=2, source_options={**KINESIS_OPTIONS, "maxRecordsPerTrigger": "700"},
         )  # fmt: skip
         records = run_stream(opts, spark, on_batch=lambda _: None)
         assert len(records) >= 2

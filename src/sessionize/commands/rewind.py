@@ -212,6 +212,7 @@ def _undo(ck: Checkpoint, to_batch: int) -> None:
             delete_dir(fs, f"{base}/{name}")
         with contextlib.suppress(FileNotFoundError):
             fs.delete_file(f"{base}/{FILE}")  # new settings are accepted from now on
+    pause_point("rewind-logs", to_batch)
     log = ck.progress_log()
     if log:
         _trim_progress(log, to_batch)
