@@ -12,6 +12,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from sessionize.commands.history import batch_history, history_lines, open_checkpoint
+from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import checkpoint_lease
@@ -93,13 +95,14 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     one_error(sessionize("rewind", "--checkpoint", chk, "--to-batch", "99"), "not a committed")
     with checkpoint_lease(chk):
         one_error(sessionize("rewind", "--checkpoint", chk, "--to-batch", "1"), "in use by")
-    dry = sessionize("rewind", "--checkpoint", chk, "--to-batch", "1", "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert "undo: batches 2..3 (2)" in dry.stdout and "(2 files of the file source)" in dry.stdout
+    said: list[str] = []
+    rewind(chk, 1, dry_run=True, say=said.append)
+    dry = "\n".join(said)
+    assert "undo: batches 2..3 (2)" in dry and "(2 files of the file source)" in dry
     for name in OUTPUTS:
         table = read_output(run / "out", name)
         n = pc.sum(pc.greater_equal(table["batch_id"], 2)).as_py() if table.num_rows else 0
-        assert f" {n or 0} {name}" in dry.stdout, (name, dry.stdout)
+        assert f" {n or 0} {name}" in dry, (name, dry)
     assert tree(run) == before
 
     # Killed after the outputs were retired: readers see batches 0..1, whole.
@@ -109,8 +112,7 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     assert kept.equals(sessions.filter(pc.less_equal(sessions["batch_id"], 1)))
     one_error(sessionize(*stream_args(inp, run)), "unfinished rewind to batch 1")
     one_error(sessionize("rewind", "--checkpoint", chk, "--to-batch", "0"), "unfinished")
-    done = sessionize("rewind", "--checkpoint", chk, "--to-batch", "1")
-    assert done.returncode == 0, done.stderr
+    rewind(chk, 1, say=said.append)
     for log in ("commits", "offsets", "sources/0"):
         names = sorted(p.name for p in (run / "chk" / log).iterdir() if p.name[0] != ".")
         assert names == ["0", "1"], log
@@ -122,7 +124,8 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
 
     # Retention: once the store keeps job records from batch 2 on, that is the oldest.
     open_backend(f"files:{chk}/state").trim_job_records("sessionize", 2)
-    lines = sessionize("history", "--checkpoint", chk).stdout.splitlines()
+    ck = open_checkpoint(chk)
+    lines = history_lines(ck, batch_history(ck))
     assert lines[0].startswith("batch 2 ")
     assert lines[-1].startswith("oldest restorable batch: 2 (the state's job records keep")
     before = tree(run)
@@ -134,8 +137,7 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     env = cli_env(SESSIONIZE_PAUSE_AT="rewind-logs:-1")
     run_until_killed(["rewind", "--checkpoint", chk, "--to-batch", "-1"], "PAUSED", env)
     assert not (run / "chk" / "sessionize.json").exists()
-    done = sessionize("rewind", "--checkpoint", chk, "--to-batch", "-1")
-    assert done.returncode == 0, done.stderr
+    rewind(chk, -1, say=said.append)
     assert not list((run / "out").glob("*/batch_id=*"))
     again = StreamOptions(input=str(inp), output=str(run / "out"), checkpoint=chk, partitions=2,
                           rules=SessionRules(gap_us=20 * 60_000_000))  # fmt: skip
