@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from sessionize.commands.history import batch_history, history_lines, open_checkpoint
 from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.engines.spark_logs import spark_state_versions
 from tests.helpers import OUTPUTS, generate, read_output
 
 
-@pytest.mark.parametrize("state", ["spark-hdfs"])
+@pytest.mark.parametrize("state", ["spark-hdfs", "spark-rocksdb"])
 def test_spark_state_rewind_then_rerun_equals_the_uninterrupted_run(spark, state, tmp_path):
     inp = generate(tmp_path / "in", hours=1, users=60, events_per_hour=400, files_per_hour=2,
                    late_rate=0.01)  # fmt: skip
@@ -23,6 +24,11 @@ def test_spark_state_rewind_then_rerun_equals_the_uninterrupted_run(spark, state
     assert [r["version"] for r in records] == [0, 1, 2]
     whole = {n: read_output(tmp_path / "out", n) for n in OUTPUTS}
     assert whole["sessions"].num_rows > 0
+
+    ck = open_checkpoint(opts.checkpoint)
+    lines = history_lines(ck, batch_history(ck))
+    assert [x.split()[1] for x in lines[:-1]] == ["0", "1", "2"], lines
+    assert lines[-1].startswith("oldest restorable batch: 0 "), lines
 
     said: list[str] = []
     rewind(opts.checkpoint, 1, say=said.append)
