@@ -421,6 +421,21 @@ class StateBackendContract:
             backend.open(J, 0, 0, epoch=2).commit(1)
         assert backend.versions(J, 0) == [0]
 
+    def test_truncate_after_completes_a_truncation_cut_short(self, backend):
+        """A rewind killed after the job records went (truncate_after's first step) and
+        before the partitions did: running it again finishes the partitions."""
+        for v in range(4):
+            for p in range(2):
+                commit(backend, J, p, v - 1, v, {v: [v]})
+            backend.write_job_record(J, v, {"v": v})
+        backend._delete_job_records(J, [3, 2])
+        backend._truncate_partition(J, 0, 1)
+        assert backend.versions(J, 1) == [0, 1, 2, 3]
+        backend.truncate_after(J, 1)
+        assert backend.job_versions(J) == [0, 1]
+        assert backend.versions(J, 0) == backend.versions(J, 1) == [0, 1]
+        assert read_all(backend, J, 1, 1) == expected({0: [0], 1: [1]})
+
     # ----- configuration ---------------------------------------------------------------
 
     def test_pickles_as_configuration(self, backend):

@@ -31,6 +31,7 @@ from sessionize.engines.checkpoint import (
     checkpoint_lease,
     last_committed_batch,
     record_paths,
+    refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
@@ -228,8 +229,14 @@ class Sessionizer:
     def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
                on_batch, input_name, lease) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, f"{checkpoint.rstrip('/')}/state")
+        refuse_if_rewinding(checkpoint)
         check_or_record(checkpoint, self._recorded(store_uri, output_format))
-        record_paths(checkpoint, {"input": redact_uri(input_name), "output": redact_uri(output)})
+        # What `history` and `rewind` need besides the settings (secrets left out).
+        record_paths(checkpoint, {
+            "input": redact_uri(input_name), "output": redact_uri(output),
+            "output_format": output_format, "state": redact_uri(store_uri), "job": self.job,
+            "progress_log": progress_log,  # None: CHECKPOINT/progress.jsonl
+        })  # fmt: skip
         backend = None
         if self.state not in SPARK_STATES:
             backend = open_backend(store_uri)

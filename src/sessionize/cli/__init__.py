@@ -1,4 +1,5 @@
-"""Command line: `sessionize generate | stream | batch | demo | report`.
+"""Command line: `sessionize generate | stream | batch | demo | report | status | history |
+rewind`.
 
 Every failure a user can cause or fix (a bad flag, no Java, an unreachable backend, a
 checkpoint from other settings) ends in exactly one line on stderr and exit code 2.
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 
 import click
 
-from sessionize.cli import failures
+from sessionize.cli import failures, reprocess
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
 from sessionize.mapping import EventMapping
@@ -418,6 +419,10 @@ def report(output, checkpoint, progress_log, to) -> None:
         f"wrote {result.path} ({result.bytes / 1e3:,.0f} kB, {result.sessions:,} sessions, "
         f"{result.seconds:.1f}s)"
     )
+
+
+cli.add_command(reprocess.history)
+cli.add_command(reprocess.rewind)
 
 
 def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

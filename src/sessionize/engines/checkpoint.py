@@ -9,6 +9,7 @@ out as flags, instead of silently mixing two semantics.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -155,3 +156,38 @@ def seen_files(checkpoint: str) -> set[str]:
                 if line:
                     seen.add(json.loads(line)["path"])
     return seen
+
+
+REWIND_FILE = "sessionize-rewind.json"
+
+
+def rewind_intent(checkpoint: str) -> dict | None:
+    """The record of a rewind that started and has not finished, or None."""
+    return recorded(checkpoint, REWIND_FILE) or None
+
+
+def write_rewind_intent(checkpoint: str, intent: dict) -> None:
+    """Written whole (aside, then moved) before a rewind changes anything."""
+    fs, base = resolve_fs(checkpoint)
+    tmp = f"{base}/.{REWIND_FILE}.tmp"
+    with fs.open_output_stream(tmp) as f:
+        f.write(json.dumps(intent, indent=2, sort_keys=True).encode())
+    fs.move(tmp, f"{base}/{REWIND_FILE}")
+
+
+def clear_rewind_intent(checkpoint: str) -> None:
+    """The last step of a rewind."""
+    fs, base = resolve_fs(checkpoint)
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_file(f"{base}/{REWIND_FILE}")
+
+
+def refuse_if_rewinding(checkpoint: str) -> None:
+    """A query must not start on a checkpoint whose rewind was interrupted half way."""
+    intent = rewind_intent(checkpoint)
+    if intent is not None:
+        raise StateError(
+            f"checkpoint {checkpoint} has an unfinished rewind to batch {intent['to_batch']}: "
+            f"complete it with `sessionize rewind --checkpoint {checkpoint} --to-batch "
+            f"{intent['to_batch']}`, then start the stream again"
+        )

@@ -45,6 +45,12 @@ Parser = Callable[..., DataFrame]
 # Counters summed over the life of a job, kept in every record under `totals`.
 TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
 
+# Batches kept restorable, for rewinding: Spark's offset, commit and state logs
+# (`spark.sql.streaming.minBatchesToRetain`) and our state store's versions and job records
+# keep the same number, so every batch `history` lists can be restored.
+RETAIN = 100
+RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
+
 
 @dataclass(frozen=True)
 class BatchRequest:

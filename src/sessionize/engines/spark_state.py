@@ -66,7 +66,14 @@ from typing_extensions import override
 
 from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import offset_log
-from sessionize.engines.runner import BatchRequest, BatchResult, Engine, Parser
+from sessionize.engines.runner import (
+    RETAIN,
+    RETAIN_CONF,
+    BatchRequest,
+    BatchResult,
+    Engine,
+    Parser,
+)  # fmt: skip
 from sessionize.engines.spark_processor import (
     INPUT_COLUMNS,
     KEY,
@@ -236,6 +243,7 @@ class SparkStateEngine(Engine):
         return {
             PROVIDER_CONF: PROVIDERS[self.state],
             "spark.sql.shuffle.partitions": str(self.partitions),
+            RETAIN_CONF: str(RETAIN),
         }
 
     @override

@@ -35,7 +35,14 @@ from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
-from sessionize.engines.runner import BatchRequest, BatchResult, Engine, Parser
+from sessionize.engines.runner import (
+    RETAIN,
+    RETAIN_CONF,
+    BatchRequest,
+    BatchResult,
+    Engine,
+    Parser,
+)  # fmt: skip
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
@@ -67,7 +74,7 @@ class EngineSettings:
     # Events more than this ahead of the batch's time are invalid (None: no limit). A rule
     # on input, not part of the state: not in settings_record.
     max_future_us: int | None = None
-    retain: int = 100  # versions kept restorable
+    retain: int = RETAIN  # versions kept restorable (and Spark's batches: query_confs)
     maintenance_every: int = 10  # versions between retention clean-ups
     output_format: str = "parquet"  # parquet | delta (sinks.base.open_sink)
     # The driver's lease epoch: the store rejects this run's commits once a newer driver
@@ -205,6 +212,10 @@ class StoreEngine(Engine):
         live (CHECKPOINT/state), is empty when batch 0 starts."""
         if self.lease is not None and self.settings.epoch is None:
             self.settings = fence_store(self.backend, self.settings, self.lease)
+
+    @override
+    def query_confs(self) -> dict[str, str]:
+        return {RETAIN_CONF: str(self.settings.retain)}
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:

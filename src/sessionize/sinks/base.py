@@ -36,7 +36,13 @@ class Sink(Protocol):
         ...
 
     def invalidate_from(self, batch_id: int) -> list[int]:
-        """Remove every published batch >= batch_id; returns their ids."""
+        """Remove every published batch >= batch_id, newest first, each batch whole, so that
+        readers see batches 0..K at every moment; returns their ids."""
+        ...
+
+    def rows_from(self, name: str, batch_id: int) -> int:
+        """Rows of output `name` in published batches >= batch_id (what invalidating from
+        there would remove)."""
         ...
 
     def published(self, name: str) -> list[int]:

@@ -75,16 +75,37 @@ class DeltaSink(StagedSink):
             staging.close_attempt(fs, base, batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
-        """Delete batches >= batch_id: one commit per table that has any."""
+        """Delete batches >= batch_id: one commit per table that has any. The commit also sets
+        the job's transaction version back to batch_id - 1, so that the table again takes
+        the commits of those batches when they are recomputed (a publish of a batch the
+        transaction version covers is skipped when nothing new was staged)."""
+        from deltalake import CommitProperties, Transaction
+
         retired: set[int] = set()
         with _errors(f"removing batches from {batch_id} under {_redact(self.root)}"):
             for name in OUTPUTS:
                 dt = self.table(name)
-                found = _batch_ids(dt, batch_id) if dt is not None else []
+                if dt is None:
+                    continue
+                found = _batch_ids(dt, batch_id)
                 if found:
-                    dt.delete(f"batch_id >= {batch_id}")
+                    props = CommitProperties(
+                        app_transactions=[Transaction(self.job, batch_id - 1)],
+                        custom_metadata={"sessionize.retired_from": str(batch_id)},
+                    )
+                    dt.delete(f"batch_id >= {batch_id}", commit_properties=props)
                     retired |= set(found)
         return sorted(retired)
+
+    def rows_from(self, name: str, batch_id: int) -> int:
+        from deltalake import QueryBuilder
+
+        dt = self.table(name)
+        if dt is None:
+            return 0
+        sql = f"SELECT count(*) AS n FROM t WHERE batch_id >= {int(batch_id)}"
+        rows = pa.table(QueryBuilder().register("t", dt).execute(sql).read_all())
+        return int(rows["n"][0].as_py())
 
     def published(self, name: str) -> list[int]:
         dt = self.table(name)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sessionize import faults
@@ -64,11 +65,18 @@ class ParquetSink(StagedSink):
         fs, base = self._fs()
         retired = set()
         for name in OUTPUTS:
-            for b in self.published(name):
+            for b in reversed(self.published(name)):
                 if b >= batch_id:
                     self._retire(fs, base, name, f"{base}/{self.batch_dir(name, b)}")
                     retired.add(b)
         return sorted(retired)
+
+    def rows_from(self, name: str, batch_id: int) -> int:
+        fs, base = self._fs()
+        if not any(b >= batch_id for b in self.published(name)):
+            return 0
+        data = ds.dataset(f"{base}/{name}", filesystem=fs, format="parquet", partitioning="hive")
+        return data.count_rows(filter=ds.field("batch_id") >= batch_id)
 
     def published(self, name: str) -> list[int]:
         fs, base = self._fs()

@@ -79,12 +79,22 @@ class ManifestParquetSink(StagedSink):
         retired = set()
         with sink_errors(f"removing batches from {batch_id} under {self.root.split('?')[0]}"):
             for name in OUTPUTS:
-                for b, (version, files) in sorted(self._commits(fs, base, name).items()):
+                commits = self._commits(fs, base, name)
+                for b, (version, files) in sorted(commits.items(), reverse=True):
                     if b >= batch_id and files:
                         self._commit(name, b, version + 1, [])
                         self._drop_uncommitted(fs, base, name, b, set())
                         retired.add(b)
         return sorted(retired)
+
+    def rows_from(self, name: str, batch_id: int) -> int:
+        fs, base = self._fs()
+        batches = self._commits(fs, base, name)
+        files = [f"{base}/{name}/{f}" for b, (_, fl) in batches.items() if b >= batch_id
+                 for f in fl]  # fmt: skip
+        if not files:
+            return 0
+        return ds.dataset(files, filesystem=fs, format="parquet").count_rows()
 
     def published(self, name: str) -> list[int]:
         fs, base = self._fs()

@@ -1,0 +1,34 @@
+"""What `history` and `rewind` take from a checkpoint: the state URI recorded without its
+secret is given again with --state, and only for the same store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sessionize.commands.history import open_checkpoint
+from sessionize.errors import ConfigError
+
+URI = "postgresql://app:s3cret@db.example:5432/sessions?schema=s"
+
+
+def checkpoint(tmp_path):
+    recorded = {"state": URI.replace("s3cret", "***"), "job": "j"}
+    (tmp_path / "sessionize.json").write_text(json.dumps(recorded))
+    (tmp_path / "sessionize-paths.json").write_text(json.dumps({"output": str(tmp_path / "o")}))
+    return str(tmp_path)
+
+
+def test_a_redacted_state_uri_must_be_given_again(tmp_path):
+    chk = checkpoint(tmp_path)
+    with pytest.raises(ConfigError, match="give it with --state URI"):
+        open_checkpoint(chk)
+    with pytest.raises(ConfigError, match="is not the state of checkpoint"):
+        open_checkpoint(chk, URI.replace("db.example", "other.example"))
+    assert open_checkpoint(chk, URI).state_uri == URI
+
+
+def test_not_a_checkpoint(tmp_path):
+    with pytest.raises(ConfigError, match="not a sessionize checkpoint"):
+        open_checkpoint(str(tmp_path))
