@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import click
 
 from sessionize.cli import failures
+from sessionize.cli.fields import mapping_options, pop_mapping
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
 
@@ -261,6 +262,7 @@ def job_settings(
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
 @max_future_option
+@mapping_options
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
     **job,
@@ -268,6 +270,7 @@ def stream(
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
 
+    mapping = pop_mapping(job)
     opts = StreamOptions(
         input=input_,
         output=output,
@@ -277,6 +280,7 @@ def stream(
         source_options=_key_values(source_options, "--source-option"),
         **job_settings(**job),
         max_future_us=max_future,
+        mapping=mapping,
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -291,13 +295,15 @@ def stream(
 @job_options
 @spark_options
 @max_future_option
+@mapping_options
 def batch(input_, output, from_, to, max_future, **job):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.commands.batch import BatchOptions, run_batch
 
+    mapping = pop_mapping(job)
     opts = BatchOptions(
         input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
-        **job_settings(**job),
+        mapping=mapping, **job_settings(**job),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)

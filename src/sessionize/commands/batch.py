@@ -29,6 +29,7 @@ from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import is_dir
+from sessionize.mapping import DEFAULT_RECORD, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.sources.files import file_batch
 from sessionize.spark_session import get_spark
@@ -62,6 +63,7 @@ class BatchOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
+    mapping: EventMapping = field(default_factory=EventMapping)
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -107,7 +109,7 @@ def _run(
 ) -> list[dict]:
     now_us = time.time_ns() // 1000  # one "now" for every hour of the run
     settings = opts.engine_settings()
-    backend = open_backend(settings.state_uri)
+    backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
@@ -168,6 +170,8 @@ def _run(
 
 def _check_settings(record: dict | None, settings: EngineSettings) -> None:
     recorded = (record or {}).get("settings")
+    if recorded:  # a state from before mappings could be chosen has the default one
+        recorded = {**DEFAULT_RECORD, **recorded}
     diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""
     if diffs:
         raise IncompatibleCheckpoint(

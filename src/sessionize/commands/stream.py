@@ -24,6 +24,7 @@ from sessionize.engines.runner import BatchRunner, Engine, run_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import StoreEngine
 from sessionize.errors import ConfigError, StateError
+from sessionize.mapping import EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import check_input, open_stream
 from sessionize.spark_session import get_spark
@@ -51,6 +52,7 @@ class StreamOptions:
     max_future_us: int | None = 86_400_000_000
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     spark_conf: dict[str, str] = field(default_factory=dict)
+    mapping: EventMapping = field(default_factory=EventMapping)
 
     def state_uri(self) -> str:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
@@ -72,6 +74,7 @@ class StreamOptions:
             "partitions": self.partitions,
             "job": self.job,
             "output_format": self.output_format,
+            **self.mapping.record(),
         }
 
 
@@ -114,7 +117,7 @@ def _run(
     record_paths(opts.checkpoint, paths)
     backend = None
     if opts.state not in SPARK_STATES:
-        backend = open_backend(opts.state_uri())
+        backend = open_backend(opts.state_uri(), engine_settings(opts).row_spec())
         backend.check()
         _check_agreement(backend, opts)
     spark = spark or get_spark(
@@ -128,6 +131,7 @@ def _run(
         engine = SparkStateEngine(
             opts.state, opts.rules, opts.partitions, opts.checkpoint,
             open_sink(opts.output, opts.output_format, job=opts.job), opts.max_future_us,
+            opts.mapping,
         )  # fmt: skip
     else:
         engine = StoreEngine(spark, engine_settings(opts), backend)
