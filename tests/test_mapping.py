@@ -1,0 +1,144 @@
+"""Field mapping (docs/design.md, "Events"): flags -> EventMapping, what a mapped line's
+fields must be and the reason when they are not, and a checkpoint bound to its mapping."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from sessionize.engines.checkpoint import check_or_record
+from sessionize.errors import ConfigError, IncompatibleCheckpoint
+from sessionize.mapping import DEFAULT_RECORD, EventMapping, parse_keep
+from sessionize.parsing import parse
+from tests.helpers import cli_env, sessionize
+
+MAPPING = EventMapping(
+    user="anonymous_id", time="ctx.ts", page="url", action="type", time_format="epoch-ms",
+    user_type="string", keep=(("ref", "ctx.referrer"),),
+)  # fmt: skip
+
+
+def _line(**fields) -> str:
+    event = {"anonymous_id": "u1", "ctx": {"ts": 1_700_000_000_000, "referrer": "r"}, "url": "/"}
+    event.update(fields)
+    return json.dumps({k: v for k, v in event.items() if v is not _DROP}, ensure_ascii=False)
+
+
+_DROP = object()
+_MS = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def parsed(spark):
+    """(line, what it should give): a `reason`, or the (user_id, event_time µs) of a valid
+    event. Parsed in one Spark job."""
+    cases = [
+        # Keys: any Unicode, up to 256 UTF-8 bytes (128 two-byte characters).
+        (_line(anonymous_id="ü-%✓ 用户"), ("ü-%✓ 用户", _MS * 1000)),
+        (_line(anonymous_id="é" * 128), ("é" * 128, _MS * 1000)),
+        (_line(anonymous_id="é" * 128 + "x"), "anonymous_id: longer than 256 bytes (UTF-8)"),
+        (_line(anonymous_id=""), "anonymous_id: empty string"),
+        (_line(anonymous_id=42), "anonymous_id: expected a string"),
+        (_line(anonymous_id=_DROP), "missing anonymous_id"),
+        (_line(anonymous_id=None), "missing anonymous_id"),
+        # Epoch ms: JSON numbers; a fraction rounds to the microsecond; before 1970 is a time.
+        (_line(ctx={"ts": 1_700_000_000_000.5}), ("u1", _MS * 1000 + 500)),
+        (_line(ctx={"ts": -1000}), ("u1", -1_000_000)),
+        (_line(ctx={"ts": "1700000000000"}), "ctx.ts: expected a number"),
+        (_line(ctx={"ts": True}), "ctx.ts: expected a number"),
+        (_line(ctx={"ts": 1e20}), "ctx.ts: epoch time out of range (years 0001-9999)"),
+        (_line(ctx={"ts": -1e15}), "ctx.ts: epoch time out of range (years 0001-9999)"),
+        (_line(ctx={}), "missing ctx.ts"),
+        (_line(ctx="x"), "ctx: expected an object"),
+        # Other mapped fields keep the usual rules, named by their paths.
+        (_line(url=_DROP), "missing url"),
+        (_line(url=5), "url: expected a string"),
+        (_line(type=["a"]), "type: expected a string"),
+        (_line(ctx={"ts": _MS, "referrer": {"a": 1}}), "ctx.referrer: expected a string"),
+    ]
+    raw = spark.createDataFrame(
+        [(line, None, f"f:{i}") for i, (line, _) in enumerate(cases)],
+        "value string, error string, source string",
+    )
+    rows = {r["source"]: r.asDict() for r in parse(raw, mapping=MAPPING).collect()}
+    return [(line, want, rows[f"f:{i}"]) for i, (line, want) in enumerate(cases)]
+
+
+def test_mapped_fields_give_valid_events_or_reasons_naming_the_path(parsed):
+    for line, want, row in parsed:
+        if isinstance(want, str):
+            assert row["reason"] == want, line
+            assert row["raw"] == line
+        else:
+            assert row["reason"] is None, (line, row["reason"])
+            micros = (row["event_time"].replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC))
+            assert (row["user_id"], micros.days * 86_400_000_000 + micros.seconds * 1_000_000
+                    + micros.microseconds) == want, line  # fmt: skip
+
+
+def test_kept_fields_are_the_attribute_columns(parsed):
+    line, _, row = parsed[0]
+    assert row["ref"] == "r" and row["action"] == "view" and row["page"] == "/"
+    assert "site" not in row
+
+
+def test_epoch_seconds(spark):
+    m = EventMapping(time="t", time_format="epoch-s", keep=())
+    raw = spark.createDataFrame(
+        [('{"user_id": 1, "t": 1700000000.25, "page": {"current": "/"}}', None, "f")],
+        "value string, error string, source string",
+    )
+    (row,) = parse(raw, mapping=m).collect()
+    assert row["reason"] is None
+    assert row["event_time"].replace(tzinfo=UTC) == datetime(2023, 11, 14, 22, 13, 20, 250000, UTC)
+
+
+def test_bad_mappings_are_refused_with_the_flag():
+    with pytest.raises(ConfigError, match="--keep-fields 'page.x' runs through 'page'"):
+        EventMapping(page="page", keep=(("x", "page.x"),))
+    with pytest.raises(ConfigError, match="--page-field 'a..b'"):
+        EventMapping(page="a..b")
+    with pytest.raises(ConfigError, match="'user_id' cannot name an output column"):
+        EventMapping(keep=(("user_id", "a"),))
+    with pytest.raises(ConfigError, match="--time-field 'x' is also read"):
+        EventMapping(time="x", keep=(("k", "x"),))
+    with pytest.raises(ConfigError, match="is not NAME=PATH"):
+        parse_keep("site")
+    assert parse_keep("") == ()
+
+
+def test_a_changed_mapping_is_refused_on_an_existing_checkpoint(tmp_path):
+    chk = str(tmp_path / "chk")
+    base = {"gap": "10m"}
+    check_or_record(chk, {**base, **EventMapping().record()})
+    with pytest.raises(IncompatibleCheckpoint, match=r"--user-type long \(this run: string\)"):
+        check_or_record(chk, {**base, **EventMapping(user_type="string").record()})
+
+
+def test_a_checkpoint_from_before_mappings_means_the_default_mapping(tmp_path):
+    chk = str(tmp_path / "chk")
+    check_or_record(chk, {"gap": "10m"})  # what an older version recorded
+    check_or_record(chk, {"gap": "10m", **DEFAULT_RECORD})
+    with pytest.raises(IncompatibleCheckpoint, match=r"--time-field event_time \(this run: ts\)"):
+        check_or_record(chk, {"gap": "10m", **EventMapping(time="ts").record()})
+
+
+def test_cli_refuses_a_changed_mapping_in_one_line(tmp_path):
+    """The flags reach the checkpoint check (before Spark starts)."""
+    inp, chk = tmp_path / "in", tmp_path / "chk"
+    inp.mkdir()
+    args = ["stream", "--input", str(inp), "--output", str(tmp_path / "out"),
+            "--checkpoint", str(chk)]  # fmt: skip
+    from sessionize.commands.stream import StreamOptions
+
+    check_or_record(str(chk), StreamOptions(str(inp), "o", str(chk)).recorded_settings())
+    r = sessionize(*args, "--user-field", "anonymous_id", "--user-type", "string",
+                   "--keep-fields", "", env=cli_env())  # fmt: skip
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "--user-field user_id (this run: anonymous_id)" in lines[0]
+    assert "--user-type long (this run: string)" in lines[0]
+    assert "--keep-fields site=source.site," in lines[0] and "(this run: )" in lines[0]
