@@ -142,3 +142,28 @@ def test_cli_refuses_a_changed_mapping_in_one_line(tmp_path):
     assert "--user-field user_id (this run: anonymous_id)" in lines[0]
     assert "--user-type long (this run: string)" in lines[0]
     assert "--keep-fields site=source.site," in lines[0] and "(this run: )" in lines[0]
+
+
+def test_delta_tables_take_the_mapped_columns_from_an_empty_first_batch(tmp_path):
+    """A first batch without sessions creates the tables with the mapping's columns, so a
+    later batch of string ids and other attributes commits to them."""
+    import pyarrow as pa
+
+    from sessionize.schema import layout
+    from sessionize.sinks.registry import open_sink
+
+    sink = open_sink(str(tmp_path), "delta", job="j", mapping=MAPPING)
+    sch = layout(MAPPING).sessions
+    sink.clear_staging(0)
+    sink.publish(0)
+    row = {
+        "session_id": "ü%2Dx-1", "user_id": "ü-x", "start_time": 1, "end_time": 1,
+        "closed_at": 2, "duration_ms": 0, "event_count": 1, "pages": ["/"],
+        "end_reason": "inactivity", "ref": "r", "session_date": 0,
+    }  # fmt: skip
+    sink.clear_staging(1)
+    sink.write_part("sessions", 1, 0, pa.Table.from_pylist([row], sch))
+    sink.publish(1)
+    got = sink.table("sessions").to_pyarrow_table()
+    assert got["user_id"].to_pylist() == ["ü-x"] and got["ref"].to_pylist() == ["r"]
+    assert got.schema.field("user_id").type in (pa.string(), pa.large_string())

@@ -48,8 +48,9 @@ def test_string_users_follow_the_reference_and_get_escaped_session_ids():
     assert got.state_removes.to_pylist() == sorted(want["state_removes"])
     assert got.stats.as_dict() == want["stats"]
     # `-` and `%` in a key are escaped (written by hand): the first `-` ends the user.
-    ids = dict(zip(got.sessions["user_id"].to_pylist(), got.sessions["session_id"].to_pylist()))
-    start_ms = {r["user_id"]: r["start_time"] // 1000 for r in rows_of(got.sessions)}
+    rows = rows_of(got.sessions)
+    ids = {r["user_id"]: r["session_id"] for r in rows}
+    start_ms = {r["user_id"]: r["start_time"] // 1000 for r in rows}
     assert ids["a-b"] == f"a%2Db-{start_ms['a-b']}"
     assert ids["%2D"] == f"%252D-{start_ms['%2D']}"
     assert ids["ü✓用户"] == f"ü✓用户-{start_ms['ü✓用户']}"

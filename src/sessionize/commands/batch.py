@@ -122,7 +122,7 @@ def _run(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
         )
-    sink = open_sink(opts.output, opts.output_format, job=opts.job)
+    sink = open_sink(opts.output, opts.output_format, job=opts.job, mapping=opts.mapping)
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)
         backend.truncate_after(opts.job, previous)

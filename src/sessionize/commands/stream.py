@@ -130,7 +130,8 @@ def _run(
     if backend is None:
         engine = SparkStateEngine(
             opts.state, opts.rules, opts.partitions, opts.checkpoint,
-            open_sink(opts.output, opts.output_format, job=opts.job), opts.max_future_us,
+            open_sink(opts.output, opts.output_format, job=opts.job, mapping=opts.mapping),
+            opts.max_future_us,
             opts.mapping,
         )  # fmt: skip
     else:

@@ -130,7 +130,9 @@ def run_partition(
         puts, removes = step.state_puts, step.state_removes
         if lay.string_keys:
             puts, removes = _keyed(puts, state, valid)
-        sink = open_sink(settings.output, settings.output_format, job=settings.job)
+        sink = open_sink(
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+        )
         sink.write_part("sessions", plan.version, partition, step.sessions)
         sink.write_part("page_views", plan.version, partition, step.page_views)
         sink.write_part("late_events", plan.version, partition, step.late)
@@ -226,7 +228,9 @@ class StoreEngine(Engine):
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_state(settings)
-        self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
+        self.sink = open_sink(
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+        )
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:
