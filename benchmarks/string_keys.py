@@ -1,6 +1,6 @@
 """Throughput with string user keys against integer keys, on the same events.
 
-    .venv/bin/python benchmarks/string_keys.py [--users 20000 --hours 2 --events-per-hour 50000]
+    .venv/bin/python benchmarks/string_keys.py [--users 10000 --hours 2 --events-per-hour 25000]
 
 Generates the input once, then writes a copy whose `user_id` is a JSON string (`"u-123"`,
 everything else byte for byte the same), and runs the `store` engine with `files` state on
@@ -60,7 +60,7 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_args(ap)
-    ap.set_defaults(users=20000, hours=2, events_per_hour=50_000)
+    ap.set_defaults(users=10000, hours=2, events_per_hour=25_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--run", help=argparse.SUPPRESS)  # internal: one contender, this process
     ap.add_argument("--input", help=argparse.SUPPRESS)
