@@ -167,3 +167,49 @@ def test_delta_tables_take_the_mapped_columns_from_an_empty_first_batch(tmp_path
     got = sink.table("sessions").to_pyarrow_table()
     assert got["user_id"].to_pylist() == ["ü-x"] and got["ref"].to_pylist() == ["r"]
     assert got.schema.field("user_id").type in (pa.string(), pa.large_string())
+
+
+def test_string_ids_sharing_a_stored_key_keep_their_own_sessions(tmp_path):
+    """Two ids whose `user_key` collides (forged here; xxhash64 collisions are ~1 in 10^19)
+    share one stored key: a batch that touches one of them keeps the other's open events,
+    and both users' sessions come out whole, each under its own id."""
+    import pyarrow as pa
+
+    from sessionize.config import SessionRules
+    from sessionize.engines.store import BatchPlan, EngineSettings, run_partition
+    from sessionize.sinks.registry import open_sink
+    from tests.helpers import read_output
+
+    mapping = EventMapping(user_type="string", keep=())
+    out = str(tmp_path / "out")
+    settings = EngineSettings(
+        rules=SessionRules(), partitions=1, state_uri=f"files:{tmp_path / 'state'}",
+        job="j", output=out, mapping=mapping,
+    )  # fmt: skip
+    minute, t0 = 60_000_000, 1_700_000_000_000_000
+
+    def rows(*events):
+        cols = ["user_id", "event_time", "page", "action", "user_key", "reason", "raw", "source"]
+        data = [(u, t0 + m * minute, p, "view", 7, None, None, "f") for u, m, p in events]
+        table = pa.table(list(zip(*data, strict=True)) if data else [[]] * len(cols), names=cols)
+        return table.cast(pa.schema([
+            ("user_id", pa.string()), ("event_time", pa.timestamp("us", "UTC")),
+            ("page", pa.string()), ("action", pa.string()), ("user_key", pa.int64()),
+            ("reason", pa.string()), ("raw", pa.string()), ("source", pa.string()),
+        ]))  # fmt: skip
+
+    sink = open_sink(out, mapping=mapping)
+    batches = [
+        (rows(("a", 0, "a1"), ("b", 1, "b1")), None),  # both open, one stored key
+        (rows(("a", 5, "a2")), t0 - minute),  # touches a only
+        (rows(), t0 + 60 * minute),  # every session closes
+    ]
+    previous = -1
+    for version, (table, watermark) in enumerate(batches):
+        plan = BatchPlan(version, previous, None if version == 0 else t0 - minute, watermark)
+        sink.clear_staging(version)
+        run_partition(settings, plan, 0, table)
+        sink.publish(version)
+        previous = version
+    sessions = read_output(tmp_path / "out", "sessions").to_pylist()
+    assert [(s["user_id"], s["pages"]) for s in sessions] == [("a", ["a1", "a2"]), ("b", ["b1"])]

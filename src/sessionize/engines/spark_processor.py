@@ -12,7 +12,7 @@ with a `kind` column) for the driver's foreachBatch to split and write.
   array columns of a state schema), with an event-time timeout at `expires_at`.
 
 Invalid lines travel through the same operator (so the query reads its source once), keyed
-by their user id when they have one, else 0; the step passes them straight to
+by their user id when they have one, else 0 (or ""); the step passes them straight to
 `invalid_events` and they never touch the state.
 
 Watermark: both receive the watermark Spark computed at the end of the previous batch

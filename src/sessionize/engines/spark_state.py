@@ -5,7 +5,7 @@ One streaming query, one source, one sink:
     source -> parse (valid events and invalid lines, as data)
       -> withWatermark(event_time, lateness)
       -> project: event time as µs (the operator sees no watermarked column), and a key:
-         the user id, or 0 for an invalid line without one
+         the user id, or 0 ("" for string ids) for an invalid line without one
       -> groupBy(key).transformWithState(SessionProcessor, EventTime)     spark-rocksdb
                      .applyInPandasWithState(..., EventTimeTimeout)       spark-hdfs
          rows of one wide schema: sessions, page_views, late_events, invalid_events, stats
