@@ -19,10 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.errors import ConfigError
-from sessionize.mapping import EventMapping
+from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
 from sessionize.parsing import _ISO_8601 as ISO_8601
+from sessionize.schema import STATE_USER_KEY
 
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
 SIDE_COLUMNS = ("error", "source", "raw")
@@ -83,6 +84,9 @@ def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
             raise _wrong(path, dtype, "a string (--user-type string)")
         return column, F.when(column.isNull(), missing).when(
             column == "", F.lit(f"{path}: empty string")
+        ).when(
+            F.octet_length(column) > MAX_USER_KEY_BYTES,
+            F.lit(f"{path}: longer than {MAX_USER_KEY_BYTES} bytes (UTF-8)"),
         )
     if isinstance(dtype, _INTEGRAL):
         return column.cast("long"), F.when(column.isNull(), missing)
@@ -153,9 +157,11 @@ def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], 
         value = F.lit(None).cast("string") if found is None else _string(path, *found)
         kept.append(value.alias(name))
     reason = F.coalesce(user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"))
+    # String ids are stored under a 64-bit hash of the id, as parsing.parse computes it.
+    key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
     columns = [
         user.alias("user_id"), ts.alias("event_time"), page.alias("page"),
-        action.alias("action"), *kept,
+        action.alias("action"), *kept, *key,
     ]  # fmt: skip
     return columns, reason
 

@@ -2,7 +2,7 @@
 
 The defaults are the sample event contract: `user_id` a JSON integer, `event_time` an
 ISO-8601 string, the page at `page.current`. The mapping decides which users and times the
-state holds, so it is part of a checkpoint's settings like `--gap`.
+state holds, so it is part of a checkpoint's settings like `--gap` (`record`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ TIME_FORMATS = ("iso8601", "epoch-ms", "epoch-s")
 USER_TYPES = ("long", "string")
 INPUT_FORMATS = ("json", "parquet")
 
+# A string user key longer than this (UTF-8 bytes) is invalid: keys are stored in every
+# state backend and embedded in `session_id`, so they are bounded.
+MAX_USER_KEY_BYTES = 256
+
 # Attributes of a session's first event that the session carries: output column -> path.
 DEFAULT_KEEP = (
     ("site", "source.site"),
@@ -23,6 +27,13 @@ DEFAULT_KEEP = (
     ("language", "technical.lang"),
     ("device_type", "technical.device.type"),
 )
+# Columns every event and output already has: a kept attribute cannot take these names.
+_RESERVED = {
+    "user_id", "event_time", "page", "action", "expires_at", "watermark", "session_id",
+    "start_time", "end_time", "closed_at", "duration_ms", "event_count", "pages",
+    "end_reason", "session_date", "batch_id", "position", "time_on_page_ms", "raw", "reason",
+    "source", "kind",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,3 +56,94 @@ class EventMapping:
             raise ConfigError(f"--user-type must be one of {', '.join(USER_TYPES)}")
         if self.input_format not in INPUT_FORMATS:
             raise ConfigError(f"--input-format must be one of {', '.join(INPUT_FORMATS)}")
+        object.__setattr__(self, "keep", tuple((str(n), str(p)) for n, p in self.keep))
+        for flag, path in self.fields():
+            _check_path(flag, path)
+        names = [name for name, _ in self.keep]
+        for name in names:
+            if not name.isidentifier() or name.lower() in _RESERVED:
+                raise ConfigError(
+                    f"--keep-fields: '{name}' cannot name an output column; use letters, "
+                    "digits and _ (not a column the outputs already have)"
+                )
+        if len({n.lower() for n in names}) != len(names):
+            raise ConfigError("--keep-fields: each NAME may appear once")
+        _check_tree(self.fields())
+
+    def fields(self) -> list[tuple[str, str]]:
+        """(flag, path) of every field read, user first."""
+        return [
+            ("--user-field", self.user),
+            ("--time-field", self.time),
+            ("--action-field", self.action),
+            ("--page-field", self.page),
+            *(("--keep-fields", path) for _, path in self.keep),
+        ]
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """The kept attributes' output column names, in order."""
+        return tuple(name for name, _ in self.keep)
+
+    @property
+    def string_keys(self) -> bool:
+        return self.user_type == "string"
+
+    def record(self) -> dict[str, str]:
+        """The mapping as the flags spell it, for a checkpoint's recorded settings."""
+        return {
+            "user_field": self.user,
+            "time_field": self.time,
+            "page_field": self.page,
+            "action_field": self.action,
+            "time_format": self.time_format,
+            "user_type": self.user_type,
+            "keep_fields": format_keep(self.keep),
+        }
+
+
+def parse_keep(text: str) -> tuple[tuple[str, str], ...]:
+    """`NAME=PATH,...` -> ((NAME, PATH), ...); an empty text keeps no attribute."""
+    pairs = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigError(f"--keep-fields: '{item}' is not NAME=PATH, e.g. site=source.site")
+        pairs.append((name.strip(), path.strip()))
+    return tuple(pairs)
+
+
+def format_keep(keep: tuple[tuple[str, str], ...]) -> str:
+    return ",".join(f"{name}={path}" for name, path in keep)
+
+
+def _check_path(flag: str, path: str) -> None:
+    parts = path.split(".")
+    if not path or any(not p or p != p.strip() or "'" in p or "`" in p for p in parts):
+        raise ConfigError(
+            f"{flag} '{path}' is not a dotted path of field names, e.g. page.current "
+            "(no empty names, quotes or surrounding spaces)"
+        )
+
+
+def _check_tree(fields: list[tuple[str, str]]) -> None:
+    """A path may not run through another field read as a value (`page` and `page.url`)."""
+    leaves = {path: flag for flag, path in fields}
+    for flag, path in fields[:2]:  # the user and the time have their own types
+        if sum(p == path for _, p in fields) > 1:
+            raise ConfigError(f"{flag} '{path}' is also read as another field; use another path")
+    for flag, path in fields:
+        parts = path.split(".")
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            if prefix in leaves:
+                raise ConfigError(
+                    f"{flag} '{path}' runs through '{prefix}', which {leaves[prefix]} reads as "
+                    "a value: a field is either a value or an object"
+                )
+
+
+DEFAULT_RECORD = EventMapping().record()
+"""What a checkpoint recorded before mappings existed means: the default mapping."""

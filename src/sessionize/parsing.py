@@ -11,51 +11,91 @@ field reads like such a text (starts like a number, object or array, or is a boo
 suspect lines, which are rare, get a second, exact parse (`try_parse_json`, a variant) to
 find and name the field; a suspect line whose types are all right (a page really named `5`)
 goes on as usual.
+
+The fields, their paths and types come from an `EventMapping` (default: the sample
+contract); reasons name the field by its path in the input.
 """
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-# (path, expected JSON type) of every field read, in the order their errors are reported.
-FIELDS = [
-    ("user_id", "integer"),
-    ("event_time", "string"),
-    ("action", "string"),
-    ("page", "object"),
-    ("page.current", "string"),
-    ("source", "object"),
-    ("source.site", "string"),
-    ("source.api_version", "string"),
-    ("technical", "object"),
-    ("technical.browser", "string"),
-    ("technical.lang", "string"),
-    ("technical.device", "object"),
-    ("technical.device.type", "string"),
-]
-_STRINGS = [path for path, kind in FIELDS if kind == "string"]
-_JSON_SCHEMA = (
-    "user_id long, event_time string, action string, "
-    "page struct<current: string>, "
-    "source struct<site: string, api_version: string>, "
-    "technical struct<browser: string, lang: string, device: struct<type: string>>, "
-    "_corrupt_record string"
-)
+from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
+from sessionize.schema import STATE_USER_KEY, layout
+
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-_ARTICLE = {"integer": "an integer", "string": "a string", "object": "an object"}
+_ARTICLE = {
+    "integer": "an integer", "string": "a string", "object": "an object", "number": "a number",
+}  # fmt: skip
 # ISO-8601 date and time; Spark's own cast accepts looser forms (e.g. '123' as a year).
 _ISO_8601 = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$"
+# Epoch times map to the years 0001-9999, as ISO-8601 times do.
+_MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
+_EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
+_SPARK_TYPES = {
+    "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
+}  # fmt: skip
 
 FUTURE_REASON = "event_time too far in the future"
 
-# Parsed columns, in the order of schema.EVENT.
-EVENT_COLUMNS = [
-    "user_id", "event_time", "page", "action",
-    "site", "api_version", "browser", "language", "device_type",
-]  # fmt: skip
+# Parsed columns of the default mapping, in the order of schema.EVENT.
+EVENT_COLUMNS = layout().event.names
+
+
+def event_columns(mapping: EventMapping | None = None) -> list[str]:
+    """The parsed event columns of `mapping`, in the order of its layout's event schema;
+    with string user ids, the state key `user_key` follows."""
+    lay = layout(mapping)
+    return lay.event.names + ([STATE_USER_KEY] if lay.string_keys else [])
+
+
+@functools.lru_cache(maxsize=32)
+def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
+    """(path, expected JSON type) of every field read, in the order their errors are
+    reported: each path's enclosing objects before it."""
+    m = mapping or EventMapping()
+    user = "string" if m.string_keys else "integer"
+    time = "string" if m.time_format == "iso8601" else "number"
+    wanted = [(m.user, user), (m.time, time), (m.action, "string"), (m.page, "string")]
+    wanted += [(path, "string") for _, path in m.keep]
+    out: dict[str, str] = {}
+    for path, kind in wanted:
+        parts = path.split(".")
+        for i in range(1, len(parts)):
+            out.setdefault(".".join(parts[:i]), "object")
+        out.setdefault(path, kind)
+    return tuple(out.items())
+
+
+def _json_schema(mapping: EventMapping) -> T.StructType:
+    """The `from_json` schema of every field read, nested as the paths are."""
+    tree: dict = {}
+    for path, kind in fields(mapping):
+        node = tree
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        if kind != "object":
+            node[parts[-1]] = _SPARK_TYPES[kind]
+        else:
+            node.setdefault(parts[-1], {})
+
+    def struct(node: dict) -> T.StructType:
+        return T.StructType(
+            [
+                T.StructField(k, struct(v) if isinstance(v, dict) else v)
+                for k, v in node.items()
+            ]
+        )
+
+    top = struct(tree)
+    return top.add(T.StructField("_corrupt_record", T.StringType()))
 
 
 def _leaf(j: Column, path: str) -> Column:
@@ -65,28 +105,37 @@ def _leaf(j: Column, path: str) -> Column:
     return col
 
 
+def _json_path(path: str) -> str:
+    return "$" + "".join(f"['{part}']" for part in path.split("."))
+
+
 def _type_of(v: Column, path: str) -> Column:
     """Spark's name of the JSON type at `path` of variant `v` ('BIGINT', 'STRING',
     'OBJECT<...>', 'VOID' for null), or NULL where the path does not exist."""
-    return F.schema_of_variant(F.variant_get(v, f"$.{path}", "variant"))
+    return F.schema_of_variant(F.variant_get(v, _json_path(path), "variant"))
+
+
+def _is_integer(kind: Column) -> Column:
+    return kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT")
 
 
 def _wrong_type(kind: Column, expected: str) -> Column:
     ok = {
-        "integer": kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT"),
+        "integer": _is_integer(kind),
         "string": kind == "STRING",
         "object": kind.startswith("OBJECT"),
+        "number": _is_integer(kind) | kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT"),
     }[expected]
     return kind.isNotNull() & (kind != "VOID") & ~ok
 
 
-def _type_reason(value: Column, corrupt: Column) -> Column:
-    """The first field of FIELDS whose JSON type is wrong, as `PATH: expected TYPE`, or
-    NULL. A corrupt record that the exact parse rejects too is not valid JSON (e.g. a raw
-    control character inside a string, which `json_object_keys` skips over)."""
+def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Column:
+    """The first field read whose JSON type is wrong, as `PATH: expected TYPE`, or NULL. A
+    corrupt record that the exact parse rejects too is not valid JSON (e.g. a raw control
+    character inside a string, which `json_object_keys` skips over)."""
     v = F.try_parse_json(value)
     out = F.when(v.isNull() & corrupt, F.lit("not a JSON object"))
-    for path, expected in FIELDS:
+    for path, expected in fields(mapping):
         kind = _type_of(v, path)
         if expected == "integer":  # an integer that does not fit in 64 bits
             out = out.when(
@@ -103,52 +152,91 @@ def _duplicate(keys: Column) -> Column:
     return F.when(F.size(F.array_distinct(keys)) < F.size(keys), F.try_element_at(dup, F.lit(1)))
 
 
-def _suspect(j: Column, ts: Column) -> Column:
+def _suspect(mapping: EventMapping, j: Column, ts: Column) -> Column:
     """Whether a line may hold a field of the wrong type (see the module doc)."""
     suspect = j["_corrupt_record"].isNotNull() | ts.isNull()
-    for path in _STRINGS:
-        if path == "event_time":
-            continue  # starts with a digit when valid; any other type has no valid time
+    for path, kind in fields(mapping):
+        if kind != "string" or path == mapping.time:
+            continue  # a valid ISO time starts with a digit; any other type has no valid time
         text = _leaf(j, path)
         looks = F.substring(text, 1, 1).isin(_NON_STRING_START) | text.isin("true", "false")
         suspect = suspect | F.coalesce(looks, F.lit(False))
     return suspect
 
 
-def _reason(value: Column, j: Column, keys: Column, ts: Column, wrong_type: Column) -> Column:
+def _time(mapping: EventMapping, j: Column) -> tuple[Column, Column]:
+    """(the event time as a timestamp or NULL, why a present time is not valid)."""
+    raw = _leaf(j, mapping.time)
+    if mapping.time_format == "iso8601":
+        ts = F.when(raw.rlike(_ISO_8601), F.try_to_timestamp(raw))
+        return ts, F.lit(f"{mapping.time} is not an ISO-8601 timestamp")
+    # A JSON number of ms or s; a fraction is rounded to the nearest microsecond (a double
+    # holds epoch ms with µs exactly enough for that).
+    us = F.round(raw * F.lit(float(_EPOCH_UNIT_US[mapping.time_format])))
+    in_range = us.between(float(_MIN_US), float(_MAX_US))
+    ts = F.when(in_range, F.timestamp_micros(us.cast("long")))
+    return ts, F.lit(f"{mapping.time}: epoch time out of range (years 0001-9999)")
+
+
+def _user_reason(mapping: EventMapping, user: Column) -> Column | None:
+    """Why a present string user id is not a valid key, or NULL."""
+    if not mapping.string_keys:
+        return None
+    length = F.octet_length(user)
+    return F.when(length == 0, F.lit(f"{mapping.user}: empty string")).when(
+        length > MAX_USER_KEY_BYTES,
+        F.lit(f"{mapping.user}: longer than {MAX_USER_KEY_BYTES} bytes (UTF-8)"),
+    )
+
+
+def _reason(
+    mapping: EventMapping, value: Column, j: Column, keys: Column, ts: Column,
+    bad_time: Column, wrong_type: Column,
+) -> Column:  # fmt: skip
     """Why a line is invalid, or NULL when it is a valid event; first failing rule wins."""
     corrupt = j["_corrupt_record"].isNotNull()
     dup = _duplicate(keys)
-    return (
+    user = _leaf(j, mapping.user)
+    reason = (
         F.when(value.isNull(), F.lit("unreadable record"))
         .when(F.trim(value) == "", F.lit("empty line"))
         .when(keys.isNull(), F.lit("not a JSON object"))
         .when(dup.isNotNull(), F.concat(F.lit("duplicate key: "), dup))
         .when(wrong_type.isNotNull(), wrong_type)
         .when(corrupt, F.lit("a field has the wrong type"))
-        .when(j["user_id"].isNull(), F.lit("missing user_id"))
-        .when(j["event_time"].isNull(), F.lit("missing event_time"))
-        .when(ts.isNull(), F.lit("event_time is not an ISO-8601 timestamp"))
-        .when(j["page"]["current"].isNull(), F.lit("missing page.current"))
+        .when(user.isNull(), F.lit(f"missing {mapping.user}"))
+        .when(_leaf(j, mapping.time).isNull(), F.lit(f"missing {mapping.time}"))
+        .when(ts.isNull(), bad_time)
+        .when(_leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
     )
+    user_reason = _user_reason(mapping, user)
+    return reason if user_reason is None else F.coalesce(reason, user_reason)
 
 
-def parse(raw: DataFrame, *, now: Column | None = None, max_future_us: int | None = None):
+def parse(
+    raw: DataFrame,
+    *,
+    now: Column | None = None,
+    max_future_us: int | None = None,
+    mapping: EventMapping | None = None,
+) -> DataFrame:
     """`raw(value string, error string, source string)` -> events with `reason` and `raw`.
 
-    Output columns: EVENT_COLUMNS, then `reason` (NULL for valid events), `raw` (the line,
-    kept only for invalid ones) and `source`. A source may pre-fill `error` (e.g. a record
-    that is not UTF-8); that error becomes the reason. `event_time` is parsed in UTC when it
-    has no offset, which needs the session time zone set to UTC (the engines do).
+    Output columns: `event_columns(mapping)`, then `reason` (NULL for valid events), `raw`
+    (the line, kept only for invalid ones) and `source`. A source may pre-fill `error` (e.g.
+    a record that is not UTF-8); that error becomes the reason. An ISO-8601 time is parsed
+    in UTC when it has no offset, which needs the session time zone set to UTC (the engines
+    do).
 
     With `now` (a timestamp column, usually a literal) and `max_future_us`, an event whose
     time is more than that ahead of `now` is invalid: `event_time too far in the future`.
     Its `event_time` stays in the output, so whatever takes a watermark from the parsed rows
     must take it from valid rows only (`reason` NULL).
     """
+    mapping = mapping or EventMapping()
     j = F.from_json(
         "value",
-        _JSON_SCHEMA,
+        _json_schema(mapping),
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"},
     )
     # Each step is its own projection, so that what later steps use several times (the
@@ -156,28 +244,30 @@ def parse(raw: DataFrame, *, now: Column | None = None, max_future_us: int | Non
     parsed = raw.select(
         "value", "error", "source", j.alias("j"), F.json_object_keys("value").alias("keys")
     )
-    et = F.col("j.event_time")
-    parsed = parsed.select("*", F.when(et.rlike(_ISO_8601), F.try_to_timestamp(et)).alias("ts"))
+    time, bad_time = _time(mapping, F.col("j"))
+    parsed = parsed.select("*", time.alias("ts"))
     ts = F.col("ts")
     corrupt = F.col("j._corrupt_record").isNotNull()
-    parsed = parsed.select("*", _suspect(F.col("j"), ts).alias("suspect"))
-    wrong = F.when(F.col("suspect"), _type_reason(F.col("value"), corrupt))
+    parsed = parsed.select("*", _suspect(mapping, F.col("j"), ts).alias("suspect"))
+    wrong = F.when(F.col("suspect"), _type_reason(mapping, F.col("value"), corrupt))
     parsed = parsed.select("*", wrong.alias("wrong_type"))
-    reason = _reason(F.col("value"), F.col("j"), F.col("keys"), ts, F.col("wrong_type"))
+    reason = _reason(
+        mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
+    )
     if now is not None and max_future_us is not None:
         limit = F.timestamp_micros(F.unix_micros(now) + F.lit(max_future_us))
         reason = F.coalesce(reason, F.when(ts > limit, F.lit(FUTURE_REASON)))
     parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
+    j = F.col("j")
+    user = _leaf(j, mapping.user)
+    key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
     return parsed.select(
-        F.col("j.user_id").alias("user_id"),
+        user.alias("user_id"),
         ts.alias("event_time"),
-        F.col("j.page.current").alias("page"),
-        F.coalesce(F.col("j.action"), F.lit("view")).alias("action"),
-        F.col("j.source.site").alias("site"),
-        F.col("j.source.api_version").alias("api_version"),
-        F.col("j.technical.browser").alias("browser"),
-        F.col("j.technical.lang").alias("language"),
-        F.col("j.technical.device.type").alias("device_type"),
+        _leaf(j, mapping.page).alias("page"),
+        F.coalesce(_leaf(j, mapping.action), F.lit("view")).alias("action"),
+        *(_leaf(j, path).alias(name) for name, path in mapping.keep),
+        *key,
         "reason",
         F.when(F.col("reason").isNotNull(), F.col("value")).alias("raw"),
         "source",

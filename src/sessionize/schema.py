@@ -6,7 +6,12 @@ Timestamps are microseconds in UTC everywhere, as in Spark. Partition columns
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import pyarrow as pa
+
+from sessionize.mapping import EventMapping
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -85,3 +90,88 @@ OUTPUTS: dict[str, pa.Schema] = {
 }
 # Partition columns of each output below its batch directory.
 OUTPUT_PARTITIONS: dict[str, tuple[str, ...]] = {"sessions": ("session_date",)}
+
+
+# The columns every event has before its kept attributes; the attributes follow, named as
+# the mapping's `keep` names them (the default: the five above).
+CORE = 4
+STATE_USER_KEY = "user_key"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The schemas of one event mapping: the user id's type and the kept attributes.
+
+    With string user ids the state rows carry `user_key`, a 64-bit hash of the user id
+    computed by Spark (`xxhash64`), as the store's key: our state backends key rows by a
+    64-bit integer. Users whose hashes collide share a key and are stored, read and
+    written together (the engine hands every user of a key to the session logic).
+    """
+
+    user_type: pa.DataType
+    attributes: tuple[str, ...]
+
+    @functools.cached_property
+    def event(self) -> pa.Schema:
+        rest = [EVENT.field(i) for i in range(1, CORE)]
+        core = [pa.field("user_id", self.user_type, nullable=False), *rest]
+        return pa.schema(core + [pa.field(a, pa.string()) for a in self.attributes])
+
+    @functools.cached_property
+    def state(self) -> pa.Schema:
+        """A user's open events, as the session logic reads and writes them."""
+        return self.event.append(pa.field(STATE_EXPIRY, TS, nullable=False))
+
+    @functools.cached_property
+    def stored(self) -> pa.Schema:
+        """State rows as our state store keeps them (keyed by `state_key`)."""
+        if not self.string_keys:
+            return self.state
+        return self.state.append(pa.field(STATE_USER_KEY, pa.int64(), nullable=False))
+
+    @property
+    def state_key(self) -> str:
+        return STATE_USER_KEY if self.string_keys else STATE_KEY
+
+    @property
+    def string_keys(self) -> bool:
+        return pa.types.is_string(self.user_type)
+
+    @functools.cached_property
+    def sessions(self) -> pa.Schema:
+        return self._with_user(SESSIONS, attrs_after="end_reason")
+
+    @functools.cached_property
+    def page_views(self) -> pa.Schema:
+        return self._with_user(PAGE_VIEWS)
+
+    @functools.cached_property
+    def late_events(self) -> pa.Schema:
+        return self.event.append(LATE_EVENTS.field("watermark"))
+
+    @functools.cached_property
+    def outputs(self) -> dict[str, pa.Schema]:
+        return {
+            "sessions": self.sessions,
+            "page_views": self.page_views,
+            "late_events": self.late_events,
+            "invalid_events": INVALID_EVENTS,
+        }
+
+    def _with_user(self, base: pa.Schema, attrs_after: str | None = None) -> pa.Schema:
+        out = []
+        for f in base:
+            if f.name in EVENT.names[CORE:]:
+                continue
+            out.append(f.with_type(self.user_type) if f.name == "user_id" else f)
+            if f.name == attrs_after:
+                out += [pa.field(a, pa.string()) for a in self.attributes]
+        return pa.schema(out)
+
+
+@functools.lru_cache(maxsize=32)
+def layout(mapping: EventMapping | None = None) -> Layout:
+    """The schemas of `mapping` (the default mapping: EVENT, STATE, SESSIONS, ... above)."""
+    mapping = mapping or EventMapping()
+    user = pa.string() if mapping.string_keys else pa.int64()
+    return Layout(user, mapping.attributes)

@@ -16,7 +16,7 @@ import pytest
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.engines.spark_processor import (
-    WIDE,
+    Shapes,
     _decode,
     _encode,
     _state_from_tuples,
@@ -26,6 +26,7 @@ from sessionize.engines.spark_processor import (
 )
 from sessionize.engines.spark_state import narrow
 from sessionize.logic import advance
+from sessionize.mapping import EventMapping
 from sessionize.schema import OUTPUTS, STATE
 from tests.helpers import OUTPUTS as OUTPUT_NAMES
 from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
@@ -198,18 +199,21 @@ def _step_outputs():
 
 def test_wide_rows_round_trip_to_every_output_schema():
     res = _step_outputs()
+    sh = Shapes(EventMapping())
     tables = {"sessions": res.sessions, "page_views": res.page_views, "late_events": res.late}
     for name, table in tables.items():
         assert table.num_rows > 0
-        rows = list(wide_tuples(name, table))
-        wide = pa.Table.from_pylist([dict(zip(WIDE.names, r, strict=True)) for r in rows], WIDE)
-        assert narrow(name, wide).equals(table.cast(OUTPUTS[name])), name
+        rows = list(wide_tuples(sh, name, table))
+        dicts = [dict(zip(sh.wide.names, r, strict=True)) for r in rows]
+        wide = pa.Table.from_pylist(dicts, sh.wide)
+        assert narrow(OUTPUTS[name], wide).equals(table.cast(OUTPUTS[name])), name
 
 
 def test_state_rows_round_trip_through_both_state_encodings():
     state = _step_outputs().state_puts
     assert state.num_rows > 0
-    assert _state_from_tuples(7, _state_tuples(state)).equals(state)
+    sh = Shapes(EventMapping())
+    assert _state_from_tuples(sh, 7, _state_tuples(sh, state)).equals(state)
     assert _decode(_encode(state)).equals(state)
 
 

@@ -19,25 +19,27 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from sessionize.config import SessionRules
 from sessionize.engines.runner import Parser
 from sessionize.logic import advance
-from sessionize.schema import EVENT, SESSIONS, STATE
+from sessionize.mapping import EventMapping
+from sessionize.schema import Layout, layout
 
 # A final watermark after every representable event time: all sessions are closed by it.
 _END_OF_TIME_US = 2**62
 
 
-def _sessions_task(rules: SessionRules, batches: Iterator[pa.RecordBatch]):
+def _sessions_task(rules: SessionRules, lay: Layout, batches: Iterator[pa.RecordBatch]):
     received = list(batches)
     if not received:
         return
     events = pa.Table.from_batches(received)
     step = advance(
-        STATE.empty_table(),
-        events.cast(EVENT),
+        lay.state.empty_table(),
+        events.cast(lay.event),
         rules=rules,
         watermark_before=None,
         watermark_after=_END_OF_TIME_US,
+        layout=lay,
     )
-    yield from step.sessions.cast(SESSIONS).to_batches()
+    yield from step.sessions.cast(lay.sessions).to_batches()
 
 
 def bounded_sessions(
@@ -47,12 +49,16 @@ def bounded_sessions(
     partitions: int,
     now_us: int,
     max_future_us: int | None,
+    mapping: EventMapping,
 ) -> DataFrame:
     """The sessions of `events` (raw records for `parser`) with the columns of the
     `sessions` output; invalid rows are left out (`parser` tells which they are)."""
     now = F.timestamp_micros(F.lit(now_us))
     parsed = parser(events, now=now, max_future_us=max_future_us)
-    valid = parsed.where(F.col("reason").isNull()).select(*EVENT.names)
-    task = functools.partial(_sessions_task, rules)
-    return valid.repartition(partitions, "user_id").mapInArrow(task, from_arrow_schema(SESSIONS))
+    lay = layout(mapping)
+    valid = parsed.where(F.col("reason").isNull()).select(*lay.event.names)
+    task = functools.partial(_sessions_task, rules, lay)
+    return valid.repartition(partitions, "user_id").mapInArrow(
+        task, from_arrow_schema(lay.sessions)
+    )
 

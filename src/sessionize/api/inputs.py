@@ -16,7 +16,6 @@ from pyspark.sql import types as T
 
 from sessionize.columns import check_columns, parse_columns, resolve
 from sessionize.engines.runner import Parser
-from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
 
@@ -46,15 +45,8 @@ def json_records(df: DataFrame) -> DataFrame:
 
 
 def json_parser(mapping: EventMapping) -> Parser:
-    """The parser of JSON lines under `mapping`. JSON lines are read in the sample layout
-    (parsing.FIELDS); a mapping that moves or retypes a field is refused rather than ignored."""
-    sample = EventMapping(input_format=mapping.input_format)
-    if mapping != sample:
-        raise ConfigError(
-            "JSON lines are read with the default field mapping (user_id, event_time, "
-            "page.current, action, kept attributes); give typed columns to map other fields"
-        )
-    return parse
+    """The parser of JSON lines at the mapping's paths."""
+    return functools.partial(parse, mapping=mapping)
 
 
 def reader(df: DataFrame, mapping: EventMapping) -> tuple[DataFrame, Parser]:

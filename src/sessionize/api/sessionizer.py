@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -39,7 +38,6 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
-from sessionize.schema import EVENT
 from sessionize.sinks.registry import open_sink
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
@@ -127,7 +125,6 @@ class Sessionizer:
             user=user, time=time, page=page, action=action, time_format=time_format,
             user_type=user_type, keep=tuple(pairs),
         )  # fmt: skip
-        _check_supported(self.mapping)
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
         self.state = state
@@ -164,7 +161,7 @@ class Sessionizer:
         records, parser = reader(events, self.mapping)
         return bounded_sessions(
             records, parser, self.rules, self.partitions, time.time_ns() // 1000,
-            self.max_future_us,
+            self.max_future_us, self.mapping,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ streaming
@@ -239,7 +236,7 @@ class Sessionizer:
         })  # fmt: skip
         backend = None
         if self.state not in SPARK_STATES:
-            backend = open_backend(store_uri)
+            backend = open_backend(store_uri, self._settings(store_uri, output, "").row_spec())
             backend.check()
             _check_agreement(backend, checkpoint, store_uri, self.job)
         df = events() if callable(events) else events
@@ -249,12 +246,12 @@ class Sessionizer:
             )
         records, parser = reader(df, self.mapping)
         spark = df.sparkSession
-        sink = open_sink(output, output_format, job=self.job)
+        sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
         if backend is None:
             engine = SparkStateEngine(
                 self.state, self.rules, self.partitions, checkpoint, sink, self.max_future_us,
-                parser=parser,
+                parser=parser, mapping=self.mapping,
             )  # fmt: skip
         else:
             engine = self.store_engine(
@@ -289,11 +286,15 @@ class Sessionizer:
     ) -> StoreEngine:
         """The `store` engine of these rules over `parser`'s records (also batch mode's);
         with the driver's `lease`, the store is fenced for it (state/lease.py)."""
-        settings = EngineSettings(
+        settings = self._settings(state_uri, output, output_format)
+        return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
+
+    def _settings(self, state_uri: str, output: str, output_format: str) -> EngineSettings:
+        return EngineSettings(
             rules=self.rules, partitions=self.partitions, state_uri=state_uri, job=self.job,
             output=output, output_format=output_format, max_future_us=self.max_future_us,
+            mapping=self.mapping,
         )  # fmt: skip
-        return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
 
     def file_parser(self) -> Parser:
         """The parser of a file tree's records in the mapping's `input_format`: JSON lines,
@@ -310,6 +311,7 @@ class Sessionizer:
             "partitions": self.partitions,
             "job": self.job,
             "output_format": output_format,
+            **self.mapping.record(),
         }
 
 
@@ -322,19 +324,6 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
 
-
-def _check_supported(mapping: EventMapping) -> None:
-    """What the engines hold so far: integer users, and the session's attribute columns of
-    the `sessions` schema (their paths may be mapped)."""
-    if mapping.user_type != "long" and pa.types.is_integer(EVENT.field("user_id").type):
-        raise ConfigError("user_type: the engines hold integer user keys (user_type='long')")
-    names = sorted(name for name, _ in mapping.keep)
-    expected = sorted(name for name, _ in DEFAULT_KEEP)
-    if names != expected:
-        raise ConfigError(
-            f"keep: the session's attribute columns are {', '.join(expected)}; map each to a "
-            "path (keep={'site': 'src.site', ...})"
-        )
 
 
 def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:

@@ -8,14 +8,15 @@ checkpoint from other settings) ends in exactly one line on stderr and exit code
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import click
 
 from sessionize.cli import failures, reprocess
+from sessionize.cli.fields import mapping_options, pop_mapping
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
-from sessionize.mapping import EventMapping
 
 
 class Duration(click.ParamType):
@@ -273,6 +274,7 @@ def job_settings(
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
 @max_future_option
+@mapping_options
 @input_format_option
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
@@ -281,6 +283,7 @@ def stream(
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
 
+    mapping = pop_mapping(job)
     opts = StreamOptions(
         input=input_,
         output=output,
@@ -290,7 +293,7 @@ def stream(
         source_options=_key_values(source_options, "--source-option"),
         **job_settings(**job),
         max_future_us=max_future,
-        mapping=EventMapping(input_format=input_format),
+        mapping=replace(mapping, input_format=input_format),
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -305,14 +308,16 @@ def stream(
 @job_options
 @spark_options
 @max_future_option
+@mapping_options
 @input_format_option
 def batch(input_, output, from_, to, max_future, input_format, **job):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.commands.batch import BatchOptions, run_batch
 
+    mapping = pop_mapping(job)
     opts = BatchOptions(
         input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
-        **job_settings(**job), mapping=EventMapping(input_format=input_format),
+        mapping=replace(mapping, input_format=input_format), **job_settings(**job),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)

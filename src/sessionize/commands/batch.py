@@ -30,7 +30,7 @@ from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import is_dir
-from sessionize.mapping import EventMapping
+from sessionize.mapping import DEFAULT_RECORD, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
@@ -116,7 +116,7 @@ def _run(
 ) -> list[dict]:
     now_us = time.time_ns() // 1000  # one "now" for every hour of the run
     settings = opts.engine_settings()
-    backend = open_backend(settings.state_uri)
+    backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
@@ -129,7 +129,7 @@ def _run(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
         )
-    sink = open_sink(opts.output, opts.output_format, job=opts.job)
+    sink = open_sink(opts.output, opts.output_format, job=opts.job, mapping=opts.mapping)
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)
         backend.truncate_after(opts.job, previous)
@@ -178,6 +178,8 @@ def _run(
 
 def _check_settings(record: dict | None, settings: EngineSettings) -> None:
     recorded = (record or {}).get("settings")
+    if recorded:  # a state from before mappings could be chosen has the default one
+        recorded = {**DEFAULT_RECORD, **recorded}
     diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""
     if diffs:
         raise IncompatibleCheckpoint(

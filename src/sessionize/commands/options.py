@@ -24,4 +24,5 @@ def engine_settings(opts) -> EngineSettings:
         output=opts.output,
         output_format=opts.output_format,
         max_future_us=opts.max_future_us,
+        mapping=opts.mapping,
     )

@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from sessionize.config import describe_differences
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import resolve_fs
+from sessionize.mapping import DEFAULT_RECORD
 from sessionize.state.lease import DirectoryLeaseRecords, Lease
 
 FILE = "sessionize.json"
@@ -28,7 +29,8 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     """Record `settings` in a new checkpoint, or refuse if it was created with others.
 
     A setting the checkpoint does not mention (recorded before the setting existed) is
-    taken as this run's and added to the record."""
+    taken as this run's and added to the record; except the event mapping, which was the
+    default one before it could be chosen."""
     fs, base = resolve_fs(checkpoint)
     path = f"{base}/{FILE}"
     try:
@@ -43,6 +45,8 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
         ) from e
     except FileNotFoundError:
         recorded = {}
+    if recorded:
+        recorded = {**DEFAULT_RECORD, **recorded}
     diffs = describe_differences(recorded, {k: v for k, v in settings.items() if k in recorded})
     if diffs:
         raise IncompatibleCheckpoint(

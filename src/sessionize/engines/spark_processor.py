@@ -2,7 +2,7 @@
 
 Spark calls these once per grouping key (a user) and micro-batch; each call hands that
 user's stored open events and new events to `logic.advance` (the only implementation of the
-rules), stores what stays open and returns the outputs as rows of one wide schema (`WIDE`,
+rules), stores what stays open and returns the outputs as rows of one wide schema (`Shapes.wide`,
 with a `kind` column) for the driver's foreachBatch to split and write.
 
 - `SessionProcessor`: `transformWithState` (Row-based API, RocksDB provider). The open
@@ -12,7 +12,7 @@ with a `kind` column) for the driver's foreachBatch to split and write.
   array columns of a state schema), with an event-time timeout at `expires_at`.
 
 Invalid lines travel through the same operator (so the query reads its source once), keyed
-by their user id when they have one, else 0; the step passes them straight to
+by their user id when they have one, else 0 (or ""); the step passes them straight to
 `invalid_events` and they never touch the state.
 
 Watermark: both receive the watermark Spark computed at the end of the previous batch
@@ -31,7 +31,9 @@ With watermarks in whole ms, `watermark_us > closed_at` holds exactly when
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,61 +42,89 @@ from pyspark.sql.streaming import StatefulProcessor
 
 from sessionize.config import SessionRules
 from sessionize.logic import StepResult, advance
+from sessionize.mapping import EventMapping
 from sessionize.schema import (
-    EVENT,
     INVALID_EVENTS,
     OUTPUT_PARTITIONS,
-    OUTPUTS,
-    STATE,
     STATE_EXPIRY,
+    TS,
+    Layout,
+    layout,
 )
 
 # ---------------------------------------------------------------------------- schemas
 
-# Columns of the stateful operator's input after the grouping key, in order: the event
-# with its time in µs, then the invalid line's fields (`reason` NULL for a valid event).
-INPUT_COLUMNS = [
-    "user_id", "event_us", "page", "action",
-    "site", "api_version", "browser", "language", "device_type",
-    *INVALID_EVENTS.names,
-]  # fmt: skip
 KEY = "key"
-_ATTRS = INPUT_COLUMNS[2:9]
-# Positions in an input Row, which starts with the key.
-_REASON = 1 + INPUT_COLUMNS.index("reason")
-_INVALID = 1 + INPUT_COLUMNS.index(INVALID_EVENTS.names[0])
-_TS = EVENT.field("event_time").type
-
 # Counters of one step, carried by one `stats` row per call that has events or state.
 STATS_FIELDS = ("events_in", "on_time", "duplicates", "open_sessions_delta", "open_users_delta")
 STATS = "stats"
+# The state value of a user: its open events (the layout's state) as one Arrow IPC stream.
+PANDAS_STATE_DDL = "open_events binary"
 
 
-def _wide_schema() -> pa.Schema:
-    """`kind`, the union of the output columns (timestamps as int64 µs), the counters."""
-    fields: dict[str, pa.Field] = {}
-    for name, sch in OUTPUTS.items():
-        for f in sch:
-            if f.name in OUTPUT_PARTITIONS.get(name, ()):
-                continue  # derived again by the writer
-            typ = pa.int64() if pa.types.is_timestamp(f.type) else f.type
-            if f.name in fields:
-                assert fields[f.name].type == typ, f.name
-            else:
-                fields[f.name] = pa.field(f.name, typ)
-    counters = [pa.field(c, pa.int64()) for c in STATS_FIELDS]
-    return pa.schema([pa.field("kind", pa.string()), *fields.values(), *counters])
+@dataclass(frozen=True)
+class Shapes:
+    """The operator's row shapes for one event mapping (user id type, kept attributes)."""
 
+    mapping: EventMapping
 
-WIDE = _wide_schema()
-_POS = {name: i for i, name in enumerate(WIDE.names)}
+    @property
+    def layout(self) -> Layout:
+        return layout(self.mapping)
 
-# The open events of a user in Spark's state: an event without its user (the key).
-OPEN_EVENT_DDL = (
-    "event_us bigint, page string, action string, site string, api_version string, "
-    "browser string, language string, device_type string, expires_us bigint"
-)
-_OPEN_EVENT_TYPES = [pa.int64(), *([pa.string()] * 7), pa.int64()]
+    @functools.cached_property
+    def input_columns(self) -> list[str]:
+        """Columns of the operator's input after the grouping key, in order: the event with
+        its time in µs, then the invalid line's fields (`reason` NULL for a valid event)."""
+        names = self.layout.event.names
+        return [names[0], "event_us", *names[2:], *INVALID_EVENTS.names]
+
+    @property
+    def strings(self) -> list[str]:
+        """The event's string columns after its time: page, action and the attributes."""
+        return self.layout.event.names[2:]
+
+    @functools.cached_property
+    def reason_pos(self) -> int:  # positions in an input Row, which starts with the key
+        return 1 + self.input_columns.index("reason")
+
+    @functools.cached_property
+    def invalid_pos(self) -> int:
+        return 1 + self.input_columns.index(INVALID_EVENTS.names[0])
+
+    @functools.cached_property
+    def wide(self) -> pa.Schema:
+        """`kind`, the union of the output columns (timestamps as int64 µs), the counters."""
+        fields: dict[str, pa.Field] = {}
+        for name, sch in self.layout.outputs.items():
+            for f in sch:
+                if f.name in OUTPUT_PARTITIONS.get(name, ()):
+                    continue  # derived again by the writer
+                typ = pa.int64() if pa.types.is_timestamp(f.type) else f.type
+                if f.name in fields:
+                    assert fields[f.name].type == typ, f.name
+                else:
+                    fields[f.name] = pa.field(f.name, typ)
+        counters = [pa.field(c, pa.int64()) for c in STATS_FIELDS]
+        return pa.schema([pa.field("kind", pa.string()), *fields.values(), *counters])
+
+    @functools.cached_property
+    def pos(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.wide.names)}
+
+    @functools.cached_property
+    def out_row(self):
+        return Row(*self.wide.names)
+
+    @functools.cached_property
+    def open_event_ddl(self) -> str:
+        """The open events of a user in Spark's state: an event without its user (the key)."""
+        cols = ["event_us bigint", *(f"`{n}` string" for n in self.strings), "expires_us bigint"]
+        return ", ".join(cols)
+
+    @property
+    def user_type(self) -> pa.DataType:
+        return self.layout.user_type
 
 
 def spark_type(schema: pa.Schema):
@@ -112,10 +142,12 @@ def _watermark_us(watermark_ms: int) -> int | None:
     return watermark_ms * 1000 if watermark_ms > 0 else None
 
 
-def step(rules: SessionRules, state: pa.Table, events: pa.Table, watermark_ms: int) -> StepResult:
+def step(
+    rules: SessionRules, state: pa.Table, events: pa.Table, watermark_ms: int, lay: Layout
+) -> StepResult:
     """Advance one user by one batch, judged and emitted by Spark's current watermark."""
     wm = _watermark_us(watermark_ms)
-    return advance(state, events, rules=rules, watermark_before=wm, watermark_after=wm)
+    return advance(state, events, rules=rules, watermark_before=wm, watermark_after=wm, layout=lay)
 
 
 def expiry_us(table: pa.Table) -> int | None:
@@ -125,11 +157,11 @@ def expiry_us(table: pa.Table) -> int | None:
     return table[STATE_EXPIRY][0].cast(pa.int64()).as_py()
 
 
-def step_tuples(res: StepResult, had_state: bool) -> Iterator[tuple]:
-    """The step's outputs and its counters as WIDE tuples."""
-    yield from wide_tuples("sessions", res.sessions)
-    yield from wide_tuples("page_views", res.page_views)
-    yield from wide_tuples("late_events", res.late)
+def step_tuples(sh: Shapes, res: StepResult, had_state: bool) -> Iterator[tuple]:
+    """The step's outputs and its counters as wide tuples."""
+    yield from wide_tuples(sh, "sessions", res.sessions)
+    yield from wide_tuples(sh, "page_views", res.page_views)
+    yield from wide_tuples(sh, "late_events", res.late)
     s = res.stats
     counters = {
         "kind": STATS,
@@ -139,22 +171,22 @@ def step_tuples(res: StepResult, had_state: bool) -> Iterator[tuple]:
         "open_sessions_delta": s.open_sessions_after - s.open_sessions_before,
         "open_users_delta": int(res.state_puts.num_rows > 0) - int(had_state),
     }
-    row = [None] * len(WIDE)
+    row = [None] * len(sh.wide)
     for name, value in counters.items():
-        row[_POS[name]] = value
+        row[sh.pos[name]] = value
     yield tuple(row)
 
 
-def wide_tuples(kind: str, table: pa.Table) -> Iterator[tuple]:
-    """Rows of one output as tuples of the WIDE schema (timestamps as int µs)."""
+def wide_tuples(sh: Shapes, kind: str, table: pa.Table) -> Iterator[tuple]:
+    """Rows of one output as tuples of the wide schema (timestamps as int µs)."""
     n = table.num_rows
     if n == 0:
         return
     nones = [None] * n
-    cols: list[list] = [nones] * len(WIDE)
+    cols: list[list] = [nones] * len(sh.wide)
     cols[0] = [kind] * n
     for name in table.column_names:
-        pos = _POS.get(name)
+        pos = sh.pos.get(name)
         if pos is None:
             continue  # a partition column
         col = table[name]
@@ -170,38 +202,39 @@ def wide_tuples(kind: str, table: pa.Table) -> Iterator[tuple]:
 class SessionProcessor(StatefulProcessor):
     """The StatefulProcessor of the spark-rocksdb state."""
 
-    def __init__(self, rules: SessionRules):
+    def __init__(self, rules: SessionRules, mapping: EventMapping | None = None):
         self.rules = rules
+        self.sh = Shapes(mapping or EventMapping())
 
     def init(self, handle) -> None:
         self.handle = handle
-        self.open_events = handle.getListState("open_events", OPEN_EVENT_DDL)
+        self.open_events = handle.getListState("open_events", self.sh.open_event_ddl)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
         valid, invalid = [], []
         for row in rows:
-            (valid if row[_REASON] is None else invalid).append(row)
-        for values in wide_tuples("invalid_events", _invalid_from_rows(invalid)):
-            yield _OUT_ROW(*values)
+            (valid if row[self.sh.reason_pos] is None else invalid).append(row)
+        for values in wide_tuples(self.sh, "invalid_events", _invalid_from_rows(self.sh, invalid)):
+            yield self.sh.out_row(*values)
         if valid:
-            events = _events_from_rows(valid)
+            events = _events_from_rows(self.sh, valid)
             yield from self._step(key[0], events, timerValues.getCurrentWatermarkInMs(), None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         fired = expiredTimerInfo.getExpiryTimeInMs()
         wm = timerValues.getCurrentWatermarkInMs()
-        yield from self._step(key[0], EVENT.empty_table(), wm, fired)
+        yield from self._step(key[0], self.sh.layout.event.empty_table(), wm, fired)
 
     def close(self) -> None:
         pass
 
-    def _step(self, user: int, events: pa.Table, wm_ms: int, fired: int | None) -> Iterator:
-        state = _state_from_tuples(user, list(self.open_events.get()))
-        res = step(self.rules, state, events, wm_ms)
+    def _step(self, user, events: pa.Table, wm_ms: int, fired: int | None) -> Iterator:
+        state = _state_from_tuples(self.sh, user, list(self.open_events.get()))
+        res = step(self.rules, state, events, wm_ms, self.sh.layout)
         old, new = _timer(expiry_us(state)), _timer(expiry_us(res.state_puts))
         if res.state_puts.num_rows:
             if events.num_rows or res.sessions.num_rows:
-                self.open_events.put(_state_tuples(res.state_puts))
+                self.open_events.put(_state_tuples(self.sh, res.state_puts))
         elif state.num_rows:
             self.open_events.clear()
         if fired is not None and new == fired:
@@ -213,11 +246,8 @@ class SessionProcessor(StatefulProcessor):
                 self.handle.deleteTimer(old)  # a fired timer is deleted by Spark
             if new is not None:
                 self.handle.registerTimer(new)
-        for values in step_tuples(res, state.num_rows > 0):
-            yield _OUT_ROW(*values)
-
-
-_OUT_ROW = Row(*WIDE.names)
+        for values in step_tuples(self.sh, res, state.num_rows > 0):
+            yield self.sh.out_row(*values)
 
 
 def _timer(expires_us: int | None) -> int | None:
@@ -225,46 +255,46 @@ def _timer(expires_us: int | None) -> int | None:
     return None if expires_us is None else expires_us // 1000 + 1
 
 
-def _events_from_rows(rows: list) -> pa.Table:
-    """Input Rows of valid events (INPUT_COLUMNS after the key) -> schema.EVENT."""
+def _events_from_rows(sh: Shapes, rows: list) -> pa.Table:
+    """Input Rows of valid events (input columns after the key) -> the event schema."""
     cols = list(zip(*rows, strict=True))[1:]  # drop the key
     arrays = [
-        pa.array(cols[0], pa.int64()),
-        pa.array(cols[1], pa.int64()).cast(_TS),
-        *(pa.array(c, pa.string()) for c in cols[2:9]),
+        pa.array(cols[0], sh.user_type),
+        pa.array(cols[1], pa.int64()).cast(TS),
+        *(pa.array(c, pa.string()) for c in cols[2 : 2 + len(sh.strings)]),
     ]
-    return pa.Table.from_arrays(arrays, schema=EVENT)
+    return pa.Table.from_arrays(arrays, schema=sh.layout.event)
 
 
-def _invalid_from_rows(rows: list) -> pa.Table:
+def _invalid_from_rows(sh: Shapes, rows: list) -> pa.Table:
     if not rows:
         return INVALID_EVENTS.empty_table()
-    cols = list(zip(*rows, strict=True))[_INVALID:]
+    cols = list(zip(*rows, strict=True))[sh.invalid_pos :]
     return pa.Table.from_arrays([pa.array(c, pa.string()) for c in cols], schema=INVALID_EVENTS)
 
 
-def _state_from_tuples(user: int, tuples: list[tuple]) -> pa.Table:
-    """ListState tuples (OPEN_EVENT_DDL) -> schema.STATE."""
+def _state_from_tuples(sh: Shapes, user, tuples: list[tuple]) -> pa.Table:
+    """ListState tuples (the open event DDL) -> the layout's state schema."""
     if not tuples:
-        return STATE.empty_table()
+        return sh.layout.state.empty_table()
     cols = list(zip(*tuples, strict=True))
-    arrays = [pa.array(c, t) for c, t in zip(cols, _OPEN_EVENT_TYPES, strict=True)]
+    n = len(sh.strings)
     return pa.Table.from_arrays(
         [
-            pa.array([user] * len(tuples), pa.int64()),
-            arrays[0].cast(_TS),
-            *arrays[1:8],
-            arrays[8].cast(_TS),
+            pa.array([user] * len(tuples), sh.user_type),
+            pa.array(cols[0], pa.int64()).cast(TS),
+            *(pa.array(c, pa.string()) for c in cols[1 : 1 + n]),
+            pa.array(cols[1 + n], pa.int64()).cast(TS),
         ],
-        schema=STATE,
+        schema=sh.layout.state,
     )
 
 
-def _state_tuples(state: pa.Table) -> list[tuple]:
-    """schema.STATE rows of one user -> ListState tuples (OPEN_EVENT_DDL)."""
+def _state_tuples(sh: Shapes, state: pa.Table) -> list[tuple]:
+    """State rows of one user -> ListState tuples (the open event DDL)."""
     cols = [
         state["event_time"].cast(pa.int64()).to_pylist(),
-        *(state[name].to_pylist() for name in _ATTRS),
+        *(state[name].to_pylist() for name in sh.strings),
         state[STATE_EXPIRY].cast(pa.int64()).to_pylist(),
     ]
     return list(zip(*cols, strict=True))
@@ -272,20 +302,18 @@ def _state_tuples(state: pa.Table) -> list[tuple]:
 
 # ------------------------------------------------------------------ applyInPandasWithState
 
-# The state value of a user: its open events (schema.STATE) as one Arrow IPC stream.
-PANDAS_STATE_DDL = "open_events binary"
 
-
-def session_step_pandas(rules: SessionRules):
-    """The function for applyInPandasWithState(..., EventTimeTimeout) over INPUT_COLUMNS."""
+def session_step_pandas(rules: SessionRules, mapping: EventMapping | None = None):
+    """The function for applyInPandasWithState(..., EventTimeTimeout) over the input columns."""
+    sh = Shapes(mapping or EventMapping())
 
     def fn(key, pdfs, state):
         wm_ms = state.getCurrentWatermarkMs()
-        events, invalid = _split_pandas(pdfs)
-        rows = list(wide_tuples("invalid_events", invalid))
-        stored = _decode(state.get[0]) if state.exists else STATE.empty_table()
+        events, invalid = _split_pandas(sh, pdfs)
+        rows = list(wide_tuples(sh, "invalid_events", invalid))
+        stored = _decode(state.get[0]) if state.exists else sh.layout.state.empty_table()
         if events.num_rows or stored.num_rows:
-            res = step(rules, stored, events, wm_ms)
+            res = step(rules, stored, events, wm_ms, sh.layout)
             expires = expiry_us(res.state_puts)
             if expires is None:
                 state.remove()
@@ -294,29 +322,31 @@ def session_step_pandas(rules: SessionRules):
                     state.update((_encode(res.state_puts),))
                 # Fires when watermark_ms > T, i.e. exactly when watermark > expires_at.
                 state.setTimeoutTimestamp(expires // 1000)
-            rows.extend(step_tuples(res, stored.num_rows > 0))
+            rows.extend(step_tuples(sh, res, stored.num_rows > 0))
         if rows:
-            yield _pandas(rows)
+            yield _pandas(sh, rows)
 
     return fn
 
 
-def _split_pandas(pdfs: Iterable) -> tuple[pa.Table, pa.Table]:
-    """Input frames -> (valid events as schema.EVENT, invalid lines as INVALID_EVENTS)."""
-    tables = [pa.Table.from_pandas(pdf[INPUT_COLUMNS], preserve_index=False) for pdf in pdfs]
+def _split_pandas(sh: Shapes, pdfs: Iterable) -> tuple[pa.Table, pa.Table]:
+    """Input frames -> (valid events as the event schema, invalid lines as INVALID_EVENTS)."""
+    tables = [
+        pa.Table.from_pandas(pdf[sh.input_columns], preserve_index=False) for pdf in pdfs
+    ]
     tables = [t for t in tables if t.num_rows]
     if not tables:
-        return EVENT.empty_table(), INVALID_EVENTS.empty_table()
+        return sh.layout.event.empty_table(), INVALID_EVENTS.empty_table()
     t = pa.concat_tables(tables, promote_options="permissive")
     bad = pc.is_valid(t["reason"])
     valid = t.filter(pc.invert(bad))
     events = pa.Table.from_arrays(
         [
-            valid["user_id"].cast(pa.int64()),
-            valid["event_us"].cast(pa.int64()).cast(_TS),
-            *(valid[c].cast(pa.string()) for c in _ATTRS),
+            valid["user_id"].cast(sh.user_type),
+            valid["event_us"].cast(pa.int64()).cast(TS),
+            *(valid[c].cast(pa.string()) for c in sh.strings),
         ],
-        schema=EVENT,
+        schema=sh.layout.event,
     )
     invalid = t.filter(bad)
     invalid = pa.Table.from_arrays(
@@ -336,8 +366,8 @@ def _decode(blob: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
-def _pandas(rows: list[tuple]):
+def _pandas(sh: Shapes, rows: list[tuple]):
     """Wide tuples -> a pandas frame whose integer columns keep None (not NaN) for nulls."""
     columns = list(zip(*rows, strict=True))
-    arrays = [pa.array(c, f.type) for c, f in zip(columns, WIDE, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=WIDE).to_pandas(integer_object_nulls=True)
+    arrays = [pa.array(c, f.type) for c, f in zip(columns, sh.wide, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=sh.wide).to_pandas(integer_object_nulls=True)

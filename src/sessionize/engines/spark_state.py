@@ -5,7 +5,7 @@ One streaming query, one source, one sink:
     source -> parse (valid events and invalid lines, as data)
       -> withWatermark(event_time, lateness)
       -> project: event time as µs (the operator sees no watermarked column), and a key:
-         the user id, or 0 for an invalid line without one
+         the user id, or 0 ("" for string ids) for an invalid line without one
       -> groupBy(key).transformWithState(SessionProcessor, EventTime)     spark-rocksdb
                      .applyInPandasWithState(..., EventTimeTimeout)       spark-hdfs
          rows of one wide schema: sessions, page_views, late_events, invalid_events, stats
@@ -75,20 +75,19 @@ from sessionize.engines.runner import (
     Parser,
 )  # fmt: skip
 from sessionize.engines.spark_processor import (
-    INPUT_COLUMNS,
     KEY,
     PANDAS_STATE_DDL,
     STATS,
     STATS_FIELDS,
-    WIDE,
     SessionProcessor,
+    Shapes,
     session_step_pandas,
     spark_type,
 )
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
+from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
-from sessionize.schema import OUTPUTS
 from sessionize.sinks.base import Sink
 
 PROVIDERS = {
@@ -114,8 +113,13 @@ _OUTPUT_KIND = {
 # ---------------------------------------------------------------------------- the query
 
 
-def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFrame:
+def session_rows(
+    parsed: DataFrame, state: str, rules: SessionRules, mapping: EventMapping | None = None
+) -> DataFrame:
     """Parsed lines -> the wide rows of all four outputs and the step counters."""
+    sh = Shapes(mapping or EventMapping())
+    # Invalid lines without a user go to one key; a valid user id is never empty.
+    no_user = F.lit("") if sh.layout.string_keys else F.lit(0)
     lateness_ms = rules.lateness_us // 1000
     # Invalid lines count as the epoch for the watermark's max, also those with an event
     # time (e.g. one from the future): only valid events move the watermark.
@@ -125,26 +129,26 @@ def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFram
         parsed.withColumn("_event_time", F.coalesce(valid_time, epoch))
         .withWatermark("_event_time", f"{lateness_ms} milliseconds")
         .select(
-            F.coalesce("user_id", F.lit(0)).alias(KEY),
+            F.coalesce("user_id", no_user).alias(KEY),
             "user_id",
             F.unix_micros("event_time").alias("event_us"),
-            *INPUT_COLUMNS[2:],
+            *sh.input_columns[2:],
         )
     )
-    wide_type = spark_type(WIDE)
+    wide_type = spark_type(sh.wide)
     if state == "spark-rocksdb":
         return rows.groupBy(KEY).transformWithState(
-            SessionProcessor(rules), wide_type, "Append", "EventTime"
+            SessionProcessor(rules, sh.mapping), wide_type, "Append", "EventTime"
         )
     if state == "spark-hdfs":
         # The analyzer requires a watermarked input column for event-time timeouts; this
         # one is NULL, so Spark's late-row filter (`column <= watermark`) keeps every row.
         tag = F.lit(None).cast("timestamp").alias("_watermark", metadata={_DELAY_KEY: lateness_ms})
         return (
-            rows.select(KEY, *INPUT_COLUMNS, tag)
+            rows.select(KEY, *sh.input_columns, tag)
             .groupBy(KEY)
             .applyInPandasWithState(
-                session_step_pandas(rules), wide_type, PANDAS_STATE_DDL, "Append",
+                session_step_pandas(rules, sh.mapping), wide_type, PANDAS_STATE_DDL, "Append",
                 "EventTimeTimeout",
             )
         )  # fmt: skip
@@ -154,19 +158,21 @@ def session_rows(parsed: DataFrame, state: str, rules: SessionRules) -> DataFram
 # ---------------------------------------------------------------------------- the writer
 
 
-def _write_task(sink: Sink, batch_id: int, batches: Iterator[pa.RecordBatch]):
+def _write_task(sink: Sink, sh: Shapes, batch_id: int, batches: Iterator[pa.RecordBatch]):
     """Stage this task's rows of each output (step 1); yield its counters."""
     from pyspark import TaskContext
 
     partition = TaskContext.get().partitionId()
     received = [b for b in batches if b.num_rows]
     wide = (
-        pa.Table.from_batches(received).cast(WIDE) if received else WIDE.empty_table()
+        pa.Table.from_batches(received).cast(sh.wide) if received else sh.wide.empty_table()
     ).combine_chunks()
     counts = dict.fromkeys(TASK_COUNTERS, 0)
-    for name in OUTPUTS:
+    for name, schema in sh.layout.outputs.items():
         rows = wide.filter(pc.equal(wide["kind"], name))
-        counts[_OUTPUT_KIND[name]] = sink.write_part(name, batch_id, partition, narrow(name, rows))
+        counts[_OUTPUT_KIND[name]] = sink.write_part(
+            name, batch_id, partition, narrow(schema, rows)
+        )
     stats = wide.filter(pc.equal(wide["kind"], STATS))
     for name in STATS_FIELDS:
         counts[name] = pc.sum(stats[name]).as_py() or 0
@@ -175,9 +181,8 @@ def _write_task(sink: Sink, batch_id: int, batches: Iterator[pa.RecordBatch]):
     yield pa.RecordBatch.from_pydict({k: [counts[k]] for k in TASK_COUNTERS})
 
 
-def narrow(name: str, wide: pa.Table) -> pa.Table:
+def narrow(schema: pa.Schema, wide: pa.Table) -> pa.Table:
     """Wide rows of one kind -> the output's own schema (timestamps back, session_date)."""
-    schema = OUTPUTS[name]
     arrays = []
     for f in schema:
         if f.name == "session_date":
@@ -227,8 +232,9 @@ class SparkStateEngine(Engine):
 
     def __init__(self, state: str, rules: SessionRules, partitions: int, checkpoint: str,
                  sink: Sink, max_future_us: int | None = None,
-                 parser: Parser = parse):  # fmt: skip
+                 parser: Parser = parse, mapping: EventMapping | None = None):  # fmt: skip
         self.state = state
+        self.mapping = mapping or EventMapping()
         self.rules = rules
         self.partitions = partitions
         self.max_future_us = max_future_us
@@ -251,7 +257,7 @@ class SparkStateEngine(Engine):
         # In a streaming query current_timestamp() is the batch's time from the offset log,
         # the same on a re-executed batch.
         parsed = self.parser(raw, now=F.current_timestamp(), max_future_us=self.max_future_us)
-        return session_rows(parsed, self.state, self.rules)
+        return session_rows(parsed, self.state, self.rules, self.mapping)
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:
@@ -260,7 +266,7 @@ class SparkStateEngine(Engine):
     @override
     def run(self, rows: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
         batch_id = request.version
-        task = functools.partial(_write_task, self.sink, batch_id)
+        task = functools.partial(_write_task, self.sink, Shapes(self.mapping), batch_id)
         reports = rows.mapInArrow(task, _TASK_SCHEMA).collect()  # step 1
         batch = {k: sum(r[k] for r in reports) for k in TASK_COUNTERS}
         batch["records"] = batch["events_in"] + batch["invalid"]

@@ -46,10 +46,11 @@ from sessionize.engines.runner import (
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.logic import StepStats, advance
-from sessionize.parsing import EVENT_COLUMNS, parse
-from sessionize.schema import EVENT, INVALID_EVENTS
+from sessionize.mapping import EventMapping
+from sessionize.parsing import event_columns, parse
+from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, STATE_USER_KEY, Layout, layout
 from sessionize.sinks.registry import open_sink
-from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
+from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 
 # Counters every partition task reports back to the driver.
@@ -80,6 +81,22 @@ class EngineSettings:
     # The driver's lease epoch: the store rejects this run's commits once a newer driver
     # has fenced the job (state/lease.py). None: unfenced.
     epoch: int | None = None
+    mapping: EventMapping = EventMapping()  # where the fields are; part of the state
+
+    @property
+    def layout(self) -> Layout:
+        return layout(self.mapping)
+
+    def row_spec(self) -> RowSpec | None:
+        """What the store's rows are (None: the default, schema.STATE)."""
+        lay = self.layout
+        if lay.stored == RowSpec().schema:
+            return None
+        return RowSpec(lay.stored, key=lay.state_key)
+
+
+def open_state(settings: EngineSettings) -> StateBackend:
+    return open_backend(settings.state_uri, settings.row_spec())
 
 
 def fence_store(backend: StateBackend, settings: EngineSettings, lease: Lease) -> EngineSettings:
@@ -114,11 +131,12 @@ def run_partition(
     settings: EngineSettings, plan: BatchPlan, partition: int, rows: pa.Table | None = None
 ) -> dict[str, int]:
     """Steps 1-5 of the module doc for one partition; returns the task counters."""
-    valid, invalid = _split_parsed(rows)
-    backend = open_backend(settings.state_uri)
+    lay = settings.layout
+    valid, invalid = _split_parsed(rows, settings.mapping)
+    backend = open_state(settings)
     store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
     try:
-        keys = pc.unique(valid["user_id"])
+        keys = pc.unique(valid[lay.state_key])
         if plan.watermark_after is not None:
             keys = pc.unique(pa.concat_arrays([keys, store.expiring(plan.watermark_after)]))
         state = store.get_many(keys)
@@ -128,8 +146,14 @@ def run_partition(
             rules=settings.rules,
             watermark_before=plan.watermark_before,
             watermark_after=plan.watermark_after,
+            layout=lay,
         )
-        sink = open_sink(settings.output, settings.output_format, job=settings.job)
+        puts, removes = step.state_puts, step.state_removes
+        if lay.string_keys:
+            puts, removes = _keyed(puts, state, valid)
+        sink = open_sink(
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+        )
         sink.write_part("sessions", plan.version, partition, step.sessions)
         sink.write_part("page_views", plan.version, partition, step.page_views)
         sink.write_part("late_events", plan.version, partition, step.late)
@@ -145,8 +169,8 @@ def run_partition(
         meta["open_users"] = (
             meta.get("open_users", 0) + len(put_users) - known - len(step.state_removes)
         )
-        store.remove_many(step.state_removes)
-        store.put_many(step.state_puts)
+        store.remove_many(removes)
+        store.put_many(puts)
         if partition == 0:
             pause_point("before-state-commit", plan.version)
         store.commit(plan.version, meta)
@@ -178,14 +202,44 @@ def _stats(s: StepStats) -> dict[str, int]:
     return {k: v for k, v in asdict(s).items() if k in TASK_COUNTERS}
 
 
-def _split_parsed(rows: pa.Table | None) -> tuple[pa.Table, pa.Table]:
-    """Parsed rows from Spark -> (valid events as schema.EVENT, invalid lines)."""
+def _split_parsed(rows: pa.Table | None, mapping: EventMapping) -> tuple[pa.Table, pa.Table]:
+    """Parsed rows from Spark -> (valid events as the layout's event schema, plus
+    `user_key` with string ids; invalid lines)."""
+    lay = layout(mapping)
+    names = event_columns(mapping)
+    target = lay.stored.remove(lay.stored.get_field_index(STATE_EXPIRY))
     if rows is None or rows.num_rows == 0:
-        return EVENT.empty_table(), INVALID_EVENTS.empty_table()
+        return target.empty_table(), INVALID_EVENTS.empty_table()
     bad = pc.is_valid(rows["reason"])
-    valid = rows.filter(pc.invert(bad)).select(EVENT_COLUMNS)
+    valid = rows.filter(pc.invert(bad)).select(names)
     invalid = rows.filter(bad).select([f.name for f in INVALID_EVENTS])
-    return valid.cast(EVENT), invalid.cast(INVALID_EVENTS)
+    return valid.cast(target), invalid.cast(INVALID_EVENTS)
+
+
+def _keyed(puts: pa.Table, state: pa.Table, valid: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """String ids: the logic's new rows per user -> the store's rows per `user_key`.
+
+    Every user of a key read from the store was handed to the logic, which returns the
+    complete rows of each one still open; so a key's new rows are those of its users in
+    `puts`, and a key read with none left is removed. Rows of one key share its earliest
+    expiry (the store keeps one expiry per key)."""
+    users = pa.concat_arrays(
+        [state["user_id"].combine_chunks(), valid["user_id"].combine_chunks()]
+    )
+    keys = pa.concat_arrays(
+        [state[STATE_USER_KEY].combine_chunks(), valid[STATE_USER_KEY].combine_chunks()]
+    )
+    key = keys.take(pc.index_in(puts["user_id"], value_set=users))
+    puts = puts.append_column(STATE_USER_KEY, key)
+    first = puts.group_by(STATE_USER_KEY).aggregate([(STATE_EXPIRY, "min")])
+    at = pc.index_in(key, value_set=first[STATE_USER_KEY])
+    expiry = first[f"{STATE_EXPIRY}_min"].take(at)
+    puts = puts.set_column(puts.schema.get_field_index(STATE_EXPIRY), STATE_EXPIRY, expiry)
+    gone = pc.filter(
+        pc.unique(state[STATE_USER_KEY]),
+        pc.invert(pc.is_in(pc.unique(state[STATE_USER_KEY]), value_set=pc.unique(key))),
+    )
+    return puts, gone
 
 
 class StoreEngine(Engine):
@@ -202,8 +256,10 @@ class StoreEngine(Engine):
         self.spark = spark
         self.settings = settings
         self.parser = parser  # raw records -> events and invalid rows (JSON lines by default)
-        self.backend = backend or open_backend(settings.state_uri)
-        self.sink = open_sink(settings.output, settings.output_format, job=settings.job)
+        self.backend = backend or open_state(settings)
+        self.sink = open_sink(
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+        )
         self.lease = lease  # None: unfenced
 
     def _fence_once(self) -> None:
@@ -304,6 +360,7 @@ def settings_record(settings: EngineSettings) -> dict:
         "lateness": format_duration(settings.rules.lateness_us),
         "close_actions": ",".join(settings.rules.close_actions),
         "partitions": settings.partitions,
+        **settings.mapping.record(),
     }
 
 

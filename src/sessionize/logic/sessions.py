@@ -46,7 +46,6 @@ from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.logic.result import StepResult, StepStats
 
-_ATTRS = ("site", "api_version", "browser", "language", "device_type")
 _US_PER_MS = 1_000
 _US_PER_DAY = 86_400_000_000
 _END_REASONS = pa.array(["inactivity", "explicit"], pa.string())
@@ -59,6 +58,7 @@ def advance(
     rules: SessionRules,
     watermark_before: int | None,
     watermark_after: int | None,
+    layout: schema.Layout | None = None,
 ) -> StepResult:
     """Advance the handed-in users of one partition by one micro-batch.
 
@@ -67,28 +67,30 @@ def advance(
     (schema EVENT, any order, duplicates allowed). Users absent from both are untouched
     and absent from every output. Watermarks are microseconds since the epoch, None
     meaning minus infinity: `watermark_before` judges lateness, `watermark_after`
-    (>= `watermark_before`) decides which sessions are emitted.
+    (>= `watermark_before`) decides which sessions are emitted. `layout` gives the user
+    id's type and the kept attributes (default: integer ids, the five default attributes).
     """
     _check_watermarks(watermark_before, watermark_after)
-    state_events = _conform(state, schema.EVENT)
-    events = _conform(events, schema.EVENT)
+    lay = layout or schema.layout()
+    state_events = _conform(state, lay.event)
+    events = _conform(events, lay.event)
 
     # Rule 1: lateness, before dedup.
     if watermark_before is None:
         on_time = events
-        late = schema.LATE_EVENTS.empty_table()
+        late = lay.late_events.empty_table()
     else:
         is_late = _ts_numpy(events["event_time"]) < watermark_before
         if is_late.any():
             on_time = events.filter(pa.array(~is_late))
-            late = _late_table(events.filter(pa.array(is_late)), watermark_before)
+            late = _late_table(events.filter(pa.array(is_late)), watermark_before, lay)
         else:
             on_time = events
-            late = schema.LATE_EVENTS.empty_table()
+            late = lay.late_events.empty_table()
 
     n_state = state_events.num_rows
     rows = pa.concat_tables([state_events, on_time]).combine_chunks()
-    user = _int_numpy(rows["user_id"])
+    user, user_values = _user_codes(rows["user_id"])
     time = _ts_numpy(rows["event_time"])
     page_rank = _string_rank(rows["page"])
     is_close = _is_close(rows["action"], rules.close_actions)
@@ -108,12 +110,12 @@ def advance(
     split = _Split.of(
         rows, order, user[order], time[order], is_close[order], rules, watermark_after
     )
-    sessions, page_views = _emitted_tables(split)
-    state_puts = _state_table(split)
+    sessions, page_views = _emitted_tables(split, lay)
+    state_puts = _state_table(split, lay)
 
     open_users = np.unique(split.user[~split.row_emitted])
-    state_removes = pa.array(
-        np.setdiff1d(np.unique(user[:n_state]), open_users, assume_unique=True), pa.int64()
+    state_removes = user_values(
+        np.setdiff1d(np.unique(user[:n_state]), open_users, assume_unique=True)
     )
     stats = StepStats(
         events_in=events.num_rows,
@@ -202,7 +204,7 @@ def _survivors(
     in_dup[:-1] |= same_as_prev
     dup_pos = np.flatnonzero(in_dup)
     dup_rows = order[dup_pos]
-    keys = [(name, "ascending") for name in schema.EVENT.names]  # nulls last by default
+    keys = [(name, "ascending") for name in rows.column_names]  # nulls last by default
     perm = pc.sort_indices(rows.take(pa.array(dup_rows)), sort_keys=keys).to_numpy()
     ranked = dup_rows[perm]
     first = np.ones(len(ranked), dtype=bool)
@@ -260,26 +262,27 @@ def _session_starts(u: np.ndarray, t: np.ndarray, close: np.ndarray, gap_us: int
 # ---------------------------------------------------------------------------- outputs
 
 
-def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
+def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Table]:
     """SESSIONS and PAGE_VIEWS rows of the emitted sessions, both in sorted key order."""
     if not split.emitted.any():
-        return schema.SESSIONS.empty_table(), schema.PAGE_VIEWS.empty_table()
+        return lay.sessions.empty_table(), lay.page_views.empty_table()
     sel = np.flatnonzero(split.emitted)
     first, last = split.starts[sel], split.ends[sel]
     start_t, end_t = split.time[first], split.time[last]
     counts = (last - first + 1).astype(np.int64)
-    ids = _session_ids(split.user[first], start_t)
+    first_rows = pa.array(split.order[first])
+    users = _take(split.rows["user_id"], first_rows)
+    ids = _session_ids(users, start_t)
 
     # Emitted sessions are runs of consecutive positions: their pages, in order, are both
     # the sessions' `pages` lists and the page views' `page` column.
     pos = np.flatnonzero(split.row_emitted)
     pages = _take(split.rows["page"], split.order[pos])
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    first_rows = pa.array(split.order[first])
     sessions = pa.Table.from_arrays(
         [
             ids,
-            pa.array(split.user[first], pa.int64()),
+            users,
             _ts(start_t),
             _ts(end_t),
             _ts(split.closed_at[sel]),
@@ -287,10 +290,10 @@ def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
             pa.array(counts, pa.int64()),
             pa.ListArray.from_arrays(offsets, pages),
             _END_REASONS.take(pa.array(split.explicit[sel].astype(np.int8))),
-            *(_take(split.rows[name], first_rows) for name in _ATTRS),
+            *(_take(split.rows[name], first_rows) for name in lay.attributes),
             pa.array((start_t // _US_PER_DAY).astype(np.int32), pa.date32()),
         ],
-        schema=schema.SESSIONS,
+        schema=lay.sessions,
     )
 
     session = split.session[pos]
@@ -302,18 +305,18 @@ def _emitted_tables(split: _Split) -> tuple[pa.Table, pa.Table]:
     page_views = pa.Table.from_arrays(
         [
             ids.take(pa.array(row_in_sessions)),
-            pa.array(split.user[pos], pa.int64()),
+            _take(split.rows["user_id"], pa.array(split.order[pos])),
             _ts(t),
             pages,
             pa.array((pos - split.starts[session] + 1).astype(np.int32), pa.int32()),
             pa.array((until - t) // _US_PER_MS, pa.int64()),
         ],
-        schema=schema.PAGE_VIEWS,
+        schema=lay.page_views,
     )
     return sessions, page_views
 
 
-def _state_table(split: _Split) -> pa.Table:
+def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
     """STATE rows of the open events, in sorted key order, with each user's expiry."""
     open_sessions = np.flatnonzero(~split.emitted)
     expires = np.zeros(len(split.emitted), dtype=np.int64)
@@ -328,17 +331,17 @@ def _state_table(split: _Split) -> pa.Table:
     table = split.rows.take(pa.array(split.order[pos])).append_column(
         schema.STATE_EXPIRY, _ts(expires[split.session[pos]])
     )
-    return table.cast(schema.STATE).combine_chunks()
+    return table.cast(lay.state).combine_chunks()
 
 
-def _late_table(late_events: pa.Table, watermark: int) -> pa.Table:
+def _late_table(late_events: pa.Table, watermark: int, lay: schema.Layout) -> pa.Table:
     """LATE_EVENTS rows, sorted by all event columns so the order never depends on arrival."""
-    keys = [(name, "ascending") for name in schema.EVENT.names]
+    keys = [(name, "ascending") for name in lay.event.names]
     idx = pc.sort_indices(late_events, sort_keys=keys)  # nulls last
     table = late_events.take(idx).append_column(
         "watermark", _ts(np.full(late_events.num_rows, watermark, np.int64))
     )
-    return table.cast(schema.LATE_EVENTS).combine_chunks()
+    return table.cast(lay.late_events).combine_chunks()
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -408,10 +411,30 @@ def _take(col: pa.ChunkedArray, indices) -> pa.Array:
     return col.take(indices).combine_chunks()
 
 
-def _session_ids(user: np.ndarray, start_us: np.ndarray) -> pa.Array:
-    """`f"{user_id}-{start in epoch milliseconds}"`, built column-wise."""
+def _user_codes(col: pa.ChunkedArray):
+    """User ids as int64 codes that sort and compare as the ids do (the ids themselves, or
+    the dense rank of string ids in UTF-8 byte order), and the inverse: codes -> ids."""
+    if not pa.types.is_string(col.type):
+        return _int_numpy(col), lambda codes: pa.array(codes, pa.int64())
+    if len(col) == 0:
+        return np.zeros(0, dtype=np.int64), lambda codes: pa.array([], pa.string())
+    distinct = pc.unique(col)
+    ordered = pc.sort_indices(distinct)
+    by_rank = distinct.take(ordered)
+    rank = np.empty(len(distinct), dtype=np.int64)
+    rank[ordered.to_numpy()] = np.arange(len(distinct))
+    codes = rank[_int_numpy(pc.index_in(col, distinct))]
+    return codes, lambda c: by_rank.take(pa.array(c, pa.int64()))
+
+
+def _session_ids(user: pa.Array, start_us: np.ndarray) -> pa.Array:
+    """`f"{user_id}-{start in epoch milliseconds}"`, built column-wise. A string id is
+    percent-escaped where it holds `%` or `-`, so the first `-` always ends the user part
+    and two (user, start) pairs never share an id."""
+    if pa.types.is_string(user.type):
+        user = pc.replace_substring(pc.replace_substring(user, "%", "%25"), "-", "%2D")
     return pc.binary_join_element_wise(
-        pc.cast(pa.array(user, pa.int64()), pa.string()),
+        pc.cast(user, pa.string()),
         pc.cast(pa.array(start_us // _US_PER_MS, pa.int64()), pa.string()),
         "-",
     )

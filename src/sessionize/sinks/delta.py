@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from sessionize import faults
-from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
+from sessionize.mapping import EventMapping
+from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS, layout
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink
 from sessionize.sinks.base import sink_errors as _errors
@@ -44,6 +45,7 @@ class DeltaSink(StagedSink):
 
     root: str
     job: str
+    mapping: EventMapping | None = None  # the outputs' columns (None: the default mapping)
 
     # -- locations -------------------------------------------------------------------------
     def table_uri(self, name: str) -> str:
@@ -69,7 +71,8 @@ class DeltaSink(StagedSink):
         with _errors(f"publishing batch {batch_id} to Delta tables under {_redact(self.root)}"):
             opened = staging.attempt_open(fs, base, batch_id)
             for name in OUTPUTS:
-                rows = staging.read_staged(fs, base, name, batch_id)
+                schema = layout(self.mapping).outputs[name]
+                rows = staging.read_staged(fs, base, name, batch_id, schema)
                 self._commit(name, batch_id, rows, replay=opened or rows.num_rows > 0)
                 faults.pause_point(f"published-{name}", batch_id)
             staging.close_attempt(fs, base, batch_id)

@@ -56,9 +56,12 @@ def staged_files(fs: pafs.FileSystem, base: str, name: str, batch_id: int) -> li
     )  # fmt: skip
 
 
-def read_staged(fs: pafs.FileSystem, base: str, name: str, batch_id: int) -> pa.Table:
-    """The staged rows of one output with its partition columns and `batch_id` restored."""
-    schema = OUTPUTS[name]
+def read_staged(
+    fs: pafs.FileSystem, base: str, name: str, batch_id: int, schema: pa.Schema | None = None
+) -> pa.Table:
+    """The staged rows of one output with its partition columns and `batch_id` restored;
+    `schema` is the output's (default: that of the default event mapping)."""
+    schema = schema or OUTPUTS[name]
     files = staged_files(fs, base, name, batch_id)
     parts = OUTPUT_PARTITIONS.get(name, ())
     if files:
