@@ -1,7 +1,9 @@
 """Named pause points, so crash tests can kill -9 a real process at an exact step.
 
 The points: `after-state-commit` (partition 0's state of the batch is committed),
-`before-publish`, `after-publish` and `after-record` (the batch runner's steps 3 and 4).
+`before-publish`, `after-publish` and `after-record` (the batch runner's steps 3 and 4);
+`state-copy-partition` (a state copy committed target partition N) and `before-switch`
+(the copy is verified and recorded, the checkpoint not yet switched).
 
 `SESSIONIZE_PAUSE_AT=after-publish:3` makes the process print `PAUSED after-publish 3`
 and sleep when it reaches that point in batch 3; the test then kills it. With

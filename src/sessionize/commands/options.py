@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sessionize.config import redact_uri
 from sessionize.engines.store import EngineSettings
 
 
@@ -9,6 +10,12 @@ def files_state_uri(state: str, home: str) -> str:
     """`--state files` keeps the store at `home` (under the checkpoint, or the output's
     `_state` in batch mode); `files:PATH` and server URIs are used as given."""
     return f"files:{home}" if state == "files" else state
+
+
+def recorded_state(state: str, home: str) -> str:
+    """How a checkpoint records `--state`: `files` as is (the store under the checkpoint,
+    wherever it moves), anything else as its URI without secrets."""
+    return "files" if state == "files" else redact_uri(files_state_uri(state, home))
 
 
 def progress_path(explicit: str | None, root: str, name: str) -> str | None:

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from sessionize.commands.options import engine_settings, files_state_uri, progress_path
+from sessionize.commands.options import (
+    engine_settings,
+    files_state_uri,
+    progress_path,
+    recorded_state,
+)
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -65,7 +70,7 @@ class StreamOptions:
     def recorded_settings(self) -> dict[str, object]:
         """What the checkpoint is bound to (see engines.checkpoint)."""
         return {
-            "state": redact_uri(self.state_uri() if self.state != "files" else "files"),
+            "state": recorded_state(self.state, f"{self.checkpoint.rstrip('/')}/state"),
             "gap": format_duration(self.rules.gap_us),
             "lateness": format_duration(self.rules.lateness_us),
             "close_actions": ",".join(self.rules.close_actions),

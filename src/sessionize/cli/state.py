@@ -1,0 +1,108 @@
+"""`sessionize state inspect | export | migrate | repartition | import`: tools for the state
+of a stopped job, found from its checkpoint (stream) or its output (batch)."""
+
+from __future__ import annotations
+
+import click
+
+
+def _job_options(f):
+    f = click.option("--job", default=None, help="Job name in the state (batch mode; "
+                     "default sessionize).")(f)  # fmt: skip
+    f = click.option(
+        "--state", default=None,
+        help="The job's state (default: the checkpoint's record, or OUTPUT/_state); needed "
+        "when the checkpoint records it without its password.",
+    )(f)  # fmt: skip
+    f = click.option("--output", default=None, help="Output of a batch job.")(f)
+    return click.option("--checkpoint", default=None, help="Checkpoint of a stream job.")(f)
+
+
+def _locate(checkpoint, output, state, job):
+    from sessionize.commands.statetools.job import locate
+
+    if (checkpoint is None) == (output is None):
+        raise click.UsageError("give --checkpoint (a stream) or --output (a batch job)")
+    return locate(checkpoint, output, state, job)
+
+
+@click.group()
+def state() -> None:
+    """Inspect, export, move and reshape the state of a stopped job."""
+
+
+@state.command()
+@_job_options
+@click.option("--version", type=click.IntRange(0), default=None,
+              help="Committed version to read (default: the last).")  # fmt: skip
+@click.option("--user", "user", type=int, default=None, help="Show this user's open sessions.")
+def inspect(checkpoint, output, state, job, version, user) -> None:
+    """Per partition and in total: versions kept, open users and sessions, the oldest open
+    session, bytes, last commit time."""
+    from rich.console import Console
+
+    from sessionize.commands.statetools.inspect import render, summarize, user_sessions
+
+    sj = _locate(checkpoint, output, state, job)
+    console = Console()
+    if user is None:
+        at, parts = summarize(sj, version)
+        render(sj, at, parts, console)
+        return
+    rows = user_sessions(sj, user, version)
+    if not rows.num_rows:
+        click.echo(f"user {user} has no open session")
+        return
+    for row in rows.to_pylist():
+        events = row.pop("pending_events")
+        console.print({k: str(v) for k, v in row.items()})
+        for e in events:
+            console.print(f"    {e['event_time']}  {e['action']:<14} {e['page']}", highlight=False)
+
+
+@state.command()
+@_job_options
+@click.option("--to", "to", required=True, help="Parquet file to write.")
+@click.option("--version", type=click.IntRange(0), default=None,
+              help="Committed version to export (default: the last).")  # fmt: skip
+def export(checkpoint, output, state, job, to, version) -> None:
+    """Write the open sessions (the columns of `sessions`, their expiry and pending events)
+    as one Parquet file."""
+    from sessionize.commands.statetools.inspect import export_sessions
+
+    sj = _locate(checkpoint, output, state, job)
+    at, rows = export_sessions(sj, to, version)
+    click.echo(f"wrote {rows:,} open sessions at version {at} to {to}")
+
+
+@state.command()
+@_job_options
+@click.option("--to", "to", required=True, metavar="STATE_URI",
+              help="Where the state goes: files, files:PATH, postgresql://, redis://, dynamodb://")
+def migrate(checkpoint, output, state, job, to) -> None:
+    """Copy the state at its last committed version into another store, verify it, and
+    switch the checkpoint to it."""
+    _move(checkpoint, output, state, job, to, None)
+
+
+@state.command()
+@_job_options
+@click.option("--partitions", type=click.IntRange(1), required=True, help="New partition count.")
+@click.option("--to", "to", required=True, metavar="STATE_URI",
+              help="Where the rewritten state goes (any of our stores; not the current one).")
+def repartition(checkpoint, output, state, job, partitions, to) -> None:
+    """Rewrite the state into M partitions (users rehashed as the engine places them),
+    verify it, and switch the checkpoint to it with the new count."""
+    _move(checkpoint, output, state, job, to, partitions)
+
+
+def _move(checkpoint, output, state, job, to, partitions) -> None:
+    from sessionize.commands.statetools.moves import move_state
+
+    if (checkpoint is None) == (output is None):
+        raise click.UsageError("give --checkpoint (a stream) or --output (a batch job)")
+    result = move_state(to, checkpoint=checkpoint, output=output, state=state, job=job,
+                        partitions=partitions, on_line=click.echo)  # fmt: skip
+    if result is not None:
+        click.echo(f"{result.users:,} open users at version {result.version} in "
+                   f"{result.seconds:.1f}s")  # fmt: skip
