@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import uuid
 
 import pyarrow.parquet as pq
 import pytest
@@ -21,26 +20,8 @@ from sessionize.schema import SESSIONS
 from sessionize.state import open_backend
 from tests.commands import state_fixture as fx
 from tests.helpers import cli_env, run_until_killed, sessionize
-from tests.state_params import _REMOTE
 
 BACKENDS = ("files", "postgres", "redis", "dynamodb")
-
-
-@pytest.fixture
-def store(tmp_path):
-    """store(kind) -> a fresh, empty state URI of that backend (dropped afterwards)."""
-    drops = []
-
-    def make(kind: str) -> str:
-        if kind == "files":
-            return f"files:{tmp_path / uuid.uuid4().hex[:8]}"
-        uri, drop = _REMOTE[kind](f"t{uuid.uuid4().hex[:12]}")
-        drops.append(drop)
-        return uri
-
-    yield make
-    for drop in drops:
-        drop()
 
 
 @pytest.mark.parametrize("src,dst", list(itertools.permutations(BACKENDS, 2)))
