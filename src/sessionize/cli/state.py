@@ -45,6 +45,8 @@ def inspect(checkpoint, output, state, job, version, user) -> None:
 
     sj = _locate(checkpoint, output, state, job)
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=150)  # a file or a pipe gets whole lines
     if user is None:
         at, parts = summarize(sj, version)
         render(sj, at, parts, console)
@@ -105,4 +107,21 @@ def _move(checkpoint, output, state, job, to, partitions) -> None:
                         partitions=partitions, on_line=click.echo)  # fmt: skip
     if result is not None:
         click.echo(f"{result.users:,} open users at version {result.version} in "
+                   f"{result.seconds:.1f}s")  # fmt: skip
+
+
+@state.command(name="import")
+@click.option("--checkpoint", required=True, help="Checkpoint of a spark-* state stream.")
+@click.option("--to", "to", required=True, metavar="STATE_URI",
+              help="Our store to move the state into (files, files:PATH, a server URI).")
+@click.option("--partitions", type=click.IntRange(1), default=None,
+              help="Partitions of the new state (default: the checkpoint's).")
+def import_(checkpoint, to, partitions) -> None:
+    """Read Spark's own state at the last committed batch (Spark's state data source) into
+    one of our stores, verify it, and switch the checkpoint to it."""
+    from sessionize.commands.statetools.spark_import import import_spark_state
+
+    result = import_spark_state(checkpoint, to, partitions=partitions, on_line=click.echo)
+    if result is not None:
+        click.echo(f"{result.users:,} open users at batch {result.version} in "
                    f"{result.seconds:.1f}s")  # fmt: skip

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.commands.statetools.contents import (
-    PartitionContents,
     canonical,
     content_hash,
     open_sessions,
@@ -69,13 +68,13 @@ def copy_state(
     if record is None:
         raise StateError(f"state {source.redacted_uri} has no record of version {version}")
     record = _with_partitions(record, partitions_out)
-    _check_target(target, job, version, record)
+    check_target(target, job, version, record)
     parts = [read_partition(source, job, p, version) for p in range(partitions_in)]
     on_line(f"read {sum(p.users for p in parts):,} open users from {partitions_in} partition(s)"
             f" of {source.redacted_uri} at version {version}")  # fmt: skip
-    tables = _placed(parts, partitions_out, assign)
+    tables = place_rows([p.rows for p in parts], partitions_out, assign)
     for p, rows in enumerate(tables):
-        meta = parts[p].meta if assign is None else _meta(rows, rules)
+        meta = parts[p].meta if assign is None else partition_meta(rows, rules)
         with target.open(job, p, EMPTY_VERSION) as tx:
             tx.put_many(rows)
             tx.commit(version, meta)
@@ -105,10 +104,12 @@ def verify(
     return out
 
 
-def _placed(parts: list[PartitionContents], n: int, assign: Assign | None) -> list[pa.Table]:
+def place_rows(tables: list[pa.Table], n: int, assign: Assign | None) -> list[pa.Table]:
+    """The rows of `tables` (one per partition) in `n` partitions placed by `assign` (as
+    they are without it)."""
     if assign is None:
-        return [p.rows for p in parts]
-    rows = pa.concat_tables([p.rows for p in parts]).combine_chunks()
+        return tables
+    rows = pa.concat_tables(tables).combine_chunks()
     if not rows.num_rows:
         return [STATE.empty_table() for _ in range(n)]
     users = pc.unique(rows[STATE_KEY])
@@ -117,7 +118,7 @@ def _placed(parts: list[PartitionContents], n: int, assign: Assign | None) -> li
     return [canonical(rows.filter(pa.array(row_part == p))) for p in range(n)]
 
 
-def _meta(rows: pa.Table, rules: SessionRules) -> dict:
+def partition_meta(rows: pa.Table, rules: SessionRules) -> dict:
     """The counters the engine keeps per partition, recounted for rehashed rows."""
     return {
         "open_sessions": open_sessions(rows, rules).num_rows,
@@ -133,7 +134,7 @@ def _with_partitions(record: dict, partitions: int) -> dict:
     return record
 
 
-def _check_target(target: StateBackend, job: str, version: int, record: dict) -> None:
+def check_target(target: StateBackend, job: str, version: int, record: dict) -> None:
     """The target must hold nothing of `job` but, at most, an earlier copy of this one."""
     target.check()
     versions = target.job_versions(job)

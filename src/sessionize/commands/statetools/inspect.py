@@ -99,7 +99,8 @@ def render(sj: StateJob, version: int, parts: list[PartitionSummary], console: C
     table = Table(title=f"state of job '{sj.job}' at version {version} ({sj.what})")
     for name in ("partition", "versions kept", "open users", "open sessions",
                  "oldest open session", "bytes", "last commit"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("versions kept",) else "right")
+        table.add_column(name, justify="left" if name == "versions kept" else "right",
+                         no_wrap=True)
     for p in parts:
         table.add_row(str(p.partition), _span(p.versions), f"{p.users:,}", f"{p.sessions:,}",
                       format_instant(p.oldest_us) or "-", f"{p.bytes:,}", p.committed_at or "-")

@@ -17,9 +17,8 @@ from pyspark.sql import SparkSession
 from sessionize.commands.options import recorded_state
 from sessionize.commands.statetools.copy import CopyResult, copy_state
 from sessionize.commands.statetools.job import StateJob, locate
-from sessionize.commands.statetools.switch import switch_checkpoint, switched
+from sessionize.commands.statetools.switch import already_switched, switch_checkpoint
 from sessionize.config import redact_uri
-from sessionize.engines.checkpoint import recorded
 from sessionize.engines.store import user_partitions
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
@@ -34,9 +33,9 @@ def move_state(
 ) -> CopyResult | None:  # fmt: skip
     """Copy the job's state into `to` (a `--state` value) with `partitions` partitions
     (default: as now), verify it and switch the checkpoint; None if it already was."""
-    if checkpoint and _already_done(checkpoint, to, partitions):
-        on_line(f"checkpoint {checkpoint} already runs on state {recorded_state(to, '')} "
-                "with these partitions: nothing to do")  # fmt: skip
+    if checkpoint and already_switched(checkpoint, to, partitions):
+        on_line(f"checkpoint {checkpoint} already runs on state {redact_uri(to)} with these "
+                "partitions: nothing to do")  # fmt: skip
         return None
     sj = locate(checkpoint, output, state, job)
     if sj.spark_state:
@@ -64,12 +63,6 @@ def move_state(
         pause_point("before-switch", version)
         on_line(_finish(sj, to, count))
     return result
-
-
-def _already_done(checkpoint: str, to: str, partitions: int | None) -> bool:
-    state = recorded_state(to, f"{checkpoint.rstrip('/')}/state")
-    count = partitions or recorded(checkpoint).get("partitions")
-    return switched(checkpoint, state, count)
 
 
 def _finish(sj: StateJob, to: str, count: int) -> str:

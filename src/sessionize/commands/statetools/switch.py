@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import secrets
 
+from sessionize.commands.options import recorded_state
 from sessionize.engines.checkpoint import FILE, recorded
 from sessionize.fs import resolve_fs
 
@@ -23,8 +24,10 @@ def switch_checkpoint(checkpoint: str, state: str, partitions: int) -> dict:
     return settings
 
 
-def switched(checkpoint: str, state: str, partitions: int) -> bool:
-    """Whether the checkpoint already records `state` and `partitions` (a rerun after the
-    switch was made)."""
+def already_switched(checkpoint: str, to: str, partitions: int | None) -> bool:
+    """Whether the checkpoint already records state `to` (a `--state` value) and
+    `partitions` (None: any): a rerun after the switch was made."""
     settings = recorded(checkpoint)
-    return settings.get("state") == state and settings.get("partitions") == partitions
+    state = recorded_state(to, f"{checkpoint.rstrip('/')}/state")
+    same_count = partitions is None or settings.get("partitions") == partitions
+    return settings.get("state") == state and same_count
