@@ -56,10 +56,17 @@ def inspect(checkpoint, output, state, job, version, user) -> None:
         click.echo(f"user {user} has no open session")
         return
     for row in rows.to_pylist():
-        events = row.pop("pending_events")
-        console.print({k: str(v) for k, v in row.items()})
-        for e in events:
-            console.print(f"    {e['event_time']}  {e['action']:<14} {e['page']}", highlight=False)
+        console.print(
+            f"{row['session_id']}: {row['start_time']:%Y-%m-%dT%H:%M:%S}Z .. "
+            f"{row['end_time']:%H:%M:%S}, {row['event_count']} events, closes "
+            f"{row['closed_at']:%Y-%m-%dT%H:%M:%S}Z ({row['end_reason']}), user expires "
+            f"{row['expires_at']:%Y-%m-%dT%H:%M:%S}Z", highlight=False,
+        )
+        for e in row["pending_events"]:
+            fields = " ".join(f"{k}={e[k]}" for k in ("site", "browser", "language",
+                                                       "device_type") if e[k] is not None)
+            console.print(f"    {e['event_time']:%Y-%m-%dT%H:%M:%S.%f}Z  {e['action']:<14} "
+                          f"{e['page']}  {fields}", highlight=False)  # fmt: skip
 
 
 @state.command()
