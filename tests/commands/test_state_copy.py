@@ -7,15 +7,16 @@ from __future__ import annotations
 import itertools
 import json
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from sessionize.commands.statetools.contents import content_hash, read_partition
-from sessionize.commands.statetools.copy import copy_state
+from sessionize.commands.statetools.copy import copy_state, verify
 from sessionize.commands.statetools.inspect import export_sessions, summarize, user_sessions
 from sessionize.commands.statetools.job import locate, rules_of
 from sessionize.engines.checkpoint import check_or_record, checkpoint_lease
-from sessionize.errors import IncompatibleCheckpoint
+from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.schema import SESSIONS
 from sessionize.state import open_backend
 from tests.commands import state_fixture as fx
@@ -113,3 +114,19 @@ def test_migrate_killed_then_rerun(tmp_path, store):
         check_or_record(str(chk), settings)
     again = sessionize(*args)
     assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr
+
+
+def test_verify_refuses_a_copy_that_differs(store):
+    """A copy whose content changed after it was written (one event's page) fails the
+    content hash even with the same users and rows."""
+    source, target = open_backend(store("files")), open_backend(store("files"))
+    fx.build(source)
+    copy_state(source, target, fx.JOB, 7, partitions_in=2, partitions_out=2,
+               rules=rules_of(fx.SETTINGS), on_line=lambda _: None)  # fmt: skip
+    changed = fx.rows([(3, "09:50", "zz", "view", "10:00")])
+    with target.open(fx.JOB, 1, -1) as tx:
+        tx.put_many(fx.PARTITION_ROWS[1].filter(pc.not_equal(fx.PARTITION_ROWS[1]["user_id"], 3)))
+        tx.put_many(changed)
+        tx.commit(7, fx.META[1])
+    with pytest.raises(StateError, match="partition 1 .* differs from the source"):
+        verify(target, fx.JOB, 7, [fx.PARTITION_ROWS[0], fx.PARTITION_ROWS[1]])
