@@ -3,7 +3,9 @@
 The points: `before-state-commit` and `after-state-commit` (partition 0's state of the
 batch, in the store engine's task),
 `before-publish`, `after-publish` and `after-record` (the batch runner's steps 3 and 4);
-`rewind-outputs`, `rewind-state` and `rewind-logs` (a rewind to batch N, after those steps).
+`rewind-outputs`, `rewind-state` and `rewind-logs` (a rewind to batch N, after those steps);
+`state-copy-partition` (a state copy committed target partition N) and `before-switch`
+(the copy is verified and recorded, the checkpoint not yet switched).
 
 `SESSIONIZE_PAUSE_AT=after-publish:3` makes the process print `PAUSED after-publish 3`
 and sleep when it reaches that point in batch 3; the test then kills it. With

@@ -465,3 +465,12 @@ def _run(argv: list[str] | None) -> None:
     except Exception as exc:  # from Spark, a backend or a bug: still one line, trace kept
         failures.report(failures.describe(exc), exc, unexpected=True)
         sys.exit(2)
+
+
+def _add_state_tools() -> None:
+    from sessionize.cli.state import state
+
+    cli.add_command(state)
+
+
+_add_state_tools()

@@ -28,6 +28,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -329,7 +330,7 @@ class StoreEngine(Engine):
     def _run_partitions(self, parsed: DataFrame, plan: BatchPlan) -> list[dict]:
         task = functools.partial(_task, self.settings, plan)
         rows = (
-            parsed.repartition(self.settings.partitions, "user_id")
+            partition_users(parsed, self.settings.partitions)
             .mapInArrow(task, _TASK_SCHEMA)
             .collect()
         )
@@ -351,6 +352,23 @@ class StoreEngine(Engine):
     def after_commit(self, version: int) -> None:
         if version % self.settings.maintenance_every == 0:
             self.backend.trim_job_records(self.settings.job, self.settings.retain)
+
+
+def partition_users(df: DataFrame, partitions: int) -> DataFrame:
+    """How users are placed into the state's partitions: Spark's hash partitioning of
+    `user_id`. Everything that places users (the engine, `sessionize state repartition`)
+    goes through here, so that a user's state is always where the engine looks for it."""
+    return df.repartition(partitions, "user_id")
+
+
+def user_partitions(spark: SparkSession, users: pa.Int64Array, partitions: int) -> np.ndarray:
+    """The partition of each of `users` (in their order), as `partition_users` places them."""
+    df = spark.createDataFrame(pa.table({"user_id": users, "i": np.arange(len(users))}))
+    placed = partition_users(df, partitions).select("i", F.spark_partition_id().alias("p"))
+    table = placed.toArrow()
+    out = np.empty(len(users), dtype=np.int64)
+    out[table["i"].to_numpy()] = table["p"].to_numpy()
+    return out
 
 
 def settings_record(settings: EngineSettings) -> dict:

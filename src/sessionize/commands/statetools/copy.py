@@ -1,0 +1,149 @@
+"""Copy a job's state at one committed version into another store, optionally with its
+users rehashed into another number of partitions, and verify the copy.
+
+Only the public store API is used: reads through `StateBackend.open` (never committed),
+writes as one transaction per target partition opened on the empty state and committed
+as the same version, then the job record of that version. Every step replaces what an
+interrupted earlier copy left, so a copy can be rerun after a crash at any point; the
+source is only read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sessionize.commands.statetools.contents import (
+    canonical,
+    content_hash,
+    open_sessions,
+    read_partition,
+)
+from sessionize.config import SessionRules
+from sessionize.errors import StateError
+from sessionize.faults import pause_point
+from sessionize.schema import STATE, STATE_KEY
+from sessionize.state import EMPTY_VERSION, StateBackend
+
+# user ids, partition count -> each user's partition, as the engine places them
+Assign = Callable[[pa.Int64Array, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What one target partition received, as verified by reading it back."""
+
+    partition: int
+    users: int
+    rows: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    version: int
+    partitions: list[Copied]
+    seconds: float
+
+    @property
+    def users(self) -> int:
+        return sum(p.users for p in self.partitions)
+
+
+def copy_state(
+    source: StateBackend, target: StateBackend, job: str, version: int, *,
+    partitions_in: int, partitions_out: int, rules: SessionRules,
+    assign: Assign | None = None, on_line: Callable[[str], None] = print,
+) -> CopyResult:  # fmt: skip
+    """Copy version `version` of `job` from `source` to `target` and verify it. With
+    `assign`, users are placed into `partitions_out` partitions by it; without, partition
+    P goes to P (then `partitions_out` must equal `partitions_in`)."""
+    t0 = time.perf_counter()
+    record = source.read_job_record(job, version)
+    if record is None:
+        raise StateError(f"state {source.redacted_uri} has no record of version {version}")
+    record = _with_partitions(record, partitions_out)
+    check_target(target, job, version, record)
+    parts = [read_partition(source, job, p, version) for p in range(partitions_in)]
+    on_line(f"read {sum(p.users for p in parts):,} open users from {partitions_in} partition(s)"
+            f" of {source.redacted_uri} at version {version}")  # fmt: skip
+    tables = place_rows([p.rows for p in parts], partitions_out, assign)
+    for p, rows in enumerate(tables):
+        meta = parts[p].meta if assign is None else partition_meta(rows, rules)
+        with target.open(job, p, EMPTY_VERSION) as tx:
+            tx.put_many(rows)
+            tx.commit(version, meta)
+        pause_point("state-copy-partition", p)
+    copied = verify(target, job, version, tables)
+    target.write_job_record(job, version, record)  # last: the copy is whole
+    on_line(f"wrote and verified {partitions_out} partition(s) of {target.redacted_uri}")
+    return CopyResult(version, copied, time.perf_counter() - t0)
+
+
+def verify(
+    target: StateBackend, job: str, version: int, expected: list[pa.Table]
+) -> list[Copied]:
+    """Read every partition back: same users, rows and content hash as `expected`."""
+    out = []
+    for p, rows in enumerate(expected):
+        got = read_partition(target, job, p, version)
+        want = Copied(p, len(pc.unique(rows[STATE_KEY])), rows.num_rows, content_hash(rows))
+        have = Copied(p, got.users, got.rows.num_rows, content_hash(got.rows))
+        if have != want:
+            raise StateError(
+                f"the copy of partition {p} in {target.redacted_uri} differs from the source "
+                f"({have.users} users, {have.rows} rows; expected {want.users}, {want.rows}, "
+                "or another content hash): the switch is not made; run the command again"
+            )
+        out.append(have)
+    return out
+
+
+def place_rows(tables: list[pa.Table], n: int, assign: Assign | None) -> list[pa.Table]:
+    """The rows of `tables` (one per partition) in `n` partitions placed by `assign` (as
+    they are without it)."""
+    if assign is None:
+        return tables
+    rows = pa.concat_tables(tables).combine_chunks()
+    if not rows.num_rows:
+        return [STATE.empty_table() for _ in range(n)]
+    users = pc.unique(rows[STATE_KEY])
+    where = assign(users, n)
+    row_part = np.asarray(where)[pc.index_in(rows[STATE_KEY], users).to_numpy()]
+    return [canonical(rows.filter(pa.array(row_part == p))) for p in range(n)]
+
+
+def partition_meta(rows: pa.Table, rules: SessionRules) -> dict:
+    """The counters the engine keeps per partition, recounted for rehashed rows."""
+    return {
+        "open_sessions": open_sessions(rows, rules).num_rows,
+        "open_users": len(pc.unique(rows[STATE_KEY])),
+    }
+
+
+def _with_partitions(record: dict, partitions: int) -> dict:
+    settings = dict(record.get("settings") or {})
+    if "partitions" in settings:
+        settings["partitions"] = partitions
+        return {**record, "settings": settings}
+    return record
+
+
+def check_target(target: StateBackend, job: str, version: int, record: dict) -> None:
+    """The target must hold nothing of `job` but, at most, an earlier copy of this one."""
+    target.check()
+    versions = target.job_versions(job)
+    if not versions:
+        return
+    if versions == [version] and target.read_job_record(job, version) == record:
+        return  # an earlier run of this same copy: it is redone and verified again
+    raise StateError(
+        f"state {target.redacted_uri} already holds job '{job}' (versions "
+        f"{versions[0]}..{versions[-1]}): copy into an empty place (another path, schema, "
+        "prefix or table)"
+    )

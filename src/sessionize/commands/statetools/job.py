@@ -1,0 +1,154 @@
+"""Find a job from its checkpoint (stream) or output (batch): its state, settings, lease and
+last committed version, the way `sessionize stream` and `sessionize batch` would find them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sessionize.commands.options import files_state_uri, recorded_state
+from sessionize.config import SessionRules, parse_duration, redact_uri
+from sessionize.engines.checkpoint import checkpoint_lease, last_committed_batch, recorded
+from sessionize.engines.spark_state import PROVIDERS
+from sessionize.errors import ConfigError, LeaseHeld, StateError
+from sessionize.state import StateBackend, open_backend
+from sessionize.state.lease import DirectoryLeaseRecords, Lease
+
+
+@dataclass(frozen=True)
+class StateJob:
+    """A stopped job's state as its next run will see it."""
+
+    checkpoint: str | None  # a stream's checkpoint, or None in batch mode
+    output: str | None  # a batch job's output, or None for a stream
+    job: str
+    state: str  # as `--state` spells it: files, files:PATH, a server URI, spark-*
+    state_uri: str  # what to open (for spark-*: the checkpoint)
+    partitions: int
+    rules: SessionRules
+
+    @property
+    def what(self) -> str:
+        return f"checkpoint {self.checkpoint}" if self.checkpoint else f"output {self.output}"
+
+    @property
+    def spark_state(self) -> bool:
+        return self.state in PROVIDERS
+
+    def home(self) -> str:
+        """Where `--state files` keeps the store for this job."""
+        if self.checkpoint:
+            return f"{self.checkpoint.rstrip('/')}/state"
+        return f"{str(self.output).rstrip('/')}/_state"
+
+    def resolve(self, state: str) -> str:
+        """`--state` value -> the URI to open, as the job's commands resolve it."""
+        return files_state_uri(state, self.home())
+
+    def backend(self) -> StateBackend:
+        backend = open_backend(self.state_uri)
+        backend.check()
+        return backend
+
+    def lease(self) -> Lease:
+        if self.checkpoint:
+            return checkpoint_lease(self.checkpoint)
+        records = DirectoryLeaseRecords(f"{str(self.output).rstrip('/')}/_lease")
+        return Lease(records, f"output {self.output}")
+
+    def check_idle(self) -> None:
+        """LeaseHeld (one line) while a live driver holds the job; writes nothing."""
+        holder = self.lease().records.latest()
+        if holder is not None and not holder.presumed_dead(time.time()):
+            raise LeaseHeld(
+                f"{self.what} is in use by {holder.describe()}: stop that driver first "
+                "(the state tools work on a stopped job)"
+            )
+
+    def last_version(self, backend: StateBackend) -> int:
+        """The committed version the next run builds on."""
+        versions = backend.job_versions(self.job)
+        if self.checkpoint is None:
+            if not versions:
+                raise StateError(f"state {backend.redacted_uri} has no committed hour of job "
+                                 f"'{self.job}'")  # fmt: skip
+            return versions[-1]
+        spark_last = last_committed_batch(self.checkpoint)
+        store_last = versions[-1] if versions else None
+        if spark_last is None:
+            raise StateError(f"{self.what} has no committed batch yet: there is no state to use")
+        # The store may be one batch ahead (it records just before Spark commits); the next
+        # run re-runs that batch on top of Spark's last one.
+        if store_last not in (spark_last, spark_last + 1) or spark_last not in versions:
+            raise StateError(
+                f"{self.what} has committed batch {spark_last} but state "
+                f"{backend.redacted_uri} has batch {store_last} for job '{self.job}': they "
+                "belong to different runs; pass the --state that goes with this checkpoint"
+            )
+        return spark_last
+
+
+def locate(
+    checkpoint: str | None, output: str | None, state: str | None = None, job: str | None = None
+) -> StateJob:
+    """The job of `--checkpoint` (its `sessionize.json`) or of `--output` (batch mode: the
+    state under `OUTPUT/_state` or `--state`, settings from its last job record)."""
+    if bool(checkpoint) == bool(output):
+        raise ConfigError("give either --checkpoint (a stream) or --output (a batch job)")
+    if checkpoint:
+        return _stream_job(checkpoint, state)
+    return _batch_job(str(output), state or "files", job or "sessionize")
+
+
+def _stream_job(checkpoint: str, state: str | None) -> StateJob:
+    settings = recorded(checkpoint)
+    if not settings.get("state"):
+        raise StateError(
+            f"checkpoint {checkpoint} has no sessionize.json: not a sessionize checkpoint, "
+            "or one that never started"
+        )
+    home = f"{checkpoint.rstrip('/')}/state"
+    chosen = state or str(settings["state"])
+    if recorded_state(chosen, home) != settings["state"]:
+        raise ConfigError(
+            f"checkpoint {checkpoint} runs on state {settings['state']}, not "
+            f"{redact_uri(chosen)}: pass that --state (with its password), or none"
+        )
+    if "***" in chosen:
+        raise ConfigError(
+            f"checkpoint {checkpoint} records its state without the password: pass "
+            "--state with the full URI"
+        )
+    uri = checkpoint if chosen in PROVIDERS else files_state_uri(chosen, home)
+    return StateJob(
+        checkpoint=checkpoint, output=None, job=str(settings.get("job", "sessionize")),
+        state=chosen, state_uri=uri, partitions=int(settings["partitions"]),
+        rules=rules_of(settings),
+    )  # fmt: skip
+
+
+def _batch_job(output: str, state: str, job: str) -> StateJob:
+    uri = files_state_uri(state, f"{output.rstrip('/')}/_state")
+    backend = open_backend(uri)
+    backend.check()
+    versions = backend.job_versions(job)
+    record = backend.read_job_record(job, versions[-1]) if versions else None
+    if not record or "settings" not in record:
+        raise StateError(
+            f"state {backend.redacted_uri} has no committed hour of job '{job}': pass the "
+            "--state and --job of the batch job"
+        )
+    settings = record["settings"]
+    return StateJob(
+        checkpoint=None, output=output, job=job, state=state, state_uri=uri,
+        partitions=int(settings["partitions"]), rules=rules_of(settings),
+    )  # fmt: skip
+
+
+def rules_of(settings: dict) -> SessionRules:
+    actions = str(settings.get("close_actions", "browser_close"))
+    return SessionRules(
+        gap_us=parse_duration(str(settings["gap"])),
+        lateness_us=parse_duration(str(settings["lateness"])),
+        close_actions=tuple(a for a in actions.split(",") if a),
+    )
