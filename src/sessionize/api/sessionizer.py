@@ -227,7 +227,7 @@ class Sessionizer:
                on_batch, input_name, lease) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, f"{checkpoint.rstrip('/')}/state")
         refuse_if_rewinding(checkpoint)
-        check_or_record(checkpoint, self._recorded(store_uri, output_format))
+        check_or_record(checkpoint, self.recorded_settings(store_uri, output_format))
         # What `history` and `rewind` need besides the settings (secrets left out).
         record_paths(checkpoint, {
             "input": redact_uri(input_name), "output": redact_uri(output),
@@ -301,7 +301,7 @@ class Sessionizer:
         or the typed rows of `sources.parquet`."""
         return file_parser(self.mapping)
 
-    def _recorded(self, store_uri: str, output_format: str) -> dict[str, object]:
+    def recorded_settings(self, store_uri: str, output_format: str) -> dict[str, object]:
         """What the checkpoint is bound to (see engines.checkpoint)."""
         return {
             "state": redact_uri(store_uri if self.state != "files" else "files"),

@@ -46,6 +46,10 @@ class StreamOptions:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
         return files_state_uri(self.state, f"{self.checkpoint.rstrip('/')}/state")
 
+    def recorded_settings(self) -> dict[str, object]:
+        """What the checkpoint is bound to, as the start records it (engines.checkpoint)."""
+        return self.sessionizer().recorded_settings(self.state_uri(), self.output_format)
+
     def input_options(self) -> dict[str, str]:
         options = dict(self.source_options)
         if self.max_files_per_trigger:
