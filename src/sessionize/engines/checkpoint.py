@@ -47,7 +47,8 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
         recorded = {}
     if recorded:
         recorded = {**DEFAULT_RECORD, **recorded}
-    diffs = describe_differences(recorded, {k: v for k, v in settings.items() if k in recorded})
+    shared = [k for k in settings if k in recorded]  # settings this run names
+    diffs = describe_differences({k: recorded[k] for k in shared}, {k: settings[k] for k in shared})
     if diffs:
         raise IncompatibleCheckpoint(
             f"checkpoint {checkpoint} was created with {diffs}: rerun with the same settings, "
