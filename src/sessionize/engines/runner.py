@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.config import format_instant
 from sessionize.engines.progress import ProgressLog
-from sessionize.errors import SessionizeError, raised_in_task
+from sessionize.errors import LeaseLost, SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
 from sessionize.state.lease import Lease
@@ -148,9 +148,9 @@ class BatchRunner:
             self.failure = exc
             raise
         except Exception as exc:
-            # A task's own error (the store refusing a fenced-out commit, say) reaches the
-            # driver as the text of a Spark failure: raise it as what it was.
-            self.failure = raised_in_task(exc)
+            # A store refusing a fenced-out commit inside a task reaches the driver as the
+            # text of a Spark failure: raise it as what it was (nothing to fix, no trace).
+            self.failure = raised_in_task(exc, (LeaseLost,))
             if self.failure is None:
                 raise
             raise self.failure from exc
