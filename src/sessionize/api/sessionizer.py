@@ -72,8 +72,15 @@ def parse_trigger(text: str) -> dict[str, object]:
 
 
 def state_uri(state: str, home: str) -> str:
-    """`files` keeps the store at `home`; `files:PATH` and server URIs are used as given."""
+    """`files` keeps the store at `home` (under the checkpoint, or the batch output's
+    `_state`); `files:PATH` and server URIs are used as given."""
     return f"files:{home}" if state == "files" else state
+
+
+def recorded_state(state: str) -> str:
+    """How a checkpoint records `--state`: `files` as is (the store under the checkpoint,
+    wherever it moves), anything else as its URI without secrets."""
+    return "files" if state == "files" else redact_uri(state)
 
 
 class Sessionizer:
@@ -227,7 +234,7 @@ class Sessionizer:
                on_batch, input_name, lease) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, f"{checkpoint.rstrip('/')}/state")
         refuse_if_rewinding(checkpoint)
-        check_or_record(checkpoint, self.recorded_settings(store_uri, output_format))
+        check_or_record(checkpoint, self.recorded_settings(output_format))
         # What `history` and `rewind` need besides the settings (secrets left out).
         record_paths(checkpoint, {
             "input": redact_uri(input_name), "output": redact_uri(output),
@@ -301,10 +308,10 @@ class Sessionizer:
         or the typed rows of `sources.parquet`."""
         return file_parser(self.mapping)
 
-    def recorded_settings(self, store_uri: str, output_format: str) -> dict[str, object]:
+    def recorded_settings(self, output_format: str) -> dict[str, object]:
         """What the checkpoint is bound to (see engines.checkpoint)."""
         return {
-            "state": redact_uri(store_uri if self.state != "files" else "files"),
+            "state": recorded_state(self.state),
             "gap": format_duration(self.rules.gap_us),
             "lateness": format_duration(self.rules.lateness_us),
             "close_actions": ",".join(self.rules.close_actions),

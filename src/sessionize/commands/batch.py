@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import SparkSession
 
 from sessionize.api.sessionizer import Sessionizer
-from sessionize.commands.options import engine_settings, files_state_uri, progress_path
+from sessionize.commands.options import engine_settings, progress_path, state_uri
 from sessionize.config import SessionRules, describe_differences, redact_uri
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
@@ -68,7 +68,7 @@ class BatchOptions:
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
-        return files_state_uri(self.state, f"{self.output.rstrip('/')}/_state")
+        return state_uri(self.state, f"{self.output.rstrip('/')}/_state")
 
     def engine_settings(self) -> EngineSettings:
         return engine_settings(self)

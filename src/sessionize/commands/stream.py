@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.api.sessionizer import SPARK_STATES, Sessionizer, parse_trigger
-from sessionize.commands.options import files_state_uri
+from sessionize.commands.options import state_uri
 from sessionize.config import SessionRules
 from sessionize.mapping import EventMapping
 from sessionize.sources.registry import check_input, open_stream
@@ -44,11 +44,11 @@ class StreamOptions:
 
     def state_uri(self) -> str:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
-        return files_state_uri(self.state, f"{self.checkpoint.rstrip('/')}/state")
+        return state_uri(self.state, f"{self.checkpoint.rstrip('/')}/state")
 
     def recorded_settings(self) -> dict[str, object]:
         """What the checkpoint is bound to, as the start records it (engines.checkpoint)."""
-        return self.sessionizer().recorded_settings(self.state_uri(), self.output_format)
+        return self.sessionizer().recorded_settings(self.output_format)
 
     def input_options(self) -> dict[str, str]:
         options = dict(self.source_options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sessionize.commands.options import files_state_uri, recorded_state
+from sessionize.commands.options import recorded_state, state_uri
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.engines.checkpoint import checkpoint_lease, last_committed_batch, recorded
 from sessionize.engines.spark_state import PROVIDERS
@@ -43,7 +43,7 @@ class StateJob:
 
     def resolve(self, state: str) -> str:
         """`--state` value -> the URI to open, as the job's commands resolve it."""
-        return files_state_uri(state, self.home())
+        return state_uri(state, self.home())
 
     def backend(self) -> StateBackend:
         backend = open_backend(self.state_uri)
@@ -109,7 +109,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
         )
     home = f"{checkpoint.rstrip('/')}/state"
     chosen = state or str(settings["state"])
-    if recorded_state(chosen, home) != settings["state"]:
+    if recorded_state(chosen) != settings["state"]:
         raise ConfigError(
             f"checkpoint {checkpoint} runs on state {settings['state']}, not "
             f"{redact_uri(chosen)}: pass that --state (with its password), or none"
@@ -119,7 +119,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
             f"checkpoint {checkpoint} records its state without the password: pass "
             "--state with the full URI"
         )
-    uri = checkpoint if chosen in PROVIDERS else files_state_uri(chosen, home)
+    uri = checkpoint if chosen in PROVIDERS else state_uri(chosen, home)
     return StateJob(
         checkpoint=checkpoint, output=None, job=str(settings.get("job", "sessionize")),
         state=chosen, state_uri=uri, partitions=int(settings["partitions"]),
@@ -128,7 +128,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
 
 
 def _batch_job(output: str, state: str, job: str) -> StateJob:
-    uri = files_state_uri(state, f"{output.rstrip('/')}/_state")
+    uri = state_uri(state, f"{output.rstrip('/')}/_state")
     backend = open_backend(uri)
     backend.check()
     versions = backend.job_versions(job)

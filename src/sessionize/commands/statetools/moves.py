@@ -69,9 +69,8 @@ def _finish(sj: StateJob, to: str, count: int) -> str:
     flags = f"--state {redact_uri(to)}" + (f" --partitions {count}")
     if sj.checkpoint is None:
         return f"the copy is complete; run the next hours with `sessionize batch {flags}`"
-    home = sj.home()
-    switch_checkpoint(sj.checkpoint, recorded_state(to, home), count)
+    switch_checkpoint(sj.checkpoint, recorded_state(to), count)
     return (
-        f"checkpoint {sj.checkpoint} switched to state {recorded_state(to, home)}: continue "
+        f"checkpoint {sj.checkpoint} switched to state {recorded_state(to)}: continue "
         f"with `sessionize stream {flags}` (the old state is untouched; delete it when done)"
     )

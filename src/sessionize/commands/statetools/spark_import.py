@@ -95,9 +95,9 @@ def import_spark_state(
         copied = verify(target, sj.job, batch, tables)
         target.write_job_record(sj.job, batch, record)
         pause_point("before-switch", batch)
-        switch_checkpoint(checkpoint, recorded_state(to, sj.home()), count)
+        switch_checkpoint(checkpoint, recorded_state(to), count)
         retire_spark_state(checkpoint)
-        on_line(f"checkpoint {checkpoint} switched to state {recorded_state(to, sj.home())}: "
+        on_line(f"checkpoint {checkpoint} switched to state {recorded_state(to)}: "
                 f"continue with `sessionize stream --state {redact_uri(to)} --partitions "
                 f"{count}` (Spark's state is kept, unused, in {checkpoint}/"
                 f"{SPARK_STATE_KEPT})")  # fmt: skip
