@@ -101,6 +101,17 @@ class EventMapping:
             "keep_fields": format_keep(self.keep),
         }
 
+    @classmethod
+    def from_record(cls, record: dict) -> EventMapping:
+        """The mapping a checkpoint's or job record's settings name (`record`'s inverse);
+        settings from before mappings existed name the default one."""
+        r = {**DEFAULT_RECORD, **{k: v for k, v in record.items() if k in DEFAULT_RECORD}}
+        return cls(
+            user=r["user_field"], time=r["time_field"], page=r["page_field"],
+            action=r["action_field"], time_format=r["time_format"], user_type=r["user_type"],
+            keep=parse_keep(r["keep_fields"]),
+        )  # fmt: skip
+
 
 def parse_keep(text: str) -> tuple[tuple[str, str], ...]:
     """`NAME=PATH,...` -> ((NAME, PATH), ...); an empty text keeps no attribute."""

@@ -144,3 +144,37 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     records = run_stream(again, spark, on_batch=lambda _: None)
     assert [r["version"] for r in records] == [0]
     assert read_output(run / "out", "sessions").num_rows > 0
+
+
+def test_spark_rocksdb_rewind_past_a_compacted_source_log_equals_an_uninterrupted_run(
+    spark, first_run
+):
+    """Spark's own state (RocksDB) goes back with the logs, and the file source's log goes
+    back past a compaction: with a compaction every 2 batches, batch 0's files are listed
+    only in `1.compact`, which the rewind to 0 deletes. The rerun of batches 1..3 builds on
+    Spark's state of batch 0, reads exactly the files of batches 1..3, and ends equal to
+    the uninterrupted run."""
+    root, inp = first_run
+    clean, run = root / "rocksdb-clean", root / "rocksdb"
+    key = "spark.sql.streaming.fileSource.log.compactInterval"
+    spark.conf.set(key, "2")
+    try:
+        run_stream(opts(inp, clean, state="spark-rocksdb"), spark, on_batch=lambda _: None)
+        shutil.copytree(clean, run)
+        paths = json.loads((run / "chk" / "sessionize-paths.json").read_text())
+        paths["output"] = str(run / "out")
+        (run / "chk" / "sessionize-paths.json").write_text(json.dumps(paths))
+        sources = run / "chk" / "sources" / "0"
+        assert committed(run) == [0, 1, 2, 3] and (sources / "1.compact").exists()
+        said: list[str] = []
+        rewind(str(run / "chk"), 0, say=said.append)
+        assert "state: drop Spark's state versions 2..4 of 3 partitions" in said, said
+        assert committed(run) == [0]
+        assert sorted(p.name for p in sources.iterdir() if p.name[0] != ".") == ["0"]
+        run_stream(opts(inp, run, state="spark-rocksdb"), spark, on_batch=lambda _: None)
+    finally:
+        spark.conf.unset(key)
+    assert committed(run) == [0, 1, 2, 3]
+    for name in OUTPUTS:
+        assert read_output(run / "out", name).equals(read_output(clean / "out", name)), name
+    assert read_output(run / "out", "sessions").num_rows > 0

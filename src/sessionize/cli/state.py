@@ -35,7 +35,7 @@ def state() -> None:
 @_job_options
 @click.option("--version", type=click.IntRange(0), default=None,
               help="Committed version to read (default: the last).")  # fmt: skip
-@click.option("--user", "user", type=int, default=None, help="Show this user's open sessions.")
+@click.option("--user", "user", default=None, help="Show this user's open sessions.")
 def inspect(checkpoint, output, state, job, version, user) -> None:
     """Per partition and in total: versions kept, open users and sessions, the oldest open
     session, bytes, last commit time."""

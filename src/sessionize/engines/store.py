@@ -51,7 +51,7 @@ from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
 from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, STATE_USER_KEY, Layout, layout
 from sessionize.sinks.registry import open_sink
-from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
+from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, layout_rows, open_backend
 from sessionize.state.lease import Lease
 
 # Counters every partition task reports back to the driver.
@@ -90,10 +90,8 @@ class EngineSettings:
 
     def row_spec(self) -> RowSpec | None:
         """What the store's rows are (None: the default, schema.STATE)."""
-        lay = self.layout
-        if lay.stored == RowSpec().schema:
-            return None
-        return RowSpec(lay.stored, key=lay.state_key)
+        spec = layout_rows(self.layout)
+        return None if spec.is_default else spec
 
 
 def open_state(settings: EngineSettings) -> StateBackend:
@@ -361,7 +359,7 @@ def partition_users(df: DataFrame, partitions: int) -> DataFrame:
     return df.repartition(partitions, "user_id")
 
 
-def user_partitions(spark: SparkSession, users: pa.Int64Array, partitions: int) -> np.ndarray:
+def user_partitions(spark: SparkSession, users: pa.Array, partitions: int) -> np.ndarray:
     """The partition of each of `users` (in their order), as `partition_users` places them."""
     df = spark.createDataFrame(pa.table({"user_id": users, "i": np.arange(len(users))}))
     placed = partition_users(df, partitions).select("i", F.spark_partition_id().alias("p"))

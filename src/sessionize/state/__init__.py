@@ -4,7 +4,7 @@ for the contract."""
 from sessionize.state.base import StateBackend
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.registry import open_backend, register
-from sessionize.state.rows import EMPTY_VERSION, RowSpec
+from sessionize.state.rows import EMPTY_VERSION, RowSpec, layout_rows
 from sessionize.state.stored import StoredVersion
 from sessionize.state.transaction import PartitionState, TxState
 
@@ -16,6 +16,7 @@ __all__ = [
     "StateMetrics",
     "StoredVersion",
     "TxState",
+    "layout_rows",
     "open_backend",
     "register",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from sessionize.errors import ConfigError, StateError
-from sessionize.schema import STATE, STATE_EXPIRY, STATE_KEY
+from sessionize.schema import STATE, STATE_EXPIRY, STATE_KEY, Layout
 
 EMPTY_VERSION = -1
 """The version of the empty state, before the first commit of a partition."""
@@ -73,6 +73,12 @@ class RowSpec:
             if table.column(name).null_count:
                 raise StateError(f"state rows have null values in '{name}'")
         return table
+
+
+def layout_rows(shape: Layout) -> RowSpec:
+    """The store's rows of an event layout: its stored schema, keyed by its state key (the
+    user id, or with string ids the `user_key` hash)."""
+    return RowSpec(shape.stored, key=shape.state_key)
 
 
 def as_keys(keys: Any) -> pa.Int64Array:

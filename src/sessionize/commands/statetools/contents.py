@@ -13,54 +13,58 @@ import pyarrow.compute as pc
 
 from sessionize.config import SessionRules
 from sessionize.logic import advance
-from sessionize.schema import EVENT, SESSIONS, STATE, STATE_EXPIRY, STATE_KEY
+from sessionize.schema import STATE_EXPIRY, Layout, layout
 from sessionize.state import StateBackend
 
 # Every key expires before this (9999-12-31): `expiring(FAR_FUTURE_US)` lists all keys.
 FAR_FUTURE_US = 253_402_214_400_000_000
 # What `advance` compares closed_at with to hand back every open session.
 _EMIT_ALL_US = np.iinfo(np.int64).max
-_SORT = [(name, "ascending") for name in STATE.names]
 PENDING = "pending_events"
-PENDING_TYPE = pa.list_(pa.struct([f for f in EVENT if f.name != STATE_KEY]))
+# A user, whatever the layout: with string ids several users may share a stored key.
+USER = "user_id"
 
 
 @dataclass(frozen=True)
 class PartitionContents:
     partition: int
     version: int
-    rows: pa.Table  # schema.STATE, canonical order
+    rows: pa.Table  # the layout's stored rows, canonical order
     meta: dict
     bytes: int  # the backend's measure of the state's size (Arrow bytes if it has none)
 
     @property
     def users(self) -> int:
-        return len(pc.unique(self.rows[STATE_KEY]))
+        return len(pc.unique(self.rows[USER]))
 
 
 def read_partition(
-    backend: StateBackend, job: str, partition: int, version: int
+    backend: StateBackend, job: str, partition: int, version: int, shape: Layout | None = None
 ) -> PartitionContents:
     """Every row of `partition` at `version`; nothing is written."""
+    shape = shape or layout()
     with backend.open(job, partition, version) as tx:
         keys = tx.expiring(FAR_FUTURE_US)
-        rows = tx.get_many(keys) if len(keys) else STATE.empty_table()
+        rows = tx.get_many(keys) if len(keys) else shape.stored.empty_table()
         size = tx.metrics().bytes
         meta = dict(tx.meta)
-    rows = canonical(rows)
+    rows = canonical(rows, shape)
     return PartitionContents(partition, version, rows, meta, size or rows.nbytes)
 
 
-def canonical(rows: pa.Table) -> pa.Table:
-    """`rows` as schema.STATE in one order (every column ascending), whatever the backend."""
-    rows = rows.select(STATE.names).cast(STATE)
-    return rows.take(pc.sort_indices(rows, sort_keys=_SORT)).combine_chunks()
+def canonical(rows: pa.Table, shape: Layout | None = None) -> pa.Table:
+    """`rows` as the layout's stored rows in one order (every column ascending), whatever
+    the backend."""
+    stored = (shape or layout()).stored
+    rows = rows.select(stored.names).cast(stored)
+    order = [(name, "ascending") for name in stored.names]
+    return rows.take(pc.sort_indices(rows, sort_keys=order)).combine_chunks()
 
 
-def content_hash(rows: pa.Table) -> str:
+def content_hash(rows: pa.Table, shape: Layout | None = None) -> str:
     """SHA-256 over the rows' values in canonical order (independent of chunking and of
     the backend's encoding)."""
-    rows = canonical(rows)
+    rows = canonical(rows, shape)
     digest = hashlib.sha256(str(rows.num_rows).encode())
     if rows.num_rows:
         hashes = pd.util.hash_pandas_object(rows.to_pandas(), index=False)
@@ -68,33 +72,41 @@ def content_hash(rows: pa.Table) -> str:
     return digest.hexdigest()
 
 
-def open_sessions(rows: pa.Table, rules: SessionRules) -> pa.Table:
+def pending_type(shape: Layout) -> pa.DataType:
+    """A session's pending events: the event columns but the user's."""
+    return pa.list_(pa.struct([f for f in shape.event if f.name != USER]))
+
+
+def export_schema(shape: Layout) -> pa.Schema:
+    """`sessions` rows of the layout, the user's expiry, the pending events."""
+    expiry = pa.field(STATE_EXPIRY, shape.state.field(STATE_EXPIRY).type)
+    return shape.sessions.append(expiry).append(pa.field(PENDING, pending_type(shape)))
+
+
+def open_sessions(rows: pa.Table, rules: SessionRules, shape: Layout | None = None) -> pa.Table:
     """The open sessions of `rows` as `sessions` rows (closed_at and end_reason as they will
     be if nothing more arrives), plus `expires_at` (the user's) and `pending_events`: the
     session's events as the state keeps them, in time order."""
-    rows = canonical(rows)
+    shape = shape or layout()
+    rows = canonical(rows, shape).select(shape.state.names)
     step = advance(
-        rows, EVENT.empty_table(), rules=rules, watermark_before=None,
-        watermark_after=_EMIT_ALL_US,
+        rows, shape.event.empty_table(), rules=rules, watermark_before=None,
+        watermark_after=_EMIT_ALL_US, layout=shape,
     )  # fmt: skip
     sessions = step.sessions
     # advance emits the sessions in (user, time, page) order, each a run of that many
     # consecutive events in the same order: the pending events are those runs.
-    order = pc.sort_indices(rows, sort_keys=[("user_id", "ascending"),
+    order = pc.sort_indices(rows, sort_keys=[(USER, "ascending"),
                                              ("event_time", "ascending"), ("page", "ascending")])
     events = rows.take(order)
     counts = sessions["event_count"].to_numpy()
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    fields = [f.name for f in PENDING_TYPE.value_type]
+    fields = list(pending_type(shape).value_type)
     struct = pa.StructArray.from_arrays(
-        [events[n].combine_chunks() for n in fields], fields=list(PENDING_TYPE.value_type)
+        [events[f.name].combine_chunks() for f in fields], fields=fields
     )
     starts = pa.array(offsets.to_numpy()[:-1])
     expires = events[STATE_EXPIRY].take(starts) if len(sessions) else events[STATE_EXPIRY]
     out = sessions.append_column(STATE_EXPIRY, expires)
     return out.append_column(PENDING, pa.ListArray.from_arrays(offsets, struct))
 
-
-EXPORT_SCHEMA = SESSIONS.append(pa.field(STATE_EXPIRY, STATE.field(STATE_EXPIRY).type)).append(
-    pa.field(PENDING, PENDING_TYPE)
-)

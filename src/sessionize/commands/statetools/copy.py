@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.commands.statetools.contents import (
+    USER,
     canonical,
     content_hash,
     open_sessions,
@@ -27,11 +28,11 @@ from sessionize.commands.statetools.contents import (
 from sessionize.config import SessionRules
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
-from sessionize.schema import STATE, STATE_KEY
+from sessionize.schema import Layout, layout
 from sessionize.state import EMPTY_VERSION, StateBackend
 
 # user ids, partition count -> each user's partition, as the engine places them
-Assign = Callable[[pa.Int64Array, int], np.ndarray]
+Assign = Callable[[pa.Array, int], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -57,43 +58,46 @@ class CopyResult:
 
 def copy_state(
     source: StateBackend, target: StateBackend, job: str, version: int, *,
-    partitions_in: int, partitions_out: int, rules: SessionRules,
+    partitions_in: int, partitions_out: int, rules: SessionRules, shape: Layout | None = None,
     assign: Assign | None = None, on_line: Callable[[str], None] = print,
 ) -> CopyResult:  # fmt: skip
     """Copy version `version` of `job` from `source` to `target` and verify it. With
     `assign`, users are placed into `partitions_out` partitions by it; without, partition
-    P goes to P (then `partitions_out` must equal `partitions_in`)."""
+    P goes to P (then `partitions_out` must equal `partitions_in`). `shape` is the job's
+    layout (its mapping's user id type and kept attributes)."""
     t0 = time.perf_counter()
+    shape = shape or layout()
     record = source.read_job_record(job, version)
     if record is None:
         raise StateError(f"state {source.redacted_uri} has no record of version {version}")
     record = _with_partitions(record, partitions_out)
     check_target(target, job, version, record)
-    parts = [read_partition(source, job, p, version) for p in range(partitions_in)]
+    parts = [read_partition(source, job, p, version, shape) for p in range(partitions_in)]
     on_line(f"read {sum(p.users for p in parts):,} open users from {partitions_in} partition(s)"
             f" of {source.redacted_uri} at version {version}")  # fmt: skip
-    tables = place_rows([p.rows for p in parts], partitions_out, assign)
+    tables = place_rows([p.rows for p in parts], partitions_out, assign, shape)
     for p, rows in enumerate(tables):
-        meta = parts[p].meta if assign is None else partition_meta(rows, rules)
+        meta = parts[p].meta if assign is None else partition_meta(rows, rules, shape)
         with target.open(job, p, EMPTY_VERSION) as tx:
             tx.put_many(rows)
             tx.commit(version, meta)
         pause_point("state-copy-partition", p)
-    copied = verify(target, job, version, tables)
+    copied = verify(target, job, version, tables, shape)
     target.write_job_record(job, version, record)  # last: the copy is whole
     on_line(f"wrote and verified {partitions_out} partition(s) of {target.redacted_uri}")
     return CopyResult(version, copied, time.perf_counter() - t0)
 
 
 def verify(
-    target: StateBackend, job: str, version: int, expected: list[pa.Table]
-) -> list[Copied]:
+    target: StateBackend, job: str, version: int, expected: list[pa.Table],
+    shape: Layout | None = None,
+) -> list[Copied]:  # fmt: skip
     """Read every partition back: same users, rows and content hash as `expected`."""
     out = []
     for p, rows in enumerate(expected):
-        got = read_partition(target, job, p, version)
-        want = Copied(p, len(pc.unique(rows[STATE_KEY])), rows.num_rows, content_hash(rows))
-        have = Copied(p, got.users, got.rows.num_rows, content_hash(got.rows))
+        got = read_partition(target, job, p, version, shape)
+        want = Copied(p, len(pc.unique(rows[USER])), rows.num_rows, content_hash(rows, shape))
+        have = Copied(p, got.users, got.rows.num_rows, content_hash(got.rows, shape))
         if have != want:
             raise StateError(
                 f"the copy of partition {p} in {target.redacted_uri} differs from the source "
@@ -104,25 +108,29 @@ def verify(
     return out
 
 
-def place_rows(tables: list[pa.Table], n: int, assign: Assign | None) -> list[pa.Table]:
+def place_rows(
+    tables: list[pa.Table], n: int, assign: Assign | None, shape: Layout | None = None
+) -> list[pa.Table]:
     """The rows of `tables` (one per partition) in `n` partitions placed by `assign` (as
-    they are without it)."""
+    they are without it). Users are placed by their id, as the engine places events: with
+    string ids, users that share a stored key may land in different partitions."""
     if assign is None:
         return tables
+    shape = shape or layout()
     rows = pa.concat_tables(tables).combine_chunks()
     if not rows.num_rows:
-        return [STATE.empty_table() for _ in range(n)]
-    users = pc.unique(rows[STATE_KEY])
+        return [shape.stored.empty_table() for _ in range(n)]
+    users = pc.unique(rows[USER])
     where = assign(users, n)
-    row_part = np.asarray(where)[pc.index_in(rows[STATE_KEY], users).to_numpy()]
-    return [canonical(rows.filter(pa.array(row_part == p))) for p in range(n)]
+    row_part = np.asarray(where)[pc.index_in(rows[USER], users).to_numpy()]
+    return [canonical(rows.filter(pa.array(row_part == p)), shape) for p in range(n)]
 
 
-def partition_meta(rows: pa.Table, rules: SessionRules) -> dict:
+def partition_meta(rows: pa.Table, rules: SessionRules, shape: Layout | None = None) -> dict:
     """The counters the engine keeps per partition, recounted for rehashed rows."""
     return {
-        "open_sessions": open_sessions(rows, rules).num_rows,
-        "open_users": len(pc.unique(rows[STATE_KEY])),
+        "open_sessions": open_sessions(rows, rules, shape).num_rows,
+        "open_users": len(pc.unique(rows[USER])),
     }
 
 

@@ -13,8 +13,9 @@ from rich.table import Table
 
 from sessionize.commands.options import progress_path
 from sessionize.commands.statetools.contents import (
-    EXPORT_SCHEMA,
+    USER,
     PartitionContents,
+    export_schema,
     open_sessions,
     read_partition,
 )
@@ -23,7 +24,6 @@ from sessionize.config import format_instant
 from sessionize.engines.progress import read_progress
 from sessionize.errors import ConfigError, StateError
 from sessionize.fs import resolve_fs
-from sessionize.schema import STATE_KEY
 from sessionize.state import StateBackend
 
 
@@ -54,7 +54,7 @@ def read_state(
     if version not in backend.job_versions(sj.job):
         raise StateError(f"version {version} of job '{sj.job}' is not committed in "
                          f"{backend.redacted_uri} (the last is {last})")  # fmt: skip
-    parts = [read_partition(backend, sj.job, p, version) for p in range(sj.partitions)]
+    parts = [read_partition(backend, sj.job, p, version, sj.layout) for p in range(sj.partitions)]
     return backend, version, parts
 
 
@@ -64,7 +64,7 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
     out = []
     for part in parts:
         versions = backend.versions(sj.job, part.partition)
-        sessions = open_sessions(part.rows, sj.rules)
+        sessions = open_sessions(part.rows, sj.rules, sj.layout)
         oldest = pc.min(part.rows["event_time"].cast(pa.int64())).as_py()
         out.append(PartitionSummary(
             part.partition, versions, part.users, sessions.num_rows,
@@ -74,18 +74,25 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
     return version, out
 
 
-def user_sessions(sj: StateJob, user: int, version: int | None = None) -> pa.Table:
-    """The open sessions of one user, with their pending events (export's columns)."""
+def user_sessions(sj: StateJob, user: str, version: int | None = None) -> pa.Table:
+    """The open sessions of one user (`user` as the events spell it), with their pending
+    events (export's columns)."""
+    want = sj.layout.event.field(USER).type
+    try:
+        value = pa.scalar(user).cast(want)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise ConfigError(f"--user '{user}': this job's user ids are {want} values") from None
     _, _, parts = read_state(sj, version)
-    rows = pa.concat_tables([p.rows.filter(pc.equal(p.rows[STATE_KEY], user)) for p in parts])
-    return open_sessions(rows, sj.rules)
+    rows = pa.concat_tables([p.rows.filter(pc.equal(p.rows[USER], value)) for p in parts])
+    return open_sessions(rows, sj.rules, sj.layout)
 
 
 def export_sessions(sj: StateJob, to: str, version: int | None = None) -> tuple[int, int]:
     """Write the open sessions at `version` to the Parquet file `to`; (version, rows)."""
     _, version, parts = read_state(sj, version)
-    tables = [open_sessions(p.rows, sj.rules) for p in parts]
-    table = pa.concat_tables(tables).cast(EXPORT_SCHEMA) if tables else EXPORT_SCHEMA.empty_table()
+    schema = export_schema(sj.layout)
+    tables = [open_sessions(p.rows, sj.rules, sj.layout) for p in parts]
+    table = pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
     table = table.sort_by([("user_id", "ascending"), ("start_time", "ascending")])
     fs, path = resolve_fs(to)
     parent = os.path.dirname(path)

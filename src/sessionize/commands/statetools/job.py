@@ -11,7 +11,9 @@ from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.engines.checkpoint import checkpoint_lease, last_committed_batch, recorded
 from sessionize.engines.spark_state import PROVIDERS
 from sessionize.errors import ConfigError, LeaseHeld, StateError
-from sessionize.state import StateBackend, open_backend
+from sessionize.mapping import EventMapping
+from sessionize.schema import Layout, layout
+from sessionize.state import StateBackend, layout_rows, open_backend
 from sessionize.state.lease import DirectoryLeaseRecords, Lease
 
 
@@ -26,6 +28,11 @@ class StateJob:
     state_uri: str  # what to open (for spark-*: the checkpoint)
     partitions: int
     rules: SessionRules
+    mapping: EventMapping  # decides the state rows' schema (user id type, kept attributes)
+
+    @property
+    def layout(self) -> Layout:
+        return layout(self.mapping)
 
     @property
     def what(self) -> str:
@@ -46,9 +53,13 @@ class StateJob:
         return state_uri(state, self.home())
 
     def backend(self) -> StateBackend:
-        backend = open_backend(self.state_uri)
+        backend = self.open(self.state_uri)
         backend.check()
         return backend
+
+    def open(self, uri: str) -> StateBackend:
+        """A store at `uri` holding this job's rows (its layout's schema and key)."""
+        return open_backend(uri, layout_rows(self.layout))
 
     def lease(self) -> Lease:
         if self.checkpoint:
@@ -123,7 +134,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
     return StateJob(
         checkpoint=checkpoint, output=None, job=str(settings.get("job", "sessionize")),
         state=chosen, state_uri=uri, partitions=int(settings["partitions"]),
-        rules=rules_of(settings),
+        rules=rules_of(settings), mapping=EventMapping.from_record(settings),
     )  # fmt: skip
 
 
@@ -142,6 +153,7 @@ def _batch_job(output: str, state: str, job: str) -> StateJob:
     return StateJob(
         checkpoint=None, output=output, job=job, state=state, state_uri=uri,
         partitions=int(settings["partitions"]), rules=rules_of(settings),
+        mapping=EventMapping.from_record(settings),
     )  # fmt: skip
 
 

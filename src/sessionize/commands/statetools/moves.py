@@ -23,7 +23,6 @@ from sessionize.engines.store import user_partitions
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
 from sessionize.spark_session import get_spark
-from sessionize.state import open_backend
 
 
 def move_state(
@@ -46,7 +45,7 @@ def move_state(
     count = partitions or sj.partitions
     with sj.lease():
         source = sj.backend()
-        target = open_backend(sj.resolve(to))
+        target = sj.open(sj.resolve(to))
         if target.uri == source.uri:
             raise ConfigError(
                 f"--to {redact_uri(to)} is the job's current state: name another place"
@@ -58,7 +57,8 @@ def move_state(
             assign = functools.partial(user_partitions, session)
         result = copy_state(
             source, target, sj.job, version, partitions_in=sj.partitions,
-            partitions_out=count, rules=sj.rules, assign=assign, on_line=on_line,
+            partitions_out=count, rules=sj.rules, shape=sj.layout, assign=assign,
+            on_line=on_line,
         )  # fmt: skip
         pause_point("before-switch", version)
         on_line(_finish(sj, to, count))

@@ -29,9 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from sessionize.commands.options import recorded_state
-from sessionize.commands.statetools.contents import canonical
+from sessionize.commands.statetools.contents import USER, canonical
 from sessionize.commands.statetools.copy import (
     CopyResult,
     check_target,
@@ -48,9 +49,9 @@ from sessionize.engines.store import user_partitions
 from sessionize.errors import ConfigError, StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
-from sessionize.schema import STATE, STATE_EXPIRY, STATE_KEY, TS
+from sessionize.schema import STATE_EXPIRY, STATE_USER_KEY, TS
 from sessionize.spark_session import get_spark
-from sessionize.state import EMPTY_VERSION, open_backend
+from sessionize.state import EMPTY_VERSION
 
 # Where Spark's own state goes once the checkpoint runs on ours.
 SPARK_STATE_KEPT = "spark-state"
@@ -77,22 +78,22 @@ def import_spark_state(
         batch = last_committed_batch(checkpoint)
         if batch is None:
             raise StateError(f"checkpoint {checkpoint} has no committed batch: nothing to import")
-        target = open_backend(sj.resolve(to))
+        target = sj.open(sj.resolve(to))
         record = job_record(sj, batch, count)
         check_target(target, sj.job, batch, record)
         t0 = time.perf_counter()
         spark = spark or get_spark("sessionize-state-import", shuffle_partitions=count)
         rows = read_spark_state(spark, sj, batch)
-        on_line(f"read {len(pc.unique(rows[STATE_KEY])):,} open users from Spark's "
+        on_line(f"read {len(pc.unique(rows[USER])):,} open users from Spark's "
                 f"{sj.state} state at batch {batch}")  # fmt: skip
         assign = functools.partial(user_partitions, spark)
-        tables = place_rows([rows], count, assign)
+        tables = place_rows([rows], count, assign, sj.layout)
         for p, part in enumerate(tables):
             with target.open(sj.job, p, EMPTY_VERSION) as tx:
                 tx.put_many(part)
-                tx.commit(batch, partition_meta(part, sj.rules))
+                tx.commit(batch, partition_meta(part, sj.rules, sj.layout))
             pause_point("state-copy-partition", p)
-        copied = verify(target, sj.job, batch, tables)
+        copied = verify(target, sj.job, batch, tables, sj.layout)
         target.write_job_record(sj.job, batch, record)
         pause_point("before-switch", batch)
         switch_checkpoint(checkpoint, recorded_state(to), count)
@@ -117,20 +118,35 @@ def retire_spark_state(checkpoint: str) -> None:
 
 
 def read_spark_state(spark: SparkSession, sj: StateJob, batch: int) -> pa.Table:
-    """The open events in Spark's state at `batch`, as schema.STATE rows."""
+    """The open events in Spark's state at `batch`, as the job's stored rows."""
+    shape = sj.layout
     reader = spark.read.format("statestore").option("batchId", batch)
     if sj.state == "spark-rocksdb":
         df = reader.option("stateVarName", "open_events").load(sj.checkpoint)
         table = df.selectExpr("key.key AS user_id", "list_element.*").toArrow()
-        if not table.num_rows:
-            return STATE.empty_table()
-        table = table.append_column("event_time", table["event_us"].cast(TS))
-        table = table.append_column(STATE_EXPIRY, table["expires_us"].cast(TS))
-        return canonical(table.select(STATE.names))
-    df = reader.load(sj.checkpoint)
-    blobs = df.selectExpr("value.groupState.open_events AS b").toArrow()["b"].to_pylist()
-    parts = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs if b]
-    return canonical(pa.concat_tables(parts)) if parts else STATE.empty_table()
+        if table.num_rows:
+            table = table.append_column("event_time", table["event_us"].cast(TS))
+            table = table.append_column(STATE_EXPIRY, table["expires_us"].cast(TS))
+    else:
+        df = reader.load(sj.checkpoint)
+        blobs = df.selectExpr("value.groupState.open_events AS b").toArrow()["b"].to_pylist()
+        parts = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs if b]
+        table = pa.concat_tables(parts) if parts else pa.table({})
+    if not table.num_rows:
+        return shape.stored.empty_table()
+    table = table.select(shape.state.names).cast(shape.state)
+    if shape.string_keys:
+        table = _with_user_keys(spark, table)
+    return canonical(table, shape)
+
+
+def _with_user_keys(spark: SparkSession, rows: pa.Table) -> pa.Table:
+    """String ids: each row's store key, hashed by Spark as the engine hashes it."""
+    users = pa.table({USER: pc.unique(rows[USER])})
+    keyed = spark.createDataFrame(users).select(
+        USER, F.xxhash64(USER).alias(STATE_USER_KEY)
+    ).toArrow()  # fmt: skip
+    return rows.join(keyed, USER)
 
 
 def job_record(sj: StateJob, batch: int, partitions: int) -> dict:
@@ -154,6 +170,7 @@ def job_record(sj: StateJob, batch: int, partitions: int) -> dict:
             "lateness": format_duration(sj.rules.lateness_us),
             "close_actions": ",".join(sj.rules.close_actions),
             "partitions": partitions,
+            **sj.mapping.record(),
         },
         "imported_from": sj.state,
     }
