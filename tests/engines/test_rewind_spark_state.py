@@ -12,7 +12,7 @@ from sessionize.engines.spark_logs import spark_state_versions
 from tests.helpers import OUTPUTS, generate, read_output
 
 
-# spark-rocksdb passes the same test; one provider keeps the suite short.
+# spark-rocksdb: tests/commands/test_rewind.py (across a compacted file-source log).
 @pytest.mark.parametrize("state", ["spark-hdfs"])
 def test_spark_state_rewind_then_rerun_equals_the_uninterrupted_run(spark, state, tmp_path):
     inp = generate(tmp_path / "in", hours=1, users=60, events_per_hour=400, files_per_hour=2,

@@ -1,7 +1,8 @@
 """Rewinding Kafka and Kinesis streams. Kafka, with its state in PostgreSQL and its outputs
 in Delta tables: one delete commit per table, no table version with part of a batch or a
-session twice, and the rerun ends with the tables of the uninterrupted run. Kinesis: the
-rerun reads the same records again and ends with the uninterrupted run's outputs."""
+session twice, and the rerun ends with the tables of the uninterrupted run. Kinesis, with
+its state in Redis and in DynamoDB: the rerun reads the same records again and ends with the
+uninterrupted run's outputs."""
 
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ def test_kafka_postgres_delta_rewind_and_rerun(spark, topic, tmp_path):
         drop()
 
 
-def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_path):
+@pytest.mark.parametrize("state", ["redis", "dynamodb"], indirect=True)
+def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_path, state):
     name = unique("rewind")
     uri = f"kinesis://{name}?endpoint={kinesis_endpoint}&region=us-east-1"
     publish_kinesis(hour_of_lines(tmp_path), uri, create_shards=2)
@@ -116,6 +118,7 @@ def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_p
         opts = StreamOptions(
             input=uri, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
             partitions=2, source_options={**KINESIS_OPTIONS, "maxRecordsPerTrigger": "700"},
+            state=state(),
         )  # fmt: skip
         records = run_stream(opts, spark, on_batch=lambda _: None)
         assert len(records) >= 2
@@ -123,6 +126,7 @@ def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_p
         said: list[str] = []
         rewind(opts.checkpoint, 0, say=said.append)
         assert said[1].startswith("input: read again from after Kinesis sequence numbers ")
+        assert said[3].startswith("state: drop state versions 1..")
         again = run_stream(opts, spark, on_batch=lambda _: None)
         assert [r["version"] for r in again] == [r["version"] for r in records[1:]]
         for n in OUTPUTS:
