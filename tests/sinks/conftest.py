@@ -75,7 +75,7 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
     if kind.startswith("delta"):
         from deltalake import DeltaTable
 
-        from sessionize.sinks.objectstore import ObjectStoreUri
+        from sessionize.objectstore import ObjectStoreUri
 
         s3 = ObjectStoreUri.parse(root)
         uri = s3.child(name) if s3 else f"{root}/{name}"

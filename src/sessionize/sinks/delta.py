@@ -26,11 +26,11 @@ import pyarrow as pa
 
 from sessionize import faults
 from sessionize.mapping import EventMapping
+from sessionize.objectstore import ObjectStoreUri
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS, layout
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink
 from sessionize.sinks.base import sink_errors as _errors
-from sessionize.sinks.objectstore import ObjectStoreUri
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {

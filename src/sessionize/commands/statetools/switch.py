@@ -9,7 +9,7 @@ import secrets
 
 from sessionize.commands.options import recorded_state
 from sessionize.engines.checkpoint import FILE, recorded
-from sessionize.fs import resolve_fs
+from sessionize.fs import child, resolve_fs
 
 
 def switch_checkpoint(checkpoint: str, state: str, partitions: int) -> dict:
@@ -28,6 +28,6 @@ def already_switched(checkpoint: str, to: str, partitions: int | None) -> bool:
     """Whether the checkpoint already records state `to` (a `--state` value) and
     `partitions` (None: any): a rerun after the switch was made."""
     settings = recorded(checkpoint)
-    state = recorded_state(to, f"{checkpoint.rstrip('/')}/state")
+    state = recorded_state(to, child(checkpoint, "state"))
     same_count = partitions is None or settings.get("partitions") == partitions
     return settings.get("state") == state and same_count
