@@ -165,9 +165,12 @@ class Lease:
             self._thread.join(timeout=5)
         if self.holder is None:
             return
-        latest = self.records.latest()
-        if latest is not None and latest.epoch == self.holder.epoch:
-            self.records.update(_with(self.holder, released=True))
+        try:
+            latest = self.records.latest()
+            if latest is not None and latest.epoch == self.holder.epoch:
+                self.records.update(_with(self.holder, released=True))
+        except Exception:  # noqa: BLE001 - out of reach (S3 down): the lease expires instead,
+            pass  # at once for a restart on this host; the failure that ended the run shows
         self.holder = None
 
     def __enter__(self) -> Lease:
@@ -180,11 +183,11 @@ class Lease:
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             holder = self.holder
-            latest = self.records.latest()
-            if holder is None or latest is None or latest.epoch != holder.epoch:
-                return  # lost: commits will be refused; the runner stops the query
-            self.holder = _with(holder, heartbeat=time.time())
-            try:
+            try:  # records on S3 may be out of reach for a while
+                latest = self.records.latest()
+                if holder is None or latest is None or latest.epoch != holder.epoch:
+                    return  # lost: commits will be refused; the runner stops the query
+                self.holder = _with(holder, heartbeat=time.time())
                 self.records.update(self.holder)
             except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
                 continue
