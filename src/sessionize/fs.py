@@ -29,3 +29,11 @@ def is_dir(uri: str) -> bool:
 def delete_dir(fs: pafs.FileSystem, path: str) -> None:
     if exists(fs, path):
         fs.delete_dir(path)
+
+
+def child(uri: str, *parts: str) -> str:
+    """The path or URI of `parts` below `uri`. A URI's query string (`?endpoint_override=`,
+    the options pyarrow reads from an `s3://` URI) stays at the end, where it belongs."""
+    base, sep, query = uri.partition("?") if "://" in uri else (uri, "", "")
+    path = "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+    return f"{path}{sep}{query}"

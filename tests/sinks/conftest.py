@@ -1,16 +1,9 @@
-"""Sinks under test: local Parquet, Parquet on S3, Delta local and Delta on S3.
-
-The S3 API server is services/s3.sh (moto), started here if it is not running; each test
-gets its own bucket.
-"""
+"""Sinks under test: local Parquet, Parquet on S3, Delta local and Delta on S3 (the S3
+server and buckets: tests/s3_fixtures.py)."""
 
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import uuid
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -18,40 +11,9 @@ import pytest
 
 from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import open_sink
+from tests.s3_fixtures import REPO, S3_SCRIPT, bucket_uri, s3_client, s3_endpoint  # noqa: F401
 
-REPO = Path(__file__).resolve().parents[2]
-S3_SCRIPT = str(REPO / "services" / "s3.sh")
 KINDS = ("parquet", "parquet-s3", "delta", "delta-s3")
-
-
-def _script(action: str) -> str:
-    done = subprocess.run([S3_SCRIPT, action], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"s3.sh {action}: {done.stderr[-2000:]}"
-    return done.stdout
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> str:
-    """host:port of the S3 API server; its credentials are put into the environment."""
-    _script("install")
-    _script("start")
-    for line in _script("env").splitlines():
-        name, value = re.match(r"export (\w+)=(\S+)", line).groups()
-        os.environ.setdefault(name, value)
-    return os.environ["SESSIONIZE_TEST_S3"].removeprefix("http://")
-
-
-def s3_client(endpoint: str):
-    import boto3
-
-    return boto3.client("s3", endpoint_url=f"http://{endpoint}")
-
-
-@pytest.fixture
-def bucket_uri(s3_endpoint) -> str:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=name)
-    return f"s3://{name}/out?endpoint_override={s3_endpoint}&scheme=http"
 
 
 @pytest.fixture(params=KINDS)
@@ -75,7 +37,7 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
     if kind.startswith("delta"):
         from deltalake import DeltaTable
 
-        from sessionize.sinks.objectstore import ObjectStoreUri
+        from sessionize.objectstore import ObjectStoreUri
 
         s3 = ObjectStoreUri.parse(root)
         uri = s3.child(name) if s3 else f"{root}/{name}"

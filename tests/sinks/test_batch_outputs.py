@@ -9,6 +9,10 @@ import pyarrow as pa
 import pytest
 
 from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.engines.checkpoint import output_lease
+from sessionize.errors import LeaseHeld
+from sessionize.objectstore import ObjectStoreUri
+from sessionize.state.lease import ObjectLeaseRecords
 from tests.helpers import SORT_KEYS, generate
 from tests.sinks.conftest import read_rows
 
@@ -39,9 +43,13 @@ def data_and_reference(spark, tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", ["delta", "delta-s3", "parquet-s3"])
-def test_batch_outputs_equal_local_parquet(kind, root, data_and_reference, spark, tmp_path):
+def test_batch_outputs_equal_local_parquet(
+    kind, root, data_and_reference, spark, tmp_path, monkeypatch
+):
     data, ref = data_and_reference
+    monkeypatch.chdir(tmp_path)  # where a URI mistaken for a local path would land
     _run(spark, data, root, kind.removesuffix("-s3"), f"files:{tmp_path}/state")
+    assert not (tmp_path / "s3:").exists()
     for name in ("sessions", "page_views", "late_events", "invalid_events"):
         got = read_rows(kind, root, name)
         expected = read_rows("parquet", ref, name)
@@ -50,3 +58,16 @@ def test_batch_outputs_equal_local_parquet(kind, root, data_and_reference, spark
         if not expected.num_rows:
             continue
         assert _canonical(got, name, got.schema).equals(_canonical(expected, name, got.schema))
+
+
+def test_a_second_driver_on_an_s3_output_is_refused(bucket_uri, data_and_reference, spark):
+    data, _ = data_and_reference
+    with output_lease(bucket_uri) as first:
+        assert isinstance(first.records, ObjectLeaseRecords)
+        with pytest.raises(LeaseHeld) as refused:
+            _run(spark, data, bucket_uri, "parquet", "files")
+    message = str(refused.value)
+    assert "\n" not in message and "is in use by the driver on" in message, message
+    store = ObjectStoreUri.parse(bucket_uri)
+    listed = store.client().list_objects_v2(Bucket=store.bucket, Prefix=store.key("_lease/"))
+    assert [o["Key"] for o in listed["Contents"]] == [store.key("_lease/0000000001.json")]

@@ -37,6 +37,7 @@ from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
+from sessionize.fs import child
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.state import StateBackend, open_backend
@@ -232,7 +233,7 @@ class Sessionizer:
 
     def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
                on_batch, input_name, lease) -> StreamRun:  # fmt: skip
-        store_uri = state_uri(self.state, f"{checkpoint.rstrip('/')}/state")
+        store_uri = state_uri(self.state, child(checkpoint, "state"))
         refuse_if_rewinding(checkpoint)
         check_or_record(checkpoint, self.recorded_settings(output_format))
         # What `history` and `rewind` need besides the settings (secrets left out).

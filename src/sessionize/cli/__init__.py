@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import click
 
-from sessionize.cli import failures, reprocess
+from sessionize.cli import failures, maintain, reprocess
 from sessionize.cli.fields import mapping_options, pop_mapping
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
@@ -428,6 +428,7 @@ def report(output, checkpoint, progress_log, to) -> None:
 
 cli.add_command(reprocess.history)
 cli.add_command(reprocess.rewind)
+cli.add_command(maintain.maintain)
 
 
 def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

@@ -25,17 +25,18 @@ from pyspark.sql import SparkSession
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, state_uri
 from sessionize.config import SessionRules, describe_differences, redact_uri
+from sessionize.engines.checkpoint import output_lease
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
-from sessionize.fs import is_dir
+from sessionize.fs import child, is_dir
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
-from sessionize.state.lease import DirectoryLeaseRecords, Lease
+from sessionize.state.lease import Lease
 
 HOUR = timedelta(hours=1)
 
@@ -68,7 +69,7 @@ class BatchOptions:
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
-        return state_uri(self.state, f"{self.output.rstrip('/')}/_state")
+        return state_uri(self.state, child(self.output, "_state"))
 
     def engine_settings(self) -> EngineSettings:
         return engine_settings(self)
@@ -88,7 +89,7 @@ def _hours(opts: BatchOptions) -> list[datetime]:
 
 
 def _hour_path(root: str, hour: datetime) -> str:
-    return f"{root.rstrip('/')}/event_date={hour:%Y-%m-%d}/event_hour={hour:%H}"
+    return child(root, f"event_date={hour:%Y-%m-%d}", f"event_hour={hour:%H}")
 
 
 def run_batch(
@@ -101,8 +102,7 @@ def run_batch(
     hour (and notes such as a reprocessing); `on_start` the number of hours, once they are
     about to run."""
     hours = _hours(opts)
-    records = DirectoryLeaseRecords(f"{opts.output.rstrip('/')}/_lease")
-    with Lease(records, f"output {opts.output}") as lease:
+    with output_lease(opts.output) as lease:
         return _run(opts, hours, spark, on_hour, on_start, lease)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from sessionize.config import format_instant
 from sessionize.engines.checkpoint import (
+    LEASE_DIR,
     PATHS_FILE,
     last_committed_batch,
     last_offsets,
@@ -18,9 +19,9 @@ from sessionize.engines.checkpoint import (
 from sessionize.engines.progress import read_progress
 from sessionize.engines.runner import TOTALS
 from sessionize.errors import ConfigError
-from sessionize.fs import is_dir
+from sessionize.fs import child, is_dir
 from sessionize.sources.registry import input_lag
-from sessionize.state.lease import DirectoryLeaseRecords
+from sessionize.state.lease import lease_records
 
 
 def stream_status(
@@ -39,9 +40,9 @@ def stream_status(
         "input": source,
         "output": paths.get("output"),
         "state": settings.get("state"),
-        "driver": _driver(f"{checkpoint.rstrip('/')}/_lease"),
+        "driver": _driver(child(checkpoint, LEASE_DIR)),
         "committed_batch": last_committed_batch(checkpoint),
-        **_last(f"{checkpoint.rstrip('/')}/progress.jsonl"),
+        **_last(child(checkpoint, "progress.jsonl")),
     }
     if source:
         offsets = last_offsets(checkpoint)
@@ -56,13 +57,13 @@ def batch_status(output: str) -> dict:
         raise ConfigError(f"--output {output} is not a directory")
     return {
         "output": output,
-        "driver": _driver(f"{output.rstrip('/')}/_lease"),
-        **_last(f"{output.rstrip('/')}/_progress.jsonl"),
+        "driver": _driver(child(output, LEASE_DIR)),
+        **_last(child(output, "_progress.jsonl")),
     }
 
 
 def _driver(lease_dir: str) -> dict:
-    holder = DirectoryLeaseRecords(lease_dir).latest()
+    holder = lease_records(lease_dir).latest()
     if holder is None:
         return {"running": False}
     running = not holder.presumed_dead(time.time())

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sessionize.api.sessionizer import SPARK_STATES, Sessionizer, parse_trigger
 from sessionize.commands.options import state_uri
 from sessionize.config import SessionRules
+from sessionize.fs import child
 from sessionize.mapping import EventMapping
 from sessionize.sources.registry import check_input, open_stream
 from sessionize.spark_session import get_spark
@@ -44,7 +45,7 @@ class StreamOptions:
 
     def state_uri(self) -> str:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
-        return state_uri(self.state, f"{self.checkpoint.rstrip('/')}/state")
+        return state_uri(self.state, child(self.checkpoint, "state"))
 
     def recorded_settings(self) -> dict[str, object]:
         """What the checkpoint is bound to, as the start records it (engines.checkpoint)."""

@@ -18,11 +18,12 @@ import pyarrow.fs as pafs
 
 from sessionize.config import describe_differences
 from sessionize.errors import IncompatibleCheckpoint, StateError
-from sessionize.fs import resolve_fs
+from sessionize.fs import child, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
-from sessionize.state.lease import DirectoryLeaseRecords, Lease
+from sessionize.state.lease import Lease, lease_records
 
 FILE = "sessionize.json"
+LEASE_DIR = "_lease"  # under a checkpoint, or a batch job's output
 
 
 def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
@@ -118,8 +119,12 @@ def batch_input(checkpoint: str, batch_id: int) -> dict[str, object]:
 
 def checkpoint_lease(checkpoint: str) -> Lease:
     """The lease of a checkpoint: one driver at a time runs its query (state/lease.py)."""
-    records = DirectoryLeaseRecords(f"{checkpoint.rstrip('/')}/_lease")
-    return Lease(records, f"checkpoint {checkpoint}")
+    return Lease(lease_records(child(checkpoint, LEASE_DIR)), f"checkpoint {checkpoint}")
+
+
+def output_lease(output: str) -> Lease:
+    """The lease of a batch job's output (local or `s3://`): one driver writes it at a time."""
+    return Lease(lease_records(child(output, LEASE_DIR)), f"output {output}")
 
 
 PATHS_FILE = "sessionize-paths.json"

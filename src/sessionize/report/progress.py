@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from sessionize.engines.progress import read_progress_lines
+from sessionize.fs import child
 
 FILE_NAME = "progress.jsonl"  # under the checkpoint (engines/progress.py writes it)
 BATCH_FILE_NAME = "_progress.jsonl"  # under the output of batch jobs
@@ -18,8 +19,8 @@ BATCH_FILE_NAME = "_progress.jsonl"  # under the output of batch jobs
 def default_path(output: str, checkpoint: str | None) -> str:
     """Where the job writes its progress log unless told otherwise."""
     if checkpoint:
-        return f"{checkpoint.rstrip('/')}/{FILE_NAME}"
-    return f"{output.rstrip('/')}/{BATCH_FILE_NAME}"
+        return child(checkpoint, FILE_NAME)
+    return child(output, BATCH_FILE_NAME)
 
 
 @dataclass

@@ -26,11 +26,11 @@ import pyarrow as pa
 
 from sessionize import faults
 from sessionize.mapping import EventMapping
+from sessionize.objectstore import ObjectStoreUri
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS, layout
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink
 from sessionize.sinks.base import sink_errors as _errors
-from sessionize.sinks.objectstore import ObjectStoreUri
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {
@@ -150,22 +150,25 @@ def _batch_ids(dt, first: int) -> list[int]:
     return rows["batch_id"].to_pylist()
 
 
-def compact_and_vacuum(sink: DeltaSink, retention_hours: int = 168) -> dict[str, dict]:
-    """Bin-pack small files (one per task and batch) and delete files no version within
-    `retention_hours` uses; readers of older versions than that lose them."""
+def compact_and_vacuum(
+    sink: DeltaSink, retention_hours: int | None = 168, *, compact: bool = True
+) -> dict[str, dict]:
+    """Bin-pack small files (one per task and batch), then delete files no version within
+    `retention_hours` uses (None: no vacuum); readers of older versions lose them."""
     out = {}
     with _errors(f"compacting Delta tables under {_redact(sink.root)}"):
         for name in OUTPUTS:
             dt = sink.table(name)
             if dt is None:
                 continue
-            metrics = dt.optimize.compact()
-            removed = dt.vacuum(
-                retention_hours=retention_hours,
-                dry_run=False,
-                enforce_retention_duration=retention_hours >= 168,
-            )
-            out[name] = {"compaction": metrics, "vacuumed_files": len(removed)}
+            out[name] = {"compaction": dt.optimize.compact() if compact else None}
+            if retention_hours is not None:
+                removed = dt.vacuum(
+                    retention_hours=retention_hours,
+                    dry_run=False,
+                    enforce_retention_duration=retention_hours >= 168,
+                )
+                out[name]["vacuumed_files"] = len(removed)
     return out
 
 

@@ -31,10 +31,10 @@ import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
+from sessionize.objectstore import ObjectStoreUri
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink, sink_errors
-from sessionize.sinks.objectstore import ObjectStoreUri
 
 COMMITS = "_commits"
 
@@ -130,19 +130,13 @@ class ManifestParquetSink(StagedSink):
         return batches
 
     def _commit(self, name: str, batch_id: int, version: int, files: list[str]) -> None:
-        store = self._store()
-        key = store.key(f"{name}/{COMMITS}/batch_id={batch_id}/{version:08d}.json")
         body = json.dumps({"batch_id": batch_id, "files": files}).encode()
-        try:
-            store.client().put_object(Bucket=store.bucket, Key=key, Body=body, IfNoneMatch="*")
-        except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict"):
-                raise SinkError(
-                    f"batch {batch_id} of {name} was committed by another writer at the same "
-                    "time: run one job per output"
-                ) from exc
-            raise
+        rel = f"{name}/{COMMITS}/batch_id={batch_id}/{version:08d}.json"
+        if not self._store().put_if_absent(rel, body):
+            raise SinkError(
+                f"batch {batch_id} of {name} was committed by another writer at the same "
+                "time: run one job per output"
+            )
 
     @staticmethod
     def _drop_uncommitted(fs: pafs.FileSystem, base: str, name: str, batch_id: int,

@@ -18,7 +18,8 @@ batch runner also checks the lease before publishing outputs. A driver that find
 the lease stops with one line and commits nothing more.
 
 The storage of the records is the store's (`LeaseRecords`): the state backend for our
-engines, a directory of the checkpoint for Spark's state.
+engines, a directory of the checkpoint for Spark's state or of the output for batch jobs
+(`lease_records`: files, or on `s3://` objects created by conditional PUTs).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import pyarrow.fs as pafs
 
 from sessionize.errors import LeaseHeld, LeaseLost
 from sessionize.fs import resolve_fs
+from sessionize.objectstore import ObjectStoreUri
 
 # How long a silent driver keeps its lease: a driver on another host that stops
 # heartbeating (every ttl/3) is taken over this long after its last heartbeat.
@@ -163,9 +165,12 @@ class Lease:
             self._thread.join(timeout=5)
         if self.holder is None:
             return
-        latest = self.records.latest()
-        if latest is not None and latest.epoch == self.holder.epoch:
-            self.records.update(_with(self.holder, released=True))
+        try:
+            latest = self.records.latest()
+            if latest is not None and latest.epoch == self.holder.epoch:
+                self.records.update(_with(self.holder, released=True))
+        except Exception:  # noqa: BLE001 - out of reach (S3 down): the lease expires instead,
+            pass  # at once for a restart on this host; the failure that ended the run shows
         self.holder = None
 
     def __enter__(self) -> Lease:
@@ -178,11 +183,11 @@ class Lease:
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             holder = self.holder
-            latest = self.records.latest()
-            if holder is None or latest is None or latest.epoch != holder.epoch:
-                return  # lost: commits will be refused; the runner stops the query
-            self.holder = _with(holder, heartbeat=time.time())
-            try:
+            try:  # records on S3 may be out of reach for a while
+                latest = self.records.latest()
+                if holder is None or latest is None or latest.epoch != holder.epoch:
+                    return  # lost: commits will be refused; the runner stops the query
+                self.holder = _with(holder, heartbeat=time.time())
                 self.records.update(self.holder)
             except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
                 continue
@@ -204,9 +209,8 @@ class DirectoryLeaseRecords(LeaseRecords):
     """Epoch records as files `DIR/EPOCH.json` on a local or pyarrow file system.
 
     Creation is exclusive and whole on local paths (a hard link of a written file); on
-    other file systems it is a check then a write, which two drivers starting within
-    milliseconds of each other could both pass (Spark's checkpoint, the one place this is
-    used off our backends, is local or HDFS).
+    other file systems but S3 (`ObjectLeaseRecords`) it is a check then a write, which two
+    drivers starting within milliseconds of each other could both pass (HDFS checkpoints).
     """
 
     def __init__(self, directory: str):
@@ -258,3 +262,30 @@ class DirectoryLeaseRecords(LeaseRecords):
         with self.fs.open_output_stream(tmp) as f:
             f.write(holder.to_json().encode())
         self.fs.move(tmp, path)
+
+
+class ObjectLeaseRecords(DirectoryLeaseRecords):
+    """Epoch records as objects `PREFIX/EPOCH.json` on S3, which has neither rename nor an
+    exclusive create through pyarrow: an epoch is created by a conditional PUT
+    (`If-None-Match: *`), so of two racing drivers one gets False, and rewritten by a plain
+    PUT, which replaces an object whole."""
+
+    def __init__(self, directory: str, store: ObjectStoreUri):
+        super().__init__(directory)
+        self.store = store
+
+    def create(self, holder: Holder) -> bool:
+        body = holder.to_json().encode()
+        return self.store.put_if_absent(f"{holder.epoch:010d}.json", body)
+
+    def update(self, holder: Holder) -> None:
+        with self.fs.open_output_stream(self._path(holder.epoch)) as f:
+            f.write(holder.to_json().encode())
+
+
+def lease_records(directory: str) -> LeaseRecords:
+    """The epoch records kept under `directory` (a path or URI)."""
+    store = ObjectStoreUri.parse(directory)
+    if store is not None:
+        return ObjectLeaseRecords(directory, store)
+    return DirectoryLeaseRecords(directory)

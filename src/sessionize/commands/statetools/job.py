@@ -8,13 +8,19 @@ from dataclasses import dataclass
 
 from sessionize.commands.options import recorded_state, state_uri
 from sessionize.config import SessionRules, parse_duration, redact_uri
-from sessionize.engines.checkpoint import checkpoint_lease, last_committed_batch, recorded
+from sessionize.engines.checkpoint import (
+    checkpoint_lease,
+    last_committed_batch,
+    output_lease,
+    recorded,
+)
 from sessionize.engines.spark_state import PROVIDERS
 from sessionize.errors import ConfigError, LeaseHeld, StateError
+from sessionize.fs import child
 from sessionize.mapping import EventMapping
 from sessionize.schema import Layout, layout
 from sessionize.state import StateBackend, layout_rows, open_backend
-from sessionize.state.lease import DirectoryLeaseRecords, Lease
+from sessionize.state.lease import Lease
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,8 @@ class StateJob:
     def home(self) -> str:
         """Where `--state files` keeps the store for this job."""
         if self.checkpoint:
-            return f"{self.checkpoint.rstrip('/')}/state"
-        return f"{str(self.output).rstrip('/')}/_state"
+            return child(self.checkpoint, "state")
+        return child(str(self.output), "_state")
 
     def resolve(self, state: str) -> str:
         """`--state` value -> the URI to open, as the job's commands resolve it."""
@@ -64,8 +70,7 @@ class StateJob:
     def lease(self) -> Lease:
         if self.checkpoint:
             return checkpoint_lease(self.checkpoint)
-        records = DirectoryLeaseRecords(f"{str(self.output).rstrip('/')}/_lease")
-        return Lease(records, f"output {self.output}")
+        return output_lease(str(self.output))
 
     def check_idle(self) -> None:
         """LeaseHeld (one line) while a live driver holds the job; writes nothing."""
@@ -118,7 +123,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
             f"checkpoint {checkpoint} has no sessionize.json: not a sessionize checkpoint, "
             "or one that never started"
         )
-    home = f"{checkpoint.rstrip('/')}/state"
+    home = child(checkpoint, "state")
     chosen = state or str(settings["state"])
     if recorded_state(chosen) != settings["state"]:
         raise ConfigError(
@@ -139,7 +144,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
 
 
 def _batch_job(output: str, state: str, job: str) -> StateJob:
-    uri = state_uri(state, f"{output.rstrip('/')}/_state")
+    uri = state_uri(state, child(output, "_state"))
     backend = open_backend(uri)
     backend.check()
     versions = backend.job_versions(job)

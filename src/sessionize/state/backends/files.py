@@ -9,9 +9,10 @@ What it writes under the root (every file, with its name) is in `files_layout.py
 commit gets a random token; its data file carries the token in its name and the commit
 record names the file, the token, and the parent version and token it was built on. A
 version exists iff its commit record exists; the record is written last (temp file +
-rename on local disks, a single PUT on object stores), so a crash leaves either the whole
-version or nothing visible, and a re-commit of a version never touches the files of the
-record it replaces until the new record is published.
+rename on local disks, a single PUT on object stores, conditional on S3: `files_io.py`), so
+a crash leaves either the whole version or nothing visible, a re-commit of a version never
+touches the files of the record it replaces until the new record is published, and of two
+writers of one version at the same time on S3 the later is refused.
 
 Commit of V on the loaded version P (steps in this order):
   1. write V's data file: a snapshot if P is empty (-1) or P's chain already holds K-1
@@ -43,6 +44,7 @@ from sessionize.errors import ConfigError, StateError
 from sessionize.state import codec
 from sessionize.state.backends.common import query_of, read_query, typed_options
 from sessionize.state.backends.files_fence import check_fence, raise_fence, read_fence
+from sessionize.state.backends.files_io import FilesIO
 from sessionize.state.backends.files_layout import (
     COMMIT_RECORD,
     DATA_FILE,
@@ -67,15 +69,9 @@ from sessionize.state.stored import StoredVersion
 # Unreferenced data files younger than this, of versions still retained, may belong to a
 # commit in progress and are left alone by maintenance.
 ORPHAN_GRACE_S = 3600.0
-_OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")
 
 
-def _count_calls(io: StateMetrics | None, calls: int = 1) -> None:
-    if io is not None:
-        io.round_trips += calls
-
-
-class FilesBackend(StateBackend):
+class FilesBackend(FilesIO, StateBackend):
     scheme = "files"
 
     def __init__(
@@ -96,7 +92,7 @@ class FilesBackend(StateBackend):
         self.cache_mb = cache_mb
         self.compression = compression
         self.location, self._fs, self._root = resolve_location(root)
-        self._atomic_put = type(self._fs).__name__ in _OBJECT_STORES
+        self._init_io()
         self._cache: PartitionCache | None = None
         if cache_mb:
             self._cache = process_cache()
@@ -126,7 +122,7 @@ class FilesBackend(StateBackend):
         known, passed = read_query(query, list(cls._DEFAULTS), uri, keep_unknown=remote)
         options: dict[str, Any] = typed_options(known, cls._DEFAULTS, uri)
         if passed:
-            rest = f"{rest}?{urlencode(passed)}"
+            rest = f"{rest}?{urlencode(passed, safe=':/')}"
         if not rest:
             raise ConfigError(f"state store URI {uri!r} has no path")
         return cls(rest, spec=spec, **options)
@@ -134,7 +130,7 @@ class FilesBackend(StateBackend):
     def check(self) -> None:
         probe = f"{self._root}/.check-{uuid.uuid4().hex}"
         try:
-            self._fs.create_dir(self._root, recursive=True)
+            self._make_dir(self._root)
             self._write(probe, b"ok")  # the way every file is written
             self._fs.delete_file(probe)
         except (OSError, pa.ArrowException) as e:
@@ -150,58 +146,6 @@ class FilesBackend(StateBackend):
 
     def _cache_key(self, job: str, partition: int) -> tuple[str, str, int]:
         return (self.location, job, partition)
-
-    # Each helper counts its filesystem calls in `io` (a transaction's metrics), if given.
-
-    def _list(self, directory: str, io: StateMetrics | None = None) -> list[pafs.FileInfo]:
-        _count_calls(io)
-        try:
-            return self._fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-        except (OSError, pa.ArrowException) as e:
-            raise StateError(f"cannot list {directory} in state store {self.uri}: {e}") from e
-
-    def _read(self, path: str, io: StateMetrics | None = None) -> bytes | None:
-        _count_calls(io)
-        try:
-            with self._fs.open_input_stream(path) as f:
-                data = f.read()
-            if io is not None:
-                io.bytes_read += len(data)
-            return data
-        except FileNotFoundError:
-            return None
-        except (OSError, pa.ArrowException) as e:
-            if "not found" in str(e).lower() or "no such file" in str(e).lower():
-                return None
-            raise StateError(f"cannot read {path} in state store {self.uri}: {e}") from e
-
-    def _write(self, path: str, data: bytes | pa.Buffer, io: StateMetrics | None = None) -> None:
-        """Write `path` so that readers see all of it or nothing."""
-        _count_calls(io, 1 if self._atomic_put else 2)
-        if io is not None:
-            io.bytes_written += len(data)
-        if self._atomic_put:
-            with self._fs.open_output_stream(path) as f:
-                f.write(data)
-            return
-        tmp = f"{path}.tmp-{uuid.uuid4().hex[:16]}"
-        try:
-            with self._fs.open_output_stream(tmp) as f:
-                f.write(data)
-            self._fs.move(tmp, path)
-        except BaseException:
-            self._delete(tmp)
-            raise
-
-    def _delete(self, path: str, io: StateMetrics | None = None) -> None:
-        _count_calls(io)
-        try:
-            self._fs.delete_file(path)
-        except FileNotFoundError:
-            pass
-        except (OSError, pa.ArrowException) as e:
-            if "not found" not in str(e).lower() and "no such file" not in str(e).lower():
-                raise
 
     def _read_record(
         self, job: str, partition: int, version: int, io: StateMetrics | None = None
@@ -324,8 +268,7 @@ class FilesBackend(StateBackend):
         record_path = self._record_path(job, partition, version)
 
         # 1. the data file (a new name: nothing visible changes)
-        _count_calls(metrics)
-        self._fs.create_dir(directory, recursive=True)
+        self._make_dir(directory, metrics)
         payload = codec.to_parquet(data_table, self.compression)
         self._write(f"{directory}/{name}", payload, metrics)
         # 2. supersede the versions after V, newest first (unless a newer driver took over)
@@ -336,9 +279,8 @@ class FilesBackend(StateBackend):
         replaced: list[CommitRecord] = []
         for v in sorted((v for v in superseded if v > version), reverse=True):
             replaced += self._drop_record(job, partition, v, metrics)
-        if version in existing:
-            old = self._read_record(job, partition, version, metrics)
-            replaced += [old] if old else []
+        old, seen = self._read_tagged(record_path, metrics) if version in existing else (None, "")
+        replaced += [CommitRecord.from_json(old, record_path)] if old else []
         # 3. publish
         check_fence(self, job, stored.epoch, metrics)
         body = record.to_json(
@@ -349,7 +291,13 @@ class FilesBackend(StateBackend):
             removed=len(removes),
             file_bytes=payload.size,
         )
-        self._write(record_path, body, metrics)
+        if not self._publish(record_path, body, seen, metrics):
+            self._delete(f"{directory}/{name}", metrics)
+            raise StateError(
+                f"version {version} of {job} partition {partition} in {self.uri} was committed "
+                "by another writer at the same time; this commit is dropped: run one driver "
+                "per job"
+            )
         # 4. clean up what the new record replaced
         for v in sorted((v for v in superseded if v < version), reverse=True):
             replaced += self._drop_record(job, partition, v, metrics)
@@ -439,7 +387,7 @@ class FilesBackend(StateBackend):
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
         check_fence(self, job, epoch)
         try:
-            self._fs.create_dir(job_dir(self._root, job), recursive=True)
+            self._make_dir(job_dir(self._root, job))
             self._write(job_record_path(self._root, job, version), body.encode())
         except (OSError, pa.ArrowException) as e:
             raise StateError(f"cannot write job record {job}/{version} to {self.uri}: {e}") from e

@@ -29,6 +29,7 @@ class FilesBackend(Protocol):
     _root: str
     _fs: pafs.FileSystem
 
+    def _make_dir(self, directory: str, io: StateMetrics | None = None) -> None: ...
     def _list(self, directory: str, io: StateMetrics | None = None) -> list[pafs.FileInfo]: ...
     def _write(self, path: str, data: bytes, io: StateMetrics | None = None) -> None: ...
     def _delete(self, path: str, io: StateMetrics | None = None) -> None: ...
@@ -42,7 +43,7 @@ def read_fence(backend: FilesBackend, job: str, io: StateMetrics | None = None) 
 
 def raise_fence(backend: FilesBackend, job: str, epoch: int) -> int:
     directory = fence_dir(backend._root, job)
-    backend._fs.create_dir(directory, recursive=True)
+    backend._make_dir(directory)
     backend._write(f"{directory}/{version_name(epoch)}", b"")
     marks = sorted(
         int(m.group(1)) for i in backend._list(directory) if (m := FENCE_MARK.match(i.base_name))

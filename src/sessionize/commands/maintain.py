@@ -1,0 +1,67 @@
+"""`sessionize maintain`: an output's upkeep while no driver writes it.
+
+It takes the output's lease (and, given `--checkpoint`, the stream's), so a job started
+meanwhile is refused, and a running job makes it refuse with one line. Then it removes what
+interrupted runs left (sinks/maintenance.py) and, on Delta outputs, compacts the tables'
+small files and vacuums the files no table version within the retention uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+
+from sessionize.engines.checkpoint import checkpoint_lease, output_lease
+from sessionize.errors import ConfigError
+from sessionize.fs import is_dir
+from sessionize.schema import OUTPUTS
+from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
+from sessionize.sinks.maintenance import clean_leftovers
+from sessionize.sinks.registry import open_sink
+
+
+def maintain(
+    output: str,
+    *,
+    checkpoint: str | None = None,
+    compact: bool = False,
+    vacuum_hours: int | None = None,
+    say: Callable[[str], None] = print,
+) -> dict:
+    """Clean `output`; compact (`compact`) and vacuum (`vacuum_hours`) its Delta tables."""
+    if not is_dir(output):
+        raise ConfigError(f"--output {output.split('?')[0]} is not a directory")
+    with ExitStack() as held:
+        held.enter_context(output_lease(output))
+        if checkpoint:
+            held.enter_context(checkpoint_lease(checkpoint))
+        delta = any(DeltaSink(output, "maintain").table(name) for name in OUTPUTS)
+        if (compact or vacuum_hours is not None) and not delta:
+            raise ConfigError(
+                "--compact and --vacuum-hours apply to Delta outputs; "
+                f"{output.split('?')[0]} holds no Delta table"
+            )
+        sink = open_sink(output, "delta" if delta else "parquet", job="maintain")
+        report: dict = {"format": "delta" if delta else "parquet"}
+        report["leftovers"] = left = clean_leftovers(sink)
+        say(
+            f"removed {left['trash']} retired batch directories, staged rows of "
+            f"{left['staged_batches']} published batches, {left['uncommitted_files']} "
+            "uncommitted files"
+        )
+        if delta and (compact or vacuum_hours is not None):
+            report["tables"] = tables = compact_and_vacuum(sink, vacuum_hours, compact=compact)
+            for name, done in tables.items():
+                say(f"{name}: {_describe(done)}")
+    return report
+
+
+def _describe(done: dict) -> str:
+    parts = []
+    if done.get("compaction") is not None:
+        m = done["compaction"]
+        parts.append(f"compacted {m.get('numFilesRemoved', 0)} files into "
+                     f"{m.get('numFilesAdded', 0)}")  # fmt: skip
+    if "vacuumed_files" in done:
+        parts.append(f"vacuumed {done['vacuumed_files']} files")
+    return ", ".join(parts) or "nothing to do"

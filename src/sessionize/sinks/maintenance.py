@@ -1,0 +1,69 @@
+"""Cleaning an output of what interrupted runs leave behind, with no driver running.
+
+What is left where (every sink stages under `ROOT/_staging`, see staging.py):
+  * `ROOT/_trash/`: old batch directories of local Parquet outputs that a crash left on
+    their way out (a publish moves a replaced batch there, then deletes it);
+  * `ROOT/_staging/NAME/batch_id=N/` of a batch already published and not open (a staged
+    attempt whose clean-up was cut short): a restarted job clears a batch's staging before
+    it stages it again, so no one reads these; an open attempt's staging is left to the
+    restart, which re-executes that batch;
+  * Parquet on S3: files under `ROOT/NAME/batch_id=N/` that no commit file names (copies of
+    a publish attempt that did not commit).
+Delta tables are compacted and vacuumed by `sinks.delta.compact_and_vacuum`.
+"""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+
+from sessionize.fs import delete_dir
+from sessionize.schema import OUTPUTS
+from sessionize.sinks import staging
+from sessionize.sinks.base import StagedSink, sink_errors
+from sessionize.sinks.parquet_s3 import ManifestParquetSink
+
+
+def clean_leftovers(sink: StagedSink) -> dict[str, int]:
+    """Remove the leftovers above; returns how many of each kind went."""
+    fs, base = sink._fs()
+    done = {"trash": 0, "staged_batches": 0, "uncommitted_files": 0}
+    with sink_errors(f"cleaning {sink.root.split('?')[0]}"):
+        trash = f"{base}/{staging.TRASH}"
+        done["trash"] = len(_children(fs, trash))
+        delete_dir(fs, trash)
+        published = {b for name in OUTPUTS for b in sink.published(name)}
+        last = max(published, default=-1)
+        open_ = {_batch(i) for i in _children(fs, f"{base}/{staging.STAGING}/_open")}
+        stale = set()
+        for name in OUTPUTS:
+            for info in _children(fs, f"{base}/{staging.STAGING}/{name}"):
+                batch = _batch(info)
+                if batch is not None and batch <= last and batch not in open_:
+                    delete_dir(fs, info.path)
+                    stale.add(batch)
+        done["staged_batches"] = len(stale)
+        if isinstance(sink, ManifestParquetSink):
+            done["uncommitted_files"] = _drop_uncommitted(sink, fs, base)
+    return done
+
+
+def _drop_uncommitted(sink: ManifestParquetSink, fs: pafs.FileSystem, base: str) -> int:
+    dropped = 0
+    for name in OUTPUTS:
+        keep = {f[len(f"{base}/{name}/"):] for f in sink.committed_files(name)}
+        sel = pafs.FileSelector(f"{base}/{name}", allow_not_found=True, recursive=True)
+        for info in fs.get_file_info(sel):
+            rel = info.path[len(f"{base}/{name}/"):]
+            if info.type == pafs.FileType.File and rel.startswith("batch_id=") and rel not in keep:
+                fs.delete_file(info.path)
+                dropped += 1
+    return dropped
+
+
+def _children(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
+    return fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+
+
+def _batch(info: pafs.FileInfo) -> int | None:
+    name = info.base_name
+    return int(name.split("=", 1)[1]) if name.startswith("batch_id=") else None

@@ -1,0 +1,145 @@
+"""A stream on object storage: Delta tables on S3 with the `files` state on S3 (Spark's
+checkpoint stays local), exactly once through a kill -9 in the middle of a batch and through
+the S3 server stopped in the middle of one; and the local Parquet outputs as DuckDB and
+pyarrow see them while a stream is killed and restarted."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.engines import runner
+from sessionize.errors import SinkError
+from sessionize.fs import child
+from tests.helpers import OUTPUTS, SORT_KEYS, cli_env, generate, read_output, run_until_killed
+from tests.s3_fixtures import _script
+from tests.sinks.conftest import read_rows
+
+PARTITIONS = 3
+
+
+def _opts(inp: Path, output: str, checkpoint: Path, **more) -> StreamOptions:
+    return StreamOptions(
+        input=str(inp), output=output, checkpoint=str(checkpoint), partitions=PARTITIONS,
+        max_files_per_trigger=1, **more,
+    )  # fmt: skip
+
+
+def _cli(opts: StreamOptions) -> list[str]:
+    return [
+        "stream", "--input", opts.input, "--output", opts.output,
+        "--checkpoint", opts.checkpoint, "--state", opts.state,
+        "--output-format", opts.output_format, "--partitions", str(PARTITIONS),
+        "--max-files-per-trigger", "1",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def clean(spark, tmp_path_factory) -> tuple[Path, Path]:
+    """A small input (3 micro-batches: 2 files, then the late events' file) and its
+    uninterrupted local Parquet run."""
+    root = tmp_path_factory.mktemp("objstream")
+    inp = generate(root / "in", hours=1, users=120, events_per_hour=1500, files_per_hour=2,
+                   invalid_rate=0.01, late_rate=0.01)  # fmt: skip
+    run_stream(_opts(inp, str(root / "clean"), root / "clean-chk"), spark, on_batch=print)
+    return inp, root / "clean"
+
+
+def _canonical(t: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    t = t.select(schema.names).cast(schema)
+    return t.sort_by([(k, "ascending") for k in ["batch_id", *SORT_KEYS[name]]])
+
+
+def test_delta_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
+    clean, bucket_uri, spark, tmp_path, monkeypatch
+):
+    inp, reference = clean
+    out = child(bucket_uri, "out")
+    opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}",
+                 output_format="delta")  # fmt: skip
+    # Killed with batch 0's state committed on S3 and its outputs not published.
+    env = cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:0")
+    run_until_killed(_cli(opts), "PAUSED after-state-commit 0", env)
+    # The restart re-executes batch 0; the S3 server stops before batch 1 is published.
+    real = runner.pause_point
+
+    def stop_s3(name: str, version: int) -> None:
+        if (name, version) == ("before-publish", 1):
+            _script("stop")
+        real(name, version)
+
+    monkeypatch.setattr(runner, "pause_point", stop_s3)
+    try:
+        with pytest.raises(SinkError) as down:
+            run_stream(opts, spark, on_batch=print)
+    finally:
+        _script("start")
+    line = str(down.value)
+    assert "\n" not in line and "publishing batch 1" in line and "reachable" in line, line
+    monkeypatch.setattr(runner, "pause_point", real)
+    run_stream(opts, spark, on_batch=print)  # resumes with batch 1
+    assert not (tmp_path / "s3:").exists() and not Path("s3:").exists()
+    for name in OUTPUTS:
+        expected = read_output(reference, name)
+        got = read_rows("delta-s3", out, name)
+        assert got.num_rows == expected.num_rows, name
+        if expected.num_rows:
+            assert _canonical(got, expected.schema, name).equals(
+                _canonical(expected, expected.schema, name)
+            ), name
+
+
+def test_duckdb_and_pyarrow_polling_local_parquet_through_a_kill_9_restart(
+    clean, spark, tmp_path
+):
+    """Every read while batches are published, a driver is killed and a new one re-executes
+    its batch: no error, no row twice, each batch whole (as many rows as the clean run's)."""
+    inp, reference = clean
+    whole = Counter(read_output(reference, "sessions")["batch_id"].to_pylist())
+    sessions = tmp_path / "out" / "sessions"
+    done, reads, problems = threading.Event(), Counter(), []
+
+    def check(reader: str, table: pa.Table) -> None:
+        keys = list(zip(table["user_id"].to_pylist(), table["start_time"].to_pylist(),
+                        strict=True))  # fmt: skip
+        if len(keys) != len(set(keys)):
+            problems.append(f"{reader} saw a session twice")
+        seen = Counter(table["batch_id"].to_pylist())
+        if any(n != whole[b] for b, n in seen.items()):
+            problems.append(f"{reader} saw part of a batch: {dict(seen)} of {dict(whole)}")
+        reads[reader] += 1
+
+    def poll() -> None:
+        con = duckdb.connect()
+        query = (f"SELECT batch_id, user_id, start_time FROM read_parquet("
+                 f"'{sessions}/**/*.parquet', hive_partitioning=true)")  # fmt: skip
+        while not done.wait(0.05):  # a pause between reads leaves the driver its share
+            if not sessions.exists():
+                continue
+            try:
+                check("DuckDB", con.sql(query).to_arrow_table())
+                data = ds.dataset(str(sessions), format="parquet", partitioning="hive")
+                check("pyarrow", data.to_table(columns=["batch_id", "user_id", "start_time"]))
+            except Exception as e:  # noqa: BLE001 - every error is a finding
+                problems.append(f"{type(e).__name__}: {e}")
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        opts = _opts(inp, str(tmp_path / "out"), tmp_path / "chk")
+        env = cli_env(SESSIONIZE_PAUSE_AT="before-publish:1")
+        run_until_killed(_cli(opts), "PAUSED before-publish 1", env)
+        run_stream(opts, spark, on_batch=print)
+    finally:
+        done.set()
+        poller.join()
+    assert not problems, problems[:5]
+    assert reads["DuckDB"] > 0 and reads["pyarrow"] > 0
+    assert read_output(tmp_path / "out", "sessions").equals(read_output(reference, "sessions"))

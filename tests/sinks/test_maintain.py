@@ -1,0 +1,97 @@
+"""`sessionize maintain`: leftovers of interrupted runs go, committed rows stay; Delta tables
+are compacted and vacuumed; a running driver makes it refuse with one line."""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+import pytest
+
+from sessionize.commands.maintain import maintain
+from sessionize.engines.checkpoint import checkpoint_lease, output_lease
+from sessionize.errors import ConfigError, LeaseHeld
+from sessionize.fs import resolve_fs
+from tests.helpers import cli_env, sessionize
+from tests.sinks.conftest import make_sink
+from tests.sinks.rows import stage
+from tests.sinks.test_exactly_once import _expected, _seen
+
+
+def _files(root: str, under: str) -> list[str]:
+    fs, base = resolve_fs(root)
+    sel = pafs.FileSelector(f"{base}/{under}", allow_not_found=True, recursive=True)
+    return sorted(i.path[len(base) + 1 :] for i in fs.get_file_info(sel)
+                  if i.type == pafs.FileType.File)  # fmt: skip
+
+
+def _put(root: str, rel: str) -> None:
+    fs, base = resolve_fs(root)
+    fs.create_dir(f"{base}/{rel.rsplit('/', 1)[0]}", recursive=True)
+    with fs.open_output_stream(f"{base}/{rel}") as f:
+        f.write(b"left over")
+
+
+@pytest.mark.parametrize("kind", ["parquet", "parquet-s3", "delta"])
+def test_leftovers_go_and_committed_rows_stay(kind, root):
+    sink = make_sink(kind, root)
+    for b in (0, 1, 1):  # batch 1 republished
+        sink.clear_staging(b)
+        stage(sink, b, "new" if b else "old")
+        sink.publish(b)
+    _put(root, "_trash/sessions/batch_id=1-0123abcd/part-00000.parquet")  # a crash's leftovers
+    _put(root, "_staging/sessions/batch_id=0/part-00009.parquet")
+    stray = "sessions/batch_id=0/session_date=2026-11-01/part-00000-deadbeef0000.parquet"
+    if kind != "parquet":  # a copy no commit names (a local batch directory has no such)
+        _put(root, stray)
+    sink.clear_staging(1)  # batch 1 staged again, not yet published: an open attempt, which
+    stage(sink, 1, "open")  # its restart clears itself; it stays
+    staged_1 = _files(root, "_staging/sessions/batch_id=1")
+    maintain(root, say=lambda _line: None)
+    assert _files(root, "_trash") == []
+    assert _files(root, "_staging/sessions/batch_id=0") == []
+    assert _files(root, "_staging/sessions/batch_id=1") == staged_1 != []
+    # Parquet on S3 drops it; in a Delta table's directory it is vacuum's (after retention).
+    assert (stray in _files(root, "sessions")) == (kind == "delta")
+    assert _seen(kind, root, "sessions") == _expected(0, "old") + _expected(1, "new")
+
+
+def test_delta_compact_and_vacuum_keep_the_rows(tmp_path):
+    root = str(tmp_path / "out")
+    sink = make_sink("delta", root)
+    for b in (0, 1, 2, 1):
+        sink.clear_staging(b)
+        stage(sink, b, f"a{b}")
+        sink.publish(b)
+    before = len(sink.table("sessions").file_uris())
+    expected = _seen("delta", root, "sessions")
+    lines = []
+    report = maintain(root, compact=True, vacuum_hours=0, say=lines.append)
+    assert len(sink.table("sessions").file_uris()) < before
+    assert report["tables"]["sessions"]["vacuumed_files"] > 0
+    assert _seen("delta", root, "sessions") == expected
+    assert any(line.startswith("sessions: compacted") for line in lines), lines
+    with pytest.raises(ConfigError, match="apply to Delta outputs"):
+        _plain(tmp_path)
+
+
+def _plain(tmp_path) -> None:
+    root = str(tmp_path / "plain")
+    sink = make_sink("parquet", root)
+    sink.clear_staging(0)
+    stage(sink, 0, "p")
+    sink.publish(0)
+    maintain(root, compact=True)
+
+
+def test_refused_while_a_driver_holds_the_output_or_the_checkpoint(bucket_uri, tmp_path):
+    sink = make_sink("delta-s3", bucket_uri)
+    sink.clear_staging(0)
+    stage(sink, 0, "p")
+    sink.publish(0)
+    with output_lease(bucket_uri):
+        done = sessionize("maintain", "--output", bucket_uri, "--compact", env=cli_env())
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("sessionize: error: output s3://") and "is in use by" in line, line
+    with checkpoint_lease(str(tmp_path / "chk")), pytest.raises(LeaseHeld):
+        maintain(bucket_uri, checkpoint=str(tmp_path / "chk"), say=lambda _line: None)
+    maintain(bucket_uri, compact=True, say=lambda _line: None)  # free again

@@ -1,0 +1,49 @@
+"""The `files` backend on `s3://` (services/s3.sh): the contract suite, on an object store
+that has no rename and enforces conditional writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessionize.errors import StateError
+from sessionize.fs import child
+from sessionize.state.backends.files import FilesBackend
+
+from .contract import StateBackendContract
+from .workers import J, commit, expected, read_all, rows
+
+
+class TestFilesS3Contract(StateBackendContract):
+    @pytest.fixture
+    def make_backend(self, bucket_uri):
+        root = child(bucket_uri, "store")
+
+        def make(spec=None, cache=True):
+            return FilesBackend(root, snapshot_every=3, cache_mb=64 if cache else 0, spec=spec)
+
+        return make
+
+
+@pytest.mark.parametrize("before", ["absent", "committed"])
+def test_of_two_writers_of_one_version_the_later_is_refused(bucket_uri, before):
+    """Writer B read the version's record (absent, or an earlier commit it replaces); writer
+    A publishes the version just before B does: B's conditional PUT fails and A's stays."""
+    root = child(bucket_uri, "store")
+    a, b = FilesBackend(root, cache_mb=0), FilesBackend(root, cache_mb=0)
+    commit(a, J, 0, -1, 0, {1: [1]})
+    if before == "committed":
+        commit(a, J, 0, 0, 1, {2: [2]})
+    tx = b.open(J, 0, 0)
+    tx.put_many(rows({4: [4]}))
+    publish = b._publish
+
+    def after_the_other_writer(*args, **kwargs):
+        commit(a, J, 0, 0, 1, {3: [3]})
+        return publish(*args, **kwargs)
+
+    b._publish = after_the_other_writer
+    with pytest.raises(StateError, match="committed by another writer at the same time"):
+        tx.commit(1)
+    assert read_all(FilesBackend(root, cache_mb=0), J, 0, 1) == expected({1: [1], 3: [3]})
+    files = [i.base_name for i in b._list(b._partition_dir(J, 0))]
+    assert len([f for f in files if f.startswith("00000000000000000001-")]) == 1, files
