@@ -1,12 +1,14 @@
 """`sessionize rewind` and `history` on real checkpoints: a rewind in the middle of a files
 stream, rerun, equals an uninterrupted run; every refusal changes nothing; a rewind killed
-half way completes when run again, and a stream refuses to start until it does."""
+half way completes when run again, and a stream refuses to start until it does; readers
+polling the outputs through it all see whole batches only."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -28,6 +30,7 @@ from tests.helpers import (
     sessionize,
     stream_args,
 )
+from tests.readers import polling_sessions
 
 
 @pytest.fixture(scope="module")
@@ -105,21 +108,26 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
         assert f" {n or 0} {name}" in dry, (name, dry)
     assert tree(run) == before
 
-    # Killed after the outputs were retired: readers see batches 0..1, whole.
-    env = cli_env(SESSIONIZE_PAUSE_AT="rewind-outputs:1")
-    run_until_killed(["rewind", "--checkpoint", chk, "--to-batch", "1"], "PAUSED", env)
-    kept = read_output(run / "out", "sessions")
-    assert kept.equals(sessions.filter(pc.less_equal(sessions["batch_id"], 1)))
-    one_error(sessionize(*stream_args(inp, run)), "unfinished rewind to batch 1")
-    one_error(sessionize("rewind", "--checkpoint", chk, "--to-batch", "0"), "unfinished")
-    rewind(chk, 1, say=said.append)
-    for log in ("commits", "offsets", "sources/0"):
-        names = sorted(p.name for p in (run / "chk" / log).iterdir() if p.name[0] != ".")
-        assert names == ["0", "1"], log
-    # Settings that are part of the state cannot change on a rewind to N >= 0.
-    one_error(sessionize(*stream_args(inp, run), "--gap", "20m"), "--gap")
+    # DuckDB and pyarrow poll the sessions through the rewind, its kill, its completion and
+    # the rerun: never an error, a session twice or part of a batch.
+    whole = Counter(sessions["batch_id"].to_pylist())
+    with polling_sessions(run / "out" / "sessions", whole) as polled:
+        # Killed after the outputs were retired: readers see batches 0..1, whole.
+        env = cli_env(SESSIONIZE_PAUSE_AT="rewind-outputs:1")
+        run_until_killed(["rewind", "--checkpoint", chk, "--to-batch", "1"], "PAUSED", env)
+        kept = read_output(run / "out", "sessions")
+        assert kept.equals(sessions.filter(pc.less_equal(sessions["batch_id"], 1)))
+        one_error(sessionize(*stream_args(inp, run)), "unfinished rewind to batch 1")
+        one_error(sessionize("rewind", "--checkpoint", chk, "--to-batch", "0"), "unfinished")
+        rewind(chk, 1, say=said.append)
+        for log in ("commits", "offsets", "sources/0"):
+            names = sorted(p.name for p in (run / "chk" / log).iterdir() if p.name[0] != ".")
+            assert names == ["0", "1"], log
+        # Settings that are part of the state cannot change on a rewind to N >= 0.
+        one_error(sessionize(*stream_args(inp, run), "--gap", "20m"), "--gap")
 
-    run_stream(opts(inp, run), spark, on_batch=lambda _: None)
+        run_stream(opts(inp, run), spark, on_batch=lambda _: None)
+    polled.assert_clean()
     assert_same_as_clean(root, run)
 
     # Retention: once the store keeps job records from batch 2 on, that is the oldest.
