@@ -108,3 +108,22 @@ def test_progress_log_skips_a_torn_line_and_a_missing_log_says_so(tmp_path):
     assert np.isnan(p.state_bytes_read[0]) and p.state_bytes_read[1] == 9
     gone = read_progress(str(tmp_path / "none.jsonl"))
     assert gone.batches == 0 and "no progress log at" in gone.missing
+
+
+def test_a_delta_output_is_read_at_its_current_version(tmp_path):
+    """A replayed batch leaves the replaced files in the table's directory: the report counts
+    the table's current version, not every Parquet file under it."""
+    from sessionize.sinks.registry import open_sink
+    from tests.sinks.rows import stage
+
+    out = str(tmp_path / "out")
+    sink = open_sink(out, "delta", job="j")
+    for tag, n in (("old", 3), ("new", 2)):  # batch 0 published, then run again
+        sink.clear_staging(0)
+        stage(sink, 0, tag, n=n)
+        sink.publish(0)
+    assert len(list((tmp_path / "out" / "sessions").rglob("*.parquet"))) > 2
+
+    d = load_outputs(out)
+
+    assert (d.sessions, d.invalid, d.batches) == (4, 4, ["0"])  # 2 partitions x 2 rows

@@ -2,8 +2,9 @@
 
 Every aggregate is a pyarrow.compute or numpy operation over whole columns (no Python loop
 per row), and each output is read with only the columns it needs, so a report over millions
-of sessions takes seconds. Outputs are read the way any reader sees them: Hive-partitioned
-Parquet, where pyarrow.dataset skips `_staging` and other names starting with `_`.
+of sessions takes seconds. Outputs are read as their committed rows, whatever format wrote
+them (`sinks.registry.committed_rows`): a Delta table's current version, the commit files of
+Parquet on s3://, the batch directories of local Parquet.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+
+from sessionize.sinks.registry import committed_rows
 
 TOP_PAGES = 10
 TOP_REASONS = 8
@@ -76,10 +78,8 @@ class OutputData:
 
 def read_columns(root: str, name: str, columns: list[str]) -> pa.Table | None:
     """Output `name` under `root` with `columns` (those it has), or None when it is absent."""
-    path = f"{root.rstrip('/')}/{name}"
-    try:
-        dataset = ds.dataset(path, format="parquet", partitioning="hive")
-    except (FileNotFoundError, pa.ArrowInvalid):
+    dataset = committed_rows(root, name)
+    if dataset is None:
         return None
     present = [c for c in columns if c in dataset.schema.names]
     if not present:

@@ -151,6 +151,11 @@ class ManifestParquetSink(StagedSink):
 
 def read_committed(root: str, name: str) -> pa.Table:
     """Every committed batch of output `name` (Parquet on s3://), with its partition columns."""
+    return committed_dataset(root, name).to_table()
+
+
+def committed_dataset(root: str, name: str) -> ds.Dataset:
+    """The files of every committed batch of output `name` (Parquet on s3://) as a dataset."""
     sink = ManifestParquetSink(root)
     fs, base = sink._fs()
     schema = OUTPUTS[name]
@@ -161,4 +166,4 @@ def read_committed(root: str, name: str) -> pa.Table:
         partitioning=ds.partitioning(pa.schema(parts), flavor="hive"),
         partition_base_dir=f"{base}/{name}",
     )  # fmt: skip
-    return dataset.to_table()
+    return dataset
