@@ -37,6 +37,9 @@ def _same_outputs(a, b) -> None:
         assert table.equals(read_output(b, name)), name
 
 
+# With the cases below, batch mode runs on every store: files and Redis here, DynamoDB
+# (idempotence), PostgreSQL (reprocessing).
+@pytest.mark.parametrize("state", ["files", "redis"], indirect=True)
 def test_batch_sessions_equal_stream_sessions(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
     _batch(spark, inp, tmp_path / "batch", H0, H0 + 2 * HOUR, state=state("batch"))
@@ -95,6 +98,7 @@ def test_reprocessing_a_changed_hour_equals_a_clean_run(spark, tmp_path, state):
     assert not read_output(out, "sessions").equals(before)
 
 
+@pytest.mark.parametrize("state", ["files"], indirect=True)  # the command's rule, no store's
 def test_an_hour_needs_the_previous_hour_committed(spark, tmp_path, state):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
     _batch(spark, inp, tmp_path / "out", H0, H0, state=state())
