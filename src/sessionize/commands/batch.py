@@ -61,6 +61,7 @@ class BatchOptions:
     job: str = "sessionize"
     progress_log: str | None = None  # default: OUTPUT/_progress.jsonl
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
+    remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
@@ -142,6 +143,7 @@ def _run(
         f"sessionize-batch-{opts.job}",
         master=opts.master,
         conf=opts.spark_conf,
+        remote=opts.remote,
         shuffle_partitions=opts.partitions,
     )
     log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")

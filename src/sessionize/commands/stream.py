@@ -39,6 +39,7 @@ class StreamOptions:
     # Not recorded in the checkpoint: a rule on input, not part of the state.
     max_future_us: int | None = 86_400_000_000
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
+    remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
     mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
 
@@ -80,6 +81,7 @@ def run_stream(
             f"sessionize-{opts.job}",
             master=opts.master,
             conf=opts.spark_conf,
+            remote=opts.remote,
             shuffle_partitions=opts.partitions,
         )
         return open_stream(session, opts.input, opts.input_options(), opts.mapping)
