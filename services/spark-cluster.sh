@@ -116,6 +116,7 @@ svc_stop() {
 
 svc_env() {
   echo "export SESSIONIZE_TEST_SPARK_MASTER=$MASTER_URL"
+  echo "export SESSIONIZE_TEST_SPARK_MASTER_UI=http://127.0.0.1:$UI_PORT"
   echo "export SESSIONIZE_TEST_SPARK_REMOTE=sc://127.0.0.1:$CONNECT_PORT"
 }
 
