@@ -9,10 +9,6 @@ from collections.abc import Mapping
 
 from sessionize.errors import ConfigError, EnvironmentProblem
 
-# Masters whose executors run in this process or on this machine only: a plain local path
-# is seen by every task there.
-_LOCAL_MASTERS = ("local", "local[")
-
 
 def check_java() -> None:
     """Fail with one line when there is no Java for Spark to start."""
@@ -103,11 +99,3 @@ def is_connect(spark) -> bool:
     """A Spark Connect session (no SparkContext, functions run on the server)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
-
-def is_cluster(spark) -> bool:
-    """Tasks may run on other machines than the driver: a Connect server, or a master that
-    is not local."""
-    if is_connect(spark):
-        return True
-    master = spark.sparkContext.master
-    return not master.startswith(_LOCAL_MASTERS)

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, files_state_uri, progress_path
+from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules, describe_differences, redact_uri
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
@@ -146,6 +147,7 @@ def _run(
         remote=opts.remote,
         shuffle_partitions=opts.partitions,
     )
+    warn_local_paths(spark, opts.output, settings.state_uri)
     log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
     runner = BatchRunner(
         opts.sessionizer().store_engine(

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.api.sessionizer import SPARK_STATES, Sessionizer, parse_trigger
 from sessionize.commands.options import files_state_uri
+from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules
 from sessionize.mapping import EventMapping
 from sessionize.sources.registry import check_input, open_stream
@@ -84,6 +85,7 @@ def run_stream(
             remote=opts.remote,
             shuffle_partitions=opts.partitions,
         )
+        warn_local_paths(session, opts.output, opts.state_uri())
         return open_stream(session, opts.input, opts.input_options(), opts.mapping)
 
     run = opts.sessionizer().start(
