@@ -7,7 +7,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 
-from sessionize.errors import EnvironmentProblem
+from sessionize.errors import ConfigError, EnvironmentProblem
 
 
 def check_java() -> None:
@@ -29,6 +29,7 @@ def get_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     shuffle_partitions: int = 4,
+    remote: str | None = None,
 ):
     """A session with UTC time, loopback binding, no UI and the venv's Python in workers.
 
@@ -37,7 +38,15 @@ def get_spark(
     Without any master the session is `local[*]` (or `SESSIONIZE_SPARK_MASTER`). UTC is not
     cosmetic: offset-less event times are UTC by contract (docs/design.md, "Events"), and
     Spark parses them in the session time zone, so it is set even over spark-submit's.
+
+    With `remote` (`--remote sc://HOST:PORT`) the session is a Spark Connect client: no local
+    JVM, the server owns the cluster settings, and only session settings (`conf`, the time
+    zone, the shuffle partitions) are sent.
     """
+    if remote:
+        if master:
+            raise ConfigError("--master and --remote exclude each other: give one of them")
+        return _connect(app, remote, conf or {}, shuffle_partitions)
     check_java()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -67,3 +76,26 @@ def get_spark(
     spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SESSIONIZE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+def _connect(app: str, remote: str, conf: Mapping[str, str], shuffle_partitions: int):
+    try:
+        from pyspark.sql import SparkSession
+        from pyspark.sql.connect.utils import check_dependencies
+
+        check_dependencies()
+    except ImportError as e:
+        raise EnvironmentProblem(
+            f"--remote needs the Spark Connect client ({e}): pip install 'sessionize[connect]'"
+        ) from None
+    settings = {"spark.sql.shuffle.partitions": str(shuffle_partitions), **conf}
+    builder = SparkSession.builder.remote(remote).appName(app)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+
+
+def is_connect(spark) -> bool:
+    """A Spark Connect session (no SparkContext, functions run on the server)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from sessionize.api.remote import ProgressTail, failure_of
 from sessionize.engines.runner import BatchRunner, await_query
 
 # The last run started on each checkpoint by this process.
@@ -38,8 +39,10 @@ class StreamRun:
         runner: BatchRunner,
         cleanups: list[Callable[[], None]],
         checkpoint: str,
+        tail: ProgressTail | None = None,
     ):
         self.query = query
+        self._tail = tail  # over Spark Connect: the records come from the progress log
         self.runner = runner
         self._spark = spark
         self._cleanups = cleanups
@@ -54,15 +57,36 @@ class StreamRun:
     @property
     def records(self) -> list[dict]:
         """The batch records this run committed so far."""
+        if self._tail is not None:
+            self._tail.drain()
+            return self._tail.records
         return self.runner.records
 
     def wait(self) -> list[dict]:
         """Wait until the query ends, clean up, return the records. A SessionizeError of a
         batch is raised as itself."""
         try:
-            return await_query(self.query, self.runner)
+            if self._tail is None:
+                return await_query(self.query, self.runner)
+            return self._await_remote(self._tail)
         finally:
             self.end()
+
+    def _await_remote(self, tail: ProgressTail) -> list[dict]:
+        try:
+            while not self.query.awaitTermination(1):
+                tail.drain()
+        except Exception as exc:
+            tail.drain()
+            failure = failure_of(exc)
+            if failure is not None:
+                raise failure from None
+            raise
+        finally:
+            if self.query.isActive:
+                self.query.stop()
+        tail.drain()
+        return tail.records
 
     def end(self) -> None:
         """Release the lease and restore the settings; runs once, whoever calls it."""

@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sessionize.api.bounded import bounded_sessions
 from sessionize.api.inputs import file_parser, reader
 from sessionize.api.query import StreamRun, end_finished
+from sessionize.api.remote import ProgressTail, quiet
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -40,6 +41,7 @@ from sessionize.errors import ConfigError, StateError
 from sessionize.fs import child
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
 from sessionize.sinks.registry import open_sink
+from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
 
@@ -256,6 +258,11 @@ class Sessionizer:
         spark = df.sparkSession
         sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
+        if backend is None and is_connect(spark):
+            raise ConfigError(
+                f"--state {self.state} does not run over Spark Connect: use files or a "
+                "server state (postgresql://, redis://, dynamodb://)"
+            )
         if backend is None:
             engine = SparkStateEngine(
                 self.state, self.rules, self.partitions, checkpoint, sink, self.max_future_us,
@@ -267,9 +274,11 @@ class Sessionizer:
                 output_format=output_format, lease=lease,
             )  # fmt: skip
         log = progress_path(progress_log, checkpoint, "progress.jsonl")
+        # Over Spark Connect the runner runs on the server; the client tails its log.
+        tail = ProgressTail(log, on_batch) if is_connect(spark) else None
         runner = BatchRunner(
             engine,
-            on_batch,
+            on_batch if tail is None else quiet,
             progress=ProgressLog(log) if log else None,
             describe_input=functools.partial(batch_input, checkpoint),
             batch_time=functools.partial(batch_timestamp_us, checkpoint),
@@ -279,7 +288,7 @@ class Sessionizer:
             spark, runner, records, name=f"sessionize-{self.job}", checkpoint=checkpoint,
             trigger=trigger,
         )  # fmt: skip
-        return StreamRun(spark, query, runner, [restore, lease.release], checkpoint)
+        return StreamRun(spark, query, runner, [restore, lease.release], checkpoint, tail)
 
     def store_engine(
         self,

@@ -218,7 +218,14 @@ def input_format_option(f):
 
 
 def spark_options(f):
-    """--master and --conf: the user's Spark settings (over spark-submit's and ours)."""
+    """--master, --remote and --conf: the user's Spark settings (over spark-submit's and
+    ours)."""
+    f = click.option(
+        "--remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help="Run through a Spark Connect server instead of a Spark driver in this process.",
+    )(f)
     f = click.option(
         "--conf",
         "spark_conf",
@@ -233,7 +240,7 @@ def spark_options(f):
 
 def job_settings(
     state, gap, lateness, close_actions, partitions, job, progress_log, output_format, master,
-    spark_conf,
+    spark_conf, remote,
 ) -> dict:  # fmt: skip
     """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields."""
     return {
@@ -244,6 +251,7 @@ def job_settings(
         "progress_log": progress_log,
         "output_format": output_format,
         "master": master,
+        "remote": remote,
         "spark_conf": _key_values(spark_conf, "--conf"),
     }
 
@@ -337,13 +345,13 @@ def batch(input_, output, from_, to, max_future, input_format, **job):
 @click.option("--users", type=click.IntRange(1), default=2000, show_default=True)
 @click.option("--events-per-hour", type=click.IntRange(1), default=20000, show_default=True)
 @spark_options
-def demo(workdir, hours, users, events_per_hour, master, spark_conf) -> None:
+def demo(workdir, hours, users, events_per_hour, master, spark_conf, remote) -> None:
     """Generate a few hours of visits and sessionize them with the files state store."""
     from sessionize.commands.demo import run_demo
 
     run_demo(
         workdir, hours=hours, users=users, events_per_hour=events_per_hour, master=master,
-        spark_conf=_key_values(spark_conf, "--conf"),
+        spark_conf=_key_values(spark_conf, "--conf"), remote=remote,
     )  # fmt: skip
 
 

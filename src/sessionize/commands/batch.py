@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, state_uri
+from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules, describe_differences, redact_uri
 from sessionize.engines.checkpoint import output_lease
 from sessionize.engines.progress import ProgressLog
@@ -62,6 +63,7 @@ class BatchOptions:
     job: str = "sessionize"
     progress_log: str | None = None  # default: OUTPUT/_progress.jsonl
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
+    remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
@@ -142,8 +144,10 @@ def _run(
         f"sessionize-batch-{opts.job}",
         master=opts.master,
         conf=opts.spark_conf,
+        remote=opts.remote,
         shuffle_partitions=opts.partitions,
     )
+    warn_local_paths(spark, opts.output, settings.state_uri)
     log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
     runner = BatchRunner(
         opts.sessionizer().store_engine(

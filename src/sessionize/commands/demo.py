@@ -24,6 +24,7 @@ def run_demo(
     events_per_hour: int,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
+    remote: str | None = None,
 ) -> dict:
     root = Path(workdir).absolute()
     shutil.rmtree(root, ignore_errors=True)
@@ -51,6 +52,7 @@ def run_demo(
         max_files_per_trigger=2,
         master=master,
         spark_conf=spark_conf or {},
+        remote=remote,
     )
     click.echo("streaming with the files state store, 2 files per micro-batch:")
     t0 = time.perf_counter()

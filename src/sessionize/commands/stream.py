@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.api.sessionizer import SPARK_STATES, Sessionizer, parse_trigger
 from sessionize.commands.options import state_uri
+from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules
 from sessionize.fs import child
 from sessionize.mapping import EventMapping
@@ -40,6 +41,7 @@ class StreamOptions:
     # Not recorded in the checkpoint: a rule on input, not part of the state.
     max_future_us: int | None = 86_400_000_000
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
+    remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
     mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
 
@@ -81,8 +83,10 @@ def run_stream(
             f"sessionize-{opts.job}",
             master=opts.master,
             conf=opts.spark_conf,
+            remote=opts.remote,
             shuffle_partitions=opts.partitions,
         )
+        warn_local_paths(session, opts.output, opts.state_uri())
         return open_stream(session, opts.input, opts.input_options(), opts.mapping)
 
     run = opts.sessionizer().start(

@@ -126,6 +126,14 @@ def _task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.Record
     yield pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
 
 
+def _missing_task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
+    """Run the partitions named in `batches` (column `p`) with no events."""
+    for batch in batches:
+        for partition in batch.column("p").to_pylist():
+            counts = run_partition(settings, plan, partition, None)
+            yield pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
+
+
 def run_partition(
     settings: EngineSettings, plan: BatchPlan, partition: int, rows: pa.Table | None = None
 ) -> dict[str, int]:
@@ -334,13 +342,24 @@ class StoreEngine(Engine):
         )
         counts = [r.asDict() for r in rows]
         # Spark skips the tasks of an empty input (e.g. an hour with no files); those
-        # partitions still have sessions to expire and a version to commit.
+        # partitions still have sessions to expire and a version to commit. DataFrames only
+        # (no SparkContext), so that it runs over Spark Connect too.
         missing = sorted(set(range(self.settings.partitions)) - {c["partition"] for c in counts})
         if missing:
-            run = functools.partial(run_partition, self.settings, plan, rows=None)
-            sc = self.spark.sparkContext
-            counts += sc.parallelize(missing, len(missing)).map(run).collect()
+            ids = parsed.sparkSession.createDataFrame(pa.table({"p": pa.array(missing)}))
+            task = functools.partial(_missing_task, self.settings, plan)
+            rows = ids.repartition(len(missing)).mapInArrow(task, _TASK_SCHEMA).collect()
+            counts += [r.asDict() for r in rows]
         return counts
+
+    def __getstate__(self) -> dict:
+        # Over Spark Connect the engine runs inside foreachBatch on the server: the client's
+        # session stays behind and the backend's connections are opened there anew.
+        return {**self.__dict__, "spark": None, "backend": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.backend = open_state(self.settings)
 
     @override
     def write_record(self, version: int, record: dict) -> None:

@@ -173,6 +173,15 @@ class Lease:
             pass  # at once for a restart on this host; the failure that ended the run shows
         self.holder = None
 
+    def __getstate__(self) -> dict:
+        # A copy (the foreachBatch function over Spark Connect runs on the server) checks
+        # and fences with the same holder; the heartbeat stays with the driver that took it.
+        return {**self.__dict__, "_stop": None, "_thread": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._stop = threading.Event()
+
     def __enter__(self) -> Lease:
         self.acquire()
         return self

@@ -1,0 +1,55 @@
+"""A stream over Spark Connect, seen from the client.
+
+There the `foreachBatch` function (the batch runner) is pickled and runs in a Python process
+of the Connect server: what it records and prints stays there. The client learns of each
+committed batch from the progress log the runner appends to (it lives with the checkpoint,
+which both sides see), and of a failed batch from the text of the error Spark sends back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from sessionize.engines.progress import read_progress
+from sessionize.engines.runner import progress_line
+from sessionize.errors import SessionizeError, raised_in_task
+
+
+def quiet(line: str) -> None:
+    """on_batch of the server's copy of the runner: the client prints (ProgressTail)."""
+
+
+class ProgressTail:
+    """The batch records a run adds to its progress log, reported once each."""
+
+    def __init__(self, path: str | None, on_batch: Callable[[str], None]):
+        self.path = path
+        self.on_batch = on_batch
+        self.records: list[dict] = []
+        self._seen = {_key(r) for r in self._read()}  # logged before this run
+
+    def drain(self) -> None:
+        for record in self._read():
+            key = _key(record)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            self.records.append(record)
+            self.on_batch(progress_line(f"batch {record['version']}", record))
+
+    def _read(self) -> list[dict]:
+        return read_progress(self.path) if self.path else []
+
+
+def _key(record: dict) -> str:
+    return json.dumps(record, sort_keys=True)
+
+
+def failure_of(exc: BaseException) -> SessionizeError | None:
+    """The SessionizeError a batch raised on the server, from the text of Spark's error."""
+    return raised_in_task(exc, _kinds(SessionizeError))
+
+
+def _kinds(cls: type[SessionizeError]) -> tuple[type[SessionizeError], ...]:
+    return (cls, *(k for sub in cls.__subclasses__() for k in _kinds(sub)))

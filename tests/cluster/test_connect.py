@@ -1,0 +1,93 @@
+"""Through Spark Connect (services/spark-cluster.sh's server over the cluster): no
+SparkContext on the client, and a stream's foreachBatch runs in a Python process of the
+server. `stream` and `batch` with `--remote`, and the Python API on a Connect session, give
+what they give on local[2]."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import pytest
+
+from sessionize import Sessionizer
+from sessionize.commands.batch import BatchOptions, run_batch
+from tests.cluster.cluster import Cluster, clean_local_run, small_input
+from tests.helpers import OUTPUTS, assert_same_as_clean, read_output, sessionize
+from tests.test_api import _nested, _random_events
+
+# The input's hour, and two after it without files: partitions Spark runs no task for.
+HOURS = ("2026-11-01T00", "2026-11-01T02")
+
+
+@pytest.fixture(scope="module")
+def data(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("connect")
+    inp = small_input(root)
+    clean_local_run(spark, inp, root)
+    return root, inp
+
+
+def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, spark):
+    root, inp = data
+    run = root / "remote"
+    streamed = sessionize(
+        "stream", "--input", str(inp), "--output", str(run / "out"),
+        "--checkpoint", str(run / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
+        "--remote", cluster.remote,
+    )  # fmt: skip
+    assert streamed.returncode == 0, streamed.stderr[-3000:]
+    # The client reports the batches the server ran, one line each.
+    assert [line.split(":")[0] for line in streamed.stdout.splitlines()] == [
+        f"batch {i}" for i in range(4)
+    ], streamed.stdout
+    assert_same_as_clean(root, run)
+
+    start, end = (datetime.strptime(h, "%Y-%m-%dT%H").replace(tzinfo=UTC) for h in HOURS)
+    local = root / "batch-local"
+    run_batch(
+        BatchOptions(input=str(inp), output=str(local), start=start, end=end, partitions=3),
+        spark, on_hour=lambda _: None,
+    )  # fmt: skip
+    remote = root / "batch-remote"
+    done = sessionize(
+        "batch", "--input", str(inp), "--output", str(remote), "--from", HOURS[0],
+        "--to", HOURS[1], "--partitions", "3", "--remote", cluster.remote,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in OUTPUTS:
+        assert read_output(remote, name).equals(read_output(local, name)), name
+
+
+# A process of its own: one Python process holds either a classic or a Connect session
+# (pyspark.sql.functions builds the columns of the kind the process started).
+_API_ON_CONNECT = """
+import json, sys
+from pyspark.sql import SparkSession
+from sessionize import Sessionizer
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+lines = [(line,) for line in json.loads(sys.argv[2])]
+table = Sessionizer(partitions=2).sessions(spark.createDataFrame(lines, "value string")).toArrow()
+print(json.dumps(table.to_pylist(), default=str))
+"""
+
+
+def test_sessions_on_a_connect_session_equal_local(cluster: Cluster, spark):
+    events = [_nested(e) for e in _random_events(seed=5, users=5, n=60)]
+    lines = [json.dumps(e, default=lambda t: t.isoformat()) for e in events]
+    local = Sessionizer(partitions=2).sessions(
+        spark.createDataFrame([(line,) for line in lines], "value string")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _API_ON_CONNECT, cluster.remote, json.dumps(lines)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    expected = json.loads(json.dumps(local.toArrow().to_pylist(), default=str))
+    key = lambda r: (r["user_id"], r["start_time"])  # noqa: E731
+    assert sorted(got, key=key) == sorted(expected, key=key)
+    assert len(got) > 5

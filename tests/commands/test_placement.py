@@ -1,0 +1,25 @@
+"""On a master whose executors may run on other machines, local paths for outputs and the
+files state get one warning line naming the alternatives; nothing on a local master or for
+storage every worker reaches."""
+
+from __future__ import annotations
+
+from sessionize.commands.placement import local_path_warning
+
+
+def test_local_paths_on_a_cluster_master_get_one_line():
+    line = local_path_warning("spark://10.0.0.1:7077", "/data/out", "files:/data/chk/state")
+    assert line is not None and "\n" not in line
+    assert line.startswith("sessionize: warning: on spark://10.0.0.1:7077, --output /data/out")
+    assert "the files state at /data/chk/state are local paths" in line
+    assert "every worker sees the same path" in line
+    assert "s3://" in line and "postgresql://" in line
+    only_output = local_path_warning("yarn", "file:///out", "redis://h:6379/0")
+    assert only_output is not None and "--output file:///out is a local path" in only_output
+
+
+def test_no_warning_on_local_masters_or_shared_storage():
+    assert local_path_warning("local[2]", "/out", "files:/chk/state") is None
+    assert local_path_warning("local", "/out", "files:/chk/state") is None
+    assert local_path_warning("k8s://https://h", "s3://b/out", "files:s3://b/state") is None
+    assert local_path_warning("spark://h:7077", "hdfs://nn/out", "dynamodb://t") is None
