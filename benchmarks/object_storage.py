@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from bench_common import add_input_args, input_config, write_input
 
@@ -34,11 +36,23 @@ RUNS = {  # name: (output format, output on S3, state on S3)
 
 
 def _requests(bucket: str, prefix: str) -> int:
-    """Requests logged by the S3 server for keys of `bucket` under `prefix`."""
+    """Requests logged by the S3 server for keys of `bucket` under `prefix`, listings
+    (a `prefix=` query on the bucket) included."""
     if not LOG.exists():
         return 0
+    count = 0
     with open(LOG, errors="replace") as f:
-        return sum(1 for line in f if f" /{bucket}/{prefix}" in line)
+        for line in f:
+            m = _REQUEST.search(line)
+            if not m or m["bucket"] != bucket:
+                continue
+            query = parse_qs(m["query"] or "")
+            key = m["key"] or query.get("prefix", [""])[0]
+            count += key.startswith(prefix)
+    return count
+
+
+_REQUEST = re.compile(r'(?:GET|PUT|POST|HEAD|DELETE) /(?P<bucket>[^/?\s]+)/?(?P<key>[^?\s]*)(?:\?(?P<query>\S*))?')
 
 
 def main() -> None:
