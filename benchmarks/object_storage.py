@@ -5,6 +5,7 @@ the `files` state on S3 too. Spark's checkpoint is local in every run. S3 is ser
 per micro-batch and partition.
 
     python benchmarks/object_storage.py [--users 2000] [--hours 2] [--events-per-hour 20000]
+        [--runs parquet-local,delta-s3+state-s3]
 """
 
 from __future__ import annotations
@@ -52,12 +53,15 @@ def _requests(bucket: str, prefix: str) -> int:
     return count
 
 
-_REQUEST = re.compile(r'(?:GET|PUT|POST|HEAD|DELETE) /(?P<bucket>[^/?\s]+)/?(?P<key>[^?\s]*)(?:\?(?P<query>\S*))?')
+_REQUEST = re.compile(
+    r"(?:GET|PUT|POST|HEAD|DELETE) /(?P<bucket>[^/?\s]+)/?(?P<key>[^?\s]*)(?:\?(?P<query>\S*))?"
+)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     add_input_args(ap)
+    ap.add_argument("--runs", default=",".join(RUNS), help="Which runs, comma-separated.")
     ap.set_defaults(users=2000, hours=2, events_per_hour=20000)
     args = ap.parse_args()
     import boto3
@@ -73,7 +77,8 @@ def main() -> None:
           f"{'vs local':>8}  S3 requests per batch (per batch and partition): "
           "outputs, state")  # fmt: skip
     base_rate = None
-    runs = [("warm-up", RUNS["parquet-local"]), *RUNS.items()]  # JVM and Python workers
+    chosen = [(name, RUNS[name]) for name in args.runs.split(",")]
+    runs = [("warm-up", RUNS["parquet-local"]), *chosen]  # JVM and Python workers
     for name, (fmt, out_s3, state_s3) in runs:
         bucket = f"b-{uuid.uuid4().hex[:10]}"
         client.create_bucket(Bucket=bucket)
