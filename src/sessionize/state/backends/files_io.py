@@ -4,8 +4,9 @@ record conditionally (`files.py` has the commit protocol).
 On a local disk a file is written aside and renamed into place. An object store has no
 rename but replaces an object whole with one PUT. On S3 every read is one GET and every
 write one PUT (boto3; pyarrow would add a HEAD to a read and upload in three parts), and a
-commit record is moreover published with a conditional PUT: `If-None-Match: *` when the commit saw no record of its
-version, `If-Match: <ETag>` of the record it saw and replaces otherwise. Of two writers
+commit record is moreover published with a conditional PUT: `If-None-Match: *` when the
+commit saw no record of its version, `If-Match: <ETag>` of the record it saw and replaces
+otherwise. Of two writers
 committing the same version at the same time one is refused, instead of one silently
 undoing the other (whose data file it would then have deleted as replaced).
 """
