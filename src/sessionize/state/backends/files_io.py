@@ -6,9 +6,9 @@ rename but replaces an object whole with one PUT. On S3 every read is one GET an
 write one PUT (boto3; pyarrow would add a HEAD to a read and upload in three parts), and a
 commit record is moreover published with a conditional PUT: `If-None-Match: *` when the
 commit saw no record of its version, `If-Match: <ETag>` of the record it saw and replaces
-otherwise. Of two writers
-committing the same version at the same time one is refused, instead of one silently
-undoing the other (whose data file it would then have deleted as replaced).
+otherwise. Of two writers committing the same version at the same time one is refused,
+instead of one silently undoing the other (whose data file it would then have deleted as
+replaced).
 """
 
 from __future__ import annotations
