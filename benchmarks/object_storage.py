@@ -5,16 +5,19 @@ the `files` state on S3 too. Spark's checkpoint is local in every run. S3 is ser
 per micro-batch and partition.
 
     python benchmarks/object_storage.py [--users 2000] [--hours 2] [--events-per-hour 20000]
+        [--runs parquet-local,delta-s3+state-s3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from bench_common import add_input_args, input_config, write_input
 
@@ -34,16 +37,31 @@ RUNS = {  # name: (output format, output on S3, state on S3)
 
 
 def _requests(bucket: str, prefix: str) -> int:
-    """Requests logged by the S3 server for keys of `bucket` under `prefix`."""
+    """Requests logged by the S3 server for keys of `bucket` under `prefix`, listings
+    (a `prefix=` query on the bucket) included."""
     if not LOG.exists():
         return 0
+    count = 0
     with open(LOG, errors="replace") as f:
-        return sum(1 for line in f if f" /{bucket}/{prefix}" in line)
+        for line in f:
+            m = _REQUEST.search(line)
+            if not m or m["bucket"] != bucket:
+                continue
+            query = parse_qs(m["query"] or "")
+            key = m["key"] or query.get("prefix", [""])[0]
+            count += key.startswith(prefix)
+    return count
+
+
+_REQUEST = re.compile(
+    r"(?:GET|PUT|POST|HEAD|DELETE) /(?P<bucket>[^/?\s]+)/?(?P<key>[^?\s]*)(?:\?(?P<query>\S*))?"
+)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     add_input_args(ap)
+    ap.add_argument("--runs", default=",".join(RUNS), help="Which runs, comma-separated.")
     ap.set_defaults(users=2000, hours=2, events_per_hour=20000)
     args = ap.parse_args()
     import boto3
@@ -59,7 +77,8 @@ def main() -> None:
           f"{'vs local':>8}  S3 requests per batch (per batch and partition): "
           "outputs, state")  # fmt: skip
     base_rate = None
-    runs = [("warm-up", RUNS["parquet-local"]), *RUNS.items()]  # JVM and Python workers
+    chosen = [(name, RUNS[name]) for name in args.runs.split(",")]
+    runs = [("warm-up", RUNS["parquet-local"]), *chosen]  # JVM and Python workers
     for name, (fmt, out_s3, state_s3) in runs:
         bucket = f"b-{uuid.uuid4().hex[:10]}"
         client.create_bucket(Bucket=bucket)

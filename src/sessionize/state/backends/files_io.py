@@ -2,11 +2,13 @@
 record conditionally (`files.py` has the commit protocol).
 
 On a local disk a file is written aside and renamed into place. An object store has no
-rename but replaces an object whole with one PUT; on S3 a commit record is moreover
-published with a conditional PUT: `If-None-Match: *` when the commit saw no record of its
-version, `If-Match: <ETag>` of the record it saw and replaces otherwise. Of two writers
-committing the same version at the same time one is refused, instead of one silently
-undoing the other (whose data file it would then have deleted as replaced).
+rename but replaces an object whole with one PUT. On S3 every read is one GET and every
+write one PUT (boto3; pyarrow would add a HEAD to a read and upload in three parts), and a
+commit record is moreover published with a conditional PUT: `If-None-Match: *` when the
+commit saw no record of its version, `If-Match: <ETag>` of the record it saw and replaces
+otherwise. Of two writers committing the same version at the same time one is refused,
+instead of one silently undoing the other (whose data file it would then have deleted as
+replaced).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class FilesIO:
             raise StateError(f"cannot list {directory} in state store {self.uri}: {e}") from e
 
     def _read(self, path: str, io: StateMetrics | None = None) -> bytes | None:
+        if self._s3 is not None:
+            return self._read_tagged(path, io)[0]  # one GET (pyarrow: a HEAD, then a GET)
         count_calls(io)
         try:
             with self._fs.open_input_stream(path) as f:
@@ -74,6 +78,14 @@ class FilesIO:
         count_calls(io, 1 if self._atomic_put else 2)
         if io is not None:
             io.bytes_written += len(data)
+        if self._s3 is not None:  # one PUT (pyarrow uploads in parts: three requests)
+            body = data.to_pybytes() if isinstance(data, pa.Buffer) else data
+            try:
+                self._s3.client().put_object(Bucket=self._s3.bucket, Key=self._key(path),
+                                             Body=body)  # fmt: skip
+            except Exception as e:  # botocore's errors
+                raise StateError(f"cannot write {path} in state store {self.uri}: {e}") from e
+            return
         if self._atomic_put:
             with self._fs.open_output_stream(path) as f:
                 f.write(data)
