@@ -5,13 +5,10 @@ pyarrow see them while a stream is killed and restarted."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 from sessionize.commands.stream import StreamOptions, run_stream
@@ -19,6 +16,7 @@ from sessionize.engines import runner
 from sessionize.errors import SinkError
 from sessionize.fs import child
 from tests.helpers import OUTPUTS, SORT_KEYS, cli_env, generate, read_output, run_until_killed
+from tests.readers import polling_sessions
 from tests.s3_fixtures import _script
 from tests.sinks.conftest import read_rows
 
@@ -103,43 +101,10 @@ def test_duckdb_and_pyarrow_polling_local_parquet_through_a_kill_9_restart(
     its batch: no error, no row twice, each batch whole (as many rows as the clean run's)."""
     inp, reference = clean
     whole = Counter(read_output(reference, "sessions")["batch_id"].to_pylist())
-    sessions = tmp_path / "out" / "sessions"
-    done, reads, problems = threading.Event(), Counter(), []
-
-    def check(reader: str, table: pa.Table) -> None:
-        keys = list(zip(table["user_id"].to_pylist(), table["start_time"].to_pylist(),
-                        strict=True))  # fmt: skip
-        if len(keys) != len(set(keys)):
-            problems.append(f"{reader} saw a session twice")
-        seen = Counter(table["batch_id"].to_pylist())
-        if any(n != whole[b] for b, n in seen.items()):
-            problems.append(f"{reader} saw part of a batch: {dict(seen)} of {dict(whole)}")
-        reads[reader] += 1
-
-    def poll() -> None:
-        con = duckdb.connect()
-        query = (f"SELECT batch_id, user_id, start_time FROM read_parquet("
-                 f"'{sessions}/**/*.parquet', hive_partitioning=true)")  # fmt: skip
-        while not done.wait(0.05):  # a pause between reads leaves the driver its share
-            if not sessions.exists():
-                continue
-            try:
-                check("DuckDB", con.sql(query).to_arrow_table())
-                data = ds.dataset(str(sessions), format="parquet", partitioning="hive")
-                check("pyarrow", data.to_table(columns=["batch_id", "user_id", "start_time"]))
-            except Exception as e:  # noqa: BLE001 - every error is a finding
-                problems.append(f"{type(e).__name__}: {e}")
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    try:
+    with polling_sessions(tmp_path / "out" / "sessions", whole) as polled:
         opts = _opts(inp, str(tmp_path / "out"), tmp_path / "chk")
         env = cli_env(SESSIONIZE_PAUSE_AT="before-publish:1")
         run_until_killed(_cli(opts), "PAUSED before-publish 1", env)
         run_stream(opts, spark, on_batch=print)
-    finally:
-        done.set()
-        poller.join()
-    assert not problems, problems[:5]
-    assert reads["DuckDB"] > 0 and reads["pyarrow"] > 0
+    polled.assert_clean()
     assert read_output(tmp_path / "out", "sessions").equals(read_output(reference, "sessions"))
