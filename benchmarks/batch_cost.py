@@ -17,14 +17,12 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench_common import GeneratorConfig, input_config, run_fresh, write_input
+from bench_common import add_run_args, bench_root, input_config, run_fresh, warm_spark, write_input
 
 _TIME = re.compile(rb'"event_time": "([^"]+)"')
 
@@ -118,10 +116,8 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     from pyspark.sql.streaming import StreamingQueryListener
 
     from sessionize.commands.stream import StreamOptions, run_stream
-    from sessionize.spark_session import get_spark
 
-    spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
-    spark.range(1).count()
+    spark = warm_spark(name, partitions)
     probe = instrument(spark)
     triggers: dict[int, dict] = {}
 
@@ -170,18 +166,14 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=10_000)
     ap.add_argument("--users", type=int, default=15_000)
     ap.add_argument("--state", default="files")
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--run", help=argparse.SUPPRESS)
-    ap.add_argument("--input", help=argparse.SUPPRESS)
-    ap.add_argument("--work", help=argparse.SUPPRESS)
+    add_run_args(ap)
     args = ap.parse_args()
     if args.run:
         print(json.dumps(run_contender(args.run, args.input, args.work, args.partitions)))
         return
-    root = Path(tempfile.mkdtemp(prefix="sessionize-bench-"))
-    try:
+    with bench_root() as root:
         need = (args.batches * (args.big + 1)) * 1.1
-        cfg: GeneratorConfig = input_config(
+        cfg = input_config(
             argparse.Namespace(users=args.users, hours=2, events_per_hour=int(need / 2) + 1)
         )
         write_input(cfg, str(root / "gen"))
@@ -194,8 +186,6 @@ def main() -> None:
             print(f"{args.state}, {size} (median s per batch; jobs, stages per batch):")
             for k, v in medians.items():
                 print(f"  {k:<28}{v:>8.3f}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ TASK_COUNTERS = (
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
+ADAPTIVE_CONF = "spark.sql.adaptive.enabled"
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,10 @@ class StoreEngine(Engine):
 
     @override
     def query_confs(self) -> dict[str, str]:
-        return {RETAIN_CONF: str(self.settings.retain)}
+        # Adaptive execution runs the shuffle of the partition job as a job of its own and
+        # re-plans between them, a fixed cost per micro-batch; it has nothing to adapt in an
+        # explicit `repartition(N, user_id)`, whose N tasks must all run anyway.
+        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:
