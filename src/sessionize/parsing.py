@@ -233,7 +233,7 @@ def parse(
     Its `event_time` stays in the output, so whatever takes a watermark from the parsed rows
     must take it from valid rows only (`reason` NULL).
     """
-    steps, reason, output = _plan(mapping or EventMapping(), _gateway_id())
+    steps, reason, output = _plan(mapping or EventMapping(), _owner(raw))
     parsed = raw
     for step in steps:
         parsed = parsed.select(*step)
@@ -244,15 +244,16 @@ def parse(
     return parsed.select(*output)
 
 
-def _gateway_id() -> int:
-    """Columns are objects of one JVM: a plan is only reused within it."""
+def _owner(raw: DataFrame) -> tuple[str, int]:
+    """What a plan's columns belong to: classic columns are objects of one JVM, Spark
+    Connect's are not; a plan is only reused with DataFrames of the same kind and JVM."""
     from pyspark import SparkContext
 
-    return id(SparkContext._gateway)
+    return type(raw).__module__, id(SparkContext._gateway)
 
 
 @functools.lru_cache(maxsize=8)
-def _plan(mapping: EventMapping, gateway: int) -> tuple[list[list], Column, list]:
+def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Column, list]:
     """The column expressions of `parse`, built once per mapping: building them takes
     thousands of calls into the JVM, which would otherwise be paid on every micro-batch.
 
