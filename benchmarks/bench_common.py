@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sessionize.generate.writer import GeneratorConfig, write_files
@@ -19,6 +24,34 @@ def add_input_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--users", type=int, default=20000)
     ap.add_argument("--hours", type=int, default=5)
     ap.add_argument("--events-per-hour", type=int, default=100_000)
+    ap.add_argument("--files-per-hour", type=int, default=2)
+
+
+def add_run_args(ap: argparse.ArgumentParser, partitions: int = 4) -> None:
+    """State partitions, and the internal flags of a contender's fresh process."""
+    ap.add_argument("--partitions", type=int, default=partitions, help="state partitions")
+    ap.add_argument("--run", help=argparse.SUPPRESS)  # internal: one contender, this process
+    ap.add_argument("--input", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+
+
+def warm_spark(name: str, partitions: int):
+    """A session whose JVM and Python workers are up, so that no clock counts their start."""
+    from sessionize.spark_session import get_spark
+
+    spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
+    spark.range(1).count()
+    return spark
+
+
+@contextmanager
+def bench_root(prefix: str = "sessionize-bench-") -> Iterator[Path]:
+    """A scratch directory for the input and the contenders' work, removed at the end."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def input_config(args: argparse.Namespace) -> GeneratorConfig:
@@ -32,7 +65,7 @@ def input_config(args: argparse.Namespace) -> GeneratorConfig:
         duplicate_rate=0.01,
         invalid_rate=0.001,
         close_rate=0.05,
-        files_per_hour=2,
+        files_per_hour=getattr(args, "files_per_hour", 2),
     )
 
 

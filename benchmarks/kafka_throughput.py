@@ -28,11 +28,18 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_common import add_input_args, input_config, run_fresh, write_input
+from bench_common import (
+    add_input_args,
+    add_run_args,
+    bench_root,
+    input_config,
+    run_fresh,
+    warm_spark,
+    write_input,
+)  # fmt: skip
 
 CONTENDERS = ("files", "kafka", "files-read", "kafka-read")
 DEFAULT = ("files", "kafka")
@@ -42,10 +49,7 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     """Inside the fresh process: run one contender, return its timing."""
     from sessionize.commands.stream import StreamOptions, run_stream
     from sessionize.sources.registry import open_stream
-    from sessionize.spark_session import get_spark
-
-    spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
-    spark.range(1).count()  # JVM and Python workers up before the clock starts
+    spark = warm_spark(name, partitions)
     opts = StreamOptions(
         input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions
     )
@@ -88,14 +92,11 @@ def _delete_topic(uri: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_args(ap)
-    ap.add_argument("--partitions", type=int, default=4, help="state partitions")
     ap.add_argument("--topic-partitions", type=int, default=4)
     ap.add_argument("--kafka", default=os.environ.get("SESSIONIZE_TEST_KAFKA"))
     ap.add_argument("--only", nargs="*", default=list(DEFAULT), choices=CONTENDERS)
     ap.add_argument("--repeat", type=int, default=1, help="runs per contender; the best counts")
-    ap.add_argument("--run", help=argparse.SUPPRESS)  # internal: one contender, this process
-    ap.add_argument("--input", help=argparse.SUPPRESS)
-    ap.add_argument("--work", help=argparse.SUPPRESS)
+    add_run_args(ap)
     args = ap.parse_args()
     if args.run:
         print(json.dumps(run_contender(args.run, args.input, args.work, args.partitions)))
@@ -106,10 +107,16 @@ def main() -> None:
             "source .services/env.sh"
         )
 
+
+    with bench_root("sessionize-kafka-bench-") as root:
+        _compare(args, root)
+
+
+def _compare(args: argparse.Namespace, root: Path) -> None:
+    """Generate, publish, run every contender, print the rates; the topic goes at the end."""
     from sessionize.generate.publish import publish_kafka
     from sessionize.generate.writer import generate_events
 
-    root = Path(tempfile.mkdtemp(prefix="sessionize-kafka-bench-"))
     topic = f"{args.kafka.rstrip('/')}/bench-{os.getpid()}-{int(time.time())}"
     created = False
     try:
@@ -147,7 +154,6 @@ def main() -> None:
     finally:
         if created:
             _delete_topic(topic)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,18 @@ import argparse
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from bench_common import add_input_args, input_config, run_fresh, write_input
+from bench_common import (
+    add_input_args,
+    add_run_args,
+    bench_root,
+    input_config,
+    run_fresh,
+    warm_spark,
+    write_input,
+)  # fmt: skip
 
 _USER = re.compile(rb'^\{"user_id": (-?\d+)', re.MULTILINE)
 
@@ -39,10 +45,7 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     commit."""
     from sessionize.commands.stream import StreamOptions, run_stream
     from sessionize.mapping import EventMapping
-    from sessionize.spark_session import get_spark
-
-    spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
-    spark.range(1).count()  # JVM and Python workers up before the clock starts
+    spark = warm_spark(name, partitions)
     t0 = time.perf_counter()
     opts = StreamOptions(
         input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions,
@@ -62,16 +65,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_args(ap)
     ap.set_defaults(users=10000, hours=2, events_per_hour=25_000)
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--run", help=argparse.SUPPRESS)  # internal: one contender, this process
-    ap.add_argument("--input", help=argparse.SUPPRESS)
-    ap.add_argument("--work", help=argparse.SUPPRESS)
+    add_run_args(ap)
     args = ap.parse_args()
     if args.run:
         print(json.dumps(run_contender(args.run, args.input, args.work, args.partitions)))
         return
-    root = Path(tempfile.mkdtemp(prefix="sessionize-bench-"))
-    try:
+    with bench_root() as root:
         write_input(input_config(args), str(root / "long"))
         write_string_copy(root / "long", root / "string")
         results = {}
@@ -90,8 +89,6 @@ def main() -> None:
         )
         # The generator's invalid lines include string user ids: valid with string keys.
         print(f"string/long throughput ratio: {ratio:.2f}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
-"""Throughput of the engines against a stateless read-parse-write of the same input.
+"""Throughput of the engines next to a stateless read-parse-write and Spark's session_window.
 
-    .venv/bin/python benchmarks/throughput.py [--users 20000 --hours 5 --events-per-hour 100000]
-        [--files-per-trigger N] [--only CONTENDER ...]
+    .venv/bin/python benchmarks/throughput.py [--small] [--files-per-trigger 4]
+        [--only CONTENDER ...] [--batch-times CONTENDER ...]
 
-Generates the input once (two files per hour), then runs every contender in a fresh process
-(so no JVM or cache carries over), timing only the work: from the first read to the last
-committed write. Streams read everything in one micro-batch unless --files-per-trigger is
-given (2 = one micro-batch per hour, like the batch mode). Prints events/s per contender and
-its ratio to the stateless figure, all measured in this run; for our engine also the state
-store's round trips and bytes per partition and micro-batch.
+Generates the input once (default 1.03M events of 15k users over 6 hours, 5 files per hour;
+`--small`: 50k events, 2 hours, 4 files per hour), then runs every contender in a fresh
+process (no JVM or cache carries over), timing only the work: from the first read to the
+last committed write. Every stream reads the same `--files-per-trigger` files per
+micro-batch. Prints events/s per contender and its ratio to the stateless rate and to
+Spark's streaming session_window (HDFS state), all measured in this run; for our engine also
+the state store's round trips and bytes per partition and micro-batch. Then, for the
+contenders of `--batch-times`, the median time of a 1-event and of a 10k-event micro-batch
+(benchmarks/batch_cost.py, which also breaks it down).
 """
 
 from __future__ import annotations
@@ -17,30 +20,53 @@ import argparse
 import json
 import os
 import shutil
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench_common import add_input_args, input_config, run_fresh, write_input
+import batch_cost
+from bench_common import (
+    add_input_args,
+    add_run_args,
+    bench_root,
+    input_config,
+    run_fresh,
+    warm_spark,
+    write_input,
+)  # fmt: skip
 
 # Contenders, each run in a fresh process on the same input. `store-*` differ only in the
-# state backend; `spark-*` keep state in Spark's state store; `session-window` is Spark's
-# built-in aggregation (JVM only: no explicit closes, no page lists, no late/invalid outputs);
-# `batch-files` runs the same engine once per hour over the whole input.
+# state backend; `spark-*` keep state in Spark's state store; `session-window-*` are Spark's
+# built-in streaming aggregation (JVM only: no explicit closes, no page lists, no late or
+# invalid outputs) on Spark's two state stores; `batch-files` runs the same engine once per
+# hour over the whole input.
 CONTENDERS = (
     "stateless", "store-files", "store-postgres", "store-redis", "store-dynamodb",
-    "spark-rocksdb", "spark-hdfs", "session-window", "batch-files",
+    "spark-rocksdb", "spark-hdfs", "session-window-hdfs", "session-window-rocksdb",
+    "batch-files",
 )  # fmt: skip
-DEFAULT = ("stateless", "store-files", "spark-rocksdb", "spark-hdfs", "session-window")
 REMOTE_STATE_ENV = {
     "store-postgres": "SESSIONIZE_TEST_POSTGRES",
     "store-redis": "SESSIONIZE_TEST_REDIS",
     "store-dynamodb": "SESSIONIZE_TEST_DYNAMODB",
 }
+SESSION_WINDOW = "session-window-hdfs"  # the peer the ratios name
+_PROVIDERS = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
 
 
-def _state_uri(name: str) -> str:
+def default_contenders() -> list[str]:
+    """Every contender whose service is there (the remote stores need theirs)."""
+    return [
+        c for c in CONTENDERS
+        if c != "batch-files" and (c not in REMOTE_STATE_ENV or os.environ.get(REMOTE_STATE_ENV[c]))
+    ]  # fmt: skip
+
+
+def state_uri(name: str) -> str:
+    """The `--state` of a `store-*` contender, in a namespace of its own."""
     if name == "store-files":
         return "files"
     value = os.environ.get(REMOTE_STATE_ENV[name])
@@ -56,14 +82,17 @@ def _state_uri(name: str) -> str:
     return value + ("&" if "?" in value else "?") + f"prefix=bench{os.getpid()}"
 
 
-def _session_window(spark, inp: str, work: str, partitions: int) -> int:
-    """Spark's own streaming session_window over the same parsed, valid events."""
+def _session_window(spark, name: str, inp: str, work: str, files: int | None) -> tuple[int, int]:
+    """Spark's own streaming session_window over the same parsed, valid events; returns
+    the lines read and the micro-batches run."""
     from pyspark.sql import functions as F
 
     from sessionize.parsing import parse
     from sessionize.sources.files import file_stream
 
-    events = parse(file_stream(spark, inp)).where(F.col("reason").isNull())
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", _PROVIDERS[name.split("-")[-1]])
+    options = {"maxFilesPerTrigger": str(files)} if files else {}
+    events = parse(file_stream(spark, inp, options)).where(F.col("reason").isNull())
     sessions = (
         events.withWatermark("event_time", "10 minutes")
         .dropDuplicatesWithinWatermark(["user_id", "event_time", "page"])
@@ -79,17 +108,15 @@ def _session_window(spark, inp: str, work: str, partitions: int) -> int:
         .start()
     )
     query.awaitTermination()
-    return spark.read.text(inp, recursiveFileLookup=True).count()
+    batches = len({p.batchId for p in query.recentProgress if p.numInputRows})
+    return spark.read.text(inp, recursiveFileLookup=True).count(), batches
 
 
 def run_contender(
     name: str, inp: str, work: str, partitions: int, files_per_trigger: int | None
 ) -> dict:
     """Inside the fresh process: run one contender, return its timing (and state I/O)."""
-    from sessionize.spark_session import get_spark
-
-    spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
-    spark.range(1).count()  # JVM and Python workers up before the clock starts
+    spark = warm_spark(name, partitions)
     t0 = time.perf_counter()
     io: dict[str, int] = {}
     if name == "stateless":
@@ -105,15 +132,16 @@ def run_contender(
             input=inp,
             output=f"{work}/out",
             checkpoint=f"{work}/chk",
-            state=name if name.startswith("spark-") else _state_uri(name),
+            state=name if name.startswith("spark-") else state_uri(name),
             partitions=partitions,
             max_files_per_trigger=files_per_trigger,
         )
         records = run_stream(opts, spark, on_batch=lambda _: None)
         events = sum(r["batch"]["records"] for r in records)
         io = _state_io(records, partitions)
-    elif name == "session-window":
-        events = _session_window(spark, inp, work, partitions)
+    elif name.startswith("session-window-"):
+        events, batches = _session_window(spark, name, inp, work, files_per_trigger)
+        io = {"batches": batches}
     elif name == "batch-files":
         from sessionize.commands.batch import BatchOptions, run_batch
 
@@ -149,15 +177,55 @@ def _hour_of(path: Path) -> datetime:
     )
 
 
+def print_rates(results: list[dict]) -> None:
+    rate = {r["name"]: r["events"] / r["seconds"] for r in results}
+    base, peer = rate.get("stateless"), rate.get(SESSION_WINDOW)
+    print(
+        f"{'contender':<24}{'events':>10}{'batches':>8}{'seconds':>9}{'events/s':>10}"
+        f"{'/stateless':>11}{'/session_window':>16}  state per partition-batch"
+    )
+    for r in results:
+        io = (
+            f"  {r['round_trips_per_task']} round trips, "
+            f"{r['bytes_read_per_task'] / 1e3:,.0f} kB read, "
+            f"{r['bytes_written_per_task'] / 1e3:,.0f} kB written"
+            if "round_trips_per_task" in r
+            else ""
+        )
+        own = rate[r["name"]]
+        print(
+            f"{r['name']:<24}{r['events']:>10,}{r.get('batches', 1):>8}{r['seconds']:>9.1f}"
+            f"{own:>10,.0f}{own / base if base else float('nan'):>11.2f}"
+            f"{own / peer if peer else float('nan'):>16.2f}{io}"
+        )
+
+
+def print_batch_times(names: list[str], root: Path, partitions: int) -> None:
+    """Median seconds of Spark's trigger for a 1-event and a 10k-event micro-batch."""
+    if not names:
+        return
+    inp = root / "batches"
+    batch_cost.write_batches(root / "input", inp, batches=4, big=10_000)
+    print(f"{'micro-batch time (median s)':<28}{'1 event':>9}{'10k events':>12}")
+    for name in names:
+        state = name if name.startswith("spark-") else state_uri(name)
+        result = run_fresh(batch_cost.__file__, state, str(inp), str(root / "bt"), partitions)
+        shutil.rmtree(root / "bt", ignore_errors=True)
+        medians = batch_cost.summarize(result["batches"])
+        small, big = medians.get("1 event", {}), medians.get("10,000 events", {})
+        print(f"{name:<28}{small.get('trigger', 0):>9.2f}{big.get('trigger', 0):>12.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_args(ap)
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--files-per-trigger", type=int, help="streams: files per micro-batch")
-    ap.add_argument("--only", nargs="*", default=list(DEFAULT), choices=CONTENDERS)
-    ap.add_argument("--run", help=argparse.SUPPRESS)  # internal: one contender, this process
-    ap.add_argument("--input", help=argparse.SUPPRESS)
-    ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.set_defaults(users=15_000, hours=6, events_per_hour=172_000, files_per_hour=5)
+    add_run_args(ap)
+    ap.add_argument("--small", action="store_true", help="a quick run on a small input")
+    ap.add_argument("--files-per-trigger", type=int, default=4, help="files per micro-batch")
+    ap.add_argument("--only", nargs="*", choices=CONTENDERS)
+    streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-"))]
+    ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
     args = ap.parse_args()
     if args.run:
         result = run_contender(
@@ -165,40 +233,23 @@ def main() -> None:
         )
         print(json.dumps(result))
         return
-
-    root = Path(tempfile.mkdtemp(prefix="sessionize-bench-"))
-    try:
+    if args.small:
+        args.hours, args.events_per_hour, args.files_per_hour = 2, 25_000, 4
+        args.files_per_trigger = min(args.files_per_trigger, 2)
+    with bench_root() as root:
         write_input(input_config(args), str(root / "input"))
+        print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         results = []
-        for name in args.only:
+        for name in args.only if args.only is not None else default_contenders():
             work = root / name
+            extra = ["--files-per-trigger", str(args.files_per_trigger)]
             results.append(
-                run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
-                          ["--files-per-trigger", str(args.files_per_trigger)]
-                          if args.files_per_trigger else [])
-            )  # fmt: skip
+                run_fresh(__file__, name, str(root / "input"), str(work), args.partitions, extra)
+            )
             shutil.rmtree(work, ignore_errors=True)
-        base = next((r for r in results if r["name"] == "stateless"), None)
-        print(
-            f"{'contender':<16}{'events':>10}{'batches':>8}{'seconds':>9}{'events/s':>10}"
-            f"{'vs stateless':>13}  state per partition-batch"
-        )
-        for r in results:
-            rate = r["events"] / r["seconds"]
-            ratio = rate / (base["events"] / base["seconds"]) if base else float("nan")
-            io = (
-                f"  {r['round_trips_per_task']} round trips, "
-                f"{r['bytes_read_per_task'] / 1e3:,.0f} kB read, "
-                f"{r['bytes_written_per_task'] / 1e3:,.0f} kB written"
-                if "round_trips_per_task" in r
-                else ""
-            )
-            print(
-                f"{r['name']:<16}{r['events']:>10,}{r.get('batches', 1):>8}{r['seconds']:>9.1f}"
-                f"{rate:>10,.0f}{ratio:>13.2f}{io}"
-            )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        print_rates(results)
+        print_batch_times(args.batch_times, root, args.partitions)
+        print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

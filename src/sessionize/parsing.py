@@ -233,7 +233,31 @@ def parse(
     Its `event_time` stays in the output, so whatever takes a watermark from the parsed rows
     must take it from valid rows only (`reason` NULL).
     """
-    mapping = mapping or EventMapping()
+    steps, reason, output = _plan(mapping or EventMapping(), _owner(raw))
+    parsed = raw
+    for step in steps:
+        parsed = parsed.select(*step)
+    if now is not None and max_future_us is not None:
+        limit = F.timestamp_micros(F.unix_micros(now) + F.lit(max_future_us))
+        reason = F.coalesce(reason, F.when(F.col("ts") > limit, F.lit(FUTURE_REASON)))
+    parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
+    return parsed.select(*output)
+
+
+def _owner(raw: DataFrame) -> tuple[str, int]:
+    """What a plan's columns belong to: classic columns are objects of one JVM, Spark
+    Connect's are not; a plan is only reused with DataFrames of the same kind and JVM."""
+    from pyspark import SparkContext
+
+    return type(raw).__module__, id(SparkContext._gateway)
+
+
+@functools.lru_cache(maxsize=8)
+def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Column, list]:
+    """The column expressions of `parse`, built once per mapping: building them takes
+    thousands of calls into the JVM, which would otherwise be paid on every micro-batch.
+
+    (projections before `reason`, `reason` without the time limit, the final projection)."""
     j = F.from_json(
         "value",
         _json_schema(mapping),
@@ -241,27 +265,23 @@ def parse(
     )
     # Each step is its own projection, so that what later steps use several times (the
     # parsed struct, the keys, the time, the reason) is computed once per line.
-    parsed = raw.select(
-        "value", "error", "source", j.alias("j"), F.json_object_keys("value").alias("keys")
-    )
+    steps: list[list] = [
+        ["value", "error", "source", j.alias("j"), F.json_object_keys("value").alias("keys")]
+    ]
     time, bad_time = _time(mapping, F.col("j"))
-    parsed = parsed.select("*", time.alias("ts"))
+    steps.append(["*", time.alias("ts")])
     ts = F.col("ts")
     corrupt = F.col("j._corrupt_record").isNotNull()
-    parsed = parsed.select("*", _suspect(mapping, F.col("j"), ts).alias("suspect"))
+    steps.append(["*", _suspect(mapping, F.col("j"), ts).alias("suspect")])
     wrong = F.when(F.col("suspect"), _type_reason(mapping, F.col("value"), corrupt))
-    parsed = parsed.select("*", wrong.alias("wrong_type"))
+    steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
     )
-    if now is not None and max_future_us is not None:
-        limit = F.timestamp_micros(F.unix_micros(now) + F.lit(max_future_us))
-        reason = F.coalesce(reason, F.when(ts > limit, F.lit(FUTURE_REASON)))
-    parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
     j = F.col("j")
     user = _leaf(j, mapping.user)
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
-    return parsed.select(
+    output = [
         user.alias("user_id"),
         ts.alias("event_time"),
         _leaf(j, mapping.page).alias("page"),
@@ -271,4 +291,5 @@ def parse(
         "reason",
         F.when(F.col("reason").isNotNull(), F.col("value")).alias("raw"),
         "source",
-    )
+    ]
+    return steps, reason, output

@@ -62,6 +62,7 @@ TASK_COUNTERS = (
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
+ADAPTIVE_CONF = "spark.sql.adaptive.enabled"
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,10 @@ class StoreEngine(Engine):
 
     @override
     def query_confs(self) -> dict[str, str]:
-        return {RETAIN_CONF: str(self.settings.retain)}
+        # Adaptive execution runs the shuffle of the partition job as a job of its own and
+        # re-plans between them, a fixed cost per micro-batch; it has nothing to adapt in an
+        # explicit `repartition(N, user_id)`, whose N tasks must all run anyway.
+        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
 
     @override
     def previous_record(self, request: BatchRequest) -> dict:
@@ -305,12 +309,8 @@ class StoreEngine(Engine):
         now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
         parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us).persist()
         try:
-            agg = parsed.agg(
-                F.count(F.lit(1)).alias("records"),
-                # Valid events only: an invalid line (say, from the future) never moves it.
-                F.max(F.when(F.col("reason").isNull(), F.unix_micros("event_time"))).alias("mx"),
-            ).collect()[0]
-            max_event = _max(previous.get("max_event_time"), agg["mx"])
+            records, batch_max = _count_and_max(parsed)
+            max_event = _max(previous.get("max_event_time"), batch_max)
             wm_before = previous.get("watermark")
             if request.end_watermark is not None:
                 wm_after = request.end_watermark
@@ -325,7 +325,7 @@ class StoreEngine(Engine):
         finally:
             parsed.unpersist()
         batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
-        batch["records"] = agg["records"]
+        batch["records"] = records
         fields = {
             "previous": plan.previous,
             "settings": settings_record(self.settings),
@@ -369,6 +369,33 @@ class StoreEngine(Engine):
     def after_commit(self, version: int) -> None:
         if version % self.settings.maintenance_every == 0:
             self.backend.trim_job_records(self.settings.job, self.settings.retain)
+
+
+def _count_and_max(parsed: DataFrame) -> tuple[int, int | None]:
+    """Lines in the batch, and the latest time of its valid events (an invalid line, say
+    one from the future, never moves the watermark). One Spark stage, which also fills the
+    cache of `parsed`: each task sums its own rows, so no shuffle to a single partition (a
+    global aggregation is two stages, and two jobs with adaptive execution)."""
+    valid_us = F.when(F.col("reason").isNull(), F.unix_micros("event_time"))
+    rows = parsed.select(valid_us.alias("t")).mapInArrow(_partial_count_max, _PARTIAL).collect()
+    records = sum(r["records"] for r in rows)
+    latest = [r["latest"] for r in rows if r["latest"] is not None]
+    return records, max(latest) if latest else None
+
+
+_PARTIAL = "records long, latest long"
+
+
+def _partial_count_max(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    records, latest = 0, None
+    for b in batches:
+        records += b.num_rows
+        top = pc.max(b.column(0)).as_py()
+        latest = _max(latest, top)
+    yield pa.RecordBatch.from_pydict(
+        {"records": [records], "latest": [latest]},
+        schema=pa.schema([("records", pa.int64()), ("latest", pa.int64())]),
+    )
 
 
 def partition_users(df: DataFrame, partitions: int) -> DataFrame:

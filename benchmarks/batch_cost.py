@@ -1,0 +1,192 @@
+"""Where a micro-batch of `sessionize stream` spends its time, for a 1-event and a 10k-event batch.
+
+    .venv/bin/python benchmarks/batch_cost.py [--batches 6 --big 10000 --state files]
+
+Writes files of 1 and of `--big` events (taken in time order from generated visits), big
+and small alternating, one file per trigger, and runs the stream over them in a fresh
+process. For each batch it records Spark's own time of the trigger, the runner's steps
+(plan, clear staging, the engine's run, publish, job record, housekeeping, lease checks)
+and, inside the engine's run, the Spark actions it started and how many Spark jobs and
+stages ran. Prints the median of each per batch size (the first two batches, which warm
+up the workers, are left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench_common import add_run_args, bench_root, input_config, run_fresh, warm_spark, write_input
+
+_TIME = re.compile(rb'"event_time": "([^"]+)"')
+
+
+def write_batches(src: Path, dst: Path, batches: int, big: int) -> list[int]:
+    """Files of `big` and of 1 events, alternating, in time order; returns their sizes."""
+    lines = [ln for p in sorted(src.rglob("*.json")) for ln in p.read_bytes().splitlines()]
+    lines = [ln for ln in lines if _TIME.search(ln)]
+    lines.sort(key=lambda ln: _TIME.search(ln).group(1))
+    sizes = [big if i % 2 == 0 else 1 for i in range(2 * batches)]
+    if sum(sizes) > len(lines):
+        raise SystemExit(f"{len(lines)} generated lines, {sum(sizes)} needed: more --hours")
+    hour = dst / "event_date=2026-11-01" / "event_hour=00"
+    hour.mkdir(parents=True)
+    at, mtime = 0, time.time() - 3600
+    for i, n in enumerate(sizes):
+        path = hour / f"part-{i:05d}.json"
+        path.write_bytes(b"\n".join(lines[at : at + n]) + b"\n")
+        os.utime(path, (mtime + i, mtime + i))
+        at += n
+    return sizes
+
+
+class Probe:
+    """Wraps methods to time them and counts Spark jobs and stages per batch."""
+
+    def __init__(self, spark) -> None:
+        self.store = spark.sparkContext._jsc.sc().statusStore()
+        self.batches: list[dict] = []
+        self.current: dict | None = None
+        self.last_jobs: list[str] = []
+
+    def jobs(self) -> tuple[int, int]:
+        jobs = self.store.jobsList(None)  # a Scala Seq
+        run = [jobs.apply(i) for i in range(jobs.size())]
+        stages = sum(j.stageIds().size() - j.numSkippedStages() for j in run)
+        self.last_jobs = [f"{j.name()} ({j.stageIds().size() - j.numSkippedStages()})"
+                          for j in run]
+        return len(run), stages
+
+    def wrap(self, owner, name: str, label: str, outer: bool = False) -> None:
+        original = getattr(owner, name)
+        probe = self
+
+        def timed(*args, **kwargs):
+            if outer:
+                probe.current = defaultdict(float)
+                j0, s0 = probe.jobs()
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if probe.current is not None:
+                    probe.current[label] += time.perf_counter() - t0
+                if outer:
+                    j1, s1 = probe.jobs()
+                    probe.current["jobs"], probe.current["stages"] = j1 - j0, s1 - s0
+                    probe.batches.append(dict(probe.current))
+                    probe.current = None
+
+        setattr(owner, name, timed)
+
+
+def instrument(spark) -> Probe:
+    from pyspark import RDD
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    from sessionize.engines import runner, store
+    from sessionize.sinks.base import StagedSink
+    from sessionize.sinks.parquet import ParquetSink
+    from sessionize.state.lease import Lease
+
+    probe = Probe(spark)
+    probe.wrap(runner.BatchRunner, "_run", "total", outer=True)
+    probe.wrap(store.StoreEngine, "previous_record", "plan: job record read")
+    probe.wrap(StagedSink, "clear_staging", "clear staging")
+    probe.wrap(store.StoreEngine, "run", "run")
+    probe.wrap(DataFrame, "persist", "run: persist")
+    probe.wrap(DataFrame, "unpersist", "run: unpersist")
+    probe.wrap(DataFrame, "collect", "run: DataFrame.collect")
+    probe.wrap(RDD, "collect", "run: RDD.collect")
+    probe.wrap(ParquetSink, "publish", "publish")
+    probe.wrap(store.StoreEngine, "write_record", "job record write")
+    probe.wrap(store.StoreEngine, "after_commit", "after commit (trim)")
+    probe.wrap(Lease, "check", "lease checks")
+    return probe
+
+
+def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
+    """Inside the fresh process: one stream, one file per trigger."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from sessionize.commands.stream import StreamOptions, run_stream
+
+    spark = warm_spark(name, partitions)
+    probe = instrument(spark)
+    triggers: dict[int, dict] = {}
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None: ...
+        def onQueryIdle(self, event) -> None: ...
+        def onQueryTerminated(self, event) -> None: ...
+
+        def onQueryProgress(self, event) -> None:
+            p = event.progress
+            triggers[p.batchId] = {"rows": p.numInputRows, **p.durationMs}
+
+    spark.streams.addListener(Listener())
+    opts = StreamOptions(
+        input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions,
+        max_files_per_trigger=1, state=name,
+    )  # fmt: skip
+    records = run_stream(opts, spark, on_batch=lambda _: None)
+    time.sleep(1)  # the listener's last events arrive asynchronously
+    out = []
+    for record, phases in zip(records, probe.batches, strict=True):
+        spark_ms = triggers.get(record["version"], {})
+        out.append({
+            "version": record["version"], "records": record["batch"]["records"],
+            "trigger": spark_ms.get("triggerExecution", 0) / 1000,
+            "foreachBatch": spark_ms.get("addBatch", 0) / 1000, **phases,
+        })  # fmt: skip
+    return {"name": name, "batches": out, "jobs": probe.last_jobs[:12]}
+
+
+def summarize(batches: list[dict]) -> dict[str, dict[str, float]]:
+    """Median of every measure per batch size, warm-up batches left out."""
+    by_size: dict[str, list[dict]] = defaultdict(list)
+    for b in batches[2:]:
+        by_size["1 event" if b["records"] == 1 else f"{b['records']:,} events"].append(b)
+    keys = sorted({k for b in batches for k in b} - {"version", "records"})
+    return {
+        size: {k: statistics.median(b.get(k, 0.0) for b in rows) for k in keys}
+        for size, rows in by_size.items()
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, default=6, help="pairs of big and 1-event batches")
+    ap.add_argument("--big", type=int, default=10_000)
+    ap.add_argument("--users", type=int, default=15_000)
+    ap.add_argument("--state", default="files")
+    add_run_args(ap)
+    args = ap.parse_args()
+    if args.run:
+        print(json.dumps(run_contender(args.run, args.input, args.work, args.partitions)))
+        return
+    with bench_root() as root:
+        need = (args.batches * (args.big + 1)) * 1.1
+        cfg = input_config(
+            argparse.Namespace(users=args.users, hours=2, events_per_hour=int(need / 2) + 1)
+        )
+        write_input(cfg, str(root / "gen"))
+        write_batches(root / "gen", root / "input", args.batches, args.big)
+        result = run_fresh(__file__, args.state, str(root / "input"), str(root / "work"),
+                           args.partitions)  # fmt: skip
+        print("latest Spark jobs (stages run):", *result["jobs"], sep="\n  ")
+        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+        for size, medians in summarize(result["batches"]).items():
+            print(f"{args.state}, {size} (median s per batch; jobs, stages per batch):")
+            for k, v in medians.items():
+                print(f"  {k:<28}{v:>8.3f}")
+
+
+if __name__ == "__main__":
+    main()
