@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PROBE = textwrap.dedent(
     """
     import json, sys
@@ -52,3 +54,11 @@ def test_spark_submit_settings_win_over_defaults(tmp_path):
     # --conf of the command still wins over spark-submit's.
     got = _probe(tmp_path, {"spark.sql.shuffle.partitions": "3"}, submit)
     assert got["partitions"] == "3"
+
+
+def test_master_and_remote_exclude_each_other():
+    from sessionize.errors import ConfigError
+    from sessionize.spark_session import get_spark
+
+    with pytest.raises(ConfigError, match="--master and --remote exclude each other"):
+        get_spark("x", master="local[1]", remote="sc://127.0.0.1:1")

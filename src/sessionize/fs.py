@@ -16,6 +16,15 @@ def resolve_fs(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
+def absolute_local(uri: str) -> str:
+    """A relative local path as an absolute one, so that it names the same directory in
+    every process: executors on a cluster run in working directories of their own. URIs
+    and absolute paths are returned unchanged."""
+    if "://" in uri or os.path.isabs(uri):
+        return uri
+    return os.path.abspath(uri)
+
+
 def exists(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 

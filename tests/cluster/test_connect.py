@@ -30,13 +30,15 @@ def data(spark, tmp_path_factory):
     return root, inp
 
 
-def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, spark):
+@pytest.mark.parametrize("state", ["redis"], indirect=True)
+def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, spark, state):
+    """The stream on a server state (Redis), the batch on files state."""
     root, inp = data
     run = root / "remote"
     streamed = sessionize(
         "stream", "--input", str(inp), "--output", str(run / "out"),
         "--checkpoint", str(run / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
-        "--remote", cluster.remote,
+        "--remote", cluster.remote, "--state", state(),
     )  # fmt: skip
     assert streamed.returncode == 0, streamed.stderr[-3000:]
     # The client reports the batches the server ran, one line each.

@@ -23,3 +23,16 @@ def test_no_warning_on_local_masters_or_shared_storage():
     assert local_path_warning("local", "/out", "files:/chk/state") is None
     assert local_path_warning("k8s://https://h", "s3://b/out", "files:s3://b/state") is None
     assert local_path_warning("spark://h:7077", "hdfs://nn/out", "dynamodb://t") is None
+
+
+def test_tasks_get_absolute_local_paths(tmp_path, monkeypatch):
+    """Executors on a cluster run in working directories of their own: a relative --output
+    or files state must reach the tasks as the driver's absolute path."""
+    from sessionize import Sessionizer
+
+    monkeypatch.chdir(tmp_path)
+    settings = Sessionizer()._settings("files:chk/state?cache_mb=0", "out", "parquet")
+    assert settings.output == f"{tmp_path}/out"
+    assert settings.state_uri == f"files:{tmp_path}/chk/state?cache_mb=0"
+    remote = Sessionizer()._settings("redis://h:6379/0", "s3://b/out", "parquet")
+    assert (remote.state_uri, remote.output) == ("redis://h:6379/0", "s3://b/out")

@@ -38,7 +38,7 @@ from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
-from sessionize.fs import child
+from sessionize.fs import absolute_local, child
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.spark_session import is_connect
@@ -307,10 +307,13 @@ class Sessionizer:
         return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
 
     def _settings(self, state_uri: str, output: str, output_format: str) -> EngineSettings:
+        # What the tasks open: relative paths would resolve in each executor's own directory.
+        if state_uri.startswith("files:"):
+            state_uri = "files:" + absolute_local(state_uri.removeprefix("files:"))
         return EngineSettings(
             rules=self.rules, partitions=self.partitions, state_uri=state_uri, job=self.job,
-            output=output, output_format=output_format, max_future_us=self.max_future_us,
-            mapping=self.mapping,
+            output=absolute_local(output), output_format=output_format,
+            max_future_us=self.max_future_us, mapping=self.mapping,
         )  # fmt: skip
 
     def file_parser(self) -> Parser:
