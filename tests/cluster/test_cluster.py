@@ -15,26 +15,14 @@ import json
 import os
 import signal
 
-import pytest
-
 from tests.cluster.cluster import (
     Cluster,
-    clean_local_run,
     kill_group,
-    small_input,
     start_cli,
 )
 from tests.helpers import assert_same_as_clean, cli_env, sessionize
 
 APP = "sessionize-sessionize"  # the CLI's application name for the default job
-
-
-@pytest.fixture(scope="module")
-def data(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("cluster")
-    inp = small_input(root)
-    clean_local_run(spark, inp, root)
-    return root, inp
 
 
 def _args(inp, run, cluster: Cluster, *more: str) -> list[str]:

@@ -14,20 +14,12 @@ import pytest
 
 from sessionize import Sessionizer
 from sessionize.commands.batch import BatchOptions, run_batch
-from tests.cluster.cluster import Cluster, clean_local_run, small_input
+from tests.cluster.cluster import Cluster
 from tests.helpers import OUTPUTS, assert_same_as_clean, read_output, sessionize
 from tests.test_api import _nested, _random_events
 
 # The input's hour, and two after it without files: partitions Spark runs no task for.
 HOURS = ("2026-11-01T00", "2026-11-01T02")
-
-
-@pytest.fixture(scope="module")
-def data(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("connect")
-    inp = small_input(root)
-    clean_local_run(spark, inp, root)
-    return root, inp
 
 
 @pytest.mark.parametrize("state", ["redis"], indirect=True)
