@@ -55,6 +55,23 @@ def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, sp
         assert read_output(remote, name).equals(read_output(local, name)), name
 
 
+def test_spark_managed_state_through_connect_equals_local(data, cluster: Cluster):
+    """Spark's own state (RocksDB, transformWithState) through Connect: the rows of the
+    local run (batch ids aside: this engine emits a session one batch later)."""
+    root, inp = data
+    run = root / "remote-rocksdb"
+    streamed = sessionize(
+        "stream", "--input", str(inp), "--output", str(run / "out"),
+        "--checkpoint", str(run / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
+        "--remote", cluster.remote, "--state", "spark-rocksdb",
+    )  # fmt: skip
+    assert streamed.returncode == 0, streamed.stderr[-3000:]
+    for name in OUTPUTS:
+        expected = read_output(root / "clean" / "out", name, with_batch=False)
+        assert read_output(run / "out", name, with_batch=False).equals(expected), name
+    assert read_output(run / "out", "sessions").num_rows > 0
+
+
 # A process of its own: one Python process holds either a classic or a Connect session
 # (pyspark.sql.functions builds the columns of the kind the process started).
 _API_ON_CONNECT = """

@@ -258,11 +258,6 @@ class Sessionizer:
         spark = df.sparkSession
         sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
-        if backend is None and is_connect(spark):
-            raise ConfigError(
-                f"--state {self.state} does not run over Spark Connect: use files or a "
-                "server state (postgresql://, redis://, dynamodb://)"
-            )
         if backend is None:
             engine = SparkStateEngine(
                 self.state, self.rules, self.partitions, checkpoint, sink, self.max_future_us,
