@@ -1,7 +1,7 @@
-"""A stream on object storage: Delta tables on S3 with the `files` state on S3 (Spark's
-checkpoint stays local), exactly once through a kill -9 in the middle of a batch and through
-the S3 server stopped in the middle of one; and the local Parquet outputs as DuckDB and
-pyarrow see them while a stream is killed and restarted."""
+"""A stream on object storage: Delta tables, and Parquet with its commit files, on S3 with the
+`files` state on S3 (Spark's checkpoint stays local), exactly once through a kill -9 in the
+middle of a batch and through the S3 server stopped in the middle of one; and the local
+Parquet outputs as DuckDB and pyarrow see them while a stream is killed and restarted."""
 
 from __future__ import annotations
 
@@ -55,13 +55,14 @@ def _canonical(t: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     return t.sort_by([(k, "ascending") for k in ["batch_id", *SORT_KEYS[name]]])
 
 
-def test_delta_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
-    clean, bucket_uri, spark, tmp_path, monkeypatch
+@pytest.mark.parametrize("output_format", ["delta", "parquet"])
+def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
+    clean, bucket_uri, spark, tmp_path, monkeypatch, output_format
 ):
     inp, reference = clean
     out = child(bucket_uri, "out")
     opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}",
-                 output_format="delta")  # fmt: skip
+                 output_format=output_format)  # fmt: skip
     # Killed with batch 0's state committed on S3 and its outputs not published.
     env = cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:0")
     run_until_killed(_cli(opts), "PAUSED after-state-commit 0", env)
@@ -86,7 +87,7 @@ def test_delta_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
     assert not (tmp_path / "s3:").exists() and not Path("s3:").exists()
     for name in OUTPUTS:
         expected = read_output(reference, name)
-        got = read_rows("delta-s3", out, name)
+        got = read_rows(f"{output_format}-s3", out, name)
         assert got.num_rows == expected.num_rows, name
         if expected.num_rows:
             assert _canonical(got, expected.schema, name).equals(
