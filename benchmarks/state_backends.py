@@ -1,7 +1,7 @@
 """The state store backends side by side on the engine's access pattern, measured in one run.
 
     .venv/bin/python benchmarks/state_backends.py [--keys 1000 10000] [--rows 5]
-        [--backends files postgres redis dynamodb] [--batches 5]
+        [--backends files postgres redis dynamodb] [--batches 5] [--touched K]
 
 Remote backends use the local servers of services/start.sh (their addresses from the
 environment or .services/env.sh); each run gets its own schema / key prefix / table and
@@ -15,6 +15,11 @@ removes it afterwards. Per backend and state size N (keys, `--rows` rows each):
 - cold: a new backend instance (no process cache) opens the newest version and reads 10% of
   the keys, and the expiring ones;
 - restore: the same at the first version (reprocessing).
+
+With `--touched K` every batch touches K users (half known, half new) and about K/2 expire,
+whatever N is: per-batch time against state size at the same work (`--keys 10000 100000
+1000000 --touched 5000 --batches 12`); the mean and max over the batches include the
+`files` store's snapshot every 10 versions.
 
 Prints milliseconds, round trips and bytes written per step, and each backend's batch time
 as a ratio to `files` measured in the same run.
@@ -53,11 +58,13 @@ def service(variable: str) -> str | None:
     return None
 
 
-def state_rows(keys: np.ndarray, rows: int, at: int, rng: np.random.Generator) -> pa.Table:
-    """`rows` events per key, ending near `at`, expiring 10 minutes after the last."""
+def state_rows(
+    keys: np.ndarray, rows: int, at: int, rng: np.random.Generator, spread: int = 600_000_000
+) -> pa.Table:
+    """`rows` events per key, within `spread` before `at`, expiring 10 minutes after the last."""
     n = len(keys) * rows
     user = np.repeat(keys, rows)
-    times = at - rng.integers(0, 600_000_000, n)
+    times = at - rng.integers(0, spread, n)
     last = np.maximum.reduceat(times, np.arange(0, n, rows)) if n else times
     expires = np.repeat(last + 600_000_000, rows)
     pages = np.char.add("category ", rng.integers(0, 300, n).astype(str))
@@ -158,14 +165,22 @@ def make_backends(names: list[str]) -> dict[str, tuple[Callable[[bool], StateBac
     return out
 
 
-def run(make: Callable[[bool], StateBackend], n: int, rows: int, batches: int) -> dict:
+def run(
+    make: Callable[[bool], StateBackend], n: int, rows: int, batches: int,
+    touched: int | None = None,
+) -> dict:  # fmt: skip
+    """With `touched`, each batch touches that many users (half known, half new) and about
+    half as many expire, whatever `n` is: the state grows, the work per batch does not."""
     rng = np.random.default_rng(7)
     job = f"j{n}"
     backend = make(True)
     backend.check()
     keys = np.arange(n, dtype=np.int64)
     now = T0
-    table = state_rows(keys, rows, now, rng)
+    # Without `touched`: 10% of the keys touched, ~2% expiring per batch. With it, the last
+    # events spread so that each minute of watermark expires touched/2 keys.
+    spread = 600_000_000 if touched is None else 60_000_000 * 2 * n // touched
+    table = state_rows(keys, rows, now, rng, spread)
 
     t = time.perf_counter()
     ps = backend.open(job, 0, -1)
@@ -179,9 +194,13 @@ def run(make: Callable[[bool], StateBackend], n: int, rows: int, batches: int) -
     times, trips, written = [], [], []
     for v in range(1, batches + 1):
         now += 60_000_000
-        watermark = now - 600_000_000 + 12_000_000  # ~2% of keys expire per batch
-        old = rng.choice(next_key, size=n // 20, replace=False)
-        new = np.arange(next_key, next_key + n // 20, dtype=np.int64)
+        if touched is None:
+            watermark = now - 600_000_000 + 12_000_000  # ~2% of keys expire per batch
+        else:
+            watermark = T0 - spread + 600_000_000 + (now - T0)
+        half = n // 20 if touched is None else touched // 2
+        old = rng.choice(next_key, size=half, replace=False)
+        new = np.arange(next_key, next_key + half, dtype=np.int64)
         next_key += len(new)
         batch_users = np.concatenate([old, new])
         t = time.perf_counter()
@@ -197,7 +216,8 @@ def run(make: Callable[[bool], StateBackend], n: int, rows: int, batches: int) -
         trips.append(m.round_trips)
         written.append(m.bytes_written)
     out.update(batch_ms=statistics.median(times), batch_trips=statistics.median(trips),
-               batch_bytes=statistics.median(written))  # fmt: skip
+               batch_bytes=statistics.median(written), batch_mean_ms=statistics.mean(times),
+               batch_max_ms=max(times))  # fmt: skip
 
     for step, version in (("cold", batches), ("restore", 0)):
         fresh = make(False)
@@ -216,19 +236,22 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5)
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--backends", nargs="+", default=["files", "postgres", "redis", "dynamodb"])
+    ap.add_argument("--touched", type=int, default=None,
+                    help="users per batch, the same for every state size (default: 10%%)")
     args = ap.parse_args()
     backends = make_backends(args.backends)
     results: dict[tuple[str, int], dict] = {}
     try:
         for n in args.keys:
             for name, (make, _) in backends.items():
-                results[(name, n)] = run(make, n, args.rows, args.batches)
+                results[(name, n)] = run(make, n, args.rows, args.batches, args.touched)
     finally:
         for _, clean in backends.values():
             clean()
 
     head = (f"{'backend':<9} {'keys':>6} {'init ms':>8} {'trips':>5} {'MB':>6} | {'batch ms':>8}"
-            f" {'trips':>5} {'KB':>7} {'x files':>7} | {'cold ms':>7} {'trips':>5}"
+            f" {'trips':>5} {'KB':>7} {'x files':>7} {'mean':>7} {'max':>7}"
+            f" | {'cold ms':>7} {'trips':>5}"
             f" | {'restore ms':>10} {'trips':>5}")  # fmt: skip
     print(head)
     print("-" * len(head))
@@ -238,7 +261,8 @@ def main() -> None:
         print(
             f"{name:<9} {n:>6} {r['initial_ms']:>8.1f} {r['initial_trips']:>5}"
             f" {r['initial_bytes'] / 1e6:>6.2f} | {r['batch_ms']:>8.1f} {r['batch_trips']:>5.0f}"
-            f" {r['batch_bytes'] / 1e3:>7.1f} {ratio:>7} | {r['cold_ms']:>7.1f}"
+            f" {r['batch_bytes'] / 1e3:>7.1f} {ratio:>7} {r['batch_mean_ms']:>7.1f}"
+            f" {r['batch_max_ms']:>7.1f} | {r['cold_ms']:>7.1f}"
             f" {r['cold_trips']:>5} | {r['restore_ms']:>10.1f} {r['restore_trips']:>5}"
         )
 
