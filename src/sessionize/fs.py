@@ -40,6 +40,12 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
         fs.delete_dir(path)
 
 
+def without_options(uri: str) -> str:
+    """`uri` without its query string, for messages: an `s3://` URI's endpoint options are
+    noise there."""
+    return uri.split("?", 1)[0]
+
+
 def child(uri: str, *parts: str) -> str:
     """The path or URI of `parts` below `uri`. A URI's query string (`?endpoint_override=`,
     the options pyarrow reads from an `s3://` URI) stays at the end, where it belongs."""

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
-from sessionize.fs import is_dir
+from sessionize.fs import is_dir, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
@@ -30,7 +30,7 @@ def maintain(
 ) -> dict:
     """Clean `output`; compact (`compact`) and vacuum (`vacuum_hours`) its Delta tables."""
     if not is_dir(output):
-        raise ConfigError(f"--output {output.split('?')[0]} is not a directory")
+        raise ConfigError(f"--output {without_options(output)} is not a directory")
     with ExitStack() as held:
         held.enter_context(output_lease(output))
         if checkpoint:
@@ -39,7 +39,7 @@ def maintain(
         if (compact or vacuum_hours is not None) and not delta:
             raise ConfigError(
                 "--compact and --vacuum-hours apply to Delta outputs; "
-                f"{output.split('?')[0]} holds no Delta table"
+                f"{without_options(output)} holds no Delta table"
             )
         sink = open_sink(output, "delta" if delta else "parquet", job="maintain")
         report: dict = {"format": "delta" if delta else "parquet"}

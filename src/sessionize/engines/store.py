@@ -124,15 +124,19 @@ def _task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.Record
     received = list(batches)
     rows = pa.Table.from_batches(received) if received else None
     counts = run_partition(settings, plan, partition, rows)
-    yield pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
+    yield _counts_batch(counts)
+
+
+def _counts_batch(counts: dict[str, int]) -> pa.RecordBatch:
+    """A partition's counters as the one row its task returns."""
+    return pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
 
 
 def _missing_task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
     """Run the partitions named in `batches` (column `p`) with no events."""
     for batch in batches:
         for partition in batch.column("p").to_pylist():
-            counts = run_partition(settings, plan, partition, None)
-            yield pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
+            yield _counts_batch(run_partition(settings, plan, partition, None))
 
 
 def run_partition(

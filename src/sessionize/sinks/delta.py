@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from sessionize import faults
+from sessionize.fs import without_options
 from sessionize.mapping import EventMapping
 from sessionize.objectstore import ObjectStoreUri
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS, layout
@@ -68,7 +69,8 @@ class DeltaSink(StagedSink):
     def publish(self, batch_id: int) -> None:
         """Commit the staged batch to each table (one commit per table), then drop staging."""
         fs, base = self._fs()
-        with _errors(f"publishing batch {batch_id} to Delta tables under {_redact(self.root)}"):
+        where = without_options(self.root)
+        with _errors(f"publishing batch {batch_id} to Delta tables under {where}"):
             opened = staging.attempt_open(fs, base, batch_id)
             for name in OUTPUTS:
                 schema = layout(self.mapping).outputs[name]
@@ -85,7 +87,7 @@ class DeltaSink(StagedSink):
         from deltalake import CommitProperties, Transaction
 
         retired: set[int] = set()
-        with _errors(f"removing batches from {batch_id} under {_redact(self.root)}"):
+        with _errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
             for name in OUTPUTS:
                 dt = self.table(name)
                 if dt is None:
@@ -156,7 +158,7 @@ def compact_and_vacuum(
     """Bin-pack small files (one per task and batch), then delete files no version within
     `retention_hours` uses (None: no vacuum); readers of older versions lose them."""
     out = {}
-    with _errors(f"compacting Delta tables under {_redact(sink.root)}"):
+    with _errors(f"compacting Delta tables under {without_options(sink.root)}"):
         for name in OUTPUTS:
             dt = sink.table(name)
             if dt is None:
@@ -170,7 +172,3 @@ def compact_and_vacuum(
                 )
                 out[name]["vacuumed_files"] = len(removed)
     return out
-
-
-def _redact(uri: str) -> str:
-    return uri.split("?", 1)[0]

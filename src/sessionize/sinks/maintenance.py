@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
-from sessionize.fs import delete_dir
+from sessionize.fs import delete_dir, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink, sink_errors
@@ -27,7 +27,7 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
     """Remove the leftovers above; returns how many of each kind went."""
     fs, base = sink._fs()
     done = {"trash": 0, "staged_batches": 0, "uncommitted_files": 0}
-    with sink_errors(f"cleaning {sink.root.split('?')[0]}"):
+    with sink_errors(f"cleaning {without_options(sink.root)}"):
         trash = f"{base}/{staging.TRASH}"
         done["trash"] = len(_children(fs, trash))
         delete_dir(fs, trash)

@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
+from sessionize.fs import without_options
 from sessionize.objectstore import ObjectStoreUri
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
@@ -53,7 +54,7 @@ class ManifestParquetSink(StagedSink):
 
     def publish(self, batch_id: int) -> None:
         fs, base = self._fs()
-        with sink_errors(f"publishing batch {batch_id} under {self.root.split('?')[0]}"):
+        with sink_errors(f"publishing batch {batch_id} under {without_options(self.root)}"):
             opened = staging.attempt_open(fs, base, batch_id)
             for name in OUTPUTS:
                 staged_root = staging.staged_dir(base, name, batch_id)
@@ -77,7 +78,7 @@ class ManifestParquetSink(StagedSink):
     def invalidate_from(self, batch_id: int) -> list[int]:
         fs, base = self._fs()
         retired = set()
-        with sink_errors(f"removing batches from {batch_id} under {self.root.split('?')[0]}"):
+        with sink_errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
             for name in OUTPUTS:
                 commits = self._commits(fs, base, name)
                 for b, (version, files) in sorted(commits.items(), reverse=True):
