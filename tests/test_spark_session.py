@@ -62,3 +62,20 @@ def test_master_and_remote_exclude_each_other():
 
     with pytest.raises(ConfigError, match="--master and --remote exclude each other"):
         get_spark("x", master="local[1]", remote="sc://127.0.0.1:1")
+
+
+def test_a_remote_that_nothing_answers_is_one_line_at_once():
+    """The Connect client alone would retry for minutes; the session refuses first."""
+    import socket
+
+    from sessionize.errors import ConfigError, EnvironmentProblem
+    from sessionize.spark_session import get_spark
+
+    with socket.socket() as s:  # a port that was just free: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(EnvironmentProblem, match=f"no Spark Connect server answers at "
+                       f"127.0.0.1:{port}"):  # fmt: skip
+        get_spark("x", remote=f"sc://127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match="give it as sc://HOST:PORT"):
+        get_spark("x", remote="http://127.0.0.1:1")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from sessionize.errors import ConfigError, EnvironmentProblem
 
@@ -88,11 +90,29 @@ def _connect(app: str, remote: str, conf: Mapping[str, str], shuffle_partitions:
         raise EnvironmentProblem(
             f"--remote needs the Spark Connect client ({e}): pip install 'sessionize[connect]'"
         ) from None
+    check_reachable(remote)
     settings = {"spark.sql.shuffle.partitions": str(shuffle_partitions), **conf}
     builder = SparkSession.builder.remote(remote).appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+
+
+def check_reachable(remote: str, timeout_s: float = 10.0) -> None:
+    """One line when nothing answers at `remote`: the Connect client would retry in silence
+    for minutes before failing."""
+    url = urlsplit(remote.split(";", 1)[0])
+    if url.scheme != "sc" or not url.hostname:
+        raise ConfigError(f"--remote {remote}: give it as sc://HOST:PORT")
+    port = url.port or 15002  # Spark Connect's default port
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise EnvironmentProblem(
+            f"no Spark Connect server answers at {url.hostname}:{port} ({e.strerror or e}): "
+            "start it, or give --remote the address of a running one"
+        ) from None
 
 
 def is_connect(spark) -> bool:
