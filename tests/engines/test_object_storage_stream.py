@@ -1,7 +1,8 @@
 """A stream on object storage: Delta tables, and Parquet with its commit files, on S3 with the
-`files` state on S3 (Spark's checkpoint stays local), exactly once through a kill -9 in the
-middle of a batch and through the S3 server stopped in the middle of one; and the local
-Parquet outputs as DuckDB and pyarrow see them while a stream is killed and restarted."""
+`files` state on S3 (Spark's checkpoint stays local), exactly once through a kill -9 between
+the state commit and the publish, the S3 server stopped before a publish, and a kill -9
+between the publish and Spark's commit; and the local Parquet outputs as Spark, pyarrow,
+DuckDB and Polars see them while a stream is killed and restarted."""
 
 from __future__ import annotations
 
@@ -83,7 +84,10 @@ def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
     line = str(down.value)
     assert "\n" not in line and "publishing batch 1" in line and "reachable" in line, line
     monkeypatch.setattr(runner, "pause_point", real)
-    run_stream(opts, spark, on_batch=print)  # resumes with batch 1
+    # Killed with batch 1 published and not yet committed: the restart publishes it again.
+    env = cli_env(SESSIONIZE_PAUSE_AT="after-publish:1")
+    run_until_killed(_cli(opts), "PAUSED after-publish 1", env)
+    run_stream(opts, spark, on_batch=print)  # re-executes batch 1, goes on to the end
     assert not (tmp_path / "s3:").exists() and not Path("s3:").exists()
     for name in OUTPUTS:
         expected = read_output(reference, name)
@@ -95,14 +99,14 @@ def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
             ), name
 
 
-def test_duckdb_and_pyarrow_polling_local_parquet_through_a_kill_9_restart(
+def test_readers_polling_local_parquet_through_a_kill_9_restart(
     clean, spark, tmp_path
 ):
     """Every read while batches are published, a driver is killed and a new one re-executes
     its batch: no error, no row twice, each batch whole (as many rows as the clean run's)."""
     inp, reference = clean
     whole = Counter(read_output(reference, "sessions")["batch_id"].to_pylist())
-    with polling_sessions(tmp_path / "out" / "sessions", whole) as polled:
+    with polling_sessions(tmp_path / "out" / "sessions", whole, spark=spark) as polled:
         opts = _opts(inp, str(tmp_path / "out"), tmp_path / "chk")
         env = cli_env(SESSIONIZE_PAUSE_AT="before-publish:1")
         run_until_killed(_cli(opts), "PAUSED before-publish 1", env)
