@@ -64,30 +64,43 @@ def sessionize(*args: str, env: dict[str, str] | None = None, timeout: float = 3
     )  # fmt: skip
 
 
-def run_until_killed(args: list[str], marker: str, env: dict[str, str], timeout: float = 300):
-    """Start the CLI in its own process group, wait for `marker` on stdout, kill -9 it all.
-
-    Returns the stdout seen. Fails if the process ends before printing the marker.
-    """
-    proc = subprocess.Popen(
+def start_cli(args: list[str], env: dict[str, str], *, merged: bool = True):
+    """The CLI in its own process group; `merged` sends stderr to stdout (pause points in
+    Spark tasks print there)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "sessionize", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True, env=env, start_new_session=True,
     )  # fmt: skip
+
+
+def wait_for(proc: subprocess.Popen, marker: str, timeout: float = 300) -> str:
+    """Read `proc`'s stdout up to a line holding `marker`; returns what was read. Kills the
+    process group and fails if the process ends or `timeout` passes first."""
     seen = []
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     for line in proc.stdout:
         seen.append(line)
         if marker in line:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
             return "".join(seen)
         if time.monotonic() > deadline:
             break
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     raise AssertionError(f"never saw {marker!r}; output:\n{''.join(seen)[-3000:]}")
+
+
+def run_until_killed(args: list[str], marker: str, env: dict[str, str], timeout: float = 300):
+    """Start the CLI in its own process group, wait for `marker` on stdout, kill -9 it all.
+
+    Returns the stdout seen. Fails if the process ends before printing the marker.
+    """
+    proc = start_cli(args, env)
+    seen = wait_for(proc, marker, timeout)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return seen
 
 
 def stream_args(inp: Path, root: Path) -> list[str]:

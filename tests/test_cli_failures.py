@@ -63,13 +63,33 @@ def test_failure_before_spark_is_one_line(tmp_path, name):
     _assert_one_line(done, fragment)
 
 
-def test_a_failure_inside_spark_is_one_line_naming_a_log_with_the_trace(tmp_path):
+def test_our_failure_inside_a_spark_task_is_its_own_line_without_a_trace(tmp_path):
     _hour(tmp_path, "not json: goes to invalid_events")
-    # The tasks stage the invalid line under a path that is a file: they fail inside Spark.
+    # The tasks stage the invalid line under a path that is a file: the sink's error, raised
+    # in a task, reaches the command line as written, not as Spark's failure.
     (tmp_path / "out" / "_staging").mkdir(parents=True)
     (tmp_path / "out" / "_staging" / "invalid_events").write_text("a file, not a directory")
     done = sessionize(*_stream(tmp_path), env=cli_env(), timeout=600)
-    line = _assert_one_line(done, "Not a directory")
+    line = _assert_one_line(done, "staging batch 0 of invalid_events failed")
+    assert "Not a directory" in line and "full trace" not in line, line
+
+
+def test_an_unexpected_failure_inside_spark_is_one_line_naming_a_log_with_the_trace(tmp_path):
+    event = '{"user_id": 7, "event_time": "2026-11-01T00:10:00Z", "page": {"current": "a"}}'
+    _hour(tmp_path, event)
+    first = sessionize(*_stream(tmp_path), env=cli_env(), timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    # The state's data files are overwritten with bytes no Parquet reader takes: the next
+    # batch's tasks fail inside Spark on something no check of ours names.
+    damaged = list((tmp_path / "ck" / "state").rglob("*.parquet"))
+    assert damaged
+    for f in damaged:
+        f.write_bytes(b"not parquet")
+    later = tmp_path / "in" / "event_date=2026-11-01" / "event_hour=01"
+    later.mkdir()
+    (later / "b.json").write_text(event.replace("00:10", "01:10") + "\n")
+    done = sessionize(*_stream(tmp_path), env=cli_env(), timeout=600)
+    line = _assert_one_line(done, "fix the cause")
     log = re.search(r"full trace in (\S+\.log)", line)
     assert log, line
     assert "Traceback (most recent call last)" in Path(log.group(1)).read_text()

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from sessionize.state.lease import DirectoryLeaseRecords, Holder
 from tests.helpers import assert_same_as_clean as _same_as_clean
-from tests.helpers import clean_stream_run, cli_env, sessionize
+from tests.helpers import clean_stream_run, cli_env, sessionize, start_cli, wait_for
 from tests.helpers import stream_args as _args
 from tests.state_params import state  # noqa: F401 - fixture
 
@@ -25,29 +23,6 @@ from tests.state_params import state  # noqa: F401 - fixture
 def data(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("fencing")
     return root, clean_stream_run(spark, root)
-
-
-def _start(args, env, *, merged: bool = False):
-    """The CLI in its own process group; `merged` sends stderr to stdout (pause points in
-    Spark tasks print there)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "sessionize", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
-        text=True, env=env, start_new_session=True,
-    )  # fmt: skip
-
-
-def _wait_for(proc, marker: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if marker in line:
-            return
-        if time.monotonic() > deadline:
-            break
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError(f"never saw {marker!r}: {''.join(seen)[-3000:]}")
 
 
 def _one_error_line(stderr: str) -> str:
@@ -59,11 +34,9 @@ def _one_error_line(stderr: str) -> str:
 def test_a_second_driver_mid_batch_is_refused_then_resumes_after_the_first_dies(data):
     root, inp = data
     run = root / "mid-batch"
-    first = _start(
-        _args(inp, run), cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:1"), merged=True
-    )
+    first = start_cli(_args(inp, run), cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:1"))
     try:
-        _wait_for(first, "PAUSED after-state-commit 1")
+        wait_for(first, "PAUSED after-state-commit 1")
         second = sessionize(*_args(inp, run))
         assert second.returncode == 2
         line = _one_error_line(second.stderr)
@@ -80,7 +53,7 @@ def test_a_second_driver_mid_batch_is_refused_then_resumes_after_the_first_dies(
 def test_two_drivers_started_together_one_runs_one_refuses(data):
     root, inp = data
     run = root / "together"
-    procs = [_start(_args(inp, run), cli_env()) for _ in range(2)]
+    procs = [start_cli(_args(inp, run), cli_env(), merged=False) for _ in range(2)]
     results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _ in results)
     assert codes == [0, 2], results
@@ -94,8 +67,8 @@ def test_a_driver_that_lost_its_lease_publishes_nothing_more(data, tmp_path):
     run = root / "stalled"
     resume = tmp_path / "resume"
     env = cli_env(SESSIONIZE_PAUSE_AT="before-publish:1", SESSIONIZE_RESUME_FILE=str(resume))
-    stalled = _start(_args(inp, run), env, merged=True)
-    _wait_for(stalled, "PAUSED before-publish 1")
+    stalled = start_cli(_args(inp, run), env)
+    wait_for(stalled, "PAUSED before-publish 1")
     # While it stalls, a driver elsewhere presumed it dead and took the lease.
     records = DirectoryLeaseRecords(str(run / "chk" / "_lease"))
     epoch = records.latest().epoch
@@ -130,9 +103,9 @@ def test_a_driver_taken_over_mid_batch_is_refused_by_the_store_itself(data, tmp_
     resume = tmp_path / "resume"
     env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1",
                   SESSIONIZE_RESUME_FILE=str(resume), SESSIONIZE_LEASE_TTL_S="600")  # fmt: skip
-    first = _start(args, env, merged=True)
+    first = start_cli(args, env)
     try:
-        _wait_for(first, "PAUSED before-state-commit 1")
+        wait_for(first, "PAUSED before-state-commit 1")
         records = DirectoryLeaseRecords(str(run / "chk" / "_lease"))
         held = records.latest()
         records.update(Holder(**{**held.__dict__, "host": "elsewhere", "heartbeat": 0.0}))

@@ -16,7 +16,16 @@ from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.engines import runner
 from sessionize.errors import SinkError
 from sessionize.fs import child
-from tests.helpers import OUTPUTS, SORT_KEYS, cli_env, generate, read_output, run_until_killed
+from tests.helpers import (
+    OUTPUTS,
+    SORT_KEYS,
+    cli_env,
+    generate,
+    read_output,
+    run_until_killed,
+    start_cli,
+    wait_for,
+)
 from tests.readers import polling_sessions
 from tests.s3_fixtures import _script
 from tests.sinks.conftest import read_rows
@@ -89,9 +98,13 @@ def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
     run_until_killed(_cli(opts), "PAUSED after-publish 1", env)
     run_stream(opts, spark, on_batch=print)  # re-executes batch 1, goes on to the end
     assert not (tmp_path / "s3:").exists() and not Path("s3:").exists()
+    _assert_same(reference, f"{output_format}-s3", out)
+
+
+def _assert_same(reference: Path, kind: str, out: str) -> None:
     for name in OUTPUTS:
         expected = read_output(reference, name)
-        got = read_rows(f"{output_format}-s3", out, name)
+        got = read_rows(kind, out, name)
         assert got.num_rows == expected.num_rows, name
         if expected.num_rows:
             assert _canonical(got, expected.schema, name).equals(
@@ -99,9 +112,33 @@ def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
             ), name
 
 
-def test_readers_polling_local_parquet_through_a_kill_9_restart(
-    clean, spark, tmp_path
+def test_s3_stopped_while_tasks_commit_state_is_one_line_and_a_restart_completes(
+    clean, bucket_uri, spark, tmp_path
 ):
+    """The S3 server stops while batch 1's tasks are about to commit their `files` state on
+    S3: the driver ends with one line naming the state store, and once S3 is back the same
+    command finishes the job exactly once."""
+    inp, reference = clean
+    out = child(bucket_uri, "out")
+    opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}")
+    resume = tmp_path / "resume"
+    env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1", SESSIONIZE_RESUME_FILE=str(resume))
+    proc = start_cli(_cli(opts), env)
+    try:
+        wait_for(proc, "PAUSED before-state-commit 1")
+        _script("stop")
+        resume.touch()
+        code, rest = proc.wait(timeout=600), proc.stdout.read()
+    finally:
+        _script("start")
+    errors = [x for x in rest.splitlines() if x.startswith("sessionize: error: ")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in rest, rest[-3000:]
+    assert "state store files:s3://" in errors[0] and "reachable" in errors[0], errors[0]
+    run_stream(opts, spark, on_batch=print)
+    _assert_same(reference, "parquet-s3", out)
+
+
+def test_readers_polling_local_parquet_through_a_kill_9_restart(clean, spark, tmp_path):
     """Every read while batches are published, a driver is killed and a new one re-executes
     its batch: no error, no row twice, each batch whole (as many rows as the clean run's)."""
     inp, reference = clean

@@ -8,6 +8,7 @@ import pytest
 from sessionize.errors import StateError
 from sessionize.fs import child
 from sessionize.state.backends.files import FilesBackend
+from tests.s3_fixtures import _script
 
 from .contract import StateBackendContract
 from .workers import J, commit, expected, read_all, rows
@@ -47,3 +48,24 @@ def test_of_two_writers_of_one_version_the_later_is_refused(bucket_uri, before):
     assert read_all(FilesBackend(root, cache_mb=0), J, 0, 1) == expected({1: [1], 3: [3]})
     files = [i.base_name for i in b._list(b._partition_dir(J, 0))]
     assert len([f for f in files if f.startswith("00000000000000000001-")]) == 1, files
+
+
+def test_an_unreachable_store_is_one_state_error_and_the_commit_can_be_repeated(bucket_uri):
+    """The S3 server stops between a transaction's reads and its commit: the commit fails as
+    one StateError line naming the store; once the server is back the same commit succeeds."""
+    root = child(bucket_uri, "store")
+    commit(FilesBackend(root, cache_mb=0), J, 0, -1, 0, {1: [1]})
+    store = FilesBackend(root, cache_mb=0)
+    tx = store.open(J, 0, 0)
+    tx.put_many(rows({2: [2]}))
+    _script("stop")
+    try:
+        with pytest.raises(StateError) as down:
+            tx.commit(1)
+    finally:
+        _script("start")
+    line = str(down.value)
+    assert "\n" not in line and "in state store files:s3://" in line, line
+    assert "is the store reachable" in line, line
+    commit(FilesBackend(root, cache_mb=0), J, 0, 0, 1, {2: [2]})
+    assert read_all(FilesBackend(root, cache_mb=0), J, 0, 1) == expected({1: [1], 2: [2]})

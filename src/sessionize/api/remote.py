@@ -48,8 +48,4 @@ def _key(record: dict) -> str:
 
 def failure_of(exc: BaseException) -> SessionizeError | None:
     """The SessionizeError a batch raised on the server, from the text of Spark's error."""
-    return raised_in_task(exc, _kinds(SessionizeError))
-
-
-def _kinds(cls: type[SessionizeError]) -> tuple[type[SessionizeError], ...]:
-    return (cls, *(k for sub in cls.__subclasses__() for k in _kinds(sub)))
+    return raised_in_task(exc)

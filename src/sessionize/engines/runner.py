@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.config import format_instant
 from sessionize.engines.progress import ProgressLog
-from sessionize.errors import LeaseLost, SessionizeError, raised_in_task
+from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
 from sessionize.state.lease import Lease
@@ -148,9 +148,10 @@ class BatchRunner:
             self.failure = exc
             raise
         except Exception as exc:
-            # A store refusing a fenced-out commit inside a task reaches the driver as the
-            # text of a Spark failure: raise it as what it was (nothing to fix, no trace).
-            self.failure = raised_in_task(exc, (LeaseLost,))
+            # Our error raised inside a task (a store refusing a fenced-out commit, a store
+            # out of reach) reaches the driver as the text of a Spark failure: raise it as
+            # what it was, already written for people (no trace).
+            self.failure = raised_in_task(exc)
             if self.failure is None:
                 raise
             raise self.failure from exc

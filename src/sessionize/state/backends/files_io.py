@@ -43,6 +43,15 @@ class FilesIO:
         self._atomic_put = self._dirless = type(self._fs).__name__ in _OBJECT_STORES
         self._s3 = ObjectStoreUri.parse(self.location)  # conditional writes where it is S3
 
+    def _failed(self, verb: str, path: str, e: BaseException) -> StateError:
+        """One line for people: what failed, why, and that a rerun resumes."""
+        why = " ".join(str(e).split())
+        return StateError(
+            f"cannot {verb} {path} in state store {self.uri}: {why}; is the store reachable "
+            "and writable? Run the same command again once it is: the job resumes from its "
+            "last committed state"
+        )
+
     def _make_dir(self, directory: str, io: StateMetrics | None = None) -> None:
         """Object stores have no directories to make (a marker object would cost requests)."""
         if not self._dirless:
@@ -54,7 +63,7 @@ class FilesIO:
         try:
             return self._fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
         except (OSError, pa.ArrowException) as e:
-            raise StateError(f"cannot list {directory} in state store {self.uri}: {e}") from e
+            raise self._failed("list", directory, e) from e
 
     def _read(self, path: str, io: StateMetrics | None = None) -> bytes | None:
         if self._s3 is not None:
@@ -71,7 +80,7 @@ class FilesIO:
         except (OSError, pa.ArrowException) as e:
             if "not found" in str(e).lower() or "no such file" in str(e).lower():
                 return None
-            raise StateError(f"cannot read {path} in state store {self.uri}: {e}") from e
+            raise self._failed("read", path, e) from e
 
     def _write(self, path: str, data: bytes | pa.Buffer, io: StateMetrics | None = None) -> None:
         """Write `path` so that readers see all of it or nothing."""
@@ -84,20 +93,23 @@ class FilesIO:
                 self._s3.client().put_object(Bucket=self._s3.bucket, Key=self._key(path),
                                              Body=body)  # fmt: skip
             except Exception as e:  # botocore's errors
-                raise StateError(f"cannot write {path} in state store {self.uri}: {e}") from e
+                raise self._failed("write", path, e) from e
             return
-        if self._atomic_put:
-            with self._fs.open_output_stream(path) as f:
-                f.write(data)
-            return
-        tmp = f"{path}.tmp-{uuid.uuid4().hex[:16]}"
         try:
-            with self._fs.open_output_stream(tmp) as f:
-                f.write(data)
-            self._fs.move(tmp, path)
-        except BaseException:
-            self._delete(tmp)
-            raise
+            if self._atomic_put:
+                with self._fs.open_output_stream(path) as f:
+                    f.write(data)
+                return
+            tmp = f"{path}.tmp-{uuid.uuid4().hex[:16]}"
+            try:
+                with self._fs.open_output_stream(tmp) as f:
+                    f.write(data)
+                self._fs.move(tmp, path)
+            except BaseException:
+                self._delete(tmp)
+                raise
+        except (OSError, pa.ArrowException) as e:  # a full disk, a lost mount, no permission
+            raise self._failed("write", path, e) from e
 
     def _delete(self, path: str, io: StateMetrics | None = None) -> None:
         count_calls(io)
@@ -123,7 +135,7 @@ class FilesIO:
         except client.exceptions.NoSuchKey:
             return None, ABSENT
         except Exception as e:  # botocore's errors: the store is unreachable or refuses
-            raise StateError(f"cannot read {path} in state store {self.uri}: {e}") from e
+            raise self._failed("read", path, e) from e
         if io is not None:
             io.bytes_read += len(data)
         return data, got["ETag"]
@@ -146,7 +158,7 @@ class FilesIO:
             code = getattr(e, "response", {}).get("Error", {}).get("Code")
             if code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict"):
                 return False
-            raise StateError(f"cannot write {path} in state store {self.uri}: {e}") from e
+            raise self._failed("write", path, e) from e
         return True
 
     def _key(self, path: str) -> str:
