@@ -288,7 +288,7 @@ class DynamoDBBackend(StateBackend):
         # 3. the intent: which keys this attempt may touch, before it touches any
         touched = np.unique(np.concatenate([encoded.keys, removed]))
         self.client.write(intent_requests(job, partition, version, token, touched), metrics, what)
-        # 4. the key items, index, chunk and graveyard items
+        # 4. the key items (with their index attributes), chunk and change items
         self._read_items(stored, touched.tolist())
         changes: list[tuple[int, Entry]] = [
             (k, Entry(version, token, expiry, len(blob), 0, blob))
