@@ -42,7 +42,8 @@ may still show an item's xe from before a commit lowered it, or not show a new i
 So each commit lists in its change items the keys whose xe went down or appeared (or whose
 old item held entries that do not count: an attempt that never published may have lowered
 xe unlisted), with the new xe; `expiring` at V also reads the change items of the
-LAG_VERSIONS (16) versions up to V that count, and checks their keys with xe < T. A key is
+LAG_VERSIONS (16) versions up to V that count and hold an xe < T (filtered by the server
+on their lowest xe), and checks their keys with xe < T. A key is
 missed only if the index lags more than 16 versions behind its table (DynamoDB documents a
 fraction of a second), or behind the retained versions, whose change items maintenance
 keeps. Repair and maintenance never lower an xe.
@@ -452,7 +453,8 @@ class DynamoDBVersion(StoredVersion):
             *(lambda m, pk=pk: client.query(pk, m, what, below=below, projection="pk",
                                             on_index=True) for pk in shards),
             lambda m: client.query(partition_pk(job, partition), m, what, prefix=first,
-                                   below=f"c{version_text(version + 1)}"),
+                                   below=f"c{version_text(version + 1)}",
+                                   where=("xm < :t", {":t": {"N": str(upto_us)}})),
         ]  # fmt: skip
         counters = [StateMetrics() for _ in queries]
         found = client.parallel(lambda i: queries[i](counters[i]), list(range(len(queries))))

@@ -214,10 +214,12 @@ class BatchedClient:
 
     def query(self, pk: str, metrics: StateMetrics | None, what: str, *, below: str | None = None,
               prefix: str | None = None, projection: str | None = None,
-              on_index: bool = False) -> list[dict]:  # fmt: skip
-        """All items of `pk` (with sk < `below`, or sk beginning with `prefix`), consistently;
-        `on_index`: of the index, by its hash and range key (eventually consistent: the only
-        reads an index allows)."""
+              on_index: bool = False, where: tuple[str, dict] | None = None
+              ) -> list[dict]:  # fmt: skip
+        """All items of `pk` (with sk < `below`, or sk beginning with `prefix`; those the
+        filter `where` = (expression, its values) keeps), consistently; `on_index`: of the
+        index, by its hash and range key (eventually consistent: the only reads an index
+        allows)."""
         self.ensure_table()
         hash_key, range_key = self.index[1:] if on_index else ("pk", "sk")
         condition = f"{hash_key} = :pk"
@@ -240,6 +242,9 @@ class BatchedClient:
         }
         if on_index:
             request["IndexName"] = self.index[0]
+        if where is not None:
+            request["FilterExpression"] = where[0]
+            values.update(where[1])
         if projection:
             request["ProjectionExpression"] = projection
         items: list[dict] = []

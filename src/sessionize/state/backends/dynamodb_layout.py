@@ -25,7 +25,8 @@ number order)::
         ks B  the keys it may touch, int64 little-endian ("-" if none)
     pk = J#p       sk = cVERSION.TOKEN.n  change item n of a commit attempt (only if it
                                           lowered or removed a key), written with its keys
-        lo B  (key, xe) int64 pairs: keys whose xe went down (or appeared)
+        lo B  (key, xe) int64 pairs, by xe: keys whose xe went down (or appeared)
+        xm N  the lowest xe in lo (only if lo holds any)
         rm B  keys removed at the version, for maintenance
     pk = J         sk = pPARTITION        partition record (PARTITION: 10 digits); no
                                           attributes
@@ -46,7 +47,9 @@ from sessionize.state.rows import EMPTY_VERSION
 
 INDEX = "expiry"  # the global secondary index over xs, xe
 INDEX_SHARDS = 4  # part of the layout: changing it hides existing keys from the index
-CHANGES_PER_ITEM = 20_000  # (key, xe) pairs and removed keys per change item
+# (key, xe) pairs and removed keys per change item: small enough that `expiring` fetches
+# only the items holding a key that can expire (by their lowest xe)
+CHANGES_PER_ITEM = 2_000
 INLINE_LIMIT = 300_000  # bytes of values kept inline in a key item (items max 400 KB)
 CHUNK_BYTES = 350_000
 KEY_ITEM = "k"  # the sk of a key item
@@ -286,16 +289,19 @@ def lowers(old: KeyItem, entries: list[Entry], seen: History) -> bool:
 
 def change_requests(job: str, partition: int, version: int, token: str,
                     lowered: list[tuple[int, int]], removed: list[int]) -> list[dict]:  # fmt: skip
-    """The change items of an attempt: (key, new xe) of the keys it lowered, keys it removed."""
-    pairs = np.array(lowered, dtype="<i8").reshape(-1)
+    """The change items of an attempt: (key, new xe) of the keys it lowered, by xe, with the
+    lowest xe of the item as xm (N, if it holds any); keys it removed."""
+    pairs = np.array(sorted(lowered, key=lambda p: p[1]), dtype="<i8").reshape(-1, 2)
     gone = np.array(removed, dtype="<i8")
     n, out = CHANGES_PER_ITEM, []
     for i in range(0, max(len(lowered), len(removed)), n):
-        out.append(put_request({
+        item = {
             "pk": partition_pk(job, partition), "sk": change_sk(version, token, i // n),
-            "lo": pairs[2 * i : 2 * (i + n)].tobytes() or b"-",
-            "rm": gone[i : i + n].tobytes() or b"-",
-        }))  # fmt: skip
+            "lo": pairs[i : i + n].tobytes() or b"-", "rm": gone[i : i + n].tobytes() or b"-",
+        }  # fmt: skip
+        if len(pairs[i : i + n]):
+            item["xm"] = int(pairs[i, 1])
+        out.append(put_request(item))
     return out
 
 
