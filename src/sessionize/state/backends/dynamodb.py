@@ -7,8 +7,9 @@ URI: `dynamodb://TABLE_PREFIX?region=us-east-1[&endpoint=http://127.0.0.1:8000]`
 table, on-demand, with its index, if it is missing; default true), `workers` (requests in
 flight, default 8). Credentials come from the normal AWS chain (environment, profile, role),
 never the URI. A table of the older layout (expiry index items, no `expiry` index) is
-refused in one line: its state moves to a new table prefix with `sessionize state migrate`
-run by the version that wrote it.
+refused in one line: its state moves with `sessionize state migrate` of the version that
+wrote it to another store, then with this version to a new table prefix (or the table is
+deleted to start over).
 
 Every item it writes, with its key and attributes, is in `dynamodb_layout.py`; the batched
 requests (retries, unprocessed items) in `dynamodb_client.py`. Every commit has a random

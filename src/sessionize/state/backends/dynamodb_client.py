@@ -103,8 +103,9 @@ class BatchedClient:
                 if name not in {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}:
                     raise StateError(
                         f"DynamoDB state store {self.where}: table {self.table} has the layout"
-                        f" of an older sessionize (no index '{name}'): move the state to a new"
-                        " table prefix with `sessionize state migrate` run by the older version"
+                        f" of an older sessionize (no index '{name}'): with that version,"
+                        " `sessionize state migrate` the state to another store, then with"
+                        " this one to a new table prefix"
                     )
             except botocore.exceptions.ClientError as e:
                 if _error_code(e) != "ResourceNotFoundException":
