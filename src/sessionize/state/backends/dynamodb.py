@@ -44,10 +44,10 @@ So each commit lists in its change items the keys whose xe went down or appeared
 old item held entries that do not count: an attempt that never published may have lowered
 xe unlisted), with the new xe; `expiring` at V also reads the change items of the
 LAG_VERSIONS (16) versions up to V that count and hold an xe < T (filtered by the server
-on their lowest xe), and checks their keys with xe < T. A key is
-missed only if the index lags more than 16 versions behind its table (DynamoDB documents a
-fraction of a second), or behind the retained versions, whose change items maintenance
-keeps. Repair and maintenance never lower an xe.
+on their lowest xe), and checks their keys with xe < T. A key is missed only if the index
+lags more than 16 versions behind its table (DynamoDB documents a fraction of a second),
+or behind the retained versions, whose change items maintenance keeps. Repair and
+maintenance never lower an xe.
 
 Maintenance to keep_from: the entries of failed attempts before keep_from are removed
 (found through their intents), then the intents and version records before keep_from, then
