@@ -22,7 +22,10 @@ whatever N is: per-batch time against state size at the same work (`--keys 10000
 `files` store's snapshot every 10 versions.
 
 Prints milliseconds, round trips and bytes written per step, and each backend's batch time
-as a ratio to `files` measured in the same run.
+as a ratio to `files` measured in the same run; for DynamoDB also the items written (puts
+and deletes) and their billed bytes per changed key (put or removed) of a batch, and the
+writes DynamoDB itself makes to the expiry index for them (estimated: 1 for an item that
+enters or leaves it, 2 for one whose index value changes).
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ def run(
            "initial_bytes": m.bytes_written}  # fmt: skip
 
     next_key = n
-    times, trips, written = [], [], []
+    times, trips, written, per_key = [], [], [], []
     for v in range(1, batches + 1):
         now += 60_000_000
         if touched is None:
@@ -208,13 +211,23 @@ def run(
         expiring = ps.expiring(watermark)
         wanted = np.union1d(batch_users, expiring.to_numpy())
         ps.get_many(wanted)
-        ps.remove_many(np.setdiff1d(expiring.to_numpy(), batch_users))
+        gone = np.setdiff1d(expiring.to_numpy(), batch_users)
+        ps.remove_many(gone)
         ps.put_many(state_rows(batch_users, rows, now, rng))
         ps.commit(v)
         times.append((time.perf_counter() - t) * 1000)
         m = ps.metrics()
         trips.append(m.round_trips)
         written.append(m.bytes_written)
+        changed = len(batch_users) + len(gone)
+        if "items_written" in m.extra:  # stores that count the items (rows) they write
+            per_key.append((m.extra["items_written"] / changed,
+                            m.extra["item_bytes_written"] / changed,
+                            m.extra.get("index_writes", 0) / changed))  # fmt: skip
+    if per_key:
+        out.update(items_per_key=statistics.median(i for i, _, _ in per_key),
+                   item_bytes_per_key=statistics.median(b for _, b, _ in per_key),
+                   index_per_key=statistics.median(x for _, _, x in per_key))  # fmt: skip
     out.update(batch_ms=statistics.median(times), batch_trips=statistics.median(trips),
                batch_bytes=statistics.median(written), batch_mean_ms=statistics.mean(times),
                batch_max_ms=max(times))  # fmt: skip
@@ -265,6 +278,11 @@ def main() -> None:
             f" {r['batch_max_ms']:>7.1f} | {r['cold_ms']:>7.1f}"
             f" {r['cold_trips']:>5} | {r['restore_ms']:>10.1f} {r['restore_trips']:>5}"
         )
+    for (name, n), r in results.items():
+        if "items_per_key" in r:
+            print(f"{name} {n} keys: per changed key and batch {r['items_per_key']:.3f} items"
+                  f" written, {r['item_bytes_per_key']:.0f} item bytes; index writes made by"
+                  f" the server {r['index_per_key']:.3f}")
 
 
 if __name__ == "__main__":

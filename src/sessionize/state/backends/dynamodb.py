@@ -1,11 +1,15 @@
 """The `dynamodb` state store: one item per key holding the key's recent versions, published
-by a version record, with an expiry index of small items; batched with BatchGetItem and
-BatchWriteItem.
+by a version record, found by expiry through a global secondary index over the key items;
+batched with BatchGetItem and BatchWriteItem.
 
 URI: `dynamodb://TABLE_PREFIX?region=us-east-1[&endpoint=http://127.0.0.1:8000]`. Options:
 `region`, `endpoint` (a local server such as dynalite; default AWS), `create` (create the
-table, on-demand, if it is missing; default true), `workers` (requests in flight, default
-8). Credentials come from the normal AWS chain (environment, profile, role), never the URI.
+table, on-demand, with its index, if it is missing; default true), `workers` (requests in
+flight, default 8). Credentials come from the normal AWS chain (environment, profile, role),
+never the URI. A table of the older layout (expiry index items, no `expiry` index) is
+refused in one line: its state moves with `sessionize state migrate` of the version that
+wrote it to another store, then with this version to a new table prefix (or the table is
+deleted to start over).
 
 Every item it writes, with its key and attributes, is in `dynamodb_layout.py`; the batched
 requests (retries, unprocessed items) in `dynamodb_client.py`. Every commit has a random
@@ -21,24 +25,42 @@ Commit of V on the loaded version P (in this order):
      empty state, every item of the partition goes too);
   3. write the intent items: the keys this attempt may touch, before it touches any, so
      that maintenance can remove the entries of an attempt that never published;
-  4. read the items of the changed keys not read by this transaction (BatchGetItem), and
-     write their new items (BatchWriteItem): the entries that count at P, pruned to those
-     the oldest retained version still needs, plus V's entry; the new expiry index items,
-     chunk items of big values, graveyard items of removed keys, and the partition record
-     for a partition's first version;
+  4. read the items of the changed keys not read by this transaction (BatchGetItem: the
+     engine's `get_many` has read them already), and write their new items
+     (BatchWriteItem), ONE item per changed key: the entries that count at P, pruned to
+     those the oldest retained version still needs, plus V's entry, and the index
+     attributes (xe: the lowest expiry the item holds); chunk items of big values only;
+     the attempt's change items and, for a partition's first version, the partition
+     record;
   5. publish V's version record;
-  6. delete index and chunk items no entry needs any more (best effort: an index item
-     left behind only makes `expiring` check one key more, and is deleted when seen).
+  6. delete chunk items no entry needs any more (best effort: leftovers are harmless).
+
+Expiry: `expiring(T)` at V queries the index for items with xe < T, one Query per shard.
+As xe is at most the key's expiry at every version the item holds, that is a superset of
+the keys expiring at V (leftover entries of failed attempts only add candidates); the
+strongly consistent read of the candidates decides. The index is eventually consistent: it
+may still show an item's xe from before a commit lowered it, or not show a new item yet.
+So each commit lists in its change items the keys whose xe went down or appeared (or whose
+old item held entries that do not count: an attempt that never published may have lowered
+xe unlisted), with the new xe; `expiring` at V also reads the change items of the
+LAG_VERSIONS (16) versions up to V that count and hold an xe < T (filtered by the server
+on their lowest xe), and checks their keys with xe < T. A key is missed only if the index
+lags more than 16 versions behind its table (DynamoDB documents a fraction of a second),
+or behind the retained versions, whose change items maintenance keeps. Repair and
+maintenance never lower an xe.
 
 Maintenance to keep_from: the entries of failed attempts before keep_from are removed
 (found through their intents), then the intents and version records before keep_from, then
-the key items of keys removed at or before keep_from that no retained version sees.
+the key items of keys removed at or before keep_from that no retained version sees (found
+through the change items of committed versions), then the change items before keep_from.
 
 Round trips per partition and batch: open 1 (the version records); `get_many` one
 BatchGetItem per 100 keys; `expiring` one Query per index shard and page (4, up to ~16k
-candidates each) plus BatchGetItems of the candidates, which `get_many` then reuses;
-commit: 1 + one BatchWriteItem per 25 items written + 1 (+ one per superseded version).
-Requests run on `workers` threads; unprocessed items are retried with backoff.
+candidates each) and one of the recent change items, in parallel, plus BatchGetItems of
+the candidates, which `get_many` then reuses; commit: 1 + one BatchWriteItem per 25 items
+written + 1 (+ one per superseded version). Requests run on `workers` threads; unprocessed
+items are retried with backoff. Besides the items it writes, DynamoDB writes the index for
+each key item whose xe appears, changes (two writes) or goes.
 """
 
 from __future__ import annotations
@@ -57,31 +79,32 @@ import pyarrow as pa
 
 from sessionize.errors import ConfigError, StateError
 from sessionize.state.backends import dynamodb_fence as fence
+from sessionize.state.backends import dynamodb_upkeep as upkeep
 from sessionize.state.backends.common import read_query
 from sessionize.state.backends.dynamodb_client import BatchedClient
 from sessionize.state.backends.dynamodb_layout import (
+    INDEX,
     INDEX_SHARDS,
     KEY_ITEM,
     NO_HISTORY,
     Entry,
     History,
     KeyItem,
+    change_requests,
     delete_request,
-    expiry_from_text,
     expiry_text,
-    graveyard_pk,
     history,
-    index_pk,
     index_shard_pk,
-    index_sk,
     intent_keys,
     intent_requests,
     job_record_sk,
-    key_item_request,
-    key_of,
+    key_in_pk,
     key_pk,
     key_writes,
+    lowers,
+    lowest_expiry,
     needed_entries,
+    parse_change,
     parse_key_item,
     partition_pk,
     partition_sk,
@@ -98,6 +121,7 @@ from sessionize.state.stored import StoredVersion
 
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]{3,200}$")
 _DEFAULTS: dict[str, Any] = {"region": None, "endpoint": None, "create": True, "workers": 8}
+LAG_VERSIONS = 16  # versions whose lowered keys `expiring` checks beside the index
 
 
 class DynamoDBBackend(StateBackend):
@@ -130,7 +154,8 @@ class DynamoDBBackend(StateBackend):
         self.workers = workers
         self.codec = RowCodec(self.spec)
         self.client = BatchedClient(self.table, region=region, endpoint=endpoint, create=create,
-                                    workers=workers, where=self.uri)  # fmt: skip
+                                    workers=workers, where=self.uri,
+                                    index=(INDEX, "xs", "xe"))  # fmt: skip
 
     # ----- configuration ----------------------------------------------------------------
 
@@ -259,13 +284,13 @@ class DynamoDBBackend(StateBackend):
             metrics.round_trips += 1
             del records[v]
         if base == EMPTY_VERSION and later:
-            self._drop_items(job, partition, metrics)
+            upkeep.drop_items(self.client, job, partition, metrics)
             stored.items.clear()
         seen = history(records, base)
         # 3. the intent: which keys this attempt may touch, before it touches any
         touched = np.unique(np.concatenate([encoded.keys, removed]))
         self.client.write(intent_requests(job, partition, version, token, touched), metrics, what)
-        # 4. the key items, index, chunk and graveyard items
+        # 4. the key items (with their index attributes), chunk and change items
         self._read_items(stored, touched.tolist())
         changes: list[tuple[int, Entry]] = [
             (k, Entry(version, token, expiry, len(blob), 0, blob))
@@ -277,7 +302,10 @@ class DynamoDBBackend(StateBackend):
         writes: list[dict] = []
         if not records:  # the partition's first version (again): list the partition
             writes.append(put_request({"pk": job, "sk": partition_sk(partition)}))
-        stale: list[tuple[str, str]] = list(stored.junk)
+        stale: list[tuple[str, str]] = []
+        lowered: list[tuple[int, int]] = []
+        gone: list[int] = []
+        index_writes = 0  # what DynamoDB writes to the index for these items (estimated)
         keys, nbytes = metrics.keys or 0, metrics.bytes or 0
         for k, new in changes:
             old = stored.items[k]
@@ -287,9 +315,17 @@ class DynamoDBBackend(StateBackend):
             keys += (not new.removed) - (before is not None and not before.removed)
             nbytes += max(new.length, 0) - (before.length if before and not before.removed else 0)
             entries = [*needed_entries(old, base, seen), new]
-            writes += key_writes(job, partition, k, entries, old)
+            writes += key_writes(job, partition, k, entries)
             stale += unneeded(job, partition, old, entries)
+            xe, old_xe = lowest_expiry(entries), old.lowest_expiry()
+            index_writes += 0 if xe == old_xe else 1 if None in (xe, old_xe) else 2
+            if lowers(old, entries, seen):
+                lowered.append((k, xe))
+            if new.removed:
+                gone.append(k)
+        writes += change_requests(job, partition, version, token, lowered, gone)
         self.client.write(writes, metrics, what)
+        metrics.extra["index_writes"] = metrics.extra.get("index_writes", 0) + index_writes
         # 5. publish
         record = {
             "pk": partition_pk(job, partition), "sk": version_sk(version), "tok": token,
@@ -306,31 +342,6 @@ class DynamoDBBackend(StateBackend):
         metrics.keys, metrics.bytes = keys, nbytes
         metrics.rows_written += puts.num_rows
         metrics.bytes_written += encoded.nbytes + len(meta_text)
-        metrics.extra["items_written"] = len(writes)
-
-    def _drop_items(self, job: str, partition: int, metrics: StateMetrics | None) -> None:
-        """Delete every key, chunk, index, graveyard and intent item of the partition (found
-        through the index, graveyard and intents): for a partition that starts over."""
-        what = f"clearing {job}/{partition}"
-        pks = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
-        pks.append(graveyard_pk(job, partition))
-        small = [(pk, i["sk"]["S"]) for pk in pks
-                 for i in self.client.query(pk, metrics, what, projection="pk, sk")]  # fmt: skip
-        intents = self.client.query(partition_pk(job, partition), metrics, what, prefix="i")
-        keys = {key_of(sk) for _, sk in small}
-        for intent in intents:
-            keys.update(intent_keys(intent))
-        wanted = [(key_pk(job, partition, k), KEY_ITEM) for k in keys]
-        items = self.client.get_items(wanted, metrics, what)
-        deletes = [delete_request(pk, sk) for pk, sk in small]
-        for (pk, _), raw in items.items():
-            deletes.append(delete_request(pk, KEY_ITEM))
-            chunk_sks = [sk for e in parse_key_item(0, raw).entries for sk in e.chunk_sks()]
-            deletes += [delete_request(pk, sk) for sk in chunk_sks]
-        self.client.write(deletes, metrics, what)
-        self.client.write(
-            [delete_request(i["pk"]["S"], i["sk"]["S"]) for i in intents], metrics, what
-        )
 
     def _truncate_partition(self, job: str, partition: int, after: int) -> None:
         what = f"truncating {job}/{partition} after version {after}"
@@ -338,7 +349,7 @@ class DynamoDBBackend(StateBackend):
         for v in sorted((v for v in records if v > after), reverse=True):
             self.client.delete_one(partition_pk(job, partition), version_sk(v), what)
         if not any(v <= after for v in records):
-            self._drop_items(job, partition, None)
+            upkeep.drop_items(self.client, job, partition, None)
             self.client.delete_one(job, partition_sk(partition), what)
 
     def _maintain(self, job: str, partition: int, keep_from: int) -> None:
@@ -357,57 +368,26 @@ class DynamoDBBackend(StateBackend):
             if record is None or record["tok"]["S"] != token:
                 failed.setdefault((int(version), token), []).extend(intent_keys(intent))
         if failed:
-            self._repair(job, partition, failed)
+            upkeep.repair(self.client, job, partition, failed)
         self.client.write([delete_request(ppk, i["sk"]["S"]) for i in intents], None, what)
         # 2. the records of the versions no longer retained
         old = [v for v in records if v < keep_from]
         self.client.write([delete_request(ppk, version_sk(v)) for v in old], None, what)
         for v in old:
             del records[v]
-        # 3. keys removed at or before keep_from go if no retained version sees them
-        gpk = graveyard_pk(job, partition)
-        graves = self.client.query(gpk, None, what, below=version_text(keep_from + 1),
-                                   projection="pk, sk")  # fmt: skip
-        if not graves or not records:
-            return
-        seen = history(records, max(records))
-        keys = {key_of(g["sk"]["S"]) for g in graves}
-        raw = self.client.get_items([(key_pk(job, partition, k), KEY_ITEM) for k in keys],
-                                    None, what)  # fmt: skip
-        deletes = [delete_request(gpk, g["sk"]["S"]) for g in graves]
-        for k in keys:
-            pk = key_pk(job, partition, k)
-            item = parse_key_item(k, raw.get((pk, KEY_ITEM)))
-            newest = item.at(max(records), seen)
-            if not item.entries or (newest is not None and not newest.removed):
-                continue  # gone already, or alive again
-            if newest is not None and newest.version > keep_from:
-                continue  # removed again later; a retained version still sees the value
-            deletes.append(delete_request(pk, KEY_ITEM))
-            deletes += [delete_request(*x) for x in unneeded(job, partition, item, [])]
-        self.client.write(deletes, None, what)
-
-    def _repair(self, job: str, partition: int, failed: dict[tuple[int, str], list[int]]) -> None:
-        """Remove the entries of failed attempts (version, token) from the items of the keys
-        they touched."""
-        what = f"repairing {job}/{partition}"
-        keys = sorted({k for ks in failed.values() for k in ks})
-        wanted = [(key_pk(job, partition, k), KEY_ITEM) for k in keys]
-        raw = self.client.get_items(wanted, None, what)
-        writes, stale = [], []
-        for k in keys:
-            pk = key_pk(job, partition, k)
-            item = parse_key_item(k, raw.get((pk, KEY_ITEM)))
-            entries = [e for e in item.entries if (e.version, e.token) not in failed]
-            if len(entries) == len(item.entries):
-                continue
-            if entries:
-                writes.append(key_item_request(pk, entries))
-            else:
-                writes.append(delete_request(pk, KEY_ITEM))
-            stale += unneeded(job, partition, item, entries)
-        self.client.write(writes, None, what)
-        self.client.write([delete_request(pk, sk) for pk, sk in stale], None, what)
+        # 3. keys removed at or before keep_from go if no retained version sees them (a
+        #    change item goes once its version is not retained: seen at least once here)
+        upto = f"c{version_text(keep_from + 1)}"
+        changes = self.client.query(ppk, None, what, below=upto, prefix="c")
+        keys = set()
+        for change in changes:
+            version, token, _, removed = parse_change(change)
+            if version in records and records[version]["tok"]["S"] == token:
+                keys.update(removed)
+        if keys and records:
+            upkeep.bury(self.client, job, partition, keys, records, keep_from)
+        self.client.write([delete_request(ppk, c["sk"]["S"]) for c in changes
+                           if int(c["sk"]["S"][1:21]) < keep_from], None, what)  # fmt: skip
 
     # ----- job records ------------------------------------------------------------------
 
@@ -448,7 +428,6 @@ class DynamoDBVersion(StoredVersion):
         self.backend: DynamoDBBackend = backend
         self.seen = seen
         self.items: dict[int, KeyItem] = {}
-        self.junk: list[tuple[str, str]] = []  # index items found pointing at nothing
 
     def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
         backend = self.backend
@@ -466,30 +445,32 @@ class DynamoDBVersion(StoredVersion):
 
     def _read_expiring(self, upto_us: int) -> pa.Int64Array:
         backend, client = self.backend, self.backend.client
-        job, partition = self.job, self.partition
+        job, partition, version = self.job, self.partition, self.version
         what = f"reading expiring keys of {job}/{partition}"
-        shards = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
         below = expiry_text(upto_us)
-        counters = [StateMetrics() for _ in shards]
-        found = client.parallel(
-            lambda i: client.query(shards[i], counters[i], what, below=below, projection="sk"),
-            list(range(len(shards))),
-        )
+        shards = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
+        first = f"c{version_text(max(version - LAG_VERSIONS + 1, 0))}"
+        queries = [
+            *(lambda m, pk=pk: client.query(pk, m, what, below=below, projection="pk",
+                                            on_index=True) for pk in shards),
+            lambda m: client.query(partition_pk(job, partition), m, what, prefix=first,
+                                   below=f"c{version_text(version + 1)}",
+                                   where=("xm < :t", {":t": {"N": str(upto_us)}})),
+        ]  # fmt: skip
+        counters = [StateMetrics() for _ in queries]
+        found = client.parallel(lambda i: queries[i](counters[i]), list(range(len(queries))))
         self.metrics.round_trips += sum(c.round_trips for c in counters)
-        candidates: dict[int, set[int]] = {}
-        for items in found:
-            for i in items:
-                expiry, key = i["sk"]["S"].split("#")
-                candidates.setdefault(int(key), set()).add(expiry_from_text(expiry))
+        candidates = {key_in_pk(i["pk"]["S"]) for items in found[:-1] for i in items}
+        for change in found[-1]:  # keys the index may not show low enough yet
+            v, token, lowered, _ = parse_change(change)
+            if self.seen.tokens.get(v) == token:
+                candidates.update(k for k, xe in lowered.items() if xe < upto_us)
         backend._read_items(self, candidates)
         out = []
-        for k, expiries in candidates.items():
-            item = self.items[k]
-            e = item.at(self.version, self.seen)
+        for k in candidates:
+            e = self.items[k].at(version, self.seen)
             if e is not None and not e.removed and e.expiry < upto_us:
                 out.append(k)
-            for x in expiries - item.expiries():
-                self.junk.append((index_pk(job, partition, k), index_sk(x, k)))
         return pa.array(sorted(out), pa.int64())
 
     def close(self) -> None:

@@ -27,11 +27,14 @@ MAX_ATTEMPTS = 12  # for unprocessed items, with exponential backoff
 class BatchedClient:
     """The table `table` through `workers` threads. The boto3 client and the threads are
     made on first use in each process (a forked child makes its own). `where` names the
-    store in messages; `create` creates a missing table (on demand billing)."""
+    store in messages; `create` creates a missing table (on demand billing) with the global
+    secondary index `index` = (hash, range) string attributes, keys only; an existing table
+    without that index is refused."""
 
     def __init__(self, table: str, *, region: str | None, endpoint: str | None, create: bool,
-                 workers: int, where: str):  # fmt: skip
+                 workers: int, where: str, index: tuple[str, str, str]):  # fmt: skip
         self.table = table
+        self.index = index
         self.region = region
         self.endpoint = endpoint
         self.create = create
@@ -93,8 +96,17 @@ class BatchedClient:
         def ensure(client) -> None:
             # Errors are told apart by code: the classes under client.exceptions are built
             # lazily and may differ between threads that raced to build them.
+            name, hash_key, range_key = self.index
             try:
-                status = client.describe_table(TableName=self.table)["Table"]["TableStatus"]
+                table = client.describe_table(TableName=self.table)["Table"]
+                status = table["TableStatus"]
+                if name not in {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}:
+                    raise StateError(
+                        f"DynamoDB state store {self.where}: table {self.table} has the layout"
+                        f" of an older sessionize (no index '{name}'): with that version,"
+                        " `sessionize state migrate` the state to another store, then with"
+                        " this one to a new table prefix"
+                    )
             except botocore.exceptions.ClientError as e:
                 if _error_code(e) != "ResourceNotFoundException":
                     raise
@@ -108,14 +120,20 @@ class BatchedClient:
                         TableName=self.table,
                         BillingMode="PAY_PER_REQUEST",
                         AttributeDefinitions=[
-                            {"AttributeName": "pk", "AttributeType": "S"},
-                            {"AttributeName": "sk", "AttributeType": "S"},
+                            {"AttributeName": a, "AttributeType": "S"}
+                            for a in ("pk", "sk", hash_key, range_key)
                         ],
                         KeySchema=[
                             {"AttributeName": "pk", "KeyType": "HASH"},
                             {"AttributeName": "sk", "KeyType": "RANGE"},
                         ],
-                    )
+                        GlobalSecondaryIndexes=[{
+                            "IndexName": name,
+                            "KeySchema": [{"AttributeName": hash_key, "KeyType": "HASH"},
+                                          {"AttributeName": range_key, "KeyType": "RANGE"}],
+                            "Projection": {"ProjectionType": "KEYS_ONLY"},
+                        }],
+                    )  # fmt: skip
                 except botocore.exceptions.ClientError as created:
                     if _error_code(created) != "ResourceInUseException":  # another worker won
                         raise
@@ -164,6 +182,7 @@ class BatchedClient:
         for found, trips in self.parallel(get, chunks):
             if metrics is not None:
                 metrics.round_trips += trips
+                count(metrics, "items_read", len(found))
             for item in found:
                 out[(item["pk"]["S"], item["sk"]["S"])] = item
         return out
@@ -191,29 +210,42 @@ class BatchedClient:
         trips = sum(self.parallel(write, chunks))
         if metrics is not None:
             metrics.round_trips += trips
+            count(metrics, "items_written", len(requests))
+            count(metrics, "item_bytes_written", sum(map(request_bytes, requests)))
 
     def query(self, pk: str, metrics: StateMetrics | None, what: str, *, below: str | None = None,
-              prefix: str | None = None, projection: str | None = None) -> list[dict]:  # fmt: skip
-        """All items of `pk` (with sk < `below`, or sk beginning with `prefix`), consistently."""
+              prefix: str | None = None, projection: str | None = None,
+              on_index: bool = False, where: tuple[str, dict] | None = None
+              ) -> list[dict]:  # fmt: skip
+        """All items of `pk` (with sk < `below`, or sk beginning with `prefix`; those the
+        filter `where` = (expression, its values) keeps), consistently; `on_index`: of the
+        index, by its hash and range key (eventually consistent: the only reads an index
+        allows)."""
         self.ensure_table()
-        condition = "pk = :pk"
+        hash_key, range_key = self.index[1:] if on_index else ("pk", "sk")
+        condition = f"{hash_key} = :pk"
         values: dict[str, dict] = {":pk": {"S": pk}}
         if below is not None and prefix is not None:
-            condition += " AND sk BETWEEN :lo AND :sk"  # `below` itself is never a key
+            condition += f" AND {range_key} BETWEEN :lo AND :sk"  # `below` itself is no key
             values[":lo"] = {"S": prefix}
             values[":sk"] = {"S": below}
         elif below is not None:
-            condition += " AND sk < :sk"
+            condition += f" AND {range_key} < :sk"
             values[":sk"] = {"S": below}
         elif prefix is not None:
-            condition += " AND begins_with(sk, :sk)"
+            condition += f" AND begins_with({range_key}, :sk)"
             values[":sk"] = {"S": prefix}
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
-            "ConsistentRead": True,
+            "ConsistentRead": not on_index,
         }
+        if on_index:
+            request["IndexName"] = self.index[0]
+        if where is not None:
+            request["FilterExpression"] = where[0]
+            values.update(where[1])
         if projection:
             request["ProjectionExpression"] = projection
         items: list[dict] = []
@@ -260,6 +292,22 @@ class BatchedClient:
         self.ensure_table()
         self.call(what, lambda c: c.delete_item(
             TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}))  # fmt: skip
+
+
+def count(metrics: StateMetrics, name: str, n: int) -> None:
+    metrics.extra[name] = metrics.extra.get(name, 0) + n
+
+
+def request_bytes(request: dict) -> int:
+    """The size DynamoDB bills for the item a Put or Delete request writes: attribute names
+    and values (numbers counted by their digits)."""
+    put = request.get("PutRequest")
+    item = put["Item"] if put else request["DeleteRequest"]["Key"]
+    size = 0
+    for name, value in item.items():
+        (kind, v), = value.items()
+        size += len(name.encode()) + (len(v) if kind == "B" else len(str(v).encode()))
+    return size
 
 
 def _unless_condition_fails(request: Callable[[], Any]) -> bool:

@@ -1,6 +1,7 @@
 """The `dynamodb` store's items: their keys, attributes and encoding.
 
-One table, `<TABLE_PREFIX>_state`, with string keys `pk` (hash) and `sk` (range). For
+One table, `<TABLE_PREFIX>_state`, with string keys `pk` (hash) and `sk` (range), and a
+global secondary index `expiry` (hash `xs`, range `xe`, keys only) over the key items. For
 partition p of job J (versions and expiries are text of 20 digits, so that text order is
 number order)::
 
@@ -10,19 +11,23 @@ number order)::
               microseconds; length -1: removed at that version; chunks 0: inline)
         b  B  the inline values (`keyblobs`) end to end, in the order of h ("-" if none;
               one binary attribute: botocore's cost is per attribute value, not per byte)
+        xs S  "J#p#xS", S = KEY % INDEX_SHARDS: the key's shard of the expiry index
+        xe S  the lowest expiry of the entries it holds (EXPIRY biased by 2**63), so at
+              most the key's expiry at every version it holds; xs and xe are left out
+              when no entry holds a value (the index then skips the item)
     pk = J#p#KEY   sk = vVERSIONTOKEN.i   chunk item i of a value too big to stay inline
         d  B  the i-th CHUNK_BYTES of the value
-    pk = J#p#xS    sk = EXPIRY#KEY        expiry index item, shard S = KEY % INDEX_SHARDS
-                                          (EXPIRY biased by 2**63); one per expiry any
-                                          stored entry of the key has; no attributes
-    pk = J#p#g     sk = VERSION#KEY       graveyard item: KEY was removed at VERSION, for
-                                          maintenance; no attributes
     pk = J#p       sk = vVERSION          version record: the version is committed
         tok S the commit's token   meta S the committed meta JSON   keys N, bytes N the
         size of the state   at S when it was written (UTC, for people)
     pk = J#p       sk = iVERSION.TOKEN.n  intent item n of a commit attempt, written before
                                           it touches any key item
         ks B  the keys it may touch, int64 little-endian ("-" if none)
+    pk = J#p       sk = cVERSION.TOKEN.n  change item n of a commit attempt (only if it
+                                          lowered or removed a key), written with its keys
+        lo B  (key, xe) int64 pairs, by xe: keys whose xe went down (or appeared)
+        xm N  the lowest xe in lo (only if lo holds any)
+        rm B  keys removed at the version, for maintenance
     pk = J         sk = pPARTITION        partition record (PARTITION: 10 digits); no
                                           attributes
     pk = J         sk = rVERSION          job record (the driver's commit log)
@@ -40,7 +45,11 @@ import numpy as np
 
 from sessionize.state.rows import EMPTY_VERSION
 
-INDEX_SHARDS = 4  # part of the layout: changing it hides existing index items
+INDEX = "expiry"  # the global secondary index over xs, xe
+INDEX_SHARDS = 4  # part of the layout: changing it hides existing keys from the index
+# (key, xe) pairs and removed keys per change item: small enough that `expiring` fetches
+# only the items holding a key that can expire (by their lowest xe)
+CHANGES_PER_ITEM = 2_000
 INLINE_LIMIT = 300_000  # bytes of values kept inline in a key item (items max 400 KB)
 CHUNK_BYTES = 350_000
 KEY_ITEM = "k"  # the sk of a key item
@@ -59,10 +68,6 @@ def expiry_text(us: int) -> str:
     return f"{us + _EXPIRY_BIAS:020d}"
 
 
-def expiry_from_text(text: str) -> int:
-    return int(text) - _EXPIRY_BIAS
-
-
 def partition_pk(job: str, partition: int) -> str:
     """pk of the version records and intents of a partition."""
     return f"{job}#{partition}"
@@ -73,25 +78,14 @@ def key_pk(job: str, partition: int, key: int) -> str:
     return f"{job}#{partition}#{key}"
 
 
-def index_pk(job: str, partition: int, key: int) -> str:
-    """pk of the expiry index shard holding `key`."""
-    return index_shard_pk(job, partition, key % INDEX_SHARDS)
-
-
 def index_shard_pk(job: str, partition: int, shard: int) -> str:
+    """The value of xs of the key items in index shard `shard`."""
     return f"{job}#{partition}#x{shard}"
 
 
-def index_sk(expiry_us: int, key: int) -> str:
-    return f"{expiry_text(expiry_us)}#{key}"
-
-
-def graveyard_pk(job: str, partition: int) -> str:
-    return f"{job}#{partition}#g"
-
-
-def graveyard_sk(version: int, key: int) -> str:
-    return f"{version_text(version)}#{key}"
+def key_in_pk(pk: str) -> int:
+    """The key of a key item's pk."""
+    return int(pk.rsplit("#", 1)[1])
 
 
 def version_sk(version: int) -> str:
@@ -102,17 +96,16 @@ def intent_sk(version: int, token: str, n: int) -> str:
     return f"i{version_text(version)}.{token}.{n}"
 
 
+def change_sk(version: int, token: str, n: int) -> str:
+    return f"c{version_text(version)}.{token}.{n}"
+
+
 def partition_sk(partition: int) -> str:
     return f"p{partition:010d}"
 
 
 def job_record_sk(version: int) -> str:
     return f"r{version_text(version)}"
-
-
-def key_of(sk: str) -> int:
-    """The key in the sk of an index or graveyard item."""
-    return int(sk.split("#")[1])
 
 
 # ----- key items ------------------------------------------------------------------------------
@@ -182,8 +175,13 @@ class KeyItem:
                 found = e
         return found
 
-    def expiries(self) -> set[int]:
-        return {e.expiry for e in self.entries if not e.removed}
+    def lowest_expiry(self) -> int | None:
+        """Its xe: the lowest expiry of the values it holds (None: it holds none)."""
+        return lowest_expiry(self.entries)
+
+
+def lowest_expiry(entries: list[Entry]) -> int | None:
+    return min((e.expiry for e in entries if not e.removed), default=None)
 
 
 def parse_key_item(key: int, raw: dict | None) -> KeyItem:
@@ -236,18 +234,22 @@ def delete_request(pk: str, sk: str) -> dict:
     return {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": sk}}}}
 
 
-def key_item_request(pk: str, entries: list[Entry]) -> dict:
+def key_item_request(job: str, partition: int, key: int, entries: list[Entry]) -> dict:
+    """The put of a key item holding `entries`, with its expiry index attributes."""
     listing = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
     inline = b"".join(e.value for e in entries if e.value is not None) or b"-"
-    item = {"pk": {"S": pk}, "sk": {"S": KEY_ITEM}, "h": {"S": listing}, "b": {"B": inline}}
+    item = {"pk": {"S": key_pk(job, partition, key)}, "sk": {"S": KEY_ITEM},
+            "h": {"S": listing}, "b": {"B": inline}}  # fmt: skip
+    lowest = lowest_expiry(entries)
+    if lowest is not None:
+        item["xs"] = {"S": index_shard_pk(job, partition, key % INDEX_SHARDS)}
+        item["xe"] = {"S": expiry_text(lowest)}
     return {"PutRequest": {"Item": item}}
 
 
-def key_writes(
-    job: str, partition: int, key: int, entries: list[Entry], old: KeyItem
-) -> list[dict]:
-    """Put requests for the key item with `entries` (moving values out to chunk items
-    if the item would be too big), its new index items and graveyard item."""
+def key_writes(job: str, partition: int, key: int, entries: list[Entry]) -> list[dict]:
+    """Put requests for the key item with `entries`, moving values out to chunk items if
+    the item would be too big."""
     pk = key_pk(job, partition, key)
     out = []
     inline = sum(len(e.value or b"") for e in entries)
@@ -262,30 +264,54 @@ def key_writes(
                 put_request({"pk": pk, "sk": sk, "d": piece})
                 for sk, piece in zip(e.chunk_sks(), pieces, strict=True)
             ]
-    out.append(key_item_request(pk, entries))
-    have = old.expiries()
-    for e in entries:
-        if not e.removed and e.expiry not in have:
-            have.add(e.expiry)
-            index_item = {"pk": index_pk(job, partition, key), "sk": index_sk(e.expiry, key)}
-            out.append(put_request(index_item))
-    if entries[-1].removed:
-        out.append(put_request({
-            "pk": graveyard_pk(job, partition), "sk": graveyard_sk(entries[-1].version, key)
-        }))  # fmt: skip
+    out.append(key_item_request(job, partition, key, entries))
     return out
 
 
 def unneeded(job: str, partition: int, old: KeyItem, entries: list[Entry]) -> list[tuple[str, str]]:
-    """(pk, sk) of the chunk and index items of `old` that `entries` no longer use."""
-    key = old.key
-    pk = key_pk(job, partition, key)
+    """(pk, sk) of the chunk items of `old` that `entries` no longer use."""
+    pk = key_pk(job, partition, old.key)
     kept = {(e.version, e.token) for e in entries}
-    out = [(pk, sk) for e in old.entries if (e.version, e.token) not in kept
-           for sk in e.chunk_sks()]  # fmt: skip
-    expiries = {e.expiry for e in entries if not e.removed}
-    out += [(index_pk(job, partition, key), index_sk(x, key)) for x in old.expiries() - expiries]
+    return [(pk, sk) for e in old.entries if (e.version, e.token) not in kept
+            for sk in e.chunk_sks()]  # fmt: skip
+
+
+def lowers(old: KeyItem, entries: list[Entry], seen: History) -> bool:
+    """Whether the index may show the key above its new xe: its xe goes down (or appears),
+    or the old item holds entries that do not count (those of an attempt that never
+    published may have lowered xe unlisted)."""
+    new = lowest_expiry(entries)
+    if new is None:
+        return False
+    before = old.lowest_expiry()
+    return before is None or new < before or not all(seen.counts(e) for e in old.entries)
+
+
+def change_requests(job: str, partition: int, version: int, token: str,
+                    lowered: list[tuple[int, int]], removed: list[int]) -> list[dict]:  # fmt: skip
+    """The change items of an attempt: (key, new xe) of the keys it lowered, by xe, with the
+    lowest xe of the item as xm (N, if it holds any); keys it removed."""
+    pairs = np.array(sorted(lowered, key=lambda p: p[1]), dtype="<i8").reshape(-1, 2)
+    gone = np.array(removed, dtype="<i8")
+    n, out = CHANGES_PER_ITEM, []
+    for i in range(0, max(len(lowered), len(removed)), n):
+        item = {
+            "pk": partition_pk(job, partition), "sk": change_sk(version, token, i // n),
+            "lo": pairs[i : i + n].tobytes() or b"-", "rm": gone[i : i + n].tobytes() or b"-",
+        }  # fmt: skip
+        if len(pairs[i : i + n]):
+            item["xm"] = int(pairs[i, 1])
+        out.append(put_request(item))
     return out
+
+
+def parse_change(item: dict) -> tuple[int, str, dict[int, int], list[int]]:
+    """(version, token, {key: xe} lowered, keys removed) of a change item."""
+    version, token, _ = item["sk"]["S"][1:].split(".")
+    lo, rm = (item.get(a, {}).get("B", b"-") for a in ("lo", "rm"))
+    pairs = np.frombuffer(b"" if lo == b"-" else lo, dtype="<i8").reshape(-1, 2).tolist()
+    gone = np.frombuffer(b"" if rm == b"-" else rm, dtype="<i8").tolist()
+    return int(version), token, {k: x for k, x in pairs}, gone
 
 
 def intent_requests(
