@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from sessionize.engines.progress import read_progress_lines
-from sessionize.fs import child
+from sessionize.fs import child, without_options
 
 FILE_NAME = "progress.jsonl"  # under the checkpoint (engines/progress.py writes it)
 BATCH_FILE_NAME = "_progress.jsonl"  # under the output of batch jobs
@@ -51,7 +51,7 @@ class Progress:
 def read_progress(path: str) -> Progress:
     """The log at `path`; a missing or empty log gives a Progress that says so."""
     if not os.path.isfile(path):
-        return Progress(path, missing=f"no progress log at {path}")
+        return Progress(path, missing=f"no progress log at {without_options(path)}")
     rows, skipped = [], 0
     for row in (records := read_progress_lines(path))[0]:
         try:
