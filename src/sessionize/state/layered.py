@@ -70,8 +70,9 @@ class Layer:
         keys = _int64(table.column(spec.key))
         if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
             order = np.argsort(keys, kind="stable")  # stable: a key's rows keep their order
-            table, keys = table.take(pa.array(order)), keys[order]
+            table = table.take(pa.array(order))
         table = table.combine_chunks()
+        keys = _int64(table.column(spec.key))  # shares the table's buffer
         if not len(keys):
             return cls(table, keys, _EMPTY, _EMPTY, _EMPTY)
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
@@ -91,7 +92,7 @@ class Layer:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.keys, self.unique, self.exp_min, self.exp_keys)
+        arrays = (self.unique, self.exp_min, self.exp_keys)  # `keys` is the table's column
         return self.table.nbytes + sum(a.nbytes for a in arrays)
 
 
@@ -163,8 +164,10 @@ class LayeredState:
 
     # ----- changes ----------------------------------------------------------------------
 
-    def apply(self, puts: pa.Table, removes: pa.Array) -> LayeredState:
-        """This state with the keys of `puts` replaced by `puts` and `removes` deleted."""
+    def apply(self, puts: pa.Table, removes: pa.Array, settle: bool = True) -> LayeredState:
+        """This state with the keys of `puts` replaced by `puts` and `removes` deleted
+        (then folded if the runs have grown enough, unless `settle` is False: a chain of
+        deltas being loaded folds once, at its end)."""
         if puts.num_rows == 0 and len(removes) == 0:
             return self
         run = Layer.of(puts.cast(self.spec.schema), self.spec)
@@ -186,10 +189,15 @@ class LayeredState:
             self.spec, self.base, (*self.runs, run), shadow, shadow_run,
             self.rows - gone_rows + len(run.keys), self.keys - gone_keys + len(run.unique),
         )  # fmt: skip
-        held = sum(len(r.keys) for r in state.runs)
-        if held > FOLD_FRACTION * len(self.base.keys) or len(state.runs) > MAX_RUNS:
-            return state.fold()
-        return state
+        return state.settled() if settle else state
+
+    def settled(self) -> LayeredState:
+        """This state, folded if its runs hold more than FOLD_FRACTION of the base's rows
+        or number more than MAX_RUNS."""
+        held = sum(len(r.keys) for r in self.runs)
+        if held > FOLD_FRACTION * len(self.base.keys) or len(self.runs) > MAX_RUNS:
+            return self.fold()
+        return self
 
     def fold(self) -> LayeredState:
         """The same state with every run merged into a new base."""

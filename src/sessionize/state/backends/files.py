@@ -78,7 +78,7 @@ from sessionize.state.stored import StoredVersion
 ORPHAN_GRACE_S = 3600.0
 # A chain's deltas may hold this many rows before their size alone asks for a snapshot
 # (below it a cold load is cheap whatever the state; the chain cap still applies).
-SNAPSHOT_MIN_ROWS = 10_000
+SNAPSHOT_MIN_ROWS = 100_000
 
 
 class FilesBackend(FilesIO, StateBackend):
@@ -236,8 +236,9 @@ class FilesBackend(FilesIO, StateBackend):
                 state = LayeredState.of(piece, self.spec)
             else:
                 assert state is not None  # a chain starts at a snapshot or the cached version
-                state = state.apply(*codec.decode_delta(piece, self.spec))
+                state = state.apply(*codec.decode_delta(piece, self.spec), settle=False)
         assert state is not None
+        state = state.settled()
 
         stored = FilesVersion(self, job, partition, record, state)
         metrics = stored.metrics
