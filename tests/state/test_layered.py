@@ -8,6 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from sessionize.state import layered
 from sessionize.state.layered import LayeredState
 from sessionize.state.rows import RowSpec
 
@@ -15,7 +16,8 @@ from .workers import content, expected, rows
 
 
 @pytest.mark.parametrize("settle", [False, True], ids=["runs", "folded"])
-def test_reads_follow_the_newest_change_of_each_key(settle):
+def test_reads_follow_the_newest_change_of_each_key(settle, monkeypatch):
+    monkeypatch.setattr(layered, "FOLD_MIN_ROWS", 0)  # fold these few rows as a big state would
     rnd = random.Random(5)
     spec = RowSpec()
     model = {k: [rnd.randrange(100) for _ in range(rnd.randrange(1, 3))] for k in range(40)}

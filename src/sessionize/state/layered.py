@@ -1,17 +1,19 @@
 """A partition's whole state in memory, kept so that a version's changes cost what they touch.
 
-A `LayeredState` is a *base* (all rows of a state, sorted by key) plus the *runs* committed on
-top of it since, oldest first: each run is one version's puts (sorted by key) and the keys it
+A `LayeredState` is a *base* (all rows of a state as of some version) plus the *runs*
+committed on top of it since, oldest first: each run is one version's puts and the keys it
 removed. The newest run that put or removed a key decides that key's rows; a key no run
-touched has its rows in the base. A *shadow* index (every key some run decided, sorted, with
-the newest run that decided it) answers "which layer holds this key" with one binary search.
+touched has its rows in the base. Every layer indexes its rows by key (their order by key,
+never moving the rows themselves) and its keys by earliest expiry; a *shadow* index (every
+key some run decided, sorted, with the newest run that decided it) answers "which layer
+holds this key" with one binary search.
 
-So a commit is a new run (sort the puts, insert their keys into the shadow), a read of K keys
-is K binary searches per layer, and expiry reads each layer's keys ordered by their earliest
-expiry up to the time asked. Only `fold` touches every row (the base's filter, the merge, the
-indexes); it runs when the runs have grown to a fraction of the base, so its cost amortizes
-over the versions that fill them. Every instance is immutable: a version opened earlier keeps
-reading the layers it was opened on while later commits build new instances.
+So a commit is a new run (index the puts, insert their keys into the shadow), a read of K
+keys is K binary searches per layer, and expiry reads each layer's keys in expiry order up
+to the time asked. Only `fold` touches every row (filter the base and the runs, concatenate,
+index again); it runs when the runs have grown to a fraction of the base, so its cost
+amortizes over the versions that fill them. Every instance is immutable: a version opened
+earlier keeps reading the layers it was opened on while later commits build new instances.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import pyarrow as pa
 from sessionize.state.rows import RowSpec
 
 FOLD_FRACTION = 0.25  # fold once the runs hold this share of the base's rows ...
-MAX_RUNS = 64  # ... or this many runs (each read searches every run)
+FOLD_MIN_ROWS = 50_000  # ... and at least this many (a small state folds every few runs)
+MAX_RUNS = 64  # ... or once there are more runs (a read searches each)
 
 _EMPTY = np.array([], np.int64)
 
@@ -56,43 +59,49 @@ def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Layer:
-    """Rows sorted by key, with the indexes a read needs: the key column, its unique keys,
-    and those keys ordered by their earliest expiry."""
+    """Rows in any order, with the indexes a read needs: the rows' order by key (so that
+    the rows are never moved, only indexed), the keys in that order, the unique keys, and
+    those ordered by their earliest expiry."""
 
     table: pa.Table
-    keys: np.ndarray  # the key column (sorted, with repeats)
+    column: np.ndarray  # the key column (a view of the table's)
+    order: np.ndarray  # row positions sorted by key (stable: a key's rows keep their order)
+    keys: np.ndarray  # the key column in that order (with repeats)
     unique: np.ndarray  # its unique keys (sorted)
     exp_min: np.ndarray  # earliest expiry of each unique key, ascending
     exp_keys: np.ndarray  # the unique keys in that order
 
     @classmethod
     def of(cls, table: pa.Table, spec: RowSpec) -> Layer:
-        keys = _int64(table.column(spec.key))
-        if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
-            order = np.argsort(keys, kind="stable")  # stable: a key's rows keep their order
-            table = table.take(pa.array(order))
         table = table.combine_chunks()
-        keys = _int64(table.column(spec.key))  # shares the table's buffer
-        if not len(keys):
-            return cls(table, keys, _EMPTY, _EMPTY, _EMPTY)
+        column = _int64(table.column(spec.key))
+        if not len(column):
+            return cls(table, column, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
+        order = np.argsort(column, kind="stable")
+        keys = column[order]
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         unique = keys[starts]
-        exp_min = np.minimum.reduceat(_int64(table.column(spec.expiry)), starts)
-        order = np.argsort(exp_min, kind="stable")
-        return cls(table, keys, unique, exp_min[order], unique[order])
+        exp_min = np.minimum.reduceat(_int64(table.column(spec.expiry))[order], starts)
+        by_exp = np.argsort(exp_min, kind="stable")
+        return cls(table, column, order, keys, unique, exp_min[by_exp], unique[by_exp])
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
-        """Row positions of `keys` (sorted) in this layer."""
+        """Row positions of `keys` (sorted) in this layer, each key's rows in their order."""
         lo = np.searchsorted(self.keys, keys, "left")
         hi = np.searchsorted(self.keys, keys, "right")
-        return _ranges(lo, hi)
+        return self.order[_ranges(lo, hi)]
+
+    def count(self, keys: np.ndarray) -> tuple[int, int]:
+        """(rows, keys) this layer holds of `keys` (sorted)."""
+        held = np.searchsorted(self.keys, keys, "right") - np.searchsorted(self.keys, keys)
+        return int(held.sum()), int(np.count_nonzero(held))
 
     def expiring(self, upto_us: int) -> np.ndarray:
         return self.exp_keys[: np.searchsorted(self.exp_min, upto_us, "left")]
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.unique, self.exp_min, self.exp_keys)  # `keys` is the table's column
+        arrays = (self.order, self.keys, self.unique, self.exp_min, self.exp_keys)
         return self.table.nbytes + sum(a.nbytes for a in arrays)
 
 
@@ -118,25 +127,24 @@ class LayeredState:
     # ----- reads ------------------------------------------------------------------------
 
     def _locate(self, keys: np.ndarray) -> list[tuple[Layer, np.ndarray]]:
-        """(layer, row positions) holding the rows of `keys` (sorted, unique)."""
+        """(layer, the keys it decides) of `keys` (sorted, unique)."""
         found = []
         decided = _sorted_member(keys, self.shadow)
         if len(self.runs) and decided.any():
             hit = keys[decided]
             run_of = self.shadow_run[np.searchsorted(self.shadow, hit)]
             for i in np.unique(run_of):
-                run = self.runs[int(i)]
-                found.append((run, run.rows_of(hit[run_of == i])))
-        found.append((self.base, self.base.rows_of(keys[~decided])))
+                found.append((self.runs[int(i)], hit[run_of == i]))
+        found.append((self.base, keys[~decided]))
         return found
 
     def read(self, keys: np.ndarray) -> pa.Table:
         """All rows of `keys` (unique; any order)."""
-        pieces = [
-            layer.table.take(pa.array(rows))
-            for layer, rows in self._locate(np.sort(keys))
-            if len(rows)
-        ]
+        pieces = []
+        for layer, held in self._locate(np.sort(keys)):
+            rows = layer.rows_of(held)
+            if len(rows):
+                pieces.append(layer.table.take(pa.array(rows)))
         return pa.concat_tables(pieces) if pieces else self.spec.empty()
 
     def expiring(self, upto_us: int) -> np.ndarray:
@@ -171,13 +179,12 @@ class LayeredState:
         if puts.num_rows == 0 and len(removes) == 0:
             return self
         run = Layer.of(puts.cast(self.spec.schema), self.spec)
-        changed = np.union1d(run.unique, _int64(removes))
+        changed = np.sort(np.concatenate([run.unique, _int64(removes)]))
+        changed = changed[np.r_[True, changed[1:] != changed[:-1]]] if len(changed) else changed
         gone_rows = gone_keys = 0
-        for layer, rows in self._locate(changed):  # the rows and keys `changed` replaces
-            gone_rows += len(rows)
-            if len(rows):
-                held = layer.keys[rows]  # sorted
-                gone_keys += 1 + int(np.count_nonzero(held[1:] != held[:-1]))
+        for layer, held in self._locate(changed):  # the rows and keys `changed` replaces
+            rows, keys = layer.count(held)
+            gone_rows, gone_keys = gone_rows + rows, gone_keys + keys
         index = len(self.runs)
         # insert the new keys into the shadow, and point every changed key at the new run
         pos = np.searchsorted(self.shadow, changed)
@@ -193,9 +200,10 @@ class LayeredState:
 
     def settled(self) -> LayeredState:
         """This state, folded if its runs hold more than FOLD_FRACTION of the base's rows
-        or number more than MAX_RUNS."""
+        (and FOLD_MIN_ROWS) or number more than MAX_RUNS."""
         held = sum(len(r.keys) for r in self.runs)
-        if held > FOLD_FRACTION * len(self.base.keys) or len(self.runs) > MAX_RUNS:
+        bound = max(FOLD_FRACTION * len(self.base.keys), FOLD_MIN_ROWS)
+        if held > bound or len(self.runs) > MAX_RUNS:
             return self.fold()
         return self
 
@@ -204,9 +212,9 @@ class LayeredState:
         if not self.runs:
             return self
         base = self.base
-        pieces = [base.table.filter(pa.array(~_sorted_member(base.keys, self.shadow)))]
+        pieces = [base.table.filter(pa.array(~_sorted_member(base.column, self.shadow)))]
         for i, run in enumerate(self.runs):
-            live = self.shadow_run[np.searchsorted(self.shadow, run.keys)] == i
+            live = self.shadow_run[np.searchsorted(self.shadow, run.column)] == i
             pieces.append(run.table.filter(pa.array(live)))
         return LayeredState.of(pa.concat_tables(pieces), self.spec)
 
