@@ -404,6 +404,18 @@ def test_cache_bound_applies_to_backends(root):
     store(root)  # back to the default bound for the other tests
 
 
+def test_a_state_that_fits_the_cache_stays_cached_as_it_changes(root):
+    backend = store(root, cache_mb=1)
+    page = "x" * 250
+    commit(backend, J, 0, -1, 0, {k: [k] for k in range(2800)}, page=page)  # ~0.9 MB
+    for v in range(1, 5):  # each version replaces 200 keys: the state keeps its size
+        commit(backend, J, 0, v - 1, v, {k: [v] for k in range(v * 200, v * 200 + 200)},
+               page=page)  # fmt: skip
+        with backend.open(J, 0, v) as ps:
+            assert ps.metrics().cache_hits == 1
+    store(root)  # back to the default bound for the other tests
+
+
 # ----- other pyarrow filesystems ---------------------------------------------------------
 
 

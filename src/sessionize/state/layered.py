@@ -3,15 +3,15 @@
 A `LayeredState` is a *base* (all rows of a state as of some version) plus the *runs*
 committed on top of it since, oldest first: each run is one version's puts and the keys it
 removed. The newest run that put or removed a key decides that key's rows; a key no run
-touched has its rows in the base. Every layer indexes its rows by key (their order by key,
-never moving the rows themselves) and its keys by earliest expiry; a *shadow* index (every
+touched has its rows in the base. Every layer keeps its rows sorted by key (so its key
+column is its key index) and its keys ordered by earliest expiry; a *shadow* index (every
 key some run decided, sorted, with the newest run that decided it) answers "which layer
 holds this key" with one binary search.
 
-So a commit is a new run (index the puts, insert their keys into the shadow), a read of K
+So a commit is a new run (sort the puts, insert their keys into the shadow), a read of K
 keys is K binary searches per layer, and expiry reads each layer's keys in expiry order up
-to the time asked. Only `fold` touches every row (filter the base and the runs, concatenate,
-index again); it runs when the runs have grown to a fraction of the base, so its cost
+to the time asked. Only `fold` touches every row (filter the base and the runs, merge them
+by key, index again); it runs when the runs have grown to a fraction of the base, so its cost
 amortizes over the versions that fill them. Every instance is immutable: a version opened
 earlier keeps reading the layers it was opened on while later commits build new instances.
 """
@@ -59,37 +59,37 @@ def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Layer:
-    """Rows in any order, with the indexes a read needs: the rows' order by key (so that
-    the rows are never moved, only indexed), the keys in that order, the unique keys, and
-    those ordered by their earliest expiry."""
+    """Rows sorted by key, with the indexes a read needs: the key column (a view of the
+    table's, so sorted keys cost no memory of their own), its unique keys, and those keys
+    ordered by their earliest expiry."""
 
     table: pa.Table
-    column: np.ndarray  # the key column (a view of the table's)
-    order: np.ndarray  # row positions sorted by key (stable: a key's rows keep their order)
-    keys: np.ndarray  # the key column in that order (with repeats)
+    keys: np.ndarray  # the key column (sorted, with repeats)
     unique: np.ndarray  # its unique keys (sorted)
     exp_min: np.ndarray  # earliest expiry of each unique key, ascending
     exp_keys: np.ndarray  # the unique keys in that order
 
     @classmethod
     def of(cls, table: pa.Table, spec: RowSpec) -> Layer:
+        keys = _int64(table.column(spec.key))
+        if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
+            order = np.argsort(keys, kind="stable")  # stable: a key's rows keep their order
+            table = table.take(pa.array(order))
         table = table.combine_chunks()
-        column = _int64(table.column(spec.key))
-        if not len(column):
-            return cls(table, column, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
-        order = np.argsort(column, kind="stable")
-        keys = column[order]
+        keys = _int64(table.column(spec.key))
+        if not len(keys):
+            return cls(table, keys, _EMPTY, _EMPTY, _EMPTY)
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         unique = keys[starts]
-        exp_min = np.minimum.reduceat(_int64(table.column(spec.expiry))[order], starts)
+        exp_min = np.minimum.reduceat(_int64(table.column(spec.expiry)), starts)
         by_exp = np.argsort(exp_min, kind="stable")
-        return cls(table, column, order, keys, unique, exp_min[by_exp], unique[by_exp])
+        return cls(table, keys, unique, exp_min[by_exp], unique[by_exp])
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
-        """Row positions of `keys` (sorted) in this layer, each key's rows in their order."""
+        """Row positions of `keys` (sorted) in this layer."""
         lo = np.searchsorted(self.keys, keys, "left")
         hi = np.searchsorted(self.keys, keys, "right")
-        return self.order[_ranges(lo, hi)]
+        return _ranges(lo, hi)
 
     def count(self, keys: np.ndarray) -> tuple[int, int]:
         """(rows, keys) this layer holds of `keys` (sorted)."""
@@ -101,7 +101,7 @@ class Layer:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.order, self.keys, self.unique, self.exp_min, self.exp_keys)
+        arrays = (self.unique, self.exp_min, self.exp_keys)  # `keys` is the table's column
         return self.table.nbytes + sum(a.nbytes for a in arrays)
 
 
@@ -212,9 +212,9 @@ class LayeredState:
         if not self.runs:
             return self
         base = self.base
-        pieces = [base.table.filter(pa.array(~_sorted_member(base.column, self.shadow)))]
+        pieces = [base.table.filter(pa.array(~_sorted_member(base.keys, self.shadow)))]
         for i, run in enumerate(self.runs):
-            live = self.shadow_run[np.searchsorted(self.shadow, run.column)] == i
+            live = self.shadow_run[np.searchsorted(self.shadow, run.keys)] == i
             pieces.append(run.table.filter(pa.array(live)))
         return LayeredState.of(pa.concat_tables(pieces), self.spec)
 

@@ -238,7 +238,7 @@ class FilesBackend(FilesIO, StateBackend):
                 assert state is not None  # a chain starts at a snapshot or the cached version
                 state = state.apply(*codec.decode_delta(piece, self.spec), settle=False)
         assert state is not None
-        state = state.settled()
+        state = self._fitted(state.settled())
 
         stored = FilesVersion(self, job, partition, record, state)
         metrics = stored.metrics
@@ -257,7 +257,7 @@ class FilesBackend(FilesIO, StateBackend):
         job, partition = stored.job, stored.partition
         metrics = stored.metrics
         directory = self._partition_dir(job, partition)
-        state = stored.state.apply(puts, removes)
+        state = self._fitted(stored.state.apply(puts, removes))
         delta_rows = puts.num_rows + len(removes)
         chain_rows = stored.chain_rows + delta_rows
         snapshot = (
@@ -334,6 +334,13 @@ class FilesBackend(FilesIO, StateBackend):
         if self._cache is not None:
             key = self._cache_key(job, partition)
             self._cache.put(key, CacheEntry(version, token, state))
+
+    def _fitted(self, state: LayeredState) -> LayeredState:
+        """`state`, folded if its runs alone keep it from fitting the cache (a partition near
+        the bound then pays a fold per commit rather than a reload per batch)."""
+        if self._cache is not None and state.runs and state.nbytes > self._cache.max_bytes:
+            return state.fold()
+        return state
 
     def _drop_record(
         self, job: str, partition: int, version: int, io: StateMetrics | None = None
