@@ -107,6 +107,8 @@ class Layer:
 
 @dataclass(frozen=True)
 class LayeredState:
+    """One version's whole state: a base and the runs since (see the module docstring)."""
+
     spec: RowSpec
     base: Layer
     runs: tuple[Layer, ...]  # oldest first
@@ -217,7 +219,3 @@ class LayeredState:
             live = self.shadow_run[np.searchsorted(self.shadow, run.keys)] == i
             pieces.append(run.table.filter(pa.array(live)))
         return LayeredState.of(pa.concat_tables(pieces), self.spec)
-
-    def table(self) -> pa.Table:
-        """The whole state as one table, sorted by key."""
-        return self.fold().base.table

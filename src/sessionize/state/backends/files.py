@@ -338,7 +338,8 @@ class FilesBackend(FilesIO, StateBackend):
     def _fitted(self, state: LayeredState) -> LayeredState:
         """`state`, folded if its runs alone keep it from fitting the cache (a partition near
         the bound then pays a fold per commit rather than a reload per batch)."""
-        if self._cache is not None and state.runs and state.nbytes > self._cache.max_bytes:
+        bound = self._cache.max_bytes if self._cache is not None else 0
+        if state.runs and state.base.nbytes <= bound < state.nbytes:
             return state.fold()
         return state
 
