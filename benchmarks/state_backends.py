@@ -19,7 +19,7 @@ removes it afterwards. Per backend and state size N (keys, `--rows` rows each):
 With `--touched K` every batch touches K users (half known, half new) and about K/2 expire,
 whatever N is: per-batch time against state size at the same work (`--keys 10000 100000
 1000000 --touched 5000 --batches 12`); the mean and max over the batches include the
-`files` store's snapshot every 10 versions.
+`files` store's snapshots and folds, which come more rarely as the state grows.
 
 Prints milliseconds, round trips and bytes written per step, and each backend's batch time
 as a ratio to `files` measured in the same run; for DynamoDB also the items written (puts

@@ -153,6 +153,32 @@ def test_snapshot_and_delta_loading(root):
             assert m.rows_loaded > 0 and m.cache_hits == 0
 
 
+def test_a_snapshot_comes_when_the_deltas_reach_the_state_size(root, monkeypatch):
+    monkeypatch.setattr(files, "SNAPSHOT_MIN_ROWS", 0)
+    backend = store(root, snapshot_every=1000)
+    model = {k: [2 * k] for k in range(24)}  # 24 rows, keys 0-4 expiring before 10
+    commit(backend, J, 0, -1, 0, model)
+    states = {0: dict(model)}
+    for v in range(1, 9):  # 24 rows at each version; 5 in each delta: 3 put, 2 removed
+        puts = {100 + v: [v, 3000 + v], 19: [4000 + v]}
+        removes = sorted((k for k in model if 4 < k < 24 and k != 19), reverse=True)[:2]
+        commit(backend, J, 0, v - 1, v, puts, removes=removes)
+        model = {k: e for k, e in (model | puts).items() if k not in removes}
+        states[v] = dict(model)
+    kinds = {v: record(root, v)["kind"] for v in range(9)}
+    assert [v for v, kind in kinds.items() if kind == "snapshot"] == [0, 5]
+    assert [record(root, v)["chain_rows"] for v in (4, 5, 6)] == [20, 0, 5]
+    fresh = store(root, cache_mb=0)
+    for v, state in states.items():  # cold loads, the cached versions and the model agree
+        for b in (fresh, backend):
+            assert read_all(b, J, 0, v, keys=range(200)) == expected(state)
+            with b.open(J, 0, v) as ps:
+                soonest = {k for k, es in state.items() if min(es) < 10}
+                assert ps.expiring(10).to_pylist() == sorted(soonest)
+        assert record(root, v)["keys"] == len(state)
+        assert record(root, v)["rows"] == sum(len(es) for es in state.values())
+
+
 def test_recommit_replaces_the_files_of_the_old_commit(root):
     backend = store(root)
     commit(backend, J, 0, -1, 0, {1: [1]})
@@ -375,6 +401,18 @@ def test_cache_bound_applies_to_backends(root):
     commit(backend, J, 0, -1, 0, big)
     with backend.open(J, 0, 0) as ps:
         assert ps.metrics().cache_hits == 0 and ps.metrics().rows_loaded == 20_000
+    store(root)  # back to the default bound for the other tests
+
+
+def test_a_state_that_fits_the_cache_stays_cached_as_it_changes(root):
+    backend = store(root, cache_mb=1)
+    page = "x" * 250
+    commit(backend, J, 0, -1, 0, {k: [k] for k in range(2800)}, page=page)  # ~0.9 MB
+    for v in range(1, 5):  # each version replaces 200 keys: the state keeps its size
+        commit(backend, J, 0, v - 1, v, {k: [v] for k in range(v * 200, v * 200 + 200)},
+               page=page)  # fmt: skip
+        with backend.open(J, 0, v) as ps:
+            assert ps.metrics().cache_hits == 1
     store(root)  # back to the default bound for the other tests
 
 

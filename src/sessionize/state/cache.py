@@ -3,13 +3,14 @@
 A Spark executor runs batch after batch on the same partitions; without a cache every batch
 would reload the state it committed itself a moment ago. The cache keeps, per
 (store location, job, partition), the one full table most recently loaded or committed in
-this process, with the version and the commit token it had.
+this process (in whatever form the backend reads it fastest), with the version and the
+commit token it had.
 
 It is explicit, not hidden: a backend asks for an entry by that key and must validate it
 against the token in the version's commit record (one small read) before using it, so the
 cache can never serve a stale version -- not after another process re-committed the version
 with different data, and not after `truncate_after` removed it. It is bounded by bytes and
-evicts the least recently used partitions first. Tables are immutable, so an entry shares
+evicts the least recently used partitions first. Entries are immutable, so an entry shares
 its buffers with the transactions that use it.
 """
 
@@ -18,8 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import Any
 
 CacheKey = tuple[str, str, int]  # (store location, job, partition)
 
@@ -30,11 +30,11 @@ DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 class CacheEntry:
     version: int
     token: str
-    table: pa.Table
+    state: Any  # the backend's in-memory form of the version: anything with `nbytes`
 
     @property
     def nbytes(self) -> int:
-        return self.table.nbytes
+        return self.state.nbytes
 
 
 class PartitionCache:

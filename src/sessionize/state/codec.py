@@ -1,4 +1,4 @@
-"""Arrow <-> bytes for stored state, and applying a version's changes to a full table.
+"""Arrow <-> bytes for stored state (`layered.py` applies decoded deltas in memory).
 
 Shared by backends that store whole tables or deltas as blobs (files now; a remote backend
 storing snapshot groups later). A *delta* is the puts of a version plus its removed keys in
@@ -16,33 +16,6 @@ from sessionize.errors import StateError
 from sessionize.state.rows import RowSpec
 
 REMOVED = "_removed"
-
-
-def apply_changes(table: pa.Table, puts: pa.Table, removes: pa.Array, spec: RowSpec) -> pa.Table:
-    """`table` with all rows of the keys of `puts` replaced by `puts` and the keys of
-    `removes` deleted."""
-    if puts.num_rows == 0 and len(removes) == 0:
-        return table
-    dropped = pa.concat_arrays([puts.column(spec.key).combine_chunks(), removes.cast(pa.int64())])
-    kept = table.filter(pc.invert(pc.is_in(table.column(spec.key), dropped)))
-    return pa.concat_tables([kept, puts]).combine_chunks()
-
-
-def apply_chain(
-    table: pa.Table, deltas: list[tuple[pa.Table, pa.Array]], spec: RowSpec
-) -> pa.Table:
-    """`apply_changes` of each (puts, removes) in order, with one pass over `table`: the newest
-    delta that touches a key decides its rows."""
-    if len(deltas) <= 1:
-        return apply_changes(table, *deltas[0], spec) if deltas else table
-    decided = pa.array([], pa.int64())
-    newest_puts = []
-    for puts, removes in reversed(deltas):
-        keys = puts.column(spec.key).combine_chunks()
-        newest_puts.append(puts.filter(pc.invert(pc.is_in(keys, decided))))
-        decided = pa.concat_arrays([decided, keys.unique(), removes.cast(pa.int64())])
-    kept = table.filter(pc.invert(pc.is_in(table.column(spec.key), decided)))
-    return pa.concat_tables([kept, *reversed(newest_puts)]).combine_chunks()
 
 
 def delta_schema(spec: RowSpec) -> pa.Schema:

@@ -1,9 +1,9 @@
 """The `files` state store: Parquet deltas and snapshots on any pyarrow filesystem.
 
 URI: `files:/abs/path`, a plain path, `file:///abs/path`, or `files:<pyarrow fs URI>`
-(`files:s3://bucket/prefix`). Options as a query string: `snapshot_every` (K, default 10),
-`cache_mb` (process cache bound, default 256, 0 = no cache), `compression` (Parquet codec,
-default zstd).
+(`files:s3://bucket/prefix`). Options as a query string: `snapshot_every` (K, the longest
+chain: at most K-1 deltas after a snapshot, default 50), `cache_mb` (process cache bound,
+default 256, 0 = no cache), `compression` (Parquet codec, default zstd).
 
 What it writes under the root (every file, with its name) is in `files_layout.py`. Every
 commit gets a random token; its data file carries the token in its name and the commit
@@ -15,8 +15,11 @@ touches the files of the record it replaces until the new record is published, a
 writers of one version at the same time on S3 the later is refused.
 
 Commit of V on the loaded version P (steps in this order):
-  1. write V's data file: a snapshot if P is empty (-1) or P's chain already holds K-1
-     deltas, else a delta;
+  1. write V's data file: a snapshot if P is empty (-1), if P's chain already holds K-1
+     deltas, or if the rows of the chain's deltas with V's (puts plus removed keys) reach
+     the rows of the state at V (and at least `SNAPSHOT_MIN_ROWS`), else a delta. So a cold
+     load reads at most about twice the state's rows in at most K files, and a snapshot,
+     which costs the whole state, comes once the deltas have cost about as much;
   2. delete the commit records of versions > V (newest first): they were computed from the
      state this commit replaces. Until step 3, the old V (if any) is still consistent;
   3. publish V's commit record (replacing an old one atomically); steps 2 and 3 first read
@@ -27,6 +30,10 @@ Commit of V on the loaded version P (steps in this order):
 Loading V reads V's record, then its parents' records down to the nearest snapshot,
 checking at each link that the parent's current token is the one the child was built on;
 then the snapshot and the deltas. A missing or re-committed link is a StateError.
+
+In memory (the process cache, and what a transaction reads) a version is a
+`layered.LayeredState`: the state as of some version, sorted by key, plus the versions'
+changes since, so that a commit and a read cost what they touch, not the state's size.
 """
 
 from __future__ import annotations
@@ -37,7 +44,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from sessionize.errors import ConfigError, StateError
@@ -62,6 +68,7 @@ from sessionize.state.backends.files_layout import (
 )
 from sessionize.state.base import StateBackend, version_error
 from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
+from sessionize.state.layered import LayeredState
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
 from sessionize.state.stored import StoredVersion
@@ -69,6 +76,9 @@ from sessionize.state.stored import StoredVersion
 # Unreferenced data files younger than this, of versions still retained, may belong to a
 # commit in progress and are left alone by maintenance.
 ORPHAN_GRACE_S = 3600.0
+# A chain's deltas may hold this many rows before their size alone asks for a snapshot
+# (below it a cold load is cheap whatever the state; the chain cap still applies).
+SNAPSHOT_MIN_ROWS = 100_000
 
 
 class FilesBackend(FilesIO, StateBackend):
@@ -78,7 +88,7 @@ class FilesBackend(FilesIO, StateBackend):
         self,
         root: str,
         *,
-        snapshot_every: int = 10,
+        snapshot_every: int = 50,
         cache_mb: int = 256,
         compression: str = "zstd",
         spec: RowSpec | None = None,
@@ -100,7 +110,7 @@ class FilesBackend(FilesIO, StateBackend):
 
     # ----- configuration ----------------------------------------------------------------
 
-    _DEFAULTS = {"snapshot_every": 10, "cache_mb": 256, "compression": "zstd"}
+    _DEFAULTS = {"snapshot_every": 50, "cache_mb": 256, "compression": "zstd"}
 
     @property
     def uri(self) -> str:
@@ -177,26 +187,26 @@ class FilesBackend(FilesIO, StateBackend):
     def _open_version(self, job: str, partition: int, version: int) -> FilesVersion:
         key = self._cache_key(job, partition)
         if version == EMPTY_VERSION:
-            return FilesVersion(self, job, partition, None, self.spec.empty())
+            return FilesVersion(self, job, partition, None, LayeredState.empty(self.spec))
         io = StateMetrics()
         record = self._read_record(job, partition, version, io)
         if record is None:
             raise version_error(job, partition, version, have=self._versions(job, partition))
         cached = self._cache.get(key) if self._cache is not None else None
         if cached and cached.version == version and cached.token == record.token:
-            stored = FilesVersion(self, job, partition, record, cached.table)
+            stored = FilesVersion(self, job, partition, record, cached.state)
             stored.metrics.cache_hits = 1
             stored.metrics.round_trips, stored.metrics.bytes_read = io.round_trips, io.bytes_read
             return stored
 
         # Walk the chain down to a snapshot (or to the cached version, if it is on it).
         chain = [record]
-        base: pa.Table | None = None
+        base: LayeredState | None = None
         while chain[-1].kind == "delta":
             child = chain[-1]
             link = (child.parent_version, child.parent_token)
             if cached and (cached.version, cached.token) == link:
-                base = cached.table
+                base = cached.state
                 break
             parent = self._read_record(job, partition, child.parent_version, io)
             if parent is None:
@@ -213,8 +223,7 @@ class FilesBackend(FilesIO, StateBackend):
 
         directory = self._partition_dir(job, partition)
         rows_loaded = 0
-        table = base
-        deltas: list[tuple[pa.Table, pa.Array]] = []
+        state = base
         for rec in reversed(chain):
             data = self._read(f"{directory}/{rec.file}", io)
             if data is None:
@@ -224,19 +233,21 @@ class FilesBackend(FilesIO, StateBackend):
             piece = codec.from_parquet(data)
             rows_loaded += piece.num_rows
             if rec.kind == "snapshot":
-                table = piece.cast(self.spec.schema)
+                state = LayeredState.of(piece, self.spec)
             else:
-                deltas.append(codec.decode_delta(piece, self.spec))
-        table = codec.apply_chain(table, deltas, self.spec).combine_chunks()
+                assert state is not None  # a chain starts at a snapshot or the cached version
+                state = state.apply(*codec.decode_delta(piece, self.spec), settle=False)
+        assert state is not None
+        state = self._fitted(state.settled())
 
-        stored = FilesVersion(self, job, partition, record, table)
+        stored = FilesVersion(self, job, partition, record, state)
         metrics = stored.metrics
         metrics.rows_loaded, metrics.bytes_read = rows_loaded, io.bytes_read
         metrics.round_trips = io.round_trips
         metrics.cache_hits = int(base is not None)
         metrics.extra["chain"] = len(chain)
         if self._cache is not None:
-            self._cache.put(key, CacheEntry(version, record.token, table))
+            self._cache.put(key, CacheEntry(version, record.token, state))
         return stored
 
     def _commit(
@@ -246,12 +257,22 @@ class FilesBackend(FilesIO, StateBackend):
         job, partition = stored.job, stored.partition
         metrics = stored.metrics
         directory = self._partition_dir(job, partition)
-        table = codec.apply_changes(stored.table, puts, removes, spec)
-        snapshot = stored.version == EMPTY_VERSION or stored.depth + 1 >= self.snapshot_every
+        state = self._fitted(stored.state.apply(puts, removes))
+        delta_rows = puts.num_rows + len(removes)
+        chain_rows = stored.chain_rows + delta_rows
+        snapshot = (
+            stored.version == EMPTY_VERSION
+            or stored.depth + 1 >= self.snapshot_every
+            or chain_rows >= max(state.rows, SNAPSHOT_MIN_ROWS)
+        )
         token = uuid.uuid4().hex
         kind = "snapshot" if snapshot else "delta"
         name = data_file_name(version, token, kind)
-        data_table = table if snapshot else codec.encode_delta(puts, removes, spec)
+        if snapshot:
+            state = state.fold()
+            data_table = state.base.table
+        else:
+            data_table = codec.encode_delta(puts, removes, spec)
         record = CommitRecord(
             version=version,
             token=token,
@@ -261,9 +282,10 @@ class FilesBackend(FilesIO, StateBackend):
             file=name,
             depth=0 if snapshot else stored.depth + 1,
             meta=meta,
-            rows=table.num_rows,
-            keys=pc.count_distinct(table.column(spec.key)).as_py(),
-            bytes=table.nbytes,
+            rows=state.rows,
+            keys=state.keys,
+            bytes=state.state_bytes,
+            chain_rows=0 if snapshot else chain_rows,
         )
         record_path = self._record_path(job, partition, version)
 
@@ -311,7 +333,15 @@ class FilesBackend(FilesIO, StateBackend):
         metrics.keys, metrics.bytes = record.keys, record.bytes
         if self._cache is not None:
             key = self._cache_key(job, partition)
-            self._cache.put(key, CacheEntry(version, token, table))
+            self._cache.put(key, CacheEntry(version, token, state))
+
+    def _fitted(self, state: LayeredState) -> LayeredState:
+        """`state`, folded if its runs alone keep it from fitting the cache (a partition near
+        the bound then pays a fold per commit rather than a reload per batch)."""
+        bound = self._cache.max_bytes if self._cache is not None else 0
+        if state.runs and state.base.nbytes <= bound < state.nbytes:
+            return state.fold()
+        return state
 
     def _drop_record(
         self, job: str, partition: int, version: int, io: StateMetrics | None = None
@@ -417,7 +447,7 @@ class FilesBackend(FilesIO, StateBackend):
 
 
 class FilesVersion(StoredVersion):
-    """A partition loaded in full: reads are in-memory Arrow filters (no I/O)."""
+    """A partition loaded in full: reads are in-memory index lookups (no I/O)."""
 
     def __init__(
         self,
@@ -425,23 +455,22 @@ class FilesVersion(StoredVersion):
         job: str,
         partition: int,
         record: CommitRecord | None,  # None: the empty state
-        table: pa.Table,
+        state: LayeredState,
     ):
         version = record.version if record else EMPTY_VERSION
         super().__init__(backend, job, partition, version, record.meta if record else {})
         self.token = record.token if record else None
         self.depth = record.depth if record else 0
-        self.table = table
+        self.chain_rows = record.chain_rows if record else 0
+        self.state = state
         self.metrics.keys = record.keys if record else 0
         self.metrics.bytes = record.bytes if record else 0
 
     def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
-        return self.table.filter(pc.is_in(self.table.column(self.spec.key), keys))
+        return self.state.read(keys.to_numpy(zero_copy_only=False))
 
     def _read_expiring(self, upto_us: int) -> pa.Int64Array:
-        expiry = self.table.column(self.spec.expiry)
-        mask = pc.less(expiry, pa.scalar(upto_us, expiry.type))
-        return self.table.filter(mask).column(self.spec.key).combine_chunks().unique()
+        return pa.array(self.state.expiring(upto_us), pa.int64())
 
     def close(self) -> None:
-        self.table = self.spec.empty()
+        self.state = LayeredState.empty(self.spec)

@@ -91,6 +91,7 @@ class CommitRecord:
     rows: int
     keys: int
     bytes: int
+    chain_rows: int = 0  # rows in the deltas since the snapshot, this one's included
 
     def to_json(self, **extra: Any) -> bytes:
         body = {"format": FORMAT, **self.__dict__, **extra}
@@ -102,7 +103,9 @@ class CommitRecord:
             body = json.loads(data)
             if body.get("format") != FORMAT:
                 raise ValueError(f"format {body.get('format')!r}, expected {FORMAT}")
-            return cls(**{k: body[k] for k in cls.__dataclass_fields__})
+            optional = {"chain_rows"}  # absent from records written before it existed
+            fields = [k for k in cls.__dataclass_fields__ if k in body or k not in optional]
+            return cls(**{k: body[k] for k in fields})
         except (ValueError, KeyError, TypeError) as e:
             raise StateError(f"state commit record {where} is unreadable: {e}") from e
 
