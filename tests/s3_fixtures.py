@@ -7,6 +7,8 @@ import os
 import re
 import subprocess
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,16 @@ def _script(action: str) -> str:
     done = subprocess.run([S3_SCRIPT, action], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"s3.sh {action}: {done.stderr[-2000:]}"
     return done.stdout
+
+
+@contextmanager
+def s3_stopped() -> Iterator[None]:
+    """The S3 API server down for the block, started again however the block ends."""
+    _script("stop")
+    try:
+        yield
+    finally:
+        _script("start")
 
 
 @pytest.fixture(scope="session")
@@ -43,5 +55,3 @@ def bucket_uri(s3_endpoint) -> str:
     name = f"t-{uuid.uuid4().hex[:12]}"
     s3_client(s3_endpoint).create_bucket(Bucket=name)
     return f"s3://{name}/out?endpoint_override={s3_endpoint}&scheme=http"
-
-

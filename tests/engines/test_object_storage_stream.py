@@ -27,7 +27,7 @@ from tests.helpers import (
     wait_for,
 )
 from tests.readers import polling_sessions
-from tests.s3_fixtures import _script
+from tests.s3_fixtures import _script, s3_stopped
 from tests.sinks.conftest import read_rows
 
 PARTITIONS = 3
@@ -124,13 +124,10 @@ def test_s3_stopped_while_tasks_commit_state_is_one_line_and_a_restart_completes
     resume = tmp_path / "resume"
     env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1", SESSIONIZE_RESUME_FILE=str(resume))
     proc = start_cli(_cli(opts), env)
-    try:
-        wait_for(proc, "PAUSED before-state-commit 1")
-        _script("stop")
+    wait_for(proc, "PAUSED before-state-commit 1")
+    with s3_stopped():
         resume.touch()
         code, rest = proc.wait(timeout=600), proc.stdout.read()
-    finally:
-        _script("start")
     errors = [x for x in rest.splitlines() if x.startswith("sessionize: error: ")]
     assert code == 2 and len(errors) == 1 and "Traceback" not in rest, rest[-3000:]
     assert "state store files:s3://" in errors[0] and "reachable" in errors[0], errors[0]

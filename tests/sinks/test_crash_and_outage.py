@@ -11,7 +11,8 @@ import pytest
 
 from sessionize import faults
 from sessionize.errors import SinkError
-from tests.sinks.conftest import REPO, S3_SCRIPT, make_sink
+from tests.s3_fixtures import _script
+from tests.sinks.conftest import REPO, make_sink
 from tests.sinks.rows import stage
 from tests.sinks.test_exactly_once import _expected, _seen
 
@@ -48,11 +49,6 @@ def test_kill_after_one_output_then_rerun(kind, root):
         assert _seen(kind, root, name) == _expected(0, "new")
 
 
-def _s3(action: str) -> None:
-    done = subprocess.run([S3_SCRIPT, action], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-
-
 @pytest.mark.parametrize("kind", ["parquet-s3", "delta-s3"])
 def test_s3_down_mid_publish_is_one_line_and_a_retry_completes(kind, root, monkeypatch):
     sink = make_sink(kind, root)
@@ -65,7 +61,7 @@ def test_s3_down_mid_publish_is_one_line_and_a_retry_completes(kind, root, monke
 
     def stop_server(name: str, version: int) -> None:
         if name == "published-sessions":
-            _s3("stop")
+            _script("stop")
         real(name, version)
 
     monkeypatch.setattr(faults, "pause_point", stop_server)
@@ -73,7 +69,7 @@ def test_s3_down_mid_publish_is_one_line_and_a_retry_completes(kind, root, monke
         with pytest.raises(SinkError) as err:
             sink.publish(0)
     finally:
-        _s3("start")
+        _script("start")
     message = str(err.value)
     assert "\n" not in message and message.startswith("publishing batch 0"), message
     monkeypatch.setattr(faults, "pause_point", real)

@@ -8,7 +8,7 @@ import pytest
 from sessionize.errors import StateError
 from sessionize.fs import child
 from sessionize.state.backends.files import FilesBackend
-from tests.s3_fixtures import _script
+from tests.s3_fixtures import s3_stopped
 
 from .contract import StateBackendContract
 from .workers import J, commit, expected, read_all, rows
@@ -58,12 +58,8 @@ def test_an_unreachable_store_is_one_state_error_and_the_commit_can_be_repeated(
     store = FilesBackend(root, cache_mb=0)
     tx = store.open(J, 0, 0)
     tx.put_many(rows({2: [2]}))
-    _script("stop")
-    try:
-        with pytest.raises(StateError) as down:
-            tx.commit(1)
-    finally:
-        _script("start")
+    with s3_stopped(), pytest.raises(StateError) as down:
+        tx.commit(1)
     line = str(down.value)
     assert "\n" not in line and "in state store files:s3://" in line, line
     assert "is the store reachable" in line, line
