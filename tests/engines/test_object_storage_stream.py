@@ -1,8 +1,9 @@
 """A stream on object storage: Delta tables, and Parquet with its commit files, on S3 with the
 `files` state on S3 (Spark's checkpoint stays local), exactly once through a kill -9 between
-the state commit and the publish, the S3 server stopped before a publish, and a kill -9
-between the publish and Spark's commit; and the local Parquet outputs as Spark, pyarrow,
-DuckDB and Polars see them while a stream is killed and restarted."""
+the state commit and the publish, the S3 server stopped before a publish (Delta) or while
+the tasks commit state (Parquet), and a kill -9 between the publish and Spark's commit; and
+the local Parquet outputs as Spark, pyarrow, DuckDB and Polars see them while a stream is
+killed and restarted."""
 
 from __future__ import annotations
 
@@ -65,18 +66,8 @@ def _canonical(t: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     return t.sort_by([(k, "ascending") for k in ["batch_id", *SORT_KEYS[name]]])
 
 
-@pytest.mark.parametrize("output_format", ["delta", "parquet"])
-def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
-    clean, bucket_uri, spark, tmp_path, monkeypatch, output_format
-):
-    inp, reference = clean
-    out = child(bucket_uri, "out")
-    opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}",
-                 output_format=output_format)  # fmt: skip
-    # Killed with batch 0's state committed on S3 and its outputs not published.
-    env = cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:0")
-    run_until_killed(_cli(opts), "PAUSED after-state-commit 0", env)
-    # The restart re-executes batch 0; the S3 server stops before batch 1 is published.
+def _s3_down_before_publish(opts: StreamOptions, spark, monkeypatch, tmp_path: Path) -> None:
+    """The S3 server stops before batch 1 is published: the driver stops with one line."""
     real = runner.pause_point
 
     def stop_s3(name: str, version: int) -> None:
@@ -90,9 +81,44 @@ def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
             run_stream(opts, spark, on_batch=print)
     finally:
         _script("start")
+        monkeypatch.setattr(runner, "pause_point", real)
     line = str(down.value)
     assert "\n" not in line and "publishing batch 1" in line and "reachable" in line, line
-    monkeypatch.setattr(runner, "pause_point", real)
+
+
+def _s3_down_in_state_commit(opts: StreamOptions, spark, monkeypatch, tmp_path: Path) -> None:
+    """The S3 server stops while batch 1's tasks are about to commit their `files` state on
+    S3: the error raised in a task ends the command with one line naming the state store."""
+    resume = tmp_path / "resume"
+    env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1", SESSIONIZE_RESUME_FILE=str(resume))
+    proc = start_cli(_cli(opts), env)
+    wait_for(proc, "PAUSED before-state-commit 1")
+    with s3_stopped():
+        resume.touch()
+        code, rest = proc.wait(timeout=600), proc.stdout.read()
+    errors = [x for x in rest.splitlines() if x.startswith("sessionize: error: ")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in rest, rest[-3000:]
+    assert "state store files:s3://" in errors[0] and "reachable" in errors[0], errors[0]
+
+
+# Each format meets S3 going down at one of the two places it matters (the sink tests stop
+# it in the middle of a publish for both formats).
+OUTAGES = {"delta": _s3_down_before_publish, "parquet": _s3_down_in_state_commit}
+
+
+@pytest.mark.parametrize("output_format", sorted(OUTAGES))
+def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
+    clean, bucket_uri, spark, tmp_path, monkeypatch, output_format
+):
+    inp, reference = clean
+    out = child(bucket_uri, "out")
+    opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}",
+                 output_format=output_format)  # fmt: skip
+    # Killed with batch 0's state committed on S3 and its outputs not published.
+    env = cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:0")
+    run_until_killed(_cli(opts), "PAUSED after-state-commit 0", env)
+    # The restart re-executes batch 0; S3 goes down in batch 1.
+    OUTAGES[output_format](opts, spark, monkeypatch, tmp_path)
     # Killed with batch 1 published and not yet committed: the restart publishes it again.
     env = cli_env(SESSIONIZE_PAUSE_AT="after-publish:1")
     run_until_killed(_cli(opts), "PAUSED after-publish 1", env)
@@ -110,29 +136,6 @@ def _assert_same(reference: Path, kind: str, out: str) -> None:
             assert _canonical(got, expected.schema, name).equals(
                 _canonical(expected, expected.schema, name)
             ), name
-
-
-def test_s3_stopped_while_tasks_commit_state_is_one_line_and_a_restart_completes(
-    clean, bucket_uri, spark, tmp_path
-):
-    """The S3 server stops while batch 1's tasks are about to commit their `files` state on
-    S3: the driver ends with one line naming the state store, and once S3 is back the same
-    command finishes the job exactly once."""
-    inp, reference = clean
-    out = child(bucket_uri, "out")
-    opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}")
-    resume = tmp_path / "resume"
-    env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1", SESSIONIZE_RESUME_FILE=str(resume))
-    proc = start_cli(_cli(opts), env)
-    wait_for(proc, "PAUSED before-state-commit 1")
-    with s3_stopped():
-        resume.touch()
-        code, rest = proc.wait(timeout=600), proc.stdout.read()
-    errors = [x for x in rest.splitlines() if x.startswith("sessionize: error: ")]
-    assert code == 2 and len(errors) == 1 and "Traceback" not in rest, rest[-3000:]
-    assert "state store files:s3://" in errors[0] and "reachable" in errors[0], errors[0]
-    run_stream(opts, spark, on_batch=print)
-    _assert_same(reference, "parquet-s3", out)
 
 
 def test_readers_polling_local_parquet_through_a_kill_9_restart(clean, spark, tmp_path):
