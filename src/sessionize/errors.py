@@ -62,17 +62,15 @@ def translated(translate: Callable[[Exception], SessionizeError | None]) -> Iter
 _TASK_ERROR = re.compile(r"^sessionize\.errors\.(\w+): (.+)$", re.M)
 
 
-def raised_in_task(
-    failure: BaseException, kinds: tuple[type[SessionizeError], ...] | None = None
-) -> SessionizeError | None:
-    """The error of one of `kinds` (default: any of this module) a Spark task raised, rebuilt
-    from the text of the failure Spark reports on the driver; None if the failure was
-    something else (which the CLI reports with its trace in a log file)."""
+def raised_in_task(failure: BaseException) -> SessionizeError | None:
+    """The error of this module a Spark task raised, rebuilt from the text of the failure
+    Spark reports on the driver; None if the failure was something else (which the CLI
+    reports with its trace in a log file)."""
     found = _TASK_ERROR.findall(str(failure))
     if not found:
         return None
     name, message = found[-1]
-    kind = next((k for k in kinds or _kinds(SessionizeError) if k.__name__ == name), None)
+    kind = next((k for k in _kinds(SessionizeError) if k.__name__ == name), None)
     return None if kind is None else kind(message.strip())
 
 
