@@ -181,8 +181,7 @@ class LayeredState:
         if puts.num_rows == 0 and len(removes) == 0:
             return self
         run = Layer.of(puts.cast(self.spec.schema), self.spec)
-        changed = np.sort(np.concatenate([run.unique, _int64(removes)]))
-        changed = changed[np.r_[True, changed[1:] != changed[:-1]]] if len(changed) else changed
+        changed = np.unique(np.concatenate([run.unique, _int64(removes)]))  # sorted
         gone_rows = gone_keys = 0
         for layer, held in self._locate(changed):  # the rows and keys `changed` replaces
             rows, keys = layer.count(held)

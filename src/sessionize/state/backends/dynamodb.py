@@ -81,7 +81,7 @@ from sessionize.errors import ConfigError, StateError
 from sessionize.state.backends import dynamodb_fence as fence
 from sessionize.state.backends import dynamodb_upkeep as upkeep
 from sessionize.state.backends.common import read_query
-from sessionize.state.backends.dynamodb_client import BatchedClient
+from sessionize.state.backends.dynamodb_client import BatchedClient, count
 from sessionize.state.backends.dynamodb_layout import (
     INDEX,
     INDEX_SHARDS,
@@ -325,7 +325,7 @@ class DynamoDBBackend(StateBackend):
                 gone.append(k)
         writes += change_requests(job, partition, version, token, lowered, gone)
         self.client.write(writes, metrics, what)
-        metrics.extra["index_writes"] = metrics.extra.get("index_writes", 0) + index_writes
+        count(metrics, "index_writes", index_writes)
         # 5. publish
         record = {
             "pk": partition_pk(job, partition), "sk": version_sk(version), "tok": token,
@@ -379,15 +379,16 @@ class DynamoDBBackend(StateBackend):
         #    change item goes once its version is not retained: seen at least once here)
         upto = f"c{version_text(keep_from + 1)}"
         changes = self.client.query(ppk, None, what, below=upto, prefix="c")
-        keys = set()
+        keys, expired = set(), []
         for change in changes:
             version, token, _, removed = parse_change(change)
             if version in records and records[version]["tok"]["S"] == token:
                 keys.update(removed)
+            if version < keep_from:
+                expired.append(delete_request(ppk, change["sk"]["S"]))
         if keys and records:
             upkeep.bury(self.client, job, partition, keys, records, keep_from)
-        self.client.write([delete_request(ppk, c["sk"]["S"]) for c in changes
-                           if int(c["sk"]["S"][1:21]) < keep_from], None, what)  # fmt: skip
+        self.client.write(expired, None, what)
 
     # ----- job records ------------------------------------------------------------------
 
