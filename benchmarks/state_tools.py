@@ -22,7 +22,7 @@ import numpy as np
 from benchmarks.state_backends import make_backends, state_rows
 from sessionize.commands.statetools.copy import copy_state
 from sessionize.config import SessionRules
-from sessionize.engines.store import user_partitions
+from sessionize.engines.placement import user_partitions
 
 JOB = "bench"
 VERSION = 1

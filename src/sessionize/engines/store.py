@@ -1,10 +1,12 @@
 """The `store` engine: the session logic per partition, state in our versioned store.
 
-Each micro-batch (or hour, in batch mode) is one state version. The driver computes the
-batch's watermark, Spark shuffles the parsed events by `user_id` into `partitions`
-partitions, and every partition task (the N tasks always run, also with no events, so
-that sessions of idle users expire and every partition reaches the new version):
+Each micro-batch (or hour, in batch mode) is one state version and one Spark job: Spark
+shuffles the parsed events by `user_id` into `partitions` partitions, together with the
+batch marks from which every partition task derives the batch's watermark
+(engines/batch_marks.py), and every partition task (the N tasks always run, also with no
+events, so that sessions of idle users expire and every partition reaches the new version):
 
+  0. adds up the marks: the batch's lines and latest event time, hence its watermark,
   1. opens its state at version V-1 (a worker-side cache usually makes this free),
   2. reads the rows of the users with new events and of the users due to expire,
   3. runs `logic.advance` over them, vectorized,
@@ -28,7 +30,6 @@ import functools
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +37,8 @@ from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
+from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
+from sessionize.engines.placement import partition_users
 from sessionize.engines.runner import (
     RETAIN,
     RETAIN_CONF,
@@ -61,7 +64,9 @@ TASK_COUNTERS = (
     "state_rows_loaded", "state_rows_written", "state_round_trips",
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
-_TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
+# Besides its counters, every task reports what the batch marks told it (the same in all).
+TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
+_TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_FIELDS)
 ADAPTIVE_CONF = "spark.sql.adaptive.enabled"
 
 
@@ -117,19 +122,52 @@ class BatchPlan:
     watermark_after: int | None
 
 
-def _task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
+@dataclass(frozen=True)
+class BatchBasis:
+    """What the driver knows of a batch before its job: the plan, but for the batch's own
+    latest event time, which the partition tasks learn from the batch marks."""
+
+    version: int
+    previous: int
+    watermark_before: int | None
+    max_event_before: int | None  # latest valid event time of the batches before
+    end_watermark: int | None  # batch mode: the watermark is the end of the hour
+    lateness_us: int
+
+    def latest_event(self, latest: int | None) -> int | None:
+        """The latest valid event time so far, given the batch's own."""
+        return _max(self.max_event_before, latest)
+
+    def plan(self, latest: int | None) -> BatchPlan:
+        """Stream batches advance the watermark from the events (`max - lateness`), batch
+        mode fixes it at the end of the hour; it never goes back."""
+        max_event = self.latest_event(latest)
+        if self.end_watermark is not None:
+            after = self.end_watermark
+        elif max_event is None:
+            after = self.watermark_before
+        else:
+            after = max_event - self.lateness_us
+        after = _max(self.watermark_before, after)
+        return BatchPlan(self.version, self.previous, self.watermark_before, after)
+
+
+def _task(settings: EngineSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]):
     from pyspark import TaskContext
 
     partition = TaskContext.get().partitionId()
     received = list(batches)
-    rows = pa.Table.from_batches(received) if received else None
-    counts = run_partition(settings, plan, partition, rows)
-    yield _counts_batch(counts)
+    rows, records, latest = split_marks(pa.Table.from_batches(received) if received else None)
+    counts = run_partition(settings, basis.plan(latest), partition, rows)
+    yield _counts_batch({**counts, "records": records, "latest": latest})
 
 
-def _counts_batch(counts: dict[str, int]) -> pa.RecordBatch:
+def _counts_batch(counts: dict[str, int | None]) -> pa.RecordBatch:
     """A partition's counters as the one row its task returns."""
-    return pa.RecordBatch.from_pydict({k: [int(counts.get(k, 0))] for k in TASK_COUNTERS})
+    return pa.RecordBatch.from_pydict(
+        {k: [counts.get(k, 0)] for k in TASK_FIELDS},
+        schema=pa.schema([(k, pa.int64()) for k in TASK_FIELDS]),
+    )
 
 
 def _missing_task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
@@ -273,6 +311,7 @@ class StoreEngine(Engine):
             settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
         )
         self.lease = lease  # None: unfenced
+        self._marks: pa.Array | None = None
 
     def _fence_once(self) -> None:
         """Fence the store before this driver's first batch opens any state. Not earlier:
@@ -303,58 +342,65 @@ class StoreEngine(Engine):
 
     @override
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
-        """Steps 1-5 of the module doc on every partition.
+        """Steps 0-5 of the module doc on every partition, in one Spark job.
 
-        Stream batches advance the watermark from the events (`max - lateness`); batch mode
-        fixes it at the end of the hour (`request.end_watermark`). Events further than
-        `max_future_us` ahead of the batch's time (`request.now_us`) are invalid.
+        Events further than `max_future_us` ahead of the batch's time (`request.now_us`)
+        are invalid.
         """
         self._fence_once()
         now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
-        parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us).persist()
-        try:
-            records, batch_max = _count_and_max(parsed)
-            max_event = _max(previous.get("max_event_time"), batch_max)
-            wm_before = previous.get("watermark")
-            if request.end_watermark is not None:
-                wm_after = request.end_watermark
-            elif max_event is None:
-                wm_after = wm_before
-            else:
-                wm_after = max_event - self.settings.rules.lateness_us
-            wm_after = _max(wm_before, wm_after)  # never goes back
-            base = EMPTY_VERSION if request.first else request.previous
-            plan = BatchPlan(request.version, base, wm_before, wm_after)
-            counts = self._run_partitions(parsed, plan)
-        finally:
-            parsed.unpersist()
+        parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us)
+        basis = BatchBasis(
+            request.version,
+            EMPTY_VERSION if request.first else request.previous,
+            previous.get("watermark"),
+            previous.get("max_event_time"),
+            request.end_watermark,
+            self.settings.rules.lateness_us,
+        )
+        counts, records, latest = self._run_partitions(parsed, basis)
         batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
         batch["records"] = records
         fields = {
-            "previous": plan.previous,
+            "previous": basis.previous,
             "settings": settings_record(self.settings),
-            "max_event_time": max_event,
+            "max_event_time": basis.latest_event(latest),
         }
-        return BatchResult(batch, wm_after, fields)
+        return BatchResult(batch, basis.plan(latest).watermark_after, fields)
 
-    def _run_partitions(self, parsed: DataFrame, plan: BatchPlan) -> list[dict]:
-        task = functools.partial(_task, self.settings, plan)
+    def _run_partitions(
+        self, parsed: DataFrame, basis: BatchBasis
+    ) -> tuple[list[dict], int, int | None]:
+        """The partition job; returns the tasks' counters, the batch's lines and its latest
+        valid event time."""
+        task = functools.partial(_task, self.settings, basis)
+        marked = with_marks(parsed, self._mark_keys(parsed.sparkSession))
         rows = (
-            partition_users(parsed, self.settings.partitions)
+            partition_users(marked, self.settings.partitions)
             .mapInArrow(task, _TASK_SCHEMA)
             .collect()
         )
         counts = [r.asDict() for r in rows]
+        seen = {(c["records"], c["latest"]) for c in counts}
+        if len(seen) > 1:  # every task adds up the same marks
+            raise RuntimeError(f"partition tasks disagree on the batch's size: {sorted(seen)}")
+        records, latest = seen.pop() if seen else (0, None)
         # Spark skips the tasks of an empty input (e.g. an hour with no files); those
         # partitions still have sessions to expire and a version to commit. DataFrames only
         # (no SparkContext), so that it runs over Spark Connect too.
         missing = sorted(set(range(self.settings.partitions)) - {c["partition"] for c in counts})
         if missing:
             ids = parsed.sparkSession.createDataFrame(pa.table({"p": pa.array(missing)}))
-            task = functools.partial(_missing_task, self.settings, plan)
+            task = functools.partial(_missing_task, self.settings, basis.plan(latest))
             rows = ids.repartition(len(missing)).mapInArrow(task, _TASK_SCHEMA).collect()
             counts += [r.asDict() for r in rows]
-        return counts
+        return counts, records, latest
+
+    def _mark_keys(self, spark: SparkSession) -> pa.Array:
+        """The batch marks' keys, found once per engine (a small Spark job)."""
+        if self._marks is None:
+            self._marks = mark_keys(spark, self.settings.partitions, self.settings.layout.user_type)
+        return self._marks
 
     def __getstate__(self) -> dict:
         # Over Spark Connect the engine runs inside foreachBatch on the server: the client's
@@ -373,50 +419,6 @@ class StoreEngine(Engine):
     def after_commit(self, version: int) -> None:
         if version % self.settings.maintenance_every == 0:
             self.backend.trim_job_records(self.settings.job, self.settings.retain)
-
-
-def _count_and_max(parsed: DataFrame) -> tuple[int, int | None]:
-    """Lines in the batch, and the latest time of its valid events (an invalid line, say
-    one from the future, never moves the watermark). One Spark stage, which also fills the
-    cache of `parsed`: each task sums its own rows, so no shuffle to a single partition (a
-    global aggregation is two stages, and two jobs with adaptive execution)."""
-    valid_us = F.when(F.col("reason").isNull(), F.unix_micros("event_time"))
-    rows = parsed.select(valid_us.alias("t")).mapInArrow(_partial_count_max, _PARTIAL).collect()
-    records = sum(r["records"] for r in rows)
-    latest = [r["latest"] for r in rows if r["latest"] is not None]
-    return records, max(latest) if latest else None
-
-
-_PARTIAL = "records long, latest long"
-
-
-def _partial_count_max(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    records, latest = 0, None
-    for b in batches:
-        records += b.num_rows
-        top = pc.max(b.column(0)).as_py()
-        latest = _max(latest, top)
-    yield pa.RecordBatch.from_pydict(
-        {"records": [records], "latest": [latest]},
-        schema=pa.schema([("records", pa.int64()), ("latest", pa.int64())]),
-    )
-
-
-def partition_users(df: DataFrame, partitions: int) -> DataFrame:
-    """How users are placed into the state's partitions: Spark's hash partitioning of
-    `user_id`. Everything that places users (the engine, `sessionize state repartition`)
-    goes through here, so that a user's state is always where the engine looks for it."""
-    return df.repartition(partitions, "user_id")
-
-
-def user_partitions(spark: SparkSession, users: pa.Array, partitions: int) -> np.ndarray:
-    """The partition of each of `users` (in their order), as `partition_users` places them."""
-    df = spark.createDataFrame(pa.table({"user_id": users, "i": np.arange(len(users))}))
-    placed = partition_users(df, partitions).select("i", F.spark_partition_id().alias("p"))
-    table = placed.toArrow()
-    out = np.empty(len(users), dtype=np.int64)
-    out[table["i"].to_numpy()] = table["p"].to_numpy()
-    return out
 
 
 def settings_record(settings: EngineSettings) -> dict:

@@ -44,8 +44,8 @@ from sessionize.commands.statetools.job import StateJob, locate
 from sessionize.commands.statetools.switch import already_switched, switch_checkpoint
 from sessionize.config import format_duration, redact_uri
 from sessionize.engines.checkpoint import last_committed_batch
+from sessionize.engines.placement import user_partitions
 from sessionize.engines.spark_state import BatchRecords
-from sessionize.engines.store import user_partitions
 from sessionize.errors import ConfigError, StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs

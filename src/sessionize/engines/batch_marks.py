@@ -1,0 +1,96 @@
+"""How every partition task learns the batch's size and latest event time in the one job.
+
+The watermark after a batch depends on the latest valid event time of the whole batch,
+and every partition task needs it before it closes sessions. Rather than a Spark job of
+its own before the partition job (plus a cache of the parsed rows between the two), each
+task of the shuffle's map side passes its rows through and then sends one mark row to
+every state partition: its number of lines and its latest valid event time. A mark row
+carries a `user_id` that Spark's hash partitioning places in that partition, so every
+partition task receives the marks of all the map tasks, adds them up, and so derives the
+same figures as the driver, which reads them back from the tasks' counters.
+
+A rerun of a map task reads the same input and sends the same marks; a map task with no
+rows sends none (it has nothing to add).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from sessionize.engines.placement import user_partitions
+
+RECORDS = "_mark_records"  # lines read by one map task (NULL on the rows of the batch)
+LATEST = "_mark_latest"  # its latest valid event time, µs (NULL: none)
+
+# Candidates tried per partition when looking for a key that lands in each one: with
+# 64 per partition, the chance that one partition gets none is about e^-64.
+_CANDIDATES_PER_PARTITION = 64
+
+
+def mark_keys(spark: SparkSession, partitions: int, user_type: pa.DataType) -> pa.Array:
+    """One `user_id` per partition (in partition order) that `partition_users` places in
+    that partition. Found by asking Spark itself, so it always agrees with the shuffle."""
+    n = partitions * _CANDIDATES_PER_PARTITION
+    candidates = pa.array(np.arange(n, dtype=np.int64))
+    if pa.types.is_string(user_type):
+        candidates = pc.cast(candidates, pa.string())
+    placed = user_partitions(spark, candidates, partitions)
+    first = np.full(partitions, -1, dtype=np.int64)
+    for i in range(n - 1, -1, -1):  # backwards, so the lowest candidate per partition stays
+        first[placed[i]] = i
+    if (first < 0).any():
+        raise RuntimeError(f"no mark key found for every one of {partitions} partitions")
+    return candidates.take(pa.array(first))
+
+
+def with_marks(parsed: DataFrame, keys: pa.Array) -> DataFrame:
+    """`parsed` with the two mark columns, plus one mark row per (map task, partition)."""
+    fields = [T.StructField(f.name, f.dataType, True) for f in parsed.schema.fields]
+    schema = T.StructType(
+        [*fields, T.StructField(RECORDS, T.LongType()), T.StructField(LATEST, T.LongType())]
+    )
+    return parsed.mapInArrow(functools.partial(_pass_and_mark, keys), schema)
+
+
+def _pass_and_mark(keys: pa.Array, batches: Iterator[pa.RecordBatch]):
+    records, latest, schema = 0, None, None
+    for b in batches:
+        if schema is None:  # every field nullable: the mark rows are NULL but for user_id
+            fields = [f.with_nullable(True) for f in b.schema]
+            schema = pa.schema([*fields, pa.field(RECORDS, pa.int64()), (LATEST, pa.int64())])
+        records += b.num_rows
+        valid = pc.is_null(b.column("reason"))
+        times = pc.cast(pc.filter(b.column("event_time"), valid), pa.int64())
+        top = pc.max(times).as_py()
+        if top is not None:
+            latest = top if latest is None else max(latest, top)
+        none = pa.nulls(b.num_rows, pa.int64())
+        yield pa.RecordBatch.from_arrays([*b.columns, none, none], schema=schema)
+    if schema is None:
+        return
+    n = len(keys)
+    columns = [
+        keys.cast(f.type) if f.name == "user_id" else pa.nulls(n, f.type)
+        for f in list(schema)[:-2]
+    ]
+    columns += [pa.array([records] * n, pa.int64()), pa.array([latest] * n, pa.int64())]
+    yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None]:
+    """A partition task's input -> (the batch's rows without the mark columns, the lines
+    of the whole batch, the latest valid event time of the whole batch)."""
+    if rows is None:
+        return None, 0, None
+    is_mark = pc.is_valid(rows[RECORDS])
+    marks = rows.filter(is_mark)
+    events = rows.filter(pc.invert(is_mark)).drop_columns([RECORDS, LATEST])
+    records = pc.sum(marks[RECORDS]).as_py() or 0
+    return events, records, pc.max(marks[LATEST]).as_py()
