@@ -22,7 +22,15 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench_common import add_run_args, bench_root, input_config, run_fresh, warm_spark, write_input
+from bench_common import (
+    add_run_args,
+    bench_root,
+    input_config,
+    run_fresh,
+    session_window_stream,
+    warm_spark,
+    write_input,
+)
 
 _TIME = re.compile(rb'"event_time": "([^"]+)"')
 
@@ -131,6 +139,13 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
             triggers[p.batchId] = {"rows": p.numInputRows, **p.durationMs}
 
     spark.streams.addListener(Listener())
+    if name.startswith("session-window-"):  # the peer: Spark's trigger is all there is
+        session_window_stream(spark, name, inp, work, files=1)
+        time.sleep(1)
+        return {"name": name, "jobs": [], "batches": [
+            {"version": b, "records": t.pop("rows"), "trigger": t.get("triggerExecution", 0) / 1000}
+            for b, t in sorted(triggers.items()) if t.get("rows")
+        ]}  # fmt: skip
     opts = StreamOptions(
         input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions,
         max_files_per_trigger=1, state=name,
@@ -140,10 +155,14 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     out = []
     for record, phases in zip(records, probe.batches, strict=True):
         spark_ms = triggers.get(record["version"], {})
+        spark_parts = {  # Spark's own steps of the trigger, besides foreachBatch
+            f"spark: {k}": v / 1000 for k, v in spark_ms.items()
+            if k not in ("rows", "triggerExecution", "addBatch")
+        }  # fmt: skip
         out.append({
             "version": record["version"], "records": record["batch"]["records"],
             "trigger": spark_ms.get("triggerExecution", 0) / 1000,
-            "foreachBatch": spark_ms.get("addBatch", 0) / 1000, **phases,
+            "foreachBatch": spark_ms.get("addBatch", 0) / 1000, **spark_parts, **phases,
         })  # fmt: skip
     return {"name": name, "batches": out, "jobs": probe.last_jobs[:12]}
 
@@ -165,7 +184,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=6, help="pairs of big and 1-event batches")
     ap.add_argument("--big", type=int, default=10_000)
     ap.add_argument("--users", type=int, default=15_000)
-    ap.add_argument("--state", default="files")
+    ap.add_argument("--state", default="files",
+                    help="a --state of the stream, or session-window-hdfs|rocksdb: Spark's own")
     add_run_args(ap)
     args = ap.parse_args()
     if args.run:

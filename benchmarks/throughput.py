@@ -31,6 +31,7 @@ from bench_common import (
     bench_root,
     input_config,
     run_fresh,
+    session_window_stream,
     warm_spark,
     write_input,
 )  # fmt: skip
@@ -51,10 +52,6 @@ REMOTE_STATE_ENV = {
     "store-dynamodb": "SESSIONIZE_TEST_DYNAMODB",
 }
 SESSION_WINDOW = "session-window-hdfs"  # the peer the ratios name
-_PROVIDERS = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
 
 
 def default_contenders() -> list[str]:
@@ -80,36 +77,6 @@ def state_uri(name: str) -> str:
     if name == "store-postgres":
         return value + ("&" if "?" in value else "?") + f"schema=bench{os.getpid()}"
     return value + ("&" if "?" in value else "?") + f"prefix=bench{os.getpid()}"
-
-
-def _session_window(spark, name: str, inp: str, work: str, files: int | None) -> tuple[int, int]:
-    """Spark's own streaming session_window over the same parsed, valid events; returns
-    the lines read and the micro-batches run."""
-    from pyspark.sql import functions as F
-
-    from sessionize.parsing import parse
-    from sessionize.sources.files import file_stream
-
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", _PROVIDERS[name.split("-")[-1]])
-    options = {"maxFilesPerTrigger": str(files)} if files else {}
-    events = parse(file_stream(spark, inp, options)).where(F.col("reason").isNull())
-    sessions = (
-        events.withWatermark("event_time", "10 minutes")
-        .dropDuplicatesWithinWatermark(["user_id", "event_time", "page"])
-        .groupBy("user_id", F.session_window("event_time", "10 minutes").alias("w"))
-        .agg(F.count(F.lit(1)).alias("event_count"))
-    )
-    query = (
-        sessions.writeStream.format("parquet")
-        .option("path", f"{work}/out")
-        .option("checkpointLocation", f"{work}/chk")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    batches = len({p.batchId for p in query.recentProgress if p.numInputRows})
-    return spark.read.text(inp, recursiveFileLookup=True).count(), batches
 
 
 def run_contender(
@@ -140,7 +107,7 @@ def run_contender(
         events = sum(r["batch"]["records"] for r in records)
         io = _state_io(records, partitions)
     elif name.startswith("session-window-"):
-        events, batches = _session_window(spark, name, inp, work, files_per_trigger)
+        events, batches = session_window_stream(spark, name, inp, work, files_per_trigger)
         io = {"batches": batches}
     elif name == "batch-files":
         from sessionize.commands.batch import BatchOptions, run_batch
@@ -208,7 +175,7 @@ def print_batch_times(names: list[str], root: Path, partitions: int) -> None:
     batch_cost.write_batches(root / "input", inp, batches=4, big=10_000)
     print(f"{'micro-batch time (median s)':<28}{'1 event':>9}{'10k events':>12}")
     for name in names:
-        state = name if name.startswith("spark-") else state_uri(name)
+        state = name if name.startswith(("spark-", "session-window-")) else state_uri(name)
         result = run_fresh(batch_cost.__file__, state, str(inp), str(root / "bt"), partitions)
         shutil.rmtree(root / "bt", ignore_errors=True)
         medians = batch_cost.summarize(result["batches"])
@@ -224,7 +191,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="a quick run on a small input")
     ap.add_argument("--files-per-trigger", type=int, default=4, help="files per micro-batch")
     ap.add_argument("--only", nargs="*", choices=CONTENDERS)
-    streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-"))]
+    streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-", "session-window-"))]
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
     args = ap.parse_args()
     if args.run:

@@ -104,3 +104,38 @@ def test_batch_mode_judges_by_the_start_of_the_run(spark, tmp_path):
     run_batch(opts, spark, on_hour=lambda _: None)
     invalid = read_output(tmp_path / "b", "invalid_events")
     assert invalid["reason"].to_pylist() == [FUTURE_REASON]
+
+
+def _parse_at(spark, now_us: int, lines: list[str]):
+    from pyspark.sql import functions as F
+
+    from sessionize.parsing import parse
+
+    raw = spark.createDataFrame(
+        [(line, None, f"f.json:{i}") for i, line in enumerate(lines)],
+        "value string, error string, source string",
+    )
+    return parse(raw, now=F.timestamp_micros(F.lit(now_us)), max_future_us=24 * 60 * MINUTE)
+
+
+def test_the_limit_is_exact_to_the_microsecond(spark):
+    lines = [
+        _line(1, "2026-11-02T00:00:00Z"),  # exactly now + 1 day: still valid
+        _line(2, "2026-11-02T00:00:00.000001Z"),
+        _line(3, "2020-01-01T00:00:00Z"),
+    ]
+    rows = _parse_at(spark, _ts("2026-11-01T00:00:00"), lines).orderBy("user_id").collect()
+    assert [r["reason"] for r in rows] == [None, FUTURE_REASON, None]
+
+
+def test_the_batch_time_is_not_compiled_into_the_parse(spark):
+    """Every micro-batch has its own time; were it a constant of Spark's generated code, the
+    code would be compiled anew for every batch."""
+
+    def code(now_us: int) -> list[str]:
+        plans = _parse_at(spark, now_us, [_line(1, "2026-11-01T00:00:00Z")])
+        stages = plans._jdf.queryExecution().debug().codegenToSeq()
+        return [stages.apply(i)._2() for i in range(stages.size())]
+
+    first, second = code(_ts("2026-11-01T00:00:00")), code(_ts("2026-11-01T00:00:07"))
+    assert first and first == second

@@ -23,6 +23,7 @@ from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
 from sessionize.parsing import _ISO_8601 as ISO_8601
+from sessionize.parsing import too_far_ahead
 from sessionize.schema import STATE_USER_KEY
 
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
@@ -192,8 +193,8 @@ def parse_columns(
                        reason.alias("_reason"))  # fmt: skip
     reason = F.coalesce(F.col("_error"), F.col("_reason"))
     if now is not None and max_future_us is not None:
-        limit = F.timestamp_micros(F.unix_micros(now) + F.lit(max_future_us))
-        future = F.when(F.col("event_time") > limit, F.lit(f"{mapping.time} too far in the future"))
+        ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
+        future = F.when(ahead, F.lit(f"{mapping.time} too far in the future"))
         reason = F.coalesce(reason, future)
     names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
     return events.select(

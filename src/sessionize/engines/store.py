@@ -374,6 +374,9 @@ class StoreEngine(Engine):
         """The partition job; returns the tasks' counters, the batch's lines and its latest
         valid event time."""
         task = functools.partial(_task, self.settings, basis)
+        # A valid event's `source` (its file and line) is never read: it stays behind
+        # rather than crossing the shuffle, a file path on every line.
+        parsed = parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
         marked = with_marks(parsed, self._mark_keys(parsed.sparkSession))
         rows = (
             partition_users(marked, self.settings.partitions)
