@@ -283,8 +283,10 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     steps.append(["*", time.alias("ts")])
     ts = F.col("ts")
     corrupt = F.col("j._corrupt_record").isNotNull()
-    steps.append(["*", _suspect(mapping, F.col("j"), ts).alias("suspect")])
-    wrong = F.when(F.col("suspect"), _type_reason(mapping, F.col("value"), corrupt))
+    # `suspect` is read once, so it needs no projection of its own (each projection costs
+    # Spark's driver an analysis of the whole plan on every micro-batch).
+    suspect = _suspect(mapping, F.col("j"), ts)
+    wrong = F.when(suspect, _type_reason(mapping, F.col("value"), corrupt))
     steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
