@@ -42,10 +42,8 @@ def mark_keys(spark: SparkSession, partitions: int, user_type: pa.DataType) -> p
     if pa.types.is_string(user_type):
         candidates = pc.cast(candidates, pa.string())
     placed = user_partitions(spark, candidates, partitions)
-    first = np.full(partitions, -1, dtype=np.int64)
-    for i in range(n - 1, -1, -1):  # backwards, so the lowest candidate per partition stays
-        first[placed[i]] = i
-    if (first < 0).any():
+    found, first = np.unique(placed, return_index=True)  # partitions in order, first key of each
+    if len(found) < partitions:
         raise RuntimeError(f"no mark key found for every one of {partitions} partitions")
     return candidates.take(pa.array(first))
 
