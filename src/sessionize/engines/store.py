@@ -163,9 +163,10 @@ def _task(settings: EngineSettings, basis: BatchBasis, batches: Iterator[pa.Reco
 
 
 def _counts_batch(counts: dict[str, int | None]) -> pa.RecordBatch:
-    """A partition's counters as the one row its task returns."""
+    """A partition's counters as the one row its task returns (a task that had no marks
+    saw no lines and no latest event time)."""
     return pa.RecordBatch.from_pydict(
-        {k: [counts.get(k, 0)] for k in TASK_FIELDS},
+        {k: [counts.get(k, None if k == "latest" else 0)] for k in TASK_FIELDS},
         schema=pa.schema([(k, pa.int64()) for k in TASK_FIELDS]),
     )
 
