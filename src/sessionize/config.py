@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -65,21 +66,81 @@ def describe_differences(recorded: Mapping[str, object], current: Mapping[str, o
     )
 
 
+# The longest gap an event may ask for with `--gap-field` (30 days).
+MAX_EVENT_GAP_US = 30 * _UNIT_US["d"]
+
+
 @dataclass(frozen=True)
 class SessionRules:
     """The session rules (docs/design.md, "Semantics").
 
     `gap` and `close_actions` decide where sessions split and `lateness` which events
     are late, so they are part of the state: changing any of them (or the partition
-    count) against an existing checkpoint would mix two semantics, and is refused.
+    count) against an existing checkpoint would mix two semantics, and is refused. So are
+    the optional rules: `max_duration_us` (a session lasts less than this), `timezone`
+    (the zone of `session_date` and of the midnight split) and `split_at_midnight`. The
+    per-event rules (`--split-on-change`, `--gap-field`) read fields, so they belong to the
+    event mapping (`mapping.EventMapping`).
+
+    Example:
+        >>> SessionRules(gap_us=600_000_000, max_duration_us=86_400_000_000,
+        ...              timezone="Europe/Paris", split_at_midnight=True).timezone
+        'Europe/Paris'
+
+    Raises:
+        ConfigError: a value no session could have (a gap of zero, an unknown zone).
     """
 
     gap_us: int = 10 * 60_000_000
     lateness_us: int = 10 * 60_000_000
     close_actions: tuple[str, ...] = field(default=("browser_close",))
+    max_duration_us: int | None = None
+    timezone: str = "UTC"
+    split_at_midnight: bool = False
 
     def __post_init__(self) -> None:
         if self.gap_us <= 0:
             raise ConfigError("--gap must be positive, e.g. 10m")
         if self.lateness_us < 0:
             raise ConfigError("--lateness must be zero or positive, e.g. 10m")
+        if self.max_duration_us is not None and self.max_duration_us <= 0:
+            raise ConfigError("--max-duration must be positive, e.g. 24h")
+        check_timezone(self.timezone)
+
+    def record(self) -> dict[str, object]:
+        """The optional rules as a checkpoint records them (unset: `""`, `UTC`, false),
+        so that a checkpoint from before they existed reads as all unset."""
+        return {
+            "max_duration": "" if self.max_duration_us is None
+            else format_duration(self.max_duration_us),
+            "timezone": self.timezone,
+            "split_at_midnight": self.split_at_midnight,
+        }  # fmt: skip
+
+    @classmethod
+    def from_record(cls, settings: Mapping[str, object]) -> SessionRules:
+        """The rules a checkpoint's or a job record's settings name (`record`'s inverse)."""
+        actions = str(settings.get("close_actions", "browser_close"))
+        max_duration = str(settings.get("max_duration") or "")
+        return cls(
+            gap_us=parse_duration(str(settings["gap"])),
+            lateness_us=parse_duration(str(settings["lateness"])),
+            close_actions=tuple(a for a in actions.split(",") if a),
+            max_duration_us=parse_duration(max_duration) if max_duration else None,
+            timezone=str(settings.get("timezone") or "UTC"),
+            split_at_midnight=bool(settings.get("split_at_midnight", False)),
+        )
+
+
+def check_timezone(name: str) -> None:
+    """Raise a one-line ConfigError unless `name` is an IANA time zone (`Europe/Paris`)."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+        raise ConfigError(
+            f"--timezone '{name}' is not an IANA time zone; write it like Europe/Paris or UTC"
+        ) from e
+
+
+DEFAULT_RULES_RECORD = SessionRules().record()
+"""What a checkpoint recorded before the optional rules existed means: none of them set."""

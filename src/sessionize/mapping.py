@@ -32,13 +32,21 @@ _RESERVED = {
     "user_id", "event_time", "page", "action", "expires_at", "watermark", "session_id",
     "start_time", "end_time", "closed_at", "duration_ms", "event_count", "pages",
     "end_reason", "session_date", "batch_id", "position", "time_on_page_ms", "raw", "reason",
-    "source", "kind",
+    "source", "kind", "change_value", "gap_us",
 }  # fmt: skip
+# The event columns that carry the values of `--split-on-change` and `--gap-field`.
+CHANGE_COLUMN = "change_value"
+GAP_COLUMN = "gap_us"
 
 
 @dataclass(frozen=True)
 class EventMapping:
-    """Dotted paths into a JSON object or a Parquet struct, and the types read there."""
+    """Dotted paths into a JSON object or a Parquet struct, and the types read there.
+
+    `change` (`--split-on-change`) is read as a kept field is (a string, null when
+    missing) and `gap` (`--gap-field`) as a number of seconds; the session logic finds
+    them in the event columns `change_value` and `gap_us`, which exist only when set.
+    """
 
     user: str = "user_id"
     time: str = "event_time"
@@ -48,6 +56,8 @@ class EventMapping:
     user_type: str = "long"
     keep: tuple[tuple[str, str], ...] = field(default=DEFAULT_KEEP)
     input_format: str = "json"
+    change: str | None = None
+    gap: str | None = None
 
     def __post_init__(self) -> None:
         if self.time_format not in TIME_FORMATS:
@@ -78,6 +88,8 @@ class EventMapping:
             ("--action-field", self.action),
             ("--page-field", self.page),
             *(("--keep-fields", path) for _, path in self.keep),
+            *([("--split-on-change", self.change)] if self.change else []),
+            *([("--gap-field", self.gap)] if self.gap else []),
         ]
 
     @property
@@ -99,6 +111,8 @@ class EventMapping:
             "time_format": self.time_format,
             "user_type": self.user_type,
             "keep_fields": format_keep(self.keep),
+            "split_on_change": self.change or "",
+            "gap_field": self.gap or "",
         }
 
     @classmethod
@@ -109,7 +123,8 @@ class EventMapping:
         return cls(
             user=r["user_field"], time=r["time_field"], page=r["page_field"],
             action=r["action_field"], time_format=r["time_format"], user_type=r["user_type"],
-            keep=parse_keep(r["keep_fields"]),
+            keep=parse_keep(r["keep_fields"]), change=r["split_on_change"] or None,
+            gap=r["gap_field"] or None,
         )  # fmt: skip
 
 

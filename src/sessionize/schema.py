@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sessionize.mapping import EventMapping
+from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, EventMapping
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -110,12 +110,22 @@ class Layout:
 
     user_type: pa.DataType
     attributes: tuple[str, ...]
+    change: bool = False
+    gap: bool = False
 
     @functools.cached_property
     def event(self) -> pa.Schema:
         rest = [EVENT.field(i) for i in range(1, CORE)]
         core = [pa.field("user_id", self.user_type, nullable=False), *rest]
-        return pa.schema(core + [pa.field(a, pa.string()) for a in self.attributes])
+        return pa.schema(core + [pa.field(a, pa.string()) for a in self.attributes]
+                         + self.rule_fields)  # fmt: skip
+
+    @functools.cached_property
+    def rule_fields(self) -> list[pa.Field]:
+        """The per-event rules' columns, after the kept attributes (only those set):
+        `change_value` (--split-on-change) and `gap_us` (--gap-field, microseconds)."""
+        out = [pa.field(CHANGE_COLUMN, pa.string())] if self.change else []
+        return out + ([pa.field(GAP_COLUMN, pa.int64())] if self.gap else [])
 
     @functools.cached_property
     def state(self) -> pa.Schema:
@@ -161,7 +171,7 @@ class Layout:
     def _with_user(self, base: pa.Schema, attrs_after: str | None = None) -> pa.Schema:
         out = []
         for f in base:
-            if f.name in EVENT.names[CORE:]:
+            if f.name in EVENT.names[CORE:] or f.name in (CHANGE_COLUMN, GAP_COLUMN):
                 continue
             out.append(f.with_type(self.user_type) if f.name == "user_id" else f)
             if f.name == attrs_after:
@@ -174,4 +184,4 @@ def layout(mapping: EventMapping | None = None) -> Layout:
     """The schemas of `mapping` (the default mapping: EVENT, STATE, SESSIONS, ... above)."""
     mapping = mapping or EventMapping()
     user = pa.string() if mapping.string_keys else pa.int64()
-    return Layout(user, mapping.attributes)
+    return Layout(user, mapping.attributes, bool(mapping.change), bool(mapping.gap))

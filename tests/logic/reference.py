@@ -9,7 +9,9 @@ handed-in state rows and batch, so the two can be compared output by output.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+
+from .reference_rules import Rules, closing, ids_and_releases, local_date, split
 
 EVENT_COLUMNS = (
     "user_id",
@@ -27,10 +29,13 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def nulls_last(event: dict) -> tuple:
-    """Sort key over all event columns; None sorts after every value."""
-    return tuple(
-        (event[c] is None, event[c] if event[c] is not None else "") for c in EVENT_COLUMNS
-    )
+    """Sort key over all event columns (with the rules' fields when the events carry them);
+    None sorts after every value."""
+    columns = [*EVENT_COLUMNS, *(c for c in RULE_COLUMNS if c in event)]
+    return tuple((event[c] is None, event[c] if event[c] is not None else "") for c in columns)
+
+
+RULE_COLUMNS = ("change_value", "gap_us")
 
 
 def event_key(event: dict) -> tuple:
@@ -39,27 +44,7 @@ def event_key(event: dict) -> tuple:
 
 def split_into_sessions(events: list[dict], gap_us: int, close_actions) -> list[list[dict]]:
     """Rule 3, for one user's events already sorted by (event_time, page)."""
-    sessions: list[list[dict]] = []
-    previous = None
-    for event in events:
-        joins = (
-            previous is not None
-            and event["event_time"] <= previous["event_time"] + gap_us
-            and previous["action"] not in close_actions
-        )
-        if joins:
-            sessions[-1].append(event)
-        else:
-            sessions.append([event])
-        previous = event
-    return sessions
-
-
-def closed_at(session: list[dict], gap_us: int, close_actions) -> tuple[int, str]:
-    last = session[-1]
-    if last["action"] in close_actions:
-        return last["event_time"], "explicit"
-    return last["event_time"] + gap_us, "inactivity"
+    return [s.events for s in split(events, Rules(gap_us, tuple(close_actions)))]
 
 
 def reference_advance(
@@ -70,22 +55,27 @@ def reference_advance(
     close_actions,
     watermark_before: int | None,
     watermark_after: int | None,
+    rules: Rules | None = None,
 ) -> dict:
-    """Same contract as `advance`; returns a dict of row lists, removes and stats."""
+    """Same contract as `advance`; returns a dict of row lists, removes and stats.
+    `rules` (default: `gap_us` and `close_actions` alone) adds the optional rules."""
+    rules = rules or Rules(gap_us, tuple(close_actions))
+    columns = [*EVENT_COLUMNS, *(["change_value"] if rules.change else []),
+               *(["gap_us"] if rules.gap_field else [])]  # fmt: skip
     open_events: dict[int, list[dict]] = {}  # user -> that user's open events
     for row in state_rows:
-        event = {c: row[c] for c in EVENT_COLUMNS}
+        event = {c: row[c] for c in columns}
         open_events.setdefault(event["user_id"], []).append(event)
     state_users = set(open_events)
 
     open_before = 0
     for user_events in open_events.values():
         ordered = sorted(user_events, key=lambda e: (e["event_time"], e["page"]))
-        open_before += len(split_into_sessions(ordered, gap_us, close_actions))
+        open_before += len(split(ordered, rules))
 
     late, on_time, duplicates = [], 0, 0
     for event in events:
-        event = {c: event.get(c) for c in EVENT_COLUMNS}
+        event = {c: event.get(c) for c in columns}
         if watermark_before is not None and event["event_time"] < watermark_before:
             late.append({**event, "watermark": watermark_before})
             continue
@@ -105,16 +95,22 @@ def reference_advance(
     for user in sorted(open_events):
         ordered = sorted(open_events[user], key=lambda e: (e["event_time"], e["page"]))
         still_open = []
-        for session in split_into_sessions(ordered, gap_us, close_actions):
-            closed, reason = closed_at(session, gap_us, close_actions)
-            if watermark_after is not None and watermark_after > closed:
-                sessions.append(session_row(session, closed, reason))
-                page_views.extend(page_view_rows(session, closed))
+        cut = split(ordered, rules)
+        closed_reasons = closing(cut, rules)
+        named = ids_and_releases(user, cut, [c for c, _ in closed_reasons])
+        for session, (closed, reason), (sid, release) in zip(
+            cut, closed_reasons, named, strict=True
+        ):
+            session = session.events
+            if watermark_after is not None and watermark_after > release:
+                day = local_date(session[0]["event_time"], rules.timezone)
+                sessions.append(session_row(session, closed, reason, sid, day))
+                page_views.extend(page_view_rows(session, closed, sid))
             else:
-                still_open.append((session, closed))
+                still_open.append((session, release))
         if still_open:
             open_after += len(still_open)
-            expires_at = min(closed for _, closed in still_open)
+            expires_at = min(release for _, release in still_open)
             for session, _ in still_open:
                 state_puts.extend({**e, "expires_at": expires_at} for e in session)
         elif user in state_users:
@@ -142,15 +138,11 @@ def reference_advance(
     }
 
 
-def session_id(user_id: int, start_us: int) -> str:
-    return f"{user_id}-{start_us // 1000}"
-
-
-def session_row(session: list[dict], closed: int, reason: str) -> dict:
+def session_row(session: list[dict], closed: int, reason: str, sid: str, day) -> dict:
     first, last = session[0], session[-1]
     start = first["event_time"]
     return {
-        "session_id": session_id(first["user_id"], start),
+        "session_id": sid,
         "user_id": first["user_id"],
         "start_time": start,
         "end_time": last["event_time"],
@@ -160,12 +152,11 @@ def session_row(session: list[dict], closed: int, reason: str) -> dict:
         "pages": [e["page"] for e in session],
         "end_reason": reason,
         **{a: first[a] for a in ATTRIBUTES},
-        "session_date": (EPOCH + timedelta(microseconds=start)).date(),
+        "session_date": day,
     }
 
 
-def page_view_rows(session: list[dict], closed: int) -> list[dict]:
-    sid = session_id(session[0]["user_id"], session[0]["event_time"])
+def page_view_rows(session: list[dict], closed: int, sid: str) -> list[dict]:
     rows = []
     for i, event in enumerate(session):
         until = session[i + 1]["event_time"] if i + 1 < len(session) else closed

@@ -93,11 +93,11 @@ def test_events_at_same_time_are_ordered_by_page(run):
 
 def test_close_action_then_event_at_same_time_starts_new_session(run):
     # Page order decides: "a" closes, "b" starts a new session at the same instant (and,
-    # the id being user + start millisecond, with the same session_id).
+    # the id being user + start millisecond, the second one gets the suffix -2).
     out = run([], [ev(1, T0, "b"), ev(1, T0, "a", "browser_close")], None, T0 + 60 * MIN)
     assert [(s["session_id"], s["pages"], s["end_reason"]) for s in out.sessions] == [
         (f"1-{T0_MS}", ["a"], "explicit"),
-        (f"1-{T0_MS}", ["b"], "inactivity"),
+        (f"1-{T0_MS}-2", ["b"], "inactivity"),
     ]
     # The other way round the close comes last and ends the one session.
     out = run([], [ev(1, T0, "b", "browser_close"), ev(1, T0, "a")], None, T0 + 60 * MIN)
@@ -150,8 +150,9 @@ def test_duplicate_of_state_event_dropped(run):
 def test_smaller_copy_replaces_state_copy_as_if_both_came_in_one_batch(run):
     state = [st(ev(1, T0, "a", "view", site="z")), st(ev(1, T0 + MIN, "b"))]
     events = [ev(1, T0, "a", "browser_close", site="z"), ev(1, T0 + MIN, "b", site="y")]
-    out = run(state, events, T0, T0 + 1)
-    # "browser_close" < "view": "a" now closes a session of its own, emitted at once.
+    out = run(state, events, T0, T0 + 1000)
+    # "browser_close" < "view": "a" now closes a session of its own, emitted at once
+    # (once the watermark is past its millisecond: no later session can share its id).
     assert [(s["pages"], s["end_reason"], s["closed_at"]) for s in out.sessions] == [
         (["a"], "explicit", T0)
     ]
@@ -222,7 +223,8 @@ def test_emission_requires_watermark_strictly_past_closed_at(run):
 def test_without_watermark_after_nothing_is_emitted(run):
     out = run([], [ev(1, 0, "a", "browser_close")], None, None)
     assert out.sessions == []
-    assert out.state_puts == [st(ev(1, 0, "a", "browser_close"), 0)]
+    # Its expiry is the end of its millisecond: a later session could start in it.
+    assert out.state_puts == [st(ev(1, 0, "a", "browser_close"), 999)]
 
 
 def test_emitted_sessions_leave_state_and_expiry_is_earliest_open_close(run):
@@ -315,7 +317,7 @@ def test_users_only_in_state_expire_without_new_events(run):
 
 
 def test_state_removes_list_only_users_that_were_in_state(run):
-    out = run([], [ev(8, T0, "a", "browser_close")], None, T0 + 1)
+    out = run([], [ev(8, T0, "a", "browser_close")], None, T0 + 1000)
     assert len(out.sessions) == 1
     assert (out.state_puts, out.state_removes) == ([], [])
 

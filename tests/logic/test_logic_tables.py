@@ -145,7 +145,7 @@ def test_custom_close_actions_and_gap():
         events_table(events),
         rules=rules,
         watermark_before=None,
-        watermark_after=100,
+        watermark_after=10_000,
     )
     assert result.sessions["pages"].to_pylist() == [["a", "b"], ["c"], ["d"]]
     assert result.sessions["end_reason"].to_pylist() == ["explicit", "inactivity", "inactivity"]

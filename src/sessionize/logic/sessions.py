@@ -44,11 +44,9 @@ import pyarrow.compute as pc
 
 from sessionize import schema
 from sessionize.config import SessionRules
+from sessionize.logic.boundaries import END_REASONS, US_PER_MS, cut_sessions
 from sessionize.logic.result import StepResult, StepStats
-
-_US_PER_MS = 1_000
-_US_PER_DAY = 86_400_000_000
-_END_REASONS = pa.array(["inactivity", "explicit"], pa.string())
+from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
 
 
 def advance(
@@ -94,13 +92,17 @@ def advance(
     time = _ts_numpy(rows["event_time"])
     page_rank = _string_rank(rows["page"])
     is_close = _is_close(rows["action"], rules.close_actions)
+    change, gap = _rule_columns(rows, rules)
 
     # One sort of the partition's keys: (user_id, event_time, page).
     order = _sort_order(user, time, page_rank)
     from_state = order[order < n_state]
     open_before = len(
-        _session_starts(user[from_state], time[from_state], is_close[from_state], rules.gap_us)
-    )
+        cut_sessions(
+            user[from_state], time[from_state], is_close[from_state], rules,
+            *(None if c is None else c[from_state] for c in (change, gap)),
+        ).starts
+    )  # fmt: skip
 
     # Rule 2: dedup; `order` keeps only the surviving copies, still sorted.
     order = order[_survivors(rows, order, user, time, page_rank)]
@@ -108,8 +110,9 @@ def advance(
 
     # Rules 3 and 4: split into sessions, decide which are emitted.
     split = _Split.of(
-        rows, order, user[order], time[order], is_close[order], rules, watermark_after
-    )
+        rows, order, user[order], time[order], is_close[order], rules, watermark_after,
+        *(None if c is None else c[order] for c in (change, gap)),
+    )  # fmt: skip
     sessions, page_views = _emitted_tables(split, lay)
     state_puts = _state_table(split, lay)
 
@@ -137,7 +140,9 @@ class _Split:
 
     Per position (kept events in sorted order): `order` (its row in `rows`), `user`,
     `time`, `session` (its session's index), `row_emitted`. Per session: `starts` and
-    `ends` (first and last position), `closed_at`, `explicit`, `emitted`.
+    `ends` (first and last position), `closed_at`, `reason` (index into END_REASONS),
+    `day` (session_date), `rank` (1 + the number of the user's earlier sessions that
+    start in the same millisecond), `release` (when it may be emitted), `emitted`.
     """
 
     rows: pa.Table
@@ -149,21 +154,25 @@ class _Split:
     starts: np.ndarray
     ends: np.ndarray
     closed_at: np.ndarray
-    explicit: np.ndarray
+    reason: np.ndarray
+    day: np.ndarray
+    rank: np.ndarray
+    release: np.ndarray
     emitted: np.ndarray
 
     @classmethod
-    def of(cls, rows, order, user, time, is_close, rules: SessionRules, watermark_after):
+    def of(cls, rows, order, user, time, is_close, rules: SessionRules, watermark_after,
+           change=None, gap=None):  # fmt: skip
         n = len(order)
-        starts = _session_starts(user, time, is_close, rules.gap_us)
+        cuts = cut_sessions(user, time, is_close, rules, change, gap)
+        starts = cuts.starts
         ends = np.append(starts[1:], n)[: len(starts)] - 1
         session = np.cumsum(_mask_at(n, starts)) - 1
-        explicit = is_close[ends]
-        closed_at = np.where(explicit, time[ends], time[ends] + rules.gap_us)
+        rank, release = _same_millisecond(user[starts], time[starts], cuts.closed_at)
         if watermark_after is None:
             emitted = np.zeros(len(starts), dtype=bool)
         else:
-            emitted = closed_at < watermark_after
+            emitted = release < watermark_after
         return cls(
             rows=rows,
             order=order,
@@ -173,10 +182,36 @@ class _Split:
             row_emitted=emitted[session],
             starts=starts,
             ends=ends,
-            closed_at=closed_at,
-            explicit=explicit,
+            closed_at=cuts.closed_at,
+            reason=cuts.reason,
+            day=cuts.day,
+            rank=rank,
+            release=release,
             emitted=emitted,
         )
+
+
+def _same_millisecond(user: np.ndarray, start: np.ndarray, closed_at: np.ndarray):
+    """Per session (in session order): its rank among the user's sessions that start in
+    the same millisecond (they share `USER-STARTMILLIS`, so the later ones get a suffix),
+    and its release: the moment after which the watermark emits it.
+
+    Sessions that share a millisecond are emitted together (all their ranks are known
+    then), and not before the millisecond has passed (no later session can join it):
+    release = max(closed_at of the group's last session, the millisecond's last µs).
+    """
+    k = len(start)
+    if k == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ms = start // US_PER_MS
+    head = np.ones(k, dtype=bool)
+    head[1:] = (user[1:] != user[:-1]) | (ms[1:] != ms[:-1])
+    group = np.cumsum(head) - 1
+    heads = np.flatnonzero(head)
+    rank = np.arange(k) - heads[group] + 1
+    last = np.append(heads[1:], k) - 1
+    release = np.maximum(closed_at[last], (ms[heads] + 1) * US_PER_MS - 1)[group]
+    return rank, release
 
 
 # ---------------------------------------------------------------------------- rules
@@ -250,15 +285,6 @@ def _bits(values: np.ndarray | None) -> int:
     return 64 if values is None else int(values.max()).bit_length()
 
 
-def _session_starts(u: np.ndarray, t: np.ndarray, close: np.ndarray, gap_us: int) -> np.ndarray:
-    """Indices of the rows (sorted by user, time, page) that start a session."""
-    if len(u) == 0:
-        return np.zeros(0, dtype=np.int64)
-    new = np.ones(len(u), dtype=bool)
-    new[1:] = (u[1:] != u[:-1]) | (t[1:] > t[:-1] + gap_us) | close[:-1]
-    return np.flatnonzero(new)
-
-
 # ---------------------------------------------------------------------------- outputs
 
 
@@ -272,7 +298,7 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
     counts = (last - first + 1).astype(np.int64)
     first_rows = pa.array(split.order[first])
     users = _take(split.rows["user_id"], first_rows)
-    ids = _session_ids(users, start_t)
+    ids = _session_ids(users, start_t, split.rank[sel])
 
     # Emitted sessions are runs of consecutive positions: their pages, in order, are both
     # the sessions' `pages` lists and the page views' `page` column.
@@ -286,12 +312,12 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
             _ts(start_t),
             _ts(end_t),
             _ts(split.closed_at[sel]),
-            pa.array((end_t - start_t) // _US_PER_MS, pa.int64()),
+            pa.array((end_t - start_t) // US_PER_MS, pa.int64()),
             pa.array(counts, pa.int64()),
             pa.ListArray.from_arrays(offsets, pages),
-            _END_REASONS.take(pa.array(split.explicit[sel].astype(np.int8))),
+            END_REASONS.take(pa.array(split.reason[sel])),
             *(_take(split.rows[name], first_rows) for name in lay.attributes),
-            pa.array((start_t // _US_PER_DAY).astype(np.int32), pa.date32()),
+            pa.array(split.day[sel], pa.int32()).view(pa.date32()),
         ],
         schema=lay.sessions,
     )
@@ -309,7 +335,7 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
             _ts(t),
             pages,
             pa.array((pos - split.starts[session] + 1).astype(np.int32), pa.int32()),
-            pa.array((until - t) // _US_PER_MS, pa.int64()),
+            pa.array((until - t) // US_PER_MS, pa.int64()),
         ],
         schema=lay.page_views,
     )
@@ -321,10 +347,10 @@ def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
     open_sessions = np.flatnonzero(~split.emitted)
     expires = np.zeros(len(split.emitted), dtype=np.int64)
     if len(open_sessions):
-        # Min closed_at over each user's run of open sessions.
+        # Min release over each user's run of open sessions.
         users = split.user[split.starts[open_sessions]]
         user_start = np.flatnonzero(np.append(True, users[1:] != users[:-1]))
-        per_user = np.minimum.reduceat(split.closed_at[open_sessions], user_start)
+        per_user = np.minimum.reduceat(split.release[open_sessions], user_start)
         run = np.cumsum(_mask_at(len(open_sessions), user_start)) - 1
         expires[open_sessions] = per_user[run]
     pos = np.flatnonzero(~split.row_emitted)
@@ -401,6 +427,22 @@ def _is_close(actions: pa.ChunkedArray, close_actions: tuple[str, ...]) -> np.nd
     return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
+def _rule_columns(rows: pa.Table, rules: SessionRules):
+    """The per-event rules' inputs, when their columns are there: the split-on-change
+    value as a code (equal values, equal codes; -1 for null), and each event's gap in µs
+    (null: `--gap`)."""
+    change = gap = None
+    if CHANGE_COLUMN in rows.column_names:
+        col = rows[CHANGE_COLUMN]
+        change = np.full(len(col), -1, dtype=np.int64)
+        valued = pc.is_valid(col).to_numpy(zero_copy_only=False)
+        if valued.any():
+            change[valued] = _string_rank(col.filter(pa.array(valued)))
+    if GAP_COLUMN in rows.column_names:
+        gap = _int_numpy(pc.fill_null(rows[GAP_COLUMN], rules.gap_us))
+    return change, gap
+
+
 def _mask_at(n: int, positions: np.ndarray) -> np.ndarray:
     mask = np.zeros(n, dtype=bool)
     mask[positions] = True
@@ -427,14 +469,19 @@ def _user_codes(col: pa.ChunkedArray):
     return codes, lambda c: by_rank.take(pa.array(c, pa.int64()))
 
 
-def _session_ids(user: pa.Array, start_us: np.ndarray) -> pa.Array:
-    """`f"{user_id}-{start in epoch milliseconds}"`, built column-wise. A string id is
-    percent-escaped where it holds `%` or `-`, so the first `-` always ends the user part
-    and two (user, start) pairs never share an id."""
+def _session_ids(user: pa.Array, start_us: np.ndarray, rank: np.ndarray) -> pa.Array:
+    """`f"{user_id}-{start in epoch milliseconds}"`, built column-wise, with `-{rank}`
+    appended for the second and later sessions of a user in one millisecond. A string id
+    is percent-escaped where it holds `%` or `-`, so the first `-` always ends the user
+    part and two (user, start, rank) triples never share an id."""
     if pa.types.is_string(user.type):
         user = pc.replace_substring(pc.replace_substring(user, "%", "%25"), "-", "%2D")
-    return pc.binary_join_element_wise(
+    ids = pc.binary_join_element_wise(
         pc.cast(user, pa.string()),
-        pc.cast(pa.array(start_us // _US_PER_MS, pa.int64()), pa.string()),
+        pc.cast(pa.array(start_us // US_PER_MS, pa.int64()), pa.string()),
         "-",
     )
+    if not (rank > 1).any():
+        return ids
+    suffix = pc.binary_join_element_wise("-", pc.cast(pa.array(rank), pa.string()), "")
+    return pc.if_else(pa.array(rank > 1), pc.binary_join_element_wise(ids, suffix, ""), ids)

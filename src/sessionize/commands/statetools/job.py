@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from sessionize.commands.options import recorded_state, state_uri
-from sessionize.config import SessionRules, parse_duration, redact_uri
+from sessionize.config import SessionRules, redact_uri
 from sessionize.engines.checkpoint import (
     checkpoint_lease,
     last_committed_batch,
@@ -163,9 +163,4 @@ def _batch_job(output: str, state: str, job: str) -> StateJob:
 
 
 def rules_of(settings: dict) -> SessionRules:
-    actions = str(settings.get("close_actions", "browser_close"))
-    return SessionRules(
-        gap_us=parse_duration(str(settings["gap"])),
-        lateness_us=parse_duration(str(settings["lateness"])),
-        close_actions=tuple(a for a in actions.split(",") if a),
-    )
+    return SessionRules.from_record(settings)
