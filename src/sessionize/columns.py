@@ -19,11 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.errors import ConfigError
-from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
+from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
 from sessionize.parsing import _ISO_8601 as ISO_8601
-from sessionize.parsing import too_far_ahead
+from sessionize.parsing import bad_gap, gap_reason, gap_us, too_far_ahead
 from sessionize.schema import STATE_USER_KEY
 
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
@@ -157,13 +157,36 @@ def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], 
         found = resolve(schema, path)
         value = F.lit(None).cast("string") if found is None else _string(path, *found)
         kept.append(value.alias(name))
-    reason = F.coalesce(user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"))
+    rule_columns, gap_reason = _rule_columns(schema, mapping)
+    reason = F.coalesce(
+        user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"), gap_reason
+    )
     # String ids are stored under a 64-bit hash of the id, as parsing.parse computes it.
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
     columns = [
         user.alias("user_id"), ts.alias("event_time"), page.alias("page"),
-        action.alias("action"), *kept, *key,
+        action.alias("action"), *kept, *rule_columns, *key,
     ]  # fmt: skip
+    return columns, reason
+
+
+def _rule_columns(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], Column]:
+    """The `--split-on-change` value (read as a kept field is) and the `--gap-field` value
+    (a numeric column of seconds, missing: `--gap`), and why a gap is invalid."""
+    columns, reason = [], F.lit(None).cast("string")
+    if mapping.change:
+        found = resolve(schema, mapping.change)
+        value = F.lit(None).cast("string") if found is None else _string(mapping.change, *found)
+        columns.append(value.alias(CHANGE_COLUMN))
+    if mapping.gap:
+        found = resolve(schema, mapping.gap)
+        seconds = F.lit(None).cast("double")
+        if found is not None and not isinstance(found[1], T.NullType):
+            if not isinstance(found[1], T.NumericType):
+                raise _wrong(mapping.gap, found[1], "a number of seconds")
+            seconds = found[0].cast("double")
+        columns.append(gap_us(seconds).alias(GAP_COLUMN))
+        reason = F.when(bad_gap(seconds), F.lit(gap_reason(mapping.gap)))
     return columns, reason
 
 

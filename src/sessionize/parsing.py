@@ -24,7 +24,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
+from sessionize.config import MAX_EVENT_GAP_US
+from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
@@ -64,6 +65,8 @@ def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
     time = "string" if m.time_format == "iso8601" else "number"
     wanted = [(m.user, user), (m.time, time), (m.action, "string"), (m.page, "string")]
     wanted += [(path, "string") for _, path in m.keep]
+    wanted += [(m.change, "string")] if m.change else []
+    wanted += [(m.gap, "number")] if m.gap else []
     out: dict[str, str] = {}
     for path, kind in wanted:
         parts = path.split(".")
@@ -209,8 +212,27 @@ def _reason(
         .when(ts.isNull(), bad_time)
         .when(_leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
     )
+    if mapping.gap:
+        reason = reason.when(bad_gap(_leaf(j, mapping.gap)), F.lit(gap_reason(mapping.gap)))
     user_reason = _user_reason(mapping, user)
     return reason if user_reason is None else F.coalesce(reason, user_reason)
+
+
+def gap_us(seconds: Column) -> Column:
+    """A `--gap-field` value (seconds, a double) -> microseconds as decimal digits."""
+    return F.round(seconds * F.lit(1e6)).cast("long").cast("string")
+
+
+def bad_gap(seconds: Column) -> Column:
+    """Whether a present gap is not one: NaN, zero or less once rounded to the µs, or
+    above 30 days (a NULL gap is not bad: it means `--gap`)."""
+    us = F.round(seconds * F.lit(1e6))
+    out_of_range = (us <= 0) | (us > F.lit(float(MAX_EVENT_GAP_US)))
+    return seconds.isNotNull() & (F.isnan(seconds) | out_of_range)
+
+
+def gap_reason(path: str) -> str:
+    return f"{path}: expected a number of seconds above 0 and at most 30 days"
 
 
 def parse(
@@ -300,6 +322,8 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
         _leaf(j, mapping.page).alias("page"),
         F.coalesce(_leaf(j, mapping.action), F.lit("view")).alias("action"),
         *(_leaf(j, path).alias(name) for name, path in mapping.keep),
+        *([_leaf(j, mapping.change).alias(CHANGE_COLUMN)] if mapping.change else []),
+        *([gap_us(_leaf(j, mapping.gap)).alias(GAP_COLUMN)] if mapping.gap else []),
         *key,
         "reason",
         F.when(F.col("reason").isNotNull(), F.col("value")).alias("raw"),

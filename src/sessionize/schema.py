@@ -123,9 +123,11 @@ class Layout:
     @functools.cached_property
     def rule_fields(self) -> list[pa.Field]:
         """The per-event rules' columns, after the kept attributes (only those set):
-        `change_value` (--split-on-change) and `gap_us` (--gap-field, microseconds)."""
+        `change_value` (--split-on-change) and `gap_us` (--gap-field: microseconds, in
+        decimal digits, so that every column after the time is a string, as the engines
+        carry them, and copies compare as bytes like every other field)."""
         out = [pa.field(CHANGE_COLUMN, pa.string())] if self.change else []
-        return out + ([pa.field(GAP_COLUMN, pa.int64())] if self.gap else [])
+        return out + ([pa.field(GAP_COLUMN, pa.string())] if self.gap else [])
 
     @functools.cached_property
     def state(self) -> pa.Schema:

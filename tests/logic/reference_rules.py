@@ -45,7 +45,7 @@ def next_midnight(us: int, timezone: str) -> int:
 
 def own_gap(event: dict, rules: Rules) -> int:
     if rules.gap_field and event.get("gap_us") is not None:
-        return event["gap_us"]
+        return int(event["gap_us"])
     return rules.gap_us
 
 

@@ -99,7 +99,8 @@ def shaped(event: dict, rules: Rules) -> dict:
     if rules.change:
         row["change_value"] = event["change_value"]
     if rules.gap_field:
-        row["gap_us"] = event["gap_us"]
+        gap = event["gap_us"]
+        row["gap_us"] = None if gap is None else str(gap)
     return row
 
 
@@ -135,7 +136,7 @@ def copies(draw, events: list[dict], rules: Rules) -> list[dict]:
         if field == "change_value" and rules.change:
             copy["change_value"] = draw(st.sampled_from([None, "c1", "c3"]))
         elif field == "gap_us" and rules.gap_field:
-            copy["gap_us"] = draw(st.sampled_from([None, 2 * MIN, 20 * MIN]))
+            copy["gap_us"] = draw(st.sampled_from([None, str(2 * MIN), str(20 * MIN)]))
         out.append(copy)
     return out
 
@@ -197,7 +198,8 @@ def test_sessions_do_not_depend_on_batches_or_arrival_order(scenario, data):
     events.sort(key=lambda e: e["event_time"])
     cuts = sorted(data.draw(st.lists(st.integers(0, len(events)), max_size=4)))
     bounds = [0, *cuts, len(events)]
-    batches = [data.draw(st.permutations(events[a:b])) for a, b in zip(bounds, bounds[1:])]
+    pairs = zip(bounds, bounds[1:], strict=False)
+    batches = [data.draw(st.permutations(events[a:b])) for a, b in pairs]
 
     def sessions_of(batches_in):
         store, watermark, out = Store(), None, []

@@ -103,6 +103,18 @@ class Sessionizer:
     `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`);
     `keep` maps session columns to paths of the first event's attributes. Events more than
     `max_future` ahead of the batch's time are invalid (None: no limit).
+
+    The optional rules, also part of the state: `max_duration` (a session lasts less than
+    this), `timezone` (IANA zone of `session_date`), `split_at_midnight` (end sessions at
+    midnight in `timezone`), `split_on_change` (path of a field, e.g. a campaign, whose
+    change starts a new session) and `gap_field` (path of each event's own gap in seconds).
+
+    >>> Sessionizer(max_duration="24h", timezone="Europe/Paris", split_at_midnight=True,
+    ...             split_on_change="utm.campaign", gap_field="session_gap_s")
+
+    Raises:
+        ConfigError: a value no session could have (`timezone="Mars/Olympus"`,
+            `max_duration="0s"`), in one line.
     """
 
     def __init__(
@@ -122,6 +134,11 @@ class Sessionizer:
         keep: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         max_future: Duration | None = "1d",
         job: str = "sessionize",
+        max_duration: Duration | None = None,
+        timezone: str = "UTC",
+        split_at_midnight: bool = False,
+        split_on_change: str | None = None,
+        gap_field: str | None = None,
     ):
         if isinstance(close_actions, str):
             close_actions = close_actions.split(",")
@@ -129,11 +146,16 @@ class Sessionizer:
             gap_us=duration_us(gap, "gap"),
             lateness_us=duration_us(lateness, "lateness"),
             close_actions=tuple(a.strip() for a in close_actions if a.strip()),
-        )
+            max_duration_us=None if max_duration is None
+            else duration_us(max_duration, "max_duration"),
+            timezone=timezone,
+            split_at_midnight=split_at_midnight,
+        )  # fmt: skip
         pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
         self.mapping = EventMapping(
             user=user, time=time, page=page, action=action, time_format=time_format,
-            user_type=user_type, keep=tuple(pairs),
+            user_type=user_type, keep=tuple(pairs), change=split_on_change or None,
+            gap=gap_field or None,
         )  # fmt: skip
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
@@ -323,6 +345,7 @@ class Sessionizer:
             "gap": format_duration(self.rules.gap_us),
             "lateness": format_duration(self.rules.lateness_us),
             "close_actions": ",".join(self.rules.close_actions),
+            **self.rules.record(),
             "partitions": self.partitions,
             "job": self.job,
             "output_format": output_format,

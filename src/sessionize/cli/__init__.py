@@ -55,19 +55,32 @@ _RULE_OPTIONS = (
     ("--gap", DURATION, "10m", "Inactivity that ends a session."),
     ("--lateness", DURATION, "10m", "Allowed lateness: the watermark trails the max event time."),
     ("--close-actions", str, "browser_close", "Comma-separated actions that end a session."),
+    ("--max-duration", DURATION, None, "A session lasts less than this (e.g. 24h; unset: no cap)."),
+    ("--timezone", str, "UTC", "IANA zone of session_date and of --split-at-midnight."),
 )
 
 
 def rules_options(f):
-    """--gap, --lateness, --close-actions: the session rules (docs/design.md, "Semantics")."""
+    """--gap, --lateness, --close-actions, --max-duration, --timezone, --split-at-midnight:
+    the session rules (docs/design.md, "Semantics")."""
+    f = click.option(
+        "--split-at-midnight", is_flag=True,
+        help="End sessions at midnight in --timezone.",
+    )(f)  # fmt: skip
     for name, kind, default, text in reversed(_RULE_OPTIONS):
         f = click.option(name, type=kind, default=default, show_default=True, help=text)(f)
     return f
 
 
-def make_rules(gap: int, lateness: int, close_actions: str) -> SessionRules:
+def make_rules(
+    gap: int, lateness: int, close_actions: str, max_duration: int | None = None,
+    timezone: str = "UTC", split_at_midnight: bool = False,
+) -> SessionRules:  # fmt: skip
     actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
-    return SessionRules(gap_us=gap, lateness_us=lateness, close_actions=actions)
+    return SessionRules(
+        gap_us=gap, lateness_us=lateness, close_actions=actions, max_duration_us=max_duration,
+        timezone=timezone.strip(), split_at_midnight=split_at_midnight,
+    )  # fmt: skip
 
 
 def max_future_option(f):
@@ -239,13 +252,14 @@ def spark_options(f):
 
 
 def job_settings(
-    state, gap, lateness, close_actions, partitions, job, progress_log, output_format, master,
-    spark_conf, remote,
+    state, gap, lateness, close_actions, max_duration, timezone, split_at_midnight, partitions,
+    job, progress_log, output_format, master, spark_conf, remote,
 ) -> dict:  # fmt: skip
     """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields."""
     return {
         "state": state,
-        "rules": make_rules(gap, lateness, close_actions),
+        "rules": make_rules(gap, lateness, close_actions, max_duration, timezone,
+                            split_at_midnight),  # fmt: skip
         "partitions": partitions,
         "job": job,
         "progress_log": progress_log,

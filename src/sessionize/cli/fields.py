@@ -26,9 +26,17 @@ _OPTIONS = (
         "metavar": "NAME=PATH,...", "default": format_keep(_DEFAULT.keep),
         "help": "Attributes of a session's first event that the session carries.",
     }),
+    ("--split-on-change", {
+        "metavar": "PATH", "default": None,
+        "help": "Start a new session when the value at PATH changes (e.g. a campaign).",
+    }),
+    ("--gap-field", {
+        "metavar": "PATH", "default": None,
+        "help": "Each event's own gap in seconds at PATH (missing: --gap).",
+    }),
 )  # fmt: skip
 _NAMES = ("user_field", "time_field", "page_field", "action_field", "time_format", "user_type",
-          "keep_fields")  # fmt: skip
+          "keep_fields", "split_on_change", "gap_field")  # fmt: skip
 
 
 def mapping_options(f):
@@ -49,4 +57,6 @@ def pop_mapping(params: dict) -> EventMapping:
         time_format=v["time_format"],
         user_type=v["user_type"],
         keep=parse_keep(v["keep_fields"]),
+        change=(v["split_on_change"] or "").strip() or None,
+        gap=(v["gap_field"] or "").strip() or None,
     )

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, state_uri
 from sessionize.commands.placement import warn_local_paths
-from sessionize.config import SessionRules, describe_differences, redact_uri
+from sessionize.config import DEFAULT_RULES_RECORD, SessionRules, describe_differences, redact_uri
 from sessionize.engines.checkpoint import output_lease
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
@@ -183,7 +183,7 @@ def _run(
 def _check_settings(record: dict | None, settings: EngineSettings) -> None:
     recorded = (record or {}).get("settings")
     if recorded:  # a state from before mappings could be chosen has the default one
-        recorded = {**DEFAULT_RECORD, **recorded}
+        recorded = {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **recorded}
     diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""
     if diffs:
         raise IncompatibleCheckpoint(
@@ -199,7 +199,11 @@ def _rest_note(opts: BatchOptions, start: datetime, end: datetime) -> str:
     flags.update(settings_record(opts.engine_settings()))
     flags["job"] = opts.job
     flags.update({"from": f"{start:%Y-%m-%dT%H}", "to": f"{end:%Y-%m-%dT%H}"})
-    command = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in flags.items())
+    command = " ".join(
+        f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
+        for k, v in flags.items()
+        if v not in ("", False)  # an optional rule left unset, or a flag left off
+    )
     return (
         f"hours {start:%Y-%m-%dT%H}..{end:%Y-%m-%dT%H} were committed before and are now "
         f"retired, not recomputed; recompute them with: sessionize batch {command}"

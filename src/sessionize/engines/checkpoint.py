@@ -16,7 +16,7 @@ import re
 
 import pyarrow.fs as pafs
 
-from sessionize.config import describe_differences
+from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import child, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
@@ -30,8 +30,8 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     """Record `settings` in a new checkpoint, or refuse if it was created with others.
 
     A setting the checkpoint does not mention (recorded before the setting existed) is
-    taken as this run's and added to the record; except the event mapping, which was the
-    default one before it could be chosen."""
+    taken as this run's and added to the record; except the event mapping and the optional
+    session rules, which were the default ones (unset) before they could be chosen."""
     fs, base = resolve_fs(checkpoint)
     path = f"{base}/{FILE}"
     try:
@@ -47,7 +47,7 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     except FileNotFoundError:
         recorded = {}
     if recorded:
-        recorded = {**DEFAULT_RECORD, **recorded}
+        recorded = {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **recorded}
     shared = [k for k in settings if k in recorded]  # settings this run names
     diffs = describe_differences({k: recorded[k] for k in shared}, {k: settings[k] for k in shared})
     if diffs:

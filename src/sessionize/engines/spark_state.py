@@ -86,6 +86,7 @@ from sessionize.engines.spark_processor import (
 )
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
+from sessionize.logic.boundaries import local_days
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
 from sessionize.sinks.base import Sink
@@ -158,7 +159,9 @@ def session_rows(
 # ---------------------------------------------------------------------------- the writer
 
 
-def _write_task(sink: Sink, sh: Shapes, batch_id: int, batches: Iterator[pa.RecordBatch]):
+def _write_task(
+    sink: Sink, sh: Shapes, timezone: str, batch_id: int, batches: Iterator[pa.RecordBatch]
+):
     """Stage this task's rows of each output (step 1); yield its counters."""
     from pyspark import TaskContext
 
@@ -171,7 +174,7 @@ def _write_task(sink: Sink, sh: Shapes, batch_id: int, batches: Iterator[pa.Reco
     for name, schema in sh.layout.outputs.items():
         rows = wide.filter(pc.equal(wide["kind"], name))
         counts[_OUTPUT_KIND[name]] = sink.write_part(
-            name, batch_id, partition, narrow(schema, rows)
+            name, batch_id, partition, narrow(schema, rows, timezone)
         )
     stats = wide.filter(pc.equal(wide["kind"], STATS))
     for name in STATS_FIELDS:
@@ -181,13 +184,15 @@ def _write_task(sink: Sink, sh: Shapes, batch_id: int, batches: Iterator[pa.Reco
     yield pa.RecordBatch.from_pydict({k: [counts[k]] for k in TASK_COUNTERS})
 
 
-def narrow(schema: pa.Schema, wide: pa.Table) -> pa.Table:
-    """Wide rows of one kind -> the output's own schema (timestamps back, session_date)."""
+def narrow(schema: pa.Schema, wide: pa.Table, timezone: str = "UTC") -> pa.Table:
+    """Wide rows of one kind -> the output's own schema (timestamps back, session_date: the
+    start's date in `timezone`)."""
     arrays = []
     for f in schema:
         if f.name == "session_date":
-            days = pc.divide(wide["start_time"], pa.scalar(86_400_000_000, pa.int64()))
-            arrays.append(days.cast(pa.int32()).cast(pa.date32()))
+            start = wide["start_time"].cast(pa.int64()).to_numpy(zero_copy_only=False)
+            days = local_days(start, timezone)
+            arrays.append(pa.array(days, pa.int32()).view(pa.date32()))
         else:
             arrays.append(wide[f.name].cast(f.type))
     return pa.Table.from_arrays(arrays, schema=schema)
@@ -266,7 +271,9 @@ class SparkStateEngine(Engine):
     @override
     def run(self, rows: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
         batch_id = request.version
-        task = functools.partial(_write_task, self.sink, Shapes(self.mapping), batch_id)
+        task = functools.partial(
+            _write_task, self.sink, Shapes(self.mapping), self.rules.timezone, batch_id
+        )
         reports = rows.mapInArrow(task, _TASK_SCHEMA).collect()  # step 1
         batch = {k: sum(r[k] for r in reports) for k in TASK_COUNTERS}
         batch["records"] = batch["events_in"] + batch["invalid"]

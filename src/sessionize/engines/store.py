@@ -431,6 +431,7 @@ def settings_record(settings: EngineSettings) -> dict:
         "gap": format_duration(settings.rules.gap_us),
         "lateness": format_duration(settings.rules.lateness_us),
         "close_actions": ",".join(settings.rules.close_actions),
+        **settings.rules.record(),
         "partitions": settings.partitions,
         **settings.mapping.record(),
     }

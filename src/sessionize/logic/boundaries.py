@@ -81,7 +81,7 @@ def cut_sessions(
         explicit = is_close[ends]
         closed_at = np.where(explicit, time[ends], time[ends] + rules.gap_us)
         reason = np.where(explicit, EXPLICIT, INACTIVITY).astype(np.int8)
-        return Cuts(starts, closed_at, reason, _days(time[starts], rules.timezone))
+        return Cuts(starts, closed_at, reason, local_days(time[starts], rules.timezone))
     return _greedy(user, time, is_close, rules, change, gap)
 
 
@@ -171,7 +171,7 @@ def _closing(starts, cause, time, is_close, reach, rules: SessionRules) -> Cuts:
     moments[INACTIVITY] = np.maximum.reduceat(reach, starts) if k else reach[:0]
     reason = np.argmin(moments, axis=0).astype(np.int8)  # the first minimum wins ties
     closed_at = moments[reason, np.arange(k)]
-    return Cuts(starts, closed_at, reason, _days(start_t, rules.timezone))
+    return Cuts(starts, closed_at, reason, local_days(start_t, rules.timezone))
 
 
 def _take_earlier(nxt: np.ndarray, why: np.ndarray, at: np.ndarray, reason: int) -> None:
@@ -261,7 +261,7 @@ def segmented_cummax(values: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
 def next_midnight(time_us: np.ndarray, timezone: str) -> np.ndarray:
     """Per instant, the first later instant whose date in `timezone` differs: the next
     local midnight, or the end of the DST gap that skips it."""
-    day = _days(time_us, timezone).astype(np.int64)
+    day = local_days(time_us, timezone).astype(np.int64)
     if timezone == "UTC":
         return (day + 1) * US_PER_DAY
     naive = pa.array((day + 1) * US_PER_DAY, pa.int64()).cast(pa.timestamp("us"))
@@ -269,7 +269,7 @@ def next_midnight(time_us: np.ndarray, timezone: str) -> np.ndarray:
     return at.cast(pa.int64()).to_numpy()
 
 
-def _days(time_us: np.ndarray, timezone: str) -> np.ndarray:
+def local_days(time_us: np.ndarray, timezone: str) -> np.ndarray:
     """The date of each instant in `timezone`, as days since the epoch."""
     if timezone == "UTC" or len(time_us) == 0:
         return (time_us // US_PER_DAY).astype(np.int32)

@@ -430,7 +430,7 @@ def _is_close(actions: pa.ChunkedArray, close_actions: tuple[str, ...]) -> np.nd
 def _rule_columns(rows: pa.Table, rules: SessionRules):
     """The per-event rules' inputs, when their columns are there: the split-on-change
     value as a code (equal values, equal codes; -1 for null), and each event's gap in µs
-    (null: `--gap`)."""
+    (null: `--gap`; parsing wrote it as decimal digits of a positive number)."""
     change = gap = None
     if CHANGE_COLUMN in rows.column_names:
         col = rows[CHANGE_COLUMN]
@@ -439,7 +439,7 @@ def _rule_columns(rows: pa.Table, rules: SessionRules):
         if valued.any():
             change[valued] = _string_rank(col.filter(pa.array(valued)))
     if GAP_COLUMN in rows.column_names:
-        gap = _int_numpy(pc.fill_null(rows[GAP_COLUMN], rules.gap_us))
+        gap = _int_numpy(pc.fill_null(pc.cast(rows[GAP_COLUMN], pa.int64()), rules.gap_us))
     return change, gap
 
 

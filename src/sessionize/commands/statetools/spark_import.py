@@ -169,6 +169,7 @@ def job_record(sj: StateJob, batch: int, partitions: int) -> dict:
             "gap": format_duration(sj.rules.gap_us),
             "lateness": format_duration(sj.rules.lateness_us),
             "close_actions": ",".join(sj.rules.close_actions),
+            **sj.rules.record(),
             "partitions": partitions,
             **sj.mapping.record(),
         },
