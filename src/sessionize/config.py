@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sessionize.errors import ConfigError
+from sessionize.timezones import zone
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_US = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
@@ -135,8 +136,8 @@ class SessionRules:
 def check_timezone(name: str) -> None:
     """Raise a one-line ConfigError unless `name` is an IANA time zone (`Europe/Paris`)."""
     try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+        zone(name)
+    except zoneinfo.ZoneInfoNotFoundError as e:
         raise ConfigError(
             f"--timezone '{name}' is not an IANA time zone; write it like Europe/Paris or UTC"
         ) from e

@@ -86,10 +86,10 @@ from sessionize.engines.spark_processor import (
 )
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
-from sessionize.logic.boundaries import local_days
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
 from sessionize.sinks.base import Sink
+from sessionize.timezones import local_days
 
 PROVIDERS = {
     "spark-rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

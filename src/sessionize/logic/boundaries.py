@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sessionize.config import SessionRules
+from sessionize.timezones import local_days, next_midnight
 
 US_PER_MS = 1_000
-US_PER_DAY = 86_400_000_000
 # `end_reason` values; on a tie at `closed_at` the first in this order wins.
 END_REASONS = pa.array(
     ["explicit", "field_change", "max_duration", "midnight", "inactivity"], pa.string()
@@ -256,23 +255,3 @@ def segmented_cummax(values: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
         lifted = values[lo:hi] - low[s] + lift[s - segs[0]]
         out[lo:hi] = np.maximum.accumulate(lifted) - lift[s - segs[0]] + low[s]
     return out
-
-
-def next_midnight(time_us: np.ndarray, timezone: str) -> np.ndarray:
-    """Per instant, the first later instant whose date in `timezone` differs: the next
-    local midnight, or the end of the DST gap that skips it."""
-    day = local_days(time_us, timezone).astype(np.int64)
-    if timezone == "UTC":
-        return (day + 1) * US_PER_DAY
-    naive = pa.array((day + 1) * US_PER_DAY, pa.int64()).cast(pa.timestamp("us"))
-    at = pc.assume_timezone(naive, timezone=timezone, ambiguous="earliest", nonexistent="latest")
-    return at.cast(pa.int64()).to_numpy()
-
-
-def local_days(time_us: np.ndarray, timezone: str) -> np.ndarray:
-    """The date of each instant in `timezone`, as days since the epoch."""
-    if timezone == "UTC" or len(time_us) == 0:
-        return (time_us // US_PER_DAY).astype(np.int32)
-    utc = pa.array(time_us, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-    local = pc.local_timestamp(utc.cast(pa.timestamp("us", tz=timezone)))
-    return (local.cast(pa.int64()).to_numpy() // US_PER_DAY).astype(np.int32)

@@ -12,23 +12,27 @@ The rules, with their bounds:
    Lateness is judged before deduplication: every late copy goes to `late`.
 2. On-time events with equal `(user_id, event_time, page)` are one event, whether the copies
    are in the batch or one is in the state. The surviving copy is the smallest by
-   `(action, site, api_version, browser, language, device_type)`, compared as UTF-8 bytes
-   with nulls last — also against the state's copy, which a smaller copy replaces. So the
-   choice depends neither on arrival order nor on batch boundaries (a copy arriving while
-   its session is open gives what one batch holding both copies gives; once the session
-   is emitted, any copy is late). Exact re-deliveries, the usual case, keep the state's
-   row unchanged. Every dropped copy counts in `duplicates`.
+   `(action, site, api_version, browser, language, device_type)` (then the rules' fields
+   `change_value` and `gap_us` when set), compared as UTF-8 bytes with nulls last — also
+   against the state's copy, which a smaller copy replaces. So the choice depends neither
+   on arrival order nor on batch boundaries (a copy arriving while its session is open
+   gives what one batch holding both copies gives; once the session is emitted, any copy
+   is late). Exact re-deliveries, the usual case, keep the state's row unchanged. Every
+   dropped copy counts in `duplicates`.
 3. A user's events (state ∪ kept on-time events) sorted by `(event_time, page)` split into
-   sessions: an event joins the current session iff `event_time <= previous + gap`
-   (inclusive) and the previous event's action is not a close action.
-4. `closed_at` is the closing event's time for a session that ends with a close action
-   (`explicit`), else last event + gap (`inactivity`). A session is emitted iff
-   `watermark_after > closed_at` (strict; None never emits). Since `closed_at` never
-   decreases along a user's sessions, the emitted ones are a prefix and the open ones
-   the rest; the user's new state rows carry `expires_at` = min `closed_at` of the open ones.
+   sessions (`logic.boundaries`): by default an event joins the current session iff
+   `event_time <= previous + gap` (inclusive) and the previous event's action is not a
+   close action; the optional rules add their cuts, greedily from the first event.
+4. `closed_at` is the earliest moment that a rule gives (`end_reason` names it). A
+   session is emitted iff `watermark_after` is past its release (strict; None never
+   emits): `closed_at`, or for sessions sharing a start millisecond (they share an id
+   but for a suffix, `logic.ids`) the last one's `closed_at` and that millisecond. Since
+   releases never decrease along a user's sessions, the emitted ones are a prefix and the
+   open ones the rest; the user's new state rows carry `expires_at` = min release of the
+   open ones.
 
-`gap`, `lateness` and `close_actions` decide all of the above, so they are part of the
-state: the open sessions stored under one set of rules are not valid under another.
+The rules decide all of the above, so they are part of the state: the open sessions
+stored under one set of rules are not valid under another.
 
 Millisecond outputs (`duration_ms`, `time_on_page_ms`, the start in `session_id`) are
 floored from microseconds.
@@ -45,6 +49,7 @@ import pyarrow.compute as pc
 from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.logic.boundaries import END_REASONS, US_PER_MS, cut_sessions
+from sessionize.logic.ids import same_millisecond, session_ids
 from sessionize.logic.result import StepResult, StepStats
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
 
@@ -168,7 +173,7 @@ class _Split:
         starts = cuts.starts
         ends = np.append(starts[1:], n)[: len(starts)] - 1
         session = np.cumsum(_mask_at(n, starts)) - 1
-        rank, release = _same_millisecond(user[starts], time[starts], cuts.closed_at)
+        rank, release = same_millisecond(user[starts], time[starts], cuts.closed_at)
         if watermark_after is None:
             emitted = np.zeros(len(starts), dtype=bool)
         else:
@@ -189,29 +194,6 @@ class _Split:
             release=release,
             emitted=emitted,
         )
-
-
-def _same_millisecond(user: np.ndarray, start: np.ndarray, closed_at: np.ndarray):
-    """Per session (in session order): its rank among the user's sessions that start in
-    the same millisecond (they share `USER-STARTMILLIS`, so the later ones get a suffix),
-    and its release: the moment after which the watermark emits it.
-
-    Sessions that share a millisecond are emitted together (all their ranks are known
-    then), and not before the millisecond has passed (no later session can join it):
-    release = max(closed_at of the group's last session, the millisecond's last µs).
-    """
-    k = len(start)
-    if k == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    ms = start // US_PER_MS
-    head = np.ones(k, dtype=bool)
-    head[1:] = (user[1:] != user[:-1]) | (ms[1:] != ms[:-1])
-    group = np.cumsum(head) - 1
-    heads = np.flatnonzero(head)
-    rank = np.arange(k) - heads[group] + 1
-    last = np.append(heads[1:], k) - 1
-    release = np.maximum(closed_at[last], (ms[heads] + 1) * US_PER_MS - 1)[group]
-    return rank, release
 
 
 # ---------------------------------------------------------------------------- rules
@@ -298,7 +280,7 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
     counts = (last - first + 1).astype(np.int64)
     first_rows = pa.array(split.order[first])
     users = _take(split.rows["user_id"], first_rows)
-    ids = _session_ids(users, start_t, split.rank[sel])
+    ids = session_ids(users, start_t, split.rank[sel])
 
     # Emitted sessions are runs of consecutive positions: their pages, in order, are both
     # the sessions' `pages` lists and the page views' `page` column.
@@ -467,21 +449,3 @@ def _user_codes(col: pa.ChunkedArray):
     rank[ordered.to_numpy()] = np.arange(len(distinct))
     codes = rank[_int_numpy(pc.index_in(col, distinct))]
     return codes, lambda c: by_rank.take(pa.array(c, pa.int64()))
-
-
-def _session_ids(user: pa.Array, start_us: np.ndarray, rank: np.ndarray) -> pa.Array:
-    """`f"{user_id}-{start in epoch milliseconds}"`, built column-wise, with `-{rank}`
-    appended for the second and later sessions of a user in one millisecond. A string id
-    is percent-escaped where it holds `%` or `-`, so the first `-` always ends the user
-    part and two (user, start, rank) triples never share an id."""
-    if pa.types.is_string(user.type):
-        user = pc.replace_substring(pc.replace_substring(user, "%", "%25"), "-", "%2D")
-    ids = pc.binary_join_element_wise(
-        pc.cast(user, pa.string()),
-        pc.cast(pa.array(start_us // US_PER_MS, pa.int64()), pa.string()),
-        "-",
-    )
-    if not (rank > 1).any():
-        return ids
-    suffix = pc.binary_join_element_wise("-", pc.cast(pa.array(rank), pa.string()), "")
-    return pc.if_else(pa.array(rank > 1), pc.binary_join_element_wise(ids, suffix, ""), ids)

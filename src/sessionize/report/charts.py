@@ -142,7 +142,11 @@ def end_reasons(c: Counts) -> str | None:
 
 
 def _reason_label(reason: str) -> str:
-    return {"explicit": "explicit close", "inactivity": "inactivity (gap)"}.get(reason, reason)
+    return {
+        "explicit": "explicit close", "inactivity": "inactivity (gap)",
+        "field_change": "field change", "max_duration": "max duration",
+        "midnight": "local midnight",
+    }.get(reason, reason)  # fmt: skip
 
 
 def top_pages(entry: Counts, exit_: Counts, overall: Counts) -> str | None:

@@ -132,8 +132,9 @@ def _session_charts(out: OutputData) -> list[Chart]:
               _pct_caption("Events kept in each session", out.events_per_session, "events"),
               charts.histogram("events-per-session", out.events_per_session,
                                xlabel="events in the session", unit="events", integer=True)),
-        Chart("end-reasons", "Explicit closes vs inactivity",
-              "How sessions ended: a close action, or no event for the gap.",
+        Chart("end-reasons", "How sessions ended",
+              "A close action, no event for the gap, or a rule of --max-duration, "
+              "--split-at-midnight or --split-on-change.",
               charts.end_reasons(reasons), table=_table("end-reasons", reasons), wide=True),
     ]  # fmt: skip
 
