@@ -134,13 +134,24 @@ def _stored_changes(
         )
     changed = pa.concat_arrays([new_keys, checked.remove, checked.timer_keys, due]).unique()
 
+    def store_key(keys: pa.Array) -> pa.Array:
+        """A stored key keeps the store key it has; a new one gets its hash."""
+        if not d.string_keys:
+            return keys
+        return _store_key(keys, old_key_col, mine.column(d.store_key).combine_chunks())
+
     def timed(table: pa.Table) -> pa.Table:
         """State rows of changed keys -> stored rows, with each key's timer after the call."""
+        keys = table.column(d.key).combine_chunks()
         at = timers_after(
-            table.column(d.key).combine_chunks(), set_keys=checked.timer_keys,
-            set_at=checked.timer_at, due=due, old_keys=old_keys, old_at=old_at,
+            keys, set_keys=checked.timer_keys, set_at=checked.timer_at, due=due,
+            old_keys=old_keys, old_at=old_at,
         )  # fmt: skip
-        return _stored(d, table.select(d.state_schema.names), at)
+        table = table.select(d.state_schema.names)
+        table = table.append_column(d.timer, pa.array(at, pa.int64()).cast(TIMER_TYPE))
+        if d.string_keys:
+            table = table.append_column(d.store_key, store_key(keys))
+        return table.cast(d.rows.schema)
 
     # keys that keep their rows but whose timer was set or fired: same rows, new timer
     retimed = mine.filter(
@@ -150,7 +161,7 @@ def _stored_changes(
         )
     )
     parts = [timed(checked.state), timed(retimed)]
-    touched = store_keys(changed).unique()
+    touched = store_key(changed).unique()
     if d.string_keys:  # keys sharing a store key with a changed one are rewritten as they were
         state_store = state.column(d.store_key)
         siblings = pc.and_(
@@ -163,12 +174,11 @@ def _stored_changes(
     return puts, touched.filter(pc.invert(left))
 
 
-def _stored(d: Declared, table: pa.Table, timer_us: np.ndarray) -> pa.Table:
-    """State-schema rows plus the core's columns, in the stored column order."""
-    table = table.append_column(d.timer, pa.array(timer_us, pa.int64()).cast(TIMER_TYPE))
-    if d.string_keys:
-        table = table.append_column(d.store_key, store_keys(table.column(d.key)))
-    return table.cast(d.rows.schema)
+def _store_key(keys: pa.Array, stored_keys: pa.Array, stored_store_keys: pa.Array) -> pa.Array:
+    """The store key of each of `keys`: the one it is stored under, else its hash."""
+    at = pc.index_in(keys, value_set=stored_keys)
+    known = stored_store_keys.take(at)
+    return known if known.null_count == 0 else pc.coalesce(known, store_keys(keys))
 
 
 def _input(rows: pa.Table | pa.RecordBatch | None, d: Declared) -> pa.Table:
