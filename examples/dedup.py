@@ -3,8 +3,8 @@
 The first event of an id is kept and opens a window of N hours; later events of that id
 inside the window are dropped; the first one at or after its end is kept and opens the next
 window. Each id's state row holds its window's start, and a timer at the window's end
-removes it once the watermark passes: the state stays bounded by the ids of the last N
-hours (plus the lateness).
+removes it once the watermark passes (a window that ends before the watermark is never
+stored): the state stays bounded by the ids of the last N hours (plus the lateness).
 
 Events are judged in event-time order within a batch and in arrival order across batches,
 so an event arriving after a later copy of its id (but not late) may be dropped.
@@ -70,15 +70,28 @@ class Dedup(stateful.Processor):
             end[groups] = t[rows_at] + self.ttl_us
         kept = rows.filter(pa.array(keep))
         last = kept.group_by("event_id").aggregate([("event_time", "max")])
-        new = last.rename_columns(["event_id", "window_start"]).cast(SEEN)
+        opened = last.rename_columns(["event_id", "window_start"]).cast(SEEN)
+        # a window the watermark has passed needs no state: a later on-time copy is kept
+        ends = pc.add(opened.column("window_start").cast(pa.int64()), self.ttl_us)
+        wm = ctx.watermark_after
+        new = opened if wm is None else opened.filter(pc.greater_equal(ends, wm))
+        # stored ids leave when their window has ended (a timer fired) or a new window
+        # that already ended replaces it
+        ids = state.column("event_id")
+        ended = pc.less(
+            pc.add(starts, self.ttl_us), wm if wm is not None else np.iinfo(np.int64).min
+        )
+        renewed = pc.is_in(ids, value_set=opened.column("event_id"))
+        gone = pc.and_(
+            pc.or_(renewed, ended), pc.invert(pc.is_in(ids, value_set=new.column("event_id")))
+        )
         timers = pa.table(
             {"event_id": new.column("event_id"),
              "at": pc.add(new.column("window_start").cast(pa.int64()), self.ttl_us)}
         )  # fmt: skip
-        renewed = pc.is_in(ctx.due, value_set=new.column("event_id"))
         return stateful.Update(
             state=new,
-            remove=ctx.due.filter(pc.invert(renewed)),
+            remove=ids.filter(gone),
             outputs={"events": kept.select(EVENTS.names).cast(EVENTS)},
             timers=timers,
             counters={"duplicates": rows.num_rows - kept.num_rows},
