@@ -70,7 +70,8 @@ class Dedup(stateful.Processor):
             end[groups] = t[rows_at] + self.ttl_us
         kept = rows.filter(pa.array(keep))
         last = kept.group_by("event_id").aggregate([("event_time", "max")])
-        opened = last.rename_columns(["event_id", "window_start"]).cast(SEEN)
+        opened = last.select(["event_id", "event_time_max"]).rename_columns(SEEN.names)
+        opened = opened.cast(SEEN)
         # a window the watermark has passed needs no state: a later on-time copy is kept
         ends = pc.add(opened.column("window_start").cast(pa.int64()), self.ttl_us)
         wm = ctx.watermark_after

@@ -47,7 +47,8 @@ class RunningTotals(stateful.Processor):
         )
         both = pa.concat_tables([state.cast(batch.schema), batch])
         summed = both.group_by("customer_id").aggregate([("orders", "sum"), ("total", "sum")])
-        new = summed.rename_columns(["customer_id", "orders", "total"]).cast(TOTALS)
+        new = summed.select(["customer_id", "orders_sum", "total_sum"])
+        new = new.rename_columns(TOTALS.names).cast(TOTALS)
         return stateful.Update(state=new, outputs={"totals": new}, counters={"orders": len(batch)})
 
 

@@ -82,11 +82,15 @@ class Processor(ABC):
         ...     state_schema = pa.schema([("user", pa.int64()), ("n", pa.int64())])
         ...     outputs = {"counts": state_schema}
         ...     def process(self, state, rows, ctx):
-        ...         seen = pa.concat_tables([state, rows.select(["user"]).append_column(
-        ...             "n", pa.array([1] * rows.num_rows, pa.int64()))])
-        ...         new = seen.group_by("user").aggregate([("n", "sum")]).rename_columns(
-        ...             ["user", "n"])
+        ...         ones = pa.table({"user": rows["user"], "n": pc.if_else(
+        ...             pc.is_valid(rows["user"]), 1, 0).cast(pa.int64())})
+        ...         both = pa.concat_tables([state, ones]).group_by("user")
+        ...         new = both.aggregate([("n", "sum")]).select(["user", "n_sum"])
+        ...         new = new.rename_columns(["user", "n"])
         ...         return stateful.Update(state=new, outputs={"counts": new})
+        >>> run = stateful.run_local(Counts(), [pa.table({"user": [1, 1, 2]})])
+        >>> sorted(run.output("counts").to_pylist(), key=lambda r: r["user"])
+        [{'user': 1, 'n': 2}, {'user': 2, 'n': 1}]
     """
 
     key: ClassVar[str]
