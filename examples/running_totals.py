@@ -48,7 +48,7 @@ class RunningTotals(stateful.Processor):
         both = pa.concat_tables([state.cast(batch.schema), batch])
         summed = both.group_by("customer_id").aggregate([("orders", "sum"), ("total", "sum")])
         new = summed.select(["customer_id", "orders_sum", "total_sum"])
-        new = new.rename_columns(TOTALS.names).cast(TOTALS)
+        new = new.rename_columns(TOTALS.names).cast(self.state_schema)
         return stateful.Update(state=new, outputs={"totals": new}, counters={"orders": len(batch)})
 
 

@@ -29,6 +29,8 @@ def timers_after(
 ) -> np.ndarray:
     """The timer (int64 us, NEVER_US for none) each of `keys` holds after the call: the one
     the update set, else none if it fired, else the one it had (`old_*`), else none."""
+    if len(set_keys) == 0 and len(due) == 0 and bool((old_at == NEVER_US).all()):
+        return np.full(len(keys), NEVER_US, dtype=np.int64)  # no timer anywhere (the usual)
     had = lookup(keys, old_keys, old_at)
     fired = pc.is_in(keys, value_set=due).to_numpy(zero_copy_only=False)
     out = np.where(fired, NEVER_US, had)
@@ -50,8 +52,11 @@ def lookup(keys: pa.Array, value_keys: pa.Array, values: np.ndarray) -> np.ndarr
 
 
 def per_key(keys: pa.Array, timer_us: np.ndarray) -> tuple[pa.Array, np.ndarray]:
-    """The distinct keys of stored rows and each one's timer (its rows share it)."""
-    if len(keys) == 0:
+    """The distinct keys of stored rows sorted by key, and each one's timer (the earliest
+    on its rows: the core writes one per key)."""
+    if len(keys) < 2:
         return keys, timer_us
-    grouped = pa.table({"k": keys, "t": timer_us}).group_by("k").aggregate([("t", "min")])
-    return grouped.column("k").combine_chunks(), grouped.column("t_min").to_numpy()
+    starts = np.flatnonzero(
+        np.concatenate([[True], pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)])
+    )
+    return keys.take(pa.array(starts)), np.minimum.reduceat(timer_us, starts)
