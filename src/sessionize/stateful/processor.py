@@ -131,6 +131,6 @@ class Processor(ABC):
             and counters (each optional).
 
         Raises:
-            Anything: the batch stops with one line naming the processor, and nothing of
-            it is committed.
+            Exception: any exception stops the batch with one line naming the processor
+                (a ProcessorError), and nothing of the batch is committed.
         """
