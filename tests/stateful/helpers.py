@@ -73,7 +73,7 @@ def events(keys: list, times: list[int] | None = None, key_type: pa.DataType = I
 def run(
     processor: stateful.Processor,
     state: pa.Table | None,
-    rows: pa.Table | None,
+    rows: pa.Table,
     before: int | None = None,
     after: int | None = None,
     batch_id: int = 0,

@@ -213,7 +213,7 @@ def test_a_store_key_is_removed_only_when_no_key_sharing_it_has_rows():
 
 def test_watermarks_must_not_go_back():
     with pytest.raises(ValueError, match="before watermark_before"):
-        run(Probe(), None, None, before=10, after=9)
+        run(Probe(), None, events([], []), before=10, after=9)
 
 
 def test_string_keys_accept_large_strings_and_int_keys_smaller_ints():

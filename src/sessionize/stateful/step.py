@@ -48,7 +48,7 @@ class StepResult:
 def step(
     processor: Processor,
     state: pa.Table | None,
-    rows: pa.Table | None,
+    rows: pa.Table | pa.RecordBatch,
     *,
     batch_id: int,
     partition: int,
@@ -62,7 +62,8 @@ def step(
         state: stored rows (`declared(processor).rows`) of some store keys, each store key
             with all its rows: at least those of the batch's keys and of the keys whose
             timer is below `watermark_after`; others are left untouched.
-        rows: the batch's rows of this partition (the input's columns, any order).
+        rows: the batch's rows of this partition (the input's columns, any order; an empty
+            table of them when the batch has none: `process` sees those columns).
         batch_id, partition: as `Context` tells them.
         watermark_before, watermark_after: int64 microseconds since the epoch, or None.
 
@@ -181,15 +182,12 @@ def _store_key(keys: pa.Array, stored_keys: pa.Array, stored_store_keys: pa.Arra
     return known if known.null_count == 0 else pc.coalesce(known, store_keys(keys))
 
 
-def _input(rows: pa.Table | pa.RecordBatch | None, d: Declared) -> pa.Table:
+def _input(rows: pa.Table | pa.RecordBatch, d: Declared) -> pa.Table:
     """The batch's rows with the key as declared and a valid event time column."""
-    if rows is None:
-        fields = [pa.field(d.key, d.key_type)]
-        if d.event_time:
-            fields.append(pa.field(d.event_time, TIMER_TYPE))
-        return pa.schema(fields).empty_table()
     if isinstance(rows, pa.RecordBatch):
         rows = pa.Table.from_batches([rows])
+    if not isinstance(rows, pa.Table):
+        raise TypeError(f"the batch's rows must be a pyarrow Table, not {type(rows).__name__}")
     for column in [d.key] + ([d.event_time] if d.event_time else []):
         if column not in rows.column_names:
             raise ProcessorError(f"processor {d.name}: the input has no column '{column}'")
