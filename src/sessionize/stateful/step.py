@@ -179,7 +179,12 @@ def _store_key(keys: pa.Array, stored_keys: pa.Array, stored_store_keys: pa.Arra
     """The store key of each of `keys`: the one it is stored under, else its hash."""
     at = pc.index_in(keys, value_set=stored_keys)
     known = stored_store_keys.take(at)
-    return known if known.null_count == 0 else pc.coalesce(known, store_keys(keys))
+    if known.null_count == 0:
+        return known
+    new = known.is_null().to_numpy(zero_copy_only=False)
+    out = known.fill_null(0).to_numpy(zero_copy_only=False).copy()
+    out[new] = store_keys(keys.filter(pa.array(new))).to_numpy()
+    return pa.array(out, pa.int64())
 
 
 def _input(rows: pa.Table | pa.RecordBatch, d: Declared) -> pa.Table:
