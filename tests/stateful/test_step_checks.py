@@ -196,3 +196,13 @@ def test_input_without_key_or_time_or_with_nulls():
     ]:
         with pytest.raises(ProcessorError, match=match):
             run(Probe(), None, rows, after=1)
+
+
+def test_a_processor_error_in_a_spark_task_reaches_the_driver_as_itself():
+    from sessionize.errors import raised_in_task
+
+    text = "Job aborted\nsessionize.errors.ProcessorError: processor Probe: remove has null keys"
+    error = raised_in_task(Exception(text))
+    assert (
+        isinstance(error, ProcessorError) and str(error) == "processor Probe: remove has null keys"
+    )
