@@ -159,9 +159,9 @@ def test_new_key_without_timer_has_none_and_with_one_gets_it():
 
 
 def test_remove_deletes_the_key_and_an_untouched_key_is_not_written():
-    p = Probe(_answer(remove=[1]))
+    p = Probe(_answer(remove=[1, 3]))  # 3: given, but never stored: nothing to delete
     state = stored(p, [(1, 10, None), (2, 20, None)])
-    result = run(p, state, events([1, 2], [100, 100]), before=None, after=100)
+    result = run(p, state, events([1, 2, 3], [100, 100, 100]), before=None, after=100)
     assert result.removes.to_pylist() == [1]
     assert result.puts.num_rows == 0
     assert result.counts["state_keys_removed"] == 1
