@@ -25,7 +25,8 @@ class Update:
             have state rows after this update can hold one.
         counters: counter name -> integer, added up per batch and in total.
         deletes: for outputs declared `Output(..., mode="replace")`: output name -> a table
-            of the output's key columns whose rows are deleted.
+            of the output's key columns whose rows are deleted. Deletes apply before the
+            batch's rows of that output: a key both deleted and written keeps the new rows.
 
     Example:
         >>> import pyarrow as pa
