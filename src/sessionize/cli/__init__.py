@@ -83,9 +83,11 @@ def max_future_option(f):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sessionize")
 @click.option("--debug", is_flag=True, help="Print the full trace of an unexpected error.")
-def cli(debug: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """Sessionize website visits with PySpark, in streaming and batch, exactly once."""
     failures.DEBUG = debug
+    failures.COMMAND = ctx.invoked_subcommand
 
 
 @cli.command()
@@ -451,7 +453,7 @@ def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clear line on stderr and exit code 2 for every failure."""
-    failures.DEBUG = False
+    failures.DEBUG, failures.COMMAND = False, None
     with failures.StderrLog():
         _run(argv)
 

@@ -24,7 +24,17 @@ _CAUSE = re.compile(
     r"^\s*(?:Caused by: )?((?:[A-Za-z_][\w$]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)): (.+)$"
 )
 _MAX = 300
-ADVICE = "fix the cause and run the same command again (a stream resumes where it stopped)"
+ADVICE = "fix the cause and run the same command again"
+# Commands that run a stream, whose rerun resumes it: their advice says so.
+RESUMING = ("stream", "demo")
+COMMAND: str | None = None  # the subcommand running, set by the CLI
+
+
+def advice() -> str:
+    """What to do after an unexpected failure of the running command."""
+    if COMMAND in RESUMING:
+        return f"{ADVICE} (a stream resumes where it stopped)"
+    return ADVICE
 
 
 def describe(exc: BaseException) -> str:
@@ -108,5 +118,5 @@ def report(message: str, exc: BaseException, *, unexpected: bool = False) -> Non
         if not DEBUG:
             log = _write_log(exc)
             where = f"full trace in {log}" if log else where
-        line = f"{line}; {ADVICE}; {where}" if not DEBUG else f"{line}; {ADVICE}"
+        line = f"{line}; {advice()}; {where}" if not DEBUG else f"{line}; {advice()}"
     click.echo(f"sessionize: error: {line}", err=True)
