@@ -269,7 +269,10 @@ def job_settings(
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
 @spark_options
-@click.option("--max-files-per-trigger", type=click.IntRange(1), default=None)
+@click.option(
+    "--max-files-per-trigger", type=click.IntRange(1), default=None,
+    help="Files of a file input per micro-batch, in modification-time order (default: all).",
+)  # fmt: skip
 @click.option(
     "--trigger",
     default="available-now",
@@ -398,7 +401,7 @@ class HoursBar:
 
     def line(self, text: str) -> None:
         self.progress.console.print(text, highlight=False)
-        if text.startswith("hour ") and " events in, " in text:
+        if text.startswith("hour ") and " read, " in text:
             self.progress.advance(self.task)
 
     def __enter__(self) -> HoursBar:
