@@ -107,9 +107,15 @@ def test_batch_lines_and_status_count_lines_invalid_and_events_alike(copied_run)
     ), totals
 
 
-@pytest.mark.parametrize(("late", "warns"), [(0, False), (5, False), (6, True), (10, True)])
-def test_the_late_warning_starts_above_half_of_the_batchs_events(late, warns):
-    record = {"batch": {"events_in": 10, "late": late}, "input": {"files": 1}}
+@pytest.mark.parametrize(
+    ("late", "total", "warns"),
+    [(0, 10, False), (5, 10, False), (6, 10, True), (10, 10, True),
+     # Mostly late, but a trickle of the job's events so far (under 1%): late arrivals.
+     (10, 999, True), (10, 1_000, True), (10, 1_001, False), (10, 100_000, False)],
+)  # fmt: skip
+def test_the_late_warning_starts_above_half_of_the_batch_unless_a_trickle(late, total, warns):
+    record = {"batch": {"events_in": 10, "late": late}, "totals": {"events_in": total},
+              "input": {"files": 1}}  # fmt: skip
     assert (late_warning("batch 1", record) is not None) == warns
 
 

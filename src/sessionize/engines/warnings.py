@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from sessionize.config import counted
 
-# A batch that sends more than this share of its events to late_events gets a warning.
+# A batch that sends more than this share of its events to late_events gets a warning...
 LATE_SHARE = 0.5
+# ... unless they are a trickle: fewer than this share of the job's events so far (a file of
+# late arrivals read on its own is what late_events is for).
+TRICKLE = 0.01
 
 
 def late_warning(label: str, record: dict) -> str | None:
     """The warning for a batch whose events are mostly late, or None."""
     b = record["batch"]
     if not b["events_in"] or b["late"] <= LATE_SHARE * b["events_in"]:
+        return None
+    if b["late"] < TRICKLE * record["totals"]["events_in"]:
         return None
     head = (
         f"warning: {label} sent {b['late']:,} of its {b['events_in']:,} events to "
