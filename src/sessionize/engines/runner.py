@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.config import counted, format_instant
 from sessionize.engines.progress import ProgressLog
-from sessionize.engines.warnings import invalid_warning, late_warning
+from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
@@ -165,10 +165,8 @@ class BatchRunner:
             self.progress.append(record)
         label = self.label(request.version)
         self.on_batch(progress_line(label, record))
-        for warning in (late_warning(label, record),
-                        invalid_warning(label, record, self._invalid_reasons)):  # fmt: skip
-            if warning:
-                self.on_batch(warning)
+        for warning in batch_warnings(label, record, self._invalid_reasons):
+            self.on_batch(warning)
         return record
 
     def _run(self, raw: DataFrame, request: BatchRequest) -> dict:

@@ -52,3 +52,10 @@ def invalid_warning(label: str, record: dict, reasons: dict[str, int]) -> str | 
         f"{common}): if the input's events look right, check the field mapping (--user-field, "
         "--user-type, --time-field, --time-format, --page-field) against one of its lines"
     )
+
+
+def batch_warnings(label: str, record: dict, reasons: dict[str, int]) -> list[str]:
+    """Every warning the batch `record` calls for, in print order (`reasons`: lines per
+    reason of its invalid lines, when known)."""
+    lines = (late_warning(label, record), invalid_warning(label, record, reasons))
+    return [line for line in lines if line]
