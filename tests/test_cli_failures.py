@@ -4,6 +4,7 @@ real command line: before Spark starts (flags, paths, backends, checkpoints) and
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,17 @@ def _garbled_checkpoint(root: Path) -> list[str]:
     return _stream(root)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:  # a port that was just free: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _unanswered_master(root: Path) -> list[str]:
+    _hour(root, "{}")
+    return [*_stream(root), "--master", f"spark://127.0.0.1:{_free_port()}"]
+
+
 def _unreachable_state(root: Path) -> list[str]:
     _hour(root, "{}")
     return [*_stream(root), "--state", "postgresql://sessionize@127.0.0.1:9/x"]
@@ -46,6 +58,7 @@ CASES = {
     ),
     "missing input directory": (lambda root: _stream(root), "is not a directory"),
     "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
+    "no master answers": (_unanswered_master, "no Spark master answers at 127.0.0.1:"),
     "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),
     # --input-format reaches the command (test_api.py runs Parquet input in-process).
     "parquet from a broker": (
