@@ -25,6 +25,7 @@ from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, user_type_of
 from sessionize.api.query import StreamRun, end_finished
 from sessionize.api.remote import ProgressTail, quiet
+from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -209,6 +210,8 @@ class Sessionizer:
         Raises:
             ConfigError: a required field has no column, or one of a type that cannot hold
                 it.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (checked
+                once per session by a tiny job; the line names the PYSPARK_PYTHON to set).
 
         Example:
             >>> result = Sessionizer(user="anonymous_id").sessions(df)
@@ -216,6 +219,7 @@ class Sessionizer:
         """
         s = self._for_input(events, None)
         records, parser = reader(events, s.mapping)
+        check_workers(events.sparkSession)
         return bounded_sessions(
             records, parser, s.rules, s.partitions, time.time_ns() // 1000,
             s.max_future_us, s.mapping,
@@ -311,6 +315,7 @@ class Sessionizer:
             )
         records, parser = reader(df, self.mapping)
         spark = df.sparkSession
+        check_workers(spark)
         sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
         if backend is None:
