@@ -248,6 +248,9 @@ class Sessionizer:
         `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
         (default: the `sessionize` logger) and, as JSON, to the progress log (default
         `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
+        Without `user_type`, a checkpoint keeps the key type it recorded: a user column that
+        implies the other one raises a ConfigError saying which `user_type` to pass. Workers
+        that cannot import sessionize raise an EnvironmentProblem before the query starts.
         """
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
