@@ -56,6 +56,17 @@ def resolve(schema: T.StructType, path: str) -> tuple[Column, T.DataType] | None
     return None
 
 
+def implied_user_type(schema: T.StructType, path: str) -> str | None:
+    """The key type the user column's own type says: `string` for a string column, `long`
+    for an integral one; None when it says nothing (no such column, or another type)."""
+    found = resolve(schema, path)
+    if found is None:
+        return None
+    if isinstance(found[1], T.StringType):
+        return "string"
+    return "long" if isinstance(found[1], _INTEGRAL) else None
+
+
 def _required(schema: T.StructType, path: str, what: str) -> tuple[Column, T.DataType]:
     found = resolve(schema, path)
     if found is None:

@@ -466,6 +466,7 @@ def _run(argv: list[str] | None) -> None:
         cli.main(args=argv, prog_name="sessionize", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("sessionize: interrupted; run the same command again to resume", err=True)
+        failures.quiet_from_now()
         sys.exit(130)
     except click.UsageError as exc:
         hint = f" (see sessionize {exc.ctx.info_name} --help)" if exc.ctx else ""
