@@ -69,9 +69,9 @@ class Block:
         return [(c, "\n".join(o) if o else None) for c, o in pairs]
 
 
-def page_blocks(path: Path) -> list[Block]:
+def page_blocks(path: Path, root: Path = DOCS) -> list[Block]:
     """Every fenced block of one page, in order, with its marks and expected output."""
-    rel = str(path.relative_to(DOCS))
+    rel = str(path.relative_to(root))
     lines = path.read_text().splitlines()
     blocks: list[Block] = []
     i = 0
