@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -27,6 +28,7 @@ from tests.docs.blocks import (
 from tests.helpers import cli_env
 from tests.sources.conftest import _service_env
 
+REPO = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("run_page.py")
 PAGES = [p for p in all_pages() if any(b.runs for b in page_blocks(p))]
 
@@ -38,6 +40,9 @@ def test_every_block_runs_or_says_why_not():
         for block in page_blocks(page):
             if block.lang in RUNNABLE and block.no_test is not None:
                 assert len(block.no_test) > 10, f"{block.page}:{block.line}: say why not"
+                # The tests a reason names as covering the block exist.
+                for named in re.findall(r"tests/[\w/.]+", block.no_test):
+                    assert (REPO / named.rstrip(".")).exists(), f"{block.page}:{block.line}"
     started = page_blocks(next(p for p in all_pages() if p.name == "getting-started.md"))
     runnable = [b for b in started if b.lang in RUNNABLE]
     assert sum(b.runs for b in runnable) == len(runnable) - 1  # only the install is not run
