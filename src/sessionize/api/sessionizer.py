@@ -10,6 +10,8 @@ and never creates or reconfigures one beyond the engine's settings for the life 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import logging
 import time
@@ -19,10 +21,11 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.api.bounded import bounded_sessions
-from sessionize.api.inputs import file_parser, reader
+from sessionize.api.bounded import SessionsResult, bounded_sessions
+from sessionize.api.inputs import file_parser, reader, user_type_of
 from sessionize.api.query import StreamRun, end_finished
 from sessionize.api.remote import ProgressTail, quiet
+from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -31,6 +34,7 @@ from sessionize.engines.checkpoint import (
     checkpoint_lease,
     last_committed_batch,
     record_paths,
+    recorded,
     refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
@@ -39,7 +43,7 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
 from sessionize.fs import absolute_local, child
-from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.mapping import DEFAULT_KEEP, DEFAULT_RECORD, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
@@ -105,7 +109,10 @@ class Sessionizer:
         page: Dotted path of the page.
         action: Dotted path of the action (absent or NULL means `view`).
         time_format: `iso8601` (strings or timestamps), `epoch-ms` or `epoch-s` (numbers).
-        user_type: `long` (64-bit integers) or `string` (1 to 256 bytes of UTF-8).
+        user_type: `long` (64-bit integers) or `string` (1 to 256 bytes of UTF-8). None:
+            the user column's own type decides (a Spark string column gives string keys,
+            an integral one long keys; JSON lines give long keys), and a checkpoint keeps
+            the type it recorded (a column that implies another is refused; see `stream`).
         keep: Session columns to the paths of the first event's attributes they carry
             (None: the sample contract's `site`, `api_version`, `browser`, `language`,
             `device_type`; `{}`: none).
@@ -121,9 +128,9 @@ class Sessionizer:
         >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
         ...                 state="files", partitions=4,
         ...                 user="anonymous_id", time="ts", page="url", action="type",
-        ...                 time_format="epoch-ms", user_type="string")
+        ...                 time_format="epoch-ms")
         >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
-        >>> sessions = s.sessions(bounded_df)                               # a DataFrame
+        >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
     """
 
     def __init__(
@@ -139,7 +146,7 @@ class Sessionizer:
         page: str = "page.current",
         action: str = "action",
         time_format: str = "iso8601",
-        user_type: str = "long",
+        user_type: str | None = None,
         keep: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         max_future: Duration | None = "1d",
         job: str = "sessionize",
@@ -154,8 +161,10 @@ class Sessionizer:
         pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
         self.mapping = EventMapping(
             user=user, time=time, page=page, action=action, time_format=time_format,
-            user_type=user_type, keep=tuple(pairs),
+            user_type=user_type or "long", keep=tuple(pairs),
         )  # fmt: skip
+        # Without a user_type, the input's user column decides it (`_for_input`).
+        self.user_type_given = user_type is not None
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
         self.state = state
@@ -176,39 +185,66 @@ class Sessionizer:
     ) -> Sessionizer:
         """A Sessionizer of already validated settings (the CLI's)."""
         s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
-        s.rules, s.mapping = rules, mapping
+        s.rules, s.mapping, s.user_type_given = rules, mapping, True
         return s
+
+    def _for_input(self, df: DataFrame, recorded_type: str | None) -> Sessionizer:
+        """This Sessionizer with the user key type settled for `df`: the explicit one, else
+        what the checkpoint recorded (`recorded_type`), else what the column implies. A
+        column that implies another type than the recorded one is refused: the checkpoint's
+        keys would silently change (or every event be invalid)."""
+        if self.user_type_given:
+            return self
+        implied = user_type_of(df, self.mapping)
+        if recorded_type and implied and implied != recorded_type:
+            kind = "a string" if implied == "string" else "an integer"
+            raise ConfigError(
+                f"the checkpoint's users have {recorded_type} keys but the column "
+                f"{self.mapping.user} is {kind}, which gives {implied} keys: pass "
+                f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
+                "checkpoint"
+            )
+        settled = copy.copy(self)
+        settled.mapping = dataclasses.replace(
+            self.mapping, user_type=recorded_type or implied or self.mapping.user_type
+        )
+        settled.user_type_given = True
+        return settled
 
     # ------------------------------------------------------------------ bounded
 
-    def sessions(self, events: DataFrame) -> DataFrame:
+    def sessions(self, events: DataFrame) -> SessionsResult:
         """The sessions of a complete, bounded DataFrame of events, in one pass.
 
         No state and no checkpoint: every session is closed at the end of the data (by
         inactivity or a closing action, as in a stream whose watermark passed it), and
-        nothing is late. Invalid rows are left out (`stream` keeps them in
-        `invalid_events`).
+        nothing is late.
 
         Args:
             events: A bounded DataFrame of events in the shapes `stream` takes: typed
                 columns at the mapped paths, or a `value` column of JSON lines.
 
         Returns:
-            A DataFrame with the columns of the `sessions` output (without `batch_id`),
-            computed lazily like any Spark DataFrame.
+            A SessionsResult of lazy DataFrames: `.sessions` (the columns of the `sessions`
+            output, without `batch_id`), `.page_views` and `.invalid` (the rows that are not
+            events, with their `reason`, as in `invalid_events`).
 
         Raises:
             ConfigError: A required field (user, time, page) has no column, or a column
                 of a type that can never hold it.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (checked
+                once per session by a tiny job; the line names the PYSPARK_PYTHON to set).
 
         Example:
-            >>> df = spark.read.text("events/")            # a `value` column of JSON lines
-            >>> Sessionizer(gap="30m").sessions(df).groupBy("end_reason").count().show()
+            >>> result = Sessionizer(user="anonymous_id").sessions(df)
+            >>> result.sessions.show(); result.invalid.groupBy("reason").count().show()
         """
-        records, parser = reader(events, self.mapping)
+        s = self._for_input(events, None)
+        records, parser = reader(events, s.mapping)
+        check_workers(events.sparkSession)
         return bounded_sessions(
-            records, parser, self.rules, self.partitions, time.time_ns() // 1000,
-            self.max_future_us, self.mapping,
+            records, parser, s.rules, s.partitions, time.time_ns() // 1000,
+            s.max_future_us, s.mapping,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ streaming
@@ -252,12 +288,15 @@ class Sessionizer:
             Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
 
         Raises:
-            ConfigError: A setting is wrong, `events` is not streaming, or a required field
-                has no column.
+            ConfigError: A setting is wrong, `events` is not streaming, a required field
+                has no column, or (without `user_type`) the user column implies another key
+                type than the checkpoint recorded; the line says which `user_type` to pass.
             IncompatibleCheckpoint: The checkpoint was created with other settings that are
                 part of the state; the message names the difference.
             LeaseHeld: Another driver runs on this checkpoint.
             StateError: The state store is unreachable or does not match the checkpoint.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (raised
+                before the query starts).
 
         Example:
             >>> events = spark.readStream.text("events/")
@@ -311,6 +350,14 @@ class Sessionizer:
         """
         if output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
+        if not self.user_type_given:  # the DataFrame's user column decides: build it now
+            events = events() if callable(events) else events
+            settled = self._for_input(events, _recorded_user_type(checkpoint))
+            return settled.start(
+                events, output=output, checkpoint=checkpoint, trigger=trigger,
+                output_format=output_format, progress_log=progress_log, on_batch=on_batch,
+                input_name=input_name,
+            )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
         lease = checkpoint_lease(checkpoint)
@@ -347,6 +394,7 @@ class Sessionizer:
             )
         records, parser = reader(df, self.mapping)
         spark = df.sparkSession
+        check_workers(spark)
         sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
         if backend is None:
@@ -430,6 +478,18 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
 
+
+
+def _recorded_user_type(checkpoint: str) -> str | None:
+    """The user key type a checkpoint recorded (None for a new one). An unreadable record is
+    left for the settings check to report."""
+    try:
+        settings = recorded(checkpoint)
+    except ValueError:
+        return None
+    if not isinstance(settings, dict) or not settings:
+        return None
+    return str({**DEFAULT_RECORD, **settings}["user_type"])
 
 
 def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
