@@ -14,6 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +31,7 @@ from sessionize.engines.checkpoint import (
     check_or_record,
     checkpoint_lease,
     last_committed_batch,
+    read_settings,
     record_paths,
     refuse_if_rewinding,
 )
@@ -38,9 +40,9 @@ from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
-from sessionize.fs import absolute_local, child
+from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import check_output, open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
@@ -82,8 +84,23 @@ def state_uri(state: str, home: str) -> str:
 
 def recorded_state(state: str) -> str:
     """How a checkpoint records `--state`: `files` as is (the store under the checkpoint,
-    wherever it moves), anything else as its URI without secrets."""
-    return "files" if state == "files" else redact_uri(state)
+    wherever it moves), `files:PATH` with PATH absolute, anything else as its URI without
+    secrets."""
+    if state == "files":
+        return state
+    if state.startswith("files:"):
+        return "files:" + absolute_local(redact_uri(state.removeprefix("files:")))
+    return redact_uri(state)
+
+
+# The arguments a checkpoint records, by the name the record (and the flag) gives them.
+RECORDED_ARGS = {
+    "gap": "gap", "lateness": "lateness", "close_actions": "close_actions", "state": "state",
+    "partitions": "partitions", "job": "job", "user": "user_field", "time": "time_field",
+    "page": "page_field", "action": "action_field", "time_format": "time_format",
+    "user_type": "user_type", "keep": "keep_fields",
+}  # fmt: skip
+RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format"])
 
 
 class Sessionizer:
@@ -107,22 +124,36 @@ class Sessionizer:
 
     def __init__(
         self,
-        gap: Duration = "10m",
-        lateness: Duration = "10m",
-        close_actions: Iterable[str] = ("browser_close",),
-        state: str = "files",
-        partitions: int = 4,
+        gap: Duration | None = None,
+        lateness: Duration | None = None,
+        close_actions: Iterable[str] | None = None,
+        state: str | None = None,
+        partitions: int | None = None,
         *,
-        user: str = "user_id",
-        time: str = "event_time",
-        page: str = "page.current",
-        action: str = "action",
-        time_format: str = "iso8601",
-        user_type: str = "long",
+        user: str | None = None,
+        time: str | None = None,
+        page: str | None = None,
+        action: str | None = None,
+        time_format: str | None = None,
+        user_type: str | None = None,
         keep: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         max_future: Duration | None = "1d",
-        job: str = "sessionize",
+        job: str | None = None,
     ):
+        given = {
+            "gap": gap, "lateness": lateness, "close_actions": close_actions, "state": state,
+            "partitions": partitions, "job": job, "user": user, "time": time, "page": page,
+            "action": action, "time_format": time_format, "user_type": user_type, "keep": keep,
+        }  # fmt: skip
+        # What the caller chose; the rest takes a checkpoint's recorded value (or the default).
+        self.explicit = frozenset(RECORDED_ARGS[k] for k, v in given.items() if v is not None)
+        gap = "10m" if gap is None else gap
+        lateness = "10m" if lateness is None else lateness
+        close_actions = ("browser_close",) if close_actions is None else close_actions
+        state = "files" if state is None else state
+        partitions = 4 if partitions is None else partitions
+        job = "sessionize" if job is None else job
+        default = EventMapping()
         if isinstance(close_actions, str):
             close_actions = close_actions.split(",")
         self.rules = SessionRules(
@@ -132,8 +163,9 @@ class Sessionizer:
         )
         pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
         self.mapping = EventMapping(
-            user=user, time=time, page=page, action=action, time_format=time_format,
-            user_type=user_type, keep=tuple(pairs),
+            user=user or default.user, time=time or default.time, page=page or default.page,
+            action=action or default.action, time_format=time_format or default.time_format,
+            user_type=user_type or default.user_type, keep=tuple(pairs),
         )  # fmt: skip
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
@@ -152,11 +184,57 @@ class Sessionizer:
         partitions: int,
         job: str,
         max_future_us: int | None,
+        explicit: Iterable[str] | None = None,
     ) -> Sessionizer:
-        """A Sessionizer of already validated settings (the CLI's)."""
+        """A Sessionizer of already validated settings (the CLI's); `explicit` names the
+        recorded settings the user gave (None: all), the others yield to a checkpoint's."""
         s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
         s.rules, s.mapping = rules, mapping
+        s.explicit = RECORDED if explicit is None else frozenset(explicit)
         return s
+
+    def resolved(
+        self, record: Mapping[str, object], output_format: str | None = None
+    ) -> tuple[Sessionizer, str]:
+        """This Sessionizer and output format with every recorded setting it was not given
+        taken from `record` (a checkpoint's or a state's settings, as `recorded_settings`
+        spells them); the result counts all of them as given. A setting given with another
+        value than the record's is left as given: the checkpoint check refuses it.
+
+        Raises:
+            ConfigError: the record hides the state's secret and no `state` was given.
+
+        >>> s, fmt = Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})
+        >>> s.partitions, fmt
+        (8, 'parquet')
+        """
+        given = set(self.explicit) | ({"output_format"} if output_format else set())
+        mine = self.recorded_settings(output_format or "parquet")
+        merged = {**mine, **{k: v for k, v in record.items() if k in mine and k not in given}}
+        state = str(merged["state"])
+        if "***" in state and "state" not in given:
+            raise ConfigError(
+                f"the recorded state is {state}, without its secret: give it with --state"
+            )
+        s = Sessionizer(
+            gap=str(merged["gap"]), lateness=str(merged["lateness"]),
+            close_actions=str(merged["close_actions"]).split(","), state=state,
+            partitions=int(merged["partitions"]),  # type: ignore[call-overload]
+            job=str(merged["job"]), max_future=self.max_future_us,
+        )  # fmt: skip
+        if "state" in given:
+            s.state = self.state  # as given, with its secret
+        s.mapping = replace(
+            EventMapping.from_record(merged), input_format=self.mapping.input_format
+        )
+        s.explicit = RECORDED
+        return s, str(merged["output_format"])
+
+    def with_checkpoint(
+        self, checkpoint: str, output_format: str | None = None
+    ) -> tuple[Sessionizer, str]:
+        """`resolved` against the settings `checkpoint` recorded (none for a new one)."""
+        return self.resolved(read_settings(checkpoint), output_format)
 
     # ------------------------------------------------------------------ bounded
 
@@ -183,7 +261,7 @@ class Sessionizer:
         output: str,
         checkpoint: str,
         trigger: str = "available-now",
-        output_format: str = "parquet",
+        output_format: str | None = None,
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
     ) -> StreamingQuery:
@@ -193,7 +271,9 @@ class Sessionizer:
         The four outputs go to `output` (Parquet directories, or Delta tables with
         `output_format="delta"`), exactly once; `checkpoint` is Spark's checkpoint of the
         query plus the settings it is bound to and (with `state="files"`) the state. A
-        restart with the same checkpoint resumes after its last committed batch. `trigger`:
+        restart with the same checkpoint resumes after its last committed batch: the
+        settings (and `output_format`) not given take the checkpoint's recorded values, one
+        given with another value is refused, as is another `output`. `trigger`:
         `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
         (default: the `sessionize` logger) and, as JSON, to the progress log (default
         `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
@@ -210,22 +290,27 @@ class Sessionizer:
         output: str,
         checkpoint: str,
         trigger: str = "available-now",
-        output_format: str = "parquet",
+        output_format: str | None = None,
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
         input_name: str = "dataframe",
     ) -> StreamRun:
         """`stream`, returning the run (query, batch records, `wait()`). `events` may be a
         function that builds the DataFrame: it is called after the checks that need no
-        Spark (lease, checkpoint settings, state), so that they fail first."""
-        if output_format not in OUTPUT_FORMATS:
+        Spark (lease, checkpoint settings, state), so that they fail first. `input_name`:
+        the `--input` URI (recorded: a checkpoint follows one input), or `dataframe`."""
+        if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
+        check_output(output, output_format or "parquet")
+        check_resolvable(checkpoint, "--checkpoint")
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
         lease = checkpoint_lease(checkpoint)
         lease.acquire()
         try:
-            return self._start(
+            resolved, output_format = self.with_checkpoint(checkpoint, output_format)
+            check_output(output, output_format)
+            return resolved._start(
                 events, output, checkpoint, spark_trigger, output_format, progress_log,
                 on_batch or _LOG.info, input_name, lease,
             )  # fmt: skip
@@ -237,7 +322,10 @@ class Sessionizer:
                on_batch, input_name, lease) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, child(checkpoint, "state"))
         refuse_if_rewinding(checkpoint)
-        check_or_record(checkpoint, self.recorded_settings(output_format))
+        identity = {"output": output}
+        if input_name != "dataframe":  # a DataFrame's source cannot be named
+            identity["input"] = redact_uri(input_name)
+        check_or_record(checkpoint, {**self.recorded_settings(output_format), **identity})
         # What `history` and `rewind` need besides the settings (secrets left out).
         record_paths(checkpoint, {
             "input": redact_uri(input_name), "output": redact_uri(output),

@@ -238,6 +238,18 @@ def spark_options(f):
     )(f)
 
 
+def given_settings() -> frozenset[str]:
+    """The recorded settings (`--gap`, `--state`, the mapping, ...) given on the command
+    line, even at their default value: the others take a checkpoint's or state's record."""
+    from click.core import ParameterSource
+
+    from sessionize.api.sessionizer import RECORDED
+
+    ctx = click.get_current_context()
+    defaults = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    return frozenset(n for n in RECORDED if ctx.get_parameter_source(n) not in defaults)
+
+
 def job_settings(
     state, gap, lateness, close_actions, partitions, job, progress_log, output_format, master,
     spark_conf, remote,
@@ -302,6 +314,7 @@ def stream(
         **job_settings(**job),
         max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format),
+        explicit=given_settings(),
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -326,6 +339,7 @@ def batch(input_, output, from_, to, max_future, input_format, **job):
     opts = BatchOptions(
         input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format), **job_settings(**job),
+        explicit=given_settings(),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)
