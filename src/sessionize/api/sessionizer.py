@@ -120,6 +120,11 @@ class Sessionizer:
     `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`);
     `keep` maps session columns to paths of the first event's attributes. Events more than
     `max_future` ahead of the batch's time are invalid (None: no limit).
+
+    Every argument but `max_future` is recorded by a checkpoint at its first start. Left out
+    (None), it takes the checkpoint's recorded value when the query resumes (the defaults
+    above otherwise); given with another value, even the default, the start is refused
+    naming it.
     """
 
     def __init__(
