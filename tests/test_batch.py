@@ -13,6 +13,7 @@ import pytest
 
 from sessionize.cli import main as cli_main
 from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.statetools.job import locate
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.engines.progress import read_progress
@@ -155,6 +156,7 @@ def test_batch_flags_left_out_take_the_output_s_state_and_the_state_s_settings(s
     settings = backend.read_job_record("sessionize", 2026110101)["settings"]
     assert (settings["gap"], settings["partitions"]) == ("5m", 3)
     assert not (out / "_state").exists()
+    assert locate(None, str(out)).state_uri == state  # the state tools find it the same way
     with pytest.raises(IncompatibleCheckpoint, match=r"--state files:\S+st \(this run: files\)"):
         run_batch(replace(left_out, explicit=frozenset({"state"})), spark)
     with pytest.raises(IncompatibleCheckpoint, match=r"--gap 5m \(this run: 10m\)"):

@@ -26,7 +26,13 @@ from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, recorded_state, state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules, describe_differences, redact_uri
-from sessionize.engines.checkpoint import comparable, output_lease, recorded, write_record
+from sessionize.engines.checkpoint import (
+    OUTPUT_RECORD,
+    comparable,
+    output_lease,
+    recorded,
+    write_record,
+)
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, settings_record
@@ -115,9 +121,6 @@ def run_batch(
         opts = bind_output(opts)
         check_output(opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
-
-
-OUTPUT_RECORD = "_sessionize.json"  # in a batch job's output: the state it goes with
 
 
 def bind_output(opts: BatchOptions) -> BatchOptions:

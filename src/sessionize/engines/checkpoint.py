@@ -24,6 +24,7 @@ from sessionize.state.lease import Lease, lease_records
 
 FILE = "sessionize.json"
 LEASE_DIR = "_lease"  # under a checkpoint, or a batch job's output
+OUTPUT_RECORD = "_sessionize.json"  # in a batch job's output: the state it goes with
 
 
 def read_settings(checkpoint: str) -> dict[str, object]:
