@@ -161,3 +161,5 @@ def test_batch_flags_left_out_take_the_output_s_state_and_the_state_s_settings(s
         run_batch(replace(left_out, explicit=frozenset({"state"})), spark)
     with pytest.raises(IncompatibleCheckpoint, match=r"--gap 5m \(this run: 10m\)"):
         run_batch(replace(left_out, explicit=frozenset({"gap"})), spark)
+    with pytest.raises(IncompatibleCheckpoint, match=r"--job sessionize \(this run: other\)"):
+        run_batch(replace(left_out, job="other", explicit=frozenset({"job"})), spark)

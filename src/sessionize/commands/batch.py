@@ -123,14 +123,21 @@ def run_batch(
         return _run(opts, hours, spark, on_hour, on_start, lease)
 
 
+def output_record(opts: BatchOptions) -> dict[str, str]:
+    """What a batch output is bound to: its state and job (whose hours it holds), and the
+    format its tables are in."""
+    state = recorded_state(opts.state)
+    return {"state": state, "job": opts.job, "output_format": opts.output_format}
+
+
 def bind_output(opts: BatchOptions) -> BatchOptions:
-    """`opts` with the state and output format the output recorded at its first run (when
-    not given). A batch output continues the sessions its state holds open:
+    """`opts` with the state, job and output format the output recorded at its first run
+    (when not given). A batch output continues the sessions its state holds open:
     another state on the same output is refused, as another output on a checkpoint is."""
     before = recorded(opts.output, OUTPUT_RECORD)
     if not before:
         return opts  # recorded once the state answered (`_run`)
-    mine = {"state": recorded_state(opts.state), "output_format": opts.output_format}
+    mine = output_record(opts)
     taken = {k: v for k, v in before.items() if k in mine and not opts.given(k)}
     if "***" in str(taken.get("state", "")):
         raise ConfigError(
@@ -138,14 +145,14 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
             "recorded without its secret: give it with --state"
         )
     opts = replace(opts, **taken)
-    now = {"state": recorded_state(opts.state), "output_format": opts.output_format}
+    now = output_record(opts)
     changed = {k for k in now if k in before and comparable(k, before[k]) != comparable(k, now[k])}
     if changed:
         diffs = describe_differences({k: before[k] for k in changed}, {k: now[k] for k in changed})
         raise IncompatibleCheckpoint(
             f"output {without_options(opts.output)} was written with {diffs}: a batch output "
-            "goes with the state that holds its open sessions; leave the flag out or give the "
-            "recorded value, or use a new --output"
+            "goes with the state and job that hold its open sessions; leave the flag out or "
+            "give the recorded value, or use a new --output"
         )
     return opts
 
@@ -163,9 +170,7 @@ def _run(
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
     if not recorded(opts.output, OUTPUT_RECORD):
-        write_record(opts.output, OUTPUT_RECORD, {
-            "state": recorded_state(opts.state), "output_format": opts.output_format,
-        })  # fmt: skip
+        write_record(opts.output, OUTPUT_RECORD, output_record(opts))
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
     previous = hour_version(hours[0] - HOUR)

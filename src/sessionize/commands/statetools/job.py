@@ -116,13 +116,14 @@ def locate(
     if checkpoint:
         return _stream_job(checkpoint, state)
     # The state the output goes with, as its runs recorded it (`commands/batch.py`).
-    bound = recorded(str(output), OUTPUT_RECORD).get("state")
-    if state is None and bound and "***" in bound:
+    bound = recorded(str(output), OUTPUT_RECORD)
+    if state is None and "***" in bound.get("state", ""):
         raise ConfigError(
-            f"output {output} goes with state {bound}, recorded without the password: pass "
-            "--state with the full URI"
+            f"output {output} goes with state {bound['state']}, recorded without the "
+            "password: pass --state with the full URI"
         )
-    return _batch_job(str(output), state or bound or "files", job or "sessionize")
+    state = state or bound.get("state") or "files"
+    return _batch_job(str(output), state, job or bound.get("job") or "sessionize")
 
 
 def _stream_job(checkpoint: str, state: str | None) -> StateJob:
