@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import click
 
 from sessionize.cli import failures, maintain, reprocess
-from sessionize.cli.fields import mapping_options, pop_mapping
+from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
 
@@ -236,18 +236,6 @@ def spark_options(f):
     return click.option(
         "--master", default=None, help="Spark master URL (default: local[*], or spark-submit's)."
     )(f)
-
-
-def given_settings() -> frozenset[str]:
-    """The recorded settings (`--gap`, `--state`, the mapping, ...) given on the command
-    line, even at their default value: the others take a checkpoint's or state's record."""
-    from click.core import ParameterSource
-
-    from sessionize.api.sessionizer import RECORDED
-
-    ctx = click.get_current_context()
-    defaults = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-    return frozenset(n for n in RECORDED if ctx.get_parameter_source(n) not in defaults)
 
 
 def job_settings(
