@@ -306,7 +306,7 @@ class Sessionizer:
         the `--input` URI (recorded: a checkpoint follows one input), or `dataframe`."""
         if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
-        check_output(output, output_format or "parquet")
+        check_output(output, output_format)  # the place; its format once resolved, below
         check_resolvable(checkpoint, "--checkpoint")
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
