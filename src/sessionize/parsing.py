@@ -42,7 +42,11 @@ _SPARK_TYPES = {
     "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
 }  # fmt: skip
 
-FUTURE_REASON = "event_time too far in the future"
+
+def future_reason(mapping: EventMapping) -> str:
+    """The reason of an event too far ahead of the batch's time, named by the time's path."""
+    return f"{mapping.time} too far in the future"
+
 
 # Parsed columns of the default mapping, in the order of schema.EVENT.
 EVENT_COLUMNS = layout().event.names
@@ -229,17 +233,19 @@ def parse(
     do).
 
     With `now` (a timestamp column, usually a literal) and `max_future_us`, an event whose
-    time is more than that ahead of `now` is invalid: `event_time too far in the future`.
+    time is more than that ahead of `now` is invalid: `event_time too far in the future`
+    (named by the mapped time field).
     Its `event_time` stays in the output, so whatever takes a watermark from the parsed rows
     must take it from valid rows only (`reason` NULL).
     """
-    steps, reason, output = _plan(mapping or EventMapping(), _owner(raw))
+    mapping = mapping or EventMapping()
+    steps, reason, output = _plan(mapping, _owner(raw))
     parsed = raw
     for step in steps:
         parsed = parsed.select(*step)
     if now is not None and max_future_us is not None:
         future = too_far_ahead(F.col("ts"), now, max_future_us)
-        reason = F.coalesce(reason, F.when(future, F.lit(FUTURE_REASON)))
+        reason = F.coalesce(reason, F.when(future, F.lit(future_reason(mapping))))
     parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
     return parsed.select(*output)
 

@@ -10,20 +10,23 @@ and never creates or reconfigures one beyond the engine's settings for the life 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.api.bounded import bounded_sessions
-from sessionize.api.inputs import file_parser, reader
+from sessionize.api.bounded import SessionsResult, bounded_sessions
+from sessionize.api.inputs import file_parser, reader, user_type_of
 from sessionize.api.query import StreamRun, end_finished
+from sessionize.api.recorded import RECORDED, RECORDED_ARGS, recorded_state, resolve
 from sessionize.api.remote import ProgressTail, quiet
+from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -33,6 +36,7 @@ from sessionize.engines.checkpoint import (
     last_committed_batch,
     read_settings,
     record_paths,
+    recorded,
     refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
@@ -41,7 +45,7 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
 from sessionize.fs import absolute_local, check_resolvable, child
-from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.mapping import DEFAULT_KEEP, DEFAULT_RECORD, EventMapping
 from sessionize.sinks.registry import check_output, open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
@@ -82,42 +86,24 @@ def state_uri(state: str, home: str) -> str:
     return f"files:{home}" if state == "files" else state
 
 
-def recorded_state(state: str) -> str:
-    """How a checkpoint records `--state`: `files` as is (the store under the checkpoint,
-    wherever it moves), `files:PATH` with PATH absolute, anything else as its URI without
-    secrets."""
-    if state == "files":
-        return state
-    if state.startswith("files:"):
-        return "files:" + absolute_local(redact_uri(state.removeprefix("files:")))
-    return redact_uri(state)
-
-
-# The arguments a checkpoint records, by the name the record (and the flag) gives them.
-RECORDED_ARGS = {
-    "gap": "gap", "lateness": "lateness", "close_actions": "close_actions", "state": "state",
-    "partitions": "partitions", "job": "job", "user": "user_field", "time": "time_field",
-    "page": "page_field", "action": "action_field", "time_format": "time_format",
-    "user_type": "user_type", "keep": "keep_fields",
-}  # fmt: skip
-RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format"])
-
-
 class Sessionizer:
     """Sessionize events of the user's own DataFrames, streaming or bounded.
 
     >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
     ...                 state="files", partitions=4,
     ...                 user="anonymous_id", time="ts", page="url", action="type",
-    ...                 time_format="epoch-ms", user_type="string")
+    ...                 time_format="epoch-ms")
     >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
-    >>> sessions = s.sessions(bounded_df)                               # a DataFrame
+    >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
 
     `gap`, `lateness`, `close_actions` and `partitions` are the session rules and part of
     the state, as `--gap` etc. are for the CLI; `state` is `files` (under the checkpoint),
     `files:PATH`, a server URI or `spark-rocksdb`/`spark-hdfs`. `user`, `time`, `page`,
     `action` are dotted paths of the fields (struct fields or top-level names), read as
-    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`);
+    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`).
+    Without `user_type` the user column's own type decides (a Spark string column gives
+    string keys, an integral one long keys; JSON lines give long keys), and a checkpoint
+    keeps the type it recorded (a column that implies another is refused; see `stream`);
     `keep` maps session columns to paths of the first event's attributes. Events more than
     `max_future` ahead of the batch's time are invalid (None: no limit).
 
@@ -172,6 +158,8 @@ class Sessionizer:
             action=action or default.action, time_format=time_format or default.time_format,
             user_type=user_type or default.user_type, keep=tuple(pairs),
         )  # fmt: skip
+        # Without a user_type, the input's user column decides it (`_for_input`).
+        self.user_type_given = user_type is not None
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
         self.state = state
@@ -194,7 +182,7 @@ class Sessionizer:
         """A Sessionizer of already validated settings (the CLI's); `explicit` names the
         recorded settings the user gave (None: all), the others yield to a checkpoint's."""
         s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
-        s.rules, s.mapping = rules, mapping
+        s.rules, s.mapping, s.user_type_given = rules, mapping, True
         s.explicit = RECORDED if explicit is None else frozenset(explicit)
         return s
 
@@ -213,27 +201,7 @@ class Sessionizer:
         >>> s.partitions, fmt
         (8, 'parquet')
         """
-        given = set(self.explicit) | ({"output_format"} if output_format else set())
-        mine = self.recorded_settings(output_format or "parquet")
-        merged = {**mine, **{k: v for k, v in record.items() if k in mine and k not in given}}
-        state = str(merged["state"])
-        if "***" in state and "state" not in given:
-            raise ConfigError(
-                f"the recorded state is {state}, without its secret: give it with --state"
-            )
-        s = Sessionizer(
-            gap=str(merged["gap"]), lateness=str(merged["lateness"]),
-            close_actions=str(merged["close_actions"]).split(","), state=state,
-            partitions=int(merged["partitions"]),  # type: ignore[call-overload]
-            job=str(merged["job"]), max_future=self.max_future_us,
-        )  # fmt: skip
-        if "state" in given:
-            s.state = self.state  # as given, with its secret
-        s.mapping = replace(
-            EventMapping.from_record(merged), input_format=self.mapping.input_format
-        )
-        s.explicit = RECORDED
-        return s, str(merged["output_format"])
+        return resolve(self, record, output_format)
 
     def with_checkpoint(
         self, checkpoint: str, output_format: str | None = None
@@ -241,20 +209,62 @@ class Sessionizer:
         """`resolved` against the settings `checkpoint` recorded (none for a new one)."""
         return self.resolved(read_settings(checkpoint), output_format)
 
+    def _for_input(self, df: DataFrame, recorded_type: str | None) -> Sessionizer:
+        """This Sessionizer with the user key type settled for `df`: the explicit one, else
+        what the checkpoint recorded (`recorded_type`), else what the column implies. A
+        column that implies another type than the recorded one is refused: the checkpoint's
+        keys would silently change (or every event be invalid)."""
+        if self.user_type_given:
+            return self
+        implied = user_type_of(df, self.mapping)
+        if recorded_type and implied and implied != recorded_type:
+            kind = "a string" if implied == "string" else "an integer"
+            raise ConfigError(
+                f"the checkpoint's users have {recorded_type} keys but the column "
+                f"{self.mapping.user} is {kind}, which gives {implied} keys: pass "
+                f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
+                "checkpoint"
+            )
+        settled = copy.copy(self)
+        settled.mapping = dataclasses.replace(
+            self.mapping, user_type=recorded_type or implied or self.mapping.user_type
+        )
+        settled.user_type_given = True
+        return settled
+
     # ------------------------------------------------------------------ bounded
 
-    def sessions(self, events: DataFrame) -> DataFrame:
+    def sessions(self, events: DataFrame) -> SessionsResult:
         """The sessions of a complete, bounded DataFrame of events, in one pass.
 
         No state and no checkpoint: every session is closed at the end of the data (by
         inactivity or a closing action, as in a stream whose watermark passed it), and
-        nothing is late. The result has the columns of the `sessions` output (without
-        `batch_id`). Invalid rows are left out; `events` takes the shapes of `stream`.
+        nothing is late.
+
+        Args:
+            events: a bounded DataFrame in one of the shapes `stream` takes.
+
+        Returns:
+            A SessionsResult of lazy DataFrames: `.sessions` (the columns of the `sessions`
+            output, without `batch_id`), `.page_views` and `.invalid` (the rows that are not
+            events, with their `reason`, as in `invalid_events`).
+
+        Raises:
+            ConfigError: a required field has no column, or one of a type that cannot hold
+                it.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (checked
+                once per session by a tiny job; the line names the PYSPARK_PYTHON to set).
+
+        Example:
+            >>> result = Sessionizer(user="anonymous_id").sessions(df)
+            >>> result.sessions.show(); result.invalid.groupBy("reason").count().show()
         """
-        records, parser = reader(events, self.mapping)
+        s = self._for_input(events, None)
+        records, parser = reader(events, s.mapping)
+        check_workers(events.sparkSession)
         return bounded_sessions(
-            records, parser, self.rules, self.partitions, time.time_ns() // 1000,
-            self.max_future_us, self.mapping,
+            records, parser, s.rules, s.partitions, time.time_ns() // 1000,
+            s.max_future_us, s.mapping,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ streaming
@@ -282,6 +292,9 @@ class Sessionizer:
         `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
         (default: the `sessionize` logger) and, as JSON, to the progress log (default
         `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
+        Without `user_type`, a checkpoint keeps the key type it recorded: a user column that
+        implies the other one raises a ConfigError saying which `user_type` to pass. Workers
+        that cannot import sessionize raise an EnvironmentProblem before the query starts.
         """
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
@@ -308,6 +321,14 @@ class Sessionizer:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
         check_output(output, output_format)  # the place; its format once resolved, below
         check_resolvable(checkpoint, "--checkpoint")
+        if not self.user_type_given:  # the DataFrame's user column decides: build it now
+            events = events() if callable(events) else events
+            settled = self._for_input(events, _recorded_user_type(checkpoint))
+            return settled.start(
+                events, output=output, checkpoint=checkpoint, trigger=trigger,
+                output_format=output_format, progress_log=progress_log, on_batch=on_batch,
+                input_name=input_name,
+            )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
         lease = checkpoint_lease(checkpoint)
@@ -349,6 +370,7 @@ class Sessionizer:
             )
         records, parser = reader(df, self.mapping)
         spark = df.sparkSession
+        check_workers(spark)
         sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
         if backend is None:
@@ -432,6 +454,18 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
 
+
+
+def _recorded_user_type(checkpoint: str) -> str | None:
+    """The user key type a checkpoint recorded (None for a new one). An unreadable record is
+    left for the settings check to report."""
+    try:
+        settings = recorded(checkpoint)
+    except ValueError:
+        return None
+    if not isinstance(settings, dict) or not settings:
+        return None
+    return str({**DEFAULT_RECORD, **settings}["user_type"])
 
 
 def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
