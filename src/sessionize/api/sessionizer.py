@@ -16,36 +16,41 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from sessionize.api.arguments import Duration, duration_us, parse_trigger, state_uri
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, user_type_of
 from sessionize.api.query import StreamRun, end_finished
-from sessionize.api.recorded import RECORDED, RECORDED_ARGS, recorded_state, resolve
+from sessionize.api.recorded import (
+    RECORDED,
+    RECORDED_ARGS,
+    check_agreement,
+    recorded_state,
+    recorded_user_type,
+    resolve,
+)
 from sessionize.api.remote import ProgressTail, quiet
 from sessionize.api.workers import check_workers
-from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
+from sessionize.config import SessionRules, format_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
     batch_timestamp_us,
     check_or_record,
     checkpoint_lease,
-    last_committed_batch,
     read_settings,
     record_paths,
-    recorded,
     refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
-from sessionize.errors import ConfigError, StateError
+from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
-from sessionize.mapping import DEFAULT_KEEP, DEFAULT_RECORD, EventMapping
+from sessionize.mapping import DEFAULT_KEEP, EventMapping
 from sessionize.sinks.registry import check_output, open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
@@ -55,62 +60,52 @@ SPARK_STATES = tuple(PROVIDERS)
 OUTPUT_FORMATS = ("parquet", "delta")
 _LOG = logging.getLogger("sessionize")
 
-Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
-
-
-def duration_us(value: Duration, name: str) -> int:
-    """`"10m"`, a timedelta, or microseconds -> microseconds."""
-    if isinstance(value, timedelta):
-        return int(value / timedelta(microseconds=1))
-    if isinstance(value, int):
-        return value
-    try:
-        return parse_duration(value)
-    except ConfigError as e:
-        raise ConfigError(f"{name}: {e}") from None
-
-
-def parse_trigger(text: str) -> dict[str, object]:
-    """`available-now` or `processing-time=30s` -> DataStreamWriter.trigger kwargs."""
-    if text == "available-now":
-        return {"availableNow": True}
-    if text.startswith("processing-time="):
-        seconds = duration_us(text.removeprefix("processing-time="), "--trigger") / 1e6
-        return {"processingTime": f"{seconds:g} seconds"}
-    raise ConfigError(f"--trigger '{text}': use available-now or processing-time=DURATION")
-
-
-def state_uri(state: str, home: str) -> str:
-    """`files` keeps the store at `home` (under the checkpoint, or the batch output's
-    `_state`); `files:PATH` and server URIs are used as given."""
-    return f"files:{home}" if state == "files" else state
+Resolved = tuple["Sessionizer", str]  # a Sessionizer and output format, nothing left out
 
 
 class Sessionizer:
     """Sessionize events of the user's own DataFrames, streaming or bounded.
 
-    >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
-    ...                 state="files", partitions=4,
-    ...                 user="anonymous_id", time="ts", page="url", action="type",
-    ...                 time_format="epoch-ms")
-    >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
-    >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
-
     `gap`, `lateness`, `close_actions` and `partitions` are the session rules and part of
-    the state, as `--gap` etc. are for the CLI; `state` is `files` (under the checkpoint),
-    `files:PATH`, a server URI or `spark-rocksdb`/`spark-hdfs`. `user`, `time`, `page`,
-    `action` are dotted paths of the fields (struct fields or top-level names), read as
-    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`).
-    Without `user_type` the user column's own type decides (a Spark string column gives
-    string keys, an integral one long keys; JSON lines give long keys), and a checkpoint
-    keeps the type it recorded (a column that implies another is refused; see `stream`);
-    `keep` maps session columns to paths of the first event's attributes. Events more than
-    `max_future` ahead of the batch's time are invalid (None: no limit).
+    the state, as `--gap` etc. are for the CLI: a checkpoint records them (all but
+    `max_future`) at its first run. Left out (None), an argument takes the checkpoint's
+    recorded value when a query resumes (the defaults below otherwise); given with another
+    value, even the default, the start is refused naming it.
 
-    Every argument but `max_future` is recorded by a checkpoint at its first start. Left out
-    (None), it takes the checkpoint's recorded value when the query resumes (the defaults
-    above otherwise); given with another value, even the default, the start is refused
-    naming it.
+    Args:
+        gap: Inactivity that ends a session: `"10m"`, a `timedelta` or microseconds.
+        lateness: How far the watermark trails the highest event time seen.
+        close_actions: Actions that end a session (a list, or one comma-separated string).
+        state: `files` (under the checkpoint), `files:PATH`, `postgresql://...`,
+            `redis://...`, `dynamodb://...`, `spark-rocksdb` or `spark-hdfs`.
+        partitions: State partitions, users hashed to them; fixed for a state's life.
+        user: Dotted path of the user id (a struct field like `a.b`, or a top-level name).
+        time: Dotted path of the event time.
+        page: Dotted path of the page.
+        action: Dotted path of the action (absent or NULL means `view`).
+        time_format: `iso8601` (strings or timestamps), `epoch-ms` or `epoch-s` (numbers).
+        user_type: `long` (64-bit integers) or `string` (1 to 256 bytes of UTF-8). None:
+            the user column's own type decides (a Spark string column gives string keys,
+            an integral one long keys; JSON lines give long keys), and a checkpoint keeps
+            the type it recorded (a column that implies another is refused; see `stream`).
+        keep: Session columns to the paths of the first event's attributes they carry
+            (None: the sample contract's `site`, `api_version`, `browser`, `language`,
+            `device_type`; `{}`: none).
+        max_future: Events more than this ahead of the batch's time are invalid (None: no
+            limit).
+        job: Job name, isolating jobs that share one state store.
+
+    Raises:
+        ConfigError: A setting is out of range or malformed (a duration that does not
+            parse, `partitions` below 1, an unknown time format or user type, a bad path).
+
+    Example:
+        >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
+        ...                 state="files", partitions=4,
+        ...                 user="anonymous_id", time="ts", page="url", action="type",
+        ...                 time_format="epoch-ms")
+        >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
+        >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
     """
 
     def __init__(
@@ -186,26 +181,19 @@ class Sessionizer:
         s.explicit = RECORDED if explicit is None else frozenset(explicit)
         return s
 
-    def resolved(
-        self, record: Mapping[str, object], output_format: str | None = None
-    ) -> tuple[Sessionizer, str]:
-        """This Sessionizer and output format with every recorded setting it was not given
-        taken from `record` (a checkpoint's or a state's settings, as `recorded_settings`
-        spells them); the result counts all of them as given. A setting given with another
-        value than the record's is left as given: the checkpoint check refuses it.
+    def resolved(self, record: Mapping[str, object], output_format: str | None = None) -> Resolved:
+        """(this Sessionizer, output format) with every recorded setting it was not given
+        taken from `record` (a checkpoint's or a state's settings as `recorded_settings`
+        spells them), all counted as given then; one given with another value stays as
+        given, for the checkpoint check to refuse. Raises ConfigError when the record hides
+        the state's secret and no `state` was given.
 
-        Raises:
-            ConfigError: the record hides the state's secret and no `state` was given.
-
-        >>> s, fmt = Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})
-        >>> s.partitions, fmt
-        (8, 'parquet')
+        >>> Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})[0].partitions
+        8
         """
         return resolve(self, record, output_format)
 
-    def with_checkpoint(
-        self, checkpoint: str, output_format: str | None = None
-    ) -> tuple[Sessionizer, str]:
+    def with_checkpoint(self, checkpoint: str, output_format: str | None = None) -> Resolved:
         """`resolved` against the settings `checkpoint` recorded (none for a new one)."""
         return self.resolved(read_settings(checkpoint), output_format)
 
@@ -242,7 +230,8 @@ class Sessionizer:
         nothing is late.
 
         Args:
-            events: a bounded DataFrame in one of the shapes `stream` takes.
+            events: A bounded DataFrame of events in the shapes `stream` takes: typed
+                columns at the mapped paths, or a `value` column of JSON lines.
 
         Returns:
             A SessionsResult of lazy DataFrames: `.sessions` (the columns of the `sessions`
@@ -250,8 +239,8 @@ class Sessionizer:
             events, with their `reason`, as in `invalid_events`).
 
         Raises:
-            ConfigError: a required field has no column, or one of a type that cannot hold
-                it.
+            ConfigError: A required field (user, time, page) has no column, or a column
+                of a type that can never hold it.
             EnvironmentProblem: Spark's Python workers cannot import sessionize (checked
                 once per session by a tiny job; the line names the PYSPARK_PYTHON to set).
 
@@ -282,19 +271,49 @@ class Sessionizer:
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
-        `events` holds typed columns at the mapped paths, or a `value` column of JSON lines.
-        The four outputs go to `output` (Parquet directories, or Delta tables with
-        `output_format="delta"`), exactly once; `checkpoint` is Spark's checkpoint of the
-        query plus the settings it is bound to and (with `state="files"`) the state. A
-        restart with the same checkpoint resumes after its last committed batch: the
-        settings (and `output_format`) not given take the checkpoint's recorded values, one
-        given with another value is refused, as is another `output`. `trigger`:
-        `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
-        (default: the `sessionize` logger) and, as JSON, to the progress log (default
-        `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
-        Without `user_type`, a checkpoint keeps the key type it recorded: a user column that
-        implies the other one raises a ConfigError saying which `user_type` to pass. Workers
-        that cannot import sessionize raise an EnvironmentProblem before the query starts.
+        The four outputs (`sessions`, `page_views`, `late_events`, `invalid_events`) go to
+        `output` exactly once. A restart with the same checkpoint resumes after its last
+        committed batch, with the checkpoint's recorded values for the settings (and
+        `output_format`) not given; another `output` is refused (outputs move with
+        `sessionize maintain --move-output`). The checkpoint's lease is held until the
+        query ends, however it ends. One line per batch goes to `on_batch` and, as JSON, to
+        the progress log.
+
+        Args:
+            events: A streaming DataFrame of typed columns at the mapped paths, or of a
+                `value` column of JSON lines (string or binary, as Spark's Kafka source
+                gives it).
+            output: Where the outputs go: a local path or a pyarrow filesystem URI
+                (`s3://bucket/prefix?...`).
+            checkpoint: Spark's checkpoint of the query (local or HDFS), plus the settings
+                it is bound to and, with `state="files"`, the state.
+            trigger: `available-now` (process what is there, then stop) or
+                `processing-time=30s` (run continuously).
+            output_format: `parquet` (Hive-partitioned directories) or `delta` (Delta Lake
+                tables); None: the checkpoint's, else `parquet`.
+            progress_log: Where the JSON line of each batch goes (default
+                `CHECKPOINT/progress.jsonl`).
+            on_batch: Called with each batch's one-line summary (default: the `sessionize`
+                logger).
+
+        Returns:
+            Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
+
+        Raises:
+            ConfigError: A setting is wrong, `events` is not streaming, a required field
+                has no column, or (without `user_type`) the user column implies another key
+                type than the checkpoint recorded; the line says which `user_type` to pass.
+            IncompatibleCheckpoint: A setting given differs from the checkpoint's record, or
+                the output or input is another; the message names the difference.
+            LeaseHeld: Another driver runs on this checkpoint.
+            StateError: The state store is unreachable or does not match the checkpoint.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (raised
+                before the query starts).
+
+        Example:
+            >>> events = spark.readStream.text("events/")
+            >>> query = Sessionizer().stream(events, output="out/", checkpoint="chk/")
+            >>> query.awaitTermination()
         """
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
@@ -313,17 +332,42 @@ class Sessionizer:
         on_batch: Callable[[str], None] | None = None,
         input_name: str = "dataframe",
     ) -> StreamRun:
-        """`stream`, returning the run (query, batch records, `wait()`). `events` may be a
-        function that builds the DataFrame: it is called after the checks that need no
-        Spark (lease, checkpoint settings, state), so that they fail first. `input_name`:
-        the `--input` URI (recorded: a checkpoint follows one input), or `dataframe`."""
+        """`stream`, returning the run (its query, batch records, `wait()`).
+
+        Args:
+            events: As for `stream`, or a function that builds the DataFrame: it is called
+                after the checks that need no Spark (lease, checkpoint settings, state), so
+                that those fail first.
+            output: As for `stream`.
+            checkpoint: As for `stream`.
+            trigger: As for `stream`.
+            output_format: As for `stream`.
+            progress_log: As for `stream`.
+            on_batch: As for `stream`.
+            input_name: The `--input` URI (recorded: a checkpoint follows one input), or
+                `dataframe`.
+
+        Returns:
+            The StreamRun: `query`, the committed batch `records`, and `wait()`, which
+            waits for the end and raises a batch's SessionizeError as itself.
+
+        Raises:
+            ConfigError: As for `stream`.
+            IncompatibleCheckpoint: As for `stream`.
+            LeaseHeld: As for `stream`.
+            StateError: As for `stream`.
+
+        Example:
+            >>> run = Sessionizer().start(events, output="out/", checkpoint="chk/")
+            >>> records = run.wait()            # one dict per committed batch
+        """
         if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
         check_output(output, output_format)  # the place; its format once resolved, below
         check_resolvable(checkpoint, "--checkpoint")
         if not self.user_type_given:  # the DataFrame's user column decides: build it now
             events = events() if callable(events) else events
-            settled = self._for_input(events, _recorded_user_type(checkpoint))
+            settled = self._for_input(events, recorded_user_type(checkpoint))
             return settled.start(
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
@@ -362,7 +406,7 @@ class Sessionizer:
         if self.state not in SPARK_STATES:
             backend = open_backend(store_uri, self._settings(store_uri, output, "").row_spec())
             backend.check()
-            _check_agreement(backend, checkpoint, store_uri, self.job)
+            check_agreement(backend, checkpoint, store_uri, self.job)
         df = events() if callable(events) else events
         if not df.isStreaming:
             raise ConfigError(
@@ -453,32 +497,3 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     if "://" in root and not root.startswith("file://"):
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
-
-
-
-def _recorded_user_type(checkpoint: str) -> str | None:
-    """The user key type a checkpoint recorded (None for a new one). An unreadable record is
-    left for the settings check to report."""
-    try:
-        settings = recorded(checkpoint)
-    except ValueError:
-        return None
-    if not isinstance(settings, dict) or not settings:
-        return None
-    return str({**DEFAULT_RECORD, **settings}["user_type"])
-
-
-def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
-    """Spark's commit log and the store's job log must point at the same batch."""
-    spark_last = last_committed_batch(checkpoint)
-    versions = backend.job_versions(job)
-    store_last = max(versions) if versions else None
-    done = -1 if spark_last is None else spark_last
-    # The store may be one batch ahead: it commits just before Spark does.
-    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
-        return
-    raise StateError(
-        f"checkpoint {checkpoint} has committed batch {spark_last} but state "
-        f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
-        "to different runs; use the state that goes with this checkpoint, or new ones"
-    )
