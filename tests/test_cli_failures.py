@@ -62,6 +62,15 @@ CASES = {
     "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
     "no master answers": (_unanswered_master, "no Spark master answers at 127.0.0.1:"),
     "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),
+    # An output or checkpoint URI that no filesystem we write reads, not a local `./foo:/`.
+    "output scheme we do not write": (
+        lambda root: [*_stream(_hour(root, "{}").parent, **{"--output": "foo://bucket/x"})],
+        "outputs are not written to foo:// URIs; give a local path, file:// or s3://",
+    ),
+    "checkpoint scheme no filesystem reads": (
+        lambda root: [*_stream(_hour(root, "{}").parent, **{"--checkpoint": "foo://b/chk"})],
+        "--checkpoint foo://b/chk: no filesystem reads foo:// URIs",
+    ),
     # --input-format reaches the command (test_api.py runs Parquet input in-process).
     "parquet from a broker": (
         lambda root: [*_stream(root, **{"--input": "kafka://127.0.0.1:9/t"}),
@@ -76,6 +85,7 @@ def test_failure_before_spark_is_one_line(tmp_path, name):
     make_args, fragment = CASES[name]
     done = sessionize(*make_args(tmp_path), timeout=120)
     _assert_one_line(done, fragment)
+    assert not Path("foo:").exists()  # a URI's scheme never becomes a local directory
 
 
 def test_our_failure_inside_a_spark_task_is_its_own_line_without_a_trace(tmp_path):

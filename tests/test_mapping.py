@@ -218,3 +218,44 @@ def test_string_ids_sharing_a_stored_key_keep_their_own_sessions(tmp_path):
         previous = version
     sessions = read_output(tmp_path / "out", "sessions").to_pylist()
     assert [(s["user_id"], s["pages"]) for s in sessions] == [("a", ["a1", "a2"]), ("b", ["b1"])]
+
+
+def test_cli_flags_left_out_take_the_checkpoint_s_values_and_a_given_default_is_named(
+    spark, tmp_path
+):
+    """A restart needs only --input, --output and --checkpoint; `--gap 10m` (the default,
+    given) against a checkpoint of 5m is refused naming --gap alone."""
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from sessionize.config import SessionRules
+    from tests.helpers import read_output
+
+    hour = tmp_path / "in" / "event_date=2026-11-01" / "event_hour=00"
+    hour.mkdir(parents=True)
+    t0 = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp() * 1000)
+
+    def line(user: str, minute: int) -> str:
+        return json.dumps({"uid": user, "ts": t0 + minute * 60_000, "url": "/p"}) + "\n"
+
+    (hour / "a.json").write_text(line("u-1", 0))
+    mapping = EventMapping(user="uid", time="ts", page="url", time_format="epoch-ms",
+                           user_type="string", keep=())  # fmt: skip
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    first = StreamOptions(str(tmp_path / "in"), str(out), str(chk), mapping=mapping,
+                          rules=SessionRules(gap_us=5 * 60_000_000))  # fmt: skip
+    run_stream(first, spark, on_batch=lambda _: None)
+    args = ["stream", "--input", str(tmp_path / "in"), "--output", str(out),
+            "--checkpoint", str(chk)]  # fmt: skip
+    refused = sessionize(*args, "--gap", "10m", env=cli_env())
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--gap 5m (this run: 10m)" in lines[0], refused.stderr
+    assert "--user-field" not in lines[0] and "--time-format" not in lines[0], lines[0]
+
+    (hour / "b.json").write_text(line("u-1", 7) + line("u-2", 40))
+    done = sessionize(*args, env=cli_env())  # every recorded flag left out
+    assert done.returncode == 0, done.stderr
+    starts = sorted(
+        r["start_time"] for r in read_output(out, "sessions").to_pylist() if r["user_id"] == "u-1"
+    )
+    # 00:00 and 00:07 are two sessions by the recorded 5m gap (the default 10m joins them).
+    assert [(s - starts[0]).total_seconds() for s in starts] == [0, 7 * 60]

@@ -7,6 +7,8 @@ import os
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from sessionize.errors import ConfigError
+
 
 def resolve_fs(uri: str) -> tuple[pafs.FileSystem, str]:
     """Any pyarrow filesystem URI (`s3://...`, `file:///...`), or a local path."""
@@ -52,3 +54,42 @@ def child(uri: str, *parts: str) -> str:
     base, sep, query = uri.partition("?") if "://" in uri else (uri, "", "")
     path = "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
     return f"{path}{sep}{query}"
+
+
+def location_key(uri: str) -> str:
+    """One spelling per place, for a checkpoint's record of where it reads and writes: a
+    local path (relative, `file://`, with `..` or a trailing slash) as an absolute path, a
+    URI without its options (`?endpoint_override=...`) or trailing slash."""
+    base = uri.split("?", 1)[0]
+    if base.startswith("file://"):
+        base = base.removeprefix("file://") or "/"
+    if "://" not in base:
+        return os.path.abspath(os.path.expanduser(base))
+    return base.rstrip("/")
+
+
+def is_local(uri: str) -> bool:
+    """A local path or a `file://` URI."""
+    return "://" not in uri or uri.startswith("file://")
+
+
+# The URI schemes pyarrow's filesystems read (FileSystem.from_uri; s3 would cost a lookup
+# of the bucket's region to ask it).
+FILESYSTEM_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
+
+
+def check_resolvable(uri: str, flag: str) -> None:
+    """Refuse `scheme://...` that no pyarrow filesystem reads, which `resolve_fs` would
+    take for a local relative path (`./foo:/bucket/x`).
+
+    Raises:
+        ConfigError: naming the flag and the filesystems that are read.
+
+    >>> check_resolvable("s3://bucket/chk", "--checkpoint")
+    """
+    scheme = uri.split("://", 1)[0] if "://" in uri else "file"
+    if scheme.lower() not in FILESYSTEM_SCHEMES:
+        raise ConfigError(
+            f"{flag} {without_options(uri)}: no filesystem reads {scheme}:// URIs; give a "
+            "local path, file://, s3:// or another filesystem pyarrow reads (hdfs://, gs://)"
+        )

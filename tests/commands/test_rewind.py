@@ -69,6 +69,14 @@ def one_error(result, *words: str) -> str:
     return lines[0]
 
 
+def own_outputs(run: Path) -> None:
+    """A copied run writes its own outputs: its checkpoint records them (both files)."""
+    for name in ("sessionize.json", "sessionize-paths.json"):
+        record = json.loads((run / "chk" / name).read_text())
+        record["output"] = str(run / "out")
+        (run / "chk" / name).write_text(json.dumps(record))
+
+
 def committed(run: Path) -> list[int]:
     return sorted(int(p.name) for p in (run / "chk" / "commits").iterdir() if p.name.isdigit())
 
@@ -78,9 +86,7 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     run = root / "files"
     shutil.copytree(root / "clean", run)
     chk = str(run / "chk")
-    paths = json.loads((run / "chk" / "sessionize-paths.json").read_text())
-    paths["output"] = str(run / "out")  # the copy writes its own outputs
-    (run / "chk" / "sessionize-paths.json").write_text(json.dumps(paths))
+    own_outputs(run)
     sessions = read_output(run / "out", "sessions")
     assert committed(run) == [0, 1, 2, 3]
 
@@ -170,9 +176,7 @@ def test_spark_rocksdb_rewind_past_a_compacted_source_log_equals_an_uninterrupte
     try:
         run_stream(opts(inp, clean, state="spark-rocksdb"), spark, on_batch=lambda _: None)
         shutil.copytree(clean, run)
-        paths = json.loads((run / "chk" / "sessionize-paths.json").read_text())
-        paths["output"] = str(run / "out")
-        (run / "chk" / "sessionize-paths.json").write_text(json.dumps(paths))
+        own_outputs(run)
         sources = run / "chk" / "sources" / "0"
         assert committed(run) == [0, 1, 2, 3] and (sources / "1.compact").exists()
         said: list[str] = []

@@ -16,35 +16,42 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from sessionize.api.arguments import Duration, duration_us, parse_trigger, state_uri
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, user_type_of
 from sessionize.api.query import StreamRun, end_finished
+from sessionize.api.recorded import (
+    RECORDED,
+    RECORDED_ARGS,
+    check_agreement,
+    recorded_state,
+    recorded_user_type,
+    resolve,
+)
 from sessionize.api.remote import ProgressTail, quiet
 from sessionize.api.workers import check_workers
-from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
+from sessionize.config import SessionRules, format_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
     batch_timestamp_us,
     check_or_record,
     checkpoint_lease,
-    last_committed_batch,
+    read_settings,
     record_paths,
-    recorded,
     refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
-from sessionize.errors import ConfigError, StateError
-from sessionize.fs import absolute_local, child
-from sessionize.mapping import DEFAULT_KEEP, DEFAULT_RECORD, EventMapping
-from sessionize.sinks.registry import open_sink
+from sessionize.errors import ConfigError
+from sessionize.fs import absolute_local, check_resolvable, child
+from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.sinks.registry import check_output, open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
@@ -53,49 +60,17 @@ SPARK_STATES = tuple(PROVIDERS)
 OUTPUT_FORMATS = ("parquet", "delta")
 _LOG = logging.getLogger("sessionize")
 
-Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
-
-
-def duration_us(value: Duration, name: str) -> int:
-    """`"10m"`, a timedelta, or microseconds -> microseconds."""
-    if isinstance(value, timedelta):
-        return int(value / timedelta(microseconds=1))
-    if isinstance(value, int):
-        return value
-    try:
-        return parse_duration(value)
-    except ConfigError as e:
-        raise ConfigError(f"{name}: {e}") from None
-
-
-def parse_trigger(text: str) -> dict[str, object]:
-    """`available-now` or `processing-time=30s` -> DataStreamWriter.trigger kwargs."""
-    if text == "available-now":
-        return {"availableNow": True}
-    if text.startswith("processing-time="):
-        seconds = duration_us(text.removeprefix("processing-time="), "--trigger") / 1e6
-        return {"processingTime": f"{seconds:g} seconds"}
-    raise ConfigError(f"--trigger '{text}': use available-now or processing-time=DURATION")
-
-
-def state_uri(state: str, home: str) -> str:
-    """`files` keeps the store at `home` (under the checkpoint, or the batch output's
-    `_state`); `files:PATH` and server URIs are used as given."""
-    return f"files:{home}" if state == "files" else state
-
-
-def recorded_state(state: str) -> str:
-    """How a checkpoint records `--state`: `files` as is (the store under the checkpoint,
-    wherever it moves), anything else as its URI without secrets."""
-    return "files" if state == "files" else redact_uri(state)
+Resolved = tuple["Sessionizer", str]  # a Sessionizer and output format, nothing left out
 
 
 class Sessionizer:
     """Sessionize events of the user's own DataFrames, streaming or bounded.
 
     `gap`, `lateness`, `close_actions` and `partitions` are the session rules and part of
-    the state, as `--gap` etc. are for the CLI: a checkpoint records them at its first run
-    and refuses other values later.
+    the state, as `--gap` etc. are for the CLI: a checkpoint records them (all but
+    `max_future`) at its first run. Left out (None), an argument takes the checkpoint's
+    recorded value when a query resumes (the defaults below otherwise); given with another
+    value, even the default, the start is refused naming it.
 
     Args:
         gap: Inactivity that ends a session: `"10m"`, a `timedelta` or microseconds.
@@ -146,27 +121,46 @@ class Sessionizer:
 
     def __init__(
         self,
-        gap: Duration = "10m",
-        lateness: Duration = "10m",
-        close_actions: Iterable[str] = ("browser_close",),
-        state: str = "files",
-        partitions: int = 4,
+        gap: Duration | None = None,
+        lateness: Duration | None = None,
+        close_actions: Iterable[str] | None = None,
+        state: str | None = None,
+        partitions: int | None = None,
         *,
-        user: str = "user_id",
-        time: str = "event_time",
-        page: str = "page.current",
-        action: str = "action",
-        time_format: str = "iso8601",
+        user: str | None = None,
+        time: str | None = None,
+        page: str | None = None,
+        action: str | None = None,
+        time_format: str | None = None,
         user_type: str | None = None,
         keep: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         max_future: Duration | None = "1d",
-        job: str = "sessionize",
+        job: str | None = None,
         max_duration: Duration | None = None,
-        timezone: str = "UTC",
-        split_at_midnight: bool = False,
+        timezone: str | None = None,
+        split_at_midnight: bool | None = None,
         split_on_change: str | None = None,
         gap_field: str | None = None,
     ):
+        given = {
+            "gap": gap, "lateness": lateness, "close_actions": close_actions, "state": state,
+            "partitions": partitions, "job": job, "user": user, "time": time, "page": page,
+            "action": action, "time_format": time_format, "user_type": user_type, "keep": keep,
+            "max_duration": max_duration, "timezone": timezone,
+            "split_at_midnight": split_at_midnight, "split_on_change": split_on_change,
+            "gap_field": gap_field,
+        }  # fmt: skip
+        # What the caller chose; the rest takes a checkpoint's recorded value (or the default).
+        self.explicit = frozenset(RECORDED_ARGS[k] for k, v in given.items() if v is not None)
+        gap = "10m" if gap is None else gap
+        lateness = "10m" if lateness is None else lateness
+        close_actions = ("browser_close",) if close_actions is None else close_actions
+        state = "files" if state is None else state
+        partitions = 4 if partitions is None else partitions
+        job = "sessionize" if job is None else job
+        timezone = "UTC" if timezone is None else timezone
+        split_at_midnight = bool(split_at_midnight)
+        default = EventMapping()
         if isinstance(close_actions, str):
             close_actions = close_actions.split(",")
         self.rules = SessionRules(
@@ -180,9 +174,10 @@ class Sessionizer:
         )  # fmt: skip
         pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
         self.mapping = EventMapping(
-            user=user, time=time, page=page, action=action, time_format=time_format,
-            user_type=user_type or "long", keep=tuple(pairs), change=split_on_change or None,
-            gap=gap_field or None,
+            user=user or default.user, time=time or default.time, page=page or default.page,
+            action=action or default.action, time_format=time_format or default.time_format,
+            user_type=user_type or default.user_type, keep=tuple(pairs),
+            change=split_on_change or None, gap=gap_field or None,
         )  # fmt: skip
         # Without a user_type, the input's user column decides it (`_for_input`).
         self.user_type_given = user_type is not None
@@ -203,11 +198,30 @@ class Sessionizer:
         partitions: int,
         job: str,
         max_future_us: int | None,
+        explicit: Iterable[str] | None = None,
     ) -> Sessionizer:
-        """A Sessionizer of already validated settings (the CLI's)."""
+        """A Sessionizer of already validated settings (the CLI's); `explicit` names the
+        recorded settings the user gave (None: all), the others yield to a checkpoint's."""
         s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
         s.rules, s.mapping, s.user_type_given = rules, mapping, True
+        s.explicit = RECORDED if explicit is None else frozenset(explicit)
         return s
+
+    def resolved(self, record: Mapping[str, object], output_format: str | None = None) -> Resolved:
+        """(this Sessionizer, output format) with every recorded setting it was not given
+        taken from `record` (a checkpoint's or a state's settings as `recorded_settings`
+        spells them), all counted as given then; one given with another value stays as
+        given, for the checkpoint check to refuse. Raises ConfigError when the record hides
+        the state's secret and no `state` was given.
+
+        >>> Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})[0].partitions
+        8
+        """
+        return resolve(self, record, output_format)
+
+    def with_checkpoint(self, checkpoint: str, output_format: str | None = None) -> Resolved:
+        """`resolved` against the settings `checkpoint` recorded (none for a new one)."""
+        return self.resolved(read_settings(checkpoint), output_format)
 
     def _for_input(self, df: DataFrame, recorded_type: str | None) -> Sessionizer:
         """This Sessionizer with the user key type settled for `df`: the explicit one, else
@@ -277,7 +291,7 @@ class Sessionizer:
         output: str,
         checkpoint: str,
         trigger: str = "available-now",
-        output_format: str = "parquet",
+        output_format: str | None = None,
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
     ) -> StreamingQuery:
@@ -285,8 +299,11 @@ class Sessionizer:
 
         The four outputs (`sessions`, `page_views`, `late_events`, `invalid_events`) go to
         `output` exactly once. A restart with the same checkpoint resumes after its last
-        committed batch. The checkpoint's lease is held until the query ends, however it
-        ends. One line per batch goes to `on_batch` and, as JSON, to the progress log.
+        committed batch, with the checkpoint's recorded values for the settings (and
+        `output_format`) not given; another `output` is refused (outputs move with
+        `sessionize maintain --move-output`). The checkpoint's lease is held until the
+        query ends, however it ends. One line per batch goes to `on_batch` and, as JSON, to
+        the progress log.
 
         Args:
             events: A streaming DataFrame of typed columns at the mapped paths, or of a
@@ -299,7 +316,7 @@ class Sessionizer:
             trigger: `available-now` (process what is there, then stop) or
                 `processing-time=30s` (run continuously).
             output_format: `parquet` (Hive-partitioned directories) or `delta` (Delta Lake
-                tables).
+                tables); None: the checkpoint's, else `parquet`.
             progress_log: Where the JSON line of each batch goes (default
                 `CHECKPOINT/progress.jsonl`).
             on_batch: Called with each batch's one-line summary (default: the `sessionize`
@@ -312,8 +329,8 @@ class Sessionizer:
             ConfigError: A setting is wrong, `events` is not streaming, a required field
                 has no column, or (without `user_type`) the user column implies another key
                 type than the checkpoint recorded; the line says which `user_type` to pass.
-            IncompatibleCheckpoint: The checkpoint was created with other settings that are
-                part of the state; the message names the difference.
+            IncompatibleCheckpoint: A setting given differs from the checkpoint's record, or
+                the output or input is another; the message names the difference.
             LeaseHeld: Another driver runs on this checkpoint.
             StateError: The state store is unreachable or does not match the checkpoint.
             EnvironmentProblem: Spark's Python workers cannot import sessionize (raised
@@ -336,7 +353,7 @@ class Sessionizer:
         output: str,
         checkpoint: str,
         trigger: str = "available-now",
-        output_format: str = "parquet",
+        output_format: str | None = None,
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
         input_name: str = "dataframe",
@@ -353,7 +370,8 @@ class Sessionizer:
             output_format: As for `stream`.
             progress_log: As for `stream`.
             on_batch: As for `stream`.
-            input_name: The input as `history` and `rewind` show it (secrets left out).
+            input_name: The `--input` URI (recorded: a checkpoint follows one input), or
+                `dataframe`.
 
         Returns:
             The StreamRun: `query`, the committed batch `records`, and `wait()`, which
@@ -369,11 +387,13 @@ class Sessionizer:
             >>> run = Sessionizer().start(events, output="out/", checkpoint="chk/")
             >>> records = run.wait()            # one dict per committed batch
         """
-        if output_format not in OUTPUT_FORMATS:
+        if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
+        check_output(output, output_format)  # the place; its format once resolved, below
+        check_resolvable(checkpoint, "--checkpoint")
         if not self.user_type_given:  # the DataFrame's user column decides: build it now
             events = events() if callable(events) else events
-            settled = self._for_input(events, _recorded_user_type(checkpoint))
+            settled = self._for_input(events, recorded_user_type(checkpoint))
             return settled.start(
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
@@ -384,7 +404,9 @@ class Sessionizer:
         lease = checkpoint_lease(checkpoint)
         lease.acquire()
         try:
-            return self._start(
+            resolved, output_format = self.with_checkpoint(checkpoint, output_format)
+            check_output(output, output_format)
+            return resolved._start(
                 events, output, checkpoint, spark_trigger, output_format, progress_log,
                 on_batch or _LOG.info, input_name, lease,
             )  # fmt: skip
@@ -396,7 +418,10 @@ class Sessionizer:
                on_batch, input_name, lease) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, child(checkpoint, "state"))
         refuse_if_rewinding(checkpoint)
-        check_or_record(checkpoint, self.recorded_settings(output_format))
+        identity = {"output": output}
+        if input_name != "dataframe":  # a DataFrame's source cannot be named
+            identity["input"] = redact_uri(input_name)
+        check_or_record(checkpoint, {**self.recorded_settings(output_format), **identity})
         # What `history` and `rewind` need besides the settings (secrets left out).
         record_paths(checkpoint, {
             "input": redact_uri(input_name), "output": redact_uri(output),
@@ -407,7 +432,7 @@ class Sessionizer:
         if self.state not in SPARK_STATES:
             backend = open_backend(store_uri, self._settings(store_uri, output, "").row_spec())
             backend.check()
-            _check_agreement(backend, checkpoint, store_uri, self.job)
+            check_agreement(backend, checkpoint, store_uri, self.job)
         df = events() if callable(events) else events
         if not df.isStreaming:
             raise ConfigError(
@@ -499,32 +524,3 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     if "://" in root and not root.startswith("file://"):
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
-
-
-
-def _recorded_user_type(checkpoint: str) -> str | None:
-    """The user key type a checkpoint recorded (None for a new one). An unreadable record is
-    left for the settings check to report."""
-    try:
-        settings = recorded(checkpoint)
-    except ValueError:
-        return None
-    if not isinstance(settings, dict) or not settings:
-        return None
-    return str({**DEFAULT_RECORD, **settings}["user_type"])
-
-
-def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
-    """Spark's commit log and the store's job log must point at the same batch."""
-    spark_last = last_committed_batch(checkpoint)
-    versions = backend.job_versions(job)
-    store_last = max(versions) if versions else None
-    done = -1 if spark_last is None else spark_last
-    # The store may be one batch ahead: it commits just before Spark does.
-    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
-        return
-    raise StateError(
-        f"checkpoint {checkpoint} has committed batch {spark_last} but state "
-        f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
-        "to different runs; use the state that goes with this checkpoint, or new ones"
-    )

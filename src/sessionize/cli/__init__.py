@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import click
 
 from sessionize.cli import failures, maintain, reprocess
-from sessionize.cli.fields import mapping_options, pop_mapping
+from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
 from sessionize.config import SessionRules, parse_duration, redact_uri
 from sessionize.errors import ConfigError, SessionizeError
 
@@ -321,6 +321,7 @@ def stream(
         **job_settings(**job),
         max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format),
+        explicit=given_settings(),
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -345,6 +346,7 @@ def batch(input_, output, from_, to, max_future, input_format, **job):
     opts = BatchOptions(
         input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format), **job_settings(**job),
+        explicit=given_settings(),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)

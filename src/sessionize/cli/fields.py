@@ -1,4 +1,5 @@
-"""The field mapping flags of `stream` and `batch` (docs/design.md, "Events")."""
+"""The field mapping flags of `stream` and `batch` (docs/design.md, "Events"), and which
+recorded flags a command line gave."""
 
 from __future__ import annotations
 
@@ -60,3 +61,15 @@ def pop_mapping(params: dict) -> EventMapping:
         change=(v["split_on_change"] or "").strip() or None,
         gap=(v["gap_field"] or "").strip() or None,
     )
+
+
+def given_settings() -> frozenset[str]:
+    """The recorded settings (`--gap`, `--state`, the mapping, ...) given on the command
+    line, even at their default value: the others take a checkpoint's or state's record."""
+    from click.core import ParameterSource
+
+    from sessionize.api.sessionizer import RECORDED
+
+    ctx = click.get_current_context()
+    defaults = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    return frozenset(n for n in RECORDED if ctx.get_parameter_source(n) not in defaults)

@@ -17,23 +17,29 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import SparkSession
 
 from sessionize.api.sessionizer import Sessionizer
-from sessionize.commands.options import engine_settings, progress_path, state_uri
+from sessionize.commands.options import engine_settings, progress_path, recorded_state, state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import DEFAULT_RULES_RECORD, SessionRules, describe_differences, redact_uri
-from sessionize.engines.checkpoint import output_lease
+from sessionize.engines.checkpoint import (
+    OUTPUT_RECORD,
+    comparable,
+    output_lease,
+    recorded,
+    write_record,
+)
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
-from sessionize.fs import child, is_dir
+from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import check_output, open_sink
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
@@ -68,6 +74,9 @@ class BatchOptions:
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
     mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
+    # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
+    # others take the output's and the state's recorded values. None: all were given.
+    explicit: frozenset[str] | None = None
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
@@ -79,8 +88,11 @@ class BatchOptions:
     def sessionizer(self) -> Sessionizer:
         return Sessionizer.of(
             self.rules, self.mapping, state=self.state, partitions=self.partitions,
-            job=self.job, max_future_us=self.max_future_us,
+            job=self.job, max_future_us=self.max_future_us, explicit=self.explicit,
         )  # fmt: skip
+
+    def given(self, name: str) -> bool:
+        return self.explicit is None or name in self.explicit
 
 
 def _hours(opts: BatchOptions) -> list[datetime]:
@@ -104,8 +116,45 @@ def run_batch(
     hour (and notes such as a reprocessing); `on_start` the number of hours, once they are
     about to run."""
     hours = _hours(opts)
+    check_output(opts.output, None)
     with output_lease(opts.output) as lease:
+        opts = bind_output(opts)
+        check_output(opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
+
+
+def output_record(opts: BatchOptions) -> dict[str, str]:
+    """What a batch output is bound to: its state and job (whose hours it holds), and the
+    format its tables are in."""
+    state = recorded_state(opts.state)
+    return {"state": state, "job": opts.job, "output_format": opts.output_format}
+
+
+def bind_output(opts: BatchOptions) -> BatchOptions:
+    """`opts` with the state, job and output format the output recorded at its first run
+    (when not given). A batch output continues the sessions its state holds open:
+    another state on the same output is refused, as another output on a checkpoint is."""
+    before = recorded(opts.output, OUTPUT_RECORD)
+    if not before:
+        return opts  # recorded once the state answered (`_run`)
+    mine = output_record(opts)
+    taken = {k: v for k, v in before.items() if k in mine and not opts.given(k)}
+    if "***" in str(taken.get("state", "")):
+        raise ConfigError(
+            f"output {without_options(opts.output)} goes with state {taken['state']}, "
+            "recorded without its secret: give it with --state"
+        )
+    opts = replace(opts, **taken)
+    now = output_record(opts)
+    changed = {k for k in now if k in before and comparable(k, before[k]) != comparable(k, now[k])}
+    if changed:
+        diffs = describe_differences({k: before[k] for k in changed}, {k: now[k] for k in changed})
+        raise IncompatibleCheckpoint(
+            f"output {without_options(opts.output)} was written with {diffs}: a batch output "
+            "goes with the state and job that hold its open sessions; leave the flag out or "
+            "give the recorded value, or use a new --output"
+        )
+    return opts
 
 
 def _run(
@@ -120,11 +169,21 @@ def _run(
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
+    if not recorded(opts.output, OUTPUT_RECORD):
+        write_record(opts.output, OUTPUT_RECORD, output_record(opts))
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
     previous = hour_version(hours[0] - HOUR)
     if committed:
-        _check_settings(backend.read_job_record(opts.job, committed[-1]), settings)
+        record = backend.read_job_record(opts.job, committed[-1])
+        recorded_settings = (record or {}).get("settings")
+        if recorded_settings:  # the flags left out take the state's values
+            s, _ = opts.sessionizer().resolved({**DEFAULT_RECORD, **recorded_settings})
+            opts = replace(opts, rules=s.rules, partitions=s.partitions, mapping=s.mapping)
+            if settings.row_spec() != opts.engine_settings().row_spec():
+                backend = open_backend(settings.state_uri, opts.engine_settings().row_spec())
+            settings = opts.engine_settings()
+        _check_settings(record, settings)
     if committed and previous not in committed and first not in committed:
         nxt = version_hour(hour_version(datetime.strptime(str(committed[-1]), "%Y%m%d%H") + HOUR))
         raise StateError(

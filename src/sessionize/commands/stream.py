@@ -8,7 +8,7 @@ wait for the query's end. Everything a run guarantees is the API's (api/sessioni
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -44,6 +44,9 @@ class StreamOptions:
     remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
     mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
+    # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
+    # others take the checkpoint's values. None: all were given.
+    explicit: frozenset[str] | None = None
 
     def state_uri(self) -> str:
         """`files` keeps the store under the checkpoint; `files:PATH` puts it elsewhere."""
@@ -62,7 +65,7 @@ class StreamOptions:
     def sessionizer(self) -> Sessionizer:
         return Sessionizer.of(
             self.rules, self.mapping, state=self.state, partitions=self.partitions,
-            job=self.job, max_future_us=self.max_future_us,
+            job=self.job, max_future_us=self.max_future_us, explicit=self.explicit,
         )  # fmt: skip
 
 
@@ -77,6 +80,11 @@ def run_stream(
     state backend and its agreement with the checkpoint) is checked before Spark starts.
     """
     check_input(opts.input, opts.mapping)
+    # The settings left out take the checkpoint's values before Spark starts with them.
+    sessionizer, output_format = opts.sessionizer().with_checkpoint(
+        opts.checkpoint, None if _left_out(opts, "output_format") else opts.output_format
+    )
+    opts = replace(opts, partitions=sessionizer.partitions, state=sessionizer.state)
 
     def events() -> DataFrame:
         session = spark or get_spark(
@@ -89,9 +97,13 @@ def run_stream(
         warn_local_paths(session, opts.output, opts.state_uri())
         return open_stream(session, opts.input, opts.input_options(), opts.mapping)
 
-    run = opts.sessionizer().start(
+    run = sessionizer.start(
         events, output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
-        output_format=opts.output_format, progress_log=opts.progress_log, on_batch=on_batch,
+        output_format=output_format, progress_log=opts.progress_log, on_batch=on_batch,
         input_name=opts.input,
     )  # fmt: skip
     return run.wait()
+
+
+def _left_out(opts: StreamOptions, name: str) -> bool:
+    return opts.explicit is not None and name not in opts.explicit

@@ -18,47 +18,101 @@ import pyarrow.fs as pafs
 
 from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
 from sessionize.errors import IncompatibleCheckpoint, StateError
-from sessionize.fs import child, resolve_fs
+from sessionize.fs import child, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
 from sessionize.state.lease import Lease, lease_records
 
 FILE = "sessionize.json"
 LEASE_DIR = "_lease"  # under a checkpoint, or a batch job's output
+OUTPUT_RECORD = "_sessionize.json"  # in a batch job's output: the state it goes with
 
 
-def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
-    """Record `settings` in a new checkpoint, or refuse if it was created with others.
-
-    A setting the checkpoint does not mention (recorded before the setting existed) is
-    taken as this run's and added to the record; except the event mapping and the optional
-    session rules, which were the default ones (unset) before they could be chosen."""
-    fs, base = resolve_fs(checkpoint)
-    path = f"{base}/{FILE}"
+def read_settings(checkpoint: str) -> dict[str, object]:
+    """The settings `checkpoint` recorded ({} for a new one). A checkpoint from before
+    mappings and the optional session rules could be chosen has the default ones (unset
+    rules); one from before it recorded its output and input has those of its last run
+    (`sessionize-paths.json`)."""
     try:
-        with fs.open_input_stream(path) as f:
-            recorded = json.loads(f.read())
-        if not isinstance(recorded, dict):
+        settings = recorded(checkpoint)
+        if not isinstance(settings, dict):
             raise ValueError("not a JSON object")
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise StateError(
             f"checkpoint {checkpoint}: {FILE} is not readable ({e}); restore it from a backup "
             "of the checkpoint, or start over with a new --checkpoint"
         ) from e
-    except FileNotFoundError:
-        recorded = {}
-    if recorded:
-        recorded = {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **recorded}
-    shared = [k for k in settings if k in recorded]  # settings this run names
-    diffs = describe_differences({k: recorded[k] for k in shared}, {k: settings[k] for k in shared})
-    if diffs:
-        raise IncompatibleCheckpoint(
-            f"checkpoint {checkpoint} was created with {diffs}: rerun with the same settings, "
-            "or use a new --checkpoint"
+    if not settings:
+        return {}
+    last_run = recorded(checkpoint, PATHS_FILE)
+    older = {
+        k: last_run[k] for k in LOCATIONS
+        if last_run.get(k) not in (None, "dataframe") and k not in settings
+    }  # fmt: skip
+    return {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **older, **settings}
+
+
+def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
+    """Record `settings` in a new checkpoint, or refuse if it was created with others.
+
+    A setting the checkpoint does not mention (recorded before the setting existed) is
+    taken as this run's and added to the record. Places (`output`, `input`, a `files:PATH`
+    state) are compared by `location_key`: one place, whatever its spelling."""
+    recorded_settings = read_settings(checkpoint)
+    before = {k: comparable(k, v) for k, v in recorded_settings.items()}
+    now = {k: comparable(k, v) for k, v in settings.items()}
+    changed = {k for k in now if k in before and before[k] != now[k]}
+    if changed:
+        diffs = describe_differences(
+            {k: before[k] for k in changed}, {k: now[k] for k in changed}
         )
-    if set(settings) - set(recorded):
-        fs.create_dir(base, recursive=True)
-        with fs.open_output_stream(path) as f:
-            f.write(json.dumps({**recorded, **settings}, indent=2, sort_keys=True).encode())
+        raise IncompatibleCheckpoint(
+            f"checkpoint {checkpoint} was created with {diffs}: "
+            + _advice(checkpoint, changed, before, now)
+        )
+    if set(settings) - set(recorded(checkpoint)):
+        places = {k: now[k] for k in LOCATIONS if k in now}
+        write_record(checkpoint, FILE, {**recorded_settings, **settings, **places})
+
+
+LOCATIONS = ("output", "input")  # where a checkpoint writes and reads: compared as places
+
+
+def comparable(key: str, value: object) -> object:
+    """A recorded setting as it is compared: places by `location_key`."""
+    if key == "input" and isinstance(value, str) and value.startswith("kafka://"):
+        # A topic is the same input through any of its brokers.
+        return "kafka://*/" + value.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if key in LOCATIONS and isinstance(value, str):
+        return location_key(value)
+    if key == "state" and isinstance(value, str) and value.startswith("files:"):
+        return "files:" + location_key(value.removeprefix("files:"))
+    return value
+
+
+def _advice(
+    checkpoint: str, changed: set[str], before: dict[str, object], now: dict[str, object]
+) -> str:
+    """What to do about a refused change, by what changed."""
+    if "output" in changed:
+        return (
+            "its outputs move only deliberately: stop the stream, then run `sessionize "
+            f"maintain --output {before['output']} --checkpoint {checkpoint} --move-output "
+            f"{now['output']}`; or rerun with the recorded --output"
+        )
+    if "input" in changed:
+        return (
+            "a checkpoint knows what it read of one input only: rerun with the recorded "
+            "--input, or use a new --checkpoint for another input"
+        )
+    if changed == {"state"}:
+        return (
+            "move a state deliberately with `sessionize state migrate`; or rerun with the "
+            "recorded --state (or leave --state out), or use a new --checkpoint"
+        )
+    return (
+        "leave these flags out to use the recorded values, or give the same ones; or use a "
+        "new --checkpoint"
+    )
 
 
 def offset_log(checkpoint: str, batch_id: int) -> tuple[dict, object] | None:
@@ -131,10 +185,20 @@ PATHS_FILE = "sessionize-paths.json"
 
 
 def record_paths(checkpoint: str, paths: dict[str, str]) -> None:
-    """Where the last run read and wrote (not compared between runs: tools read it)."""
+    """Where the last run read and wrote, as given (with the options that reach them: tools
+    read it); `sessionize.json` holds the places that are compared between runs."""
+    write_record(checkpoint, PATHS_FILE, paths)
+
+
+def write_record(checkpoint: str, name: str, record: dict) -> None:
+    """A JSON file of the checkpoint, written aside and renamed into place: a crash leaves
+    the old record or the new one."""
     fs, base = resolve_fs(checkpoint)
-    with fs.open_output_stream(f"{base}/{PATHS_FILE}") as f:
-        f.write(json.dumps(paths, indent=2, sort_keys=True).encode())
+    fs.create_dir(base, recursive=True)
+    tmp = f"{base}/.{name}.tmp"
+    with fs.open_output_stream(tmp) as f:
+        f.write(json.dumps(record, indent=2, sort_keys=True).encode())
+    fs.move(tmp, f"{base}/{name}")
 
 
 def recorded(checkpoint: str, name: str = FILE) -> dict:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pyarrow as pa
 import pyarrow.dataset as ds
 
 from sessionize.errors import ConfigError
-from sessionize.fs import child
+from sessionize.fs import child, is_local, without_options
 from sessionize.mapping import EventMapping
 from sessionize.sinks.base import Sink
 from sessionize.sinks.delta import DeltaSink
@@ -14,6 +16,32 @@ from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink, committed_dataset
 
 FORMATS = ("parquet", "delta")
+WRITTEN = "a local path, file:// or s3://"  # where outputs are written
+
+
+def check_output(output: str, fmt: str | None = "parquet") -> None:
+    """Before a job starts: `--output` is a place we write, with what writing it needs
+    installed (`fmt` None: the place only).
+
+    Raises:
+        ConfigError: another scheme (`foo://`, `kafka://`), or Parquet on `s3://` without
+            the `s3` extra, in one line naming what is written.
+
+    >>> check_output("out/")
+    """
+    if is_local(output):
+        return
+    if not output.startswith("s3://"):
+        scheme = output.split("://", 1)[0]
+        raise ConfigError(
+            f"--output {without_options(output)}: outputs are not written to {scheme}:// "
+            f"URIs; give {WRITTEN}"
+        )
+    if fmt == "parquet" and importlib.util.find_spec("boto3") is None:
+        raise ConfigError(
+            "--output s3://: Parquet on s3:// needs the s3 extra: pip install "
+            "'sessionize[s3]' (or use --output-format delta)"
+        )
 
 
 def open_sink(

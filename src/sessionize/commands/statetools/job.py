@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from sessionize.commands.options import recorded_state, state_uri
 from sessionize.config import SessionRules, redact_uri
 from sessionize.engines.checkpoint import (
+    OUTPUT_RECORD,
     checkpoint_lease,
+    comparable,
     last_committed_batch,
     output_lease,
     recorded,
@@ -113,7 +115,15 @@ def locate(
         raise ConfigError("give either --checkpoint (a stream) or --output (a batch job)")
     if checkpoint:
         return _stream_job(checkpoint, state)
-    return _batch_job(str(output), state or "files", job or "sessionize")
+    # The state the output goes with, as its runs recorded it (`commands/batch.py`).
+    bound = recorded(str(output), OUTPUT_RECORD)
+    if state is None and "***" in bound.get("state", ""):
+        raise ConfigError(
+            f"output {output} goes with state {bound['state']}, recorded without the "
+            "password: pass --state with the full URI"
+        )
+    state = state or bound.get("state") or "files"
+    return _batch_job(str(output), state, job or bound.get("job") or "sessionize")
 
 
 def _stream_job(checkpoint: str, state: str | None) -> StateJob:
@@ -125,7 +135,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
         )
     home = child(checkpoint, "state")
     chosen = state or str(settings["state"])
-    if recorded_state(chosen) != settings["state"]:
+    if comparable("state", recorded_state(chosen)) != comparable("state", settings["state"]):
         raise ConfigError(
             f"checkpoint {checkpoint} runs on state {settings['state']}, not "
             f"{redact_uri(chosen)}: pass that --state (with its password), or none"

@@ -8,7 +8,7 @@ import json
 import secrets
 
 from sessionize.commands.options import recorded_state
-from sessionize.engines.checkpoint import FILE, recorded
+from sessionize.engines.checkpoint import FILE, comparable, recorded
 from sessionize.fs import resolve_fs
 
 
@@ -30,4 +30,4 @@ def already_switched(checkpoint: str, to: str, partitions: int | None) -> bool:
     settings = recorded(checkpoint)
     state = recorded_state(to)
     same_count = partitions is None or settings.get("partitions") == partitions
-    return settings.get("state") == state and same_count
+    return comparable("state", settings.get("state")) == comparable("state", state) and same_count

@@ -1,0 +1,102 @@
+"""What a checkpoint records of a Sessionizer, and the arguments left out taking it.
+
+A checkpoint records the settings that are part of the state (`engines/checkpoint.py`). A
+run gives some of them; the others take the recorded values, so that a restart needs only
+its input, output and checkpoint. A setting given with another value, even the default, is
+kept as given: the checkpoint check then refuses it, naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from sessionize.config import redact_uri
+from sessionize.engines.checkpoint import last_committed_batch, recorded
+from sessionize.errors import ConfigError, StateError
+from sessionize.fs import absolute_local
+from sessionize.mapping import DEFAULT_RECORD, EventMapping
+from sessionize.state import StateBackend
+
+
+def recorded_state(state: str) -> str:
+    """How a checkpoint records `--state`: `files` as is (the store under the checkpoint,
+    wherever it moves), `files:PATH` with PATH absolute, anything else as its URI without
+    secrets."""
+    if state == "files":
+        return state
+    if state.startswith("files:"):
+        return "files:" + absolute_local(redact_uri(state.removeprefix("files:")))
+    return redact_uri(state)
+
+
+# The arguments a checkpoint records, by the name the record (and the flag) gives them.
+RECORDED_ARGS = {
+    "gap": "gap", "lateness": "lateness", "close_actions": "close_actions", "state": "state",
+    "partitions": "partitions", "job": "job", "user": "user_field", "time": "time_field",
+    "page": "page_field", "action": "action_field", "time_format": "time_format",
+    "user_type": "user_type", "keep": "keep_fields", "max_duration": "max_duration",
+    "timezone": "timezone", "split_at_midnight": "split_at_midnight",
+    "split_on_change": "split_on_change", "gap_field": "gap_field",
+}  # fmt: skip
+RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format"])
+
+
+def resolve(
+    s: Any, record: Mapping[str, object], output_format: str | None
+) -> tuple[Any, str]:
+    """A Sessionizer `s` and `output_format` with what they were not given taken from
+    `record` (see `Sessionizer.resolved`; `s` is not typed here: this module sits below
+    api.sessionizer)."""
+    given = set(s.explicit) | ({"output_format"} if output_format else set())
+    mine = s.recorded_settings(output_format or "parquet")
+    merged = {**mine, **{k: v for k, v in record.items() if k in mine and k not in given}}
+    state = str(merged["state"])
+    if "***" in state and "state" not in given:
+        raise ConfigError(
+            f"the recorded state is {state}, without its secret: give it with --state"
+        )
+    out = type(s)(
+        gap=str(merged["gap"]), lateness=str(merged["lateness"]),
+        close_actions=str(merged["close_actions"]).split(","), state=state,
+        partitions=int(merged["partitions"]),  # type: ignore[call-overload]
+        job=str(merged["job"]), max_future=s.max_future_us,
+        max_duration=str(merged["max_duration"] or "") or None,
+        timezone=str(merged["timezone"]),
+        split_at_midnight=bool(merged["split_at_midnight"]),
+    )  # fmt: skip
+    if "state" in given:
+        out.state = s.state  # as given, with its secret
+    out.mapping = replace(EventMapping.from_record(merged), input_format=s.mapping.input_format)
+    out.explicit = RECORDED
+    out.user_type_given = True  # the record's, or the one given (settled before)
+    return out, str(merged["output_format"])
+
+
+def recorded_user_type(checkpoint: str) -> str | None:
+    """The user key type a checkpoint recorded (None for a new one). An unreadable record is
+    left for the settings check to report."""
+    try:
+        settings = recorded(checkpoint)
+    except ValueError:
+        return None
+    if not isinstance(settings, dict) or not settings:
+        return None
+    return str({**DEFAULT_RECORD, **settings}["user_type"])
+
+
+def check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
+    """Spark's commit log and the store's job log must point at the same batch."""
+    spark_last = last_committed_batch(checkpoint)
+    versions = backend.job_versions(job)
+    store_last = max(versions) if versions else None
+    done = -1 if spark_last is None else spark_last
+    # The store may be one batch ahead: it commits just before Spark does.
+    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
+        return
+    raise StateError(
+        f"checkpoint {checkpoint} has committed batch {spark_last} but state "
+        f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
+        "to different runs; use the state that goes with this checkpoint, or new ones"
+    )
