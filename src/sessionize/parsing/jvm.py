@@ -1,19 +1,17 @@
-"""Raw lines -> valid events and invalid lines, as data (docs/design.md, "Events").
+"""The exact fallback: JSON lines the strict reading leaves open, read by Spark's JVM.
 
-Parsing runs in Spark's JVM (`from_json`), which is both faster than Python per line and
-the same code path as a stateless read-parse-write. Every line leaves this stage either as a
-valid event or with a reason; nothing is dropped and nothing raises.
+These are the column expressions every line went through before lines were read in Python
+tasks (`events.json_lines`); they now run only on the rows marked `exact = False` (the
+expensive ones, `from_json`, `json_object_keys` and `try_parse_json`, are not evaluated on
+the others), and they are tested to give the same rows as the Python reading wherever both
+decide (tests/test_parse_equal.py).
 
 Types are checked for every field read. `from_json` flags a wrong integer or object as a
 corrupt record, but silently turns a number, boolean, object or array where a string belongs
 into its JSON text; so a line is suspect when it is corrupt, has no valid time, or a string
 field reads like such a text (starts like a number, object or array, or is a boolean). Only
-suspect lines, which are rare, get a second, exact parse (`try_parse_json`, a variant) to
-find and name the field; a suspect line whose types are all right (a page really named `5`)
-goes on as usual.
-
-The fields, their paths and types come from an `EventMapping` (default: the sample
-contract); reasons name the field by its path in the input.
+suspect lines get a second, exact parse (`try_parse_json`, a variant) to find and name the
+field; a suspect line whose types are all right (a page really named `5`) goes on as usual.
 """
 
 from __future__ import annotations
@@ -24,53 +22,24 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sessionize.events import rules as R
+from sessionize.events.json_lines import EXACT
 from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
-from sessionize.schema import STATE_USER_KEY, layout
+from sessionize.schema import STATE_USER_KEY
 
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-_ARTICLE = {
-    "integer": "an integer", "string": "a string", "object": "an object", "number": "a number",
-}  # fmt: skip
-# ISO-8601 date and time; Spark's own cast accepts looser forms (e.g. '123' as a year).
-_ISO_8601 = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$"
-# Epoch times map to the years 0001-9999, as ISO-8601 times do.
-_MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
-_EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
+_ARTICLE = R.ARTICLE
+_ISO_8601 = R.ISO_8601
+_MIN_US, _MAX_US = R.MIN_US, R.MAX_US
+_EPOCH_UNIT_US = R.EPOCH_UNIT_US
 _SPARK_TYPES = {
     "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
 }  # fmt: skip
 
-FUTURE_REASON = "event_time too far in the future"
-
-# Parsed columns of the default mapping, in the order of schema.EVENT.
-EVENT_COLUMNS = layout().event.names
-
-
-def event_columns(mapping: EventMapping | None = None) -> list[str]:
-    """The parsed event columns of `mapping`, in the order of its layout's event schema;
-    with string user ids, the state key `user_key` follows."""
-    lay = layout(mapping)
-    return lay.event.names + ([STATE_USER_KEY] if lay.string_keys else [])
-
-
-@functools.lru_cache(maxsize=32)
 def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
-    """(path, expected JSON type) of every field read, in the order their errors are
-    reported: each path's enclosing objects before it."""
-    m = mapping or EventMapping()
-    user = "string" if m.string_keys else "integer"
-    time = "string" if m.time_format == "iso8601" else "number"
-    wanted = [(m.user, user), (m.time, time), (m.action, "string"), (m.page, "string")]
-    wanted += [(path, "string") for _, path in m.keep]
-    out: dict[str, str] = {}
-    for path, kind in wanted:
-        parts = path.split(".")
-        for i in range(1, len(parts)):
-            out.setdefault(".".join(parts[:i]), "object")
-        out.setdefault(path, kind)
-    return tuple(out.items())
+    return R.read_fields(mapping)
 
 
 def _json_schema(mapping: EventMapping) -> T.StructType:
@@ -213,37 +182,6 @@ def _reason(
     return reason if user_reason is None else F.coalesce(reason, user_reason)
 
 
-def parse(
-    raw: DataFrame,
-    *,
-    now: Column | None = None,
-    max_future_us: int | None = None,
-    mapping: EventMapping | None = None,
-) -> DataFrame:
-    """`raw(value string, error string, source string)` -> events with `reason` and `raw`.
-
-    Output columns: `event_columns(mapping)`, then `reason` (NULL for valid events), `raw`
-    (the line, kept only for invalid ones) and `source`. A source may pre-fill `error` (e.g.
-    a record that is not UTF-8); that error becomes the reason. An ISO-8601 time is parsed
-    in UTC when it has no offset, which needs the session time zone set to UTC (the engines
-    do).
-
-    With `now` (a timestamp column, usually a literal) and `max_future_us`, an event whose
-    time is more than that ahead of `now` is invalid: `event_time too far in the future`.
-    Its `event_time` stays in the output, so whatever takes a watermark from the parsed rows
-    must take it from valid rows only (`reason` NULL).
-    """
-    steps, reason, output = _plan(mapping or EventMapping(), _owner(raw))
-    parsed = raw
-    for step in steps:
-        parsed = parsed.select(*step)
-    if now is not None and max_future_us is not None:
-        future = too_far_ahead(F.col("ts"), now, max_future_us)
-        reason = F.coalesce(reason, F.when(future, F.lit(FUTURE_REASON)))
-    parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
-    return parsed.select(*output)
-
-
 def too_far_ahead(ts: Column, now: Column, max_future_us: int) -> Column:
     """`ts > now + max_future`, written as `ts - interval(now + max_future) > epoch`.
 
@@ -263,29 +201,64 @@ def _owner(raw: DataFrame) -> tuple[str, int]:
     return type(raw).__module__, id(SparkContext._gateway)
 
 
+def decide_rest(
+    typed: DataFrame,
+    mapping: EventMapping,
+    *,
+    now: Column | None = None,
+    max_future_us: int | None = None,
+) -> DataFrame:
+    """The rows of `json_lines.parse_batch` -> `parse`'s output, the rows it marked
+    `exact = False` decided here (their line is in `raw`).
+
+    With `now` (a column) and `max_future_us` the time limit is judged here too, for every
+    row (the Python reading then kept every line in `raw`)."""
+    steps, output = _plan(mapping, _owner(typed))
+    parsed = typed
+    for step in steps:
+        parsed = parsed.select(*step)
+    reason = F.col("reason")
+    if now is not None and max_future_us is not None:
+        future = too_far_ahead(F.col("event_time"), now, max_future_us)
+        reason = F.coalesce(reason, F.when(future, F.lit(R.FUTURE_REASON)))
+    return parsed.select(
+        *output,
+        reason.alias("reason"),
+        F.when(reason.isNotNull(), F.col("value")).alias("raw"),
+        "source",
+    )
+
+
 @functools.lru_cache(maxsize=8)
-def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Column, list]:
-    """The column expressions of `parse`, built once per mapping: building them takes
+def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], list[str]]:
+    """The column expressions of `decide_rest`, built once per mapping: building them takes
     thousands of calls into the JVM, which would otherwise be paid on every micro-batch.
 
-    (projections before `reason`, `reason` without the time limit, the final projection)."""
+    (the projections, the event columns of the output)."""
+    rest = ~F.col(EXACT)
+    names = event_names(mapping)
     j = F.from_json(
         "value",
         _json_schema(mapping),
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"},
     )
     # Each step is its own projection, so that what later steps use several times (the
-    # parsed struct, the keys, the time, the reason) is computed once per line.
+    # parsed struct, the keys, the time, the reason) is computed once per line; the
+    # expensive ones only on the rows left to this fallback.
     steps: list[list] = [
-        ["value", "error", "source", j.alias("j"), F.json_object_keys("value").alias("keys")]
-    ]
+        [
+            *(F.col(n).alias(f"_py_{n}") for n in [*names, "reason"]),
+            F.col("raw").alias("value"), "source", EXACT,
+            F.when(rest, j).alias("j"), F.when(rest, F.json_object_keys("value")).alias("keys"),
+        ]
+    ]  # fmt: skip
     time, bad_time = _time(mapping, F.col("j"))
     steps.append(["*", time.alias("ts")])
     ts = F.col("ts")
     corrupt = F.col("j._corrupt_record").isNotNull()
     # `suspect` is read once, so it needs no projection of its own (each projection costs
     # Spark's driver an analysis of the whole plan on every micro-batch).
-    suspect = _suspect(mapping, F.col("j"), ts)
+    suspect = rest & _suspect(mapping, F.col("j"), ts)
     wrong = F.when(suspect, _type_reason(mapping, F.col("value"), corrupt))
     steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
@@ -293,16 +266,22 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     )
     j = F.col("j")
     user = _leaf(j, mapping.user)
-    key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
-    output = [
-        user.alias("user_id"),
-        ts.alias("event_time"),
-        _leaf(j, mapping.page).alias("page"),
-        F.coalesce(_leaf(j, mapping.action), F.lit("view")).alias("action"),
-        *(_leaf(j, path).alias(name) for name, path in mapping.keep),
-        *key,
-        "reason",
-        F.when(F.col("reason").isNotNull(), F.col("value")).alias("raw"),
-        "source",
+    key = [F.xxhash64(user)] if mapping.string_keys else []
+    old = [
+        user, ts, _leaf(j, mapping.page), F.coalesce(_leaf(j, mapping.action), F.lit("view")),
+        *(_leaf(j, path) for _, path in mapping.keep), *key,
+    ]  # fmt: skip
+    merged = [
+        F.when(F.col(EXACT), F.col(f"_py_{n}")).otherwise(expr).alias(n)
+        for n, expr in zip(names, old, strict=True)
     ]
-    return steps, reason, output
+    final_reason = F.when(F.col(EXACT), F.col("_py_reason")).otherwise(reason)
+    steps.append([*merged, final_reason.alias("reason"), "value", "source"])
+    return steps, names
+
+
+def event_names(mapping: EventMapping | None = None) -> list[str]:
+    """The parsed event columns of `mapping`, in the order of its layout's event schema;
+    with string user ids, the state key `user_key` follows."""
+    m = mapping or EventMapping()
+    return [r.name for r in R.field_rules(m)] + ([STATE_USER_KEY] if m.string_keys else [])
