@@ -169,7 +169,7 @@ def parse_columns(
     df: DataFrame,
     mapping: EventMapping,
     *,
-    now: Column | None = None,
+    now: Column | int | None = None,
     max_future_us: int | None = None,
 ) -> DataFrame:
     """Typed rows -> events with `reason`, `raw` and `source` (see the module doc).
@@ -177,7 +177,7 @@ def parse_columns(
     A source may add `error` (a reason that wins, e.g. a file that lacks a field), `source`
     (where the row came from) and `raw` (the row as the source saw it); `raw` defaults to
     the row's other columns as JSON. With `now` and `max_future_us` an event more than that
-    ahead of `now` is invalid, as in `parse`.
+    ahead of `now` (a timestamp column, or µs) is invalid, as in `parse`.
     """
     columns, reason = _events(df.schema, mapping)
     names = set(df.columns)
@@ -190,6 +190,8 @@ def parse_columns(
     events = df.select(*columns, error.alias("_error"), source.alias("source"), raw.alias("_raw"),
                        reason.alias("_reason"))  # fmt: skip
     reason = F.coalesce(F.col("_error"), F.col("_reason"))
+    if isinstance(now, int):  # µs since the epoch
+        now = F.timestamp_micros(F.lit(now))
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
         future = F.when(ahead, F.lit(f"{mapping.time} too far in the future"))

@@ -53,8 +53,7 @@ def bounded_sessions(
 ) -> DataFrame:
     """The sessions of `events` (raw records for `parser`) with the columns of the
     `sessions` output; invalid rows are left out (`parser` tells which they are)."""
-    now = F.timestamp_micros(F.lit(now_us))
-    parsed = parser(events, now=now, max_future_us=max_future_us)
+    parsed = parser(events, now=now_us, max_future_us=max_future_us)
     lay = layout(mapping)
     valid = parsed.where(F.col("reason").isNull()).select(*lay.event.names)
     task = functools.partial(_sessions_task, rules, lay)
