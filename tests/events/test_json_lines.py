@@ -33,9 +33,11 @@ scalars = st.one_of(
     st.text(max_size=8), st.sampled_from(["", "5", "-x", "[", "{}", "true", "é" * 130]),
 )  # fmt: skip
 json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    scalars,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=8,
-)  # fmt: skip
+)
 digits = st.integers(0, 99).map(lambda n: f"{n:02d}")
 iso_times = st.builds(
     lambda y, mo, d, sep, h, mi, s, frac, zone: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}{s}{frac}{zone}",
@@ -86,7 +88,9 @@ def documents(draw, mapping: EventMapping) -> str:
     elif edit == 3:
         line = line[:-1] + ', "x": ' + draw(st.sampled_from(["NaN", "Infinity", "-Infinity"])) + "}"
     elif edit == 4:
-        line = line[:-1] + ', "x": "' + draw(st.sampled_from(["\\ud800", "\\udc00x", "a\tb"])) + '"}'
+        line = (
+            line[:-1] + ', "x": "' + draw(st.sampled_from(["\\ud800", "\\udc00x", "a\tb"])) + '"}'
+        )
     elif edit == 5:
         line = draw(st.sampled_from(["", "   ", "\t", "[1]", "42", "null", '"{}"', "{'a': 1}"]))
     elif edit == 6:
@@ -138,6 +142,8 @@ def test_string_ids_and_epoch_times_read_as_the_reference(lines):
 
 def test_most_valid_lines_are_decided_in_python():
     """The fallback is for rare lines: a plain event never goes there."""
-    line = json.dumps({"user_id": 7, "event_time": "2026-11-01T10:00:00Z", "page": {"current": "a"}})
+    line = json.dumps(
+        {"user_id": 7, "event_time": "2026-11-01T10:00:00Z", "page": {"current": "a"}}
+    )
     ((row, _),) = _python([line], DEFAULT)
     assert row[json_lines.EXACT] and row["reason"] is None

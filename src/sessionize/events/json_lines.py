@@ -95,9 +95,7 @@ def _decode(value: str) -> dict | str | None:
         return R.NOT_OBJECT
     # A key given twice leaves one entry: the re-encoded text then has fewer `:` outside
     # strings, and strings keep theirs (unless one was written as an escape).
-    if value.count(":") != orjson.dumps(doc).count(b":") or any(
-        e in value for e in _ESCAPED_COLON
-    ):
+    if value.count(":") != orjson.dumps(doc).count(b":") or any(e in value for e in _ESCAPED_COLON):
         return None
     return doc
 

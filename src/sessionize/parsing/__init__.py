@@ -71,7 +71,10 @@ def parse(
     )  # fmt: skip
     typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(plan.schema))
     return decide_rest(
-        typed, m, now=None if in_task else now, max_future_us=max_future_us  # type: ignore[arg-type]
+        typed,
+        m,
+        now=None if in_task else now,
+        max_future_us=max_future_us,  # type: ignore[arg-type]
     )
 
 

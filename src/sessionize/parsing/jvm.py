@@ -38,6 +38,7 @@ _SPARK_TYPES = {
     "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
 }  # fmt: skip
 
+
 def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
     return R.read_fields(mapping)
 
@@ -57,10 +58,7 @@ def _json_schema(mapping: EventMapping) -> T.StructType:
 
     def struct(node: dict) -> T.StructType:
         return T.StructType(
-            [
-                T.StructField(k, struct(v) if isinstance(v, dict) else v)
-                for k, v in node.items()
-            ]
+            [T.StructField(k, struct(v) if isinstance(v, dict) else v) for k, v in node.items()]
         )
 
     top = struct(tree)
