@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import string
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
@@ -210,14 +210,14 @@ def test_hostile_lines_read_as_spark_reads_them(spark):
     _compare(spark, HOSTILE_EPOCH, STRING_EPOCH)
 
 
-@settings(max_examples=3, deadline=None)
-@given(st.lists(documents(DEFAULT), min_size=50, max_size=150))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(documents(DEFAULT), min_size=20, max_size=60))
 def test_random_lines_read_as_spark_reads_them(spark, lines):
     _compare(spark, lines, DEFAULT)
 
 
-@settings(max_examples=3, deadline=None)
-@given(st.lists(documents(STRING_EPOCH), min_size=50, max_size=150))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(documents(STRING_EPOCH), min_size=20, max_size=60))
 def test_random_string_id_lines_read_as_spark_reads_them(spark, lines):
     _compare(spark, lines, STRING_EPOCH)
 

@@ -46,7 +46,9 @@ class JsonPlan:
 
     mapping: EventMapping
     schema: pa.Schema  # the output: event columns, reason, raw, source, EXACT
-    checks: tuple[tuple[tuple[str, ...], str, str], ...]  # (path parts, kind, path)
+    # (index of the enclosing object's check or -1 for the line, key, Python type, path,
+    # reason when of another type), enclosing objects first
+    checks: tuple[tuple[int, str, type, str, str], ...]
     outputs: tuple[tuple[str, int], ...]  # (output column, index into `checks`)
 
 
@@ -54,8 +56,14 @@ class JsonPlan:
 def plan(mapping: EventMapping | None = None) -> JsonPlan:
     """The plan of `mapping` (the default mapping when None)."""
     m = mapping or EventMapping()
-    checks = tuple((tuple(p.split(".")), kind, p) for p, kind in R.read_fields(m))
-    index = {path: i for i, (_, _, path) in enumerate(checks)}
+    fields = R.read_fields(m)
+    index = {path: i for i, (path, _) in enumerate(fields)}
+    python_type = {R.STRING: str, R.OBJECT: dict, R.INTEGER: int, R.NUMBER: float}
+    checks = tuple(
+        (index.get(path.rpartition(".")[0], -1), path.rpartition(".")[2], python_type[kind],
+         path, R.expected(path, kind))
+        for path, kind in fields
+    )  # fmt: skip
     field_rules = R.field_rules(m)
     outputs = tuple((r.name, index[r.path]) for r in field_rules)
     user_type = pa.string() if m.string_keys else pa.int64()
@@ -68,24 +76,11 @@ def plan(mapping: EventMapping | None = None) -> JsonPlan:
     return JsonPlan(m, pa.schema(fields), checks, outputs)
 
 
-def _type_error(value: object, kind: str, path: str) -> str | None | bool:
-    """The reason a present value has the wrong type, None when right, False when the
-    strict reading cannot tell exactly (left to the fallback)."""
-    t = type(value)
-    if kind == R.STRING:
-        return None if t is str else R.expected(path, kind)
-    if kind == R.OBJECT:
-        return None if t is dict else R.expected(path, kind)
-    if kind == R.INTEGER:
-        if t is int:
-            return None if R.INT64_MIN <= value <= R.INT64_MAX else R.out_of_range(path)  # type: ignore[operator]
-        return False if t is float else R.expected(path, kind)
-    return None if t is float or t is int else R.expected(path, kind)  # number
-
-
 def _decode(value: str) -> dict | str | None:
     """A line -> its object, or a reason, or None when the strict reading cannot decide."""
-    if len(value) > _LONG_LINE or value.count("{") + value.count("[") > _DEEP:
+    if len(value) > _DEEP and (
+        len(value) > _LONG_LINE or value.count("{") + value.count("[") > _DEEP
+    ):
         return None
     try:
         doc = orjson.loads(value)
@@ -95,7 +90,9 @@ def _decode(value: str) -> dict | str | None:
         return R.NOT_OBJECT
     # A key given twice leaves one entry: the re-encoded text then has fewer `:` outside
     # strings, and strings keep theirs (unless one was written as an escape).
-    if value.count(":") != orjson.dumps(doc).count(b":") or any(e in value for e in _ESCAPED_COLON):
+    if value.count(":") != orjson.dumps(doc).count(b":") or (
+        "\\u003" in value and any(e in value for e in _ESCAPED_COLON)
+    ):
         return None
     return doc
 
@@ -112,7 +109,8 @@ def parse_batch(
     values = batch.column("value").to_pylist()
     errors = batch.column("error").to_pylist()
     n = len(values)
-    width = len(p.checks)
+    checks = p.checks
+    width = len(checks)
     found: list[list] = [[None] * n for _ in range(width)]
     early: list[str | None] = [None] * n
     exact = [True] * n
@@ -134,20 +132,30 @@ def parse_batch(
         if type(doc) is str:
             early[row] = doc
             continue
-        for i, (parts, kind, path) in enumerate(p.checks):
-            node = doc
-            for part in parts:
-                node = node.get(part) if type(node) is dict else None  # type: ignore[union-attr]
+        nodes = [None] * width
+        for i, (parent, key, want, path, wrong) in enumerate(checks):
+            holder = doc if parent < 0 else nodes[parent]
+            if holder is None:
+                continue
+            node = holder.get(key)
             if node is None:
                 continue
-            wrong = _type_error(node, kind, path)
-            if wrong is None:
-                found[i][row] = node
-                continue
-            if wrong is False:
-                exact[row] = False
-            early[row] = wrong or R.NOT_OBJECT
-            break
+            t = type(node)
+            if t is want:
+                if t is int and not R.INT64_MIN <= node <= R.INT64_MAX:
+                    early[row] = R.out_of_range(path)
+                    break
+            elif want is float and t is int:
+                pass  # a number: an integer is one
+            elif want is int and t is float:
+                exact[row] = False  # Spark reads `1.0` and `1e3` each its own way
+                early[row] = R.NOT_OBJECT
+                break
+            else:
+                early[row] = wrong
+                break
+            nodes[i] = node
+            found[i][row] = node
     return _columns(batch, p, found, early, exact, now_us, max_future_us, keep_values)
 
 
