@@ -127,3 +127,9 @@ def session_window_stream(
     query.awaitTermination()
     batches = len({p.batchId for p in query.recentProgress if p.numInputRows})
     return spark.read.text(inp, recursiveFileLookup=True).count(), batches
+
+
+def write_json(path: str, benchmark: str, results: list[dict]) -> None:
+    """The results as `{"benchmark", "load", "results"}`, the input of benchmarks/plot.py."""
+    doc = {"benchmark": benchmark, "load": list(os.getloadavg()), "results": results}
+    Path(path).write_text(json.dumps(doc, indent=1, default=str) + "\n")

@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from bench_common import write_json
+
 from sessionize import schema
 from sessionize.state.base import StateBackend
 
@@ -251,6 +253,7 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["files", "postgres", "redis", "dynamodb"])
     ap.add_argument("--touched", type=int, default=None,
                     help="users per batch, the same for every state size (default: 10%%)")
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
     args = ap.parse_args()
     backends = make_backends(args.backends)
     results: dict[tuple[str, int], dict] = {}
@@ -262,6 +265,9 @@ def main() -> None:
         for _, clean in backends.values():
             clean()
 
+    if args.json:
+        rows = [{"backend": name, "keys": n, **r} for (name, n), r in results.items()]
+        write_json(args.json, "state_backends", rows)
     head = (f"{'backend':<9} {'keys':>6} {'init ms':>8} {'trips':>5} {'MB':>6} | {'batch ms':>8}"
             f" {'trips':>5} {'KB':>7} {'x files':>7} {'mean':>7} {'max':>7}"
             f" | {'cold ms':>7} {'trips':>5}"

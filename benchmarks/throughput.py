@@ -34,6 +34,7 @@ from bench_common import (
     session_window_stream,
     warm_spark,
     write_input,
+    write_json,
 )  # fmt: skip
 
 # Contenders, each run in a fresh process on the same input. `store-*` differ only in the
@@ -193,6 +194,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", choices=CONTENDERS)
     streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-", "session-window-"))]
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
     args = ap.parse_args()
     if args.run:
         result = run_contender(
@@ -215,6 +217,8 @@ def main() -> None:
             )
             shutil.rmtree(work, ignore_errors=True)
         print_rates(results)
+        if args.json:
+            write_json(args.json, "throughput", results)
         print_batch_times(args.batch_times, root, args.partitions)
         print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
