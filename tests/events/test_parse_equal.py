@@ -145,6 +145,12 @@ HOSTILE = [
 ]
 HOSTILE += [ev(time=f'"2026-11-0{d}T{t}Z"') for d, t in [(2, "10:00:00"), (2, "10:00:00.000001")]]
 HOSTILE += [ev(time='"2099-01-01T00:00:00Z"'), ev(time='"2026-11-01T09:00:00Z"')]
+# Past the limits of Spark's reader (number and name lengths, nesting) and near them.
+HOSTILE += [
+    ev(extra=', "x": 0.' + "0" * 1100 + "1"), ev(extra=', "x": ' + "1" * 999),
+    ev(extra=', "' + "k" * 60_000 + '": 1'), ev(extra=', "x": ' + "[" * 990 + "]" * 990),
+    ev(extra=', "x": ' + "[" * 1010 + "]" * 1010),
+]
 # The same edges for string ids under `who.id` and epoch-ms times under `ts`.
 HOSTILE_EPOCH = [
     line.replace('"user_id": ', '"who": {"id": ', 1).replace(', "ts"', '}, "ts"', 1)

@@ -12,12 +12,14 @@ exact fallback (`parsing`), which reads them as Spark's JSON reader always has: 
 are not strict JSON (Spark also reads `NaN`, single quotes, text after the object, escaped
 lone surrogates as `?`), lines with a key twice in any object (the reason names the first
 top-level one; a nested one keeps the last value), an integer field holding a fraction or
-an exponent, a time ending in a line break, very deep or very long lines. They are rare.
+an exponent, a time ending in a line break, very deep or long lines, numbers of 1000
+characters. They are rare.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -33,10 +35,12 @@ from sessionize.mapping import EventMapping
 EXACT = "_exact"  # False: the line is left to the exact fallback
 TS = pa.timestamp("us", tz="UTC")
 USER_KEY = "user_key"
-# Lines longer than this (characters) or with more brackets than this are left to the
-# fallback: Spark's readers limit nesting depth and the size of what they check exactly.
-_LONG_LINE = 1 << 20
+# Lines longer than this (characters), with more brackets than this, or with a number of
+# this many characters are left to the fallback: Spark's reader limits the length of names
+# and numbers and the depth of nesting, where orjson's limits differ.
+_LONG_LINE = 50_000
 _DEEP = 900
+_LONG_NUMBER = re.compile(r"[-+.eE0-9]{1000}")
 _ESCAPED_COLON = ("\\u003a", "\\u003A")
 
 
@@ -79,7 +83,9 @@ def plan(mapping: EventMapping | None = None) -> JsonPlan:
 def _decode(value: str) -> dict | str | None:
     """A line -> its object, or a reason, or None when the strict reading cannot decide."""
     if len(value) > _DEEP and (
-        len(value) > _LONG_LINE or value.count("{") + value.count("[") > _DEEP
+        len(value) > _LONG_LINE
+        or value.count("{") + value.count("[") > _DEEP
+        or _LONG_NUMBER.search(value) is not None
     ):
         return None
     try:
