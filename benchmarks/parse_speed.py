@@ -6,7 +6,7 @@ Reads up to `--lines` lines of INPUT (an hourly tree, e.g. `sessionize generate 
 INPUT --hours 1 --users 15000 --events-per-hour 172000`), then, in one run:
 
 - `python`: `events.json_lines.parse_batch` in this process, batches of 10k lines, timed by
-  this process's CPU time (one core, whatever else runs on the machine);
+  this process's CPU time (one core), next to `orjson.loads` alone on the same lines;
 - `spark-jvm` and `spark-python`: a one-core Spark (`local[1]`) counting the valid events of
   `parsing.parse_in_jvm` (every line through Spark's expressions, as before) and of
   `parsing.parse` (the Python reading plus the exact fallback), alternated, best wall time.
@@ -38,6 +38,19 @@ def _lines(root: str, limit: int) -> list[str]:
     return out
 
 
+def decoder_rate(lines: list[str], repeat: int) -> float:
+    """The decoder alone, the floor of any reading built on it."""
+    import orjson
+
+    best = 0.0
+    for _ in range(repeat):
+        t0 = time.process_time()
+        for line in lines:
+            orjson.loads(line)
+        best = max(best, len(lines) / (time.process_time() - t0))
+    return best
+
+
 def python_rate(lines: list[str], repeat: int) -> float:
     from sessionize.events import json_lines
 
@@ -45,8 +58,11 @@ def python_rate(lines: list[str], repeat: int) -> float:
     n = 10_000
     batches = [
         pa.RecordBatch.from_pydict(
-            {"value": lines[i : i + n], "error": [None] * len(lines[i : i + n]),
-             "source": ["bench"] * len(lines[i : i + n])},
+            {
+                "value": lines[i : i + n],
+                "error": [None] * len(lines[i : i + n]),
+                "source": ["bench"] * len(lines[i : i + n]),
+            },
         )  # fmt: skip
         for i in range(0, len(lines), n)
     ]
@@ -103,8 +119,11 @@ def main() -> None:
     lines = _lines(args.input, args.lines)
     size = sum(len(s) for s in lines) / max(len(lines), 1)
     print(f"{len(lines):,} lines, {size:.0f} characters each")
-    rates = {"python": python_rate(lines, args.repeat)}
+    rates = {"orjson-alone": decoder_rate(lines, args.repeat)}
+    print(f"orjson.loads alone (CPU time): {rates['orjson-alone']:,.0f} lines/s (load {_load()})")
+    rates["python"] = python_rate(lines, args.repeat)
     print(f"python (CPU time): {rates['python']:,.0f} lines/s per core (load {_load()})")
+    print(f"python / orjson.loads alone: {rates['python'] / rates['orjson-alone']:.2f}")
     if not args.no_spark:
         rates.update(spark_rates(lines, args.repeat))
         print(f"spark-python / spark-jvm: {rates['spark-python'] / rates['spark-jvm']:.2f}")

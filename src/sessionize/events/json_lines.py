@@ -127,13 +127,11 @@ def parse_batch(
         if value is None:
             early[row] = R.UNREADABLE
             continue
-        if not value.strip(" "):
-            early[row] = R.EMPTY_LINE
-            continue
         doc = _decode(value)
-        if doc is None:
-            exact[row] = False
-            early[row] = R.NOT_OBJECT
+        if doc is None:  # a blank line is no JSON either: asked only then
+            if value.strip(" "):
+                exact[row] = False
+            early[row] = R.NOT_OBJECT if value.strip(" ") else R.EMPTY_LINE
             continue
         if type(doc) is str:
             early[row] = doc
