@@ -143,8 +143,12 @@ HOSTILE = [
     "  ",
     '"{}"',
 ]
-HOSTILE += [ev(time=f'"2026-11-0{d}T{t}Z"') for d, t in [(2, "10:00:00"), (2, "10:00:00.000001")]]
-HOSTILE += [ev(time='"2099-01-01T00:00:00Z"'), ev(time='"2026-11-01T09:00:00Z"')]
+# Around the time limit: one day after NOW_US.
+NEAR_LIMIT = [
+    ev(time='"2026-11-02T10:00:00Z"'), ev(time='"2026-11-02T10:00:00.000001Z"'),
+    ev(time='"2099-01-01T00:00:00Z"'), ev(time='"2026-11-01T09:00:00Z"'),
+]  # fmt: skip
+HOSTILE += NEAR_LIMIT
 # Past the limits of Spark's reader (number and name lengths, nesting) and near them.
 HOSTILE += [
     ev(extra=', "x": 0.' + "0" * 1100 + "1"), ev(extra=', "x": ' + "1" * 999),
@@ -229,7 +233,7 @@ def test_random_string_id_lines_read_as_spark_reads_them(spark, lines):
 
 
 def test_a_time_limit_given_as_a_column_is_judged_the_same(spark):
-    lines = [HOSTILE[0], *HOSTILE[-4:]]
+    lines = [HOSTILE[0], *NEAR_LIMIT]
     raw = spark.createDataFrame(
         [(line, None, str(i)) for i, line in enumerate(lines)],
         "value string, error string, source string",

@@ -55,8 +55,8 @@ def parse(
     With `now` (µs since the epoch, or a timestamp column) and `max_future_us`, an event
     whose time is more than that ahead of `now` is invalid: `event_time too far in the
     future`. Its `event_time` stays in the output, so whatever takes a watermark from the
-    parsed rows must take it from valid rows only (`reason` NULL). An integer `now` is
-    judged in the reading task; a column in Spark, after it.
+    parsed rows must take it from valid rows only (`reason` NULL). With an integer `now`
+    the reading task judges the lines it decides; with a column, Spark judges every line.
 
     Example:
         >>> parse(spark.read.text("events/").selectExpr("value", "null error", "null source"),
@@ -70,12 +70,9 @@ def parse(
         max_future_us if in_task else None, not in_task,
     )  # fmt: skip
     typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(plan.schema))
-    return decide_rest(
-        typed,
-        m,
-        now=None if in_task else now,
-        max_future_us=max_future_us,  # type: ignore[arg-type]
-    )
+    # The lines left to the fallback are judged against the same time there.
+    at = F.timestamp_micros(F.lit(now)) if isinstance(now, int) else now
+    return decide_rest(typed, m, now=at, max_future_us=max_future_us)
 
 
 def parse_in_jvm(

@@ -210,7 +210,8 @@ def decide_rest(
     `exact = False` decided here (their line is in `raw`).
 
     With `now` (a column) and `max_future_us` the time limit is judged here too, for every
-    row (the Python reading then kept every line in `raw`)."""
+    row (rows the Python reading judged against the same time are judged alike; for the
+    others it kept the line in `raw`)."""
     steps, output = _plan(mapping, _owner(typed))
     parsed = typed
     for step in steps:
