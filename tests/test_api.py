@@ -150,7 +150,7 @@ def test_sessions_of_a_bounded_dataframe_equal_the_reference(spark):
     as_json = [json.dumps(_nested(e), default=lambda t: t.isoformat()) for e in events]
     lines = spark.createDataFrame([(line,) for line in as_json], "value string")
     for df in (typed, lines):
-        got = sorted(rows_of(s.sessions(df).toArrow()), key=key)
+        got = sorted(rows_of(s.sessions(df).sessions.toArrow()), key=key)
         assert got == expected
 
 

@@ -3,12 +3,15 @@ real command line: before Spark starts (flags, paths, backends, checkpoints) and
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import socket
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli_env, sessionize
+from tests.helpers import cli_env, read_output, sessionize, start_cli, wait_for
 
 
 def _hour(root: Path, *lines: str) -> Path:
@@ -32,6 +35,17 @@ def _garbled_checkpoint(root: Path) -> list[str]:
     return _stream(root)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:  # a port that was just free: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _unanswered_master(root: Path) -> list[str]:
+    _hour(root, "{}")
+    return [*_stream(root), "--master", f"spark://127.0.0.1:{_free_port()}"]
+
+
 def _unreachable_state(root: Path) -> list[str]:
     _hour(root, "{}")
     return [*_stream(root), "--state", "postgresql://sessionize@127.0.0.1:9/x"]
@@ -46,6 +60,7 @@ CASES = {
     ),
     "missing input directory": (lambda root: _stream(root), "is not a directory"),
     "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
+    "no master answers": (_unanswered_master, "no Spark master answers at 127.0.0.1:"),
     "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),
     # --input-format reaches the command (test_api.py runs Parquet input in-process).
     "parquet from a broker": (
@@ -102,3 +117,27 @@ def _assert_one_line(done, fragment: str) -> str:
     assert done.stderr.startswith("sessionize: error: "), done.stderr
     assert fragment in done.stderr, done.stderr
     return done.stderr.strip()
+
+
+def test_ctrl_c_prints_one_line_and_the_stream_resumes(tmp_path):
+    """Ctrl-C in a terminal sends SIGINT to the whole process group (the CLI and Spark's
+    JVM): the user sees the one line, nothing of py4j's shutdown, and a rerun goes on."""
+    event = '{{"user_id": 7, "event_time": "2026-11-01T00:{:02d}:00Z", "page": {{"current": "a"}}}}'
+    inp = _hour(tmp_path, event.format(10))
+    args = [*_stream(tmp_path), "--trigger", "processing-time=1s"]
+    proc = start_cli(args, cli_env(), merged=False)
+    wait_for(proc, "batch 0:")
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    # Click's blank line first: it ends the terminal's `^C` echo.
+    assert stderr == "\nsessionize: interrupted; run the same command again to resume\n", stderr
+    assert proc.returncode == 130
+    later = inp / "event_date=2026-11-01" / "event_hour=01"
+    later.mkdir()
+    (later / "b.json").write_text(event.format(20).replace("T00:", "T01:") + "\n")
+    done = sessionize(*_stream(tmp_path), env=cli_env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Batch 0 again if the interrupt came before Spark recorded it, then the new file.
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("batch 1: 1 events in, 1 sessions out"), done.stdout
+    assert read_output(tmp_path / "out", "sessions").num_rows == 1  # 00:10, closed once

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from pyspark.sql import functions as F
 
 from sessionize.engines.checkpoint import check_or_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint
@@ -57,12 +58,16 @@ def parsed(spark):
         (_line(url=5), "url: expected a string"),
         (_line(type=["a"]), "type: expected a string"),
         (_line(ctx={"ts": _MS, "referrer": {"a": 1}}), "ctx.referrer: expected a string"),
+        # Too far ahead of the batch's time (a day after _MS here): named by its path too.
+        (_line(ctx={"ts": _MS + 2 * 86_400_000}), "ctx.ts too far in the future"),
     ]
     raw = spark.createDataFrame(
         [(line, None, f"f:{i}") for i, (line, _) in enumerate(cases)],
         "value string, error string, source string",
     )
-    rows = {r["source"]: r.asDict() for r in parse(raw, mapping=MAPPING).collect()}
+    now = F.lit(datetime.fromtimestamp(_MS / 1000, UTC)).cast("timestamp")
+    parsed = parse(raw, mapping=MAPPING, now=now, max_future_us=86_400_000_000)
+    rows = {r["source"]: r.asDict() for r in parsed.collect()}
     return [(line, want, rows[f"f:{i}"]) for i, (line, want) in enumerate(cases)]
 
 

@@ -79,3 +79,27 @@ def test_a_remote_that_nothing_answers_is_one_line_at_once():
         get_spark("x", remote=f"sc://127.0.0.1:{port}")
     with pytest.raises(ConfigError, match="give it as sc://HOST:PORT"):
         get_spark("x", remote="http://127.0.0.1:1")
+
+
+def test_a_standalone_master_that_nothing_answers_is_one_line_at_once():
+    """Every address of `spark://H1:P1,H2:P2` is tried; one that answers is enough."""
+    import socket
+
+    from sessionize.errors import ConfigError, EnvironmentProblem
+    from sessionize.spark_session import check_master
+
+    with socket.socket() as a, socket.socket() as b:  # ports that were just free
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        free = [a.getsockname()[1], b.getsockname()[1]]
+    both = f"127.0.0.1:{free[0]}, 127.0.0.1:{free[1]}"
+    with pytest.raises(EnvironmentProblem, match=f"no Spark master answers at {both} "):
+        check_master(f"spark://127.0.0.1:{free[0]},127.0.0.1:{free[1]}")
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        check_master(f"spark://127.0.0.1:{free[0]},127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match="give it as spark://HOST:PORT"):
+        check_master("spark://127.0.0.1:port")
+    check_master("local[2]")  # Spark's to reach: nothing to check

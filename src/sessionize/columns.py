@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from sessionize.errors import ConfigError
 from sessionize.events.rules import ISO_8601
 from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
-from sessionize.parsing import too_far_ahead
+from sessionize.parsing import future_reason, too_far_ahead
 from sessionize.schema import STATE_USER_KEY
 
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
@@ -52,6 +52,17 @@ def resolve(schema: T.StructType, path: str) -> tuple[Column, T.DataType] | None
             column, dtype = column.getField(part), dtype[part].dataType
         return column, dtype
     return None
+
+
+def implied_user_type(schema: T.StructType, path: str) -> str | None:
+    """The key type the user column's own type says: `string` for a string column, `long`
+    for an integral one; None when it says nothing (no such column, or another type)."""
+    found = resolve(schema, path)
+    if found is None:
+        return None
+    if isinstance(found[1], T.StringType):
+        return "string"
+    return "long" if isinstance(found[1], _INTEGRAL) else None
 
 
 def _required(schema: T.StructType, path: str, what: str) -> tuple[Column, T.DataType]:
@@ -194,7 +205,7 @@ def parse_columns(
         now = F.timestamp_micros(F.lit(now))
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
-        future = F.when(ahead, F.lit(f"{mapping.time} too far in the future"))
+        future = F.when(ahead, F.lit(future_reason(mapping)))
         reason = F.coalesce(reason, future)
     names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
     return events.select(

@@ -44,6 +44,11 @@ def format_instant(us: int | None) -> str | None:
     return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 open session`, `2 open sessions`: a count with its noun in the right number."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def format_duration(us: int) -> str:
     """Inverse of parse_duration for display: 600_000_000 -> '10m'."""
     if us == 0:

@@ -35,6 +35,11 @@ class SourceError(SessionizeError):
     """A stream cannot be read as its offsets say (records gone, topic or stream missing)."""
 
 
+class ProcessorError(SessionizeError):
+    """A stateful processor is declared wrongly, raised, or returned what its declaration
+    does not allow; the message names the processor, the output or column and what."""
+
+
 class LeaseHeld(StateError):
     """Another driver holds the lease of this checkpoint or state."""
 

@@ -50,6 +50,9 @@ def get_spark(
             raise ConfigError("--master and --remote exclude each other: give one of them")
         return _connect(app, remote, conf or {}, shuffle_partitions)
     check_java()
+    submitted_jvm = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the driver
+    if not submitted_jvm:
+        check_master(master or os.environ.get("SESSIONIZE_SPARK_MASTER", "local[*]"))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -65,7 +68,7 @@ def get_spark(
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}",
     }
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
+    if submitted_jvm:
         # Started by spark-submit: its JVM already runs and holds the user's settings.
         SparkContext._ensure_initialized()
     submitted = SparkConf()  # empty unless spark-submit started this driver
@@ -105,14 +108,47 @@ def check_reachable(remote: str, timeout_s: float = 10.0) -> None:
     if url.scheme != "sc" or not url.hostname:
         raise ConfigError(f"--remote {remote}: give it as sc://HOST:PORT")
     port = url.port or 15002  # Spark Connect's default port
-    try:
-        with socket.create_connection((url.hostname, port), timeout=timeout_s):
-            pass
-    except OSError as e:
+    problem = _unanswered(url.hostname, port, timeout_s)
+    if problem:
         raise EnvironmentProblem(
-            f"no Spark Connect server answers at {url.hostname}:{port} ({e.strerror or e}): "
+            f"no Spark Connect server answers at {url.hostname}:{port} ({problem}): "
             "start it, or give --remote the address of a running one"
-        ) from None
+        )
+
+
+def check_master(master: str, timeout_s: float = 10.0) -> None:
+    """One line when no standalone master answers at `master` (`spark://HOST:PORT`, or
+    `spark://H1:P1,H2:P2` for standby masters): the JVM would fail with a long trace after
+    retrying. Other masters (`local[*]`, `yarn`, `k8s://...`) are Spark's to reach."""
+    if not master.startswith("spark://"):
+        return
+    addresses = []
+    for item in master.removeprefix("spark://").split(","):
+        url = urlsplit(f"spark://{item.strip()}")
+        try:
+            port = url.port or 7077  # the standalone master's default port
+        except ValueError:
+            port = None
+        if not url.hostname or port is None:
+            raise ConfigError(f"--master {master}: give it as spark://HOST:PORT")
+        addresses.append((url.hostname, port))
+    problems = [_unanswered(host, port, timeout_s) for host, port in addresses]
+    if all(problems):
+        where = ", ".join(f"{host}:{port}" for host, port in addresses)
+        raise EnvironmentProblem(
+            f"no Spark master answers at {where} ({problems[0]}): start it "
+            "($SPARK_HOME/sbin/start-master.sh), or give --master the address of a running "
+            "one (or local[*] to run on this machine)"
+        )
+
+
+def _unanswered(host: str, port: int, timeout_s: float) -> str | None:
+    """Why a TCP connection to host:port fails, or None when something answers there."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as e:
+        return e.strerror or str(e)
 
 
 def is_connect(spark) -> bool:

@@ -81,7 +81,8 @@ from sessionize import Sessionizer
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 lines = [(line,) for line in json.loads(sys.argv[2])]
-table = Sessionizer(partitions=2).sessions(spark.createDataFrame(lines, "value string")).toArrow()
+result = Sessionizer(partitions=2).sessions(spark.createDataFrame(lines, "value string"))
+table = result.sessions.toArrow()
 print(json.dumps(table.to_pylist(), default=str))
 """
 
@@ -91,7 +92,7 @@ def test_sessions_on_a_connect_session_equal_local(cluster: Cluster, spark):
     lines = [json.dumps(e, default=lambda t: t.isoformat()) for e in events]
     local = Sessionizer(partitions=2).sessions(
         spark.createDataFrame([(line,) for line in lines], "value string")
-    )
+    ).sessions
     done = subprocess.run(
         [sys.executable, "-c", _API_ON_CONNECT, cluster.remote, json.dumps(lines)],
         capture_output=True, text=True, timeout=600,

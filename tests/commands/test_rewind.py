@@ -90,7 +90,7 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     for b in range(4):
         n = pc.sum(pc.equal(sessions["batch_id"], b)).as_py() or 0
         assert lines[b].startswith(f"batch {b} ") and f" {n:,} sessions out" in lines[b]
-        assert "read 1 files" in lines[b]
+        assert "read 1 file " in lines[b]
     assert lines[-1].startswith("oldest restorable batch: 0 (it is the first batch)")
 
     # Refusals and the dry run change nothing.

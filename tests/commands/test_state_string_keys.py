@@ -4,6 +4,9 @@ and place users by their id (two ids may share a key), and write them back uncha
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,6 +21,7 @@ from sessionize.mapping import EventMapping
 from sessionize.schema import layout
 from sessionize.state import layout_rows, open_backend
 from tests.commands.state_fixture import t
+from tests.helpers import sessionize
 
 JOB = "app"
 MAPPING = EventMapping(user="anonymous_id", user_type="string", keep=(("plan", "ctx.plan"),))
@@ -97,3 +101,30 @@ def test_repartition_places_users_by_id_and_keeps_their_keys(job, store):
         {"user_id": "cleo", "user_key": 9, "plan": None},
     ]
     assert p1["user_id"].to_pylist() == ["bob", "bob"] and p1["user_key"].to_pylist() == [7, 7]
+
+
+def _inspect(job, *args: str):
+    return sessionize("state", "inspect", "--output", str(job.output), "--state", job.state,
+                      "--job", JOB, *args, timeout=120)  # fmt: skip
+
+
+def test_inspect_a_user_through_the_cli_shows_the_jobs_own_attributes(job):
+    done = _inspect(job, "--user", "bob")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("bob-") and "2 events" in lines[0], lines
+    assert [line.split()[1:] for line in lines[1:]] == [
+        ["view", "cart", "plan=free"], ["logout", "pay", "plan=free"],
+    ]  # fmt: skip
+
+
+def test_an_unexpected_failure_of_inspect_does_not_speak_of_resuming_a_stream(job, tmp_path):
+    for f in (tmp_path / "state").rglob("*.parquet"):
+        f.write_bytes(b"not parquet")
+    done = _inspect(job)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "run the same command again" in done.stderr, done.stderr
+    assert "stream" not in done.stderr, done.stderr
+    log = re.search(r"full trace in (\S+\.log)", done.stderr)
+    assert log, done.stderr
+    Path(log.group(1)).unlink()

@@ -36,7 +36,7 @@ def test_a_stopped_files_stream_and_the_files_that_arrived_since(spark, tmp_path
     assert printed["last_batch"] == records[-1]["version"]
     cli_main(["status", "--checkpoint", str(chk)])
     text = capsys.readouterr().out
-    assert "driver: not running" in text and "input ahead: 1 files (15 bytes)" in text
+    assert "driver: not running" in text and "input ahead: 1 file (15 bytes)" in text
 
 
 def test_a_running_driver_is_named(tmp_path):

@@ -20,8 +20,9 @@ import pytest
 
 from sessionize.cli import main
 from sessionize.commands.batch import BatchOptions, run_batch
-from sessionize.report import build_report
+from sessionize.report import build_report, charts
 from sessionize.report.charts import BLUE, GREEN, ORANGE, RED
+from sessionize.report.data import Histogram, Hourly
 from tests.helpers import cli_env, generate, sessionize
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,3 +187,60 @@ def test_an_output_that_is_not_there_is_one_line_on_stderr(tmp_path, capfd):
     assert exc.value.code == 2
     err = capfd.readouterr().err
     assert err.startswith("sessionize: error: --output ") and err.count("\n") == 1
+
+
+def _texts(svg: str) -> list[str]:
+    """The text elements of an SVG (or of a page's part), in drawing order."""
+    return [
+        re.sub(r"<[^>]+>", "", t).strip()
+        for t in re.findall(r"<text\b[^>]*>(.*?)</text>", svg, re.S)
+    ]
+
+
+def _chart_texts(html: str, name: str) -> list[str]:
+    part = html[html.index(f'id="chart-{name}"') :]
+    return _texts(part[: part.index("</figure>")])
+
+
+CLOCK = re.compile(r"\d\d:\d\d(:\d\d)?")
+
+
+def test_progress_charts_read_as_clock_times_the_state_in_bytes(job, report):
+    html = report.read_text()
+    for name in PROGRESS_CHARTS:  # the log's commits are on 2026-11-22, a minute apart
+        texts = _chart_texts(html, name)
+        label = texts.index("committed at (UTC, 2026-11-22)")
+        assert label >= 2 and all(CLOCK.fullmatch(t) for t in texts[:label]), (name, texts)
+    texts = _chart_texts(html, "state-bytes")
+    label = texts.index("committed at (UTC, 2026-11-22)")
+    y_ticks = texts[label + 1 : texts.index("bytes per batch")]
+    assert len(y_ticks) >= 2, texts
+    assert all(re.fullmatch(r"\d+(\.\d+)? (B|kB|MB|GB)", t) for t in y_ticks), y_ticks
+
+
+def test_the_last_hours_sessions_say_how_many_are_still_open(job, report):
+    last = json.loads((job / "_progress.jsonl").read_text().splitlines()[-1])
+    still_open = last["batch"]["open_sessions"]
+    assert still_open > 0
+    texts = _chart_texts(report.read_text(), "per-hour")
+    assert f"low: {still_open:,} sessions still open" in texts, texts
+    assert "hour (UTC, 2026-11-01)" in texts, texts
+
+
+def test_counts_on_small_data_have_whole_number_ticks():
+    """A handful of sessions: the count axes tick 0, 1, 2, never 0.25."""
+    hours = np.array(["2026-11-01T00", "2026-11-01T01"], "datetime64[h]")
+    small = Hourly(hours, np.array([1, 2]))
+    times = np.array(["2026-11-01T00:00", "2026-11-01T00:01"], "datetime64[ms]")
+    svgs = {
+        "per hour": charts.per_hour(small, small, still_open=1),
+        "histogram": charts.histogram(
+            "h", Histogram(np.array([1.0, 2, 3, 4]), np.array([1, 2, 1]),
+                           {"p50": 2.0, "p90": 3.0, "p99": 3.0}),
+            xlabel="events in the session", unit="events", integer=True),
+        "open sessions": charts.over_time("o", times, [(np.array([1.0, 2.0]), "open", BLUE)],
+                                          "sessions", ticks="count"),
+    }  # fmt: skip
+    for name, svg in svgs.items():
+        numbers = [t for t in _texts(svg) if re.fullmatch(r"[\d.,]+", t)]
+        assert numbers and all(re.fullmatch(r"\d+", t) for t in numbers), (name, numbers)

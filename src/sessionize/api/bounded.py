@@ -3,13 +3,15 @@
 Every user's events meet in one task (a shuffle by user), where `logic.advance` runs once
 with no state, no watermark to be late against, and a final watermark past every event:
 so every session is closed and emitted, exactly as the stream would emit it once the
-watermark has passed it (docs/design.md, "Semantics").
+watermark has passed it (docs/design.md, "Semantics"). The result holds the invalid rows
+beside the sessions and page views: nothing is dropped without a trace.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -20,13 +22,43 @@ from sessionize.config import SessionRules
 from sessionize.engines.runner import Parser
 from sessionize.logic import advance
 from sessionize.mapping import EventMapping
-from sessionize.schema import Layout, layout
+from sessionize.schema import INVALID_EVENTS, Layout, layout
 
 # A final watermark after every representable event time: all sessions are closed by it.
 _END_OF_TIME_US = 2**62
 
 
-def _sessions_task(rules: SessionRules, lay: Layout, batches: Iterator[pa.RecordBatch]):
+@dataclass(frozen=True)
+class SessionsResult:
+    """What `Sessionizer.sessions` gives: three lazy DataFrames of one bounded input.
+
+    Attributes:
+        sessions: the sessions, with the columns of the `sessions` output (no `batch_id`).
+        page_views: every event of those sessions, with the columns of `page_views`.
+        invalid: the rows that are not events, with the columns of `invalid_events`
+            (`raw`, `reason`, `source`).
+
+    Example:
+        >>> result = Sessionizer(user="anonymous_id", time="ts").sessions(df)
+        >>> result.sessions.count(), result.invalid.count()
+    """
+
+    sessions: DataFrame
+    page_views: DataFrame
+    invalid: DataFrame
+
+    def __getattr__(self, name: str):
+        # `sessions()` returned the sessions DataFrame itself before: say where it went.
+        if hasattr(DataFrame, name):
+            raise AttributeError(
+                f"SessionsResult has no attribute {name!r}: sessions() returns a "
+                f"SessionsResult; the sessions DataFrame is its .sessions ({name!r} is there)"
+            )
+        raise AttributeError(f"SessionsResult has no attribute {name!r}")
+
+
+def _emitted_task(rules: SessionRules, lay: Layout, output: str,
+                  batches: Iterator[pa.RecordBatch]):  # fmt: skip
     received = list(batches)
     if not received:
         return
@@ -39,7 +71,8 @@ def _sessions_task(rules: SessionRules, lay: Layout, batches: Iterator[pa.Record
         watermark_after=_END_OF_TIME_US,
         layout=lay,
     )
-    yield from step.sessions.cast(lay.sessions).to_batches()
+    emitted = step.sessions if output == "sessions" else step.page_views
+    yield from emitted.cast(lay.outputs[output]).to_batches()
 
 
 def bounded_sessions(
@@ -50,14 +83,18 @@ def bounded_sessions(
     now_us: int,
     max_future_us: int | None,
     mapping: EventMapping,
-) -> DataFrame:
-    """The sessions of `events` (raw records for `parser`) with the columns of the
-    `sessions` output; invalid rows are left out (`parser` tells which they are)."""
+) -> SessionsResult:
+    """The sessions, page views and invalid rows of `events` (raw records for `parser`).
+    Each DataFrame is computed when it is used (the sessions and the page views each run
+    the session logic once over the valid events)."""
     parsed = parser(events, now=now_us, max_future_us=max_future_us)
     lay = layout(mapping)
     valid = parsed.where(F.col("reason").isNull()).select(*lay.event.names)
-    task = functools.partial(_sessions_task, rules, lay)
-    return valid.repartition(partitions, "user_id").mapInArrow(
-        task, from_arrow_schema(lay.sessions)
-    )
+    by_user = valid.repartition(partitions, "user_id")
 
+    def emitted(output: str) -> DataFrame:
+        task = functools.partial(_emitted_task, rules, lay, output)
+        return by_user.mapInArrow(task, from_arrow_schema(lay.outputs[output]))
+
+    invalid = parsed.where(F.col("reason").isNotNull()).select(*INVALID_EVENTS.names)
+    return SessionsResult(emitted("sessions"), emitted("page_views"), invalid)

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sessionize.columns import check_columns, parse_columns, resolve
+from sessionize.columns import check_columns, implied_user_type, parse_columns, resolve
 from sessionize.engines.runner import Parser
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
@@ -27,6 +27,14 @@ def is_json(df: DataFrame, mapping: EventMapping) -> bool:
     if "value" not in df.columns or resolve(df.schema, mapping.user) is not None:
         return False
     return isinstance(df.schema["value"].dataType, T.StringType | T.BinaryType)
+
+
+def user_type_of(df: DataFrame, mapping: EventMapping) -> str | None:
+    """The user key type `df` implies: a string user column gives `string` keys, an integral
+    one `long` keys; None for JSON lines or a column of another type (nothing implied)."""
+    if is_json(df, mapping):
+        return None
+    return implied_user_type(df.schema, mapping.user)
 
 
 def json_records(df: DataFrame) -> DataFrame:

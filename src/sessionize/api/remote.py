@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from sessionize.engines.progress import read_progress
 from sessionize.engines.runner import progress_line
+from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 
 
@@ -36,7 +37,10 @@ class ProgressTail:
                 continue
             self._seen.add(key)
             self.records.append(record)
-            self.on_batch(progress_line(f"batch {record['version']}", record))
+            label = f"batch {record['version']}"
+            self.on_batch(progress_line(label, record))
+            for warning in batch_warnings(label, record, {}):  # reasons stay on the server
+                self.on_batch(warning)
 
     def _read(self) -> list[dict]:
         return read_progress(self.path) if self.path else []

@@ -10,6 +10,8 @@ and never creates or reconfigures one beyond the engine's settings for the life 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import logging
 import time
@@ -19,10 +21,11 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.api.bounded import bounded_sessions
-from sessionize.api.inputs import file_parser, reader
+from sessionize.api.bounded import SessionsResult, bounded_sessions
+from sessionize.api.inputs import file_parser, reader, user_type_of
 from sessionize.api.query import StreamRun, end_finished
 from sessionize.api.remote import ProgressTail, quiet
+from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules, format_duration, parse_duration, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
@@ -31,6 +34,7 @@ from sessionize.engines.checkpoint import (
     checkpoint_lease,
     last_committed_batch,
     record_paths,
+    recorded,
     refuse_if_rewinding,
 )
 from sessionize.engines.progress import ProgressLog
@@ -39,7 +43,7 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError, StateError
 from sessionize.fs import absolute_local, child
-from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.mapping import DEFAULT_KEEP, DEFAULT_RECORD, EventMapping
 from sessionize.sinks.registry import open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
@@ -92,15 +96,18 @@ class Sessionizer:
     >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
     ...                 state="files", partitions=4,
     ...                 user="anonymous_id", time="ts", page="url", action="type",
-    ...                 time_format="epoch-ms", user_type="string")
+    ...                 time_format="epoch-ms")
     >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
-    >>> sessions = s.sessions(bounded_df)                               # a DataFrame
+    >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
 
     `gap`, `lateness`, `close_actions` and `partitions` are the session rules and part of
     the state, as `--gap` etc. are for the CLI; `state` is `files` (under the checkpoint),
     `files:PATH`, a server URI or `spark-rocksdb`/`spark-hdfs`. `user`, `time`, `page`,
     `action` are dotted paths of the fields (struct fields or top-level names), read as
-    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`);
+    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`).
+    Without `user_type` the user column's own type decides (a Spark string column gives
+    string keys, an integral one long keys; JSON lines give long keys), and a checkpoint
+    keeps the type it recorded (a column that implies another is refused; see `stream`);
     `keep` maps session columns to paths of the first event's attributes. Events more than
     `max_future` ahead of the batch's time are invalid (None: no limit).
     """
@@ -118,7 +125,7 @@ class Sessionizer:
         page: str = "page.current",
         action: str = "action",
         time_format: str = "iso8601",
-        user_type: str = "long",
+        user_type: str | None = None,
         keep: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         max_future: Duration | None = "1d",
         job: str = "sessionize",
@@ -133,8 +140,10 @@ class Sessionizer:
         pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
         self.mapping = EventMapping(
             user=user, time=time, page=page, action=action, time_format=time_format,
-            user_type=user_type, keep=tuple(pairs),
+            user_type=user_type or "long", keep=tuple(pairs),
         )  # fmt: skip
+        # Without a user_type, the input's user column decides it (`_for_input`).
+        self.user_type_given = user_type is not None
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
         self.state = state
@@ -155,23 +164,65 @@ class Sessionizer:
     ) -> Sessionizer:
         """A Sessionizer of already validated settings (the CLI's)."""
         s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
-        s.rules, s.mapping = rules, mapping
+        s.rules, s.mapping, s.user_type_given = rules, mapping, True
         return s
+
+    def _for_input(self, df: DataFrame, recorded_type: str | None) -> Sessionizer:
+        """This Sessionizer with the user key type settled for `df`: the explicit one, else
+        what the checkpoint recorded (`recorded_type`), else what the column implies. A
+        column that implies another type than the recorded one is refused: the checkpoint's
+        keys would silently change (or every event be invalid)."""
+        if self.user_type_given:
+            return self
+        implied = user_type_of(df, self.mapping)
+        if recorded_type and implied and implied != recorded_type:
+            kind = "a string" if implied == "string" else "an integer"
+            raise ConfigError(
+                f"the checkpoint's users have {recorded_type} keys but the column "
+                f"{self.mapping.user} is {kind}, which gives {implied} keys: pass "
+                f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
+                "checkpoint"
+            )
+        settled = copy.copy(self)
+        settled.mapping = dataclasses.replace(
+            self.mapping, user_type=recorded_type or implied or self.mapping.user_type
+        )
+        settled.user_type_given = True
+        return settled
 
     # ------------------------------------------------------------------ bounded
 
-    def sessions(self, events: DataFrame) -> DataFrame:
+    def sessions(self, events: DataFrame) -> SessionsResult:
         """The sessions of a complete, bounded DataFrame of events, in one pass.
 
         No state and no checkpoint: every session is closed at the end of the data (by
         inactivity or a closing action, as in a stream whose watermark passed it), and
-        nothing is late. The result has the columns of the `sessions` output (without
-        `batch_id`). Invalid rows are left out; `events` takes the shapes of `stream`.
+        nothing is late.
+
+        Args:
+            events: a bounded DataFrame in one of the shapes `stream` takes.
+
+        Returns:
+            A SessionsResult of lazy DataFrames: `.sessions` (the columns of the `sessions`
+            output, without `batch_id`), `.page_views` and `.invalid` (the rows that are not
+            events, with their `reason`, as in `invalid_events`).
+
+        Raises:
+            ConfigError: a required field has no column, or one of a type that cannot hold
+                it.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (checked
+                once per session by a tiny job; the line names the PYSPARK_PYTHON to set).
+
+        Example:
+            >>> result = Sessionizer(user="anonymous_id").sessions(df)
+            >>> result.sessions.show(); result.invalid.groupBy("reason").count().show()
         """
-        records, parser = reader(events, self.mapping)
+        s = self._for_input(events, None)
+        records, parser = reader(events, s.mapping)
+        check_workers(events.sparkSession)
         return bounded_sessions(
-            records, parser, self.rules, self.partitions, time.time_ns() // 1000,
-            self.max_future_us, self.mapping,
+            records, parser, s.rules, s.partitions, time.time_ns() // 1000,
+            s.max_future_us, s.mapping,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ streaming
@@ -197,6 +248,9 @@ class Sessionizer:
         `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
         (default: the `sessionize` logger) and, as JSON, to the progress log (default
         `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
+        Without `user_type`, a checkpoint keeps the key type it recorded: a user column that
+        implies the other one raises a ConfigError saying which `user_type` to pass. Workers
+        that cannot import sessionize raise an EnvironmentProblem before the query starts.
         """
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
@@ -220,6 +274,14 @@ class Sessionizer:
         Spark (lease, checkpoint settings, state), so that they fail first."""
         if output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
+        if not self.user_type_given:  # the DataFrame's user column decides: build it now
+            events = events() if callable(events) else events
+            settled = self._for_input(events, _recorded_user_type(checkpoint))
+            return settled.start(
+                events, output=output, checkpoint=checkpoint, trigger=trigger,
+                output_format=output_format, progress_log=progress_log, on_batch=on_batch,
+                input_name=input_name,
+            )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
         lease = checkpoint_lease(checkpoint)
@@ -256,6 +318,7 @@ class Sessionizer:
             )
         records, parser = reader(df, self.mapping)
         spark = df.sparkSession
+        check_workers(spark)
         sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
         engine: Engine
         if backend is None:
@@ -339,6 +402,18 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
 
+
+
+def _recorded_user_type(checkpoint: str) -> str | None:
+    """The user key type a checkpoint recorded (None for a new one). An unreadable record is
+    left for the settings check to report."""
+    try:
+        settings = recorded(checkpoint)
+    except ValueError:
+        return None
+    if not isinstance(settings, dict) or not settings:
+        return None
+    return str({**DEFAULT_RECORD, **settings}["user_type"])
 
 
 def _check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:

@@ -83,9 +83,11 @@ def max_future_option(f):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sessionize")
 @click.option("--debug", is_flag=True, help="Print the full trace of an unexpected error.")
-def cli(debug: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """Sessionize website visits with PySpark, in streaming and batch, exactly once."""
     failures.DEBUG = debug
+    failures.COMMAND = ctx.invoked_subcommand
 
 
 @cli.command()
@@ -267,7 +269,10 @@ def job_settings(
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
 @spark_options
-@click.option("--max-files-per-trigger", type=click.IntRange(1), default=None)
+@click.option(
+    "--max-files-per-trigger", type=click.IntRange(1), default=None,
+    help="Files of a file input per micro-batch, in modification-time order (default: all).",
+)  # fmt: skip
 @click.option(
     "--trigger",
     default="available-now",
@@ -396,7 +401,7 @@ class HoursBar:
 
     def line(self, text: str) -> None:
         self.progress.console.print(text, highlight=False)
-        if text.startswith("hour ") and " events in, " in text:
+        if text.startswith("hour ") and " read, " in text:
             self.progress.advance(self.task)
 
     def __enter__(self) -> HoursBar:
@@ -451,7 +456,7 @@ def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clear line on stderr and exit code 2 for every failure."""
-    failures.DEBUG = False
+    failures.DEBUG, failures.COMMAND = False, None
     with failures.StderrLog():
         _run(argv)
 
@@ -461,6 +466,7 @@ def _run(argv: list[str] | None) -> None:
         cli.main(args=argv, prog_name="sessionize", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("sessionize: interrupted; run the same command again to resume", err=True)
+        failures.quiet_from_now()
         sys.exit(130)
     except click.UsageError as exc:
         hint = f" (see sessionize {exc.ctx.info_name} --help)" if exc.ctx else ""

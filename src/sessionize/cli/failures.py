@@ -8,6 +8,7 @@ its trace goes to a log file whose path the line names (`--debug` prints it inst
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -24,7 +25,17 @@ _CAUSE = re.compile(
     r"^\s*(?:Caused by: )?((?:[A-Za-z_][\w$]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)): (.+)$"
 )
 _MAX = 300
-ADVICE = "fix the cause and run the same command again (a stream resumes where it stopped)"
+ADVICE = "fix the cause and run the same command again"
+# Commands that run a stream, whose rerun resumes it: their advice says so.
+RESUMING = ("stream", "demo")
+COMMAND: str | None = None  # the subcommand running, set by the CLI
+
+
+def advice() -> str:
+    """What to do after an unexpected failure of the running command."""
+    if COMMAND in RESUMING:
+        return f"{ADVICE} (a stream resumes where it stopped)"
+    return ADVICE
 
 
 def describe(exc: BaseException) -> str:
@@ -50,12 +61,15 @@ class StderrLog:
     """For the life of a command: file descriptor 2, which Spark's JVM and its Python workers
     inherit, goes to a log file, while `sys.stderr` stays the terminal. So what they print
     (JVM warnings, Spark's log) never adds lines to the one-line error; the log is kept only
-    when the command fails unexpectedly, with the trace appended, and its path is named."""
+    when the command fails unexpectedly, with the trace appended, and its path is named.
+    What libraries log through Python's root logger (py4j logs every broken call there, with
+    its trace) goes to the same log."""
 
     def __init__(self) -> None:
         name = f"sessionize-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         self.path = os.path.join(tempfile.gettempdir(), name)
         self._saved: int | None = None
+        self._handler: logging.Handler | None = None
 
     def __enter__(self) -> StderrLog:
         try:
@@ -67,12 +81,16 @@ class StderrLog:
         os.dup2(fd, 2)
         os.close(fd)
         sys.stderr = open(self._saved, "w", buffering=1, closefd=False)  # noqa: SIM115
+        self._handler = logging.StreamHandler(_log_stream())
+        logging.getLogger().addHandler(self._handler)
         global LOG
         LOG = self.path
         return self
 
     def __exit__(self, *exc_info) -> None:
         global LOG
+        if self._handler is not None:
+            logging.getLogger().removeHandler(self._handler)
         if LOG is not None and not KEEP:
             with contextlib.suppress(OSError):
                 os.remove(self.path)
@@ -81,6 +99,20 @@ class StderrLog:
 
 LOG: str | None = None  # the log of the running command, if any
 KEEP = False  # keep the log: it holds the trace of a failure
+
+
+def _log_stream():
+    """File descriptor 2 as a text stream: the log while a StderrLog is open."""
+    return open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def quiet_from_now() -> None:
+    """Send what is printed to `sys.stderr` from now on to the log (file descriptor 2): once
+    the one line of an interrupt is out, py4j's and Spark's threads print traces of the calls
+    that Ctrl-C broke while the process shuts down; none of them is the user's business."""
+    if LOG is not None:
+        sys.stderr.flush()
+        sys.stderr = _log_stream()
 
 
 def _write_log(exc: BaseException) -> str | None:
@@ -108,5 +140,5 @@ def report(message: str, exc: BaseException, *, unexpected: bool = False) -> Non
         if not DEBUG:
             log = _write_log(exc)
             where = f"full trace in {log}" if log else where
-        line = f"{line}; {ADVICE}; {where}" if not DEBUG else f"{line}; {ADVICE}"
+        line = f"{line}; {advice()}; {where}" if not DEBUG else f"{line}; {advice()}"
     click.echo(f"sessionize: error: {line}", err=True)

@@ -55,6 +55,7 @@ def inspect(checkpoint, output, state, job, version, user) -> None:
     if not rows.num_rows:
         click.echo(f"user {user} has no open session")
         return
+    attributes = sj.mapping.attributes  # the job's kept attributes, as it recorded them
     for row in rows.to_pylist():
         console.print(
             f"{row['session_id']}: {row['start_time']:%Y-%m-%dT%H:%M:%S}Z .. "
@@ -63,8 +64,7 @@ def inspect(checkpoint, output, state, job, version, user) -> None:
             f"{row['expires_at']:%Y-%m-%dT%H:%M:%S}Z", highlight=False,
         )
         for e in row["pending_events"]:
-            fields = " ".join(f"{k}={e[k]}" for k in ("site", "browser", "language",
-                                                       "device_type") if e[k] is not None)
+            fields = " ".join(f"{k}={e[k]}" for k in attributes if e[k] is not None)
             console.print(f"    {e['event_time']:%Y-%m-%dT%H:%M:%S.%f}Z  {e['action']:<14} "
                           f"{e['page']}  {fields}", highlight=False)  # fmt: skip
 

@@ -61,17 +61,19 @@ def run_demo(
     last = records[-1]
     t = last["totals"]
     summary = {
-        "events read": t["records"],
+        "lines read": t["records"],
         "invalid": t["invalid"],
+        "events in": t["events_in"],
         "late": t["late"],
-        "duplicates": t["duplicates"],
+        "duplicates dropped": t["duplicates"],
         "sessions": t["sessions_out"],
         "open sessions left": last["batch"]["open_sessions"],
-        "events/s in batches": round(t["records"] / sum(r["duration_s"] for r in records)),
+        "lines/s in batches": round(t["records"] / sum(r["duration_s"] for r in records)),
         "wall seconds": round(elapsed),
     }
     click.echo("")
-    click.echo(f"summary (generated: {generated})")
+    click.echo(f"generated: {generated}")
+    click.echo("summary of the stream:")
     for key, value in summary.items():
         click.echo(f"  {key:<21} {value:>12,}")
     click.echo(f"outputs: {opts.output}/{{sessions,page_views,late_events,invalid_events}}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sessionize.commands.options import progress_path
-from sessionize.config import format_instant
+from sessionize.config import counted, format_instant
 from sessionize.engines.checkpoint import (
     FILE,
     PATHS_FILE,
@@ -187,7 +187,8 @@ def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
         "batch": b,
         "when": when,
         "read": describe_read(read, previous),
-        "events_in": counters.get("records"),
+        "lines": counters.get("records"),
+        "events_in": counters.get("events_in"),
         "sessions_out": counters.get("sessions_out"),
         "late": counters.get("late"),
         "invalid": counters.get("invalid"),
@@ -198,7 +199,7 @@ def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
 def describe_read(read: dict, previous: object) -> str:
     """What a batch read: `3 files`, or per Kafka partition / Kinesis shard `from-to`."""
     if "files" in read:
-        return f"{read['files']} files"
+        return counted(read["files"], "file")
     offsets = read.get("offsets")
     if isinstance(offsets, dict) and "partitions" in offsets:  # Kafka
         before = previous.get("partitions", {}) if isinstance(previous, dict) else {}
@@ -219,8 +220,8 @@ def history_lines(ck: Checkpoint, history: History) -> list[str]:
     for b in history.batches:
         lines.append(
             f"batch {b['batch']}  {b['when'] or '?'}  read {b['read']}  "
-            f"{_n(b['events_in'])} events in  {_n(b['sessions_out'])} sessions out  "
-            f"{_n(b['late'])} late  {_n(b['invalid'])} invalid  "
+            f"{_n(b['lines'])} lines  {_n(b['invalid'])} invalid  {_n(b['events_in'])} events in  "
+            f"{_n(b['sessions_out'])} sessions out  {_n(b['late'])} late  "
             f"watermark after {b['watermark'] or 'none'}"
         )
     if not history.committed:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from sessionize.config import format_instant
+from sessionize.config import counted, format_instant
 from sessionize.engines.checkpoint import (
     LEASE_DIR,
     PATHS_FILE,
@@ -89,6 +89,19 @@ def _last(progress_log: str) -> dict:
     }
 
 
+# The totals in the words of the batch lines: records are the lines read, of which
+# `invalid` went to invalid_events and `events_in` are the valid events (late ones included).
+_TOTAL_WORDS = {
+    "records": "lines read", "invalid": "invalid", "events_in": "events in", "late": "late",
+    "duplicates": "duplicates dropped", "sessions_out": "sessions out",
+}  # fmt: skip
+
+
+def totals_line(totals: dict) -> str:
+    """`21 lines read, 4 invalid, 17 events in, ...` (what is not recorded is left out)."""
+    return ", ".join(f"{v:,} {_TOTAL_WORDS[k]}" for k, v in totals.items() if v is not None)
+
+
 def describe(status: dict) -> list[str]:
     """The status as lines for a person."""
     d = status["driver"]
@@ -105,14 +118,16 @@ def describe(status: dict) -> list[str]:
         lines.append(
             f"last batch: {status['last_batch']} committed {status['committed_at']} "
             f"in {status['last_duration_s']:.1f}s; watermark {status['watermark']}; "
-            f"{status['open_sessions']:,} open sessions"
+            f"{counted(status['open_sessions'], 'open session')}"
         )
-        t = status["totals"]
-        lines.append("totals: " + ", ".join(f"{k} {v:,}" for k, v in t.items() if v is not None))
+        lines.append("totals: " + totals_line(status["totals"]))
     ahead = status.get("input_ahead")
     if ahead and "unread" in ahead:
         u = ahead["unread"]
-        lines.append(f"input ahead: {u['files']:,} files ({u['bytes']:,} bytes) not read yet")
+        lines.append(
+            f"input ahead: {counted(u['files'], 'file')} ({counted(u['bytes'], 'byte')}) "
+            "not read yet"
+        )
     elif ahead:
         lines.append("input ahead: " + ", ".join(f"{k}: {v}" for k, v in ahead["lag"].items()))
     return lines

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.config import format_instant
+from sessionize.config import counted, format_instant
 from sessionize.engines.progress import ProgressLog
+from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
@@ -109,11 +110,14 @@ class Engine(ABC):
 
 
 def progress_line(label: str, record: dict) -> str:
-    """The one line printed per batch."""
+    """The one line printed per batch: the lines read (records of the input), of which
+    invalid (to invalid_events) and events in (valid events, late ones included), then the
+    sessions out, the late events, the sessions left open and the watermark after."""
     b = record["batch"]
     return (
-        f"{label}: {b['records']:,} events in, {b['sessions_out']:,} sessions out, "
-        f"{b['late']:,} late, {b['invalid']:,} invalid, {b['open_sessions']:,} open sessions, "
+        f"{label}: {counted(b['records'], 'line')} read, {b['invalid']:,} invalid, "
+        f"{counted(b['events_in'], 'event')} in, {counted(b['sessions_out'], 'session')} out, "
+        f"{b['late']:,} late, {counted(b['open_sessions'], 'open session')}, "
         f"watermark {format_instant(record['watermark']) or 'none'}, "
         f"{record['duration_s']:.1f}s"
     )
@@ -137,6 +141,7 @@ class BatchRunner:
     lease: Lease | None = None
     records: list[dict] = field(default_factory=list)
     failure: SessionizeError | None = None
+    _invalid_reasons: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         now = self.batch_time(batch_id)
@@ -159,7 +164,10 @@ class BatchRunner:
         self.records.append(record)
         if self.progress is not None:
             self.progress.append(record)
-        self.on_batch(progress_line(self.label(request.version), record))
+        label = self.label(request.version)
+        self.on_batch(progress_line(label, record))
+        for warning in batch_warnings(label, record, self._invalid_reasons):
+            self.on_batch(warning)
         return record
 
     def _run(self, raw: DataFrame, request: BatchRequest) -> dict:
@@ -170,6 +178,7 @@ class BatchRunner:
         engine.sink.clear_staging(version)
         result = engine.run(raw, request, previous)  # step 2
         clock.lap("run")
+        self._invalid_reasons = self._reasons_if_all_invalid(result.counters, version)
         pause_point("before-publish", version)
         self._check_lease()
         engine.sink.publish(version)  # step 3
@@ -192,6 +201,13 @@ class BatchRunner:
         pause_point("after-record", version)
         return record
 
+
+    def _reasons_if_all_invalid(self, counters: dict, version: int) -> dict[str, int]:
+        """Lines per reason of a batch whose lines are all invalid, read from its staged
+        invalid_events before they are published ({} otherwise: no cost)."""
+        if not counters["records"] or counters["invalid"] != counters["records"]:
+            return {}
+        return self.engine.sink.staged_counts("invalid_events", version, "reason")
 
     def _check_lease(self) -> None:
         """A driver whose lease was taken over publishes and records nothing more."""

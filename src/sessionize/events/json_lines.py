@@ -199,7 +199,9 @@ def _columns(
         )  # fmt: skip
     if now_us is not None and max_future_us is not None:
         ahead = pc.greater(event_time, pa.scalar(now_us + max_future_us))
-        steps.append(pc.if_else(ahead, pa.scalar(R.FUTURE_REASON), pa.scalar(None, pa.string())))
+        steps.append(
+            pc.if_else(ahead, pa.scalar(R.too_far_ahead(time_path)), pa.scalar(None, pa.string()))
+        )
     reason = pc.coalesce(reason, *steps)
     value = batch.column("value")
     exact_array = pa.array(exact, pa.bool_())

@@ -33,7 +33,6 @@ UNREADABLE = "unreadable record"
 EMPTY_LINE = "empty line"
 NOT_OBJECT = "not a JSON object"
 WRONG_TYPE = "a field has the wrong type"
-FUTURE_REASON = "event_time too far in the future"
 
 
 def missing(path: str) -> str:
@@ -56,6 +55,11 @@ def bad_time(path: str, time_format: str) -> str:
     if time_format == "iso8601":
         return f"{path} is not an ISO-8601 timestamp"
     return f"{path}: epoch time out of range (years 0001-9999)"
+
+
+def too_far_ahead(path: str) -> str:
+    """An event time more than `--max-future` ahead of the batch's time."""
+    return f"{path} too far in the future"
 
 
 def empty_key(path: str) -> str:

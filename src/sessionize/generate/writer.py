@@ -88,7 +88,14 @@ class GenerateSummary:
         return asdict(self)
 
     def __str__(self) -> str:
-        return ", ".join(f"{k} {v:,}" for k, v in asdict(self).items())
+        """What was written, each count with what it counts."""
+        return (
+            f"{self.files:,} files, {self.lines:,} lines: {self.events:,} events "
+            f"({self.late:,} of them held back into late files), {self.duplicates:,} "
+            f"duplicate copies, {self.invalid:,} invalid lines; {self.visits:,} visits "
+            f"planned (the gap splits some), {self.closes:,} ended by a close event, "
+            f"{self.displaced:,} events written one file after their time (out of order)"
+        )
 
 
 @dataclass(frozen=True)

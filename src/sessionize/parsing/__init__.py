@@ -18,18 +18,22 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from sessionize.events import json_lines
-from sessionize.events.rules import FUTURE_REASON
+from sessionize.events import json_lines, rules
 from sessionize.mapping import EventMapping
 from sessionize.parsing.jvm import decide_rest, event_names, fields, too_far_ahead
 
 __all__ = [
-    "EVENT_COLUMNS", "FUTURE_REASON", "event_columns", "fields", "parse", "parse_in_jvm",
+    "EVENT_COLUMNS", "event_columns", "fields", "future_reason", "parse", "parse_in_jvm",
     "too_far_ahead",
 ]  # fmt: skip
 
 # Parsed columns of the default mapping, in the order of schema.EVENT.
 EVENT_COLUMNS = [n for n in event_names(None) if n != "user_key"]
+
+
+def future_reason(mapping: EventMapping) -> str:
+    """The reason of an event too far ahead of the batch's time, named by the time's path."""
+    return rules.too_far_ahead(mapping.time)
 
 
 def event_columns(mapping: EventMapping | None = None) -> list[str]:
@@ -54,8 +58,9 @@ def parse(
 
     With `now` (µs since the epoch, or a timestamp column) and `max_future_us`, an event
     whose time is more than that ahead of `now` is invalid: `event_time too far in the
-    future`. Its `event_time` stays in the output, so whatever takes a watermark from the
-    parsed rows must take it from valid rows only (`reason` NULL). With an integer `now`
+    future` (named by the mapped time field). Its `event_time` stays in the output, so
+    whatever takes a watermark from the parsed rows must take it from valid rows only
+    (`reason` NULL). With an integer `now`
     the reading task judges the lines it decides; with a column, Spark judges every line.
 
     Example:

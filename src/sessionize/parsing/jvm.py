@@ -219,7 +219,7 @@ def decide_rest(
     reason = F.col("reason")
     if now is not None and max_future_us is not None:
         future = too_far_ahead(F.col("event_time"), now, max_future_us)
-        reason = F.coalesce(reason, F.when(future, F.lit(R.FUTURE_REASON)))
+        reason = F.coalesce(reason, F.when(future, F.lit(R.too_far_ahead(mapping.time))))
     return parsed.select(
         *output,
         reason.alias("reason"),

@@ -58,6 +58,22 @@ def thousands(ax: Axes, axis: str = "y") -> None:
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
 
 
+def counts(ax: Axes, axis: str = "y", *, ticks: int = 6) -> None:
+    """An axis of counts (sessions, events): at most `ticks` whole-number ticks in round
+    steps, thousands as `k`."""
+    locator = MaxNLocator(ticks, steps=[1, 2, 5, 10], integer=True)
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_locator(locator)
+    thousands(ax, axis)
+
+
+def byte_size(v: float) -> str:
+    """`0 B`, `950 B`, `20 kB`, `1.5 MB` (powers of 1,000)."""
+    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {unit}"
+    return f"{v:.3g} B"
+
+
 def _short(v: float) -> str:
     for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
@@ -65,13 +81,29 @@ def _short(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _time_axis(ax: Axes) -> None:
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+def _time_axis(ax: Axes, times: np.ndarray, what: str) -> None:
+    """Clock times as whole labels (`20:15:30`, or `20:15` when minutes suffice), the date
+    in the axis label when every time is on one day, else in each label."""
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=7)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    first, last = times.min(), times.max()
+    span_s = (last - first) / np.timedelta64(1, "s")
+    clock = "%H:%M:%S" if span_s < 20 * 60 else "%H:%M"
+    first_day = np.datetime_as_string(first, unit="D")
+    if first_day == np.datetime_as_string(last, unit="D"):
+        ax.xaxis.set_major_formatter(mdates.DateFormatter(clock))
+        ax.set_xlabel(f"{what} (UTC, {first_day})")
+    else:
+        ax.xaxis.set_major_formatter(mdates.DateFormatter(f"%m-%d {clock}"))
+        ax.set_xlabel(f"{what} (UTC)")
+        ax.tick_params(axis="x", labelrotation=20)
 
 
-def per_hour(sessions: Hourly | None, events: Hourly | None) -> str | None:
+def per_hour(
+    sessions: Hourly | None, events: Hourly | None, *, still_open: int | None = None
+) -> str | None:
+    """Bars per hour; the last hour of sessions is marked as lacking the sessions still
+    open at the end of the run (`still_open`, from the progress log, when known)."""
     series = [(s, label, c) for s, label, c in
               ((sessions, "sessions started", BLUE), (events, "events (page views)", ORANGE))
               if s is not None]  # fmt: skip
@@ -82,13 +114,30 @@ def per_hour(sessions: Hourly | None, events: Hourly | None) -> str | None:
         axes = fig.subplots(len(series), 1, sharex=True, squeeze=False)[:, 0]
         for ax, (h, label, color) in zip(axes, series, strict=True):
             x = h.hours.astype("datetime64[m]") + np.timedelta64(30, "m")
-            ax.bar(x, h.counts, width=np.timedelta64(50, "m"), color=color)
+            bars = ax.bar(x, h.counts, width=np.timedelta64(50, "m"), color=color)
             ax.set_ylabel(f"{label}\nper hour")
-            thousands(ax)
-        _time_axis(axes[-1])
-        axes[-1].set_xlabel("hour (UTC)")
+            counts(ax)
+            if h is sessions:
+                _mark_still_open(ax, bars[-1], still_open)
+        hours = np.concatenate([h.hours for h, _, _ in series]).astype("datetime64[m]")
+        _time_axis(axes[-1], np.array([hours.min(), hours.max() + 60], "datetime64[m]"), "hour")
 
     return render("per-hour", draw, height=HEIGHT * (1.25 if len(series) == 2 else 1), wide=True)
+
+
+def _mark_still_open(ax: Axes, bar, still_open: int | None) -> None:
+    """Hatch the last hour's bar and say why it is low: its sessions still open are not in
+    the outputs yet (they are written when they close)."""
+    bar.set_hatch("///")
+    bar.set_edgecolor("white")
+    bar.set_alpha(0.6)
+    what = "sessions still open" if still_open is None else f"{still_open:,} sessions still open"
+    ax.annotate(
+        f"low: {what}\nat the last batch are left out\nuntil they close",
+        (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 4),
+        textcoords="offset points", ha="center", va="bottom", fontsize=7.5, color="#333333",
+    )  # fmt: skip
+    ax.set_ylim(top=max(ax.get_ylim()[1], bar.get_height() * 1.6))
 
 
 def histogram(
@@ -115,7 +164,7 @@ def histogram(
         ax.set_ylabel("sessions")
         if integer:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        thousands(ax)
+        counts(ax)
 
     return render(chart_id, draw)
 
@@ -136,7 +185,7 @@ def end_reasons(c: Counts) -> str | None:
         ax.set_xlim(0, max(c.values) * 1.15)
         ax.set_xlabel("sessions")
         ax.grid(axis="y", visible=False)
-        thousands(ax, "x")
+        counts(ax, "x")
 
     return render("end-reasons", draw, height=0.9 + 0.3 * len(c.labels), wide=True)
 
@@ -160,8 +209,7 @@ def top_pages(entry: Counts, exit_: Counts, overall: Counts) -> str | None:
             ax.set_yticks(y, [_clip(label) for label in c.labels], fontsize=7.5)
             ax.set_title(title)
             ax.grid(axis="y", visible=False)
-            ax.xaxis.set_major_locator(MaxNLocator(3))
-            thousands(ax, "x")
+            counts(ax, "x", ticks=3)
 
     return render("top-pages", draw, height=1.0 + 0.22 * rows, wide=True)
 
@@ -189,9 +237,8 @@ def late_invalid(batches: list[str], late: Counts, invalid: Counts) -> str | Non
                       ha="right" if tilt else "center")  # fmt: skip
         ax.set_xlabel("batch id")
         ax.set_ylabel("events")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(frameon=False)
-        thousands(ax)
+        counts(ax)
 
     return render("late-invalid", draw)
 
@@ -207,8 +254,7 @@ def invalid_reasons(c: Counts) -> str | None:
         ax.set_yticks(y, [_clip(label, 48) for label in c.labels], fontsize=7.5)
         ax.set_xlabel("invalid events")
         ax.grid(axis="y", visible=False)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        thousands(ax, "x")
+        counts(ax, "x")
 
     return render("invalid-reasons", draw, height=1.0 + 0.3 * len(c.labels))
 
@@ -218,8 +264,11 @@ def over_time(
     times: np.ndarray,
     series: list[tuple[np.ndarray, str, str]],
     ylabel: str,
+    *,
+    ticks: str = "number",
 ) -> str | None:
-    """Lines over commit time, one per (values, label, color); NaN values are gaps."""
+    """Lines over commit time, one per (values, label, color); NaN values are gaps. The
+    y ticks are `number`s, whole `count`s, or `bytes` (`20 kB`)."""
     series = [s for s in series if np.isfinite(s[0]).any()]
     if len(times) == 0 or not series:
         return None
@@ -232,10 +281,14 @@ def over_time(
                     label=label)  # fmt: skip
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
-        _time_axis(ax)
-        ax.set_xlabel("committed at (UTC)")
+        _time_axis(ax, times, "committed at")
         if len(series) > 1:
             ax.legend(frameon=False)
-        thousands(ax)
+        if ticks == "count":
+            counts(ax)
+        elif ticks == "bytes":
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: byte_size(v)))
+        else:
+            thousands(ax)
 
     return render(chart_id, draw)

@@ -15,6 +15,7 @@ from html import escape
 import numpy as np
 
 from sessionize.report import charts
+from sessionize.report.charts import byte_size
 from sessionize.report.data import Counts, Histogram, OutputData
 from sessionize.report.progress import Progress
 
@@ -69,7 +70,7 @@ class Chart:
 
 def build_page(out: OutputData, progress: Progress, *, generated: datetime) -> str:
     sections = [
-        ("Sessions", _session_charts(out)),
+        ("Sessions", _session_charts(out, _still_open(progress))),
         ("Pages", [_pages_chart(out)]),
         ("Late and invalid events", _quality_charts(out)),
         ("Progress of the job", _progress_charts(progress)),
@@ -118,12 +119,21 @@ def _when(t: np.datetime64) -> str:
     return np.datetime_as_string(t, unit="m").replace("T", " ")
 
 
-def _session_charts(out: OutputData) -> list[Chart]:
+def _still_open(progress: Progress) -> int | None:
+    """Sessions in the state after the last batch (None without a progress log)."""
+    last = progress.open_sessions[-1:]
+    return int(last[0]) if len(last) and np.isfinite(last[0]) else None
+
+
+def _session_charts(out: OutputData, still_open: int | None) -> list[Chart]:
     reasons = out.end_reasons
     return [
         Chart("per-hour", "Sessions and events per hour",
-              "Sessions by the hour they started; events (page views) by their event time.",
-              charts.per_hour(out.sessions_per_hour, out.events_per_hour), wide=True),
+              "Sessions by the hour they started; events (page views) by their event time. "
+              "The last hour's sessions are low (hatched): the sessions still open when the "
+              "job stopped are written when they close.",
+              charts.per_hour(out.sessions_per_hour, out.events_per_hour,
+                              still_open=still_open), wide=True),
         Chart("session-duration", "Session duration",
               _pct_caption("From first to last event", out.duration_min, "min"),
               charts.histogram("session-duration", out.duration_min,
@@ -169,35 +179,31 @@ def _quality_charts(out: OutputData) -> list[Chart]:
 def _progress_charts(p: Progress) -> list[Chart]:
     t = p.committed_at
     empty = p.missing or "not in the progress log"
-    unit, scale = _byte_unit(np.nanmax(p.state_bytes_written, initial=0))
+    read, written = (byte_size(np.nansum(b)) for b in (p.state_bytes_read, p.state_bytes_written))
     return [
         Chart("batch-duration", "Batch duration", "Seconds from a batch's start to its commit.",
               charts.over_time("batch-duration", t, [(p.duration_s, "duration", charts.BLUE)],
                                "seconds"), empty=empty),
-        Chart("events-per-second", "Events per second",
-              "Records read in the batch divided by its duration.",
+        Chart("events-per-second", "Lines read per second",
+              "Lines read in the batch (valid and invalid) divided by its duration.",
               charts.over_time("events-per-second", t,
-                               [(p.events_per_s, "events/s", charts.GREEN)], "events/s"),
+                               [(p.events_per_s, "lines/s", charts.GREEN)], "lines/s"),
               empty=empty),
         Chart("open-sessions", "Open sessions",
               "Sessions held in the state after each batch.",
               charts.over_time("open-sessions", t,
-                               [(p.open_sessions, "open", charts.ORANGE)], "sessions"),
+                               [(p.open_sessions, "open", charts.ORANGE)], "sessions",
+                               ticks="count"),
               empty=empty),
         Chart("state-bytes", "State bytes per batch",
-              "Bytes the batch read from and wrote to the state store.",
+              "Bytes each batch read from the state store and wrote to it (its new state "
+              "version), as the store measures them; 1 kB = 1,000 bytes.",
               charts.over_time("state-bytes", t,
-                               [(p.state_bytes_read / scale, "read", charts.BLUE),
-                                (p.state_bytes_written / scale, "written", charts.RED)], unit),
+                               [(p.state_bytes_read, f"read ({read} in all)", charts.BLUE),
+                                (p.state_bytes_written, f"written ({written} in all)",
+                                 charts.RED)], "bytes per batch", ticks="bytes"),
               empty=empty),
     ]  # fmt: skip
-
-
-def _byte_unit(largest: float) -> tuple[str, float]:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if largest >= scale:
-            return unit, scale
-    return "bytes", 1.0
 
 
 def _table(name: str, c: Counts) -> str:

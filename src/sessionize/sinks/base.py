@@ -12,6 +12,8 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sessionize.errors import SinkError, translated
@@ -47,6 +49,11 @@ class Sink(Protocol):
 
     def published(self, name: str) -> list[int]:
         """The batch ids visible in output `name`."""
+        ...
+
+    def staged_counts(self, name: str, batch_id: int, column: str) -> dict[str, int]:
+        """How many staged rows of output `name` in `batch_id` hold each value of `column`
+        (before `publish`)."""
         ...
 
 
@@ -89,6 +96,16 @@ class StagedSink:
         fs, base = self._fs()
         with sink_errors(f"staging batch {batch_id} of {name}"):
             return staging.stage(fs, base, name, batch_id, partition, table)
+
+    def staged_counts(self, name: str, batch_id: int, column: str) -> dict[str, int]:
+        fs, base = self._fs()
+        with sink_errors(f"reading staged batch {batch_id} of {name}"):
+            files = staging.staged_files(fs, base, name, batch_id)
+            if not files:
+                return {}
+            values = ds.dataset(files, filesystem=fs, format="parquet").to_table(columns=[column])
+        counts = pc.value_counts(values[column].combine_chunks()).to_pylist()
+        return {c["values"]: c["counts"] for c in counts}
 
     def clear_staging(self, batch_id: int) -> None:
         fs, base = self._fs()

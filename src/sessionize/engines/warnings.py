@@ -1,0 +1,61 @@
+"""Warnings printed after a batch's line when its counters show a mistake in the input as a
+whole rather than a few bad events: most events late (a backlog read out of order), or every
+line invalid (a field mapping that does not fit the input). Each is one line saying why and
+what to do; the batch itself is committed as usual."""
+
+from __future__ import annotations
+
+from sessionize.config import counted
+
+# A batch that sends more than this share of its events to late_events gets a warning...
+LATE_SHARE = 0.5
+# ... unless they are a trickle: fewer than this share of the job's events so far (a file of
+# late arrivals read on its own is what late_events is for).
+TRICKLE = 0.01
+
+
+def late_warning(label: str, record: dict) -> str | None:
+    """The warning for a batch whose events are mostly late, or None."""
+    b = record["batch"]
+    if not b["events_in"] or b["late"] <= LATE_SHARE * b["events_in"]:
+        return None
+    if b["late"] < TRICKLE * record["totals"]["events_in"]:
+        return None
+    head = (
+        f"warning: {label} sent {b['late']:,} of its {b['events_in']:,} events to "
+        "late_events (behind the watermark by more than the allowed lateness)"
+    )
+    if "files" in record.get("input", {}):
+        return (
+            f"{head}: files are read in the order of their modification times, and a copy "
+            "that resets them (cp -r) reads a backlog out of order; sessionize a backlog "
+            "with `sessionize batch`, or copy it with `cp -a` to keep the times"
+        )
+    return (
+        f"{head}: the input arrives far out of event-time order; sessionize a backlog with "
+        "`sessionize batch`"
+    )
+
+
+def invalid_warning(label: str, record: dict, reasons: dict[str, int]) -> str | None:
+    """The warning for a batch whose lines are all invalid, naming the most common of their
+    `reasons` (reason -> lines), or None."""
+    b = record["batch"]
+    if not b["records"] or b["invalid"] != b["records"]:
+        return None
+    common = ""
+    if reasons:
+        reason, count = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))
+        common = f"; the most common reason: '{reason}' ({counted(count, 'line')})"
+    return (
+        f"warning: every line of {label} is invalid ({b['records']:,} in invalid_events"
+        f"{common}): if the input's events look right, check the field mapping (--user-field, "
+        "--user-type, --time-field, --time-format, --page-field) against one of its lines"
+    )
+
+
+def batch_warnings(label: str, record: dict, reasons: dict[str, int]) -> list[str]:
+    """Every warning the batch `record` calls for, in print order (`reasons`: lines per
+    reason of its invalid lines, when known)."""
+    lines = (late_warning(label, record), invalid_warning(label, record, reasons))
+    return [line for line in lines if line]

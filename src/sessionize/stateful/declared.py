@@ -1,0 +1,132 @@
+"""A processor's declarations, checked once and put in the form the core uses: the key's
+type, the output declarations, and the store's rows (`RowSpec`) that hold its state.
+
+The stored rows are the processor's `state_schema` followed by the core's columns: the
+key's timer (`timer_column`, timestamp[us, UTC], "never" for a key without a timer) and,
+with string keys, the key's 64-bit store key (`store_key_column`, keys.py). An int64 key is
+its own store key. So a session state stored before the core existed (events, `expires_at`,
+and `user_key` with string ids) is the stored form of a processor with those names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from sessionize.errors import ConfigError, ProcessorError
+from sessionize.state.rows import RowSpec
+from sessionize.stateful.processor import Output, Processor
+
+TIMER_TYPE = pa.timestamp("us", tz="UTC")
+NEVER_US = 253_402_300_799_999_999
+"""The timer of a key without one: 9999-12-31T23:59:59.999999Z, the last instant every
+reader of a stored row can still show. Later timers are refused."""
+WATERMARK = "watermark"
+_OUTPUT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,99}$")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a processor declared, checked."""
+
+    name: str
+    key: str
+    key_type: pa.DataType
+    event_time: str | None
+    state_schema: pa.Schema
+    outputs: dict[str, Output]
+    late_output: str | None  # None without event time: no rows are ever late
+    timer: str
+    store_key: str  # the key column itself with int64 keys
+    rows: RowSpec
+
+    @property
+    def string_keys(self) -> bool:
+        return pa.types.is_string(self.key_type)
+
+    def late_schema(self, rows: pa.Schema) -> pa.Schema:
+        """The late output's columns: as declared, else the input's plus `watermark`."""
+        assert self.late_output is not None
+        declared = self.outputs.get(self.late_output)
+        if declared is not None:
+            return declared.schema
+        return rows.append(pa.field(WATERMARK, TIMER_TYPE, nullable=False))
+
+
+def declared(processor: Processor) -> Declared:
+    """Check `processor`'s class attributes; raise ProcessorError naming the first wrong one."""
+    if not isinstance(processor, Processor):
+        raise ProcessorError(
+            f"a stateful processor must be an instance of stateful.Processor, "
+            f"not {type(processor).__name__}"
+        )
+    who = processor.name
+
+    def fail(text: str) -> ProcessorError:
+        return ProcessorError(f"processor {who}: {text}")
+
+    key = getattr(processor, "key", None)
+    schema = getattr(processor, "state_schema", None)
+    if not isinstance(key, str) or not key:
+        raise fail("`key` must name the input column that keys the state")
+    if not isinstance(schema, pa.Schema):
+        raise fail("`state_schema` must be a pyarrow Schema")
+    if key not in schema.names:
+        raise fail(f"`state_schema` lacks the key column '{key}'")
+    key_type = schema.field(key).type
+    if key_type not in (pa.int64(), pa.string()):
+        raise fail(f"key column '{key}' is {key_type}; keys are int64 or string")
+    event_time = processor.event_time
+    if event_time is not None and (not isinstance(event_time, str) or not event_time):
+        raise fail("`event_time` must name a timestamp column of the input, or be None")
+    timer, store_key = processor.timer_column, processor.store_key_column
+    core = [timer] + ([store_key] if key_type == pa.string() else [])
+    clash = [n for n in core if n in schema.names]
+    if clash:
+        raise fail(f"`state_schema` may not use the core's column name(s) {clash}")
+    outputs = {name: _output(name, value, fail) for name, value in dict(processor.outputs).items()}
+    late = processor.late_output if event_time is not None else None
+    if late is not None:
+        if not isinstance(late, str) or not _OUTPUT_NAME.match(late):
+            raise fail(f"`late_output` {late!r} is not an output name")
+        if late in outputs and outputs[late].mode != "append":
+            raise fail(f"late output '{late}' must be appended, not replaced by key")
+    stored = schema.append(pa.field(timer, TIMER_TYPE, nullable=False))
+    if key_type == pa.string():
+        stored = stored.append(pa.field(store_key, pa.int64(), nullable=False))
+    else:
+        store_key = key
+    try:
+        rows = RowSpec(stored, key=store_key, expiry=timer)
+    except ConfigError as e:
+        raise fail(str(e)) from e
+    return Declared(
+        who, key, key_type, event_time, schema, outputs, late, timer, store_key, rows
+    )  # fmt: skip
+
+
+def _output(name: object, value: object, fail) -> Output:
+    if not isinstance(name, str) or not _OUTPUT_NAME.match(name):
+        raise fail(f"output name {name!r} must be letters, digits and _, starting with a letter")
+    if isinstance(value, pa.Schema):
+        value = Output(value)
+    if not isinstance(value, Output):
+        raise fail(f"output '{name}' must be declared as a pyarrow Schema or stateful.Output")
+    if not isinstance(value.schema, pa.Schema):
+        raise fail(f"output '{name}': its schema must be a pyarrow Schema")
+    names = value.schema.names
+    if len(set(names)) != len(names):
+        raise fail(f"output '{name}' has duplicate column names")
+    if value.mode not in ("append", "replace"):
+        raise fail(f"output '{name}': mode must be 'append' or 'replace', not {value.mode!r}")
+    if value.mode == "replace" and not value.key:
+        raise fail(f"output '{name}' is replaced by key: name its key column(s)")
+    if value.mode == "append" and value.key:
+        raise fail(f"output '{name}' is appended: a key is only for mode='replace'")
+    for what, columns in (("key", value.key), ("partition_by", value.partition_by)):
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise fail(f"output '{name}': {what} column(s) {missing} are not in its schema")
+    return value

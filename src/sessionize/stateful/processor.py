@@ -1,0 +1,136 @@
+"""What a user writes: a `Processor` declares its key, event time, state and outputs, and
+turns a partition's state and rows into an `Update` (docs/design.md, "The keyed core")."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from sessionize.stateful.context import Context
+    from sessionize.stateful.update import Update
+
+OutputMode = Literal["append", "replace"]
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output declared with more than its schema.
+
+    Args:
+        schema: the columns every batch's table of this output has, in order.
+        mode: "append" (the default: every batch adds its rows) or "replace" (every batch
+            replaces the rows of the keys it writes and deletes the keys it lists in
+            `Update.deletes`; only on sinks that can: Delta, not plain Parquet).
+        key: with mode "replace", the column(s) that identify a row of the output.
+        partition_by: columns whose values name the output's directories below a batch.
+
+    Raises:
+        ProcessorError: when the processor is used, if `key` or `partition_by` name columns
+            the schema lacks, or `key` is given with mode "append" or missing with "replace".
+
+    Example:
+        >>> import pyarrow as pa
+        >>> Output(pa.schema([("id", pa.string()), ("n", pa.int64())]), mode="replace", key="id")
+        Output(schema=id: string
+        n: int64, mode='replace', key=('id',), partition_by=())
+    """
+
+    schema: pa.Schema
+    mode: OutputMode = "append"
+    key: tuple[str, ...] | str = ()
+    partition_by: tuple[str, ...] | str = ()
+
+    def __post_init__(self) -> None:
+        for name in ("key", "partition_by"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
+            else:
+                object.__setattr__(self, name, tuple(value))
+
+
+class Processor(ABC):
+    """A keyed, stateful computation over micro-batches, vectorized over all keys of a
+    partition. Subclass it, set the class attributes and write `process`.
+
+    Class attributes:
+        key: the input column that keys the state: int64 or string values. It must also
+            be a column of `state_schema`.
+        event_time: the input's timestamp column that drives the watermark; None (the
+            default) means no watermark, no late rows and no timers.
+        state_schema: the columns of a key's state rows (any number of rows per key).
+        outputs: every output `process` writes, by name: a `pa.Schema` (appended per
+            batch) or an `Output` (to declare it replaced by key, or partitioned).
+        late_output: the output that receives the rows older than the watermark (default
+            "late": the input's columns plus `watermark`; declare it in `outputs` to fix
+            its columns).
+        timer_column, store_key_column: the names of the core's own columns in the stored
+            rows (a key's timer, and with string keys the 64-bit store key); change them
+            only to match an existing store's layout.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> import pyarrow.compute as pc
+        >>> from sessionize import stateful
+        >>> class Counts(stateful.Processor):
+        ...     key = "user"
+        ...     state_schema = pa.schema([("user", pa.int64()), ("n", pa.int64())])
+        ...     outputs = {"counts": state_schema}
+        ...     def process(self, state, rows, ctx):
+        ...         ones = pa.table({"user": rows["user"], "n": pc.if_else(
+        ...             pc.is_valid(rows["user"]), 1, 0).cast(pa.int64())})
+        ...         both = pa.concat_tables([state, ones]).group_by("user")
+        ...         new = both.aggregate([("n", "sum")]).select(["user", "n_sum"])
+        ...         new = new.rename_columns(["user", "n"])
+        ...         return stateful.Update(state=new, outputs={"counts": new})
+        >>> run = stateful.run_local(Counts(), [pa.table({"user": [1, 1, 2]})])
+        >>> sorted(run.output("counts").to_pylist(), key=lambda r: r["user"])
+        [{'user': 1, 'n': 2}, {'user': 2, 'n': 1}]
+    """
+
+    key: ClassVar[str]
+    event_time: ClassVar[str | None] = None
+    state_schema: ClassVar[pa.Schema]
+    outputs: ClassVar[Mapping[str, pa.Schema | Output]] = {}
+    late_output: ClassVar[str] = "late"
+    timer_column: ClassVar[str] = "_timer"
+    store_key_column: ClassVar[str] = "_key"
+
+    @property
+    def name(self) -> str:
+        """How errors, the checkpoint and the status name this processor (its class name)."""
+        return type(self).__name__
+
+    def params(self) -> dict[str, Any]:
+        """The processor's own parameters (JSON values), recorded with the state: a restart
+        with other parameters is refused. Default: none.
+
+        Returns:
+            A dict of parameter name -> JSON value.
+        """
+        return {}
+
+    @abstractmethod
+    def process(self, state: pa.Table, rows: pa.Table, ctx: Context) -> Update:
+        """Advance the keys of one partition by one micro-batch.
+
+        Args:
+            state: the current rows (`state_schema`) of every key handed in, sorted by key;
+                the order of one key's rows is not guaranteed.
+            rows: the batch's on-time rows of those keys (the input's columns), sorted by
+                (key, event time); ties in any order.
+            ctx: the batch id, partition, watermarks and the keys whose timer fired.
+
+        Returns:
+            An `Update`: new rows of changed keys, keys to remove, output tables, timers
+            and counters (each optional).
+
+        Raises:
+            Exception: any exception stops the batch with one line naming the processor
+                (a ProcessorError), and nothing of the batch is committed.
+        """

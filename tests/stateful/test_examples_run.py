@@ -1,0 +1,32 @@
+"""The examples run as modules: over their sample, and over micro-batch files."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from examples import alerts, dedup, running_totals
+
+
+@pytest.mark.parametrize("module", [running_totals, dedup, alerts])
+def test_each_example_runs_over_its_sample(module, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [module.__name__])
+    module.main()
+    assert "row(s)" in capsys.readouterr().out
+
+
+def test_running_totals_reads_one_micro_batch_per_file(tmp_path, monkeypatch, capsys):
+    files = []
+    for n, batch in enumerate([[(1, 2.0), (1, 3.0)], [(1, 5.0), (7, 1.0)]]):
+        path = tmp_path / f"{n}.jsonl"
+        path.write_text("".join(json.dumps({"customer_id": c, "amount": a}) + "\n"
+                                for c, a in batch))  # fmt: skip
+        files.append(str(path))
+    monkeypatch.setattr(sys, "argv", ["running_totals", *files])
+    running_totals.main()
+    out = capsys.readouterr().out
+    assert "{'customer_id': 1, 'orders': 2, 'total': 5.0}" in out
+    assert "{'customer_id': 1, 'orders': 3, 'total': 10.0}" in out
+    assert "{'customer_id': 7, 'orders': 1, 'total': 1.0}" in out
