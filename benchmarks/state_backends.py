@@ -42,7 +42,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
 from bench_common import write_json
 
 from sessionize import schema

@@ -1,8 +1,8 @@
 """Hypothesis properties of the session logic.
 
 (a) With no late event, the emitted sessions and page views do not depend on how the events
-    are split into micro-batches nor on their order within a batch — even when re-delivered
-    copies of an event differ outside its key.
+    are split into micro-batches nor on the order they arrive in — even when re-delivered
+    copies of an event differ outside its key, in any column.
 (b) Step by step, with late events, re-deliveries, close actions and given watermarks,
     the vectorized logic gives exactly what the one-event-at-a-time reference gives.
 
@@ -21,19 +21,52 @@ from sessionize.logic import advance
 
 from .helpers import ev, events_table, outcome_of, rows_of, run_reference, state_table
 
-GAP = 10
-FAR = 10**6  # a watermark past every generated event
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-events_st = st.builds(
-    ev,
-    user=st.integers(0, 3),
-    t=st.integers(0, 80),
-    page=st.sampled_from(["a", "b", "c"]),
-    action=st.sampled_from(["view", "view", "view", "close"]),
-    site=st.sampled_from([None, "x", "y"]),
-    browser=st.sampled_from([None, "ff"]),
+# Times are realistic: an origin drawn per example (late in a day, one of them just before
+# the epoch), plus whole steps of a minute and 457 µs, a day later now and then, and a
+# microsecond either way. So events share instants (keys, ties broken by page), fall exactly
+# at and just past the gap, carry sub-millisecond parts that make a floored difference
+# differ from a difference of floored times, and sessions start on several dates, before
+# and after the epoch, and run across midnight.
+STEP = 60_000_457
+DAY = 86_400_000_000
+GAP = 10 * STEP
+ORIGINS = (  # 40 steps after each, midnight has passed
+    -DAY + 23 * 3_600_000_000 + 20 * 60_000_000 + 321,  # 1969-12-31T23:20:00.000321Z
+    1_570_752_000_000_000 - 40 * STEP,  # 40 steps before 2019-10-11T00:00:00Z
+    1_774_740_000_000_001,  # 2026-03-28T23:20:00.000001Z
 )
+FAR = max(ORIGINS) + 10 * DAY  # a watermark past every generated event
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The columns that decide which copy of a duplicated event survives, in tie-break order.
+TIE_BREAK = ("action", "site", "api_version", "browser", "language", "device_type")
+VALUES = {
+    "action": ["view", "view", "view", "close", "click"],
+    "site": [None, "x", "y"],
+    "api_version": [None, "v1", "v2"],
+    "browser": [None, "ff", "Ff"],
+    "language": [None, "en", "de"],
+    "device_type": [None, "pc", "mobile"],
+}
+
+
+def instants(origin: int, steps: int = 80):
+    """Times near `origin`: whole steps, sometimes a day later, sometimes 1 µs off."""
+    return st.builds(
+        lambda k, day, nudge: origin + k * STEP + day * DAY + nudge,
+        st.integers(0, steps),
+        st.sampled_from([0, 0, 0, 1]),
+        st.sampled_from([0, 0, 0, 1, -1]),
+    )
+
+
+def events_st(origin: int):
+    return st.builds(
+        ev,
+        user=st.integers(0, 3),
+        t=instants(origin),
+        page=st.sampled_from(["a", "b", "c"]),
+        **{name: st.sampled_from(values) for name, values in VALUES.items()},
+    )
 
 
 def rules_with(lateness: int) -> SessionRules:
@@ -106,13 +139,15 @@ def run_stream(data, batches: list[list[dict]], rules: SessionRules):
 
 @st.composite
 def copies_of(draw, events: list[dict]) -> list[dict]:
-    """Re-deliveries of some events: exact copies, or copies differing outside the key."""
+    """Re-deliveries of some events: exact copies, or copies equal to the original in the
+    first tie-break columns and drawn anew from some column on, so that every column gets
+    to decide which copy survives."""
     copies = []
     for original in draw(st.lists(st.sampled_from(events), max_size=5), label="copied"):
         copy = dict(original)
-        if draw(st.booleans(), label="differs"):
-            copy["action"] = draw(st.sampled_from(["view", "close", "click"]))
-            copy["site"] = draw(st.sampled_from([None, "x", "y"]))
+        same = draw(st.integers(0, len(TIE_BREAK)), label="columns kept")
+        for name in TIE_BREAK[same:]:
+            copy[name] = draw(st.sampled_from(VALUES[name]))
         copies.append(copy)
     return copies
 
@@ -125,8 +160,9 @@ def on_time_batches(draw):
     batch whose watermark it is not below. Delays only lower the later watermarks, so no
     event becomes late; finally shuffle every batch.
     """
-    lateness = draw(st.integers(0, 30), label="lateness")
-    events = draw(st.lists(events_st, min_size=1, max_size=30))
+    origin = draw(st.sampled_from(ORIGINS), label="origin")
+    lateness = draw(st.integers(0, 30), label="lateness") * STEP
+    events = draw(st.lists(events_st(origin), min_size=1, max_size=30))
     events = sorted(events + draw(copies_of(events)), key=lambda e: e["event_time"])
     n_batches = draw(st.integers(1, 5))
     cuts = sorted(draw(st.lists(st.integers(0, len(events)), min_size=n_batches - 1,
@@ -138,7 +174,8 @@ def on_time_batches(draw):
         watermark_before.append(None if max_seen is None else max_seen - lateness)
         chunk = events[bounds[b] : bounds[b + 1]]
         if chunk:
-            max_seen = max(max_seen or 0, chunk[-1]["event_time"])
+            seen = chunk[-1]["event_time"]
+            max_seen = seen if max_seen is None else max(max_seen, seen)
     batches = [[] for _ in range(n_batches)]
     for event, b in zip(events, home, strict=True):
         allowed = [
@@ -156,22 +193,26 @@ def on_time_batches(draw):
 def test_sessions_do_not_depend_on_batch_split_or_order(split, data):
     lateness, batches = split
     rules = rules_with(lateness)
-    one_batch = run_stream(data, [[e for batch in batches for e in batch]], rules)
+    # One batch in another arrival order: the copy that survives must not depend on it.
+    arrived = data.draw(st.permutations([e for batch in batches for e in batch]), label="order")
+    one_batch = run_stream(data, [arrived], rules)
     assert run_stream(data, batches, rules) == one_batch
 
 
 @st.composite
 def steps_with_watermarks(draw):
     """Batches with arbitrary non-decreasing watermarks, late events and near-duplicates."""
-    steps, watermark = [], draw(st.one_of(st.none(), st.integers(0, 40)), label="first wm")
+    origin = draw(st.sampled_from(ORIGINS), label="origin")
+    steps, watermark = [], draw(st.one_of(st.none(), instants(origin, 40)), label="first wm")
     for _ in range(draw(st.integers(1, 4), label="steps")):
-        events = draw(st.lists(events_st, max_size=20))
+        events = draw(st.lists(events_st(origin), max_size=20))
         if events:
             events = draw(st.permutations(events + draw(copies_of(events))))
         if watermark is None:
-            after = draw(st.one_of(st.none(), st.integers(0, 100)), label="wm")
+            after = draw(st.one_of(st.none(), instants(origin, 100)), label="wm")
         else:
-            after = watermark + draw(st.integers(0, 40), label="wm step")
+            step = draw(st.integers(0, 40), label="wm step") * STEP
+            after = watermark + step + draw(st.sampled_from([0, 1]), label="wm nudge")
         steps.append((events, watermark, after))
         watermark = after
     return steps

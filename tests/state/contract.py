@@ -12,6 +12,18 @@ A backend's test module subclasses `StateBackendContract` and provides one fixtu
 others (another worker, as far as the store can tell). Every instance made in one test sees
 the same storage; each test gets a fresh, empty store. The suite needs
 `retention_window` versions or fewer (class attribute) to make maintenance delete version 0.
+
+The class also provides two fixtures that look into the storage itself:
+
+    @pytest.fixture
+    def unusable_backend(self):             # an instance whose store cannot be used
+        ...                                 # (no server there, no such bucket or directory)
+
+    @pytest.fixture
+    def leftovers(self):
+        def find(backend, job, partition):  # what the storage still holds of versions the
+            ...                             # partition can no longer restore, as a list
+        return find
 """
 
 from __future__ import annotations
@@ -244,23 +256,33 @@ class StateBackendContract:
             with backend.open(J, 0, v) as ps:
                 assert ps.meta == {"v": v}
 
-    def test_maintenance_keeps_the_last_versions(self, backend, make_backend):
+    def test_maintenance_keeps_the_last_versions(self, backend, make_backend, leftovers):
         n = self.retention_window
-        for v in range(n):
-            commit(backend, J, 0, v - 1, v, {v: [v]})
-        backend.maintenance(J, 0, retain=3)
+        model: dict[int, dict] = {}
+        state: dict[int, list[int]] = {}
+        for v in range(n):  # every version adds a key, replaces key 99 and removes a key
+            removes = [v - 2] if v >= 2 else []
+            commit(backend, J, 0, v - 1, v, {v: [v], 99: [v]}, removes=removes)
+            state = {k: e for k, e in state.items() if k not in removes} | {v: [v], 99: [v]}
+            model[v] = dict(state)
+        left = leftovers(backend, J, 0)
+        assert left == [], left
+        backend.maintenance(J, 0, retain=2)
         kept = backend.versions(J, 0)
-        assert kept[-3:] == [n - 3, n - 2, n - 1]
+        assert kept[-2:] == [n - 2, n - 1]
         assert 0 not in kept
+        # nothing of a version no longer restorable stays behind (files, rows, items, keys)
+        left = leftovers(backend, J, 0)
+        assert left == [], left
         fresh = make_backend(cache=False)
         for v in kept:
-            assert read_all(fresh, J, 0, v) == expected({k: [k] for k in range(v + 1)})
+            assert read_all(fresh, J, 0, v) == expected(model[v])
         with pytest.raises(StateError):
             fresh.open(J, 0, 0)
         backend.maintenance(J, 0, retain=100)  # more than exist: nothing to do
         assert backend.versions(J, 0) == kept
         commit(backend, J, 0, n - 1, n, {n: [n]})
-        assert read_all(fresh, J, 0, n) == expected({k: [k] for k in range(n + 1)})
+        assert read_all(fresh, J, 0, n) == expected(model[n - 1] | {n: [n]})
 
     def test_isolation_between_jobs_and_partitions(self, backend):
         commit(backend, "job-a", 0, -1, 0, {1: [1]})
@@ -448,8 +470,18 @@ class StateBackendContract:
         assert type(clone) is type(backend) and clone.uri == backend.uri
         assert read_all(clone, J, 0, 0) == expected({1: [1]})
 
-    def test_check(self, backend):
-        backend.check()
+    def test_check(self, backend, make_backend, unusable_backend):
+        commit(backend, J, 0, -1, 0, {1: [1]})
+        backend.write_job_record(J, 0, {"v": 0})
+        assert backend.check() is None
+        assert make_backend(cache=False).check() is None  # idempotent, nothing cached
+        # it changes nothing that is stored
+        assert backend.partitions(J) == [0] and backend.versions(J, 0) == [0]
+        assert backend.job_versions(J) == [0]
+        assert read_all(make_backend(cache=False), J, 0, 0) == expected({1: [1]})
+        with pytest.raises(StateError) as info:
+            unusable_backend.check()
+        assert "\n" not in str(info.value)
 
     def test_custom_row_spec(self, make_backend):
         spec = RowSpec(

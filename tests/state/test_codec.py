@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 
+from sessionize.errors import StateError
 from sessionize.state import RowSpec, codec
 from sessionize.state.layered import LayeredState
 
@@ -37,3 +39,16 @@ def test_deltas_round_trip_and_apply_in_order(base, deltas):
     want = {k: [(f"{page}{n}", e) for n, e in enumerate(es)] for k, (page, es) in model.items()}
     assert content(state.read(pa.array(range(7)).to_numpy())) == want
     assert content(state.fold().base.table) == want
+
+
+def test_a_delta_of_another_schema_is_a_state_error():
+    delta = codec.encode_delta(rows({1: [1]}), pa.array([2], pa.int64()), SPEC)
+    other_layout = [
+        delta.append_column("campaign", pa.array([None, None], pa.string())),  # one more field
+        delta.drop_columns(["site"]),  # one field less
+        delta.rename_columns([n if n != "page" else "url" for n in delta.column_names]),
+        delta.drop_columns([codec.REMOVED]),  # a snapshot, not a delta
+    ]
+    for table in other_layout:
+        with pytest.raises(StateError, match="does not match the state schema"):
+            codec.decode_delta(codec.from_parquet(codec.to_parquet(table)), SPEC)

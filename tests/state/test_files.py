@@ -24,6 +24,17 @@ from .contract import StateBackendContract
 from .workers import J, commit, content, expected, read_all, rows
 
 
+def files_leftovers(backend: FilesBackend, job: str, partition: int) -> list[str]:
+    """The files of a partition's directory that no restorable version needs: anything but
+    the commit records of its versions and the data files those records name."""
+    needed = set()
+    for v in backend.versions(job, partition):
+        record = backend._read_record(job, partition, v)
+        needed |= {backend._record_path(job, partition, v).rsplit("/", 1)[1], record.file}
+    listing = backend._list(backend._partition_dir(job, partition))
+    return sorted({info.base_name for info in listing} - needed)
+
+
 class TestFilesContract(StateBackendContract):
     @pytest.fixture
     def make_backend(self, tmp_path):
@@ -33,6 +44,15 @@ class TestFilesContract(StateBackendContract):
             return FilesBackend(root, snapshot_every=3, cache_mb=64 if cache else 0, spec=spec)
 
         return make
+
+    @pytest.fixture
+    def unusable_backend(self, tmp_path):
+        (tmp_path / "file").write_text("not a directory")
+        return FilesBackend(str(tmp_path / "file" / "store"))
+
+    @pytest.fixture
+    def leftovers(self):
+        return files_leftovers
 
 
 @pytest.fixture

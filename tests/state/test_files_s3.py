@@ -3,6 +3,8 @@ that has no rename and enforces conditional writes."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sessionize.errors import StateError
@@ -11,6 +13,7 @@ from sessionize.state.backends.files import FilesBackend
 from tests.s3_fixtures import s3_stopped
 
 from .contract import StateBackendContract
+from .test_files import files_leftovers
 from .workers import J, commit, expected, read_all, rows
 
 
@@ -23,6 +26,14 @@ class TestFilesS3Contract(StateBackendContract):
             return FilesBackend(root, snapshot_every=3, cache_mb=64 if cache else 0, spec=spec)
 
         return make
+
+    @pytest.fixture
+    def unusable_backend(self, bucket_uri):
+        return FilesBackend(re.sub(r"^s3://[^/]+", "s3://no-such-bucket", bucket_uri))
+
+    @pytest.fixture
+    def leftovers(self):
+        return files_leftovers
 
 
 @pytest.mark.parametrize("before", ["absent", "committed"])

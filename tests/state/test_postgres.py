@@ -53,7 +53,26 @@ def sql(postgres_uri, pg_schema):  # noqa: F811
 
 
 class TestPostgresContract(StateBackendContract):
-    pass
+    @pytest.fixture
+    def unusable_backend(self):
+        return open_backend("postgresql://sessionize@127.0.0.1:1/sessionize?connect_timeout=2")
+
+    @pytest.fixture
+    def leftovers(self, sql):
+        def find(backend, job, partition):
+            """Version rows before the oldest restorable version, state rows that ended by
+            then (no restorable version sees them)."""
+            oldest = min(backend.versions(job, partition), default=None)
+            if oldest is None:
+                return []
+            where = " JOIN partitions p USING (pid) WHERE p.job = %s AND p.part = %s AND "
+            versions = sql("SELECT 'version', version FROM versions" + where + "version < %s",
+                           (job, partition, oldest))  # fmt: skip
+            rows = sql("SELECT 'row', key, valid_to FROM state" + where + "valid_to <= %s",
+                       (job, partition, oldest))  # fmt: skip
+            return versions + rows
+
+        return find
 
 
 class TestPostgresChecks(RemoteBackendChecks, CredentialChecks):

@@ -49,7 +49,28 @@ def client(redis_uri):  # noqa: F811
 
 
 class TestRedisContract(StateBackendContract):
-    pass
+    @pytest.fixture
+    def unusable_backend(self):
+        return open_backend("redis://127.0.0.1:1/0?connect_timeout=2")
+
+    @pytest.fixture
+    def leftovers(self, client, redis_prefix):
+        def find(backend, job, partition):
+            """Undo hashes and version entries of versions before the oldest restorable
+            one (restoring a version reads the undo of the versions after it)."""
+            oldest = min(backend.versions(job, partition), default=None)
+            if oldest is None:
+                return []
+            tag = f"{redis_prefix}:{{{job}/{partition}}}"
+            undo = [k.decode() for k in client.scan_iter(f"{tag}:undo:*")]
+            found = [k for k in undo if int(k.rsplit(":", 1)[1]) < oldest]
+            found += [f"versions {v.decode()}" for v in client.zrange(f"{tag}:versions", 0, -1)
+                      if int(v) < oldest]  # fmt: skip
+            found += [f"info {f.decode()}" for f in client.hkeys(f"{tag}:info")
+                      if f != b"fence" and int(f.split(b":")[1]) < oldest]  # fmt: skip
+            return sorted(found)
+
+        return find
 
 
 class TestRedisChecks(RemoteBackendChecks, CredentialChecks):

@@ -30,7 +30,17 @@ def end_finished(checkpoint: str) -> None:
 
 
 class StreamRun:
-    """A running query of a Sessionizer, its batch runner, and its clean-up."""
+    """A running query of a Sessionizer, its batch runner, and its clean-up.
+
+    Returned by `Sessionizer.start`; `Sessionizer.stream` returns its `query`.
+
+    Example:
+        >>> run = Sessionizer().start(events, output="out/", checkpoint="chk/")
+        >>> run.query.isActive
+        True
+        >>> len(run.wait())             # the batches it committed
+        2
+    """
 
     def __init__(
         self,
@@ -56,15 +66,23 @@ class StreamRun:
 
     @property
     def records(self) -> list[dict]:
-        """The batch records this run committed so far."""
+        """The batch records this run committed so far (one dict per batch, as in the
+        progress log: `version`, `watermark`, `batch` counters, `totals`)."""
         if self._tail is not None:
             self._tail.drain()
             return self._tail.records
         return self.runner.records
 
     def wait(self) -> list[dict]:
-        """Wait until the query ends, clean up, return the records. A SessionizeError of a
-        batch is raised as itself."""
+        """Wait until the query ends, clean up, return the records.
+
+        Returns:
+            The batch records of the run, oldest first.
+
+        Raises:
+            SessionizeError: A batch failed with a failure a user can cause; raised as
+                itself (not wrapped in Spark's StreamingQueryException).
+        """
         try:
             if self._tail is None:
                 return await_query(self.query, self.runner)
@@ -89,7 +107,8 @@ class StreamRun:
         return tail.records
 
     def end(self) -> None:
-        """Release the lease and restore the settings; runs once, whoever calls it."""
+        """Release the lease and restore the engine's Spark settings; runs once, whoever
+        calls it (the query's end calls it too)."""
         with self._lock:
             cleanups, self._cleanups = self._cleanups, []
         if not cleanups:

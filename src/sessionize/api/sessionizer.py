@@ -93,23 +93,44 @@ def recorded_state(state: str) -> str:
 class Sessionizer:
     """Sessionize events of the user's own DataFrames, streaming or bounded.
 
-    >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
-    ...                 state="files", partitions=4,
-    ...                 user="anonymous_id", time="ts", page="url", action="type",
-    ...                 time_format="epoch-ms")
-    >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
-    >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
-
     `gap`, `lateness`, `close_actions` and `partitions` are the session rules and part of
-    the state, as `--gap` etc. are for the CLI; `state` is `files` (under the checkpoint),
-    `files:PATH`, a server URI or `spark-rocksdb`/`spark-hdfs`. `user`, `time`, `page`,
-    `action` are dotted paths of the fields (struct fields or top-level names), read as
-    `time_format` (`iso8601`, `epoch-ms`, `epoch-s`) and `user_type` (`long`, `string`).
-    Without `user_type` the user column's own type decides (a Spark string column gives
-    string keys, an integral one long keys; JSON lines give long keys), and a checkpoint
-    keeps the type it recorded (a column that implies another is refused; see `stream`);
-    `keep` maps session columns to paths of the first event's attributes. Events more than
-    `max_future` ahead of the batch's time are invalid (None: no limit).
+    the state, as `--gap` etc. are for the CLI: a checkpoint records them at its first run
+    and refuses other values later.
+
+    Args:
+        gap: Inactivity that ends a session: `"10m"`, a `timedelta` or microseconds.
+        lateness: How far the watermark trails the highest event time seen.
+        close_actions: Actions that end a session (a list, or one comma-separated string).
+        state: `files` (under the checkpoint), `files:PATH`, `postgresql://...`,
+            `redis://...`, `dynamodb://...`, `spark-rocksdb` or `spark-hdfs`.
+        partitions: State partitions, users hashed to them; fixed for a state's life.
+        user: Dotted path of the user id (a struct field like `a.b`, or a top-level name).
+        time: Dotted path of the event time.
+        page: Dotted path of the page.
+        action: Dotted path of the action (absent or NULL means `view`).
+        time_format: `iso8601` (strings or timestamps), `epoch-ms` or `epoch-s` (numbers).
+        user_type: `long` (64-bit integers) or `string` (1 to 256 bytes of UTF-8). None:
+            the user column's own type decides (a Spark string column gives string keys,
+            an integral one long keys; JSON lines give long keys), and a checkpoint keeps
+            the type it recorded (a column that implies another is refused; see `stream`).
+        keep: Session columns to the paths of the first event's attributes they carry
+            (None: the sample contract's `site`, `api_version`, `browser`, `language`,
+            `device_type`; `{}`: none).
+        max_future: Events more than this ahead of the batch's time are invalid (None: no
+            limit).
+        job: Job name, isolating jobs that share one state store.
+
+    Raises:
+        ConfigError: A setting is out of range or malformed (a duration that does not
+            parse, `partitions` below 1, an unknown time format or user type, a bad path).
+
+    Example:
+        >>> s = Sessionizer(gap="10m", lateness="10m", close_actions=["browser_close"],
+        ...                 state="files", partitions=4,
+        ...                 user="anonymous_id", time="ts", page="url", action="type",
+        ...                 time_format="epoch-ms")
+        >>> query = s.stream(events_df, output="out/", checkpoint="chk/")  # StreamingQuery
+        >>> result = s.sessions(bounded_df)  # .sessions, .page_views, .invalid: DataFrames
     """
 
     def __init__(
@@ -200,7 +221,8 @@ class Sessionizer:
         nothing is late.
 
         Args:
-            events: a bounded DataFrame in one of the shapes `stream` takes.
+            events: A bounded DataFrame of events in the shapes `stream` takes: typed
+                columns at the mapped paths, or a `value` column of JSON lines.
 
         Returns:
             A SessionsResult of lazy DataFrames: `.sessions` (the columns of the `sessions`
@@ -208,8 +230,8 @@ class Sessionizer:
             events, with their `reason`, as in `invalid_events`).
 
         Raises:
-            ConfigError: a required field has no column, or one of a type that cannot hold
-                it.
+            ConfigError: A required field (user, time, page) has no column, or a column
+                of a type that can never hold it.
             EnvironmentProblem: Spark's Python workers cannot import sessionize (checked
                 once per session by a tiny job; the line names the PYSPARK_PYTHON to set).
 
@@ -240,17 +262,46 @@ class Sessionizer:
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
-        `events` holds typed columns at the mapped paths, or a `value` column of JSON lines.
-        The four outputs go to `output` (Parquet directories, or Delta tables with
-        `output_format="delta"`), exactly once; `checkpoint` is Spark's checkpoint of the
-        query plus the settings it is bound to and (with `state="files"`) the state. A
-        restart with the same checkpoint resumes after its last committed batch. `trigger`:
-        `available-now` or `processing-time=30s`. One line per batch goes to `on_batch`
-        (default: the `sessionize` logger) and, as JSON, to the progress log (default
-        `CHECKPOINT/progress.jsonl`). The checkpoint's lease is held until the query ends.
-        Without `user_type`, a checkpoint keeps the key type it recorded: a user column that
-        implies the other one raises a ConfigError saying which `user_type` to pass. Workers
-        that cannot import sessionize raise an EnvironmentProblem before the query starts.
+        The four outputs (`sessions`, `page_views`, `late_events`, `invalid_events`) go to
+        `output` exactly once. A restart with the same checkpoint resumes after its last
+        committed batch. The checkpoint's lease is held until the query ends, however it
+        ends. One line per batch goes to `on_batch` and, as JSON, to the progress log.
+
+        Args:
+            events: A streaming DataFrame of typed columns at the mapped paths, or of a
+                `value` column of JSON lines (string or binary, as Spark's Kafka source
+                gives it).
+            output: Where the outputs go: a local path or a pyarrow filesystem URI
+                (`s3://bucket/prefix?...`).
+            checkpoint: Spark's checkpoint of the query (local or HDFS), plus the settings
+                it is bound to and, with `state="files"`, the state.
+            trigger: `available-now` (process what is there, then stop) or
+                `processing-time=30s` (run continuously).
+            output_format: `parquet` (Hive-partitioned directories) or `delta` (Delta Lake
+                tables).
+            progress_log: Where the JSON line of each batch goes (default
+                `CHECKPOINT/progress.jsonl`).
+            on_batch: Called with each batch's one-line summary (default: the `sessionize`
+                logger).
+
+        Returns:
+            Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
+
+        Raises:
+            ConfigError: A setting is wrong, `events` is not streaming, a required field
+                has no column, or (without `user_type`) the user column implies another key
+                type than the checkpoint recorded; the line says which `user_type` to pass.
+            IncompatibleCheckpoint: The checkpoint was created with other settings that are
+                part of the state; the message names the difference.
+            LeaseHeld: Another driver runs on this checkpoint.
+            StateError: The state store is unreachable or does not match the checkpoint.
+            EnvironmentProblem: Spark's Python workers cannot import sessionize (raised
+                before the query starts).
+
+        Example:
+            >>> events = spark.readStream.text("events/")
+            >>> query = Sessionizer().stream(events, output="out/", checkpoint="chk/")
+            >>> query.awaitTermination()
         """
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
@@ -269,9 +320,34 @@ class Sessionizer:
         on_batch: Callable[[str], None] | None = None,
         input_name: str = "dataframe",
     ) -> StreamRun:
-        """`stream`, returning the run (query, batch records, `wait()`). `events` may be a
-        function that builds the DataFrame: it is called after the checks that need no
-        Spark (lease, checkpoint settings, state), so that they fail first."""
+        """`stream`, returning the run (its query, batch records, `wait()`).
+
+        Args:
+            events: As for `stream`, or a function that builds the DataFrame: it is called
+                after the checks that need no Spark (lease, checkpoint settings, state), so
+                that those fail first.
+            output: As for `stream`.
+            checkpoint: As for `stream`.
+            trigger: As for `stream`.
+            output_format: As for `stream`.
+            progress_log: As for `stream`.
+            on_batch: As for `stream`.
+            input_name: The input as `history` and `rewind` show it (secrets left out).
+
+        Returns:
+            The StreamRun: `query`, the committed batch `records`, and `wait()`, which
+            waits for the end and raises a batch's SessionizeError as itself.
+
+        Raises:
+            ConfigError: As for `stream`.
+            IncompatibleCheckpoint: As for `stream`.
+            LeaseHeld: As for `stream`.
+            StateError: As for `stream`.
+
+        Example:
+            >>> run = Sessionizer().start(events, output="out/", checkpoint="chk/")
+            >>> records = run.wait()            # one dict per committed batch
+        """
         if output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
         if not self.user_type_given:  # the DataFrame's user column decides: build it now

@@ -1,0 +1,88 @@
+"""The documentation site builds in strict mode, works offline, and its plots and pages
+say what the repository holds."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.docs.blocks import all_pages
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _nav_pages() -> list[str]:
+    return re.findall(r":\s*([\w/.-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(), re.M)
+
+
+def test_every_page_is_built_and_in_the_navigation(site):
+    nav = _nav_pages()
+    pages = [str(p.relative_to(REPO / "docs")) for p in all_pages()]
+    assert sorted(nav) == sorted(pages)  # no page left out of the navigation
+    for page in nav:
+        html = site / (page.removesuffix(".md").removesuffix("index") + "/index.html").lstrip("/")
+        assert html.exists(), page
+
+
+def test_the_site_fetches_nothing_from_elsewhere(site):
+    """Offline: no web fonts, scripts or styles from another host."""
+    for html in site.rglob("*.html"):
+        text = html.read_text()
+        for url in re.findall(r'(?:src|href)="(https?://[^"]+)"', text):
+            # Links a reader follows are fine; what the page itself loads is not.
+            tag = text[text.rfind("<", 0, text.find(url)) : text.find(url)]
+            assert not tag.startswith(("<script", "<link", "<img")), (html, url)
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, html
+
+
+def test_the_reference_is_generated_from_the_code(site):
+    """Every command and option of the CLI, and the API's docstrings, are on their pages."""
+    from sessionize.cli import cli
+
+    html = (site / "reference" / "cli" / "index.html").read_text()
+    for name, command in cli.commands.items():
+        assert f'id="sessionize-{name}"' in html, name
+        for param in command.params:
+            for opt in param.opts:
+                assert opt in html, (name, opt)
+    api = (site / "reference" / "python-api" / "index.html").read_text()
+    for name in ("sessionize.Sessionizer.stream", "sessionize.Sessionizer.sessions"):
+        assert f'id="{name}"' in api, name
+    assert api.count("Raises:") + api.count(">Raises<") >= 2
+
+
+def test_the_plots_are_drawn_from_the_benchmarks_json(tmp_path):
+    """benchmarks/plot.py on benchmarks/results/*.json gives exactly the committed SVGs."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "plot.py"), "--to", str(tmp_path)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    drawn = sorted(p.name for p in tmp_path.iterdir())
+    assert drawn == ["state_size.svg", "stores.svg", "throughput.svg"]
+    for name in drawn:
+        assert (tmp_path / name).read_bytes() == (REPO / "docs" / "benchmarks" / name).read_bytes()
+        assert f"benchmarks/{name}" in (REPO / "docs" / "benchmarks.md").read_text()
+
+
+def test_readme_is_short_and_points_into_the_site():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 150
+    assert "./dev test" in readme and "./dev docs" in readme
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (REPO / link).exists(), link
+
+
+HISTORY = re.compile(
+    r"this round|last round|before/now|before / now|when this row was measured"
+    r"|\(before\)|\(now\)|used to|no longer|older sessionize|earlier runs",
+    re.I,
+)
+
+
+def test_no_page_tells_the_history_of_its_making():
+    for page in [*all_pages(), REPO / "README.md"]:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            assert not HISTORY.search(line), f"{page.name}:{n}: {line}"
