@@ -36,3 +36,13 @@ def state_uri(state: str, home: str) -> str:
     """`files` keeps the store at `home` (under the checkpoint, or the batch output's
     `_state`); `files:PATH` and server URIs are used as given."""
     return f"files:{home}" if state == "files" else state
+
+
+def progress_path(explicit: str | None, root: str, name: str) -> str | None:
+    """Where the progress log goes: `explicit`, else `root/name` when `root` is a local
+    path (the log is appended to, which object stores cannot do)."""
+    if explicit:
+        return explicit
+    if "://" in root and not root.startswith("file://"):
+        return None
+    return f"{root.removeprefix('file://').rstrip('/')}/{name}"

@@ -8,7 +8,10 @@ DataFrame with a `value` column and no column at the user path is read as JSON.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -16,6 +19,7 @@ from pyspark.sql import types as T
 
 from sessionize.columns import check_columns, implied_user_type, parse_columns, resolve
 from sessionize.engines.runner import Parser
+from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
 
@@ -73,3 +77,28 @@ def file_parser(mapping: EventMapping) -> Parser:
     if mapping.input_format == "parquet":
         return functools.partial(parse_columns, mapping=mapping)
     return json_parser(mapping)
+
+
+def settle_key_type(s: Any, df: DataFrame, recorded_type: str | None) -> Any:
+    """Sessionizer `s` with the user key type settled for `df`: the explicit one, else what
+    the checkpoint recorded (`recorded_type`), else what the column implies. A column that
+    implies another type than the recorded one is refused: the checkpoint's keys would
+    silently change (or every event be invalid). (`s` is not typed here: this module sits
+    below api.sessionizer.)"""
+    if s.user_type_given:
+        return s
+    implied = user_type_of(df, s.mapping)
+    if recorded_type and implied and implied != recorded_type:
+        kind = "a string" if implied == "string" else "an integer"
+        raise ConfigError(
+            f"the checkpoint's users have {recorded_type} keys but the column "
+            f"{s.mapping.user} is {kind}, which gives {implied} keys: pass "
+            f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
+            "checkpoint"
+        )
+    settled = copy.copy(s)
+    settled.mapping = dataclasses.replace(
+        s.mapping, user_type=recorded_type or implied or s.mapping.user_type
+    )
+    settled.user_type_given = True
+    return settled

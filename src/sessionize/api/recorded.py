@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sessionize.config import redact_uri
+from sessionize.config import format_duration, redact_uri
 from sessionize.engines.checkpoint import last_committed_batch, recorded
 from sessionize.errors import ConfigError, StateError
 from sessionize.fs import absolute_local
@@ -41,6 +41,21 @@ RECORDED_ARGS = {
     "split_on_change": "split_on_change", "gap_field": "gap_field",
 }  # fmt: skip
 RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format"])
+
+
+def settings_record(s: Any, output_format: str) -> dict[str, object]:
+    """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint)."""
+    return {
+        "state": recorded_state(s.state),
+        "gap": format_duration(s.rules.gap_us),
+        "lateness": format_duration(s.rules.lateness_us),
+        "close_actions": ",".join(s.rules.close_actions),
+        **s.rules.record(),
+        "partitions": s.partitions,
+        "job": s.job,
+        "output_format": output_format,
+        **s.mapping.record(),
+    }
 
 
 def resolve(

@@ -10,8 +10,6 @@ and never creates or reconfigures one beyond the engine's settings for the life 
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
 import logging
 import time
@@ -20,21 +18,27 @@ from collections.abc import Callable, Iterable, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.api.arguments import Duration, duration_us, parse_trigger, state_uri
+from sessionize.api.arguments import (
+    Duration,
+    duration_us,
+    parse_trigger,
+    progress_path,
+    state_uri,
+)
 from sessionize.api.bounded import SessionsResult, bounded_sessions
-from sessionize.api.inputs import file_parser, reader, user_type_of
+from sessionize.api.inputs import file_parser, reader, settle_key_type
 from sessionize.api.query import StreamRun, end_finished
 from sessionize.api.recorded import (
     RECORDED,
     RECORDED_ARGS,
     check_agreement,
-    recorded_state,
     recorded_user_type,
     resolve,
+    settings_record,
 )
 from sessionize.api.remote import ProgressTail, quiet
 from sessionize.api.workers import check_workers
-from sessionize.config import SessionRules, format_duration, redact_uri
+from sessionize.config import SessionRules, redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
     batch_timestamp_us,
@@ -224,27 +228,8 @@ class Sessionizer:
         return self.resolved(read_settings(checkpoint), output_format)
 
     def _for_input(self, df: DataFrame, recorded_type: str | None) -> Sessionizer:
-        """This Sessionizer with the user key type settled for `df`: the explicit one, else
-        what the checkpoint recorded (`recorded_type`), else what the column implies. A
-        column that implies another type than the recorded one is refused: the checkpoint's
-        keys would silently change (or every event be invalid)."""
-        if self.user_type_given:
-            return self
-        implied = user_type_of(df, self.mapping)
-        if recorded_type and implied and implied != recorded_type:
-            kind = "a string" if implied == "string" else "an integer"
-            raise ConfigError(
-                f"the checkpoint's users have {recorded_type} keys but the column "
-                f"{self.mapping.user} is {kind}, which gives {implied} keys: pass "
-                f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
-                "checkpoint"
-            )
-        settled = copy.copy(self)
-        settled.mapping = dataclasses.replace(
-            self.mapping, user_type=recorded_type or implied or self.mapping.user_type
-        )
-        settled.user_type_given = True
-        return settled
+        """This Sessionizer with the user key type settled for `df` (`inputs.settle_key_type`)."""
+        return settle_key_type(self, df, recorded_type)
 
     # ------------------------------------------------------------------ bounded
 
@@ -503,24 +488,4 @@ class Sessionizer:
 
     def recorded_settings(self, output_format: str) -> dict[str, object]:
         """What the checkpoint is bound to (see engines.checkpoint)."""
-        return {
-            "state": recorded_state(self.state),
-            "gap": format_duration(self.rules.gap_us),
-            "lateness": format_duration(self.rules.lateness_us),
-            "close_actions": ",".join(self.rules.close_actions),
-            **self.rules.record(),
-            "partitions": self.partitions,
-            "job": self.job,
-            "output_format": output_format,
-            **self.mapping.record(),
-        }
-
-
-def progress_path(explicit: str | None, root: str, name: str) -> str | None:
-    """Where the progress log goes: `explicit`, else `root/name` when `root` is a local
-    path (the log is appended to, which object stores cannot do)."""
-    if explicit:
-        return explicit
-    if "://" in root and not root.startswith("file://"):
-        return None
-    return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+        return settings_record(self, output_format)

@@ -9,78 +9,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
 
 import click
 
 from sessionize.cli import failures, maintain, reprocess
 from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
-from sessionize.config import SessionRules, parse_duration, redact_uri
+from sessionize.cli.params import DURATION, HOUR, make_rules, rules_options
+from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, SessionizeError
-
-
-class Duration(click.ParamType):
-    name = "duration"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_duration(value)
-        except ConfigError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class Hour(click.ParamType):
-    """An hour like 2026-11-01T09 (UTC)."""
-
-    name = "hour"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, datetime):
-            return value
-        for fmt in ("%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
-            try:
-                return datetime.strptime(value, fmt).replace(tzinfo=UTC)
-            except ValueError:
-                pass
-        self.fail(f"'{value}' is not an hour; write it like 2026-11-01T09", param, ctx)
-
-
-DURATION = Duration()
-HOUR = Hour()
-
-
-_RULE_OPTIONS = (
-    ("--gap", DURATION, "10m", "Inactivity that ends a session."),
-    ("--lateness", DURATION, "10m", "Allowed lateness: the watermark trails the max event time."),
-    ("--close-actions", str, "browser_close", "Comma-separated actions that end a session."),
-    ("--max-duration", DURATION, None, "A session lasts less than this (e.g. 24h; unset: no cap)."),
-    ("--timezone", str, "UTC", "IANA zone of session_date and of --split-at-midnight."),
-)
-
-
-def rules_options(f):
-    """--gap, --lateness, --close-actions, --max-duration, --timezone, --split-at-midnight:
-    the session rules (docs/design.md, "Semantics")."""
-    f = click.option(
-        "--split-at-midnight", is_flag=True,
-        help="End sessions at midnight in --timezone.",
-    )(f)  # fmt: skip
-    for name, kind, default, text in reversed(_RULE_OPTIONS):
-        f = click.option(name, type=kind, default=default, show_default=True, help=text)(f)
-    return f
-
-
-def make_rules(
-    gap: int, lateness: int, close_actions: str, max_duration: int | None = None,
-    timezone: str = "UTC", split_at_midnight: bool = False,
-) -> SessionRules:  # fmt: skip
-    actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
-    return SessionRules(
-        gap_us=gap, lateness_us=lateness, close_actions=actions, max_duration_us=max_duration,
-        timezone=timezone.strip(), split_at_midnight=split_at_midnight,
-    )  # fmt: skip
 
 
 def max_future_option(f):

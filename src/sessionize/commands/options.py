@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sessionize.api.sessionizer import progress_path, recorded_state, state_uri
+from sessionize.api.arguments import progress_path, state_uri
+from sessionize.api.recorded import recorded_state
 from sessionize.engines.store import EngineSettings
 
 __all__ = ["engine_settings", "progress_path", "recorded_state", "state_uri"]
