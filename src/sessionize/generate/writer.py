@@ -35,6 +35,7 @@ from sessionize.generate.layout import (
     select_late,
 )
 from sessionize.generate.lines import INVALID_KINDS, HourLines
+from sessionize.generate.rules import add_rule_data
 from sessionize.generate.visits import make_plan, make_users, simulate
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Independent random streams, so that changing one aspect never shifts another.
-_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS = range(5)
+_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS, _RULES = range(6)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ def generate_events(cfg: GeneratorConfig) -> Iterator[GeneratedHour]:
     plan = make_plan(cfg)
     users = make_users(cfg, _rng(cfg, _USERS))
     visits, events = simulate(cfg, plan, _rng(cfg, _VISITS))
+    if cfg.rule_data:
+        users, visits, events = add_rule_data(cfg, users, visits, events, _rng(cfg, _RULES))
     late = select_late(cfg, events.t_ms, _rng(cfg, _LATE))
     start_ms = cfg.start_us // 1000
     hour_of = (events.t_ms - start_ms) // HOUR_MS
