@@ -10,8 +10,8 @@ into `late-NNNNN.json` files that arrive two hours after their hour (see generat
 Every file's mtime is its arrival time, strictly increasing in the order files are yielded
 and written, so a file stream (which orders new files by mtime) reads them as they arrived.
 The same config gives byte-identical files and mtimes. `rule_data` adds events and fields for
-the session rules (see generate/rules.py) from a random stream of its own: without it, the
-files are those of the same config before the option existed.
+the session rules (see generate/rules.py) from a random stream of its own: without it, no draw
+of the other streams changes, and a seed gives the same files.
 """
 
 from __future__ import annotations
