@@ -67,6 +67,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--files-per-hour", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--gzip", is_flag=True, help="Write .json.gz files.")
 @click.option(
+    "--rule-data",
+    is_flag=True,
+    help="Add data for the session rules: 2.5 h visits, visits across local midnights, "
+    "utm.campaign changing mid-visit, a per-event gap_s (without it, the data is unchanged).",
+)
+@click.option(
     "--gap",
     type=DURATION,
     default="10m",

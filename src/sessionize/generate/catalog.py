@@ -89,6 +89,11 @@ TIME_SUFFIXES = ("+00:00", "", "+02:00", "-05:00", "+05:30", "-03:00", "+09:00",
 TIME_OFFSETS_MS = np.array([0, 0, 120, -300, 330, -180, 540, 60], dtype=np.int64) * 60_000
 UTC_SHARE, NAIVE_SHARE = 0.96, 0.025  # the rest is spread over the non-UTC offsets
 
+# Fields written only with rule data (generate/rules.py): `utm.campaign`, and `gap_s`, a
+# per-event session gap in seconds, written as these JSON numbers.
+CAMPAIGNS = ("spring_sale", "newsletter", "retargeting", "black_friday")
+GAP_SECONDS = ("60", "300", "900", "1800", "2700", "90.5")
+
 # Optional sections left out of whole visits (only three fields are required).
 OMIT_SOURCE, OMIT_USER, OMIT_TECHNICAL = 0.01, 0.02, 0.02
 

@@ -61,6 +61,7 @@ class GeneratorConfig:
     gap_us: int = 600_000_000
     lateness_us: int = 600_000_000
     gzip: bool = False
+    rule_data: bool = False  # add data for the session rules (generate/rules.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.start, datetime):

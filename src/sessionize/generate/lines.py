@@ -48,6 +48,13 @@ TECHNICAL = _vocab(
      for net in cat.NETWORKS] + [""]
 )  # fmt: skip
 
+# Rule data (generate/rules.py): code = (campaign + 1) * (len(GAP_SECONDS) + 1) + gap + 1.
+RULE_FIELDS = _vocab(
+    c + g
+    for c in ("", *(f', "utm": {{"campaign": "{x}"}}' for x in cat.CAMPAIGNS))
+    for g in ("", *(f', "gap_s": {x}' for x in cat.GAP_SECONDS))
+)
+
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _SUFFIX_LEN = np.array([len(s) for s in cat.TIME_SUFFIXES], dtype=np.int64)
 _SUFFIX_BYTES = np.array(
@@ -169,10 +176,14 @@ class HourLines:
         self._times = event_times(events.t_ms[rows], events.tz[rows])
         at = pa.array(self._visit_at)
         action_page = self._action.astype(np.int64) * len(cat.PAGES) + self._page
+        middle = self._middle.take(at)
+        if events.campaign is not None and events.gap is not None:
+            code = (events.campaign[rows].astype(np.int64) + 1) * (len(cat.GAP_SECONDS) + 1)
+            middle = _join(middle, RULE_FIELDS.take(pa.array(code + events.gap[rows] + 1)))
         self.lines = _join(
             head.take(at),
             self._times,
-            self._middle.take(at),
+            middle,
             ACTION_PAGE.take(pa.array(action_page)),
             PREV_END.take(pa.array(self._prev.astype(np.int64) + 1)),
         )

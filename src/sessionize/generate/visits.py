@@ -132,6 +132,10 @@ class Events:
     prev: np.ndarray  # code in catalog.PAGES, -1: none (landing page)
     action: np.ndarray  # code in catalog.ACTIONS
     tz: np.ndarray  # code in catalog.TIME_SUFFIXES
+    # Only with rule data (generate/rules.py): codes in catalog.CAMPAIGNS and
+    # catalog.GAP_SECONDS, -1 where the event has no such field.
+    campaign: np.ndarray | None = None
+    gap: np.ndarray | None = None
 
 
 def make_users(cfg: GeneratorConfig, rng: np.random.Generator) -> Users:
@@ -173,7 +177,8 @@ def _idle_ms(rng, plan: Plan, gap_us: int, after_close: np.ndarray) -> np.ndarra
     return np.where(back, _think_ms(rng, n, gap_us), idle)
 
 
-def _pages(rng, visit: np.ndarray, pos: np.ndarray, interest: np.ndarray) -> np.ndarray:
+def pages(rng, visit: np.ndarray, pos: np.ndarray, interest: np.ndarray) -> np.ndarray:
+    """A page code per event: `pos` 0 is a landing page, `interest[visit]` a category."""
     n = visit.size
     entry = pos == 0
     kind = np.where(
@@ -196,7 +201,8 @@ def _pages(rng, visit: np.ndarray, pos: np.ndarray, interest: np.ndarray) -> np.
     return page.astype(np.int16)
 
 
-def _tz(rng, n: int) -> np.ndarray:
+def time_zones(rng, n: int) -> np.ndarray:
+    """A time suffix code per event: mostly UTC, a few naive or local offsets."""
     u = rng.random(n)
     others = len(cat.TIME_SUFFIXES) - 2
     rest = (u - cat.UTC_SHARE - cat.NAIVE_SHARE) / (1 - cat.UTC_SHARE - cat.NAIVE_SHARE)
@@ -234,7 +240,7 @@ def _round(cfg, plan, rng, users: np.ndarray, clock: np.ndarray, after_close: np
     t_ms = clock[row] + cs - cs[starts[first_of_user][row]]
 
     is_close = closed[visit] & (pos == m[visit] - 1)
-    page = _pages(rng, visit, pos, interest)
+    page = pages(rng, visit, pos, interest)
     close_at = np.flatnonzero(is_close)
     page[close_at] = page[close_at - 1]  # the page the browser was closed on
     prev = np.r_[np.int16(-1), page[:-1]].astype(np.int16)
@@ -259,7 +265,7 @@ def _round(cfg, plan, rng, users: np.ndarray, clock: np.ndarray, after_close: np
         visit_id=np.frombuffer(rng.bytes(16 * nv), dtype=np.uint8).reshape(nv, 16),
     )
     events = dict(
-        t_ms=t_ms, visit=visit, page=page, prev=prev, action=action, tz=_tz(rng, visit.size)
+        t_ms=t_ms, visit=visit, page=page, prev=prev, action=action, tz=time_zones(rng, visit.size)
     )
     return visits, events, new_clock, closed[last_of_user]
 

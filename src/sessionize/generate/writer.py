@@ -9,7 +9,9 @@ into `late-NNNNN.json` files that arrive two hours after their hour (see generat
 
 Every file's mtime is its arrival time, strictly increasing in the order files are yielded
 and written, so a file stream (which orders new files by mtime) reads them as they arrived.
-The same config gives byte-identical files and mtimes.
+The same config gives byte-identical files and mtimes. `rule_data` adds events and fields for
+the session rules (see generate/rules.py) from a random stream of its own: without it, no draw
+of the other streams changes, and a seed gives the same files.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from sessionize.generate.layout import (
     select_late,
 )
 from sessionize.generate.lines import INVALID_KINDS, HourLines
+from sessionize.generate.rules import add_rule_data
 from sessionize.generate.visits import make_plan, make_users, simulate
 
 __all__ = [
@@ -51,7 +54,7 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Independent random streams, so that changing one aspect never shifts another.
-_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS = range(5)
+_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS, _RULES = range(6)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ def generate_events(cfg: GeneratorConfig) -> Iterator[GeneratedHour]:
     plan = make_plan(cfg)
     users = make_users(cfg, _rng(cfg, _USERS))
     visits, events = simulate(cfg, plan, _rng(cfg, _VISITS))
+    if cfg.rule_data:
+        users, visits, events = add_rule_data(cfg, users, visits, events, _rng(cfg, _RULES))
     late = select_late(cfg, events.t_ms, _rng(cfg, _LATE))
     start_ms = cfg.start_us // 1000
     hour_of = (events.t_ms - start_ms) // HOUR_MS
