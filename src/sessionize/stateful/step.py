@@ -172,7 +172,11 @@ def _stored_changes(
         parts.append(state.filter(siblings))
     puts = pa.concat_tables(parts)
     left = pc.is_in(touched, value_set=puts.column(d.store_key).combine_chunks().unique())
-    return puts, touched.filter(pc.invert(left))
+    gone = touched.filter(pc.invert(left))
+    # Only what is stored can be removed: a key the processor removes before it was ever
+    # stored (new in this batch) leaves nothing to delete.
+    stored = state.column(d.store_key).combine_chunks()
+    return puts, gone.filter(pc.is_in(gone, value_set=stored))
 
 
 def _store_key(keys: pa.Array, stored_keys: pa.Array, stored_store_keys: pa.Array) -> pa.Array:
