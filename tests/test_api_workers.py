@@ -44,7 +44,8 @@ def test_workers_without_sessionize_are_one_line_naming_pyspark_python(tmp_path:
     env.update(PATH="/usr/bin:/bin", SPARK_LOCAL_IP="127.0.0.1")  # python3: the system's
     assert subprocess.run(["python3", "-c", "import sessionize"], env=env).returncode == 1
     # The venv's other name for its Python: another path, so the probe job runs, and passes.
-    workers = str(Path(sys.executable).with_name("python3"))
+    me = Path(sys.executable)
+    workers = str(me.with_name("python" if me.name != "python" else "python3"))
     assert workers != sys.executable
     done = subprocess.run([sys.executable, str(job), workers], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=550)  # fmt: skip

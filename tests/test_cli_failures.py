@@ -149,5 +149,7 @@ def test_ctrl_c_prints_one_line_and_the_stream_resumes(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     # Batch 0 again if the interrupt came before Spark recorded it, then the new file.
     last = done.stdout.splitlines()[-1]
-    assert last.startswith("batch 1: 1 events in, 1 sessions out"), done.stdout
+    assert last.startswith("batch 1: 1 line read, 0 invalid, 1 event in, 1 session out"), (
+        done.stdout
+    )
     assert read_output(tmp_path / "out", "sessions").num_rows == 1  # 00:10, closed once
