@@ -1,4 +1,5 @@
-"""Shared by the examples: read micro-batches from files, print a run's outputs."""
+"""Shared by the examples: run a processor on Spark over a directory of micro-batch files,
+or in memory over files or a built-in sample; print what it wrote."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from sessionize import stateful
 from sessionize.stateful import LocalRun
 
 
@@ -23,11 +25,46 @@ def read_batches(paths: list[str], schema: pa.Schema) -> list[pa.Table]:
     return batches
 
 
-def files_or_sample(description: str, sample: list[pa.Table], schema: pa.Schema) -> list[pa.Table]:
+def arguments(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("files", nargs="*", help="one micro-batch per file (JSON lines, Parquet)")
+    parser.add_argument("files", nargs="*", help="in memory: one micro-batch per file")
+    parser.add_argument("--input", help="on Spark: a directory of JSON-lines files, streamed")
+    parser.add_argument("--output", help="where the outputs go (Parquet, one dir per output)")
+    parser.add_argument("--checkpoint", help="the stream's checkpoint")
+    parser.add_argument("--state", default="files",
+                        help="files (under the checkpoint) or a server URI")  # fmt: skip
+    parser.add_argument("--partitions", type=int, default=4, help="state partitions")
+    parser.add_argument("--files-per-trigger", type=int, default=4,
+                        help="input files per micro-batch")  # fmt: skip
     args = parser.parse_args()
-    return read_batches(args.files, schema) if args.files else sample
+    if args.input and not (args.output and args.checkpoint):
+        parser.error("--input needs --output and --checkpoint")
+    return args
+
+
+def main(
+    description: str, processor: stateful.Processor, sample: list[pa.Table],
+    schema: pa.Schema, ddl: str, lateness: str = "0s",
+) -> None:  # fmt: skip
+    """The example's command line: with --input, a stream on Spark with the state in the
+    store; otherwise a run in memory over the files given, or the sample."""
+    args = arguments(description)
+    if not args.input:
+        show(stateful.run_local(processor, read_batches(args.files, schema) if args.files
+                                else sample))  # fmt: skip
+        return
+    from sessionize.spark_session import get_spark
+
+    spark = get_spark(type(processor).__name__, shuffle_partitions=args.partitions)
+    rows = (
+        spark.readStream.schema(ddl).option("maxFilesPerTrigger", args.files_per_trigger)
+        .json(args.input)
+    )  # fmt: skip
+    run = stateful.start(
+        rows, processor, output=args.output, checkpoint=args.checkpoint, state=args.state,
+        partitions=args.partitions, lateness=lateness, on_batch=print,
+    )  # fmt: skip
+    run.wait()
 
 
 def show(run: LocalRun) -> None:

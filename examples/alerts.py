@@ -8,9 +8,9 @@ window); a timer at the newest one's time plus the window removes them once it h
 
 Logins are judged in event-time order within a batch and in arrival order across batches.
 
-Run it over micro-batch files (JSON lines or Parquet with `user`, `event_time`, `outcome`),
-or over a built-in sample: `python -m examples.alerts [FILE ...]`. It runs in memory
-(`stateful.run_local`); the Spark engine's `stateful.stream` is not wired yet.
+On Spark, exactly once: `python -m examples.alerts --input logins/ --output out/
+--checkpoint chk/ [--state URI]` streams JSON-lines files (`user`, `event_time`, `outcome`).
+In memory: `python -m examples.alerts [FILE ...]`, one micro-batch per file, or a sample.
 """
 
 from __future__ import annotations
@@ -119,11 +119,14 @@ SAMPLE = [
 ]  # fmt: skip
 
 
-def main() -> None:
-    from examples._batches import files_or_sample, show
+SPARK_COLUMNS = "user string, event_time timestamp, outcome string"
 
-    batches = files_or_sample(__doc__.splitlines()[0], SAMPLE, LOGINS)
-    show(stateful.run_local(FailedLoginAlerts(failures=3), batches))
+
+def main() -> None:
+    from examples import _batches
+
+    processor = FailedLoginAlerts(failures=3)
+    _batches.main(__doc__.splitlines()[0], processor, SAMPLE, LOGINS, SPARK_COLUMNS)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ stored): the state stays bounded by the ids of the last N hours (plus the latene
 Events are judged in event-time order within a batch and in arrival order across batches,
 so an event arriving after a later copy of its id (but not late) may be dropped.
 
-Run it over micro-batch files (JSON lines or Parquet with `event_id`, `event_time`,
-`payload`), or over a built-in sample: `python -m examples.dedup [FILE ...]`. It runs in
-memory (`stateful.run_local`); the Spark engine's `stateful.stream` is not wired yet.
+On Spark, exactly once: `python -m examples.dedup --input events/ --output out/ --checkpoint
+chk/ [--state URI]` streams JSON-lines files (`event_id`, `event_time`, `payload`). In
+memory: `python -m examples.dedup [FILE ...]`, one micro-batch per file, or a sample.
 """
 
 from __future__ import annotations
@@ -111,11 +111,13 @@ SAMPLE = [
 ]  # fmt: skip
 
 
-def main() -> None:
-    from examples._batches import files_or_sample, show
+SPARK_COLUMNS = "event_id string, event_time timestamp, payload string"
 
-    batches = files_or_sample(__doc__.splitlines()[0], SAMPLE, EVENTS)
-    show(stateful.run_local(Dedup(hours=2), batches))
+
+def main() -> None:
+    from examples import _batches
+
+    _batches.main(__doc__.splitlines()[0], Dedup(hours=2), SAMPLE, EVENTS, SPARK_COLUMNS)
 
 
 if __name__ == "__main__":

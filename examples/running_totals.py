@@ -5,9 +5,10 @@ any restart. No event time: no watermark, no late rows, no timers; every batch e
 totals of the customers it changed (as Spark's `groupBy(...).agg(count, sum)` in update
 mode does).
 
-Run it over micro-batch files (JSON lines or Parquet with `customer_id`, `amount`), or over a
-built-in sample: `python -m examples.running_totals [FILE ...]`. It runs in memory
-(`stateful.run_local`); the Spark engine's `stateful.stream` is not wired yet.
+On Spark, exactly once, with the state in the store: `python -m examples.running_totals
+--input orders/ --output out/ --checkpoint chk/ [--state postgresql://...]` streams the
+directory's JSON-lines files (`customer_id`, `amount`). In memory (`stateful.run_local`):
+`python -m examples.running_totals [FILE ...]`, one micro-batch per file, or a sample.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ SAMPLE = [
 ]
 
 
-def main() -> None:
-    from examples._batches import files_or_sample, show
+SPARK_COLUMNS = "customer_id long, amount double"  # the JSON lines' columns, for Spark
 
-    batches = files_or_sample(__doc__.splitlines()[0], SAMPLE, ORDERS)
-    show(stateful.run_local(RunningTotals(), batches))
+
+def main() -> None:
+    from examples import _batches
+
+    _batches.main(__doc__.splitlines()[0], RunningTotals(), SAMPLE, ORDERS, SPARK_COLUMNS)
 
 
 if __name__ == "__main__":

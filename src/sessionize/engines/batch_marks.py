@@ -48,25 +48,30 @@ def mark_keys(spark: SparkSession, partitions: int, user_type: pa.DataType) -> p
     return candidates.take(pa.array(first))
 
 
-def with_marks(parsed: DataFrame, keys: pa.Array) -> DataFrame:
-    """`parsed` with the two mark columns, plus one mark row per (map task, partition)."""
+def with_marks(
+    parsed: DataFrame, keys: pa.Array, key: str = "user_id", time: str | None = "event_time"
+) -> DataFrame:
+    """`parsed` with the two mark columns, plus one mark row per (map task, partition).
+
+    `key` is the column the shuffle places rows by, `time` the event time (None: none);
+    rows with a `reason` (invalid lines) have no valid event time."""
     fields = [T.StructField(f.name, f.dataType, True) for f in parsed.schema.fields]
     schema = T.StructType(
         [*fields, T.StructField(RECORDS, T.LongType()), T.StructField(LATEST, T.LongType())]
     )
-    return parsed.mapInArrow(functools.partial(_pass_and_mark, keys), schema)
+    return parsed.mapInArrow(functools.partial(_pass_and_mark, keys, key, time), schema)
 
 
-def _pass_and_mark(keys: pa.Array, batches: Iterator[pa.RecordBatch]):
+def _pass_and_mark(
+    keys: pa.Array, key: str, time: str | None, batches: Iterator[pa.RecordBatch]
+):
     records, latest, schema = 0, None, None
     for b in batches:
         if schema is None:  # every field nullable: the mark rows are NULL but for user_id
             fields = [f.with_nullable(True) for f in b.schema]
             schema = pa.schema([*fields, pa.field(RECORDS, pa.int64()), (LATEST, pa.int64())])
         records += b.num_rows
-        valid = pc.is_null(b.column("reason"))
-        times = pc.cast(pc.filter(b.column("event_time"), valid), pa.int64())
-        top = pc.max(times).as_py()
+        top = _latest(b, time)
         if top is not None:
             latest = top if latest is None else max(latest, top)
         none = pa.nulls(b.num_rows, pa.int64())
@@ -75,11 +80,22 @@ def _pass_and_mark(keys: pa.Array, batches: Iterator[pa.RecordBatch]):
         return
     n = len(keys)
     columns = [
-        keys.cast(f.type) if f.name == "user_id" else pa.nulls(n, f.type)
+        keys.cast(f.type) if f.name == key else pa.nulls(n, f.type)
         for f in list(schema)[:-2]
     ]
     columns += [pa.array([records] * n, pa.int64()), pa.array([latest] * n, pa.int64())]
     yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _latest(batch: pa.RecordBatch, time: str | None) -> int | None:
+    """The latest valid event time of `batch`, µs since the epoch (None: none)."""
+    if time is None or batch.num_rows == 0:
+        return None
+    times = batch.column(time)
+    if "reason" in batch.schema.names:
+        times = pc.filter(times, pc.is_null(batch.column("reason")))
+    unit = pa.timestamp("us", tz=times.type.tz)
+    return pc.max(pc.cast(times, unit, safe=False).cast(pa.int64())).as_py()
 
 
 def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None]:

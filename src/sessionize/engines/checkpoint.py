@@ -265,3 +265,26 @@ def refuse_if_rewinding(checkpoint: str) -> None:
             f"complete it with `sessionize rewind --checkpoint {checkpoint} --to-batch "
             f"{intent['to_batch']}`, then start the stream again"
         )
+
+
+def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> None:
+    """Record a stateful job's `settings` (its processor's name, key, state schema,
+    parameters, partitions, lateness, output) in a new checkpoint, or refuse, in one line
+    naming every difference, a checkpoint created with others or by a session job."""
+    before = recorded(checkpoint)
+    now = {k: json.loads(json.dumps(comparable(k, v))) for k, v in settings.items()}
+    if before and "processor" not in before:
+        raise IncompatibleCheckpoint(
+            f"checkpoint {checkpoint} belongs to a session job, not to processor "
+            f"{settings['processor']}: give this job a checkpoint of its own"
+        )
+    was = {k: json.loads(json.dumps(comparable(k, v))) for k, v in before.items()}
+    changed = [k for k in now if k in was and was[k] != now[k]]
+    if changed:
+        diffs = "; ".join(f"{k} {was[k]!r} (now {now[k]!r})" for k in changed)
+        raise IncompatibleCheckpoint(
+            f"checkpoint {checkpoint} was created with {diffs}: run it with what it was "
+            "created with, or start over with a new checkpoint and state"
+        )
+    if set(settings) - set(before):
+        write_record(checkpoint, FILE, {**before, **settings})

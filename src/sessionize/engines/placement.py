@@ -13,9 +13,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 
-def partition_users(df: DataFrame, partitions: int) -> DataFrame:
-    """`df` shuffled into `partitions` partitions by `user_id`."""
-    return df.repartition(partitions, "user_id")
+def partition_users(df: DataFrame, partitions: int, key: str = "user_id") -> DataFrame:
+    """`df` shuffled into `partitions` partitions by its `key` column (a processor's key)."""
+    return df.repartition(partitions, key)
 
 
 def user_partitions(spark: SparkSession, users: pa.Array, partitions: int) -> np.ndarray:

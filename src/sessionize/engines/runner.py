@@ -107,6 +107,14 @@ class Engine(ABC):
         """Spark settings for the life of the streaming query."""
         return {}
 
+    def totals(self, before: dict, counters: dict[str, int]) -> dict[str, int]:
+        """The job's totals after a batch with `counters`, from those `before` it."""
+        return {k: before.get(k, 0) + counters[k] for k in TOTALS}
+
+    def progress_line(self, label: str, record: dict) -> str:
+        """The one line printed per batch."""
+        return progress_line(label, record)
+
 
 def progress_line(label: str, record: dict) -> str:
     """The one line printed per batch: the lines read (records of the input), of which
@@ -164,7 +172,7 @@ class BatchRunner:
         if self.progress is not None:
             self.progress.append(record)
         label = self.label(request.version)
-        self.on_batch(progress_line(label, record))
+        self.on_batch(self.engine.progress_line(label, record))
         for warning in batch_warnings(label, record, self._invalid_reasons):
             self.on_batch(warning)
         return record
@@ -189,7 +197,7 @@ class BatchRunner:
             **result.fields,
             "watermark": result.watermark,
             "batch": result.counters,
-            "totals": {k: before.get(k, 0) + result.counters[k] for k in TOTALS},
+            "totals": engine.totals(before, result.counters),
             "input": self.describe_input(version),
         }
         record["phases_s"] = clock.phases

@@ -32,9 +32,11 @@ from sessionize.sinks.base import StagedSink
 
 @dataclass(frozen=True)
 class ParquetSink(StagedSink):
-    """Pickles as its root URI; executors open their own filesystem handle."""
+    """Pickles as its root URI and output names; executors open their own filesystem
+    handle. `outputs`: the job's outputs (default: the session outputs)."""
 
     root: str
+    outputs: tuple[str, ...] = tuple(OUTPUTS)
 
     @staticmethod
     def batch_dir(name: str, batch_id: int) -> str:
@@ -48,7 +50,7 @@ class ParquetSink(StagedSink):
         """
         fs, base = self._fs()
         opened = staging.attempt_open(fs, base, batch_id)
-        for name in OUTPUTS:
+        for name in self.outputs:
             staged = staging.staged_dir(base, name, batch_id)
             final = f"{base}/{self.batch_dir(name, batch_id)}"
             has_rows = exists(fs, staged)
@@ -64,7 +66,7 @@ class ParquetSink(StagedSink):
     def invalidate_from(self, batch_id: int) -> list[int]:
         fs, base = self._fs()
         retired = set()
-        for name in OUTPUTS:
+        for name in self.outputs:
             for b in reversed(self.published(name)):
                 if b >= batch_id:
                     self._retire(fs, base, name, f"{base}/{self.batch_dir(name, b)}")

@@ -79,7 +79,11 @@ def read_staged(
 
 
 def clear(fs: pafs.FileSystem, base: str, batch_id: int) -> None:
-    for name in OUTPUTS:
+    """Drop what any output (the job's own names) staged for `batch_id`."""
+    names = set(OUTPUTS)
+    sel = pafs.FileSelector(f"{base}/{STAGING}", allow_not_found=True)
+    names |= {i.base_name for i in fs.get_file_info(sel) if i.type == pafs.FileType.Directory}
+    for name in sorted(names - {"_open"}):
         delete_dir(fs, staged_dir(base, name, batch_id))
 
 

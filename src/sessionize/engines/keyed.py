@@ -1,0 +1,296 @@
+"""The `store` engine running any `stateful.Processor`: the keyed core's `step` per
+partition, state in our versioned store.
+
+A batch is one state version and one Spark job, as for sessions (engines/store.py): Spark
+shuffles the input rows by the processor's key into `partitions` partitions, with the batch
+marks from which every task derives the batch's watermark (engines/batch_marks.py); every
+partition task (all N run, also without rows, so that timers fire everywhere and every
+partition reaches the new version) opens its state at version V-1, reads the store keys of
+its rows and of the keys whose timer is below the watermark, calls `step`
+(stateful/step.py), stages its rows of every output and commits version V. The batch runner
+(engines/runner.py) then publishes the outputs and writes the batch record to the store's
+job log: the same order, lease, fence and exactly-once argument as the session engine's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from typing_extensions import override
+
+from sessionize.config import format_duration, format_instant
+from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
+from sessionize.engines.placement import partition_users
+from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine
+from sessionize.engines.store import ADAPTIVE_CONF, BatchBasis, BatchPlan, fence_store
+from sessionize.errors import ConfigError, StateError
+from sessionize.faults import pause_point
+from sessionize.sinks.parquet import ParquetSink
+from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
+from sessionize.state.lease import Lease
+from sessionize.stateful.declared import declared
+from sessionize.stateful.keys import store_keys
+from sessionize.stateful.processor import Processor
+from sessionize.stateful.step import step
+
+# What every partition task reports: the core's counts, the store's, the batch marks'.
+CORE_COUNTS = ("rows", "late", "keys", "due", "state_rows_read", "state_rows_written",
+               "state_keys_removed")  # fmt: skip
+# Summed over the life of a job besides the processor's own counters.
+KEYED_TOTALS = ("records", "events_in", "late")
+_TASK_FIELDS = ("partition", *CORE_COUNTS, "records", "latest")
+
+
+@dataclass(frozen=True)
+class KeyedSettings:
+    """Everything a partition task needs; pickled into every task."""
+
+    processor: Processor
+    input_schema: pa.Schema  # the input's Arrow columns (a task without rows shows them)
+    partitions: int
+    state_uri: str
+    job: str
+    output: str
+    lateness_us: int = 0
+    retain: int = RETAIN
+    maintenance_every: int = 10
+    epoch: int | None = None  # the driver's lease epoch (state/lease.py); None: unfenced
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Every output a batch publishes: the declared ones and the late output."""
+        d = declared(self.processor)
+        late = (d.late_output,) if d.late_output and d.late_output not in d.outputs else ()
+        return (*d.outputs, *late)
+
+
+def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> ParquetSink:
+    """The sink of a processor's outputs: Parquet at a local path (one directory per
+    output and batch). Raises ConfigError for another format or place, in one line."""
+    if output_format != "parquet" or ("://" in output and not output.startswith("file://")):
+        raise ConfigError(
+            f"stateful jobs write Parquet to a local path for now, not {output_format} "
+            f"at {output}"
+        )
+    return ParquetSink(output, names)
+
+
+def open_keyed_state(settings: KeyedSettings) -> StateBackend:
+    return open_backend(settings.state_uri, declared(settings.processor).rows)
+
+
+def settings_record(settings: KeyedSettings) -> dict[str, object]:
+    """What a checkpoint of this job is bound to: a restart with other values is refused."""
+    d = declared(settings.processor)
+    return {
+        "processor": d.name,
+        "key": d.key,
+        "event_time": d.event_time,
+        "state_schema": ", ".join(f"{f.name} {f.type}" for f in d.state_schema),
+        "params": settings.processor.params(),
+        "partitions": settings.partitions,
+        "lateness": format_duration(settings.lateness_us),
+    }
+
+
+def _task(settings: KeyedSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]):
+    from pyspark import TaskContext
+
+    partition = TaskContext.get().partitionId()
+    received = list(batches)
+    rows, records, latest = split_marks(pa.Table.from_batches(received) if received else None)
+    counts = run_partition(settings, basis.plan(latest), partition, rows)
+    yield _counts_batch(settings, {**counts, "records": records, "latest": latest})
+
+
+def _missing_task(settings: KeyedSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
+    """Run the partitions named in `batches` (column `p`) with no rows."""
+    for batch in batches:
+        for partition in batch.column("p").to_pylist():
+            yield _counts_batch(settings, run_partition(settings, plan, partition, None))
+
+
+def _counts_batch(settings: KeyedSettings, counts: dict) -> pa.RecordBatch:
+    """A partition's counts as the one row its task returns; the processor's counters go
+    as one JSON text (their names are the processor's)."""
+    fields = _TASK_FIELDS
+    columns = {k: [counts.get(k, None if k == "latest" else 0)] for k in fields}
+    columns["counters"] = [json.dumps(counts.get("counters", {}))]
+    schema = pa.schema([*((k, pa.int64()) for k in fields), ("counters", pa.string())])
+    return pa.RecordBatch.from_pydict(columns, schema=schema)
+
+
+def run_partition(
+    settings: KeyedSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
+) -> dict:
+    """One partition's batch: read, `step`, stage the outputs, commit version V."""
+    d = declared(settings.processor)
+    if rows is None:
+        rows = settings.input_schema.empty_table()
+    backend = open_keyed_state(settings)
+    store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
+    try:
+        keys = store_keys(rows.column(d.key)).unique()
+        if d.event_time is not None and plan.watermark_after is not None:
+            due = pa.array(store.expiring(plan.watermark_after), pa.int64())
+            keys = pa.concat_arrays([keys, due]).unique()
+        state = store.get_many(keys)
+        result = step(
+            settings.processor, state, rows, batch_id=plan.version, partition=partition,
+            watermark_before=plan.watermark_before, watermark_after=plan.watermark_after,
+        )  # fmt: skip
+        sink = ParquetSink(settings.output, settings.output_names)
+        for name, table in result.outputs.items():
+            sink.write_part(name, plan.version, partition, table)
+        store.remove_many(result.removes)
+        store.put_many(result.puts)
+        if partition == 0:
+            pause_point("before-state-commit", plan.version)
+        store.commit(plan.version, dict(store.meta))
+        if partition == 0:
+            pause_point("after-state-commit", plan.version)
+    except BaseException:
+        store.abort()
+        raise
+    if plan.version % settings.maintenance_every == 0:
+        backend.maintenance(settings.job, partition, settings.retain)
+    return {"partition": partition, **result.counts, "counters": result.counters}
+
+
+class KeyedEngine(Engine):
+    """Driver side: the watermark, the partition tasks, the job log."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: KeyedSettings,
+        backend: StateBackend | None = None,
+        lease: Lease | None = None,
+    ):
+        self.spark = spark
+        self.settings = settings
+        self.backend = backend or open_keyed_state(settings)
+        self.sink = ParquetSink(settings.output, settings.output_names)
+        self.lease = lease
+        self._marks: pa.Array | None = None
+
+    def _fence_once(self) -> None:
+        """Fence the store before this driver's first batch opens any state."""
+        if self.lease is not None and self.settings.epoch is None:
+            self.settings = fence_store(self.backend, self.settings, self.lease)  # type: ignore[arg-type]
+
+    @override
+    def query_confs(self) -> dict[str, str]:
+        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
+
+    @override
+    def previous_record(self, request: BatchRequest) -> dict:
+        if request.first:
+            return {}
+        record = self.backend.read_job_record(self.settings.job, request.previous)
+        if record is None:
+            raise StateError(
+                f"state {self.backend} has no commit for version {request.previous} of job "
+                f"'{self.settings.job}', but version {request.version} is being run: the "
+                "checkpoint and the state store disagree (was the state moved or deleted?)"
+            )
+        return record
+
+    @override
+    def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
+        self._fence_once()
+        basis = BatchBasis(
+            request.version,
+            EMPTY_VERSION if request.first else request.previous,
+            previous.get("watermark"),
+            previous.get("max_event_time"),
+            request.end_watermark,
+            self.settings.lateness_us,
+        )
+        counts, records, latest = self._run_partitions(raw, basis)
+        batch = {k: sum(c[k] for c in counts) for k in CORE_COUNTS}
+        batch |= {"records": records, "events_in": batch["rows"], "invalid": 0}
+        mine: dict[str, int] = {}
+        for c in counts:
+            for name, value in c["counters"].items():
+                mine[name] = mine.get(name, 0) + value
+        batch["counters"] = mine
+        fields = {
+            "previous": basis.previous,
+            "settings": settings_record(self.settings),
+            "max_event_time": basis.latest_event(latest),
+        }
+        return BatchResult(batch, basis.plan(latest).watermark_after, fields)
+
+    def _run_partitions(
+        self, raw: DataFrame, basis: BatchBasis
+    ) -> tuple[list[dict], int, int | None]:
+        d = declared(self.settings.processor)
+        task = functools.partial(_task, self.settings, basis)
+        marked = with_marks(raw, self._mark_keys(raw.sparkSession), d.key, d.event_time)
+        schema = ", ".join(f"{c} long" for c in _TASK_FIELDS) + ", counters string"
+        rows = (
+            partition_users(marked, self.settings.partitions, d.key)
+            .mapInArrow(task, schema)
+            .collect()
+        )
+        counts = [r.asDict() for r in rows]
+        seen = {(c["records"], c["latest"]) for c in counts}
+        if len(seen) > 1:  # every task adds up the same marks
+            raise RuntimeError(f"partition tasks disagree on the batch's size: {sorted(seen)}")
+        records, latest = seen.pop() if seen else (0, None)
+        missing = sorted(set(range(self.settings.partitions)) - {c["partition"] for c in counts})
+        if missing:
+            ids = raw.sparkSession.createDataFrame(pa.table({"p": pa.array(missing)}))
+            task = functools.partial(_missing_task, self.settings, basis.plan(latest))
+            rows = ids.repartition(len(missing)).mapInArrow(task, schema).collect()
+            counts += [r.asDict() for r in rows]
+        for c in counts:
+            c["counters"] = json.loads(c["counters"])
+        return counts, records, latest
+
+    def _mark_keys(self, spark: SparkSession) -> pa.Array:
+        if self._marks is None:
+            key_type = declared(self.settings.processor).key_type
+            self._marks = mark_keys(spark, self.settings.partitions, key_type)
+        return self._marks
+
+    @override
+    def totals(self, before: dict, counters: dict) -> dict:
+        totals = {k: before.get(k, 0) + counters[k] for k in KEYED_TOTALS}
+        mine = dict(before.get("counters", {}))
+        for name, value in counters["counters"].items():
+            mine[name] = mine.get(name, 0) + value
+        return {**totals, "counters": mine}
+
+    @override
+    def progress_line(self, label: str, record: dict) -> str:
+        b = record["batch"]
+        mine = "".join(f", {name} {value:,}" for name, value in sorted(b["counters"].items()))
+        return (
+            f"{label}: {b['rows']:,} rows in, {b['late']:,} late, {b['keys']:,} keys, "
+            f"{b['due']:,} timers fired{mine}, "
+            f"watermark {format_instant(record['watermark']) or 'none'}, "
+            f"{record['duration_s']:.1f}s"
+        )
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "spark": None, "backend": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.backend = open_keyed_state(self.settings)
+
+    @override
+    def write_record(self, version: int, record: dict) -> None:
+        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
+
+    @override
+    def after_commit(self, version: int) -> None:
+        if version % self.settings.maintenance_every == 0:
+            self.backend.trim_job_records(self.settings.job, self.settings.retain)
