@@ -9,6 +9,7 @@ import functools
 import logging
 from collections.abc import Callable
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
@@ -265,7 +266,7 @@ def _settings(df, processor, store_uri, output, partitions, lateness, job) -> Ke
     if not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be a positive integer, not {partitions!r}")
     return KeyedSettings(
-        processor=processor, input_schema=to_arrow_schema(df.schema), partitions=partitions,
+        processor=processor, input_schema=_arrow_schema(df), partitions=partitions,
         state_uri=store_uri, job=job, output=absolute_local(output),
         lateness_us=duration_us(lateness, "lateness"),
     )  # fmt: skip
@@ -275,3 +276,10 @@ def _engine(df: DataFrame, settings: KeyedSettings, lease: Lease) -> KeyedEngine
     backend = open_keyed_state(settings)
     backend.check()
     return KeyedEngine(df.sparkSession, settings, backend, lease=lease)
+
+
+def _arrow_schema(df: DataFrame) -> pa.Schema:
+    """The input's columns as the partition tasks receive them (timestamps in the session's
+    time zone)."""
+    zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    return to_arrow_schema(df.schema, timezone=zone)
