@@ -263,6 +263,13 @@ def _absolute(uri: str) -> str:
 
 
 def _settings(df, processor, store_uri, output, partitions, lateness, job) -> KeyedSettings:
+    for name, out in declared(processor).outputs.items():
+        if out.mode == "replace" or out.partition_by:
+            what = "replaced by key" if out.mode == "replace" else "partitioned"
+            raise ConfigError(
+                f"processor {processor.name}: output '{name}' is {what}, which the engine's "
+                "Parquet outputs do not do yet; declare it as a plain schema"
+            )
     if not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be a positive integer, not {partitions!r}")
     return KeyedSettings(
