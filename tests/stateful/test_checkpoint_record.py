@@ -1,0 +1,55 @@
+"""A stateful job's checkpoint is bound to its processor: a restart with another one, other
+parameters or another state schema is refused in one line naming the difference."""
+
+from __future__ import annotations
+
+import pytest
+
+from examples.dedup import Dedup
+from examples.running_totals import RunningTotals
+from sessionize.engines.checkpoint import check_or_record_processor, recorded, write_record
+from sessionize.engines.keyed import KeyedSettings, settings_record
+from sessionize.errors import IncompatibleCheckpoint
+
+
+def _record(processor, partitions: int = 4) -> dict:
+    settings = KeyedSettings(processor, None, partitions, "files:/s", "job", "/out")  # type: ignore[arg-type]
+    return {**settings_record(settings), "output": "/out"}
+
+
+def test_the_first_start_records_the_processor_and_the_same_one_restarts(tmp_path):
+    check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
+    assert recorded(str(tmp_path))["processor"] == "Dedup"
+    assert recorded(str(tmp_path))["params"] == {"ttl_us": 7_200_000_000}
+    check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
+
+
+@pytest.mark.parametrize(
+    ("other", "named"),
+    [
+        (_record(Dedup(hours=3)), "params {'ttl_us': 7200000000} (now {'ttl_us': 10800000000})"),
+        (_record(Dedup(hours=2), partitions=8), "partitions 4 (now 8)"),
+        (_record(RunningTotals()), "processor 'Dedup' (now 'RunningTotals')"),
+    ],
+)
+def test_a_restart_with_another_processor_is_refused_naming_the_difference(
+    tmp_path, other, named
+):
+    check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
+    with pytest.raises(IncompatibleCheckpoint) as refused:
+        check_or_record_processor(str(tmp_path), other)
+    assert named in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_another_state_schema_is_named(tmp_path):
+    check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
+    changed = {**_record(Dedup(hours=2)), "state_schema": "event_id string"}
+    with pytest.raises(IncompatibleCheckpoint, match="state_schema 'event_id string, window"):
+        check_or_record_processor(str(tmp_path), changed)
+
+
+def test_a_session_jobs_checkpoint_is_refused(tmp_path):
+    write_record(str(tmp_path), "sessionize.json", {"gap": "30m", "partitions": 4})
+    with pytest.raises(IncompatibleCheckpoint, match="belongs to a session job"):
+        check_or_record_processor(str(tmp_path), _record(RunningTotals()))
