@@ -1,0 +1,36 @@
+"""`stateful.run`: each bounded pass is the next version of the job's state, so totals
+continue from one run to the next; other settings on the same state are refused."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+import pytest
+
+from examples.running_totals import SPARK_COLUMNS, RunningTotals
+from sessionize import stateful
+from sessionize.errors import ConfigError
+
+from . import test_running_totals
+
+SPLIT = [[{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0},
+          {"customer_id": 1, "amount": 4.0}],
+         [{"customer_id": 2, "amount": 8.0}, {"customer_id": 3, "amount": 0.5}]]  # fmt: skip
+
+
+def test_each_run_is_the_next_version_and_totals_continue(spark, tmp_path):
+    out = str(tmp_path / "out")
+    records = []
+    for batch in SPLIT:
+        df = spark.createDataFrame(batch, SPARK_COLUMNS)
+        records.append(stateful.run(df, RunningTotals(), output=out, state="files",
+                                    partitions=2))  # fmt: skip
+    assert [r["version"] for r in records] == [0, 1]
+    assert records[1]["totals"]["counters"] == {"orders": 5}
+    got = [set() for _ in SPLIT]
+    totals = ds.dataset(f"{out}/totals", partitioning="hive").to_table()
+    for row in totals.to_pylist():
+        got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
+    assert got == test_running_totals.reference(SPLIT)
+    with pytest.raises(ConfigError, match=r"partitions 2 \(now 3\)"):
+        stateful.run(spark.createDataFrame(SPLIT[0], SPARK_COLUMNS), RunningTotals(),
+                     output=out, state="files", partitions=3)  # fmt: skip
