@@ -49,8 +49,9 @@ def pg_output() -> Iterator[str]:
 
 
 def make_sink(kind: str, root: str) -> Sink:
-    return open_sink(root, "parquet" if kind == "postgresql" else kind.removesuffix("-s3"),
-                     job="job-a")
+    return open_sink(
+        root, "parquet" if kind == "postgresql" else kind.removesuffix("-s3"), job="job-a"
+    )
 
 
 def read_rows(kind: str, root: str, name: str) -> pa.Table:
