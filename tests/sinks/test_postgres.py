@@ -136,3 +136,46 @@ def test_delta_with_a_postgresql_output_is_refused_in_one_line():
         check_output("postgresql://me:pw9secret@db/app?schema=a", "delta")
     assert "\n" not in str(err.value) and "pw9secret" not in str(err.value)
     check_output("postgresql://me@db/app?schema=a", "parquet")
+
+
+def test_stream_into_postgresql_equals_parquet_and_rewinds_there(spark, pg_output, tmp_path):
+    """`sessionize stream` (files state) into PostgreSQL, with a password in the URI, gives
+    the rows the same run gives in Parquet; the checkpoint holds no password; a rewind to
+    batch 0 retires exactly the later batches' rows of every table."""
+    from sessionize.commands.rewind import rewind
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from tests.helpers import OUTPUTS, generate
+    from tests.sinks.conftest import read_rows
+    from tests.sinks.test_batch_outputs import _canonical
+
+    inp = generate(tmp_path / "in", hours=1, users=60, events_per_hour=400, files_per_hour=2,
+                   invalid_rate=0.01, late_rate=0.01)  # fmt: skip
+    secret = "pw7sEcret"
+    user, rest = pg_output.split("://", 1)[1].split("@", 1)
+    output = f"postgresql://{user}:{secret}@{rest}"  # the test server trusts any password
+    for out, run in ((str(tmp_path / "ref"), "ref"), (output, "pg")):
+        opts = StreamOptions(
+            input=str(inp), output=out, checkpoint=str(tmp_path / run / "chk"), partitions=2,
+            max_files_per_trigger=1,
+        )  # fmt: skip
+        run_stream(opts, spark, on_batch=lambda _: None)
+    expected = {name: read_rows("parquet", str(tmp_path / "ref"), name) for name in OUTPUTS}
+    for name in OUTPUTS:
+        got, want = read_rows(KIND, pg_output, name), expected[name]
+        assert got.num_rows == want.num_rows, name
+        if want.num_rows:
+            schema = want.schema
+            assert _canonical(got, name, schema).equals(_canonical(want, name, schema)), name
+    assert expected["sessions"].num_rows and expected["invalid_events"].num_rows
+    for path in (tmp_path / "pg" / "chk").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+    said: list[str] = []
+    rewind(str(tmp_path / "pg" / "chk"), 0, say=said.append)
+    for name in OUTPUTS:
+        left = read_rows(KIND, pg_output, name)
+        want = expected[name]
+        kept = [b for b in want["batch_id"].to_pylist() if b == 0] if want.num_rows else []
+        assert (left["batch_id"].to_pylist() if left.num_rows else []) == kept, name
+    assert any(line.startswith("outputs: retire ") for line in said), said
