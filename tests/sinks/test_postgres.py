@@ -128,7 +128,10 @@ def test_tables_have_real_column_types_and_indexes(pg_output):
     assert plan  # the query runs on the types as created
 
 
-def test_delta_with_a_postgresql_output_is_refused_in_one_line():
+def test_delta_or_a_files_state_under_a_postgresql_output_are_refused_in_one_line():
+    from datetime import UTC, datetime
+
+    from sessionize.commands.batch import BatchOptions
     from sessionize.errors import ConfigError
     from sessionize.sinks.registry import check_output
 
@@ -136,6 +139,10 @@ def test_delta_with_a_postgresql_output_is_refused_in_one_line():
         check_output("postgresql://me:pw9secret@db/app?schema=a", "delta")
     assert "\n" not in str(err.value) and "pw9secret" not in str(err.value)
     check_output("postgresql://me@db/app?schema=a", "parquet")
+    hour = datetime(2026, 11, 1, tzinfo=UTC)
+    opts = BatchOptions(input="in", output="postgresql://me@db/app", start=hour, end=hour)
+    with pytest.raises(ConfigError, match="--state files:PATH or --state postgresql://"):
+        opts.state_uri()
 
 
 def test_stream_into_postgresql_equals_parquet_and_rewinds_there(spark, pg_output, tmp_path):

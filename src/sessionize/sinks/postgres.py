@@ -323,7 +323,7 @@ class PostgresSink:
         for attempt in (1, 2):
             conn, was_idle = None, False
             try:
-                with _errors(what, self.target):
+                with connection_errors(what, self.target):
                     conn, was_idle = pool.get()
                     if create:
                         self._ensure_tables(conn)
@@ -351,7 +351,8 @@ _CONNECTION_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
 @contextmanager
-def _errors(what: str, target: Target) -> Iterator[None]:
+def connection_errors(what: str, target: Target) -> Iterator[None]:
+    """psycopg's errors as one SinkError line naming `what`, without the password."""
     try:
         yield
     except psycopg.Error as e:
