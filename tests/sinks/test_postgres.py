@@ -186,3 +186,15 @@ def test_stream_into_postgresql_equals_parquet_and_rewinds_there(spark, pg_outpu
         kept = [b for b in want["batch_id"].to_pylist() if b == 0] if want.num_rows else []
         assert (left["batch_id"].to_pylist() if left.num_rows else []) == kept, name
     assert any(line.startswith("outputs: retire ") for line in said), said
+
+
+def test_the_report_reads_the_published_tables(pg_output, tmp_path):
+    from sessionize.report import build_report
+
+    sink = make_sink(KIND, pg_output)
+    for b in (0, 1):
+        sink.clear_staging(b)
+        stage(sink, b, "r")
+    sink.publish(0)  # batch 1 staged, not published: readers do not see it
+    result = build_report(pg_output, str(tmp_path / "report.html"))
+    assert result.sessions == len(_expected(0, "r"))
