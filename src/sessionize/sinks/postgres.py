@@ -121,6 +121,8 @@ class PostgresSink:
 
     # -- the Sink protocol -----------------------------------------------------------------
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        if table.num_rows == 0:  # as the file sinks: a retried task of an attempt is
+            return 0  # deterministic, and clear_staging emptied the batch's staging
         staged = self._table(staged_table(name))
 
         def stage(conn: psycopg.Connection) -> int:
@@ -129,8 +131,7 @@ class PostgresSink:
                     sql.SQL("DELETE FROM {} WHERE batch_id = %s AND part = %s").format(staged),
                     (batch_id, partition),
                 )
-                if table.num_rows:
-                    self._copy(conn, staged, _with_batch(table, batch_id, partition))
+                self._copy(conn, staged, _with_batch(table, batch_id, partition))
             return table.num_rows
 
         return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
