@@ -198,3 +198,29 @@ def test_the_report_reads_the_published_tables(pg_output, tmp_path):
     sink.publish(0)  # batch 1 staged, not published: readers do not see it
     result = build_report(pg_output, str(tmp_path / "report.html"))
     assert result.sessions == len(_expected(0, "r"))
+
+
+def test_a_retried_task_replaces_its_staged_rows(pg_output):
+    sink = make_sink(KIND, pg_output)
+    sink.clear_staging(0)
+    stage(sink, 0, "first")
+    stage(sink, 0, "retry")  # every task of the batch runs again, same partitions
+    assert sink.staged_counts("invalid_events", 0, "reason") == {"x": 6}
+    sink.publish(0)
+    assert _seen(KIND, pg_output, "invalid_events") == _expected(0, "retry")
+
+
+def test_pooled_connections_the_server_ended_are_replaced(pg_output):
+    """Idle connections a server restart ended: the next call opens new ones."""
+    name = f"t_{_schema(pg_output)}"
+    sink = make_sink(KIND, f"{pg_output}&application_name={name}")
+    sink.clear_staging(0)
+    stage(sink, 0, "a")
+    sink.publish(0)
+    with psycopg.connect(pg_output.split("?")[0], autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s", (name,),
+        ).fetchone()[0]  # fmt: skip
+    assert ended >= 1
+    assert sink.published("sessions") == [0]
