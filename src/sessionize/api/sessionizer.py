@@ -294,8 +294,9 @@ class Sessionizer:
             events: A streaming DataFrame of typed columns at the mapped paths, or of a
                 `value` column of JSON lines (string or binary, as Spark's Kafka source
                 gives it).
-            output: Where the outputs go: a local path or a pyarrow filesystem URI
-                (`s3://bucket/prefix?...`).
+            output: Where the outputs go: a local path, a pyarrow filesystem URI
+                (`s3://bucket/prefix?...`) or PostgreSQL tables
+                (`postgresql://USER@HOST/DB?schema=S`, docs/reference/outputs.md).
             checkpoint: Spark's checkpoint of the query (local or HDFS), plus the settings
                 it is bound to and, with `state="files"`, the state.
             trigger: `available-now` (process what is there, then stop) or
