@@ -7,7 +7,12 @@ import pytest
 
 from examples.dedup import Dedup
 from examples.running_totals import RunningTotals
-from sessionize.engines.checkpoint import check_or_record_processor, recorded, write_record
+from sessionize.engines.checkpoint import (
+    check_or_record,
+    check_or_record_processor,
+    recorded,
+    write_record,
+)
 from sessionize.engines.keyed import KeyedSettings, settings_record
 from sessionize.errors import IncompatibleCheckpoint
 
@@ -53,3 +58,9 @@ def test_a_session_jobs_checkpoint_is_refused(tmp_path):
     write_record(str(tmp_path), "sessionize.json", {"gap": "30m", "partitions": 4})
     with pytest.raises(IncompatibleCheckpoint, match="belongs to a session job"):
         check_or_record_processor(str(tmp_path), _record(RunningTotals()))
+
+
+def test_a_processors_checkpoint_is_refused_to_a_session_job(tmp_path):
+    check_or_record_processor(str(tmp_path), _record(RunningTotals()))
+    with pytest.raises(IncompatibleCheckpoint, match="belongs to the stateful job of processor"):
+        check_or_record(str(tmp_path), {"gap": "30m", "partitions": 4})

@@ -60,6 +60,12 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     A setting the checkpoint does not mention (recorded before the setting existed) is
     taken as this run's and added to the record. Places (`output`, `input`, a `files:PATH`
     state) are compared by `location_key`: one place, whatever its spelling."""
+    processor = recorded(checkpoint).get("processor")
+    if processor is not None:
+        raise IncompatibleCheckpoint(
+            f"checkpoint {checkpoint} belongs to the stateful job of processor {processor}, "
+            "not to a session job: give the session job a checkpoint of its own"
+        )
     recorded_settings = read_settings(checkpoint)
     before = {k: comparable(k, v) for k, v in recorded_settings.items()}
     now = {k: comparable(k, v) for k, v in settings.items()}
