@@ -17,8 +17,9 @@ from .helpers import TS, Probe, StringProbe, spark_xxhash64
 
 
 def test_public_names():
-    assert set(stateful.__all__) >= {"Processor", "Update", "Context", "Output"}
-    assert not hasattr(stateful, "stream") and not hasattr(stateful, "run")
+    assert set(stateful.__all__) >= {"Processor", "Update", "Context", "Output", "stream",
+                                     "run", "start", "run_local"}  # fmt: skip
+    assert all(hasattr(stateful, name) for name in stateful.__all__)
 
 
 def test_int_keys_are_their_own_store_key_and_the_timer_follows_the_state():
