@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.logic.boundaries import END_REASONS, US_PER_MS, cut_sessions
+from sessionize.logic.carried import content_columns, last_values
 from sessionize.logic.ids import same_millisecond, session_ids
 from sessionize.logic.result import StepResult, StepStats
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
@@ -286,7 +287,10 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
     # the sessions' `pages` lists and the page views' `page` column.
     pos = np.flatnonzero(split.row_emitted)
     pages = _take(split.rows["page"], split.order[pos])
-    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    offsets = pa.array(bounds.astype(np.int32))
+    duration_ms = (end_t - start_t) // US_PER_MS
+    carried = _carried(split, pos, bounds, duration_ms, lay)
     sessions = pa.Table.from_arrays(
         [
             ids,
@@ -294,11 +298,12 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
             _ts(start_t),
             _ts(end_t),
             _ts(split.closed_at[sel]),
-            pa.array((end_t - start_t) // US_PER_MS, pa.int64()),
+            pa.array(duration_ms, pa.int64()),
             pa.array(counts, pa.int64()),
             pa.ListArray.from_arrays(offsets, pages),
             END_REASONS.take(pa.array(split.reason[sel])),
             *(_take(split.rows[name], first_rows) for name in lay.attributes),
+            *carried,
             pa.array(split.day[sel], pa.int32()).view(pa.date32()),
         ],
         schema=lay.sessions,
@@ -322,6 +327,22 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
         schema=lay.page_views,
     )
     return sessions, page_views
+
+
+def _carried(
+    split: _Split, pos: np.ndarray, bounds: np.ndarray, duration_ms: np.ndarray,
+    lay: schema.Layout,
+) -> list[pa.Array]:  # fmt: skip
+    """The `last:` kept fields and, with schema 2, what else a session carries, of the
+    emitted sessions (their events are `pos`, in runs of `bounds`)."""
+    if not lay.last and lay.content is None:
+        return []
+    events = split.rows.take(pa.array(split.order[pos]))
+    starts, ends = bounds[:-1], bounds[1:] - 1
+    out = [last_values(events[name].combine_chunks(), starts, ends) for name in lay.last]
+    if lay.content is not None:
+        out += content_columns(events, split.time[pos], starts, ends, duration_ms, lay.content)
+    return out
 
 
 def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
