@@ -124,10 +124,15 @@ class EventMapping:
         return [(flag, path) for flag, path in flags if path]
 
     @property
+    def mapped_pairs(self) -> tuple[tuple[str, str], ...]:
+        """(event column, path) of the mapped URL, referrer and user agent, in order."""
+        names = (("url", self.url), ("referrer", self.referrer), ("user_agent", self.user_agent))
+        return tuple((name, path) for name, path in names if path)
+
+    @property
     def mapped_columns(self) -> tuple[str, ...]:
         """The event columns of the mapped URL, referrer and user agent, in order."""
-        names = (("url", self.url), ("referrer", self.referrer), ("user_agent", self.user_agent))
-        return tuple(name for name, path in names if path)
+        return tuple(name for name, _ in self.mapped_pairs)
 
     @property
     def attributes(self) -> tuple[str, ...]:

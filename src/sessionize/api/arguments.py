@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 
 from sessionize.config import parse_duration
+from sessionize.content import (
+    Conversion,
+    SessionContent,
+    parse_conversion,
+    read_rules_file,
+    split_list,
+)
 from sessionize.errors import ConfigError
+from sessionize.fs import absolute_local
+from sessionize.logic.channel import parse_rules
 
 Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
 
@@ -46,3 +56,51 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     if "://" in root and not root.startswith("file://"):
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+
+
+def session_content(
+    *,
+    site_hosts: str | Iterable[str] | None = None,
+    channel_rules: str | None = None,
+    page_view_actions: str | Iterable[str] | None = None,
+    max_page_time: Duration | None = None,
+    ping_action: str | None = None,
+    heartbeat: Duration | None = None,
+    min_visit: Duration | None = None,
+    engaged_after: Duration | None = None,
+    conversions: Iterable[str | Conversion] | None = None,
+    bots: str | None = None,
+) -> SessionContent:
+    """The options of what a session carries (None: the default), checked: a
+    `--channel-rules` file is read and its rules parsed here, so that a bad line is
+    refused at start, naming it."""
+    default = SessionContent()
+    rules, path = None, ""
+    if channel_rules:
+        path = absolute_local(channel_rules)
+        rules = read_rules_file(path)
+        parse_rules(rules, f"--channel-rules {channel_rules}")
+
+    def listed(value, fallback: tuple[str, ...]) -> tuple[str, ...]:
+        if value is None:
+            return fallback
+        return split_list(value) if isinstance(value, str) else split_list(",".join(value))
+
+    def us(value, name: str, fallback: int) -> int:
+        return fallback if value is None else duration_us(value, name)
+
+    return SessionContent(
+        site_hosts=listed(site_hosts, ()),
+        channel_rules=rules,
+        channel_rules_path=path,
+        page_view_actions=listed(page_view_actions, default.page_view_actions),
+        max_page_time_us=us(max_page_time, "max_page_time", default.max_page_time_us),
+        ping_action=(ping_action or "").strip() or None,
+        heartbeat_us=us(heartbeat, "heartbeat", default.heartbeat_us),
+        min_visit_us=us(min_visit, "min_visit", default.min_visit_us),
+        engaged_after_us=us(engaged_after, "engaged_after", default.engaged_after_us),
+        conversions=tuple(
+            c if isinstance(c, Conversion) else parse_conversion(c) for c in conversions or ()
+        ),
+        bots=bots or default.bots,
+    )

@@ -23,6 +23,7 @@ from sessionize.api.arguments import (
     duration_us,
     parse_trigger,
     progress_path,
+    session_content,
     state_uri,
 )
 from sessionize.api.bounded import SessionsResult, bounded_sessions
@@ -54,7 +55,7 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
-from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.mapping import DEFAULT_KEEP, EventMapping, split_keep
 from sessionize.sinks.registry import check_output, open_sink
 from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
@@ -105,6 +106,22 @@ class Sessionizer:
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.
+        url, referrer, user_agent: Dotted paths of the page URL (with its query string),
+            the referrer and the user agent: the session's traffic source, channel and
+            `is_bot` come from its first event's (docs/concepts/sessions.md). A `keep`
+            name `last:NAME` keeps the last non-null value instead of the first.
+        site_hosts: The site's own hosts (a referrer there is no source; default: the
+            first event's URL host).
+        channel_rules: Path of a channel rules file replacing the default table.
+        page_view_actions: Actions counted as page views (default `view`).
+        max_page_time: The longest time one event counts in `engaged_time_ms` (30m).
+        ping_action, heartbeat, min_visit: Engaged time from heartbeat events instead
+            (`heartbeat` 10s, `min_visit` 5s).
+        engaged_after: A session this long is engaged (10s).
+        conversions: `NAME=ACTION[,value=PATH]` each: `NAME_count`, `NAME_value`,
+            `NAME_first_at` and `converted`.
+        bots: `flag` (`is_bot`) or `drop` (bots' events are dropped and counted).
+            All of these are part of the state, as are the mapping's fields.
 
     Raises:
         ConfigError: A setting is out of range or malformed (a duration that does not
@@ -145,6 +162,19 @@ class Sessionizer:
         split_at_midnight: bool | None = None,
         split_on_change: str | None = None,
         gap_field: str | None = None,
+        url: str | None = None,
+        referrer: str | None = None,
+        user_agent: str | None = None,
+        site_hosts: str | Iterable[str] | None = None,
+        channel_rules: str | None = None,
+        page_view_actions: str | Iterable[str] | None = None,
+        max_page_time: Duration | None = None,
+        ping_action: str | None = None,
+        heartbeat: Duration | None = None,
+        min_visit: Duration | None = None,
+        engaged_after: Duration | None = None,
+        conversions: Iterable[str] | None = None,
+        bots: str | None = None,
     ):
         given = {
             "gap": gap, "lateness": lateness, "close_actions": close_actions, "state": state,
@@ -152,8 +182,18 @@ class Sessionizer:
             "action": action, "time_format": time_format, "user_type": user_type, "keep": keep,
             "max_duration": max_duration, "timezone": timezone,
             "split_at_midnight": split_at_midnight, "split_on_change": split_on_change,
-            "gap_field": gap_field,
+            "gap_field": gap_field, "url": url, "referrer": referrer, "user_agent": user_agent,
+            "site_hosts": site_hosts, "channel_rules": channel_rules,
+            "page_view_actions": page_view_actions, "max_page_time": max_page_time,
+            "ping_action": ping_action, "heartbeat": heartbeat, "min_visit": min_visit,
+            "engaged_after": engaged_after, "conversions": conversions, "bots": bots,
         }  # fmt: skip
+        content = session_content(
+            site_hosts=site_hosts, channel_rules=channel_rules,
+            page_view_actions=page_view_actions, max_page_time=max_page_time,
+            ping_action=ping_action, heartbeat=heartbeat, min_visit=min_visit,
+            engaged_after=engaged_after, conversions=conversions, bots=bots,
+        )  # fmt: skip
         # What the caller chose; the rest takes a checkpoint's recorded value (or the default).
         self.explicit = frozenset(RECORDED_ARGS[k] for k, v in given.items() if v is not None)
         gap = "10m" if gap is None else gap
@@ -176,12 +216,14 @@ class Sessionizer:
             timezone=timezone,
             split_at_midnight=split_at_midnight,
         )  # fmt: skip
-        pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
+        pairs, last = split_keep(DEFAULT_KEEP if keep is None else tuple(dict(keep).items()))
         self.mapping = EventMapping(
             user=user or default.user, time=time or default.time, page=page or default.page,
             action=action or default.action, time_format=time_format or default.time_format,
             user_type=user_type or default.user_type, keep=tuple(pairs),
-            change=split_on_change or None, gap=gap_field or None,
+            change=split_on_change or None, gap=gap_field or None, url=url or None,
+            referrer=referrer or None, user_agent=user_agent or None, last=last,
+            session_columns=2, content=content,
         )  # fmt: skip
         # Without a user_type, the input's user column decides it (`_for_input`).
         self.user_type_given = user_type is not None

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from sessionize import schema
 from sessionize.config import SessionRules
+from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import END_REASONS, US_PER_MS, cut_sessions
 from sessionize.logic.carried import content_columns, last_values
 from sessionize.logic.ids import same_millisecond, session_ids
@@ -78,6 +79,7 @@ def advance(
     lay = layout or schema.layout()
     state_events = _conform(state, lay.event)
     events = _conform(events, lay.event)
+    events, bot_events = _without_bots(events, lay)
 
     # Rule 1: lateness, before dedup.
     if watermark_before is None:
@@ -136,6 +138,7 @@ def advance(
         open_sessions_before=open_before,
         open_sessions_after=int(np.count_nonzero(~split.emitted)),
         open_users_after=len(open_users),
+        bot_events=bot_events,
     )
     return StepResult(sessions, page_views, late, state_puts, state_removes, stats)
 
@@ -374,6 +377,17 @@ def _late_table(late_events: pa.Table, watermark: int, lay: schema.Layout) -> pa
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _without_bots(events: pa.Table, lay: schema.Layout) -> tuple[pa.Table, int]:
+    """With `--bots drop`, the events without those of bots, and how many were dropped:
+    they never reach a session, the state or `late_events`."""
+    if lay.content is None or lay.content.bots != "drop" or "user_agent" not in lay.mapped:
+        return events, 0
+    bots = is_bot(events["user_agent"])
+    if not bots.any():
+        return events, 0
+    return events.filter(pa.array(~bots)), int(bots.sum())
 
 
 def _check_watermarks(before: int | None, after: int | None) -> None:
