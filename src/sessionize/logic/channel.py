@@ -14,7 +14,8 @@ all its conditions hold (none: always), and the first rule that matches wins. Co
 - `source matches REGEX`, `medium matches REGEX`: the whole value matches.
 
 Search engines and social networks come from `data/referers.json`, made from Matomo's
-searchengine-and-social-list (CC0-1.0; origin and commit in the file). Channels are decided
+searchengine-and-social-list (CC0-1.0; origin and commit in the file); a source on both
+lists (Facebook, MySpace) is a social network. Channels are decided
 once per distinct (source, medium, gclid) of a batch.
 """
 
@@ -142,6 +143,8 @@ def is_kind(source: str, kind: str) -> bool:
     >>> is_kind("news.google.co.uk", "search"), is_kind("facebook", "social")
     (True, True)
     """
+    if kind == "search" and is_kind(source, "social"):
+        return False  # both lists name Facebook and MySpace: their visits are social
     names, hosts, bases = _lists()[kind]
     if source in names:
         return True
