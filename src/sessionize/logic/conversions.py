@@ -47,7 +47,8 @@ def conversion_columns(
     if values is None:
         value = pa.nulls(n, pa.float64())
     else:
-        numbers = pc.cast(values, pa.float64())
+        # Other events' values are not the conversion's: never read (nor cast).
+        numbers = pc.cast(pc.if_else(pa.array(is_conversion), values, None), pa.float64())
         has = is_conversion & pc.is_valid(numbers).to_numpy(zero_copy_only=False)
         filled = pc.fill_null(numbers, 0.0).to_numpy(zero_copy_only=False)
         total = np.bincount(session[has], weights=filled[has], minlength=n)
