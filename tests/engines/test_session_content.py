@@ -142,3 +142,38 @@ def test_a_changed_option_is_refused_in_one_line(tmp_path):
         check_or_record(chk, settings(changed))
     message = str(refused.value)
     assert "--bots drop (this run: flag)" in message and "\n" not in message
+
+
+def test_typed_columns_conversion_values(spark):
+    from sessionize.columns import parse_columns
+
+    rows = [(1, "2026-11-01T00:00:00Z", "a", "buy", "12"), (2, "2026-11-01T00:00:00Z", "a",
+            "view", "n/a"), (3, "2026-11-01T00:00:00Z", "a", "buy", None)]  # fmt: skip
+    df = spark.createDataFrame(rows, "user_id long, event_time string, `page.current` string, "
+                               "action string, `order.total` string")  # fmt: skip
+    out = {r["user_id"]: r for r in parse_columns(df, MAPPING).collect()}
+    assert out[1]["reason"] == "order.total: expected a number"  # a string is never one
+    assert out[2]["reason"] is None and out[3]["reason"] is None
+    df = spark.createDataFrame([(1, "2026-11-01T00:00:00Z", "a", "buy", 2.5)],
+                               "user_id long, event_time string, `page.current` string, "
+                               "action string, `order.total` double")  # fmt: skip
+    (row,) = parse_columns(df, MAPPING).collect()
+    assert row["reason"] is None and float(row["purchase_value_json"]) == 2.5
+
+
+def test_cli_refuses_a_new_option_on_a_checkpoint_from_before_in_one_line(tmp_path):
+    from tests.helpers import cli_env, sessionize
+
+    inp, chk = tmp_path / "in", tmp_path / "chk"
+    inp.mkdir()
+    old = StreamOptions(str(inp), "o", str(chk)).recorded_settings()
+    for key in ("url_field", "conversion", "bots", "session_columns"):
+        old.pop(key)  # what a checkpoint from before recorded
+    check_or_record(str(chk), old)
+    r = sessionize("stream", "--input", str(inp), "--output", str(tmp_path / "out"),
+                   "--checkpoint", str(chk), "--conversion", "purchase=buy",
+                   env=cli_env())  # fmt: skip
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "--conversion  (this run: purchase=buy)" in lines[0]

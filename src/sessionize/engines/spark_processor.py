@@ -194,7 +194,10 @@ def wide_tuples(sh: Shapes, kind: str, table: pa.Table) -> Iterator[tuple]:
         col = table[name]
         if pa.types.is_timestamp(col.type):
             col = col.cast(pa.int64())
-        cols[pos] = col.to_pylist()
+        values = col.to_pylist()
+        if pa.types.is_map(col.type):  # Arrow gives (key, value) pairs; a Spark map is a dict
+            values = [None if v is None else dict(v) for v in values]
+        cols[pos] = values
     yield from zip(*cols, strict=True)
 
 

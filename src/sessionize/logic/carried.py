@@ -31,20 +31,24 @@ def last_values(column: pa.Array, starts: np.ndarray, ends: np.ndarray) -> pa.Ar
 
 
 def content_columns(
-    events: pa.Table, time: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-    duration_ms: np.ndarray, content: SessionContent,
+    rows: pa.Table, events: np.ndarray, time: np.ndarray, starts: np.ndarray,
+    ends: np.ndarray, duration_ms: np.ndarray, content: SessionContent,
 ) -> list[pa.Array]:  # fmt: skip
     """The columns of `schema.content_fields(content)`, in order, for the sessions whose
-    events are the runs `starts[i]..ends[i]` of `events` (sorted by time); `time` in µs."""
-    n, n_events = len(starts), events.num_rows
+    events are the runs `starts[i]..ends[i]` of `events` (indices into `rows`, sorted by
+    time); `time` in µs. Only the columns needed are taken, and the first event's fields
+    from first events only."""
+    n, n_events = len(starts), len(events)
     session = np.repeat(np.arange(n), ends - starts + 1)
-    pages = events["page"].combine_chunks()
-    first = pa.array(starts)
+    first_rows = pa.array(events[starts])
+
+    def column(name: str) -> pa.Array:
+        return rows[name].take(pa.array(events)).combine_chunks()
 
     def first_of(name: str) -> pa.Array:
-        if name not in events.column_names:
+        if name not in rows.column_names:
             return pa.nulls(n, pa.string())
-        return events[name].combine_chunks().take(first)
+        return rows[name].take(first_rows).combine_chunks()
 
     traffic = traffic_columns(
         first_of("url"), first_of("referrer"), normalize_hosts(content.site_hosts)
@@ -53,7 +57,7 @@ def content_columns(
         traffic["utm_source"], traffic["utm_medium"], traffic["gclid"],
         traffic["referrer_host"], rules_of(content.channel_rules),
     )  # fmt: skip
-    actions = events["action"].combine_chunks()
+    actions = column("action")
 
     def action_is(names) -> np.ndarray:
         found = pc.is_in(actions, value_set=pa.array(list(names), pa.string()))
@@ -69,8 +73,8 @@ def content_columns(
     converted = np.zeros(n, dtype=bool)
     for c in content.conversions:
         values = None
-        if c.value and c.value_column in events.column_names:
-            values = events[c.value_column].combine_chunks()
+        if c.value and c.value_column in rows.column_names:
+            values = column(c.value_column)
         count, value, first_at = conversion_columns(
             action_is([c.action]), values, time, session, starts
         )
@@ -79,8 +83,8 @@ def content_columns(
     engaged = engagement.engaged(duration_ms, views, converted, content.engaged_after_us)
     bots = is_bot(first_of("user_agent")) if n_events else np.zeros(0, dtype=bool)
     return [
-        pages.take(first),
-        pages.take(pa.array(ends)),
+        first_of("page"),
+        rows["page"].take(pa.array(events[ends])).combine_chunks(),
         *(traffic[name] for name in QUERY_COLUMNS),
         traffic["referrer_host"],
         channel,

@@ -38,9 +38,10 @@ def engaged_time_ms(
         total = np.bincount(session[:-1][same], weights=step, minlength=n)
         # Sums of whole µs stay exact in a float64 up to 2**53 µs (285 years).
         return (total.astype(np.int64) // US_PER_MS).astype(np.int64)
-    period = (time - time[starts][session]) // heartbeat_us
-    pairs = np.unique(np.stack([session[is_ping], period[is_ping]]), axis=1)
-    periods = np.bincount(pairs[0], minlength=n).astype(np.int64)
+    period = ((time - time[starts][session]) // heartbeat_us)[is_ping]
+    width = int(period.max()) + 1 if len(period) else 1
+    pairs = np.unique(session[is_ping] * width + period)  # one per (session, period)
+    periods = np.bincount(pairs // width, minlength=n).astype(np.int64)
     us = np.where(periods > 0, periods * heartbeat_us + min_visit_us, 0)
     return (us // US_PER_MS).astype(np.int64)
 

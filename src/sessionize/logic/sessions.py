@@ -340,11 +340,12 @@ def _carried(
     emitted sessions (their events are `pos`, in runs of `bounds`)."""
     if not lay.last and lay.content is None:
         return []
-    events = split.rows.take(pa.array(split.order[pos]))
+    events = split.order[pos]
     starts, ends = bounds[:-1], bounds[1:] - 1
-    out = [last_values(events[name].combine_chunks(), starts, ends) for name in lay.last]
+    out = [last_values(_take(split.rows[name], events), starts, ends) for name in lay.last]
     if lay.content is not None:
-        out += content_columns(events, split.time[pos], starts, ends, duration_ms, lay.content)
+        out += content_columns(split.rows, events, split.time[pos], starts, ends, duration_ms,
+                               lay.content)  # fmt: skip
     return out
 
 
