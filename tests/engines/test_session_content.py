@@ -108,6 +108,20 @@ def test_batch_equals_stream_with_every_option_on(runs):
     assert not any(s["is_bot"].to_pylist())
 
 
+def test_spark_managed_state_carries_the_same(spark, runs, tmp_path):
+    root = runs[0]
+    records = run_stream(StreamOptions(
+        input=str(root / "in"), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
+        state="spark-rocksdb", partitions=2, max_files_per_trigger=2, mapping=MAPPING,
+    ), spark, on_batch=lambda _: None)  # fmt: skip
+    s = read_output(tmp_path / "out", "sessions", with_batch=False)
+    b = read_output(root / "batch", "sessions", with_batch=False)
+    closed = pc.less(pc.cast(b["closed_at"], "int64"), records[-1]["watermark"])
+    assert s.num_rows > 10
+    assert b.filter(closed).equals(s)
+    assert records[-1]["totals"]["bot_events"] == runs[3]
+
+
 def test_a_conversion_value_that_is_not_a_number_is_an_invalid_event(runs):
     root, _, _, _, invalid = runs
     for out in ("stream", "batch"):

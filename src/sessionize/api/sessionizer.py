@@ -106,17 +106,19 @@ class Sessionizer:
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.
-        url, referrer, user_agent: Dotted paths of the page URL (with its query string),
-            the referrer and the user agent: the session's traffic source, channel and
-            `is_bot` come from its first event's (docs/concepts/sessions.md). A `keep`
-            name `last:NAME` keeps the last non-null value instead of the first.
+        url: Dotted path of the page URL with its query string: the session's `utm_*`
+            and `gclid` come from its first event's (docs/concepts/sessions.md).
+        referrer: Dotted path of the referrer (`referrer_host`, `channel`).
+        user_agent: Dotted path of the user agent (`is_bot`, `bots`). A `keep` name
+            `last:NAME` keeps the last non-null value instead of the first.
         site_hosts: The site's own hosts (a referrer there is no source; default: the
             first event's URL host).
         channel_rules: Path of a channel rules file replacing the default table.
         page_view_actions: Actions counted as page views (default `view`).
         max_page_time: The longest time one event counts in `engaged_time_ms` (30m).
-        ping_action, heartbeat, min_visit: Engaged time from heartbeat events instead
-            (`heartbeat` 10s, `min_visit` 5s).
+        ping_action: The heartbeat action: engaged time from its events instead.
+        heartbeat: The pings' period (10s).
+        min_visit: What a session with a ping adds to its engaged time (5s).
         engaged_after: A session this long is engaged (10s).
         conversions: `NAME=ACTION[,value=PATH]` each: `NAME_count`, `NAME_value`,
             `NAME_first_at` and `converted`.
