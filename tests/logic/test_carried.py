@@ -366,8 +366,13 @@ def test_a_channel_rules_file_replaces_the_table():
 def test_engagement_from_pings_in_two_sessions():
     content = SessionContent(ping_action="ping", heartbeat_us=10 * SEC, min_visit_us=5 * SEC)
     mapping = EventMapping(session_columns=2, content=content)
-    first = [ev(1, 0, "a"), ev(1, 3 * SEC, "a", "ping"), ev(1, 9 * SEC, "a", "ping"),
-             ev(1, 21 * SEC, "a", "ping"), ev(1, 35 * SEC, "b", "ping")]  # periods 0, 0, 2, 3
+    first = [
+        ev(1, 0, "a"),
+        ev(1, 3 * SEC, "a", "ping"),
+        ev(1, 9 * SEC, "a", "ping"),
+        ev(1, 21 * SEC, "a", "ping"),
+        ev(1, 35 * SEC, "b", "ping"),
+    ]  # periods 0, 0, 2, 3
     second = [ev(1, 20 * MIN, "c"), ev(1, 20 * MIN + 1 * SEC, "c", "ping")]  # period 0
     third = [ev(1, 40 * MIN, "d"), ev(1, 40 * MIN + 50 * SEC, "d")]  # no ping: 0
     sessions = run(first + second + third, mapping)
@@ -408,8 +413,12 @@ def test_conversions_with_and_without_values():
 
 
 def test_landing_exit_and_last_kept_fields():
-    events = [ev(1, 0, "home", cart=None), ev(1, SEC, "list", cart="c1"),
-              ev(1, 2 * SEC, "item", cart="c2"), ev(1, 3 * SEC, "thanks", cart=None)]
+    events = [
+        ev(1, 0, "home", cart=None),
+        ev(1, SEC, "list", cart="c1"),
+        ev(1, 2 * SEC, "item", cart="c2"),
+        ev(1, 3 * SEC, "thanks", cart=None),
+    ]
     (s,) = run(events)
     assert (s["landing_page"], s["exit_page"], s["cart"]) == ("home", "thanks", "c2")
     assert s["pages"] == ["home", "list", "item", "thanks"]
