@@ -255,12 +255,17 @@ def _rest_note(opts: BatchOptions, start: datetime, end: datetime) -> str:
     flags = {"input": opts.input, "output": opts.output}
     if opts.state != "files":
         flags["state"] = redact_uri(opts.state)
-    flags.update(settings_record(opts.engine_settings()))
+    settings = settings_record(opts.engine_settings())
+    settings.pop("session_columns", None)  # no flag: the state's record says it
+    conversions = str(settings.pop("conversion", "") or "")
+    settings["channel_rules"] = str(settings.get("channel_rules", "")).split("#sha256:")[0]
+    flags.update(settings)
     flags["job"] = opts.job
     flags.update({"from": f"{start:%Y-%m-%dT%H}", "to": f"{end:%Y-%m-%dT%H}"})
+    pairs = [*flags.items(), *(("conversion", c) for c in conversions.split(";") if c)]
     command = " ".join(
         f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
-        for k, v in flags.items()
+        for k, v in pairs
         if v not in ("", False)  # an optional rule left unset, or a flag left off
     )
     return (
