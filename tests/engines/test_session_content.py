@@ -191,3 +191,27 @@ def test_cli_refuses_a_new_option_on_a_checkpoint_from_before_in_one_line(tmp_pa
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "--conversion  (this run: purchase=buy)" in lines[0]
+
+
+def test_the_recompute_command_spells_every_option_as_its_flag(tmp_path):
+    import shlex
+    from dataclasses import replace
+
+    from sessionize.cli import cli
+    from sessionize.commands.batch import _rest_note
+
+    rules = tmp_path / "rules.txt"
+    rules.write_text("All =\n")
+    content = replace(
+        MAPPING.content, channel_rules="All =\n", channel_rules_path=str(rules),
+        conversions=(Conversion("purchase", "buy", "order.total"), Conversion("signup", "join")),
+    )  # fmt: skip
+    opts = BatchOptions(input="in", output="out", start=H0, end=H0,
+                        mapping=replace(MAPPING, content=content))  # fmt: skip
+    args = shlex.split(_rest_note(opts, H0, H0).split("sessionize batch ", 1)[1])
+    params = cli.commands["batch"].make_context("batch", args).params
+    assert params["conversion"] == ("purchase=buy,value=order.total", "signup=join")
+    assert params["channel_rules"] == str(rules)
+    assert (params["bots"], params["url_field"], params["ping_action"]) == ("drop", "page.url",
+                                                                           "ping")  # fmt: skip
+    assert "--session-columns" not in args
