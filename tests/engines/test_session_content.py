@@ -215,3 +215,13 @@ def test_the_recompute_command_spells_every_option_as_its_flag(tmp_path):
     assert (params["bots"], params["url_field"], params["ping_action"]) == ("drop", "page.url",
                                                                            "ping")  # fmt: skip
     assert "--session-columns" not in args
+
+
+def test_status_shows_dropped_bot_events_only_for_a_job_that_drops_them():
+    from sessionize.commands.status import totals_line
+
+    assert totals_line({"records": 5, "invalid": 0, "bot_events": 2}).endswith(
+        "2 bot events dropped"
+    )
+    assert "bot" not in totals_line({"records": 5, "invalid": 0, "bot_events": 0})
+    assert "bot" not in totals_line({"records": 5, "invalid": 0, "bot_events": None})
