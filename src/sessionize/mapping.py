@@ -100,6 +100,8 @@ class EventMapping:
         if len({n.lower() for n in names}) != len(names):
             raise ConfigError("--keep-fields: each NAME may appear once")
         _check_conversions(self.content, names)
+        if self.content.bots == "drop" and not self.user_agent:
+            raise ConfigError("--bots drop needs --user-agent-field: where the user agent is")
         _check_tree(self.fields())
 
     def fields(self) -> list[tuple[str, str]]:

@@ -455,3 +455,10 @@ def test_schema_1_keeps_todays_columns():
     old = EventMapping()  # what a checkpoint from before schema 2 resolves to
     assert layout(old).sessions.equals(SESSIONS)
     assert EventMapping.from_record({"gap": "10m"}).session_columns == 1
+
+
+def test_dropping_bots_without_a_user_agent_field_is_refused():
+    from sessionize.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--bots drop needs --user-agent-field"):
+        EventMapping(session_columns=2, content=SessionContent(bots="drop"))
