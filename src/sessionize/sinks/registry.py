@@ -12,11 +12,12 @@ from sessionize.fs import child, is_local, without_options
 from sessionize.mapping import EventMapping
 from sessionize.sinks.base import Sink
 from sessionize.sinks.delta import DeltaSink
+from sessionize.sinks.kafka import KafkaOutput, KafkaSink, is_kafka
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink, committed_dataset
 
 FORMATS = ("parquet", "delta")
-WRITTEN = "a local path, file:// or s3://"  # where outputs are written
+WRITTEN = "a local path, file://, s3:// or kafka://"  # where outputs are written
 
 
 def check_output(output: str, fmt: str | None = "parquet") -> None:
@@ -30,6 +31,13 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
     >>> check_output("out/")
     """
     if is_local(output):
+        return
+    if is_kafka(output):
+        KafkaOutput.parse(output)
+        if fmt is not None:
+            if fmt != "parquet":
+                raise ConfigError("--output kafka://: records are JSON; leave --output-format out")
+            KafkaSink(output).check()  # the broker answers, with transactions if needed
         return
     if not output.startswith("s3://"):
         scheme = output.split("://", 1)[0]
@@ -50,6 +58,8 @@ def open_sink(
 ) -> Sink:  # fmt: skip
     """The sink for `--output` and `--output-format`; `job` names the writer in Delta logs,
     `mapping` decides the outputs' columns (Delta tables are created with them)."""
+    if is_kafka(output):
+        return KafkaSink(output, job, mapping)
     if fmt == "delta":
         if "://" in output and not output.startswith(("s3://", "file://")):
             raise ConfigError(f"Delta outputs go to a local path or an s3:// URI, not {output}")
@@ -65,7 +75,15 @@ def open_sink(
 def committed_rows(output: str, name: str) -> ds.Dataset | None:
     """Output `name` under `output` as its readers should see it, whatever format wrote it:
     a Delta table's current version, the committed batches of Parquet on s3:// (its commit
-    files), or local Parquet's batch directories. None when the output is not there."""
+    files), or local Parquet's batch directories. None when the output is not there.
+
+    Raises:
+        ConfigError: a Kafka output (its records are read with a Kafka consumer)."""
+    if is_kafka(output):
+        raise ConfigError(
+            f"{without_options(output)}: Kafka outputs are read with a Kafka consumer "
+            "(isolation.level=read_committed), not by this command"
+        )
     delta = DeltaSink(output, "reader").table(name)
     if delta is not None:
         return delta.to_pyarrow_dataset()
