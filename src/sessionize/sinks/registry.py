@@ -52,6 +52,21 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
         )
 
 
+def record_place(output: str) -> str:
+    """Where a batch job keeps its records and lease for `output`: the output itself, or a
+    Kafka output's staging place (`?staging=DIR`, required there).
+
+    Raises:
+        ConfigError: a Kafka output that names no staging place.
+
+    >>> record_place("kafka://broker:9092/web?staging=/data/web-staging")
+    '/data/web-staging'
+    """
+    if is_kafka(output):
+        return KafkaSink(output).root
+    return output
+
+
 def open_sink(
     output: str, fmt: str = "parquet", *, job: str = "sessionize",
     mapping: EventMapping | None = None,
