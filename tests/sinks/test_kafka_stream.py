@@ -6,8 +6,12 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
+import pytest
 
+from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.engines.checkpoint import rewind_intent
+from sessionize.errors import SinkError
 from tests.helpers import OUTPUTS, cli_env, generate, read_output, sessionize
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
 
@@ -48,3 +52,18 @@ def test_stream_to_kafka_equals_the_same_run_to_parquet(spark, tmp_path):
             assert r.pop("key") == (str(r["user_id"]) if "user_id" in r else None)
         assert _canonical(records) == _canonical(expected), name
     assert read_output(tmp_path / "pq", "sessions").num_rows > 0
+    _rewind_is_refused_then_accepted(str(tmp_path / "chk"), uri)
+
+
+def _rewind_is_refused_then_accepted(checkpoint: str, uri: str) -> None:
+    """Batches after 0 are on Kafka: a rewind to 0 is refused before it changes anything;
+    accepted, it retires their markers."""
+    with pytest.raises(SinkError) as err:
+        rewind(checkpoint, 0, say=lambda _: None)
+    assert "\n" not in str(err.value) and "--accept-duplicates" in str(err.value)
+    assert rewind_intent(checkpoint) is None  # the stream may go on as it was
+    rewind(checkpoint, 0, say=lambda _: None, accept_duplicates=True)
+    markers = read_topic(uri, "_batches")
+    on_kafka = sorted({m["batch_id"] for m in markers if not m.get("retired")})
+    assert len(on_kafka) >= 2
+    assert sorted(m["batch_id"] for m in markers if m.get("retired")) == on_kafka[1:]

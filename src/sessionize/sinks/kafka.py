@@ -176,7 +176,13 @@ class KafkaSink(StagedSink):
         with sink_errors(f"clearing staged batch {batch_id}"):
             staging.close_attempt(fs, base, batch_id)
 
-    def invalidate_from(self, batch_id: int) -> list[int]:
+    def check_retractable(self, batch_id: int, accept_hint: str = "") -> None:
+        """Refuse to remove batches >= batch_id that hold rows on Kafka (records cannot be
+        retracted: running them again repeats them), unless the URI accepts duplicates.
+
+        Raises:
+            SinkError: one line naming the batches and how to accept duplicates.
+        """
         markers = self._markers()
         later = sorted(b for b in markers if b >= batch_id)
         rows = sum(n for b in later for n in markers[b].values())
@@ -184,8 +190,21 @@ class KafkaSink(StagedSink):
             raise SinkError(
                 f"batches {later[0]}..{later[-1]} ({rows} rows) are on Kafka "
                 f"{self.output.prefix}.* and Kafka cannot retract records: running them again "
-                "repeats them; add duplicates=accept to the Kafka URI to accept that"
+                f"repeats them; {accept_hint or 'add duplicates=accept to the Kafka URI'} "
+                "to accept that"
             )
+
+    def accepting_duplicates(self) -> KafkaSink:
+        """This sink with `duplicates=accept`."""
+        if self.output.accept_duplicates:
+            return self
+        joined = f"{self.uri}{'&' if '?' in self.uri else '?'}duplicates=accept"
+        return KafkaSink(joined, self.job, self.mapping)
+
+    def invalidate_from(self, batch_id: int) -> list[int]:
+        self.check_retractable(batch_id)
+        markers = self._markers()
+        later = sorted(b for b in markers if b >= batch_id)
         if later:
             self._send_markers({b: None for b in later})
         return later

@@ -67,6 +67,18 @@ def record_place(output: str) -> str:
     return output
 
 
+def check_retractable(sink: Sink | None, batch_id: int, accept_hint: str) -> None:
+    """Before removing batches >= batch_id: refuse when the output cannot retract them
+    (Kafka), naming `accept_hint` (how the user accepts duplicates)."""
+    if isinstance(sink, KafkaSink):
+        sink.check_retractable(batch_id, accept_hint)
+
+
+def accepting_duplicates(sink: Sink | None) -> Sink | None:
+    """`sink` told that repeated records are accepted (only a Kafka output is asked)."""
+    return sink.accepting_duplicates() if isinstance(sink, KafkaSink) else sink
+
+
 def open_sink(
     output: str, fmt: str = "parquet", *, job: str = "sessionize",
     mapping: EventMapping | None = None,
