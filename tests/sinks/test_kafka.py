@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from sessionize.errors import SinkError
+from sessionize.engines.checkpoint import comparable
+from sessionize.errors import ConfigError, SinkError
 from sessionize.sinks.registry import open_sink
 from tests.sinks.conftest import REPO
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
@@ -116,3 +117,25 @@ def test_at_least_once_records_carry_batch_and_position_to_drop_repeats(tmp_path
     kept = {(r["batch_id"], r["position"]): r for r in records}  # the documented de-dup
     assert sorted((r["key"], r["session_id"], r["user_id"], r["batch_id"])
                   for r in kept.values()) == _expected_sessions(0, "a")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        ("kafka://broker/web?staging=x", "must be HOST:PORT"),
+        ("kafka://b:9092/?staging=x", "write kafka://HOST:PORT"),
+        ("kafka://b:9092/web?staging=x&acks=1", "unknown option(s) ['acks']"),
+        ("kafka://b:9092/web?staging=x&delivery=maybe", "delivery must be one of"),
+        ("kafka://b:9092/web", "name where Spark tasks stage rows"),
+    ],
+)
+def test_a_wrong_kafka_output_is_one_line(uri, says):
+    with pytest.raises(ConfigError) as err:
+        open_sink(uri)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_kafka_output_is_its_prefix_through_any_broker():
+    one = comparable("output", "kafka://a:9092,b:9092/web?staging=/s")
+    assert one == comparable("output", "kafka://c:19092/web/")
+    assert one != comparable("output", "kafka://a:9092/shop?staging=/s")
