@@ -141,3 +141,32 @@ def test_a_kafka_output_is_its_prefix_through_any_broker():
     one = comparable("output", "kafka://a:9092,b:9092/web?staging=/s")
     assert one == comparable("output", "kafka://c:19092/web/")
     assert one != comparable("output", "kafka://a:9092/shop?staging=/s")
+
+
+def test_records_are_json_with_iso_utc_microseconds_arrays_and_objects():
+    import datetime as dt
+    import json
+
+    import pyarrow as pa
+
+    from sessionize.sinks.kafka_records import encode
+
+    paris = dt.timezone(dt.timedelta(hours=1))
+    table = pa.table({
+        "user_id": pa.array(["u1", None]),
+        "at": pa.array([dt.datetime(2026, 11, 1, 0, 30, 0, 5, tzinfo=paris), None],
+                       pa.timestamp("ms", tz="Europe/Paris")),
+        "tags": pa.array([{"a": 1}, None], pa.map_(pa.string(), pa.int64())),
+        "seen": pa.array([[dt.datetime(2026, 1, 2, tzinfo=dt.UTC)], []],
+                         pa.list_(pa.timestamp("us", tz="UTC"))),
+        "day": pa.array([dt.date(2026, 11, 1), None]),
+        "batch_id": pa.array([4, 4], pa.int64()),
+    })  # fmt: skip
+    records = [(k, json.loads(v)) for k, v in encode(table, positions=True)]
+    assert records == [
+        (b"u1", {"user_id": "u1", "at": "2026-10-31T23:30:00.000000Z", "tags": {"a": 1},
+                 "seen": ["2026-01-02T00:00:00.000000Z"], "day": "2026-11-01", "batch_id": 4,
+                 "position": 0}),
+        (None, {"user_id": None, "at": None, "tags": None, "seen": [], "day": None,
+                "batch_id": 4, "position": 1}),
+    ]  # fmt: skip

@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 KEY = "user_id"
+ISO = "%Y-%m-%dT%H:%M:%SZ"  # of a timestamp[us]: %S gives seconds with 6 decimals
 
 
 def _converter(t: pa.DataType):
@@ -36,6 +38,28 @@ def _converter(t: pa.DataType):
     if pa.types.is_decimal(t):
         return lambda v: None if v is None else str(v)
     return lambda v: v
+
+
+def _needs_conversion(t: pa.DataType) -> bool:
+    """Whether Python's values of type `t` are not JSON as they are."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return _needs_conversion(t.value_type)
+    return (pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_map(t)
+            or pa.types.is_struct(t) or pa.types.is_decimal(t))  # fmt: skip
+
+
+def _json_column(column: pa.ChunkedArray) -> list:
+    """One column's JSON values, converted by Arrow where it can (whole columns at once)."""
+    t = column.type
+    if pa.types.is_timestamp(t):
+        utc = column.cast(pa.timestamp("us", "UTC"))  # strftime writes the zone's wall time
+        return pc.strftime(utc, format=ISO).to_pylist()
+    if pa.types.is_date(t):
+        return column.cast(pa.string()).to_pylist()
+    if not _needs_conversion(t):
+        return column.to_pylist()
+    convert = _converter(t)
+    return [convert(v) for v in column.to_pylist()]
 
 
 def _iso(value: dt.datetime) -> str:
@@ -60,11 +84,13 @@ def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes 
         >>> next(encode(t, positions=True))
         (b'7', b'{"user_id": 7, "batch_id": 3, "position": 0}')
     """
-    converters = [(f.name, _converter(f.type)) for f in table.schema]
-    has_key = KEY in table.schema.names
-    for position, row in enumerate(table.to_pylist()):
-        value: dict[str, Any] = {name: convert(row[name]) for name, convert in converters}
+    names = table.schema.names
+    columns = [_json_column(table[name]) for name in names]
+    keys = table[KEY].to_pylist() if KEY in names else [None] * table.num_rows
+    for position, (key, row) in enumerate(zip(keys, zip(*columns, strict=True), strict=True)):
+        value: dict[str, Any] = dict(zip(names, row, strict=True))
         if positions:
             value["position"] = position
-        key = None if not has_key or row[KEY] is None else str(row[KEY]).encode()
-        yield key, json.dumps(value, ensure_ascii=False).encode()
+        yield (None if key is None else str(key).encode()), json.dumps(
+            value, ensure_ascii=False
+        ).encode()
