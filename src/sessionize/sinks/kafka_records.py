@@ -9,12 +9,13 @@ part of the batch, so that (`batch_id`, `position`) names a row across repeated 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from sessionize.errors import EnvironmentProblem
 
 KEY = "user_id"
 ISO = "%Y-%m-%dT%H:%M:%SZ"  # of a timestamp[us]: %S gives seconds with 6 decimals
@@ -82,8 +83,14 @@ def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes 
     Example:
         >>> t = pa.table({"user_id": [7], "batch_id": [3]})
         >>> next(encode(t, positions=True))
-        (b'7', b'{"user_id": 7, "batch_id": 3, "position": 0}')
+        (b'7', b'{"user_id":7,"batch_id":3,"position":0}')
     """
+    try:
+        import orjson
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise EnvironmentProblem(
+            "writing Kafka needs orjson: pip install 'sessionize[kafka]'"
+        ) from e
     names = table.schema.names
     columns = [_json_column(table[name]) for name in names]
     keys = table[KEY].to_pylist() if KEY in names else [None] * table.num_rows
@@ -91,6 +98,4 @@ def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes 
         value: dict[str, Any] = dict(zip(names, row, strict=True))
         if positions:
             value["position"] = position
-        yield (None if key is None else str(key).encode()), json.dumps(
-            value, ensure_ascii=False
-        ).encode()
+        yield (None if key is None else str(key).encode()), orjson.dumps(value)
