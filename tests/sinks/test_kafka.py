@@ -34,8 +34,8 @@ def _seen_sessions(uri: str) -> list[tuple]:
                   for r in read_topic(uri, "sessions"))  # fmt: skip
 
 
-def _publish(uri: str, batch: int, tag: str) -> None:
-    sink = open_sink(uri, job="job-a")
+def _publish(uri: str, batch: int, tag: str, job: str = "job-a") -> None:
+    sink = open_sink(uri, job=job)
     sink.clear_staging(batch)
     stage(sink, batch, tag)
     sink.publish(batch)
@@ -170,3 +170,11 @@ def test_records_are_json_with_iso_utc_microseconds_arrays_and_objects():
         (None, {"user_id": None, "at": None, "tags": None, "seen": [], "day": None,
                 "batch_id": 4, "position": 1}),
     ]  # fmt: skip
+
+
+def test_two_jobs_on_one_prefix_have_their_own_batches(tmp_path):
+    uri = kafka_uri(tmp_path)
+    _publish(uri, 0, "a", job="job-a")
+    _publish(uri, 0, "b", job="job-b")  # job-a's batch 0 says nothing about job-b's
+    assert _seen_sessions(uri) == sorted(_expected_sessions(0, "a") + _expected_sessions(0, "b"))
+    assert open_sink(uri, job="job-b").published("sessions") == [0]

@@ -236,8 +236,9 @@ class KafkaSink(StagedSink):
                 _flush(producer, failures)
                 faults.pause_point("kafka-produced", batch_id)
             counts = {name: t.num_rows for name, t in tables.items()}
-            _send(producer, out.topic(MARKERS), str(batch_id).encode(),
-                  json.dumps({"batch_id": batch_id, "rows": counts}).encode(), failures,
+            marker = {"job": self.job, "batch_id": batch_id, "rows": counts}
+            _send(producer, out.topic(MARKERS), f"{self.job}:{batch_id}".encode(),
+                  json.dumps(marker).encode(), failures,
                   partition=0)  # fmt: skip
             _flush(producer, failures)
             if exactly_once:
@@ -261,9 +262,10 @@ class KafkaSink(StagedSink):
             if out.delivery == "exactly-once":
                 producer.begin_transaction()
             for b, rows in batches.items():
-                body = json.dumps({"batch_id": b, "rows": rows, "retired": rows is None})
-                _send(producer, out.topic(MARKERS), str(b).encode(), body.encode(), failures,
-                      partition=0)  # fmt: skip
+                body = json.dumps({"job": self.job, "batch_id": b, "rows": rows,
+                                   "retired": rows is None})  # fmt: skip
+                _send(producer, out.topic(MARKERS), f"{self.job}:{b}".encode(), body.encode(),
+                      failures, partition=0)  # fmt: skip
             _flush(producer, failures)
             if out.delivery == "exactly-once":
                 producer.commit_transaction(_TIMEOUT_S)
@@ -304,12 +306,13 @@ class KafkaSink(StagedSink):
         if "markers" not in self._live:
             if self.output.delivery == "exactly-once":
                 self._producer()
-            self._live["markers"] = read_markers(self.output)
+            self._live["markers"] = read_markers(self.output, self.job)
         return self._live["markers"]
 
 
-def read_markers(out: KafkaOutput) -> dict[int, dict[str, int]]:
-    """The committed markers of `PREFIX._batches`: {batch: rows per output}, retired left out.
+def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:
+    """The committed markers of job `job` in `PREFIX._batches`: {batch: rows per output},
+    retired ones left out (jobs writing one prefix each have their own batches).
 
     Raises:
         SinkError: the broker does not answer (one line).
@@ -341,6 +344,8 @@ def read_markers(out: KafkaOutput) -> dict[int, dict[str, int]]:
                     continue
                 raise SinkError(f"reading {topic} on {out.bootstrap}: {msg.error().str()}")
             body = json.loads(msg.value())
+            if body.get("job") != job:
+                continue
             if body.get("retired"):
                 markers.pop(int(body["batch_id"]), None)
             else:
