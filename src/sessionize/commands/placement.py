@@ -30,8 +30,10 @@ def local_path_warning(master: str, output: str, state_uri: str) -> str | None:
         return None
     local = []
     if output.startswith("kafka://"):  # its tasks stage rows (default: under the checkpoint)
-        output = KafkaOutput.parse(output).staging or ""
-    if output and _is_local_path(output):
+        staged = KafkaOutput.parse(output).staging
+        if staged and _is_local_path(staged):
+            local.append(f"the Kafka output's staging={staged}")
+    elif _is_local_path(output):
         local.append(f"--output {output}")
     if state_uri.startswith("files:") and _is_local_path(state_uri.removeprefix("files:")):
         local.append(f"the files state at {state_uri.removeprefix('files:')}")
