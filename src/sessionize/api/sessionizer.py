@@ -297,8 +297,10 @@ class Sessionizer:
                 `value` column of JSON lines (string or binary, as Spark's Kafka source
                 gives it).
             output: Where the outputs go: a local path, a pyarrow filesystem URI
-                (`s3://bucket/prefix?...`) or Kafka topics (`kafka://HOST:PORT/PREFIX`,
-                staged under `CHECKPOINT/kafka-staging` unless `?staging=DIR` says where).
+                (`s3://bucket/prefix?...`), PostgreSQL tables
+                (`postgresql://USER@HOST/DB?schema=S`, docs/reference/outputs.md) or Kafka
+                topics (`kafka://HOST:PORT/PREFIX`, staged under `CHECKPOINT/kafka-staging`
+                unless `?staging=DIR` says where).
             checkpoint: Spark's checkpoint of the query (local or HDFS), plus the settings
                 it is bound to and, with `state="files"`, the state.
             trigger: `available-now` (process what is there, then stop) or

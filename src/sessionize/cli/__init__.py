@@ -223,7 +223,8 @@ def job_settings(
 )
 @click.option(
     "--output", required=True,
-    help="Output directory (any pyarrow filesystem URI), or kafka://HOST:PORT/PREFIX topics.",
+    help="Output directory (any pyarrow filesystem URI), postgresql://USER@HOST/DB?schema=S "
+    "or kafka://HOST:PORT/PREFIX topics.",
 )  # fmt: skip
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
@@ -277,7 +278,8 @@ def stream(
 )
 @click.option(
     "--output", required=True,
-    help="Output directory (same layout as the stream), or kafka://HOST:PORT/PREFIX?staging=DIR.",
+    help="Output directory (same layout as the stream), postgresql://USER@HOST/DB?schema=S "
+    "or kafka://HOST:PORT/PREFIX?staging=DIR.",
 )  # fmt: skip
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")

@@ -39,6 +39,7 @@ from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
+from sessionize.sinks.postgres import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
@@ -80,7 +81,12 @@ class BatchOptions:
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it; a
-        Kafka output: under its staging place)."""
+        Kafka output: under its staging place); a PostgreSQL output has no directory for it."""
+        if self.state == "files" and is_postgres(self.output):
+            raise ConfigError(
+                "--state files keeps the state under the output, which a PostgreSQL output "
+                "has no directory for: give --state files:PATH or --state postgresql://..."
+            )
         return state_uri(self.state, child(record_place(self.output), "_state"))
 
     def engine_settings(self) -> EngineSettings:
