@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from typing import Any
 
-from sessionize.config import parse_duration
+from sessionize.config import SessionRules, parse_duration
 from sessionize.content import (
     Conversion,
     SessionContent,
@@ -16,6 +17,11 @@ from sessionize.content import (
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.logic.channel import parse_rules
+from sessionize.mapping import DEFAULT_KEEP, EventMapping, split_keep
+
+# The arguments of what a session carries (`session_content`).
+CONTENT_ARGS = ("site_hosts", "channel_rules", "page_view_actions", "max_page_time",
+                "ping_action", "heartbeat", "min_visit", "engaged_after", "conversions", "bots")
 
 Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
 
@@ -104,3 +110,41 @@ def session_content(
         ),
         bots=bots or default.bots,
     )
+
+
+def session_rules(args: Mapping[str, Any]) -> SessionRules:
+    """The SessionRules of Sessionizer's arguments (None: the default)."""
+    close_actions = args.get("close_actions")
+    close_actions = ("browser_close",) if close_actions is None else close_actions
+    if isinstance(close_actions, str):
+        close_actions = close_actions.split(",")
+    max_duration = args.get("max_duration")
+    return SessionRules(
+        gap_us=duration_us("10m" if args.get("gap") is None else args["gap"], "gap"),
+        lateness_us=duration_us(
+            "10m" if args.get("lateness") is None else args["lateness"], "lateness"
+        ),
+        close_actions=tuple(a.strip() for a in close_actions if a.strip()),
+        max_duration_us=None if max_duration is None
+        else duration_us(max_duration, "max_duration"),
+        timezone=args.get("timezone") or "UTC",
+        split_at_midnight=bool(args.get("split_at_midnight")),
+    )  # fmt: skip
+
+
+def event_mapping(args: Mapping[str, Any]) -> EventMapping:
+    """The EventMapping of Sessionizer's arguments (None: the default), with the `sessions`
+    columns of a new checkpoint (schema 2; a resumed one takes its recorded schema)."""
+    default = EventMapping()
+    keep = args.get("keep")
+    pairs, last = split_keep(DEFAULT_KEEP if keep is None else tuple(dict(keep).items()))
+    return EventMapping(
+        user=args.get("user") or default.user, time=args.get("time") or default.time,
+        page=args.get("page") or default.page, action=args.get("action") or default.action,
+        time_format=args.get("time_format") or default.time_format,
+        user_type=args.get("user_type") or default.user_type, keep=tuple(pairs),
+        change=args.get("split_on_change") or None, gap=args.get("gap_field") or None,
+        url=args.get("url") or None, referrer=args.get("referrer") or None,
+        user_agent=args.get("user_agent") or None, last=last, session_columns=2,
+        content=session_content(**{k: args.get(k) for k in CONTENT_ARGS}),
+    )  # fmt: skip
