@@ -118,8 +118,7 @@ class Sessionizer:
         page_view_actions: Actions counted as page views (default `view`).
         max_page_time: The longest time one event counts in `engaged_time_ms` (30m).
         ping_action: The heartbeat action: engaged time from its events instead.
-        heartbeat: The pings' period (10s).
-        min_visit: What a session with a ping adds to its engaged time (5s).
+        heartbeat: The pings' period (10s). min_visit: what a ping adds (5s).
         engaged_after: A session this long is engaged (10s).
         conversions: `NAME=ACTION[,value=PATH]` each: `NAME_count`, `NAME_value`,
             `NAME_first_at` and `converted`.
