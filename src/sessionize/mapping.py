@@ -246,6 +246,12 @@ def _check_tree(fields: list[tuple[str, str]]) -> None:
                 )
 
 
+def new_mapping() -> EventMapping:
+    """The default mapping of a new run: a checkpoint or output it creates carries every
+    `sessions` column (schema 2); a resumed one keeps its recorded schema."""
+    return EventMapping(session_columns=2)
+
+
 DEFAULT_RECORD = {**EventMapping().record(), **DEFAULT_CONTENT_RECORD, "session_columns": "1"}
 """What a checkpoint recorded before mappings existed means: the default mapping, and the
 `sessions` columns of that time (schema 1)."""
