@@ -191,7 +191,7 @@ def test_parquet_stream_equals_json(spark, json_run, tmp_path):
     opts = StreamOptions(
         input=str(tree), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
         partitions=PARTITIONS, max_files_per_trigger=1,
-        mapping=EventMapping(input_format="parquet"),
+        mapping=EventMapping(input_format="parquet", session_columns=2),
     )  # fmt: skip
     records = run_stream(opts, spark, on_batch=lambda _: None)
     assert [r["batch"]["invalid"] for r in records] == [0, 0, 2]
