@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sessionize.report.data import Counts, read_columns
+from sessionize.report.data import Counts
 
 TRAFFIC_COLUMNS = ["start_time", "channel", "bounce", "engaged_time_ms", "converted", "is_bot"]
 NO_CHANNEL = "(none)"
@@ -72,18 +72,24 @@ def load_traffic(root: str) -> Traffic:
     names = dataset.schema.names if dataset is not None else []
     conversions = conversion_names(names)
     extra = [f"{n}_{part}" for n in conversions for part in ("count", "value")]
-    t = read_columns(root, "sessions", TRAFFIC_COLUMNS + extra)
+    wanted = [c for c in TRAFFIC_COLUMNS + extra if c in names]
+    t, rows = None, 0
+    if dataset is not None and set(wanted) - {"start_time"}:
+        t = dataset.to_table(columns=wanted)
+        rows = t.num_rows
+    elif dataset is not None:  # none of the columns: only say whether there are rows
+        rows = dataset.count_rows()
     traffic = Traffic()
-    have = set(t.column_names) if t is not None else set()
+    have = set(wanted)
 
     def absent(part: str, *columns: str) -> bool:
         gone = [c for c in columns if c not in have]
-        if t is None or t.num_rows == 0:
+        if rows == 0:
             traffic.missing[part] = "no rows in the outputs"
         elif gone:
             traffic.missing[part] = (
-                f"no {' or '.join(gone)} column in sessions (written before these columns "
-                "existed, or the field is not mapped)"
+                f"no {' or '.join(gone)} column in sessions (an output whose checkpoint was "
+                "created before sessions carried it)"
             )
         return part in traffic.missing
 
