@@ -3,8 +3,6 @@ and write the HTML report."""
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import shutil
 import time
 from datetime import UTC, datetime
@@ -15,6 +13,7 @@ import numpy as np
 
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
+from sessionize.content import SessionContent, parse_conversion
 from sessionize.generate.writer import GeneratorConfig, write_files
 from sessionize.mapping import EventMapping
 from sessionize.report import build_report
@@ -25,21 +24,15 @@ WEB_FIELDS = {"url": "page.url", "referrer": "page.referrer", "user_agent": "tec
 WEB_PING, WEB_CONVERSION = "ping", "purchase=purchase,value=order.value"
 
 
-def web_mapping() -> EventMapping | None:
+def web_mapping() -> EventMapping:
     """The event mapping that reads the web data of `generate --web-data` into the traffic,
-    engagement, conversion and bot columns of `sessions`, or None where this version's
-    sessions do not carry those columns (the demo then generates the data without them).
+    engagement, conversion and bot columns of `sessions`.
 
     Example:
-        >>> mapping = web_mapping()  # None, or EventMapping(url="page.url", ...)
+        >>> web_mapping().url
+        'page.url'
     """
-    names = {f.name for f in dataclasses.fields(EventMapping)}
-    if not {*WEB_FIELDS, "content", "session_columns"} <= names:
-        return None
-    content = importlib.import_module("sessionize.content")
-    carried = content.SessionContent(
-        ping_action=WEB_PING, conversions=(content.parse_conversion(WEB_CONVERSION),)
-    )
+    carried = SessionContent(ping_action=WEB_PING, conversions=(parse_conversion(WEB_CONVERSION),))
     return EventMapping(**WEB_FIELDS, session_columns=2, content=carried)
 
 
@@ -67,7 +60,7 @@ def run_demo(
         invalid_rate=0.001,
         close_rate=0.1,
         files_per_hour=4,
-        web_data=mapping is not None,
+        web_data=True,
     )
     click.echo(f"generating {hours} hours of visits of {users:,} users into {root}/input")
     generated = write_files(cfg, str(root / "input"))
@@ -77,7 +70,7 @@ def run_demo(
         checkpoint=str(root / "checkpoint"),
         state="files",
         rules=SessionRules(),
-        mapping=mapping or EventMapping(),
+        mapping=mapping,
         partitions=4,
         max_files_per_trigger=2,
         master=master,
