@@ -122,6 +122,23 @@ def test_spark_managed_state_carries_the_same(spark, runs, tmp_path):
     assert records[-1]["totals"]["bot_events"] == runs[3]
 
 
+@pytest.mark.parametrize("state", ["postgres", "redis", "dynamodb"], indirect=True)
+def test_server_state_backends_carry_the_same(spark, runs, tmp_path, state):
+    """Open sessions' url, referrer, user agent, last: fields and conversion values travel
+    in the state rows of every backend: the stream equals the batch on each."""
+    root = runs[0]
+    records = run_stream(StreamOptions(
+        input=str(root / "in"), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
+        state=state(), partitions=2, max_files_per_trigger=2, mapping=MAPPING,
+    ), spark, on_batch=lambda _: None)  # fmt: skip
+    assert len(records) >= 2
+    s = read_output(tmp_path / "out", "sessions", with_batch=False)
+    b = read_output(root / "batch", "sessions", with_batch=False)
+    closed = pc.less(pc.cast(b["closed_at"], "int64"), records[-1]["watermark"])
+    assert s.num_rows > 10
+    assert b.filter(closed).equals(s)
+
+
 def test_a_conversion_value_that_is_not_a_number_is_an_invalid_event(runs):
     root, _, _, _, invalid = runs
     for out in ("stream", "batch"):
