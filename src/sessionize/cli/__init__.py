@@ -73,6 +73,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "utm.campaign changing mid-visit, a per-event gap_s (without it, the data is unchanged).",
 )
 @click.option(
+    "--web-data",
+    is_flag=True,
+    help="Add what a web tracker sends: page.url with UTM parameters and gclids, "
+    "page.referrer, technical.user_agent (a few percent bots), page pings (action ping) and "
+    "purchases (action purchase, order.value); without it, the data is unchanged.",
+)
+@click.option(
     "--gap",
     type=DURATION,
     default="10m",
@@ -223,8 +230,9 @@ def job_settings(
 )
 @click.option(
     "--output", required=True,
-    help="Output directory (any pyarrow filesystem URI), or postgresql://USER@HOST/DB?schema=S.",
-)
+    help="Output directory (any pyarrow filesystem URI), postgresql://USER@HOST/DB?schema=S "
+    "or kafka://HOST:PORT/PREFIX topics.",
+)  # fmt: skip
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
 @spark_options
@@ -277,8 +285,9 @@ def stream(
 )
 @click.option(
     "--output", required=True,
-    help="Output directory (same layout as the stream), or postgresql://USER@HOST/DB?schema=S.",
-)
+    help="Output directory (same layout as the stream), postgresql://USER@HOST/DB?schema=S "
+    "or kafka://HOST:PORT/PREFIX?staging=DIR.",
+)  # fmt: skip
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
 @job_options

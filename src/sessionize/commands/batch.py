@@ -38,9 +38,9 @@ from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
-from sessionize.mapping import DEFAULT_RECORD, EventMapping
+from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
 from sessionize.sinks.postgres import is_postgres
-from sessionize.sinks.registry import check_output, open_sink
+from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
@@ -74,20 +74,20 @@ class BatchOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
-    mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
+    mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the output's and the state's recorded values. None: all were given.
     explicit: frozenset[str] | None = None
 
     def state_uri(self) -> str:
-        """`files` keeps the store next to the outputs, under `_state` (readers skip it); a
-        PostgreSQL output has no directory for it."""
+        """`files` keeps the store next to the outputs, under `_state` (readers skip it; a
+        Kafka output: under its staging place); a PostgreSQL output has no directory for it."""
         if self.state == "files" and is_postgres(self.output):
             raise ConfigError(
                 "--state files keeps the state under the output, which a PostgreSQL output "
                 "has no directory for: give --state files:PATH or --state postgresql://..."
             )
-        return state_uri(self.state, child(self.output, "_state"))
+        return state_uri(self.state, child(record_place(self.output), "_state"))
 
     def engine_settings(self) -> EngineSettings:
         return engine_settings(self)
@@ -124,7 +124,7 @@ def run_batch(
     about to run."""
     hours = _hours(opts)
     check_output(opts.output, None)
-    with output_lease(opts.output) as lease:
+    with output_lease(record_place(opts.output)) as lease:
         opts = bind_output(opts)
         check_output(opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
@@ -141,7 +141,7 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
     """`opts` with the state, job and output format the output recorded at its first run
     (when not given). A batch output continues the sessions its state holds open:
     another state on the same output is refused, as another output on a checkpoint is."""
-    before = recorded(opts.output, OUTPUT_RECORD)
+    before = recorded(record_place(opts.output), OUTPUT_RECORD)
     if not before:
         return opts  # recorded once the state answered (`_run`)
     mine = output_record(opts)
@@ -176,8 +176,8 @@ def _run(
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
-    if not recorded(opts.output, OUTPUT_RECORD):
-        write_record(opts.output, OUTPUT_RECORD, output_record(opts))
+    if not recorded(record_place(opts.output), OUTPUT_RECORD):
+        write_record(record_place(opts.output), OUTPUT_RECORD, output_record(opts))
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
     previous = hour_version(hours[0] - HOUR)
@@ -214,7 +214,7 @@ def _run(
         shuffle_partitions=opts.partitions,
     )
     warn_local_paths(spark, opts.output, settings.state_uri)
-    log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
+    log = progress_path(opts.progress_log, record_place(opts.output), "_progress.jsonl")
     runner = BatchRunner(
         opts.sessionizer().store_engine(
             spark, backend, opts.sessionizer().file_parser(), output=opts.output,
@@ -262,12 +262,17 @@ def _rest_note(opts: BatchOptions, start: datetime, end: datetime) -> str:
     flags = {"input": opts.input, "output": opts.output}
     if opts.state != "files":
         flags["state"] = redact_uri(opts.state)
-    flags.update(settings_record(opts.engine_settings()))
+    settings = settings_record(opts.engine_settings())
+    settings.pop("session_columns", None)  # no flag: the state's record says it
+    conversions = str(settings.pop("conversion", "") or "")
+    settings["channel_rules"] = str(settings.get("channel_rules", "")).split("#sha256:")[0]
+    flags.update(settings)
     flags["job"] = opts.job
     flags.update({"from": f"{start:%Y-%m-%dT%H}", "to": f"{end:%Y-%m-%dT%H}"})
+    pairs = [*flags.items(), *(("conversion", c) for c in conversions.split(";") if c)]
     command = " ".join(
         f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
-        for k, v in flags.items()
+        for k, v in pairs
         if v not in ("", False)  # an optional rule left unset, or a flag left off
     )
     return (

@@ -88,8 +88,8 @@ LOCATIONS = ("output", "input")  # where a checkpoint writes and reads: compared
 
 def comparable(key: str, value: object) -> object:
     """A recorded setting as it is compared: places by `location_key`."""
-    if key == "input" and isinstance(value, str) and value.startswith("kafka://"):
-        # A topic is the same input through any of its brokers.
+    if key in LOCATIONS and isinstance(value, str) and value.startswith("kafka://"):
+        # A topic (an output's topic prefix) is the same place through any of its brokers.
         return "kafka://*/" + value.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
     if key in LOCATIONS and isinstance(value, str):
         return location_key(value)

@@ -44,7 +44,7 @@ from sessionize.state.lease import Lease
 Parser = Callable[..., DataFrame]
 
 # Counters summed over the life of a job, kept in every record under `totals`.
-TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
+TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out", "bot_events")
 
 # Batches kept restorable, for rewinding: Spark's offset, commit and state logs
 # (`spark.sql.streaming.minBatchesToRetain`) and our state store's versions and job records
@@ -109,7 +109,7 @@ class Engine(ABC):
 
     def totals(self, before: dict, counters: dict[str, int]) -> dict[str, int]:
         """The job's totals after a batch with `counters`, from those `before` it."""
-        return {k: before.get(k, 0) + counters[k] for k in TOTALS}
+        return {k: before.get(k, 0) + counters.get(k, 0) for k in TOTALS}
 
     def progress_line(self, label: str, record: dict) -> str:
         """The one line printed per batch."""
