@@ -9,6 +9,7 @@ which both sides see), and of a failed batch from the text of the error Spark se
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 
 from sessionize.engines.progress import read_progress
@@ -28,15 +29,23 @@ class ProgressTail:
         self.path = path
         self.on_batch = on_batch
         self.records: list[dict] = []
+        self.on_record: Callable[[dict], None] | None = None  # each new record (metrics)
         self._seen = {_key(r) for r in self._read()}  # logged before this run
+        self._lock = threading.Lock()  # drained by the waiting thread and by metrics scrapes
 
     def drain(self) -> None:
+        with self._lock:
+            self._drain()
+
+    def _drain(self) -> None:
         for record in self._read():
             key = _key(record)
             if key in self._seen:
                 continue
             self._seen.add(key)
             self.records.append(record)
+            if self.on_record is not None:
+                self.on_record(record)
             label = f"batch {record['version']}"
             self.on_batch(progress_line(label, record))
             for warning in batch_warnings(label, record, {}):  # reasons stay on the server

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableSequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -138,7 +138,9 @@ class BatchRunner:
     describe_input: Callable[[int], dict] = lambda version: {}
     batch_time: Callable[[int], int | None] = lambda version: None
     lease: Lease | None = None
-    records: list[dict] = field(default_factory=list)
+    on_record: Callable[[dict], None] | None = None  # each committed record (metrics)
+    # A continuous stream keeps only its last records (a deque): the progress log has all.
+    records: MutableSequence[dict] = field(default_factory=list)
     failure: SessionizeError | None = None
     _invalid_reasons: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -163,6 +165,8 @@ class BatchRunner:
         self.records.append(record)
         if self.progress is not None:
             self.progress.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
         label = self.label(request.version)
         self.on_batch(progress_line(label, record))
         for warning in batch_warnings(label, record, self._invalid_reasons):
@@ -284,4 +288,4 @@ def await_query(query: StreamingQuery, runner: BatchRunner) -> list[dict]:
     finally:
         if query.isActive:
             query.stop()
-    return runner.records
+    return list(runner.records)
