@@ -221,15 +221,20 @@ def seen_files(checkpoint: str) -> set[str]:
     """Every file the file source has taken into a batch (its log, compacted or not)."""
     fs, base = resolve_fs(checkpoint)
     selector = pafs.FileSelector(f"{base}/sources/0", allow_not_found=True)
-    seen: set[str] = set()
-    for info in fs.get_file_info(selector):
-        if not re.fullmatch(r"\d+(\.compact)?", info.base_name):
+    for _ in range(3):  # a file compacted into a later one since the listing: list again
+        seen: set[str] = set()
+        try:
+            for info in fs.get_file_info(selector):
+                if not re.fullmatch(r"\d+(\.compact)?", info.base_name):
+                    continue
+                with fs.open_input_stream(info.path) as f:
+                    for line in f.read().decode().splitlines()[1:]:
+                        if line:
+                            seen.add(json.loads(line)["path"])
+        except FileNotFoundError:
             continue
-        with fs.open_input_stream(info.path) as f:
-            for line in f.read().decode().splitlines()[1:]:
-                if line:
-                    seen.add(json.loads(line)["path"])
-    return seen
+        return seen
+    raise FileNotFoundError(f"{base}/sources/0 changed while it was read")
 
 
 REWIND_FILE = "sessionize-rewind.json"

@@ -33,6 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.config import counted, format_instant
 from sessionize.engines.progress import ProgressLog
+from sessionize.engines.spark_logs import STREAM_CONFS
 from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
@@ -249,7 +250,7 @@ def start_query(
     queries of both engines. A SessionizeError raised in a batch stays in `runner.failure`
     (Spark raises its own wrapper of it from `awaitTermination`).
     """
-    confs = runner.engine.query_confs()
+    confs = {**STREAM_CONFS, **runner.engine.query_confs()}
     saved = {k: spark.conf.get(k, None) for k in confs}
 
     def restore() -> None:

@@ -26,6 +26,11 @@ LOGS = ("commits", "offsets")  # undone in this order: a batch stops counting as
 FILE_SOURCE_LOG = "sources/0"
 STATE_DIR = "state/0"
 SPARK_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval
+# Spark keeps the file source's log files for 10 minutes after a compaction made them
+# redundant, and every compacted file lists every file ever read: at short triggers that is
+# dozens of ever-growing copies. A minute is enough for a reader that listed the log
+# (`status`, the metrics) to open what it listed; rewinding rebuilds what it needs anyway.
+STREAM_CONFS = {"spark.sql.streaming.fileSource.log.cleanupDelay": "60s"}
 _STATE_FILE = re.compile(r"(\d+)(?:_[^.]*)?\.(delta|snapshot|zip|changelog)")
 
 
