@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -45,7 +45,10 @@ def launch(
 ) -> StreamRun:
     """Start the query of `engine` over the stream `records` with its batch runner."""
     # Over Spark Connect the runner runs on the server; the client tails its log.
-    tail = ProgressTail(progress_log, on_batch) if is_connect(spark) else None
+    def kept() -> MutableSequence[dict]:
+        return deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else []
+
+    tail = ProgressTail(progress_log, on_batch, kept()) if is_connect(spark) else None
     runner = BatchRunner(
         engine,
         on_batch if tail is None else quiet,
@@ -53,7 +56,7 @@ def launch(
         describe_input=functools.partial(batch_input, checkpoint),
         batch_time=functools.partial(batch_timestamp_us, checkpoint),
         lease=lease,
-        records=deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else [],
+        records=kept(),
     )
     ends = [lease.release]
     if metrics is not None:  # counted where the records are: here, or in the server's log
@@ -154,7 +157,7 @@ class StreamRun:
             if self.query.isActive:
                 self.query.stop()
         tail.drain()
-        return tail.records
+        return list(tail.records)
 
     def end(self) -> None:
         """Release the lease and restore the engine's Spark settings; runs once, whoever

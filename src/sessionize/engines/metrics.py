@@ -102,6 +102,8 @@ class StreamMetrics:
         self.port: int | None = None
         self._server = None
         self._lock = threading.Lock()
+        # First in the registry: a scrape reads the new batches before the counters.
+        self.registry.register(_LagCollector(self))
 
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()):
             return pc.Counter(PREFIX + name, doc, ("stream", *labels), registry=self.registry)
@@ -130,7 +132,6 @@ class StreamMetrics:
         self.last_commit = gauge(
             "last_commit_timestamp_seconds", "When the last batch was committed (Unix s)."
         )
-        self.registry.register(_LagCollector(self))
 
     def observe(self, record: Mapping) -> None:
         """Count one committed batch from its record (runner.py's, or the progress log's)."""
