@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.config import counted, format_instant
+from sessionize.config import counted, format_instant, retained_batches
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.spark_logs import STREAM_CONFS
 from sessionize.engines.warnings import batch_warnings
@@ -50,7 +50,7 @@ TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out
 # Batches kept restorable, for rewinding: Spark's offset, commit and state logs
 # (`spark.sql.streaming.minBatchesToRetain`) and our state store's versions and job records
 # keep the same number, so every batch `history` lists can be restored.
-RETAIN = 100
+RETAIN = retained_batches()  # SESSIONIZE_RETAIN_BATCHES, default 100
 RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
 
 
