@@ -24,6 +24,10 @@ from sessionize.engines.runner import RETAIN, BatchRunner, Engine, await_query, 
 from sessionize.spark_session import is_connect
 from sessionize.state.lease import Lease
 
+# How long a Spark Connect client waits for its query's terminated event before it removes
+# its listener anyway (`StreamRun.end`).
+_LAST_EVENT_WAIT_S = 10.0
+
 # The last run started on each checkpoint by this process.
 _RUNS: dict[str, StreamRun] = {}
 # Batch records a continuous run keeps in memory (the progress log has them all).
@@ -169,6 +173,12 @@ class StreamRun:
         try:
             for cleanup in cleanups:
                 cleanup()
+            if self._tail is not None:
+                # Spark Connect's listener bus joins its event thread while holding the lock
+                # that thread needs to deliver an event: removing the listener while the
+                # query's last event is in flight hangs the process. Remove it once that
+                # event has arrived (none comes for a query that ended before the listener).
+                self._listener.terminated.wait(_LAST_EVENT_WAIT_S)
             self._spark.streams.removeListener(self._listener)
         finally:
             self.ended.set()
@@ -185,6 +195,7 @@ class _OnEnd(StreamingQueryListener):
     def __init__(self, run_id: str, then: Callable[[], None]):
         self.run_id = run_id
         self.then = then
+        self.terminated = threading.Event()  # set once the query's terminated event arrived
 
     def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's names
         pass
@@ -197,4 +208,5 @@ class _OnEnd(StreamingQueryListener):
 
     def onQueryTerminated(self, event) -> None:  # noqa: N802
         if str(event.runId) == self.run_id:
+            self.terminated.set()
             self.then()
