@@ -220,6 +220,8 @@ def run(args: argparse.Namespace, work: Path) -> tuple[list[dict], dict[str, flo
         "--checkpoint", str(chk), "--trigger", f"processing-time={args.trigger}",
         "--partitions", str(args.partitions), "--metrics-port", str(port),
         "--conf", "spark.ui.enabled=false",
+        # The store's home stays CHK/state; `--snapshot-every` shortens its delta chains.
+        "--state", f"files:{chk}/state?snapshot_every={args.snapshot_every}",
     ]  # fmt: skip
     if not inp.startswith("kafka://"):
         cmd += ["--max-files-per-trigger", "1"]
@@ -299,6 +301,8 @@ def main() -> None:
     ap.add_argument("--sim-seconds", type=int, default=30, help="simulated time per batch")
     ap.add_argument("--trigger", default="200ms")
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--snapshot-every", type=int, default=50,
+                    help="the files store's longest delta chain (state kept: retained + this)")
     ap.add_argument("--warmup", type=float, default=0.25, help="share of batches left out")
     ap.add_argument("--json", help="write the samples and slopes here")
     ap.add_argument("--keep", help="work directory to keep (default: a temporary one)")
