@@ -8,7 +8,7 @@ retention trims early. Once
 it trims, the checkpoint's and the state's file counts stop growing (samples taken at the
 same point of the 10-batch clean-up cycle), and so do the driver's open handles and
 threads; Spark's offset and commit logs hold the retained batches, its file-source log
-its latest compacted file and the plain files after it. Sizes
+its last two compacted files and the plain files after the older one. Sizes
 and counts only: never durations.
 """
 
@@ -54,4 +54,5 @@ def test_a_long_stream_stops_growing_once_retention_trims(tmp_path):
         assert len(entries) <= RETAINED + 2, log
     source_log = [p.name for p in (chk / "sources" / "0").iterdir() if p.name[0].isdigit()]
     compacted = [n for n in source_log if n.endswith(".compact")]
-    assert len(compacted) == 1 and len(source_log) <= 10, sorted(source_log)
+    # Spark keeps the compacted file before the latest and the plain files after it.
+    assert len(compacted) <= 2 and len(source_log) <= 2 * 10 + 1, sorted(source_log)
