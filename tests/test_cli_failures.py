@@ -65,7 +65,7 @@ CASES = {
     # An output or checkpoint URI that no filesystem we write reads, not a local `./foo:/`.
     "output scheme we do not write": (
         lambda root: [*_stream(_hour(root, "{}").parent, **{"--output": "foo://bucket/x"})],
-        "outputs are not written to foo:// URIs; give a local path, file:// or s3://",
+        "outputs are not written to foo:// URIs; give a local path, file://, s3://",
     ),
     "checkpoint scheme no filesystem reads": (
         lambda root: [*_stream(_hour(root, "{}").parent, **{"--checkpoint": "foo://b/chk"})],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessionize.fs import child
+from sessionize.fs import child, location_key, without_options
 
 
 def test_child_keeps_a_uri_query_at_the_end():
@@ -13,3 +13,12 @@ def test_child_keeps_a_uri_query_at_the_end():
     assert child("s3://bucket/out", "sessions", "/batch_id=1/") == "s3://bucket/out/sessions/batch_id=1"
     assert child("/data/out/", "_state") == "/data/out/_state"
     assert child("/data/a?b", "x") == "/data/a?b/x"  # a local name may hold a "?"
+
+
+def test_a_postgresql_place_is_named_without_its_password():
+    uri = "postgres://me:Pw%40secret@db:5432/app?schema=analytics&sslmode=require"
+    assert location_key(uri) == "postgresql://me@db:5432/app?schema=analytics"
+    assert location_key(uri) == location_key("postgresql://me@db:5432/app?schema=analytics")
+    assert location_key(uri) != location_key("postgresql://me@db:5432/app?schema=other")
+    assert without_options(uri) == "postgres://me@db:5432/app"
+    assert without_options("s3://b/x?endpoint_override=h:9") == "s3://b/x"

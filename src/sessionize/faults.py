@@ -3,6 +3,8 @@
 The points: `before-state-commit` and `after-state-commit` (partition 0's state of the
 batch, in the store engine's task),
 `before-publish`, `after-publish` and `after-record` (the batch runner's steps 3 and 4);
+`kafka-before-produce`, `kafka-produced` (exactly once: in the open transaction; at least
+once: the rows sent, the marker not yet) and `published-kafka` (the Kafka sink's publish);
 `rewind-outputs`, `rewind-state` and `rewind-logs` (a rewind to batch N, after those steps);
 `state-copy-partition` (a state copy committed target partition N) and `before-switch`
 (the copy is verified and recorded, the checkpoint not yet switched).

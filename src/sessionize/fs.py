@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -43,9 +45,13 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
 
 
 def without_options(uri: str) -> str:
-    """`uri` without its query string, for messages: an `s3://` URI's endpoint options are
-    noise there."""
-    return uri.split("?", 1)[0]
+    """`uri` without its query string and without a password (`user:pw@` -> `user@`), for
+    messages: an `s3://` URI's endpoint options are noise there, a password a leak.
+
+    >>> without_options("postgresql://me:pw@db/app?schema=a")
+    'postgresql://me@db/app'
+    """
+    return re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1@", uri.split("?", 1)[0])
 
 
 def child(uri: str, *parts: str) -> str:
@@ -59,13 +65,35 @@ def child(uri: str, *parts: str) -> str:
 def location_key(uri: str) -> str:
     """One spelling per place, for a checkpoint's record of where it reads and writes: a
     local path (relative, `file://`, with `..` or a trailing slash) as an absolute path, a
-    URI without its options (`?endpoint_override=...`) or trailing slash."""
+    URI without its options (`?endpoint_override=...`) or trailing slash; a PostgreSQL URI
+    as `postgres_location` gives it (no password)."""
+    if uri.lower().startswith(("postgresql://", "postgres://")):
+        return postgres_location(uri)
     base = uri.split("?", 1)[0]
     if base.startswith("file://"):
         base = base.removeprefix("file://") or "/"
     if "://" not in base:
         return os.path.abspath(os.path.expanduser(base))
     return base.rstrip("/")
+
+
+def postgres_location(uri: str) -> str:
+    """A PostgreSQL URI as the place it names: `postgresql://USER@HOST[:PORT]/DB?schema=S`,
+    without its password and connection options (the schema is part of the place).
+
+    >>> postgres_location("postgres://me:pw@db:5432/app?schema=analytics&sslmode=require")
+    'postgresql://me@db:5432/app?schema=analytics'
+    """
+    parts = urlsplit(uri)
+    user = f"{parts.username}@" if parts.username else ""
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    host = parts.hostname or ""
+    schema = dict(parse_qsl(parts.query)).get("schema")
+    where = f"postgresql://{user}{host}{port}/{parts.path.strip('/')}"
+    return f"{where}?schema={schema}" if schema else where
 
 
 def is_local(uri: str) -> bool:

@@ -36,3 +36,11 @@ def test_tasks_get_absolute_local_paths(tmp_path, monkeypatch):
     assert settings.state_uri == f"files:{tmp_path}/chk/state?cache_mb=0"
     remote = Sessionizer()._settings("redis://h:6379/0", "s3://b/out", "parquet")
     assert (remote.state_uri, remote.output) == ("redis://h:6379/0", "s3://b/out")
+
+
+def test_a_kafka_output_is_warned_about_for_its_local_staging_place():
+    staged = local_path_warning("yarn", "kafka://b:9092/web?staging=/data/stage", "redis://h/0")
+    assert staged is not None and "staging=/data/stage is a local path" in staged
+    assert local_path_warning("yarn", "kafka://b:9092/web?staging=s3://b/s", "redis://h/0") is None
+    # No staging= in a stream: it stages under the checkpoint, which Spark needs shared anyway.
+    assert local_path_warning("yarn", "kafka://b:9092/web", "redis://h/0") is None

@@ -1,9 +1,13 @@
 """Sinks under test: local Parquet, Parquet on S3, Delta local and Delta on S3 (the S3
-server and buckets: tests/s3_fixtures.py)."""
+server and buckets: tests/s3_fixtures.py), and PostgreSQL tables (a schema of their own per
+test, on the server of services/postgres.sh)."""
 
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import parse_qs
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -13,7 +17,7 @@ from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import open_sink
 from tests.s3_fixtures import REPO, S3_SCRIPT, bucket_uri, s3_client, s3_endpoint  # noqa: F401
 
-KINDS = ("parquet", "parquet-s3", "delta", "delta-s3")
+KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql")
 
 
 @pytest.fixture(params=KINDS)
@@ -25,11 +29,29 @@ def kind(request) -> str:
 def root(kind, tmp_path, request) -> str:
     if kind.endswith("-s3"):
         return request.getfixturevalue("bucket_uri")
+    if kind == "postgresql":
+        return request.getfixturevalue("pg_output")
     return str(tmp_path / "out")
 
 
+@pytest.fixture
+def pg_output() -> Iterator[str]:
+    """A PostgreSQL output URI with a schema of its own, dropped afterwards."""
+    import psycopg
+
+    from tests.state.services_fixtures import service_env
+
+    uri = service_env("postgres")["SESSIONIZE_TEST_POSTGRES"]
+    schema = f"out_{uuid.uuid4().hex[:12]}"
+    yield f"{uri}?schema={schema}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def make_sink(kind: str, root: str) -> Sink:
-    return open_sink(root, kind.removesuffix("-s3"), job="job-a")
+    return open_sink(
+        root, "parquet" if kind == "postgresql" else kind.removesuffix("-s3"), job="job-a"
+    )
 
 
 def read_rows(kind: str, root: str, name: str) -> pa.Table:
@@ -51,6 +73,8 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
         result = QueryBuilder().register("t", DeltaTable(uri, storage_options=opts))
         table = pa.table(result.execute("SELECT * FROM t").read_all())
         return table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
+    if kind == "postgresql":
+        return _pg_rows(root, name)
     if kind == "parquet-s3":
         from sessionize.sinks.parquet_s3 import read_committed
 
@@ -67,3 +91,22 @@ def _plain(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         return pa.list_(_plain(t.value_type))
     return t
+
+
+def _pg_rows(uri: str, name: str) -> pa.Table:
+    """An output table read with a plain SELECT (empty when the table is not there)."""
+    import psycopg
+
+    base, query = uri.split("?", 1)
+    schema = parse_qs(query)["schema"][0]
+    with psycopg.connect(base) as conn:
+        cur = conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+            (schema, name),
+        )
+        if cur.fetchone() is None:
+            return pa.table({})
+        cur = conn.execute(f'SELECT * FROM "{schema}"."{name}"')
+        names = [d.name for d in cur.description]
+        rows = cur.fetchall()
+    return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})

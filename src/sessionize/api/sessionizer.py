@@ -51,11 +51,13 @@ from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.sinks.kafka import with_staging
 from sessionize.sinks.registry import check_output, open_sink
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
 
 SPARK_STATES = tuple(PROVIDERS)
+KAFKA_STAGING = "kafka-staging"  # where tasks stage rows for a Kafka output without staging=
 OUTPUT_FORMATS = ("parquet", "delta")
 _LOG = logging.getLogger("sessionize")
 
@@ -290,8 +292,11 @@ class Sessionizer:
             events: A streaming DataFrame of typed columns at the mapped paths, or of a
                 `value` column of JSON lines (string or binary, as Spark's Kafka source
                 gives it).
-            output: Where the outputs go: a local path or a pyarrow filesystem URI
-                (`s3://bucket/prefix?...`).
+            output: Where the outputs go: a local path, a pyarrow filesystem URI
+                (`s3://bucket/prefix?...`), PostgreSQL tables
+                (`postgresql://USER@HOST/DB?schema=S`, docs/reference/outputs.md) or Kafka
+                topics (`kafka://HOST:PORT/PREFIX`, staged under `CHECKPOINT/kafka-staging`
+                unless `?staging=DIR` says where).
             checkpoint: Spark's checkpoint of the query (local or HDFS), plus the settings
                 it is bound to and, with `state="files"`, the state.
             trigger: `available-now` (process what is there, then stop) or
@@ -378,8 +383,9 @@ class Sessionizer:
         """
         if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
-        check_output(output, output_format)  # the place; its format once resolved, below
         check_resolvable(checkpoint, "--checkpoint")
+        output = with_staging(output, child(checkpoint, KAFKA_STAGING))
+        check_output(output, output_format)  # the place; its format once resolved, below
         if not self.user_type_given:  # the DataFrame's user column decides: build it now
             events = events() if callable(events) else events
             settled = self._for_input(events, recorded_user_type(checkpoint))

@@ -221,7 +221,11 @@ def job_settings(
     required=True,
     help="Hourly tree (recursive), kafka://HOST:PORT/TOPIC or kinesis://STREAM?...",
 )
-@click.option("--output", required=True, help="Output directory (any pyarrow filesystem URI).")
+@click.option(
+    "--output", required=True,
+    help="Output directory (any pyarrow filesystem URI), postgresql://USER@HOST/DB?schema=S "
+    "or kafka://HOST:PORT/PREFIX topics.",
+)  # fmt: skip
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
 @spark_options
@@ -277,7 +281,11 @@ def stream(
 @click.option(
     "--input", "input_", required=True, help="Hourly tree (event_date=/event_hour=)."
 )
-@click.option("--output", required=True, help="Output directory (same layout as the stream).")
+@click.option(
+    "--output", required=True,
+    help="Output directory (same layout as the stream), postgresql://USER@HOST/DB?schema=S "
+    "or kafka://HOST:PORT/PREFIX?staging=DIR.",
+)  # fmt: skip
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
 @job_options

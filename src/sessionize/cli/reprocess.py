@@ -30,9 +30,16 @@ def history(checkpoint: str, state: str | None) -> None:
 )  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Print what would be undone; change nothing.")
 @click.option("--state", default=None, help=_STATE_HELP)
-def rewind(checkpoint: str, to_batch: int, dry_run: bool, state: str | None) -> None:
+@click.option(
+    "--accept-duplicates", is_flag=True,
+    help="Rewind over batches on a Kafka output: their records stay, the rerun repeats them.",
+)  # fmt: skip
+def rewind(
+    checkpoint: str, to_batch: int, dry_run: bool, state: str | None, accept_duplicates: bool
+) -> None:
     """Undo every batch after --to-batch: Spark's logs, the state and the outputs, together.
     The next `sessionize stream` with the same flags recomputes them."""
     from sessionize.commands.rewind import rewind as run_rewind
 
-    run_rewind(checkpoint, to_batch, dry_run=dry_run, state=state, say=click.echo)
+    run_rewind(checkpoint, to_batch, dry_run=dry_run, state=state, say=click.echo,
+               accept_duplicates=accept_duplicates)  # fmt: skip

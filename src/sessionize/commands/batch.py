@@ -39,7 +39,8 @@ from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
-from sessionize.sinks.registry import check_output, open_sink
+from sessionize.sinks.postgres import is_postgres
+from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
@@ -79,8 +80,14 @@ class BatchOptions:
     explicit: frozenset[str] | None = None
 
     def state_uri(self) -> str:
-        """`files` keeps the store next to the outputs, under `_state` (readers skip it)."""
-        return state_uri(self.state, child(self.output, "_state"))
+        """`files` keeps the store next to the outputs, under `_state` (readers skip it; a
+        Kafka output: under its staging place); a PostgreSQL output has no directory for it."""
+        if self.state == "files" and is_postgres(self.output):
+            raise ConfigError(
+                "--state files keeps the state under the output, which a PostgreSQL output "
+                "has no directory for: give --state files:PATH or --state postgresql://..."
+            )
+        return state_uri(self.state, child(record_place(self.output), "_state"))
 
     def engine_settings(self) -> EngineSettings:
         return engine_settings(self)
@@ -117,7 +124,7 @@ def run_batch(
     about to run."""
     hours = _hours(opts)
     check_output(opts.output, None)
-    with output_lease(opts.output) as lease:
+    with output_lease(record_place(opts.output)) as lease:
         opts = bind_output(opts)
         check_output(opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
@@ -134,7 +141,7 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
     """`opts` with the state, job and output format the output recorded at its first run
     (when not given). A batch output continues the sessions its state holds open:
     another state on the same output is refused, as another output on a checkpoint is."""
-    before = recorded(opts.output, OUTPUT_RECORD)
+    before = recorded(record_place(opts.output), OUTPUT_RECORD)
     if not before:
         return opts  # recorded once the state answered (`_run`)
     mine = output_record(opts)
@@ -169,8 +176,8 @@ def _run(
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
-    if not recorded(opts.output, OUTPUT_RECORD):
-        write_record(opts.output, OUTPUT_RECORD, output_record(opts))
+    if not recorded(record_place(opts.output), OUTPUT_RECORD):
+        write_record(record_place(opts.output), OUTPUT_RECORD, output_record(opts))
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
     previous = hour_version(hours[0] - HOUR)
@@ -207,7 +214,7 @@ def _run(
         shuffle_partitions=opts.partitions,
     )
     warn_local_paths(spark, opts.output, settings.state_uri)
-    log = progress_path(opts.progress_log, opts.output, "_progress.jsonl")
+    log = progress_path(opts.progress_log, record_place(opts.output), "_progress.jsonl")
     runner = BatchRunner(
         opts.sessionizer().store_engine(
             spark, backend, opts.sessionizer().file_parser(), output=opts.output,

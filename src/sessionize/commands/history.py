@@ -27,7 +27,7 @@ from sessionize.engines.spark_state import PROVIDERS, BatchRecords
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir
 from sessionize.sinks.base import Sink
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import accepting_duplicates, open_sink
 from sessionize.state import StateBackend, open_backend
 
 
@@ -39,6 +39,7 @@ class Checkpoint:
     settings: dict
     paths: dict
     state_uri: str | None = None  # our store's URI (None: Spark's state)
+    accept_duplicates: bool = False  # a rewind over batches on Kafka, which reruns repeat
 
     @property
     def job(self) -> str:
@@ -56,7 +57,8 @@ class Checkpoint:
         if not output:
             return None
         fmt = self.paths.get("output_format") or self.settings.get("output_format", "parquet")
-        return open_sink(output, fmt, job=self.job)
+        sink = open_sink(output, fmt, job=self.job)
+        return accepting_duplicates(sink) if self.accept_duplicates else sink
 
     def progress_log(self) -> str | None:
         return self.paths.get("progress_log") or progress_path(None, self.path, "progress.jsonl")

@@ -13,10 +13,11 @@ from contextlib import ExitStack
 
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
-from sessionize.fs import is_dir, without_options
+from sessionize.fs import is_dir, location_key, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
+from sessionize.sinks.postgres import is_postgres
 from sessionize.sinks.registry import open_sink
 
 
@@ -29,6 +30,11 @@ def maintain(
     say: Callable[[str], None] = print,
 ) -> dict:
     """Clean `output`; compact (`compact`) and vacuum (`vacuum_hours`) its Delta tables."""
+    if is_postgres(output):
+        raise ConfigError(
+            f"--output {location_key(output)}: PostgreSQL outputs leave nothing to clean "
+            "(a publish drops its staged rows; VACUUM is the server's)"
+        )
     if not is_dir(output):
         raise ConfigError(f"--output {without_options(output)} is not a directory")
     with ExitStack() as held:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from sessionize.sinks.kafka import KafkaOutput
 from sessionize.spark_session import is_connect
 
 _LOCAL_MASTERS = ("local", "local[")
@@ -28,7 +29,11 @@ def local_path_warning(master: str, output: str, state_uri: str) -> str | None:
     if master.startswith(_LOCAL_MASTERS):
         return None
     local = []
-    if _is_local_path(output):
+    if output.startswith("kafka://"):  # its tasks stage rows (default: under the checkpoint)
+        staged = KafkaOutput.parse(output).staging
+        if staged and _is_local_path(staged):
+            local.append(f"the Kafka output's staging={staged}")
+    elif _is_local_path(output):
         local.append(f"--output {output}")
     if state_uri.startswith("files:") and _is_local_path(state_uri.removeprefix("files:")):
         local.append(f"the files state at {state_uri.removeprefix('files:')}")

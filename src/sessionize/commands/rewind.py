@@ -60,6 +60,7 @@ from sessionize.errors import ConfigError, StateError
 from sessionize.faults import pause_point
 from sessionize.fs import delete_dir, is_dir, resolve_fs
 from sessionize.schema import OUTPUTS
+from sessionize.sinks.registry import check_retractable
 
 
 @dataclass
@@ -74,9 +75,10 @@ class RewindPlan:
 
 def rewind(
     checkpoint: str, to_batch: int, *, dry_run: bool = False, state: str | None = None,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] = print, accept_duplicates: bool = False,
 ) -> RewindPlan:  # fmt: skip
-    """Rewind the stream of `checkpoint` to after batch `to_batch` (-1: before the first)."""
+    """Rewind the stream of `checkpoint` to after batch `to_batch` (-1: before the first);
+    `accept_duplicates` lets it rewind over batches on Kafka, which the rerun repeats."""
     if to_batch < -1:
         raise ConfigError(f"--to-batch {to_batch}: give a committed batch id, or -1")
     if not is_dir(checkpoint):
@@ -99,6 +101,10 @@ def rewind(
         if dry_run:
             say("dry run: nothing was changed")
             return plan
+        if accept_duplicates:
+            ck.accept_duplicates = True
+        else:  # before the intent: a refused rewind leaves the stream as it was
+            check_retractable(ck.sink(), to_batch + 1, "add --accept-duplicates")
         started = time.perf_counter()
         write_rewind_intent(checkpoint, {
             "to_batch": to_batch, "undo": plan.batches, "settings": ck.settings,

@@ -13,15 +13,17 @@ from sessionize.engines.checkpoint import (
     PATHS_FILE,
     last_committed_batch,
     last_offsets,
+    output_lease,
     recorded,
     seen_files,
 )
 from sessionize.engines.progress import read_progress
 from sessionize.engines.runner import TOTALS
 from sessionize.errors import ConfigError
-from sessionize.fs import child, is_dir
+from sessionize.fs import child, is_dir, location_key
+from sessionize.sinks.postgres import is_postgres
 from sessionize.sources.registry import input_lag
-from sessionize.state.lease import lease_records
+from sessionize.state.lease import LeaseRecords, lease_records
 
 
 def stream_status(
@@ -53,6 +55,8 @@ def stream_status(
 
 def batch_status(output: str) -> dict:
     """The status of the hourly batch job writing to `output`."""
+    if is_postgres(output):  # its lease is in its schema; a progress log only if given
+        return {"output": location_key(output), "driver": _holder(output_lease(output).records)}
     if not is_dir(output):
         raise ConfigError(f"--output {output} is not a directory")
     return {
@@ -63,7 +67,11 @@ def batch_status(output: str) -> dict:
 
 
 def _driver(lease_dir: str) -> dict:
-    holder = lease_records(lease_dir).latest()
+    return _holder(lease_records(lease_dir))
+
+
+def _holder(records: LeaseRecords) -> dict:
+    holder = records.latest()
     if holder is None:
         return {"running": False}
     running = not holder.presumed_dead(time.time())

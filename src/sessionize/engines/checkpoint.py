@@ -21,6 +21,9 @@ from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import child, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
+from sessionize.sinks import postgres_records
+from sessionize.sinks.postgres import is_postgres
+from sessionize.sinks.postgres_records import PostgresLeaseRecords
 from sessionize.state.lease import Lease, lease_records
 
 FILE = "sessionize.json"
@@ -80,8 +83,8 @@ LOCATIONS = ("output", "input")  # where a checkpoint writes and reads: compared
 
 def comparable(key: str, value: object) -> object:
     """A recorded setting as it is compared: places by `location_key`."""
-    if key == "input" and isinstance(value, str) and value.startswith("kafka://"):
-        # A topic is the same input through any of its brokers.
+    if key in LOCATIONS and isinstance(value, str) and value.startswith("kafka://"):
+        # A topic (an output's topic prefix) is the same place through any of its brokers.
         return "kafka://*/" + value.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
     if key in LOCATIONS and isinstance(value, str):
         return location_key(value)
@@ -178,7 +181,10 @@ def checkpoint_lease(checkpoint: str) -> Lease:
 
 
 def output_lease(output: str) -> Lease:
-    """The lease of a batch job's output (local or `s3://`): one driver writes it at a time."""
+    """The lease of a batch job's output (local, `s3://` or PostgreSQL): one driver writes it
+    at a time."""
+    if is_postgres(output):
+        return Lease(PostgresLeaseRecords(output), f"output {location_key(output)}")
     return Lease(lease_records(child(output, LEASE_DIR)), f"output {output}")
 
 
@@ -193,7 +199,10 @@ def record_paths(checkpoint: str, paths: dict[str, str]) -> None:
 
 def write_record(checkpoint: str, name: str, record: dict) -> None:
     """A JSON file of the checkpoint, written aside and renamed into place: a crash leaves
-    the old record or the new one."""
+    the old record or the new one. A PostgreSQL output keeps its records as rows."""
+    if is_postgres(checkpoint):
+        postgres_records.write_record(checkpoint, name, record)
+        return
     fs, base = resolve_fs(checkpoint)
     fs.create_dir(base, recursive=True)
     tmp = f"{base}/.{name}.tmp"
@@ -203,7 +212,10 @@ def write_record(checkpoint: str, name: str, record: dict) -> None:
 
 
 def recorded(checkpoint: str, name: str = FILE) -> dict:
-    """A JSON file of the checkpoint (`sessionize.json` by default); {} when it is missing."""
+    """A JSON file of the checkpoint (`sessionize.json` by default); {} when it is missing.
+    A PostgreSQL output keeps its records as rows."""
+    if is_postgres(checkpoint):
+        return postgres_records.read_record(checkpoint, name)
     fs, base = resolve_fs(checkpoint)
     try:
         with fs.open_input_stream(f"{base}/{name}") as f:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import is_dir
+from sessionize.sinks.postgres import is_postgres
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def build_report(
     from sessionize.report.progress import default_path, read_progress
 
     t0 = time.perf_counter()
-    if not is_dir(output):
+    if not is_postgres(output) and not is_dir(output):
         raise ConfigError(f"--output {output} is not a directory: give a job's output directory")
     data = load_outputs(output)
     progress = read_progress(progress_log or default_path(output, checkpoint))

@@ -7,16 +7,19 @@ import importlib.util
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from sessionize.config import redact_uri
 from sessionize.errors import ConfigError
 from sessionize.fs import child, is_local, without_options
 from sessionize.mapping import EventMapping
 from sessionize.sinks.base import Sink
 from sessionize.sinks.delta import DeltaSink
+from sessionize.sinks.kafka import KafkaOutput, KafkaSink, is_kafka
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink, committed_dataset
+from sessionize.sinks.postgres import PostgresSink, is_postgres
 
 FORMATS = ("parquet", "delta")
-WRITTEN = "a local path, file:// or s3://"  # where outputs are written
+WRITTEN = "a local path, file://, s3://, postgresql:// or kafka://"  # where outputs are written
 
 
 def check_output(output: str, fmt: str | None = "parquet") -> None:
@@ -31,6 +34,16 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
     """
     if is_local(output):
         return
+    if is_kafka(output):
+        KafkaOutput.parse(output)
+        if fmt is not None:
+            if fmt != "parquet":
+                raise ConfigError("--output kafka://: records are JSON; leave --output-format out")
+            KafkaSink(output).check()  # the broker answers, with transactions if needed
+        return
+    if is_postgres(output):
+        _check_postgres(output, fmt)
+        return
     if not output.startswith("s3://"):
         scheme = output.split("://", 1)[0]
         raise ConfigError(
@@ -44,12 +57,44 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
         )
 
 
+def record_place(output: str) -> str:
+    """Where a batch job keeps its records and lease for `output`: the output itself, or a
+    Kafka output's staging place (`?staging=DIR`, required there).
+
+    Raises:
+        ConfigError: a Kafka output that names no staging place.
+
+    >>> record_place("kafka://broker:9092/web?staging=/data/web-staging")
+    '/data/web-staging'
+    """
+    if is_kafka(output):
+        return KafkaSink(output).root
+    return output
+
+
+def check_retractable(sink: Sink | None, batch_id: int, accept_hint: str) -> None:
+    """Before removing batches >= batch_id: refuse when the output cannot retract them
+    (Kafka), naming `accept_hint` (how the user accepts duplicates)."""
+    if isinstance(sink, KafkaSink):
+        sink.check_retractable(batch_id, accept_hint)
+
+
+def accepting_duplicates(sink: Sink | None) -> Sink | None:
+    """`sink` told that repeated records are accepted (only a Kafka output is asked)."""
+    return sink.accepting_duplicates() if isinstance(sink, KafkaSink) else sink
+
+
 def open_sink(
     output: str, fmt: str = "parquet", *, job: str = "sessionize",
     mapping: EventMapping | None = None,
 ) -> Sink:  # fmt: skip
     """The sink for `--output` and `--output-format`; `job` names the writer in Delta logs,
     `mapping` decides the outputs' columns (Delta tables are created with them)."""
+    if is_kafka(output):
+        return KafkaSink(output, job, mapping)
+    if is_postgres(output):
+        _check_postgres(output, fmt)
+        return PostgresSink(output, mapping)
     if fmt == "delta":
         if "://" in output and not output.startswith(("s3://", "file://")):
             raise ConfigError(f"Delta outputs go to a local path or an s3:// URI, not {output}")
@@ -65,7 +110,19 @@ def open_sink(
 def committed_rows(output: str, name: str) -> ds.Dataset | None:
     """Output `name` under `output` as its readers should see it, whatever format wrote it:
     a Delta table's current version, the committed batches of Parquet on s3:// (its commit
-    files), or local Parquet's batch directories. None when the output is not there."""
+    files), PostgreSQL tables, or local Parquet's batch directories. None when the output
+    is not there.
+
+    Raises:
+        ConfigError: a Kafka output (its records are read with a Kafka consumer)."""
+    if is_kafka(output):
+        raise ConfigError(
+            f"{without_options(output)}: Kafka outputs are read with a Kafka consumer "
+            "(isolation.level=read_committed), not by this command"
+        )
+    if is_postgres(output):
+        table = PostgresSink(output).read(name)
+        return None if table is None else ds.dataset(table)
     delta = DeltaSink(output, "reader").table(name)
     if delta is not None:
         return delta.to_pyarrow_dataset()
@@ -76,3 +133,12 @@ def committed_rows(output: str, name: str) -> ds.Dataset | None:
         return ds.dataset(child(output, name), format="parquet", partitioning="hive")
     except (FileNotFoundError, pa.ArrowInvalid):
         return None
+
+
+def _check_postgres(output: str, fmt: str | None) -> None:
+    """A PostgreSQL output is tables of its own: the file formats do not apply to it."""
+    if fmt == "delta":
+        raise ConfigError(
+            f"--output {without_options(redact_uri(output))}: a PostgreSQL output is written "
+            "as tables; leave --output-format out (Delta is for paths and s3://)"
+        )

@@ -1,0 +1,372 @@
+"""The outputs as PostgreSQL tables, committed exactly once (`--output postgresql://...`).
+
+URI: `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?schema=analytics` (prefer PGPASSWORD or
+~/.pgpass to a password in the URI: a password is never logged, shown in an error or
+recorded). Options: `schema` (created if missing; default `sessionize`) and the libpq
+options `connect_timeout` (default 5 s), `sslmode`, `sslrootcert`, `sslcert`, `sslkey`,
+`application_name`. The tables are in `postgres_tables.py`.
+
+A task stages its rows of each output with one transaction: delete what this (batch,
+partition) staged before, then a binary COPY (a retried task replaces its rows). The
+driver's `clear_staging` drops a failed attempt's staged rows and opens the attempt (a row
+in `_sessionize_attempts`); `publish` is ONE transaction over every output: the batch's
+published rows are deleted, its staged rows moved in, the staging and the attempt dropped,
+and the batch's `_sessionize_batches` row written. A crash before its commit leaves the
+previous content and the staged rows (the rerun stages again); after it, the batch is there
+once, and a repeated publish (nothing staged, no attempt open) changes nothing.
+`invalidate_from` deletes the batches from N of every output and their batch rows in a
+transaction of its own. Readers therefore see whole batches 0..K at every moment, across
+all the outputs (unlike files, where each output is switched on its own).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import unquote, urlencode, urlsplit
+
+import psycopg
+import pyarrow as pa
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from sessionize import faults
+from sessionize.config import redact_uri
+from sessionize.errors import ConfigError, SinkError
+from sessionize.fs import postgres_location
+from sessionize.mapping import EventMapping
+from sessionize.schema import OUTPUTS, layout
+from sessionize.sinks.postgres_tables import (
+    ATTEMPTS,
+    BATCHES,
+    copy_rows,
+    ddl,
+    staged_table,
+    to_arrow,
+)
+from sessionize.state.backends.common import one_line, read_query
+from sessionize.state.backends.postgres_pool import pool_for
+
+T = TypeVar("T")
+
+SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_SCHEMA = "sessionize"
+_OPTIONS = (
+    "schema",
+    "connect_timeout",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "application_name",
+)
+_READY: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables exist, this process
+
+
+def is_postgres(output: str) -> bool:
+    return output.lower().startswith(SCHEMES)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed output URI: what to connect to, and how to name it without secrets."""
+
+    conninfo: str
+    schema: str
+    password: str | None
+    shown: str  # postgresql://user@host:port/db?schema=S, for messages
+
+
+def parse(uri: str) -> Target:
+    """Raises ConfigError (one line, no password) for a URI that names no database."""
+    shown_uri = redact_uri(uri)
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as e:
+        raise ConfigError(f"--output {shown_uri}: not a valid URI ({e})") from None
+    if not parts.hostname or not parts.path.strip("/"):
+        raise ConfigError(
+            f"--output {shown_uri}: give a host and a database: "
+            "postgresql://USER@HOST[:PORT]/DB?schema=NAME"
+        )
+    given, _ = read_query(parts.query, _OPTIONS, shown_uri)
+    schema = given.pop("schema", DEFAULT_SCHEMA)
+    if not schema.replace("_", "a").isalnum() or not schema.islower() or schema[0].isdigit():
+        raise ConfigError(
+            f"--output {shown_uri}: schema={schema!r}: use lower-case letters, digits and '_'"
+        )
+    password = unquote(parts.password) if parts.password is not None else None
+    if password == "***":  # a recorded location (passwords are never recorded)
+        password = None
+        uri = uri.replace(":***@", "@", 1)
+    base = uri.split("?", 1)[0]
+    conninfo = f"{base}?{urlencode({'connect_timeout': '5', **given})}"
+    return Target(conninfo, schema, password, postgres_location(uri))
+
+
+@dataclass(frozen=True)
+class PostgresSink:
+    """Pickles as its URI and mapping; every process opens its own connections (pooled)."""
+
+    root: str
+    mapping: EventMapping | None = None  # the outputs' columns (None: the default mapping)
+
+    @functools.cached_property
+    def target(self) -> Target:
+        return parse(self.root)
+
+    # -- the Sink protocol -----------------------------------------------------------------
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        if table.num_rows == 0:  # as the file sinks: a retried task of an attempt is
+            return 0  # deterministic, and clear_staging emptied the batch's staging
+        staged = self._table(staged_table(name))
+
+        def stage(conn: psycopg.Connection) -> int:
+            with conn.transaction():
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE batch_id = %s AND part = %s").format(staged),
+                    (batch_id, partition),
+                )
+                self._copy(conn, staged, _with_batch(table, batch_id, partition))
+            return table.num_rows
+
+        return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
+
+    def clear_staging(self, batch_id: int) -> None:
+        def clear(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                for name in OUTPUTS:
+                    conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
+                            self._table(staged_table(name))
+                        ),
+                        (batch_id,),
+                    )
+                conn.execute(
+                    sql.SQL("INSERT INTO {} VALUES (%s) ON CONFLICT DO NOTHING").format(
+                        self._table(ATTEMPTS)
+                    ),
+                    (batch_id,),
+                )
+
+        self._run(f"clearing staged batch {batch_id}", clear, create=True)
+
+    def publish(self, batch_id: int) -> None:
+        """One transaction over every output (see the module's docstring)."""
+
+        def publish(conn: psycopg.Connection) -> None:
+            faults.pause_point("publishing", batch_id)
+            with conn.transaction():
+                self._lock(conn)
+                opened = (
+                    conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE batch_id = %s RETURNING 1").format(
+                            self._table(ATTEMPTS)
+                        ),
+                        (batch_id,),
+                    ).fetchone()
+                    is not None
+                )
+                counts: dict[str, int] = {}
+                for name in OUTPUTS:
+                    counts[name] = self._publish_output(conn, name, batch_id, opened)
+                    faults.pause_point(f"published-{name}", batch_id)
+                if opened or any(n is not None and n > 0 for n in counts.values()):
+                    conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {} (batch_id, row_counts) VALUES (%s, %s) ON CONFLICT "
+                            "(batch_id) DO UPDATE SET row_counts = EXCLUDED.row_counts, "
+                            "published_at = now()"
+                        ).format(self._table(BATCHES)),
+                        (batch_id, Jsonb(counts)),
+                    )
+
+        self._run(f"publishing batch {batch_id} to {self.target.shown}", publish, create=True)
+
+    def _publish_output(
+        self, conn: psycopg.Connection, name: str, batch_id: int, opened: bool
+    ) -> int:
+        """Replace the batch's rows of `name` by its staged ones; the rows moved (0 when
+        the batch was published already and nothing is staged: then nothing changes)."""
+        final, staged = self._table(name), self._table(staged_table(name))
+        columns = sql.SQL(", ").join(
+            sql.Identifier(c) for c in [*self._schema(name).names, "batch_id"]
+        )
+        has_rows = conn.execute(
+            sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(staged),
+            (batch_id,),
+        ).fetchone()[0]
+        if not (has_rows or opened):
+            return 0
+        conn.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(final), (batch_id,))
+        moved = conn.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE batch_id = %s").format(
+                final, columns, columns, staged
+            ),
+            (batch_id,),
+        ).rowcount
+        conn.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(staged), (batch_id,))
+        return moved
+
+    def invalidate_from(self, batch_id: int) -> list[int]:
+        def invalidate(conn: psycopg.Connection) -> list[int]:
+            retired: set[int] = set()
+            with conn.transaction():
+                self._lock(conn)
+                for name in OUTPUTS:
+                    rows = conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE batch_id >= %s RETURNING batch_id").format(
+                            self._table(name)
+                        ),
+                        (batch_id,),
+                    ).fetchall()
+                    retired |= {r[0] for r in rows}
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE batch_id >= %s").format(self._table(BATCHES)),
+                    (batch_id,),
+                )
+            return sorted(retired)
+
+        where = f"removing batches from {batch_id} of {self.target.shown}"
+        return self._run(where, invalidate, missing=[])
+
+    def rows_from(self, name: str, batch_id: int) -> int:
+        query = sql.SQL("SELECT count(*) FROM {} WHERE batch_id >= %s").format(self._table(name))
+        return self._run(
+            f"counting rows of {name}",
+            lambda c: c.execute(query, (batch_id,)).fetchone()[0],
+            missing=0,
+        )
+
+    def published(self, name: str) -> list[int]:
+        query = sql.SQL("SELECT DISTINCT batch_id FROM {} ORDER BY 1").format(self._table(name))
+        return self._run(
+            f"reading the batches of {name}", lambda c: [r[0] for r in c.execute(query)], missing=[]
+        )
+
+    def staged_counts(self, name: str, batch_id: int, column: str) -> dict[str, int]:
+        query = sql.SQL("SELECT {}, count(*) FROM {} WHERE batch_id = %s GROUP BY 1").format(
+            sql.Identifier(column), self._table(staged_table(name))
+        )
+        return self._run(
+            f"reading staged batch {batch_id} of {name}",
+            lambda c: dict(c.execute(query, (batch_id,)).fetchall()),
+            missing={},
+        )
+
+    # -- readers -----------------------------------------------------------------------------
+    def read(self, name: str) -> pa.Table | None:
+        """Output `name` as its readers see it (None when the table does not exist)."""
+
+        def read(conn: psycopg.Connection) -> pa.Table | None:
+            columns = conn.execute(
+                "SELECT column_name, udt_name FROM information_schema.columns WHERE "
+                "table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+                (self.target.schema, name),
+            ).fetchall()
+            if not columns:
+                return None
+            rows = conn.execute(sql.SQL("SELECT * FROM {}").format(self._table(name))).fetchall()
+            return to_arrow(columns, rows)
+
+        return self._run(f"reading {name}", read)
+
+    # -- connections -------------------------------------------------------------------------
+    def _table(self, name: str) -> sql.Identifier:
+        return sql.Identifier(self.target.schema, name)
+
+    def _schema(self, name: str) -> pa.Schema:
+        return layout(self.mapping).outputs[name]
+
+    def _lock(self, conn: psycopg.Connection) -> None:
+        """Publishes and invalidations of one schema take turns."""
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sessionize-sink:{self.target.schema}",)
+        )
+
+    def _copy(self, conn: psycopg.Connection, target: sql.Identifier, table: pa.Table) -> None:
+        types, rows = copy_rows(table)
+        names = sql.SQL(", ").join(map(sql.Identifier, table.column_names))
+        query = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(target, names)
+        with conn.cursor().copy(query) as copy:
+            copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+
+    def _ensure_tables(self, conn: psycopg.Connection) -> None:
+        key = (self.target.conninfo, self.target.schema)
+        if key in _READY:
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("sessionize:ddl",))
+            for statement in ddl(self.target.schema, layout(self.mapping).outputs):
+                conn.execute(statement)
+        _READY.add(key)
+
+    def _run(
+        self,
+        what: str,
+        work: Callable[[psycopg.Connection], T],
+        *,
+        create: bool = False,
+        missing: object = None,
+    ) -> T:
+        """`work(conn)` on a pooled connection, creating the tables first when `create`
+        (else a missing table gives `missing`). A connection idle in the pool may have died
+        with a server restart: then the work (one transaction, idempotent) is retried once
+        on a new connection. Database errors become one SinkError line without the
+        password."""
+        pool = pool_for(self.target.conninfo)
+        for attempt in (1, 2):
+            conn, was_idle = None, False
+            try:
+                with connection_errors(what, self.target):
+                    conn, was_idle = pool.get()
+                    if create:
+                        self._ensure_tables(conn)
+                    result = work(conn)
+            except SinkError as e:
+                if conn is not None:
+                    conn.close()
+                cause = e.__cause__
+                if isinstance(cause, psycopg.errors.UndefinedTable) and not create:
+                    return missing  # type: ignore[return-value]
+                if attempt == 1 and was_idle and isinstance(cause, _CONNECTION_LOST):
+                    pool.clear()
+                    continue
+                raise
+            except BaseException:
+                if conn is not None:
+                    conn.close()
+                raise
+            pool.put(conn)
+            return result
+        raise AssertionError("unreachable")
+
+
+_CONNECTION_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+@contextmanager
+def connection_errors(what: str, target: Target) -> Iterator[None]:
+    """psycopg's errors as one SinkError line naming `what`, without the password."""
+    try:
+        yield
+    except psycopg.Error as e:
+        detail = one_line(e, target.password)[:300]
+        advice = (
+            ("; is the server reachable? The batch is published again when the job is restarted")
+            if isinstance(e, _CONNECTION_LOST)
+            else ""
+        )
+        raise SinkError(f"{what} failed: {detail}{advice}") from e
+
+
+def _with_batch(table: pa.Table, batch_id: int, partition: int) -> pa.Table:
+    n = table.num_rows
+    table = table.append_column("batch_id", pa.array([batch_id] * n, pa.int64()))
+    return table.append_column("part", pa.array([partition] * n, pa.int32()))

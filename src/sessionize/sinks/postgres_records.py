@@ -1,0 +1,89 @@
+"""What a batch job keeps with its output, for an output in PostgreSQL: the output's lease
+(one driver writes it at a time) and its JSON records (`_sessionize.json`: the state and job
+it goes with), as rows of the output's schema.
+
+    _sessionize_lease (epoch bigint, holder jsonb)   one row per lease epoch
+    _sessionize_records (name text, body jsonb)      one row per record name
+
+An epoch is created by an INSERT that does nothing when the epoch exists (two racing
+drivers: one gets it), as the lease's file records are by an exclusive create.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from sessionize.sinks.postgres import Target, connection_errors, parse
+from sessionize.state.lease import Holder, LeaseRecords
+
+T = TypeVar("T")
+LEASE = "_sessionize_lease"
+RECORDS = "_sessionize_records"
+
+
+def _run(target: Target, what: str, work: Callable[[psycopg.Connection], T]) -> T:
+    with connection_errors(what, target), psycopg.connect(target.conninfo) as conn:
+        s = sql.Identifier(target.schema)
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (epoch bigint PRIMARY KEY, holder jsonb NOT NULL)"
+            ).format(sql.Identifier(target.schema, LEASE))
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, body jsonb NOT NULL)"
+            ).format(sql.Identifier(target.schema, RECORDS))
+        )
+        conn.commit()
+        return work(conn)
+
+
+class PostgresLeaseRecords(LeaseRecords):
+    """The epochs of an output's lease, in its schema."""
+
+    def __init__(self, output: str):
+        self.target = parse(output)
+        self.table = sql.Identifier(self.target.schema, LEASE)
+
+    def latest(self) -> Holder | None:
+        query = sql.SQL("SELECT holder FROM {} ORDER BY epoch DESC LIMIT 1").format(self.table)
+        row = _run(self.target, "reading the output's lease",
+                   lambda c: c.execute(query).fetchone())  # fmt: skip
+        return None if row is None else Holder(**row[0])
+
+    def create(self, holder: Holder) -> bool:
+        query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
+        values = (holder.epoch, Jsonb(json.loads(holder.to_json())))
+        return _run(self.target, "taking the output's lease",
+                    lambda c: c.execute(query, values).rowcount == 1)  # fmt: skip
+
+    def update(self, holder: Holder) -> None:
+        query = sql.SQL("UPDATE {} SET holder = %s WHERE epoch = %s").format(self.table)
+        values = (Jsonb(json.loads(holder.to_json())), holder.epoch)
+        _run(self.target, "renewing the output's lease", lambda c: c.execute(query, values))
+
+
+def read_record(output: str, name: str) -> dict:
+    """The record `name` kept with the output ({} when there is none)."""
+    target = parse(output)
+    query = sql.SQL("SELECT body FROM {} WHERE name = %s").format(
+        sql.Identifier(target.schema, RECORDS)
+    )
+    row = _run(target, f"reading {name}", lambda c: c.execute(query, (name,)).fetchone())
+    return {} if row is None else row[0]
+
+
+def write_record(output: str, name: str, record: dict) -> None:
+    """Keep `record` as `name` with the output (replacing the one before)."""
+    target = parse(output)
+    query = sql.SQL(
+        "INSERT INTO {} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body"
+    ).format(sql.Identifier(target.schema, RECORDS))
+    _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))))
