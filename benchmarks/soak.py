@@ -101,7 +101,7 @@ def processes(driver: int) -> dict[str, float]:
     jvm_pids = [p for p in _children(driver) if "java" in _cmdline(p).split(" ")[0]]
     jvm = _proc_status(jvm_pids[0]) if jvm_pids else {}
     workers = [_proc_status(p) for p in (_descendants(jvm_pids[0]) if jvm_pids else [])]
-    workers = [w for w in workers if w]
+    workers = [w for w in workers if "VmRSS" in w]  # a worker exiting has no memory left
     return {
         "driver_py_rss_kb": py.get("VmRSS", 0), "driver_py_fds": py.get("fds", 0),
         "driver_py_threads": py.get("Threads", 0),
