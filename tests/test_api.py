@@ -65,7 +65,10 @@ def json_run(spark, tmp_path_factory) -> tuple[Path, Path]:
 def _same(out: Path, ref: Path, names=OUTPUTS, with_batch: bool = True) -> None:
     for name in names:
         got = read_output(out, name, with_batch=with_batch)
-        assert got.equals(read_output(ref, name, with_batch=with_batch)), name
+        want = read_output(ref, name, with_batch=with_batch)
+        # A reference with today's `sessions` columns: each keeps its values when a
+        # session carries more (the carried columns: tests/logic/test_carried.py).
+        assert got.select(want.column_names).equals(want), name
 
 
 def test_stream_on_own_dataframe_restarts_exactly_once(spark, json_run, tmp_path):
@@ -151,7 +154,7 @@ def test_sessions_of_a_bounded_dataframe_equal_the_reference(spark):
     lines = spark.createDataFrame([(line,) for line in as_json], "value string")
     for df in (typed, lines):
         got = sorted(rows_of(s.sessions(df).sessions.toArrow()), key=key)
-        assert got == expected
+        assert [{k: r[k] for k in expected[0]} for r in got] == expected  # today's columns
 
 
 def test_missing_column_is_one_line(spark):
@@ -188,7 +191,7 @@ def test_parquet_stream_equals_json(spark, json_run, tmp_path):
     opts = StreamOptions(
         input=str(tree), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
         partitions=PARTITIONS, max_files_per_trigger=1,
-        mapping=EventMapping(input_format="parquet"),
+        mapping=EventMapping(input_format="parquet", session_columns=2),
     )  # fmt: skip
     records = run_stream(opts, spark, on_batch=lambda _: None)
     assert [r["batch"]["invalid"] for r in records] == [0, 0, 2]

@@ -169,15 +169,48 @@ def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], 
         value = F.lit(None).cast("string") if found is None else _string(path, *found)
         kept.append(value.alias(name))
     rule_columns, gap_reason = _rule_columns(schema, mapping)
+    carried, value_reason = _carried_columns(schema, mapping, action)
     reason = F.coalesce(
-        user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"), gap_reason
-    )
+        user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"), gap_reason,
+        value_reason,
+    )  # fmt: skip
     # String ids are stored under a 64-bit hash of the id, as parsing.parse computes it.
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
     columns = [
         user.alias("user_id"), ts.alias("event_time"), page.alias("page"),
-        action.alias("action"), *kept, *rule_columns, *key,
+        action.alias("action"), *kept, *rule_columns, *carried, *key,
     ]  # fmt: skip
+    return columns, reason
+
+
+def _carried_columns(
+    schema: T.StructType, mapping: EventMapping, action: Column
+) -> tuple[list[Column], Column]:
+    """The `last:` kept fields, the URL, referrer and user agent (strings, read as kept
+    fields are) and the conversions' values (a numeric column, as text), and why a
+    conversion's value is invalid (a string column's value, on the conversion's events)."""
+    columns = []
+    pairs = [*mapping.last, *mapping.mapped_pairs]
+    for name, path in pairs:
+        found = resolve(schema, path)
+        value = F.lit(None).cast("string") if found is None else _string(path, *found)
+        columns.append(value.alias(name))
+    reason = F.lit(None).cast("string")
+    for c in mapping.content.conversions:
+        if not c.value:
+            continue
+        found = resolve(schema, c.value)
+        value = F.lit(None).cast("string")
+        if found is not None and not isinstance(found[1], T.NullType):
+            column, dtype = found
+            if isinstance(dtype, T.NumericType):
+                value = column.cast("double").cast("string")
+            elif isinstance(dtype, T.StringType):  # never a number: invalid on conversions
+                bad = (action == c.action) & column.isNotNull()
+                reason = F.coalesce(reason, F.when(bad, F.lit(f"{c.value}: expected a number")))
+            else:
+                raise _wrong(c.value, dtype, "a number")
+        columns.append(value.alias(c.value_column))
     return columns, reason
 
 

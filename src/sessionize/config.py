@@ -9,12 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sessionize.durations import _UNIT_US, format_duration, parse_duration
 from sessionize.errors import ConfigError
 from sessionize.timezones import zone
-
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
-_UNIT_US = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
-
 
 _SECRET_PARAM = re.compile(r"([?&][^=&]*(?:password|secret|token|access_key)[^=&]*=)[^&]*", re.I)
 
@@ -24,20 +21,6 @@ def redact_uri(uri: str) -> str:
     (`?secret_key=...`, `password=`, `token=`, `access_key=`), for logs, errors and files."""
     uri = re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
     return _SECRET_PARAM.sub(r"\1***", uri)
-
-
-def parse_duration(text: str) -> int:
-    """`90s`, `10m`, `1h30m`, `250ms` -> microseconds. Raises ConfigError on anything else."""
-    s = text.strip().lower()
-    pos, total = 0, 0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            break
-        total += int(m.group(1)) * _UNIT_US[m.group(2)]
-        pos = m.end()
-    if not s or pos != len(s):
-        raise ConfigError(f"'{text}' is not a duration; write it like 90s, 10m, 1h or 1h30m")
-    return total
 
 
 def format_instant(us: int | None) -> str | None:
@@ -50,18 +33,6 @@ def format_instant(us: int | None) -> str | None:
 def counted(n: int, noun: str) -> str:
     """`1 open session`, `2 open sessions`: a count with its noun in the right number."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
-
-
-def format_duration(us: int) -> str:
-    """Inverse of parse_duration for display: 600_000_000 -> '10m'."""
-    if us == 0:
-        return "0s"
-    parts = []
-    for unit in ("d", "h", "m", "s", "ms"):
-        n, us = divmod(us, _UNIT_US[unit])
-        if n:
-            parts.append(f"{n}{unit}")
-    return "".join(parts) or "0s"
 
 
 def describe_differences(recorded: Mapping[str, object], current: Mapping[str, object]) -> str:

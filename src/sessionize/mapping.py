@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sessionize.content import (
+    CONVERSION_SUFFIXES,
+    DEFAULT_CONTENT_RECORD,
+    SessionContent,
+)
 from sessionize.errors import ConfigError
 
 TIME_FORMATS = ("iso8601", "epoch-ms", "epoch-s")
@@ -32,8 +37,15 @@ _RESERVED = {
     "user_id", "event_time", "page", "action", "expires_at", "watermark", "session_id",
     "start_time", "end_time", "closed_at", "duration_ms", "event_count", "pages",
     "end_reason", "session_date", "batch_id", "position", "time_on_page_ms", "raw", "reason",
-    "source", "kind", "change_value", "gap_us",
+    "source", "kind", "change_value", "gap_us", "url", "referrer", "user_agent",
+    "landing_page", "exit_page", "utm_source", "utm_medium", "utm_campaign", "utm_term",
+    "utm_content", "gclid", "referrer_host", "channel", "page_view_count", "engaged_time_ms",
+    "engaged", "bounce", "event_counts", "converted", "is_bot", "user_key",
 }  # fmt: skip
+# The schemas of `sessions`: 1 is the columns of checkpoints created before a session
+# carried its traffic source, engagement and conversions; 2 adds them.
+SESSION_COLUMNS = (1, 2)
+LAST_PREFIX = "last:"
 # The event columns that carry the values of `--split-on-change` and `--gap-field`.
 CHANGE_COLUMN = "change_value"
 GAP_COLUMN = "gap_us"
@@ -58,6 +70,12 @@ class EventMapping:
     input_format: str = "json"
     change: str | None = None
     gap: str | None = None
+    url: str | None = None
+    referrer: str | None = None
+    user_agent: str | None = None
+    last: tuple[tuple[str, str], ...] = ()
+    session_columns: int = 1
+    content: SessionContent = field(default_factory=SessionContent)
 
     def __post_init__(self) -> None:
         if self.time_format not in TIME_FORMATS:
@@ -67,9 +85,12 @@ class EventMapping:
         if self.input_format not in INPUT_FORMATS:
             raise ConfigError(f"--input-format must be one of {', '.join(INPUT_FORMATS)}")
         object.__setattr__(self, "keep", tuple((str(n), str(p)) for n, p in self.keep))
+        object.__setattr__(self, "last", tuple((str(n), str(p)) for n, p in self.last))
+        if self.session_columns not in SESSION_COLUMNS:
+            raise ConfigError("session_columns must be 1 or 2")
         for flag, path in self.fields():
             _check_path(flag, path)
-        names = [name for name, _ in self.keep]
+        names = [name for name, _ in self.keep + self.last]
         for name in names:
             if not name.isidentifier() or name.lower() in _RESERVED:
                 raise ConfigError(
@@ -78,6 +99,9 @@ class EventMapping:
                 )
         if len({n.lower() for n in names}) != len(names):
             raise ConfigError("--keep-fields: each NAME may appear once")
+        _check_conversions(self.content, names)
+        if self.content.bots == "drop" and not self.user_agent:
+            raise ConfigError("--bots drop needs --user-agent-field: where the user agent is")
         _check_tree(self.fields())
 
     def fields(self) -> list[tuple[str, str]]:
@@ -90,7 +114,27 @@ class EventMapping:
             *(("--keep-fields", path) for _, path in self.keep),
             *([("--split-on-change", self.change)] if self.change else []),
             *([("--gap-field", self.gap)] if self.gap else []),
+            *(("--keep-fields", path) for _, path in self.last),
+            *((flag, path) for flag, path in self.mapped()),
+            *(("--conversion", c.value) for c in self.content.conversions if c.value),
         ]
+
+    def mapped(self) -> list[tuple[str, str]]:
+        """(flag, path) of the page URL, referrer and user agent fields that are set."""
+        flags = (("--url-field", self.url), ("--referrer-field", self.referrer),
+                 ("--user-agent-field", self.user_agent))  # fmt: skip
+        return [(flag, path) for flag, path in flags if path]
+
+    @property
+    def mapped_pairs(self) -> tuple[tuple[str, str], ...]:
+        """(event column, path) of the mapped URL, referrer and user agent, in order."""
+        names = (("url", self.url), ("referrer", self.referrer), ("user_agent", self.user_agent))
+        return tuple((name, path) for name, path in names if path)
+
+    @property
+    def mapped_columns(self) -> tuple[str, ...]:
+        """The event columns of the mapped URL, referrer and user agent, in order."""
+        return tuple(name for name, _ in self.mapped_pairs)
 
     @property
     def attributes(self) -> tuple[str, ...]:
@@ -110,9 +154,14 @@ class EventMapping:
             "action_field": self.action,
             "time_format": self.time_format,
             "user_type": self.user_type,
-            "keep_fields": format_keep(self.keep),
+            "keep_fields": format_keep(self.keep, self.last),
             "split_on_change": self.change or "",
             "gap_field": self.gap or "",
+            "url_field": self.url or "",
+            "referrer_field": self.referrer or "",
+            "user_agent_field": self.user_agent or "",
+            "session_columns": str(self.session_columns),
+            **self.content.record(),
         }
 
     @classmethod
@@ -120,11 +169,15 @@ class EventMapping:
         """The mapping a checkpoint's or job record's settings name (`record`'s inverse);
         settings from before mappings existed name the default one."""
         r = {**DEFAULT_RECORD, **{k: v for k, v in record.items() if k in DEFAULT_RECORD}}
+        keep, last = split_keep(parse_keep(r["keep_fields"]))
         return cls(
             user=r["user_field"], time=r["time_field"], page=r["page_field"],
             action=r["action_field"], time_format=r["time_format"], user_type=r["user_type"],
-            keep=parse_keep(r["keep_fields"]), change=r["split_on_change"] or None,
-            gap=r["gap_field"] or None,
+            keep=keep, change=r["split_on_change"] or None, gap=r["gap_field"] or None,
+            url=r["url_field"] or None, referrer=r["referrer_field"] or None,
+            user_agent=r["user_agent_field"] or None, last=last,
+            session_columns=int(r["session_columns"]),
+            content=SessionContent.from_record(r),
         )  # fmt: skip
 
 
@@ -141,8 +194,30 @@ def parse_keep(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def format_keep(keep: tuple[tuple[str, str], ...]) -> str:
-    return ",".join(f"{name}={path}" for name, path in keep)
+def split_keep(pairs: tuple[tuple[str, str], ...]):
+    """Parsed `--keep-fields` -> (first-event pairs, `last:` pairs without the prefix)."""
+    first = tuple((n, p) for n, p in pairs if not n.startswith(LAST_PREFIX))
+    last = tuple((n.removeprefix(LAST_PREFIX).strip(), p) for n, p in pairs
+                 if n.startswith(LAST_PREFIX))  # fmt: skip
+    return first, last
+
+
+def format_keep(keep: tuple[tuple[str, str], ...], last: tuple[tuple[str, str], ...] = ()) -> str:
+    pairs = [*keep, *((LAST_PREFIX + name, path) for name, path in last)]
+    return ",".join(f"{name}={path}" for name, path in pairs)
+
+
+def _check_conversions(content: SessionContent, names: list[str]) -> None:
+    """A conversion's columns may not collide with another column (refused at start)."""
+    taken = {n.lower() for n in names} | _RESERVED
+    for c in content.conversions:
+        for column in (c.name + s for s in (*CONVERSION_SUFFIXES, "_value_json")):
+            if column.lower() in taken:
+                raise ConfigError(
+                    f"--conversion {c.name}: its column {column} collides with another "
+                    "column; choose another NAME"
+                )
+            taken.add(column.lower())
 
 
 def _check_path(flag: str, path: str) -> None:
@@ -171,5 +246,12 @@ def _check_tree(fields: list[tuple[str, str]]) -> None:
                 )
 
 
-DEFAULT_RECORD = EventMapping().record()
-"""What a checkpoint recorded before mappings existed means: the default mapping."""
+def new_mapping() -> EventMapping:
+    """The default mapping of a new run: a checkpoint or output it creates carries every
+    `sessions` column (schema 2); a resumed one keeps its recorded schema."""
+    return EventMapping(session_columns=2)
+
+
+DEFAULT_RECORD = {**EventMapping().record(), **DEFAULT_CONTENT_RECORD, "session_columns": "1"}
+"""What a checkpoint recorded before mappings existed means: the default mapping, and the
+`sessions` columns of that time (schema 1)."""

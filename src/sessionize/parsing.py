@@ -39,8 +39,11 @@ _ISO_8601 = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}
 # Epoch times map to the years 0001-9999, as ISO-8601 times do.
 _MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
 _EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
+# `any`: read as its JSON text, typed later (a conversion's value, checked on the
+# conversion's events only).
 _SPARK_TYPES = {
     "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
+    "any": T.StringType(),
 }  # fmt: skip
 
 
@@ -71,6 +74,8 @@ def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
     wanted += [(path, "string") for _, path in m.keep]
     wanted += [(m.change, "string")] if m.change else []
     wanted += [(m.gap, "number")] if m.gap else []
+    wanted += [(path, "string") for _, path in (*m.last, *m.mapped())]
+    wanted += [(c.value, "any") for c in m.content.conversions if c.value]
     out: dict[str, str] = {}
     for path, kind in wanted:
         parts = path.split(".")
@@ -95,10 +100,7 @@ def _json_schema(mapping: EventMapping) -> T.StructType:
 
     def struct(node: dict) -> T.StructType:
         return T.StructType(
-            [
-                T.StructField(k, struct(v) if isinstance(v, dict) else v)
-                for k, v in node.items()
-            ]
+            [T.StructField(k, struct(v) if isinstance(v, dict) else v) for k, v in node.items()]
         )
 
     top = struct(tree)
@@ -143,6 +145,8 @@ def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Colum
     v = F.try_parse_json(value)
     out = F.when(v.isNull() & corrupt, F.lit("not a JSON object"))
     for path, expected in fields(mapping):
+        if expected == "any":
+            continue
         kind = _type_of(v, path)
         if expected == "integer":  # an integer that does not fit in 64 bits
             out = out.when(
@@ -218,8 +222,25 @@ def _reason(
     )
     if mapping.gap:
         reason = reason.when(bad_gap(_leaf(j, mapping.gap)), F.lit(gap_reason(mapping.gap)))
+    reason = _conversion_reasons(mapping, value, j, reason)
     user_reason = _user_reason(mapping, user)
     return reason if user_reason is None else F.coalesce(reason, user_reason)
+
+
+def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason: Column):
+    """A conversion's event whose value is there but not a JSON number (a string of digits
+    included) is invalid, named by the value's path; other events' values are not read."""
+    action = F.coalesce(_leaf(j, mapping.action), F.lit("view"))
+    for c in mapping.content.conversions:
+        if not c.value:
+            continue
+        kind = _type_of(F.try_parse_json(value), c.value)
+        number = _is_integer(kind) | kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT")
+        reason = reason.when(
+            (action == c.action) & _leaf(j, c.value).isNotNull() & ~number,
+            F.lit(f"{c.value}: expected a number"),
+        )
+    return reason
 
 
 def gap_us(seconds: Column) -> Column:
@@ -330,6 +351,9 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
         *(_leaf(j, path).alias(name) for name, path in mapping.keep),
         *([_leaf(j, mapping.change).alias(CHANGE_COLUMN)] if mapping.change else []),
         *([gap_us(_leaf(j, mapping.gap)).alias(GAP_COLUMN)] if mapping.gap else []),
+        *(_leaf(j, path).alias(name) for name, path in mapping.last),
+        *(_leaf(j, path).alias(name) for name, path in mapping.mapped_pairs),
+        *(_leaf(j, c.value).alias(c.value_column) for c in mapping.content.conversions if c.value),
         *key,
         "reason",
         F.when(F.col("reason").isNotNull(), F.col("value")).alias("raw"),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from sessionize.content import SessionContent
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, EventMapping
 
 TS = pa.timestamp("us", tz="UTC")
@@ -92,6 +93,44 @@ OUTPUTS: dict[str, pa.Schema] = {
 OUTPUT_PARTITIONS: dict[str, tuple[str, ...]] = {"sessions": ("session_date",)}
 
 
+# What a session carries from its events (schema 2, docs/concepts/sessions.md), before
+# each conversion's columns and `is_bot`.
+CONTENT = pa.schema(
+    [
+        pa.field("landing_page", pa.string(), nullable=False),
+        pa.field("exit_page", pa.string(), nullable=False),
+        pa.field("utm_source", pa.string()),
+        pa.field("utm_medium", pa.string()),
+        pa.field("utm_campaign", pa.string()),
+        pa.field("utm_term", pa.string()),
+        pa.field("utm_content", pa.string()),
+        pa.field("gclid", pa.string()),
+        pa.field("referrer_host", pa.string()),
+        pa.field("channel", pa.string(), nullable=False),
+        pa.field("page_view_count", pa.int64(), nullable=False),
+        pa.field("engaged_time_ms", pa.int64(), nullable=False),
+        pa.field("engaged", pa.bool_(), nullable=False),
+        pa.field("bounce", pa.bool_(), nullable=False),
+        pa.field("event_counts", pa.map_(pa.string(), pa.int64()), nullable=False),
+        pa.field("converted", pa.bool_(), nullable=False),
+    ]
+)
+
+
+def content_fields(content: SessionContent) -> list[pa.Field]:
+    """The session columns of schema 2 after the kept attributes, in order."""
+    per_conversion = [
+        f
+        for c in content.conversions
+        for f in (
+            pa.field(c.name + "_count", pa.int64(), nullable=False),
+            pa.field(c.name + "_value", pa.float64()),
+            pa.field(c.name + "_first_at", TS),
+        )
+    ]
+    return [*CONTENT, *per_conversion, pa.field("is_bot", pa.bool_(), nullable=False)]
+
+
 # The columns every event has before its kept attributes; the attributes follow, named as
 # the mapping's `keep` names them (the default: the five above).
 CORE = 4
@@ -112,13 +151,18 @@ class Layout:
     attributes: tuple[str, ...]
     change: bool = False
     gap: bool = False
+    last: tuple[str, ...] = ()
+    mapped: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
+    content: SessionContent | None = None
 
     @functools.cached_property
     def event(self) -> pa.Schema:
         rest = [EVENT.field(i) for i in range(1, CORE)]
         core = [pa.field("user_id", self.user_type, nullable=False), *rest]
+        carried = [pa.field(n, pa.string()) for n in (*self.last, *self.mapped, *self.values)]
         return pa.schema(core + [pa.field(a, pa.string()) for a in self.attributes]
-                         + self.rule_fields)  # fmt: skip
+                         + self.rule_fields + carried)  # fmt: skip
 
     @functools.cached_property
     def rule_fields(self) -> list[pa.Field]:
@@ -151,7 +195,15 @@ class Layout:
 
     @functools.cached_property
     def sessions(self) -> pa.Schema:
-        return self._with_user(SESSIONS, attrs_after="end_reason")
+        """SESSIONS with the user's type and the kept attributes (first, then `last:`);
+        with schema 2, what a session carries follows them."""
+        base = self._with_user(SESSIONS, attrs_after="end_reason")
+        at = base.get_field_index("session_date")
+        extra = [pa.field(n, pa.string()) for n in self.last]
+        extra += content_fields(self.content) if self.content is not None else []
+        for i, f in enumerate(extra):
+            base = base.insert(at + i, f)
+        return base
 
     @functools.cached_property
     def page_views(self) -> pa.Schema:
@@ -186,4 +238,10 @@ def layout(mapping: EventMapping | None = None) -> Layout:
     """The schemas of `mapping` (the default mapping: EVENT, STATE, SESSIONS, ... above)."""
     mapping = mapping or EventMapping()
     user = pa.string() if mapping.string_keys else pa.int64()
-    return Layout(user, mapping.attributes, bool(mapping.change), bool(mapping.gap))
+    return Layout(
+        user, mapping.attributes, bool(mapping.change), bool(mapping.gap),
+        last=tuple(name for name, _ in mapping.last),
+        mapped=mapping.mapped_columns,
+        values=tuple(c.value_column for c in mapping.content.conversions if c.value),
+        content=mapping.content if mapping.session_columns >= 2 else None,
+    )  # fmt: skip

@@ -127,6 +127,7 @@ def reference_advance(
         "open_sessions_before": open_before,
         "open_sessions_after": open_after,
         "open_users_after": len({row["user_id"] for row in state_puts}),
+        "bot_events": 0,  # the reference knows no user agents
     }
     return {
         "sessions": sessions,

@@ -246,6 +246,7 @@ def test_emitted_sessions_leave_state_and_expiry_is_earliest_open_close(run):
         "open_sessions_before": 1,
         "open_sessions_after": 2,
         "open_users_after": 1,
+        "bot_events": 0,
     }
 
 

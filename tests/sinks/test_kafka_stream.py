@@ -22,6 +22,8 @@ def _iso(value: object) -> object:
         return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if isinstance(value, dt.date):
         return value.isoformat()
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        return dict(value)  # a map (Arrow gives its pairs) is a JSON object
     return value
 
 

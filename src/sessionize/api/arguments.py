@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
+from typing import Any
 
-from sessionize.config import parse_duration
+from sessionize.config import SessionRules, parse_duration
+from sessionize.content import (
+    Conversion,
+    SessionContent,
+    parse_conversion,
+    read_rules_file,
+    split_list,
+)
 from sessionize.errors import ConfigError
+from sessionize.fs import absolute_local
+from sessionize.logic.channel import parse_rules
+from sessionize.mapping import DEFAULT_KEEP, EventMapping, split_keep
+
+# The arguments of what a session carries (`session_content`).
+CONTENT_ARGS = ("site_hosts", "channel_rules", "page_view_actions", "max_page_time",
+                "ping_action", "heartbeat", "min_visit", "engaged_after", "conversions", "bots")
 
 Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
 
@@ -46,3 +62,89 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     if "://" in root and not root.startswith("file://"):
         return None
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
+
+
+def session_content(
+    *,
+    site_hosts: str | Iterable[str] | None = None,
+    channel_rules: str | None = None,
+    page_view_actions: str | Iterable[str] | None = None,
+    max_page_time: Duration | None = None,
+    ping_action: str | None = None,
+    heartbeat: Duration | None = None,
+    min_visit: Duration | None = None,
+    engaged_after: Duration | None = None,
+    conversions: Iterable[str | Conversion] | None = None,
+    bots: str | None = None,
+) -> SessionContent:
+    """The options of what a session carries (None: the default), checked: a
+    `--channel-rules` file is read and its rules parsed here, so that a bad line is
+    refused at start, naming it."""
+    default = SessionContent()
+    rules, path = None, ""
+    if channel_rules:
+        path = absolute_local(channel_rules)
+        rules = read_rules_file(path)
+        parse_rules(rules, f"--channel-rules {channel_rules}")
+
+    def listed(value, fallback: tuple[str, ...]) -> tuple[str, ...]:
+        if value is None:
+            return fallback
+        return split_list(value) if isinstance(value, str) else split_list(",".join(value))
+
+    def us(value, name: str, fallback: int) -> int:
+        return fallback if value is None else duration_us(value, name)
+
+    return SessionContent(
+        site_hosts=listed(site_hosts, ()),
+        channel_rules=rules,
+        channel_rules_path=path,
+        page_view_actions=listed(page_view_actions, default.page_view_actions),
+        max_page_time_us=us(max_page_time, "max_page_time", default.max_page_time_us),
+        ping_action=(ping_action or "").strip() or None,
+        heartbeat_us=us(heartbeat, "heartbeat", default.heartbeat_us),
+        min_visit_us=us(min_visit, "min_visit", default.min_visit_us),
+        engaged_after_us=us(engaged_after, "engaged_after", default.engaged_after_us),
+        conversions=tuple(
+            c if isinstance(c, Conversion) else parse_conversion(c) for c in conversions or ()
+        ),
+        bots=bots or default.bots,
+    )
+
+
+def session_rules(args: Mapping[str, Any]) -> SessionRules:
+    """The SessionRules of Sessionizer's arguments (None: the default)."""
+    close_actions = args.get("close_actions")
+    close_actions = ("browser_close",) if close_actions is None else close_actions
+    if isinstance(close_actions, str):
+        close_actions = close_actions.split(",")
+    max_duration = args.get("max_duration")
+    return SessionRules(
+        gap_us=duration_us("10m" if args.get("gap") is None else args["gap"], "gap"),
+        lateness_us=duration_us(
+            "10m" if args.get("lateness") is None else args["lateness"], "lateness"
+        ),
+        close_actions=tuple(a.strip() for a in close_actions if a.strip()),
+        max_duration_us=None if max_duration is None
+        else duration_us(max_duration, "max_duration"),
+        timezone=args.get("timezone") or "UTC",
+        split_at_midnight=bool(args.get("split_at_midnight")),
+    )  # fmt: skip
+
+
+def event_mapping(args: Mapping[str, Any]) -> EventMapping:
+    """The EventMapping of Sessionizer's arguments (None: the default), with the `sessions`
+    columns of a new checkpoint (schema 2; a resumed one takes its recorded schema)."""
+    default = EventMapping()
+    keep = args.get("keep")
+    pairs, last = split_keep(DEFAULT_KEEP if keep is None else tuple(dict(keep).items()))
+    return EventMapping(
+        user=args.get("user") or default.user, time=args.get("time") or default.time,
+        page=args.get("page") or default.page, action=args.get("action") or default.action,
+        time_format=args.get("time_format") or default.time_format,
+        user_type=args.get("user_type") or default.user_type, keep=tuple(pairs),
+        change=args.get("split_on_change") or None, gap=args.get("gap_field") or None,
+        url=args.get("url") or None, referrer=args.get("referrer") or None,
+        user_agent=args.get("user_agent") or None, last=last, session_columns=2,
+        content=session_content(**{k: args.get(k) for k in CONTENT_ARGS}),
+    )  # fmt: skip

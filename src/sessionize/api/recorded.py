@@ -38,9 +38,14 @@ RECORDED_ARGS = {
     "page": "page_field", "action": "action_field", "time_format": "time_format",
     "user_type": "user_type", "keep": "keep_fields", "max_duration": "max_duration",
     "timezone": "timezone", "split_at_midnight": "split_at_midnight",
-    "split_on_change": "split_on_change", "gap_field": "gap_field",
+    "split_on_change": "split_on_change", "gap_field": "gap_field", "url": "url_field",
+    "referrer": "referrer_field", "user_agent": "user_agent_field", "site_hosts": "site_hosts",
+    "channel_rules": "channel_rules", "page_view_actions": "page_view_actions",
+    "max_page_time": "max_page_time", "ping_action": "ping_action", "heartbeat": "heartbeat",
+    "min_visit": "min_visit", "engaged_after": "engaged_after", "conversions": "conversion",
+    "bots": "bots",
 }  # fmt: skip
-RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format"])
+RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format", "session_columns"])
 
 
 def settings_record(s: Any, output_format: str) -> dict[str, object]:

@@ -20,8 +20,10 @@ from pyspark.sql.streaming import StreamingQuery
 from sessionize.api.arguments import (
     Duration,
     duration_us,
+    event_mapping,
     parse_trigger,
     progress_path,
+    session_rules,
     state_uri,
 )
 from sessionize.api.bounded import SessionsResult, bounded_sessions
@@ -50,7 +52,7 @@ from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
-from sessionize.mapping import DEFAULT_KEEP, EventMapping
+from sessionize.mapping import EventMapping
 from sessionize.sinks.kafka import with_staging
 from sessionize.sinks.registry import check_output, open_sink
 from sessionize.state import StateBackend, open_backend
@@ -102,6 +104,21 @@ class Sessionizer:
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.
+        url: Dotted path of the page URL with its query string (`utm_*`, `gclid`; see
+            docs/concepts/sessions.md). A `keep` name `last:NAME` keeps the last value.
+        referrer: Dotted path of the referrer (`referrer_host`, `channel`).
+        user_agent: Dotted path of the user agent (`is_bot`, `bots`).
+        site_hosts: The site's own hosts (default: the first event's URL host).
+        channel_rules: Path of a channel rules file replacing the default table.
+        page_view_actions: Actions counted as page views (default `view`).
+        max_page_time: The longest time one event counts in `engaged_time_ms` (30m).
+        ping_action: The heartbeat action: engaged time from its events instead.
+        heartbeat: The pings' period (10s). min_visit: what a ping adds (5s).
+        engaged_after: A session this long is engaged (10s).
+        conversions: `NAME=ACTION[,value=PATH]` each: `NAME_count`, `NAME_value`,
+            `NAME_first_at` and `converted`.
+        bots: `flag` (`is_bot`) or `drop` (bots' events are dropped and counted).
+            All of these are part of the state, as are the mapping's fields.
 
     Raises:
         ConfigError: A setting is out of range or malformed (a duration that does not
@@ -142,44 +159,29 @@ class Sessionizer:
         split_at_midnight: bool | None = None,
         split_on_change: str | None = None,
         gap_field: str | None = None,
+        url: str | None = None,
+        referrer: str | None = None,
+        user_agent: str | None = None,
+        site_hosts: str | Iterable[str] | None = None,
+        channel_rules: str | None = None,
+        page_view_actions: str | Iterable[str] | None = None,
+        max_page_time: Duration | None = None,
+        ping_action: str | None = None,
+        heartbeat: Duration | None = None,
+        min_visit: Duration | None = None,
+        engaged_after: Duration | None = None,
+        conversions: Iterable[str] | None = None,
+        bots: str | None = None,
     ):
-        given = {
-            "gap": gap, "lateness": lateness, "close_actions": close_actions, "state": state,
-            "partitions": partitions, "job": job, "user": user, "time": time, "page": page,
-            "action": action, "time_format": time_format, "user_type": user_type, "keep": keep,
-            "max_duration": max_duration, "timezone": timezone,
-            "split_at_midnight": split_at_midnight, "split_on_change": split_on_change,
-            "gap_field": gap_field,
-        }  # fmt: skip
-        # What the caller chose; the rest takes a checkpoint's recorded value (or the default).
+        # The recorded arguments by name (RECORDED_ARGS's keys are parameters): what the
+        # caller chose; the rest takes a checkpoint's recorded value (or the default).
+        given = {k: v for k, v in locals().items() if k in RECORDED_ARGS}
         self.explicit = frozenset(RECORDED_ARGS[k] for k, v in given.items() if v is not None)
-        gap = "10m" if gap is None else gap
-        lateness = "10m" if lateness is None else lateness
-        close_actions = ("browser_close",) if close_actions is None else close_actions
+        self.rules = session_rules(given)
+        self.mapping = event_mapping(given)
         state = "files" if state is None else state
         partitions = 4 if partitions is None else partitions
         job = "sessionize" if job is None else job
-        timezone = "UTC" if timezone is None else timezone
-        split_at_midnight = bool(split_at_midnight)
-        default = EventMapping()
-        if isinstance(close_actions, str):
-            close_actions = close_actions.split(",")
-        self.rules = SessionRules(
-            gap_us=duration_us(gap, "gap"),
-            lateness_us=duration_us(lateness, "lateness"),
-            close_actions=tuple(a.strip() for a in close_actions if a.strip()),
-            max_duration_us=None if max_duration is None
-            else duration_us(max_duration, "max_duration"),
-            timezone=timezone,
-            split_at_midnight=split_at_midnight,
-        )  # fmt: skip
-        pairs = DEFAULT_KEEP if keep is None else tuple(dict(keep).items())
-        self.mapping = EventMapping(
-            user=user or default.user, time=time or default.time, page=page or default.page,
-            action=action or default.action, time_format=time_format or default.time_format,
-            user_type=user_type or default.user_type, keep=tuple(pairs),
-            change=split_on_change or None, gap=gap_field or None,
-        )  # fmt: skip
         # Without a user_type, the input's user column decides it (`_for_input`).
         self.user_type_given = user_type is not None
         if partitions < 1:

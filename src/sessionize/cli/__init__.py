@@ -73,6 +73,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "utm.campaign changing mid-visit, a per-event gap_s (without it, the data is unchanged).",
 )
 @click.option(
+    "--web-data",
+    is_flag=True,
+    help="Add what a web tracker sends: page.url with UTM parameters and gclids, "
+    "page.referrer, technical.user_agent (a few percent bots), page pings (action ping) and "
+    "purchases (action purchase, order.value); without it, the data is unchanged.",
+)
+@click.option(
     "--gap",
     type=DURATION,
     default="10m",

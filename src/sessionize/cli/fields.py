@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import click
 
-from sessionize.mapping import TIME_FORMATS, USER_TYPES, EventMapping, format_keep, parse_keep
+from sessionize.api.arguments import session_content
+from sessionize.cli.params import DURATION
+from sessionize.content import BOT_MODES
+from sessionize.mapping import (
+    TIME_FORMATS,
+    USER_TYPES,
+    EventMapping,
+    format_keep,
+    parse_keep,
+    split_keep,
+)
 
 _DEFAULT = EventMapping()
 _OPTIONS = (
@@ -25,7 +35,8 @@ _OPTIONS = (
     }),
     ("--keep-fields", {
         "metavar": "NAME=PATH,...", "default": format_keep(_DEFAULT.keep),
-        "help": "Attributes of a session's first event that the session carries.",
+        "help": "Attributes of a session's first event that the session carries "
+        "(last:NAME=PATH: the last non-null value).",
     }),
     ("--split-on-change", {
         "metavar": "PATH", "default": None,
@@ -35,9 +46,37 @@ _OPTIONS = (
         "metavar": "PATH", "default": None,
         "help": "Each event's own gap in seconds at PATH (missing: --gap).",
     }),
+    ("--url-field", {"metavar": "PATH", "default": None,
+                     "help": "The page URL with its query string (utm_*, gclid)."}),
+    ("--referrer-field", {"metavar": "PATH", "default": None,
+                          "help": "The referrer (referrer_host, channel)."}),
+    ("--user-agent-field", {"metavar": "PATH", "default": None,
+                            "help": "The user agent (is_bot, --bots)."}),
+    ("--site-hosts", {"metavar": "HOST,...", "default": None,
+                      "help": "The site's own hosts (default: the landing URL's)."}),
+    ("--channel-rules", {"metavar": "FILE", "default": None,
+                         "help": "A channel rules file replacing the default table."}),
+    ("--page-view-actions", {"metavar": "ACTION,...", "default": "view",
+                             "help": "Actions counted in page_view_count."}),
+    ("--max-page-time", {"type": DURATION, "default": "30m",
+                         "help": "The longest time one event counts in engaged_time_ms."}),
+    ("--ping-action", {"metavar": "ACTION", "default": None,
+                       "help": "Heartbeat action: engaged time from pings."}),
+    ("--heartbeat", {"type": DURATION, "default": "10s", "help": "The pings' period."}),
+    ("--min-visit", {"type": DURATION, "default": "5s",
+                     "help": "Engaged time a session with a ping adds."}),
+    ("--engaged-after", {"type": DURATION, "default": "10s",
+                         "help": "A session this long is engaged."}),
+    ("--conversion", {"metavar": "NAME=ACTION[,value=PATH]", "multiple": True,
+                      "help": "A conversion (repeatable): NAME_count, NAME_value, NAME_first_at."}),
+    ("--bots", {"type": click.Choice(BOT_MODES), "default": "flag",
+                "help": "flag: sessions carry is_bot; drop: bots' events are dropped."}),
 )  # fmt: skip
 _NAMES = ("user_field", "time_field", "page_field", "action_field", "time_format", "user_type",
           "keep_fields", "split_on_change", "gap_field")  # fmt: skip
+_CONTENT = ("url_field", "referrer_field", "user_agent_field", "site_hosts", "channel_rules",
+            "page_view_actions", "max_page_time", "ping_action", "heartbeat", "min_visit",
+            "engaged_after", "conversion", "bots")  # fmt: skip
 
 
 def mapping_options(f):
@@ -50,6 +89,14 @@ def mapping_options(f):
 def pop_mapping(params: dict) -> EventMapping:
     """The EventMapping of the flags, removed from a command's keyword arguments."""
     v = {name: params.pop(name) for name in _NAMES}
+    c = {name: params.pop(name) for name in _CONTENT}
+    keep, last = split_keep(parse_keep(v["keep_fields"]))
+    content = session_content(
+        site_hosts=c["site_hosts"], channel_rules=c["channel_rules"],
+        page_view_actions=c["page_view_actions"], max_page_time=c["max_page_time"],
+        ping_action=c["ping_action"], heartbeat=c["heartbeat"], min_visit=c["min_visit"],
+        engaged_after=c["engaged_after"], conversions=c["conversion"], bots=c["bots"],
+    )  # fmt: skip
     return EventMapping(
         user=v["user_field"].strip(),
         time=v["time_field"].strip(),
@@ -57,9 +104,15 @@ def pop_mapping(params: dict) -> EventMapping:
         action=v["action_field"].strip(),
         time_format=v["time_format"],
         user_type=v["user_type"],
-        keep=parse_keep(v["keep_fields"]),
+        keep=keep,
         change=(v["split_on_change"] or "").strip() or None,
         gap=(v["gap_field"] or "").strip() or None,
+        url=(c["url_field"] or "").strip() or None,
+        referrer=(c["referrer_field"] or "").strip() or None,
+        user_agent=(c["user_agent_field"] or "").strip() or None,
+        last=last,
+        session_columns=2,
+        content=content,
     )
 
 

@@ -38,7 +38,7 @@ from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
-from sessionize.mapping import DEFAULT_RECORD, EventMapping
+from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
 from sessionize.sinks.postgres import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records
@@ -74,7 +74,7 @@ class BatchOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     output_format: str = "parquet"  # parquet | delta
     max_future_us: int | None = 86_400_000_000  # judged against the start of the run
-    mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
+    mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the output's and the state's recorded values. None: all were given.
     explicit: frozenset[str] | None = None
@@ -262,12 +262,17 @@ def _rest_note(opts: BatchOptions, start: datetime, end: datetime) -> str:
     flags = {"input": opts.input, "output": opts.output}
     if opts.state != "files":
         flags["state"] = redact_uri(opts.state)
-    flags.update(settings_record(opts.engine_settings()))
+    settings = settings_record(opts.engine_settings())
+    settings.pop("session_columns", None)  # no flag: the state's record says it
+    conversions = str(settings.pop("conversion", "") or "")
+    settings["channel_rules"] = str(settings.get("channel_rules", "")).split("#sha256:")[0]
+    flags.update(settings)
     flags["job"] = opts.job
     flags.update({"from": f"{start:%Y-%m-%dT%H}", "to": f"{end:%Y-%m-%dT%H}"})
+    pairs = [*flags.items(), *(("conversion", c) for c in conversions.split(";") if c)]
     command = " ".join(
         f"--{k.replace('_', '-')}" + ("" if v is True else f" {shlex.quote(str(v))}")
-        for k, v in flags.items()
+        for k, v in pairs
         if v not in ("", False)  # an optional rule left unset, or a flag left off
     )
     return (

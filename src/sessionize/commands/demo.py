@@ -3,17 +3,44 @@ and write the HTML report."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+import numpy as np
 
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.generate.writer import GeneratorConfig, write_files
+from sessionize.mapping import EventMapping
 from sessionize.report import build_report
+from sessionize.report.traffic import load_traffic
+
+# The traffic options that read the generator's web data (docs/reference/inputs.md).
+WEB_FIELDS = {"url": "page.url", "referrer": "page.referrer", "user_agent": "technical.user_agent"}
+WEB_PING, WEB_CONVERSION = "ping", "purchase=purchase,value=order.value"
+
+
+def web_mapping() -> EventMapping | None:
+    """The event mapping that reads the web data of `generate --web-data` into the traffic,
+    engagement, conversion and bot columns of `sessions`, or None where this version's
+    sessions do not carry those columns (the demo then generates the data without them).
+
+    Example:
+        >>> mapping = web_mapping()  # None, or EventMapping(url="page.url", ...)
+    """
+    names = {f.name for f in dataclasses.fields(EventMapping)}
+    if not {*WEB_FIELDS, "content", "session_columns"} <= names:
+        return None
+    content = importlib.import_module("sessionize.content")
+    carried = content.SessionContent(
+        ping_action=WEB_PING, conversions=(content.parse_conversion(WEB_CONVERSION),)
+    )
+    return EventMapping(**WEB_FIELDS, session_columns=2, content=carried)
 
 
 def run_demo(
@@ -28,6 +55,7 @@ def run_demo(
 ) -> dict:
     root = Path(workdir).absolute()
     shutil.rmtree(root, ignore_errors=True)
+    mapping = web_mapping()
     cfg = GeneratorConfig(
         start=datetime(2026, 11, 1, tzinfo=UTC),
         hours=hours,
@@ -39,6 +67,7 @@ def run_demo(
         invalid_rate=0.001,
         close_rate=0.1,
         files_per_hour=4,
+        web_data=mapping is not None,
     )
     click.echo(f"generating {hours} hours of visits of {users:,} users into {root}/input")
     generated = write_files(cfg, str(root / "input"))
@@ -48,6 +77,7 @@ def run_demo(
         checkpoint=str(root / "checkpoint"),
         state="files",
         rules=SessionRules(),
+        mapping=mapping or EventMapping(),
         partitions=4,
         max_files_per_trigger=2,
         master=master,
@@ -77,6 +107,29 @@ def run_demo(
     for key, value in summary.items():
         click.echo(f"  {key:<21} {value:>12,}")
     click.echo(f"outputs: {opts.output}/{{sessions,page_views,late_events,invalid_events}}")
+    _echo_traffic(opts.output)
     report = build_report(opts.output, str(root / "report.html"), checkpoint=opts.checkpoint)
     click.echo(f"report: {report.path} (open it in a browser)")
     return summary
+
+
+def _echo_traffic(output: str) -> None:
+    """Sessions by channel, bounce rate and purchases, where the sessions carry them."""
+    traffic = load_traffic(output)
+    if traffic.channels is None or traffic.rates is None:
+        return
+    total = sum(traffic.channels.values)
+    shares = ", ".join(
+        f"{label} {n / total:.0%}"
+        for label, n in zip(traffic.channels.labels, traffic.channels.values, strict=True)
+    )
+    bounced = float(np.nansum(traffic.rates.bounce_rate * traffic.rates.sessions))
+    click.echo(f"sessions by channel: {shares}")
+    click.echo(f"bounce rate: {bounced / traffic.rates.sessions.sum():.0%}")
+    if traffic.bots is not None:
+        click.echo(f"bot sessions: {traffic.bots.as_dict().get('bot', 0):,}")
+    if traffic.conversions is not None:
+        for name in traffic.conversions.names:
+            count = sum(traffic.conversions.counts[name])
+            value = sum(traffic.conversions.values[name])
+            click.echo(f"{name}: {count:,} conversions worth {value:,.2f}")

@@ -102,12 +102,16 @@ def _last(progress_log: str) -> dict:
 _TOTAL_WORDS = {
     "records": "lines read", "invalid": "invalid", "events_in": "events in", "late": "late",
     "duplicates": "duplicates dropped", "sessions_out": "sessions out",
+    "bot_events": "bot events dropped",
 }  # fmt: skip
 
 
 def totals_line(totals: dict) -> str:
     """`21 lines read, 4 invalid, 17 events in, ...` (what is not recorded is left out)."""
-    return ", ".join(f"{v:,} {_TOTAL_WORDS[k]}" for k, v in totals.items() if v is not None)
+    return ", ".join(
+        f"{v:,} {_TOTAL_WORDS[k]}" for k, v in totals.items()
+        if v is not None and (v or k != "bot_events")  # only jobs that drop bots show them
+    )  # fmt: skip
 
 
 def describe(status: dict) -> list[str]:

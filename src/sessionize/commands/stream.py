@@ -17,7 +17,7 @@ from sessionize.commands.options import state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules
 from sessionize.fs import child
-from sessionize.mapping import EventMapping
+from sessionize.mapping import EventMapping, new_mapping
 from sessionize.sources.registry import check_input, open_stream
 from sessionize.spark_session import get_spark
 
@@ -43,7 +43,7 @@ class StreamOptions:
     master: str | None = None  # Spark master; default local[*] (or spark-submit's)
     remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
-    mapping: EventMapping = field(default_factory=EventMapping)  # fields and --input-format
+    mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
     metrics_port: int | None = None  # Prometheus metrics of this process (engines/metrics.py)
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the checkpoint's values. None: all were given.

@@ -45,7 +45,7 @@ from sessionize.state.lease import Lease
 Parser = Callable[..., DataFrame]
 
 # Counters summed over the life of a job, kept in every record under `totals`.
-TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out")
+TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out", "bot_events")
 
 # Batches kept restorable, for rewinding: Spark's offset, commit and state logs
 # (`spark.sql.streaming.minBatchesToRetain`) and our state store's versions and job records
@@ -194,7 +194,7 @@ class BatchRunner:
             **result.fields,
             "watermark": result.watermark,
             "batch": result.counters,
-            "totals": {k: before.get(k, 0) + result.counters[k] for k in TOTALS},
+            "totals": {k: before.get(k, 0) + result.counters.get(k, 0) for k in TOTALS},
             "input": self.describe_input(version),
         }
         record["phases_s"] = clock.phases

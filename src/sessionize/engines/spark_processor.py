@@ -56,7 +56,8 @@ from sessionize.schema import (
 
 KEY = "key"
 # Counters of one step, carried by one `stats` row per call that has events or state.
-STATS_FIELDS = ("events_in", "on_time", "duplicates", "open_sessions_delta", "open_users_delta")
+STATS_FIELDS = ("events_in", "on_time", "duplicates", "open_sessions_delta", "open_users_delta",
+                "bot_events")  # fmt: skip
 STATS = "stats"
 # The state value of a user: its open events (the layout's state) as one Arrow IPC stream.
 PANDAS_STATE_DDL = "open_events binary"
@@ -168,6 +169,7 @@ def step_tuples(sh: Shapes, res: StepResult, had_state: bool) -> Iterator[tuple]
         "events_in": s.events_in,
         "on_time": s.on_time,
         "duplicates": s.duplicates,
+        "bot_events": s.bot_events,
         "open_sessions_delta": s.open_sessions_after - s.open_sessions_before,
         "open_users_delta": int(res.state_puts.num_rows > 0) - int(had_state),
     }
@@ -192,7 +194,10 @@ def wide_tuples(sh: Shapes, kind: str, table: pa.Table) -> Iterator[tuple]:
         col = table[name]
         if pa.types.is_timestamp(col.type):
             col = col.cast(pa.int64())
-        cols[pos] = col.to_pylist()
+        values = col.to_pylist()
+        if pa.types.is_map(col.type):  # Arrow gives (key, value) pairs; a Spark map is a dict
+            values = [None if v is None else dict(v) for v in values]
+        cols[pos] = values
     yield from zip(*cols, strict=True)
 
 

@@ -59,7 +59,7 @@ from sessionize.state.lease import Lease
 
 # Counters every partition task reports back to the driver.
 TASK_COUNTERS = (
-    "partition", "invalid", "events_in", "on_time", "late", "duplicates",
+    "partition", "invalid", "events_in", "on_time", "late", "duplicates", "bot_events",
     "sessions_out", "page_views_out", "open_sessions", "open_users",
     "state_rows_loaded", "state_rows_written", "state_round_trips",
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",

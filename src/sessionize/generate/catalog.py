@@ -44,9 +44,10 @@ NEXT_KIND_P = (0.08, 0.27, 0.55, 0.10)
 STAY_IN_CATEGORY = 0.7  # share of category/article pages in the visit's category of interest
 
 # Action codes. OMITTED writes no "action" key (the contract defaults it to "view").
-ACTIONS = ("view", "click", "scroll", None, "browser_close")
+ACTIONS = ("view", "click", "scroll", None, "browser_close", "ping", "purchase")
 ACTION_P = (0.75, 0.15, 0.08, 0.02)  # for all but the closing event
 CLOSE = 4
+PING, PURCHASE = 5, 6  # only with web data (generate/web.py)
 
 SITES = ("mysite.com", "m.mysite.com", "mysite.fr", "shop.mysite.com")
 SITE_P = (0.55, 0.25, 0.12, 0.08)

@@ -62,6 +62,7 @@ class GeneratorConfig:
     lateness_us: int = 600_000_000
     gzip: bool = False
     rule_data: bool = False  # add data for the session rules (generate/rules.py)
+    web_data: bool = False  # add URLs, referrers, user agents, pings, purchases (generate/web.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.start, datetime):

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.generate import catalog as cat
+from sessionize.generate import web_catalog as web
 from sessionize.generate.visits import Events, Users, Visits
 
 TEXT = pa.large_string()  # an hour of lines may exceed 2 GiB
@@ -54,6 +55,19 @@ RULE_FIELDS = _vocab(
     for c in ("", *(f', "utm": {{"campaign": "{x}"}}' for x in cat.CAMPAIGNS))
     for g in ("", *(f', "gap_s": {x}' for x in cat.GAP_SECONDS))
 )
+
+# Web data (generate/web.py). The page object stays open for url and referrer: PREV_CLOSE
+# closes it (code = prev + 1), an order object may follow, then the line ends.
+PREV_CLOSE = _vocab(("}", *(f', "previous": "{p}"}}' for p in cat.PAGES)))
+# A page's URL up to its query string: code = site * len(PAGES) + page.
+URLS = _vocab(f', "url": "https://{h}{p}' for h in web.HOSTS for p in web.PATHS)
+QUERIES = _vocab(q + '"' for q in web.QUERIES)  # with the url's closing quote
+# External referrers, then internal ones (code = len(REFERRERS) + site * len(PAGES) + prev).
+REFERRER_PIECES = _vocab(
+    [("" if r is None else f', "referrer": "{r}"') for r in web.REFERRERS]
+    + [f', "referrer": "https://{h}{p}"' for h in web.HOSTS for p in web.PATHS]
+)
+AGENT_PIECES = _vocab(f', "user_agent": "{a}"}}' for a in web.AGENTS)
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _SUFFIX_LEN = np.array([len(s) for s in cat.TIME_SUFFIXES], dtype=np.int64)
@@ -120,9 +134,12 @@ def _visit_ids(raw: np.ndarray) -> pa.Array:
     return _rows_to_text(chars, np.full(raw.shape[0], 32, dtype=np.int64))
 
 
-def _visit_pieces(users: Users, visits: Visits, rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+def _visit_pieces(
+    users: Users, visits: Visits, rows: np.ndarray, agent: np.ndarray | None = None
+) -> tuple[pa.Array, pa.Array]:
     """Per visit: the head up to the opening quote of event_time, and the middle from its
-    closing quote through visit_id, source, user and technical."""
+    closing quote through visit_id, source, user and technical (with `technical.user_agent`
+    where `agent`, a code into web_catalog.AGENTS, is not -1)."""
     u = visits.user[rows]
     omit = visits.omit[rows]
     head = _join('{"user_id": ', pc.cast(pa.array(users.ids[u]), TEXT), ', "event_time": "')
@@ -148,13 +165,19 @@ def _visit_pieces(users: Users, visits: Visits, rows: np.ndarray) -> tuple[pa.Ar
         * len(cat.NETWORKS)
         + visits.network[rows],
     )
+    tech = TECHNICAL.take(pa.array(technical))
+    if agent is not None:
+        with_agent = _join(
+            pc.utf8_slice_codeunits(tech, 0, -1), AGENT_PIECES.take(pa.array(np.maximum(agent, 0)))
+        )
+        tech = pc.if_else(pa.array(agent >= 0), with_agent, tech)
     middle = _join(
         '", "visit_id": "',
         _visit_ids(visits.visit_id[rows]),
         '"',
         SOURCES.take(pa.array(source)),
         user,
-        TECHNICAL.take(pa.array(technical)),
+        tech,
     )
     return head, middle
 
@@ -168,7 +191,11 @@ class HourLines:
         present[v] = True
         self.visit_rows = np.flatnonzero(present)  # the visits with events in this hour
         self._visit_at = np.cumsum(present)[v] - 1  # row of each event's visit in visit_rows
-        head, self._middle = _visit_pieces(users, visits, self.visit_rows)
+        agent = None
+        if events.web is not None:
+            agent = np.full(self.visit_rows.size, -1, np.int16)
+            agent[self._visit_at] = events.web.agent[rows]
+        head, self._middle = _visit_pieces(users, visits, self.visit_rows, agent)
         self._uid = users.ids[visits.user[v]]
         self._action = events.action[rows]
         self._page = events.page[rows]
@@ -180,12 +207,12 @@ class HourLines:
         if events.campaign is not None and events.gap is not None:
             code = (events.campaign[rows].astype(np.int64) + 1) * (len(cat.GAP_SECONDS) + 1)
             middle = _join(middle, RULE_FIELDS.take(pa.array(code + events.gap[rows] + 1)))
+        if events.web is None:
+            page_end = [PREV_END.take(pa.array(self._prev.astype(np.int64) + 1))]
+        else:
+            page_end = _web_page_end(events, rows, visits.site[v])
         self.lines = _join(
-            head.take(at),
-            self._times,
-            middle,
-            ACTION_PAGE.take(pa.array(action_page)),
-            PREV_END.take(pa.array(self._prev.astype(np.int64) + 1)),
+            head.take(at), self._times, middle, ACTION_PAGE.take(pa.array(action_page)), *page_end
         )
 
     def invalid(self, at: np.ndarray, kinds: np.ndarray, variants: np.ndarray) -> pa.Array:
@@ -231,3 +258,29 @@ class HourLines:
         forms = (ts[:5] + "13" + ts[7:], ts[:11] + "25" + ts[13:], *_BAD_TIMES)
         bad = forms[int(x * len(forms))]
         return f'{{"user_id": {uid}, "event_time": "{bad}' + rest
+
+
+def _web_page_end(events: Events, rows: np.ndarray, site: np.ndarray) -> list[pa.Array]:
+    """From the page object's url to the end of the line: url, referrer (the previous page's
+    URL on internal navigation), previous page, the purchase's order, newline. Each piece is
+    one take from a vocabulary: joining nested pieces would copy every line's bytes again."""
+    w = events.web
+    page, prev = events.page[rows].astype(np.int64), events.prev[rows].astype(np.int64)
+    on_site = site.astype(np.int64) * len(cat.PAGES)
+    ref = w.referrer[rows].astype(np.int64)
+    ref_code = np.where(ref >= 0, ref, len(web.REFERRERS) + on_site + np.maximum(prev, 0))
+    cents = w.value_cents[rows]
+    buys = np.flatnonzero(cents >= 0)
+    order_code = np.zeros(rows.size, np.int64)
+    order_code[buys] = np.arange(1, buys.size + 1)
+    orders = _join(', "order": {"value": ', pc.cast(pa.array(cents[buys] / 100), TEXT),
+                   ', "currency": "EUR"}')  # fmt: skip
+    orders = pa.concat_arrays([pa.array([""], TEXT), orders])
+    return [
+        URLS.take(pa.array(on_site + page)),
+        QUERIES.take(pa.array(w.query[rows])),
+        REFERRER_PIECES.take(pa.array(ref_code)),
+        PREV_CLOSE.take(pa.array(prev + 1)),
+        orders.take(pa.array(order_code)),
+        "}\n",
+    ]

@@ -123,6 +123,17 @@ class Visits:
 
 
 @dataclass
+class WebFields:
+    """Per event, with web data (generate/web.py): codes into web_catalog's vocabularies,
+    and the purchase value."""
+
+    query: np.ndarray  # int16 into QUERIES ("" at every code of a kind without one)
+    referrer: np.ndarray  # int16: -1 internal (the previous page), else into REFERRERS
+    value_cents: np.ndarray  # int64, -1: no order object
+    agent: np.ndarray  # int16 into AGENTS, -1: no user agent (no technical section)
+
+
+@dataclass
 class Events:
     """Distinct events inside the window, sorted by time (stable)."""
 
@@ -136,6 +147,7 @@ class Events:
     # catalog.GAP_SECONDS, -1 where the event has no such field.
     campaign: np.ndarray | None = None
     gap: np.ndarray | None = None
+    web: WebFields | None = None  # only with web data (generate/web.py)
 
 
 def make_users(cfg: GeneratorConfig, rng: np.random.Generator) -> Users:

@@ -10,8 +10,9 @@ into `late-NNNNN.json` files that arrive two hours after their hour (see generat
 Every file's mtime is its arrival time, strictly increasing in the order files are yielded
 and written, so a file stream (which orders new files by mtime) reads them as they arrived.
 The same config gives byte-identical files and mtimes. `rule_data` adds events and fields for
-the session rules (see generate/rules.py) from a random stream of its own: without it, no draw
-of the other streams changes, and a seed gives the same files.
+the session rules (see generate/rules.py), and `web_data` page URLs, referrers, user agents,
+page pings and purchases (see generate/web.py), each from a random stream of its own: without
+them, no draw of the other streams changes, and a seed gives the same files.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sessionize.generate.layout import (
 from sessionize.generate.lines import INVALID_KINDS, HourLines
 from sessionize.generate.rules import add_rule_data
 from sessionize.generate.visits import make_plan, make_users, simulate
+from sessionize.generate.web import add_web_data
 
 __all__ = [
     "INVALID_KINDS",
@@ -54,7 +56,7 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Independent random streams, so that changing one aspect never shifts another.
-_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS, _RULES = range(6)
+_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS, _RULES, _WEB = range(7)
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,8 @@ def generate_events(cfg: GeneratorConfig) -> Iterator[GeneratedHour]:
     visits, events = simulate(cfg, plan, _rng(cfg, _VISITS))
     if cfg.rule_data:
         users, visits, events = add_rule_data(cfg, users, visits, events, _rng(cfg, _RULES))
+    if cfg.web_data:
+        events = add_web_data(cfg, users, visits, events, _rng(cfg, _WEB))
     late = select_late(cfg, events.t_ms, _rng(cfg, _LATE))
     start_ms = cfg.start_us // 1000
     hour_of = (events.t_ms - start_ms) // HOUR_MS

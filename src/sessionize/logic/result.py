@@ -25,6 +25,7 @@ class StepStats:
     open_sessions_before: int = 0
     open_sessions_after: int = 0
     open_users_after: int = 0
+    bot_events: int = 0  # events of bots dropped before sessionization (`--bots drop`)
 
     def __add__(self, other: StepStats) -> StepStats:
         if not isinstance(other, StepStats):

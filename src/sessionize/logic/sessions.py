@@ -48,7 +48,9 @@ import pyarrow.compute as pc
 
 from sessionize import schema
 from sessionize.config import SessionRules
+from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import END_REASONS, US_PER_MS, cut_sessions
+from sessionize.logic.carried import content_columns, last_values
 from sessionize.logic.ids import same_millisecond, session_ids
 from sessionize.logic.result import StepResult, StepStats
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
@@ -77,6 +79,7 @@ def advance(
     lay = layout or schema.layout()
     state_events = _conform(state, lay.event)
     events = _conform(events, lay.event)
+    events, bot_events = _without_bots(events, lay)
 
     # Rule 1: lateness, before dedup.
     if watermark_before is None:
@@ -135,6 +138,7 @@ def advance(
         open_sessions_before=open_before,
         open_sessions_after=int(np.count_nonzero(~split.emitted)),
         open_users_after=len(open_users),
+        bot_events=bot_events,
     )
     return StepResult(sessions, page_views, late, state_puts, state_removes, stats)
 
@@ -286,7 +290,10 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
     # the sessions' `pages` lists and the page views' `page` column.
     pos = np.flatnonzero(split.row_emitted)
     pages = _take(split.rows["page"], split.order[pos])
-    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    offsets = pa.array(bounds.astype(np.int32))
+    duration_ms = (end_t - start_t) // US_PER_MS
+    carried = _carried(split, pos, bounds, duration_ms, lay)
     sessions = pa.Table.from_arrays(
         [
             ids,
@@ -294,11 +301,12 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
             _ts(start_t),
             _ts(end_t),
             _ts(split.closed_at[sel]),
-            pa.array((end_t - start_t) // US_PER_MS, pa.int64()),
+            pa.array(duration_ms, pa.int64()),
             pa.array(counts, pa.int64()),
             pa.ListArray.from_arrays(offsets, pages),
             END_REASONS.take(pa.array(split.reason[sel])),
             *(_take(split.rows[name], first_rows) for name in lay.attributes),
+            *carried,
             pa.array(split.day[sel], pa.int32()).view(pa.date32()),
         ],
         schema=lay.sessions,
@@ -322,6 +330,23 @@ def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tab
         schema=lay.page_views,
     )
     return sessions, page_views
+
+
+def _carried(
+    split: _Split, pos: np.ndarray, bounds: np.ndarray, duration_ms: np.ndarray,
+    lay: schema.Layout,
+) -> list[pa.Array]:  # fmt: skip
+    """The `last:` kept fields and, with schema 2, what else a session carries, of the
+    emitted sessions (their events are `pos`, in runs of `bounds`)."""
+    if not lay.last and lay.content is None:
+        return []
+    events = split.order[pos]
+    starts, ends = bounds[:-1], bounds[1:] - 1
+    out = [last_values(_take(split.rows[name], events), starts, ends) for name in lay.last]
+    if lay.content is not None:
+        out += content_columns(split.rows, events, split.time[pos], starts, ends, duration_ms,
+                               lay.content)  # fmt: skip
+    return out
 
 
 def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
@@ -353,6 +378,17 @@ def _late_table(late_events: pa.Table, watermark: int, lay: schema.Layout) -> pa
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _without_bots(events: pa.Table, lay: schema.Layout) -> tuple[pa.Table, int]:
+    """With `--bots drop`, the events without those of bots, and how many were dropped:
+    they never reach a session, the state or `late_events`."""
+    if lay.content is None or lay.content.bots != "drop" or "user_agent" not in lay.mapped:
+        return events, 0
+    bots = is_bot(events["user_agent"])
+    if not bots.any():
+        return events, 0
+    return events.filter(pa.array(~bots)), int(bots.sum())
 
 
 def _check_watermarks(before: int | None, after: int | None) -> None:

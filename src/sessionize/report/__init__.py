@@ -33,13 +33,15 @@ def build_report(
     from sessionize.report.data import load_outputs
     from sessionize.report.page import build_page, now
     from sessionize.report.progress import default_path, read_progress
+    from sessionize.report.traffic import load_traffic
 
     t0 = time.perf_counter()
     if not is_postgres(output) and not is_dir(output):
         raise ConfigError(f"--output {output} is not a directory: give a job's output directory")
     data = load_outputs(output)
     progress = read_progress(progress_log or default_path(output, checkpoint))
-    html = build_page(data, progress, generated=now()).encode()
+    traffic = load_traffic(output)
+    html = build_page(data, progress, generated=now(), traffic=traffic).encode()
     tmp = f"{to}.tmp"  # renamed into place: a reader never sees half a page
     try:
         os.makedirs(os.path.dirname(os.path.abspath(to)), exist_ok=True)

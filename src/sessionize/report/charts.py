@@ -81,7 +81,7 @@ def _short(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _time_axis(ax: Axes, times: np.ndarray, what: str) -> None:
+def time_axis(ax: Axes, times: np.ndarray, what: str) -> None:
     """Clock times as whole labels (`20:15:30`, or `20:15` when minutes suffice), the date
     in the axis label when every time is on one day, else in each label."""
     locator = mdates.AutoDateLocator(minticks=3, maxticks=7)
@@ -120,7 +120,7 @@ def per_hour(
             if h is sessions:
                 _mark_still_open(ax, bars[-1], still_open)
         hours = np.concatenate([h.hours for h, _, _ in series]).astype("datetime64[m]")
-        _time_axis(axes[-1], np.array([hours.min(), hours.max() + 60], "datetime64[m]"), "hour")
+        time_axis(axes[-1], np.array([hours.min(), hours.max() + 60], "datetime64[m]"), "hour")
 
     return render("per-hour", draw, height=HEIGHT * (1.25 if len(series) == 2 else 1), wide=True)
 
@@ -210,7 +210,7 @@ def top_pages(entry: Counts, exit_: Counts, overall: Counts) -> str | None:
         for ax, (c, title), color in zip(axes, panels, (BLUE, ORANGE, GREEN), strict=False):
             y = np.arange(len(c.labels))[::-1]
             ax.barh(y, c.values, color=color, height=0.7)
-            ax.set_yticks(y, [_clip(label) for label in c.labels], fontsize=7.5)
+            ax.set_yticks(y, [clip(label) for label in c.labels], fontsize=7.5)
             ax.set_title(title)
             ax.grid(axis="y", visible=False)
             counts(ax, "x", ticks=3)
@@ -218,7 +218,7 @@ def top_pages(entry: Counts, exit_: Counts, overall: Counts) -> str | None:
     return render("top-pages", draw, height=1.0 + 0.22 * rows, wide=True)
 
 
-def _clip(label: str, n: int = 22) -> str:
+def clip(label: str, n: int = 22) -> str:
     return label if len(label) <= n else label[: n - 1] + "…"
 
 
@@ -255,7 +255,7 @@ def invalid_reasons(c: Counts) -> str | None:
         ax = fig.subplots()
         y = np.arange(len(c.labels))[::-1]
         ax.barh(y, c.values, color=RED, height=0.6)
-        ax.set_yticks(y, [_clip(label, 48) for label in c.labels], fontsize=7.5)
+        ax.set_yticks(y, [clip(label, 48) for label in c.labels], fontsize=7.5)
         ax.set_xlabel("invalid events")
         ax.grid(axis="y", visible=False)
         counts(ax, "x")
@@ -285,7 +285,7 @@ def over_time(
                     label=label)  # fmt: skip
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
-        _time_axis(ax, times, "committed at")
+        time_axis(ax, times, "committed at")
         if len(series) > 1:
             ax.legend(frameon=False)
         if ticks == "count":

@@ -14,10 +14,11 @@ from html import escape
 
 import numpy as np
 
-from sessionize.report import charts
+from sessionize.report import charts, traffic_charts
 from sessionize.report.charts import byte_size
 from sessionize.report.data import Counts, Histogram, OutputData
 from sessionize.report.progress import Progress
+from sessionize.report.traffic import Conversions, HourlyRates, Traffic
 
 CSS = """
 body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; margin: 0; color: #222;
@@ -68,9 +69,14 @@ class Chart:
         )
 
 
-def build_page(out: OutputData, progress: Progress, *, generated: datetime) -> str:
+def build_page(
+    out: OutputData, progress: Progress, *, generated: datetime, traffic: Traffic | None = None
+) -> str:
+    """The report's HTML. Without `traffic`, its charts say the columns were not read."""
+    traffic = traffic or Traffic(missing=dict.fromkeys(TRAFFIC_PARTS, "not read"))
     sections = [
         ("Sessions", _session_charts(out, _still_open(progress))),
+        ("Traffic and conversions", _traffic_charts(traffic, progress)),
         ("Pages", [_pages_chart(out)]),
         ("Late and invalid events", _quality_charts(out)),
         ("Progress of the job", _progress_charts(progress)),
@@ -156,6 +162,67 @@ def _pct_caption(text: str, h: Histogram | None, unit: str) -> str:
     return f"{text}; median {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g} {unit}."
 
 
+TRAFFIC_PARTS = ("channels", "bots", "rates", "conversions")
+
+
+def _traffic_charts(t: Traffic, progress: Progress) -> list[Chart]:
+    dropped = np.nansum(progress.bot_events)
+    drop_note = (f" {dropped:,.0f} bot events were dropped before sessionization (--bots drop)."
+                 if dropped else "")  # fmt: skip
+    return [
+        Chart("channels", "Sessions by channel",
+              "Channel of each session (from its first event's UTM parameters, gclid and "
+              "referrer); bot sessions left out.",
+              traffic_charts.channels(t.channels), empty=t.missing.get("channels", ""),
+              table=_table("channels", t.channels)),
+        Chart("bots", "Bot sessions",
+              "Sessions whose first event's user agent is a bot's (is_bot)." + drop_note,
+              traffic_charts.bots(t.bots), empty=t.missing.get("bots", ""),
+              table=_table("bots", t.bots)),
+        Chart("engagement", "Bounce rate and engaged time per hour",
+              "Sessions by the hour they started: the share that bounced (not engaged) and "
+              "their mean engaged time; bot sessions left out.",
+              traffic_charts.engagement(t.rates), empty=t.missing.get("rates", ""),
+              table=_rates_table(t.rates), wide=True),
+        Chart("conversions", "Conversions and their value by channel",
+              "Conversion events (NAME_count) and the sum of their value (NAME_value) per "
+              "channel, for each --conversion; bot sessions left out.",
+              traffic_charts.conversions(t.conversions),
+              empty=t.missing.get("conversions", "no conversions in the outputs"),
+              table=_conversions_table(t.conversions), wide=True),
+    ]  # fmt: skip
+
+
+def _rates_table(r: HourlyRates | None) -> str:
+    """Per hour: sessions, bounce rate (the fraction as data-value) and engaged seconds."""
+    if r is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_when(h.astype('datetime64[m]'))}</td>"
+        f'<td class="n" data-value="{n}">{n:,} sessions</td>'
+        f'<td class="n" data-value="{b!r}">{b:.1%} bounced</td>'
+        f'<td class="n" data-value="{e!r}">{e:,.1f} s engaged</td></tr>'
+        for h, n, b, e in zip(r.hours, r.sessions.tolist(), r.bounce_rate.tolist(),
+                              r.engaged_s.tolist(), strict=True)
+        if n
+    )  # fmt: skip
+    return f'<table class="numbers" id="table-engagement">{rows}</table>'
+
+
+def _conversions_table(c: Conversions | None) -> str:
+    """Per channel and conversion name: conversion events and value."""
+    if c is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(channel)} · {escape(name)}</td>"
+        f'<td class="n" data-value="{c.counts[name][i]}">{c.counts[name][i]:,}</td>'
+        f'<td class="n" data-value="{c.values[name][i]!r}">{c.values[name][i]:,.2f}</td></tr>'
+        for i, channel in enumerate(c.channels)
+        for name in c.names
+    )
+    return f'<table class="numbers" id="table-conversions">{rows}</table>'
+
+
 def _pages_chart(out: OutputData) -> Chart:
     return Chart(
         "top-pages", "Top entry, exit and overall pages",
@@ -207,8 +274,8 @@ def _progress_charts(p: Progress) -> list[Chart]:
     ]  # fmt: skip
 
 
-def _table(name: str, c: Counts) -> str:
-    if not c.labels:
+def _table(name: str, c: Counts | None) -> str:
+    if c is None or not c.labels:
         return ""
     rows = "".join(
         f'<tr><td>{escape(label)}</td><td class="n" data-value="{v}">{v:,}</td></tr>'

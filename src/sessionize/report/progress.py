@@ -35,6 +35,7 @@ class Progress:
     open_sessions: np.ndarray = field(default_factory=lambda: np.array([], float))
     state_bytes_read: np.ndarray = field(default_factory=lambda: np.array([], float))
     state_bytes_written: np.ndarray = field(default_factory=lambda: np.array([], float))
+    bot_events: np.ndarray = field(default_factory=lambda: np.array([], float))  # --bots drop
     skipped_lines: int = 0
     missing: str | None = None
 
@@ -77,6 +78,7 @@ def read_progress(path: str) -> Progress:
         open_sessions=batch("open_sessions"),
         state_bytes_read=batch("state_bytes_read"),
         state_bytes_written=batch("state_bytes_written"),
+        bot_events=batch("bot_events"),
         skipped_lines=skipped,
     )
 

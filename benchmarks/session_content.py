@@ -1,0 +1,91 @@
+"""What carrying the traffic source, channel, engagement, conversions and `is_bot` costs
+the session logic: `logic.advance` over the same events, today's `sessions` columns (schema
+1) against schema 2 with every option on, alternating, in one process (pure, no Spark).
+
+    .venv/bin/python benchmarks/session_content.py [--events 200000 --users 8000 --repeats 4]
+
+Prints each one's CPU seconds per repeat (the first one warms the caches: CrawlerDetect's
+regexes, the referrer lists) and the ratio of the best times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import pyarrow as pa
+
+from sessionize.config import SessionRules
+from sessionize.content import Conversion, SessionContent
+from sessionize.logic import advance
+from sessionize.mapping import EventMapping
+from sessionize.schema import layout
+
+T0 = 1_793_491_200_000_000  # 2026-11-01T00:00Z
+HOUR = 3_600_000_000
+URLS = (
+    "https://shop.example/{p}?utm_source=google&utm_medium=cpc&utm_campaign=w%20s",
+    "https://shop.example/{p}",
+    "https://shop.example/{p}?gclid=abc{n}",
+    "https://shop.example/{p}?utm_source=newsletter&utm_medium=email",
+)
+REFERRERS = (None, "https://www.google.com/search?q=x", "https://t.co/a", "https://b{n}.example/")
+AGENTS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/1{n}.0 Safari/537.36",
+          "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)")  # fmt: skip
+OFF = EventMapping()
+ON = EventMapping(
+    url="page.url", referrer="page.referrer", user_agent="technical.ua",
+    last=(("previous", "page.previous"),), session_columns=2,
+    content=SessionContent(
+        ping_action="ping", conversions=(Conversion("purchase", "purchase", "order.total"),)
+    ),
+)  # fmt: skip
+
+
+def events(n: int, users: int) -> list[dict]:
+    rng = random.Random(1)
+    out = []
+    for _ in range(n):
+        k = rng.randrange(100)
+        out.append({
+            "user_id": rng.randrange(users), "event_time": T0 + rng.randrange(HOUR),
+            "page": f"p{k}", "action": "purchase" if k < 3 else "ping" if k < 30 else "view",
+            "url": rng.choice(URLS).format(p=k, n=k % 7),
+            "referrer": (rng.choice(REFERRERS) or "").format(n=k % 50) or None,
+            "user_agent": AGENTS[k % 50 == 0].format(n=k % 30),
+            "previous": f"p{k}" if k % 2 else None,
+            "purchase_value_json": str(k) if k < 3 else None,
+        })  # fmt: skip
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--users", type=int, default=8000)
+    parser.add_argument("--repeats", type=int, default=4)
+    args = parser.parse_args()
+    rows = events(args.events, args.users)
+    tables = {}
+    for name, mapping in (("schema 1", OFF), ("every option on", ON)):
+        lay = layout(mapping)
+        table = pa.Table.from_pylist([{c: r.get(c) for c in lay.event.names} for r in rows],
+                                     lay.event)  # fmt: skip
+        tables[name] = (lay, table)
+    seconds: dict[str, list[float]] = {name: [] for name in tables}
+    for _ in range(args.repeats):
+        for name, (lay, table) in tables.items():
+            start = time.process_time()
+            advance(lay.state.empty_table(), table, rules=SessionRules(), watermark_before=None,
+                    watermark_after=T0 + 10 * HOUR, layout=lay)  # fmt: skip
+            seconds[name].append(time.process_time() - start)
+    for name, times in seconds.items():
+        print(f"{name}: " + ", ".join(f"{s:.3f}" for s in times) + " CPU s")
+    best = {name: min(times) for name, times in seconds.items()}
+    print(f"every option on / schema 1: {best['every option on'] / best['schema 1']:.2f}x "
+          f"({args.events:,} events)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
