@@ -42,3 +42,13 @@ def test_anything_else_is_refused_in_one_line(text):
 @pytest.mark.parametrize("us", [0, 250 * MS, 90 * S, 10 * M, H + 30 * M, D + 5 * MS])
 def test_format_duration_reads_back_as_the_same_duration(us):
     assert parse_duration(format_duration(us)) == us
+
+
+def test_retained_batches_come_from_the_environment_or_default_to_100():
+    from sessionize.config import retained_batches
+
+    assert retained_batches({}) == 100
+    assert retained_batches({"SESSIONIZE_RETAIN_BATCHES": "12"}) == 12
+    for bad in ("0", "-3", "ten", ""):
+        with pytest.raises(ConfigError, match="SESSIONIZE_RETAIN_BATCHES"):
+            retained_batches({"SESSIONIZE_RETAIN_BATCHES": bad})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import zoneinfo
 from collections.abc import Mapping
@@ -121,3 +122,14 @@ def check_timezone(name: str) -> None:
 
 DEFAULT_RULES_RECORD = SessionRules().record()
 """What a checkpoint recorded before the optional rules existed means: none of them set."""
+
+
+def retained_batches(environ: Mapping[str, str] | None = None) -> int:
+    """How many batches stay restorable (`SESSIONIZE_RETAIN_BATCHES`, default 100): Spark's
+    logs, the state versions and the batch records of a job keep that many."""
+    text = (os.environ if environ is None else environ).get("SESSIONIZE_RETAIN_BATCHES", "100")
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ConfigError(
+            f"SESSIONIZE_RETAIN_BATCHES={text!r}: give a whole number of batches, 1 or more"
+        )
+    return int(text)

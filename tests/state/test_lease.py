@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sessionize.errors import LeaseHeld, LeaseLost
-from sessionize.state.lease import DirectoryLeaseRecords, Holder, Lease
+from sessionize.state.lease import KEPT_EPOCHS, DirectoryLeaseRecords, Holder, Lease
 
 
 def _lease(tmp_path, ttl_s=30.0) -> Lease:
@@ -129,3 +129,15 @@ def test_a_store_fenced_by_lease_records_now_gone_is_outranked(tmp_path):
     assert fenced.epoch == lease.epoch == 8 and backend.fence("job") == 8
     lease.check()
     lease.release()
+
+
+def test_only_the_latest_epoch_records_are_kept(tmp_path):
+    records = DirectoryLeaseRecords(str(tmp_path / "lease"))
+    for _ in range(KEPT_EPOCHS + 5):
+        lease = Lease(records, "chk")
+        lease.acquire()
+        lease.release()
+    kept = sorted(int(p.stem) for p in (tmp_path / "lease").glob("*.json"))
+    last = KEPT_EPOCHS + 5
+    assert kept == [e for e in range(1, last + 1) if e > last - KEPT_EPOCHS]
+    assert records.latest().epoch == last

@@ -8,14 +8,21 @@ failed) and releases them; `StreamRun.wait` does the same at once, for the CLI.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, MutableSequence
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from sessionize.api.remote import ProgressTail, failure_of
-from sessionize.engines.runner import BatchRunner, await_query
+from sessionize.api.remote import ProgressTail, failure_of, quiet
+from sessionize.engines.checkpoint import batch_input, batch_timestamp_us
+from sessionize.engines.metrics import StreamMetrics
+from sessionize.engines.progress import ProgressLog
+from sessionize.engines.runner import RETAIN, BatchRunner, Engine, await_query, start_query
+from sessionize.spark_session import is_connect
+from sessionize.state.lease import Lease
 
 # How long a Spark Connect client waits for its query's terminated event before it removes
 # its listener anyway (`StreamRun.end`).
@@ -23,6 +30,51 @@ _LAST_EVENT_WAIT_S = 10.0
 
 # The last run started on each checkpoint by this process.
 _RUNS: dict[str, StreamRun] = {}
+# Batch records a continuous run keeps in memory (the progress log has them all).
+KEPT_RECORDS = RETAIN
+
+
+def launch(
+    spark: SparkSession,
+    engine: Engine,
+    records: DataFrame,
+    *,
+    job: str,
+    checkpoint: str,
+    trigger: dict[str, object],
+    progress_log: str | None,
+    on_batch: Callable[[str], None],
+    lease: Lease,
+    metrics: StreamMetrics | None,
+) -> StreamRun:
+    """Start the query of `engine` over the stream `records` with its batch runner."""
+    # Over Spark Connect the runner runs on the server; the client tails its log.
+    def kept() -> MutableSequence[dict]:
+        return deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else []
+
+    tail = ProgressTail(progress_log, on_batch, kept()) if is_connect(spark) else None
+    runner = BatchRunner(
+        engine,
+        on_batch if tail is None else quiet,
+        progress=ProgressLog(progress_log) if progress_log else None,
+        describe_input=functools.partial(batch_input, checkpoint),
+        batch_time=functools.partial(batch_timestamp_us, checkpoint),
+        lease=lease,
+        records=kept(),
+    )
+    ends = [lease.release]
+    if metrics is not None:  # counted where the records are: here, or in the server's log
+        if tail is None:
+            runner.on_record = metrics.observe
+        else:
+            tail.on_record, metrics.before_scrape = metrics.observe, tail.drain
+        ends.append(metrics.close)
+    query, restore = start_query(
+        spark, runner, records, name=f"sessionize-{job}", checkpoint=checkpoint, trigger=trigger
+    )
+    run = StreamRun(spark, query, runner, [restore, *ends], checkpoint, tail)
+    run.metrics = metrics
+    return run
 
 
 def end_finished(checkpoint: str) -> None:
@@ -58,6 +110,7 @@ class StreamRun:
         self.query = query
         self._tail = tail  # over Spark Connect: the records come from the progress log
         self.runner = runner
+        self.metrics: StreamMetrics | None = None  # its endpoint: `metrics.port`
         self._spark = spark
         self._cleanups = cleanups
         self._lock = threading.Lock()
@@ -74,8 +127,8 @@ class StreamRun:
         progress log: `version`, `watermark`, `batch` counters, `totals`)."""
         if self._tail is not None:
             self._tail.drain()
-            return self._tail.records
-        return self.runner.records
+            return list(self._tail.records)
+        return list(self.runner.records)
 
     def wait(self) -> list[dict]:
         """Wait until the query ends, clean up, return the records.
@@ -108,7 +161,7 @@ class StreamRun:
             if self.query.isActive:
                 self.query.stop()
         tail.drain()
-        return tail.records
+        return list(tail.records)
 
     def end(self) -> None:
         """Release the lease and restore the engine's Spark settings; runs once, whoever

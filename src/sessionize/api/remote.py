@@ -9,7 +9,8 @@ which both sides see), and of a failed batch from the text of the error Spark se
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, MutableSequence
 
 from sessionize.engines.progress import read_progress
 from sessionize.engines.runner import progress_line
@@ -24,19 +25,34 @@ def quiet(line: str) -> None:
 class ProgressTail:
     """The batch records a run adds to its progress log, reported once each."""
 
-    def __init__(self, path: str | None, on_batch: Callable[[str], None]):
+    def __init__(
+        self,
+        path: str | None,
+        on_batch: Callable[[str], None],
+        records: MutableSequence[dict] | None = None,  # a deque keeps only the last ones
+    ):
         self.path = path
         self.on_batch = on_batch
-        self.records: list[dict] = []
+        self.records: MutableSequence[dict] = [] if records is None else records
+        self.on_record: Callable[[dict], None] | None = None  # each new record (metrics)
         self._seen = {_key(r) for r in self._read()}  # logged before this run
+        self._lock = threading.Lock()  # drained by the waiting thread and by metrics scrapes
 
     def drain(self) -> None:
-        for record in self._read():
-            key = _key(record)
-            if key in self._seen:
-                continue
-            self._seen.add(key)
+        with self._lock:
+            self._drain()
+
+    def _drain(self) -> None:
+        logged = self._read()
+        keys = [_key(r) for r in logged]
+        new = [(k, r) for k, r in zip(keys, logged, strict=True) if k not in self._seen]
+        # Only what the log still holds can be read again: the rest is forgotten, so that
+        # the set stays as small as the rotated log.
+        self._seen = set(keys)
+        for _, record in new:
             self.records.append(record)
+            if self.on_record is not None:
+                self.on_record(record)
             label = f"batch {record['version']}"
             self.on_batch(progress_line(label, record))
             for warning in batch_warnings(label, record, {}):  # reasons stay on the server

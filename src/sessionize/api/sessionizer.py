@@ -10,7 +10,6 @@ and never creates or reconfigures one beyond the engine's settings for the life 
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -29,7 +28,7 @@ from sessionize.api.arguments import (
 )
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, settle_key_type
-from sessionize.api.query import StreamRun, end_finished
+from sessionize.api.query import StreamRun, end_finished, launch
 from sessionize.api.recorded import (
     RECORDED,
     RECORDED_ARGS,
@@ -38,20 +37,17 @@ from sessionize.api.recorded import (
     resolve,
     settings_record,
 )
-from sessionize.api.remote import ProgressTail, quiet
 from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules, redact_uri
 from sessionize.engines.checkpoint import (
-    batch_input,
-    batch_timestamp_us,
     check_or_record,
     checkpoint_lease,
     read_settings,
     record_paths,
     refuse_if_rewinding,
 )
-from sessionize.engines.progress import ProgressLog
-from sessionize.engines.runner import BatchRunner, Engine, Parser, start_query
+from sessionize.engines.metrics import stream_metrics
+from sessionize.engines.runner import Engine, Parser
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError
@@ -59,7 +55,6 @@ from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import EventMapping
 from sessionize.sinks.kafka import with_staging
 from sessionize.sinks.registry import check_output, open_sink
-from sessionize.spark_session import is_connect
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
 
@@ -283,6 +278,7 @@ class Sessionizer:
         output_format: str | None = None,
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
+        metrics_port: int | None = None,
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
@@ -313,6 +309,8 @@ class Sessionizer:
                 `CHECKPOINT/progress.jsonl`).
             on_batch: Called with each batch's one-line summary (default: the `sessionize`
                 logger).
+            metrics_port: Serve Prometheus metrics on this port of this process (0: any
+                free port) while the query runs (engines/metrics.py; extra `metrics`).
 
         Returns:
             Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
@@ -336,6 +334,7 @@ class Sessionizer:
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
             output_format=output_format, progress_log=progress_log, on_batch=on_batch,
+            metrics_port=metrics_port,
         ).query  # fmt: skip
 
     def start(
@@ -349,6 +348,8 @@ class Sessionizer:
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
         input_name: str = "dataframe",
+        metrics_port: int | None = None,
+        source_options: Mapping[str, str] | None = None,
     ) -> StreamRun:
         """`stream`, returning the run (its query, batch records, `wait()`).
 
@@ -364,6 +365,9 @@ class Sessionizer:
             on_batch: As for `stream`.
             input_name: The `--input` URI (recorded: a checkpoint follows one input), or
                 `dataframe`.
+            metrics_port: As for `stream`; the metrics include the input's lag unless
+                `input_name` is `dataframe`.
+            source_options: The input's options, to measure its lag.
 
         Returns:
             The StreamRun: `query`, the committed batch `records`, and `wait()`, which
@@ -390,25 +394,30 @@ class Sessionizer:
             return settled.start(
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-                input_name=input_name,
+                input_name=input_name, metrics_port=metrics_port, source_options=source_options,
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
         lease = checkpoint_lease(checkpoint)
         lease.acquire()
+        metrics = None
         try:
             resolved, output_format = self.with_checkpoint(checkpoint, output_format)
             check_output(output, output_format)
+            metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
+                                     source_options or {})  # fmt: skip
             return resolved._start(
                 events, output, checkpoint, spark_trigger, output_format, progress_log,
-                on_batch or _LOG.info, input_name, lease,
+                on_batch or _LOG.info, input_name, lease, metrics,
             )  # fmt: skip
         except BaseException:
             lease.release()
+            if metrics is not None:
+                metrics.close()
             raise
 
     def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
-               on_batch, input_name, lease) -> StreamRun:  # fmt: skip
+               on_batch, input_name, lease, metrics) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, child(checkpoint, "state"))
         refuse_if_rewinding(checkpoint)
         identity = {"output": output}
@@ -446,22 +455,11 @@ class Sessionizer:
                 spark, backend, parser, output=output, state_uri=store_uri,
                 output_format=output_format, lease=lease,
             )  # fmt: skip
-        log = progress_path(progress_log, checkpoint, "progress.jsonl")
-        # Over Spark Connect the runner runs on the server; the client tails its log.
-        tail = ProgressTail(log, on_batch) if is_connect(spark) else None
-        runner = BatchRunner(
-            engine,
-            on_batch if tail is None else quiet,
-            progress=ProgressLog(log) if log else None,
-            describe_input=functools.partial(batch_input, checkpoint),
-            batch_time=functools.partial(batch_timestamp_us, checkpoint),
-            lease=lease,
-        )
-        query, restore = start_query(
-            spark, runner, records, name=f"sessionize-{self.job}", checkpoint=checkpoint,
-            trigger=trigger,
+        return launch(
+            spark, engine, records, job=self.job, checkpoint=checkpoint, trigger=trigger,
+            progress_log=progress_path(progress_log, checkpoint, "progress.jsonl"),
+            on_batch=on_batch, lease=lease, metrics=metrics,
         )  # fmt: skip
-        return StreamRun(spark, query, runner, [restore, lease.release], checkpoint, tail)
 
     def store_engine(
         self,

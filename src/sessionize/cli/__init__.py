@@ -247,6 +247,10 @@ def job_settings(
     help="available-now (process what is there, then exit) or processing-time=30s.",
 )
 @click.option(
+    "--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs.",
+)  # fmt: skip
+@click.option(
     "--source-option",
     "source_options",
     multiple=True,
@@ -258,7 +262,7 @@ def job_settings(
 @input_format_option
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
-    input_format, **job,
+    input_format, metrics_port, **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
@@ -275,6 +279,7 @@ def stream(
         max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format),
         explicit=given_settings(),
+        metrics_port=metrics_port,
     )
     run_stream(opts, on_batch=click.echo)
 

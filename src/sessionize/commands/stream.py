@@ -44,6 +44,7 @@ class StreamOptions:
     remote: str | None = None  # Spark Connect server (sc://HOST:PORT) instead of a master
     spark_conf: dict[str, str] = field(default_factory=dict)
     mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
+    metrics_port: int | None = None  # Prometheus metrics of this process (engines/metrics.py)
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the checkpoint's values. None: all were given.
     explicit: frozenset[str] | None = None
@@ -100,7 +101,8 @@ def run_stream(
     run = sessionizer.start(
         events, output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
         output_format=output_format, progress_log=opts.progress_log, on_batch=on_batch,
-        input_name=opts.input,
+        input_name=opts.input, metrics_port=opts.metrics_port,
+        source_options=opts.input_options(),
     )  # fmt: skip
     return run.wait()
 

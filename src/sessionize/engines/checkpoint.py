@@ -17,6 +17,7 @@ import re
 import pyarrow.fs as pafs
 
 from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
+from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import child, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
@@ -237,17 +238,7 @@ def last_offsets(checkpoint: str) -> dict | None:
 
 def seen_files(checkpoint: str) -> set[str]:
     """Every file the file source has taken into a batch (its log, compacted or not)."""
-    fs, base = resolve_fs(checkpoint)
-    selector = pafs.FileSelector(f"{base}/sources/0", allow_not_found=True)
-    seen: set[str] = set()
-    for info in fs.get_file_info(selector):
-        if not re.fullmatch(r"\d+(\.compact)?", info.base_name):
-            continue
-        with fs.open_input_stream(info.path) as f:
-            for line in f.read().decode().splitlines()[1:]:
-                if line:
-                    seen.add(json.loads(line)["path"])
-    return seen
+    return {e["path"] for e in file_source_entries(checkpoint)}
 
 
 REWIND_FILE = "sessionize-rewind.json"

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableSequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.config import counted, format_instant
+from sessionize.config import counted, format_instant, retained_batches
 from sessionize.engines.progress import ProgressLog
+from sessionize.engines.spark_logs import STREAM_CONFS
 from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
@@ -49,7 +50,7 @@ TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out
 # Batches kept restorable, for rewinding: Spark's offset, commit and state logs
 # (`spark.sql.streaming.minBatchesToRetain`) and our state store's versions and job records
 # keep the same number, so every batch `history` lists can be restored.
-RETAIN = 100
+RETAIN = retained_batches()  # SESSIONIZE_RETAIN_BATCHES, default 100
 RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
 
 
@@ -146,7 +147,9 @@ class BatchRunner:
     describe_input: Callable[[int], dict] = lambda version: {}
     batch_time: Callable[[int], int | None] = lambda version: None
     lease: Lease | None = None
-    records: list[dict] = field(default_factory=list)
+    on_record: Callable[[dict], None] | None = None  # each committed record (metrics)
+    # A continuous stream keeps only its last records (a deque): the progress log has all.
+    records: MutableSequence[dict] = field(default_factory=list)
     failure: SessionizeError | None = None
     _invalid_reasons: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -171,6 +174,8 @@ class BatchRunner:
         self.records.append(record)
         if self.progress is not None:
             self.progress.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
         label = self.label(request.version)
         self.on_batch(self.engine.progress_line(label, record))
         for warning in batch_warnings(label, record, self._invalid_reasons):
@@ -253,7 +258,7 @@ def start_query(
     queries of both engines. A SessionizeError raised in a batch stays in `runner.failure`
     (Spark raises its own wrapper of it from `awaitTermination`).
     """
-    confs = runner.engine.query_confs()
+    confs = {**STREAM_CONFS, **runner.engine.query_confs()}
     saved = {k: spark.conf.get(k, None) for k in confs}
 
     def restore() -> None:
@@ -292,4 +297,4 @@ def await_query(query: StreamingQuery, runner: BatchRunner) -> list[dict]:
     finally:
         if query.isActive:
             query.stop()
-    return runner.records
+    return list(runner.records)

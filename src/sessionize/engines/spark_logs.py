@@ -26,6 +26,12 @@ LOGS = ("commits", "offsets")  # undone in this order: a batch stops counting as
 FILE_SOURCE_LOG = "sources/0"
 STATE_DIR = "state/0"
 SPARK_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval
+# Spark keeps the file source's log files for 10 minutes after a compaction made them
+# redundant, and every compacted file lists every file ever read: at short triggers that is
+# dozens of ever-growing copies. Only the query itself reads its source log (rewinding
+# rebuilds the files it needs; `file_source_entries` reads again what vanished while it
+# read), so they go at once.
+STREAM_CONFS = {"spark.sql.streaming.fileSource.log.cleanupDelay": "0"}
 _STATE_FILE = re.compile(r"(\d+)(?:_[^.]*)?\.(delta|snapshot|zip|changelog)")
 
 
@@ -65,6 +71,15 @@ def truncate_log(checkpoint: str, log: str, after: int) -> list[int]:
 def file_source_entries(checkpoint: str) -> list[dict]:
     """Every entry of the file source's log (path, timestamp, batchId), compacted or not,
     each once."""
+    for _ in range(3):  # a file compacted away since the listing: list again
+        try:
+            return _file_source_entries(checkpoint)
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(f"{checkpoint}/{FILE_SOURCE_LOG} changed while it was read")
+
+
+def _file_source_entries(checkpoint: str) -> list[dict]:
     fs, base = resolve_fs(checkpoint)
     entries: dict[str, dict] = {}
     for info in _listing(fs, f"{base}/{FILE_SOURCE_LOG}"):

@@ -54,12 +54,14 @@ so reusing a checkpoint with another state is refused with one line (engines.che
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from typing_extensions import override
@@ -97,6 +99,7 @@ PROVIDERS = {
 }
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 RECORDS_DIR = "sessionize-batches"
+TRIM_EVERY = 10  # batches between clean-ups of the batch records
 # Spark's key for the watermark delay of a column (EventTimeWatermark.delayKey).
 _DELAY_KEY = "spark.watermarkDelayMs"
 
@@ -226,6 +229,16 @@ class BatchRecords:
             f.write(json.dumps(record, sort_keys=True).encode())
         self.fs.move(tmp, f"{self.dir}/{batch_id}.json")
 
+    def trim(self, last: int, retain: int = RETAIN) -> None:
+        """Delete the records of batches before the `retain` newest up to `last`: no rewind
+        goes further back (Spark keeps as many batches of its logs)."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        for info in infos:
+            name = info.base_name
+            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) <= last - retain:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.delete_file(info.path)
+
 
 class SparkStateEngine(Engine):
     """Driver side of the `spark` engine: stages and counts what the operator emitted.
@@ -287,3 +300,8 @@ class SparkStateEngine(Engine):
     @override
     def write_record(self, version: int, record: dict) -> None:
         self.records.write(version, record)  # step 3
+
+    @override
+    def after_commit(self, version: int) -> None:
+        if version % TRIM_EVERY == 0:
+            self.records.trim(version)

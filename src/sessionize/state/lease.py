@@ -24,6 +24,7 @@ engines, a directory of the checkpoint for Spark's state or of the output for ba
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -43,6 +44,8 @@ from sessionize.objectstore import ObjectStoreUri
 # How long a silent driver keeps its lease: a driver on another host that stops
 # heartbeating (every ttl/3) is taken over this long after its last heartbeat.
 DEFAULT_TTL_S = float(os.environ.get("SESSIONIZE_LEASE_TTL_S", "30"))
+# Epoch records kept: one is written per driver start; older ones only tell history.
+KEPT_EPOCHS = 10
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,9 @@ class LeaseRecords(ABC):
     def update(self, holder: Holder) -> None:
         """Overwrite the record of `holder.epoch` (its holder's heartbeat or release)."""
 
+    def forget_before(self, epoch: int) -> None:  # noqa: B027 - optional
+        """Delete the records of epochs below `epoch` (only the latest decides anything)."""
+
 
 class Lease:
     """The driver's side: take the lease, keep it alive, check it, give it back."""
@@ -137,6 +143,7 @@ class Lease:
             winner = self.records.latest()
             raise _held(self.what, winner or mine, self.ttl_s)
         self.holder = mine
+        self.records.forget_before(mine.epoch - KEPT_EPOCHS + 1)
         self._thread = threading.Thread(target=self._beat, name="sessionize-lease", daemon=True)
         self._thread.start()
         return mine.epoch
@@ -264,6 +271,14 @@ class DirectoryLeaseRecords(LeaseRecords):
             return False
         self.update(holder)
         return True
+
+    def forget_before(self, epoch: int) -> None:
+        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        for info in infos:
+            name = info.base_name
+            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < epoch:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.delete_file(info.path)
 
     def update(self, holder: Holder) -> None:
         path = self._path(holder.epoch)
