@@ -108,11 +108,14 @@ def test_batch_equals_stream_with_every_option_on(runs):
     assert not any(s["is_bot"].to_pylist())
 
 
-def test_spark_managed_state_carries_the_same(spark, runs, tmp_path):
+@pytest.mark.parametrize("provider", ["spark-rocksdb", "spark-hdfs"])
+def test_spark_managed_state_carries_the_same(spark, runs, tmp_path, provider):
+    """transformWithState (RocksDB) and applyInPandasWithState (HDFS) both carry every
+    column, the `event_counts` map included."""
     root = runs[0]
     records = run_stream(StreamOptions(
         input=str(root / "in"), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        state="spark-rocksdb", partitions=2, max_files_per_trigger=2, mapping=MAPPING,
+        state=provider, partitions=2, max_files_per_trigger=2, mapping=MAPPING,
     ), spark, on_batch=lambda _: None)  # fmt: skip
     s = read_output(tmp_path / "out", "sessions", with_batch=False)
     b = read_output(root / "batch", "sessions", with_batch=False)

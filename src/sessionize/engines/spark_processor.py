@@ -372,7 +372,9 @@ def _decode(blob: bytes) -> pa.Table:
 
 
 def _pandas(sh: Shapes, rows: list[tuple]):
-    """Wide tuples -> a pandas frame whose integer columns keep None (not NaN) for nulls."""
+    """Wide tuples -> a pandas frame whose integer columns keep None (not NaN) for nulls and
+    whose maps are dicts (Spark converts a map from a dict, not from Arrow's pairs)."""
     columns = list(zip(*rows, strict=True))
     arrays = [pa.array(c, f.type) for c, f in zip(columns, sh.wide, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=sh.wide).to_pandas(integer_object_nulls=True)
+    table = pa.Table.from_arrays(arrays, schema=sh.wide)
+    return table.to_pandas(integer_object_nulls=True, maps_as_pydicts="strict")
