@@ -20,6 +20,7 @@ import pytest
 
 from sessionize.cli import main
 from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.mapping import EventMapping
 from sessionize.report import build_report, charts
 from sessionize.report.charts import BLUE, GREEN, ORANGE, RED
 from sessionize.report.data import Histogram, Hourly
@@ -40,12 +41,14 @@ TRAFFIC_CHARTS = ("channels", "bots", "engagement", "conversions")
 
 @pytest.fixture(scope="module")
 def job(spark, tmp_path_factory) -> Path:
-    """Two hours sessionized by `run_batch`, with the progress log its records make."""
+    """Two hours sessionized by `run_batch`, with the progress log its records make; with
+    the sessions columns of a checkpoint from before the traffic columns (schema 1)."""
     root = tmp_path_factory.mktemp("report")
     inp = generate(root / "in", hours=2, users=150, events_per_hour=1200, invalid_rate=0.02)
     out = root / "out"
     opts = BatchOptions(input=str(inp), output=str(out), start=H0, end=H0 + timedelta(hours=1),
-                        partitions=2, state="files")  # fmt: skip
+                        partitions=2, state="files",
+                        mapping=EventMapping(session_columns=1))  # fmt: skip
     records = run_batch(opts, spark, on_hour=lambda _: None)
     assert len(records) == 2
     t = datetime(2026, 11, 22, 12, tzinfo=UTC)
