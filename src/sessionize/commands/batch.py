@@ -39,7 +39,7 @@ from sessionize.engines.store import EngineSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
-from sessionize.sinks.postgres import is_postgres
+from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark

@@ -17,7 +17,7 @@ from sessionize.fs import is_dir, location_key, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
-from sessionize.sinks.postgres import is_postgres
+from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import open_sink
 
 

@@ -21,7 +21,7 @@ from sessionize.engines.progress import read_progress
 from sessionize.engines.runner import TOTALS
 from sessionize.errors import ConfigError
 from sessionize.fs import child, is_dir, location_key
-from sessionize.sinks.postgres import is_postgres
+from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sources.registry import input_lag
 from sessionize.state.lease import LeaseRecords, lease_records
 

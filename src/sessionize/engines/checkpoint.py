@@ -21,9 +21,7 @@ from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import child, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
-from sessionize.sinks import postgres_records
-from sessionize.sinks.postgres import is_postgres
-from sessionize.sinks.postgres_records import PostgresLeaseRecords
+from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.state.lease import Lease, lease_records
 
 FILE = "sessionize.json"
@@ -72,9 +70,7 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     now = {k: comparable(k, v) for k, v in settings.items()}
     changed = {k for k in now if k in before and before[k] != now[k]}
     if changed:
-        diffs = describe_differences(
-            {k: before[k] for k in changed}, {k: now[k] for k in changed}
-        )
+        diffs = describe_differences({k: before[k] for k in changed}, {k: now[k] for k in changed})
         raise IncompatibleCheckpoint(
             f"checkpoint {checkpoint} was created with {diffs}: "
             + _advice(checkpoint, changed, before, now)
@@ -190,6 +186,8 @@ def output_lease(output: str) -> Lease:
     """The lease of a batch job's output (local, `s3://` or PostgreSQL): one driver writes it
     at a time."""
     if is_postgres(output):
+        from sessionize.sinks.postgres_records import PostgresLeaseRecords  # the postgres extra
+
         return Lease(PostgresLeaseRecords(output), f"output {location_key(output)}")
     return Lease(lease_records(child(output, LEASE_DIR)), f"output {output}")
 
@@ -207,6 +205,8 @@ def write_record(checkpoint: str, name: str, record: dict) -> None:
     """A JSON file of the checkpoint, written aside and renamed into place: a crash leaves
     the old record or the new one. A PostgreSQL output keeps its records as rows."""
     if is_postgres(checkpoint):
+        from sessionize.sinks import postgres_records
+
         postgres_records.write_record(checkpoint, name, record)
         return
     fs, base = resolve_fs(checkpoint)
@@ -221,6 +221,8 @@ def recorded(checkpoint: str, name: str = FILE) -> dict:
     """A JSON file of the checkpoint (`sessionize.json` by default); {} when it is missing.
     A PostgreSQL output keeps its records as rows."""
     if is_postgres(checkpoint):
+        from sessionize.sinks import postgres_records
+
         return postgres_records.read_record(checkpoint, name)
     fs, base = resolve_fs(checkpoint)
     try:

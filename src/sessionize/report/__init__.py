@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import is_dir
-from sessionize.sinks.postgres import is_postgres
+from sessionize.sinks.postgres_uri import is_postgres
 
 
 @dataclass(frozen=True)

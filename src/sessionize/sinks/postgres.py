@@ -47,12 +47,12 @@ from sessionize.sinks.postgres_tables import (
     staged_table,
     to_arrow,
 )
+from sessionize.sinks.postgres_uri import SCHEMES, is_postgres  # noqa: F401 - re-exported
 from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.postgres_pool import pool_for
 
 T = TypeVar("T")
 
-SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "sessionize"
 _OPTIONS = (
     "schema",
@@ -65,9 +65,6 @@ _OPTIONS = (
 )
 _READY: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables exist, this process
 
-
-def is_postgres(output: str) -> bool:
-    return output.lower().startswith(SCHEMES)
 
 
 @dataclass(frozen=True)

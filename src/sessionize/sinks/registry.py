@@ -16,7 +16,7 @@ from sessionize.sinks.delta import DeltaSink
 from sessionize.sinks.kafka import KafkaOutput, KafkaSink, is_kafka
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink, committed_dataset
-from sessionize.sinks.postgres import PostgresSink, is_postgres
+from sessionize.sinks.postgres_uri import is_postgres
 
 FORMATS = ("parquet", "delta")
 WRITTEN = "a local path, file://, s3://, postgresql:// or kafka://"  # where outputs are written
@@ -94,7 +94,7 @@ def open_sink(
         return KafkaSink(output, job, mapping)
     if is_postgres(output):
         _check_postgres(output, fmt)
-        return PostgresSink(output, mapping)
+        return _postgres_sink()(output, mapping)
     if fmt == "delta":
         if "://" in output and not output.startswith(("s3://", "file://")):
             raise ConfigError(f"Delta outputs go to a local path or an s3:// URI, not {output}")
@@ -121,7 +121,7 @@ def committed_rows(output: str, name: str) -> ds.Dataset | None:
             "(isolation.level=read_committed), not by this command"
         )
     if is_postgres(output):
-        table = PostgresSink(output).read(name)
+        table = _postgres_sink()(output).read(name)
         return None if table is None else ds.dataset(table)
     delta = DeltaSink(output, "reader").table(name)
     if delta is not None:
@@ -142,3 +142,15 @@ def _check_postgres(output: str, fmt: str | None) -> None:
             f"--output {without_options(redact_uri(output))}: a PostgreSQL output is written "
             "as tables; leave --output-format out (Delta is for paths and s3://)"
         )
+    _postgres_sink()  # refused now, in one line, when the extra is missing
+
+
+def _postgres_sink() -> type[Sink]:
+    """The PostgreSQL sink class, imported when an output needs it (the postgres extra)."""
+    if importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(
+            "a PostgreSQL output needs the postgres extra: pip install 'sessionize[postgres]'"
+        )
+    from sessionize.sinks.postgres import PostgresSink
+
+    return PostgresSink
