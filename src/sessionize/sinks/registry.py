@@ -147,10 +147,12 @@ def _check_postgres(output: str, fmt: str | None) -> None:
 
 def _postgres_sink() -> type[Sink]:
     """The PostgreSQL sink class, imported when an output needs it (the postgres extra)."""
-    if importlib.util.find_spec("psycopg") is None:
+    try:
+        from sessionize.sinks.postgres import PostgresSink
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "psycopg":
+            raise
         raise ConfigError(
             "a PostgreSQL output needs the postgres extra: pip install 'sessionize[postgres]'"
-        )
-    from sessionize.sinks.postgres import PostgresSink
-
+        ) from None
     return PostgresSink
