@@ -26,9 +26,9 @@ from typing_extensions import override
 from sessionize.config import format_duration, format_instant
 from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
 from sessionize.engines.placement import partition_users
-from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine
-from sessionize.engines.store import ADAPTIVE_CONF, BatchBasis, BatchPlan, fence_store
-from sessionize.errors import ConfigError, StateError
+from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult
+from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, collect_partitions
+from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
@@ -74,8 +74,7 @@ def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parque
     output and batch). Raises ConfigError for another format or place, in one line."""
     if output_format != "parquet" or ("://" in output and not output.startswith("file://")):
         raise ConfigError(
-            f"stateful jobs write Parquet to a local path for now, not {output_format} "
-            f"at {output}"
+            f"stateful jobs write Parquet to a local path for now, not {output_format} at {output}"
         )
     return ParquetSink(output, names)
 
@@ -125,6 +124,10 @@ def _counts_batch(settings: KeyedSettings, counts: dict) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(columns, schema=schema)
 
 
+def _missing_task_at(settings: KeyedSettings, basis: BatchBasis, latest: int | None):
+    return functools.partial(_missing_task, settings, basis.plan(latest))
+
+
 def run_partition(
     settings: KeyedSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
 ) -> dict:
@@ -162,7 +165,7 @@ def run_partition(
     return {"partition": partition, **result.counts, "counters": result.counters}
 
 
-class KeyedEngine(Engine):
+class KeyedEngine(StoreJobEngine):
     """Driver side: the watermark, the partition tasks, the job log."""
 
     def __init__(
@@ -179,27 +182,9 @@ class KeyedEngine(Engine):
         self.lease = lease
         self._marks: pa.Array | None = None
 
-    def _fence_once(self) -> None:
-        """Fence the store before this driver's first batch opens any state."""
-        if self.lease is not None and self.settings.epoch is None:
-            self.settings = fence_store(self.backend, self.settings, self.lease)  # type: ignore[arg-type]
-
     @override
-    def query_confs(self) -> dict[str, str]:
-        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
-
-    @override
-    def previous_record(self, request: BatchRequest) -> dict:
-        if request.first:
-            return {}
-        record = self.backend.read_job_record(self.settings.job, request.previous)
-        if record is None:
-            raise StateError(
-                f"state {self.backend} has no commit for version {request.previous} of job "
-                f"'{self.settings.job}', but version {request.version} is being run: the "
-                "checkpoint and the state store disagree (was the state moved or deleted?)"
-            )
-        return record
+    def _open_backend(self) -> StateBackend:
+        return open_keyed_state(self.settings)
 
     @override
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
@@ -234,22 +219,11 @@ class KeyedEngine(Engine):
         task = functools.partial(_task, self.settings, basis)
         marked = with_marks(raw, self._mark_keys(raw.sparkSession), d.key, d.event_time)
         schema = ", ".join(f"{c} long" for c in _TASK_FIELDS) + ", counters string"
-        rows = (
-            partition_users(marked, self.settings.partitions, d.key)
-            .mapInArrow(task, schema)
-            .collect()
-        )
-        counts = [r.asDict() for r in rows]
-        seen = {(c["records"], c["latest"]) for c in counts}
-        if len(seen) > 1:  # every task adds up the same marks
-            raise RuntimeError(f"partition tasks disagree on the batch's size: {sorted(seen)}")
-        records, latest = seen.pop() if seen else (0, None)
-        missing = sorted(set(range(self.settings.partitions)) - {c["partition"] for c in counts})
-        if missing:
-            ids = raw.sparkSession.createDataFrame(pa.table({"p": pa.array(missing)}))
-            task = functools.partial(_missing_task, self.settings, basis.plan(latest))
-            rows = ids.repartition(len(missing)).mapInArrow(task, schema).collect()
-            counts += [r.asDict() for r in rows]
+        counts, records, latest = collect_partitions(
+            partition_users(marked, self.settings.partitions, d.key),
+            task, functools.partial(_missing_task_at, self.settings, basis), schema,
+            self.settings.partitions,
+        )  # fmt: skip
         for c in counts:
             c["counters"] = json.loads(c["counters"])
         return counts, records, latest
@@ -278,19 +252,3 @@ class KeyedEngine(Engine):
             f"watermark {format_instant(record['watermark']) or 'none'}, "
             f"{record['duration_s']:.1f}s"
         )
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "spark": None, "backend": None}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.backend = open_keyed_state(self.settings)
-
-    @override
-    def write_record(self, version: int, record: dict) -> None:
-        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
-
-    @override
-    def after_commit(self, version: int) -> None:
-        if version % self.settings.maintenance_every == 0:
-            self.backend.trim_job_records(self.settings.job, self.settings.retain)

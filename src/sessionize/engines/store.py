@@ -27,7 +27,7 @@ job record exists, and it is rewritten before that.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
@@ -178,6 +178,10 @@ def _missing_task(settings: EngineSettings, plan: BatchPlan, batches: Iterator[p
             yield _counts_batch(run_partition(settings, plan, partition, None))
 
 
+def _missing_task_at(settings: EngineSettings, basis: BatchBasis, latest: int | None):
+    return functools.partial(_missing_task, settings, basis.plan(latest))
+
+
 def run_partition(
     settings: EngineSettings, plan: BatchPlan, partition: int, rows: pa.Table | None = None
 ) -> dict[str, int]:
@@ -274,9 +278,7 @@ def _keyed(puts: pa.Table, state: pa.Table, valid: pa.Table) -> tuple[pa.Table, 
     complete rows of each one still open; so a key's new rows are those of its users in
     `puts`, and a key read with none left is removed. Rows of one key share its earliest
     expiry (the store keeps one expiry per key)."""
-    users = pa.concat_arrays(
-        [state["user_id"].combine_chunks(), valid["user_id"].combine_chunks()]
-    )
+    users = pa.concat_arrays([state["user_id"].combine_chunks(), valid["user_id"].combine_chunks()])
     keys = pa.concat_arrays(
         [state[STATE_USER_KEY].combine_chunks(), valid[STATE_USER_KEY].combine_chunks()]
     )
@@ -293,7 +295,92 @@ def _keyed(puts: pa.Table, state: pa.Table, valid: pa.Table) -> tuple[pa.Table, 
     return puts, gone
 
 
-class StoreEngine(Engine):
+def collect_partitions(
+    partitioned: DataFrame,
+    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    missing_task: Callable[[int | None], Callable[[Iterator[pa.RecordBatch]], Iterator]],
+    schema: str,
+    partitions: int,
+) -> tuple[list[dict], int, int | None]:
+    """Run `task` on every partition of `partitioned` (each returns one row of counters);
+    returns the rows, the batch's lines and its latest event time (from the marks every
+    task adds up). `missing_task(latest)` runs the partitions no row came to."""
+    counts = [r.asDict() for r in partitioned.mapInArrow(task, schema).collect()]
+    seen = {(c["records"], c["latest"]) for c in counts}
+    if len(seen) > 1:  # every task adds up the same marks
+        raise RuntimeError(f"partition tasks disagree on the batch's size: {sorted(seen)}")
+    records, latest = seen.pop() if seen else (0, None)
+    # Spark skips the tasks of an empty input (e.g. an hour with no files); those
+    # partitions still have state to expire and a version to commit. DataFrames only (no
+    # SparkContext), so that it runs over Spark Connect too.
+    missing = sorted(set(range(partitions)) - {c["partition"] for c in counts})
+    if missing:
+        ids = partitioned.sparkSession.createDataFrame(pa.table({"p": pa.array(missing)}))
+        rows = ids.repartition(len(missing)).mapInArrow(missing_task(latest), schema).collect()
+        counts += [r.asDict() for r in rows]
+    return counts, records, latest
+
+
+class StoreJobEngine(Engine):
+    """The driver side every job on our state store shares: the fence, the job log of
+    versions in the store, the query's settings. Subclasses set `spark`, `settings` (with
+    `job`, `partitions`, `retain`, `maintenance_every`, `epoch`), `backend` and `lease`,
+    and say how a backend is opened from the settings."""
+
+    settings: EngineSettings
+    backend: StateBackend
+    lease: Lease | None
+
+    def _open_backend(self) -> StateBackend:
+        raise NotImplementedError
+
+    def _fence_once(self) -> None:
+        """Fence the store before this driver's first batch opens any state. Not earlier:
+        on a new query Spark checks that its state directory, where a `files` store may
+        live (CHECKPOINT/state), is empty when batch 0 starts."""
+        if self.lease is not None and self.settings.epoch is None:
+            self.settings = fence_store(self.backend, self.settings, self.lease)
+
+    @override
+    def query_confs(self) -> dict[str, str]:
+        # Adaptive execution runs the shuffle of the partition job as a job of its own and
+        # re-plans between them, a fixed cost per micro-batch; it has nothing to adapt in an
+        # explicit `repartition(N, key)`, whose N tasks must all run anyway.
+        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
+
+    @override
+    def previous_record(self, request: BatchRequest) -> dict:
+        if request.first:
+            return {}
+        record = self.backend.read_job_record(self.settings.job, request.previous)
+        if record is None:
+            raise StateError(
+                f"state {self.backend} has no commit for version {request.previous} of job "
+                f"'{self.settings.job}', but version {request.version} is being run: the "
+                "checkpoint and the state store disagree (was the state moved or deleted?)"
+            )
+        return record
+
+    def __getstate__(self) -> dict:
+        # Over Spark Connect the engine runs inside foreachBatch on the server: the client's
+        # session stays behind and the backend's connections are opened there anew.
+        return {**self.__dict__, "spark": None, "backend": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.backend = self._open_backend()
+
+    @override
+    def write_record(self, version: int, record: dict) -> None:
+        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
+
+    @override
+    def after_commit(self, version: int) -> None:
+        if version % self.settings.maintenance_every == 0:
+            self.backend.trim_job_records(self.settings.job, self.settings.retain)
+
+
+class StoreEngine(StoreJobEngine):
     """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
     def __init__(
@@ -314,32 +401,9 @@ class StoreEngine(Engine):
         self.lease = lease  # None: unfenced
         self._marks: pa.Array | None = None
 
-    def _fence_once(self) -> None:
-        """Fence the store before this driver's first batch opens any state. Not earlier:
-        on a new query Spark checks that its state directory, where a `files` store may
-        live (CHECKPOINT/state), is empty when batch 0 starts."""
-        if self.lease is not None and self.settings.epoch is None:
-            self.settings = fence_store(self.backend, self.settings, self.lease)
-
     @override
-    def query_confs(self) -> dict[str, str]:
-        # Adaptive execution runs the shuffle of the partition job as a job of its own and
-        # re-plans between them, a fixed cost per micro-batch; it has nothing to adapt in an
-        # explicit `repartition(N, user_id)`, whose N tasks must all run anyway.
-        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
-
-    @override
-    def previous_record(self, request: BatchRequest) -> dict:
-        if request.first:
-            return {}
-        record = self.backend.read_job_record(self.settings.job, request.previous)
-        if record is None:
-            raise StateError(
-                f"state {self.backend} has no commit for version {request.previous} of job "
-                f"'{self.settings.job}', but version {request.version} is being run: the "
-                "checkpoint and the state store disagree (was the state moved or deleted?)"
-            )
-        return record
+    def _open_backend(self) -> StateBackend:
+        return open_state(self.settings)
 
     @override
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
@@ -379,50 +443,17 @@ class StoreEngine(Engine):
         # rather than crossing the shuffle, a file path on every line.
         parsed = parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
         marked = with_marks(parsed, self._mark_keys(parsed.sparkSession))
-        rows = (
-            partition_users(marked, self.settings.partitions)
-            .mapInArrow(task, _TASK_SCHEMA)
-            .collect()
-        )
-        counts = [r.asDict() for r in rows]
-        seen = {(c["records"], c["latest"]) for c in counts}
-        if len(seen) > 1:  # every task adds up the same marks
-            raise RuntimeError(f"partition tasks disagree on the batch's size: {sorted(seen)}")
-        records, latest = seen.pop() if seen else (0, None)
-        # Spark skips the tasks of an empty input (e.g. an hour with no files); those
-        # partitions still have sessions to expire and a version to commit. DataFrames only
-        # (no SparkContext), so that it runs over Spark Connect too.
-        missing = sorted(set(range(self.settings.partitions)) - {c["partition"] for c in counts})
-        if missing:
-            ids = parsed.sparkSession.createDataFrame(pa.table({"p": pa.array(missing)}))
-            task = functools.partial(_missing_task, self.settings, basis.plan(latest))
-            rows = ids.repartition(len(missing)).mapInArrow(task, _TASK_SCHEMA).collect()
-            counts += [r.asDict() for r in rows]
-        return counts, records, latest
+        missing = functools.partial(_missing_task_at, self.settings, basis)
+        return collect_partitions(
+            partition_users(marked, self.settings.partitions),
+            task, missing, _TASK_SCHEMA, self.settings.partitions,
+        )  # fmt: skip
 
     def _mark_keys(self, spark: SparkSession) -> pa.Array:
         """The batch marks' keys, found once per engine (a small Spark job)."""
         if self._marks is None:
             self._marks = mark_keys(spark, self.settings.partitions, self.settings.layout.user_type)
         return self._marks
-
-    def __getstate__(self) -> dict:
-        # Over Spark Connect the engine runs inside foreachBatch on the server: the client's
-        # session stays behind and the backend's connections are opened there anew.
-        return {**self.__dict__, "spark": None, "backend": None}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.backend = open_state(self.settings)
-
-    @override
-    def write_record(self, version: int, record: dict) -> None:
-        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
-
-    @override
-    def after_commit(self, version: int) -> None:
-        if version % self.settings.maintenance_every == 0:
-            self.backend.trim_job_records(self.settings.job, self.settings.retain)
 
 
 def settings_record(settings: EngineSettings) -> dict:
