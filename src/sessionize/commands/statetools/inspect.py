@@ -42,11 +42,7 @@ def read_state(
     sj: StateJob, version: int | None
 ) -> tuple[StateBackend, int, list[PartitionContents]]:
     """Every partition of the job at `version` (default: the one the next run builds on)."""
-    if sj.spark_state:
-        raise ConfigError(
-            f"{sj.what} keeps its state in Spark's state store; read it with Spark's state "
-            "data source, or move it into ours with `sessionize state import`"
-        )
+    sj.check_readable()
     sj.check_idle()
     backend = sj.backend()
     last = sj.last_version(backend)

@@ -16,7 +16,8 @@ from sessionize.engines.checkpoint import (
     output_lease,
     recorded,
 )
-from sessionize.engines.spark_state import PROVIDERS
+from sessionize.engines.locate import restorable_state
+from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError, LeaseHeld, StateError
 from sessionize.fs import child
 from sessionize.mapping import EventMapping
@@ -37,6 +38,7 @@ class StateJob:
     partitions: int
     rules: SessionRules
     mapping: EventMapping  # decides the state rows' schema (user id type, kept attributes)
+    engine: RestorableState | None = None  # a stream's engine (None: a batch job's store)
 
     @property
     def layout(self) -> Layout:
@@ -46,9 +48,10 @@ class StateJob:
     def what(self) -> str:
         return f"checkpoint {self.checkpoint}" if self.checkpoint else f"output {self.output}"
 
-    @property
-    def spark_state(self) -> bool:
-        return self.state in PROVIDERS
+    def check_readable(self) -> None:
+        """ConfigError (one line) unless the state tools can read this job's state."""
+        if self.engine is not None:
+            self.engine.check_readable(self.what)
 
     def home(self) -> str:
         """Where `--state files` keeps the store for this job."""
@@ -145,11 +148,11 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
             f"checkpoint {checkpoint} records its state without the password: pass "
             "--state with the full URI"
         )
-    uri = checkpoint if chosen in PROVIDERS else state_uri(chosen, home)
     return StateJob(
         checkpoint=checkpoint, output=None, job=str(settings.get("job", "sessionize")),
-        state=chosen, state_uri=uri, partitions=int(settings["partitions"]),
+        state=chosen, state_uri=state_uri(chosen, home), partitions=int(settings["partitions"]),
         rules=rules_of(settings), mapping=EventMapping.from_record(settings),
+        engine=restorable_state(checkpoint, settings, None, state),
     )  # fmt: skip
 
 

@@ -37,11 +37,7 @@ def move_state(
                 "partitions: nothing to do")  # fmt: skip
         return None
     sj = locate(checkpoint, output, state, job)
-    if sj.spark_state:
-        raise ConfigError(
-            f"{sj.what} keeps its state in Spark's state store: move it into one of ours "
-            "with `sessionize state import`"
-        )
+    sj.check_readable()
     count = partitions or sj.partitions
     with sj.lease():
         source = sj.backend()
