@@ -106,10 +106,10 @@ def rewind(
         })  # fmt: skip
         _undo(ck, to_batch)
         clear_rewind_intent(checkpoint)
+        rerun = "`stateful.stream`" if "processor" in ck.settings else "`sessionize stream`"
         say(
             f"rewound {checkpoint} to batch {to_batch} in {time.perf_counter() - started:.1f}s: "
-            "run the same `sessionize stream` command to recompute from batch "
-            f"{to_batch + 1}"
+            f"run the same {rerun} command to recompute from batch {to_batch + 1}"
         )
         return plan
 

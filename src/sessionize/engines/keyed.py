@@ -14,6 +14,7 @@ job log: the same order, lease, fence and exactly-once argument as the session e
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, coll
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
 from sessionize.sinks.parquet import ParquetSink
-from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
+from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
 from sessionize.stateful.keys import store_keys
@@ -94,7 +95,19 @@ def settings_record(settings: KeyedSettings) -> dict[str, object]:
         "params": settings.processor.params(),
         "partitions": settings.partitions,
         "lateness": format_duration(settings.lateness_us),
+        # The store's rows, for the state tools, which have the record but not the class.
+        "stored_rows": {
+            "schema": base64.b64encode(d.rows.schema.serialize().to_pybytes()).decode(),
+            "key": d.rows.key, "expiry": d.rows.expiry,
+        },  # fmt: skip
     }
+
+
+def recorded_rows(settings: dict) -> RowSpec:
+    """The store's rows of a stateful job, from its recorded settings (`settings_record`)."""
+    rows = settings["stored_rows"]
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(rows["schema"])))
+    return RowSpec(schema, key=rows["key"], expiry=rows["expiry"])
 
 
 def _task(settings: KeyedSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]):

@@ -4,9 +4,6 @@ version B of every partition (`state/base.py` retention keeps `RETAIN` of them).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 from typing_extensions import override
 
 from sessionize.config import redact_uri
@@ -20,12 +17,11 @@ class StoreRestorable(RestorableState):
     """A checkpoint whose state is in our store at `state_uri`, under `job`."""
 
     def __init__(
-        self, checkpoint: str, state_uri: Callable[[], str], job: str, under_checkpoint: bool,
-        state: str = "",
-    ):  # fmt: skip
+        self, checkpoint: str, state_uri: str, job: str, under_checkpoint: bool, state: str = ""
+    ):
         self.checkpoint = checkpoint
         self.state = state  # as the checkpoint records `--state`
-        self.state_uri = state_uri  # resolved when the store is first opened
+        self.state_uri = state_uri
         self.job = job
         # `--state files`: the store is the checkpoint's `state` directory, which Spark
         # wants empty when a query starts from nothing.
@@ -45,15 +41,15 @@ class StoreRestorable(RestorableState):
         job = str(settings.get("job", "sessionize"))
         state = str(settings.get("state", "files"))
         if state == "files":
-            uri = functools.partial(str, f"files:{checkpoint.rstrip('/')}/state")
+            uri = f"files:{checkpoint.rstrip('/')}/state"
         else:
-            uri = functools.partial(_state_uri, checkpoint, recorded_uri or state, given)
+            uri = _state_uri(checkpoint, recorded_uri or state, given)
         return cls(checkpoint, uri, job, under_checkpoint=state == "files", state=state)
 
     @property
     def backend(self) -> StateBackend:
         if self._backend is None:
-            self._backend = open_backend(self.state_uri())
+            self._backend = open_backend(self.state_uri)
         return self._backend
 
     @override
