@@ -1,13 +1,17 @@
 """The backward tools on a processor's job (examples/running_totals.py on Spark and the
-store): `history`, `status`, `state inspect/export`, `rewind`, `state repartition`, each
-checked against the plain loop of tests/stateful/test_running_totals.py. One stream, fed to
-the read-only checks, then rewound, repartitioned into another store and continued."""
+store, its outputs Parquet on S3): `history`, `status`, `state inspect/export`, `rewind`,
+`state repartition`, each checked against the plain loop of
+tests/stateful/test_running_totals.py. One stream, fed to the read-only checks, then
+rewound, repartitioned into another store and continued."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
@@ -19,9 +23,11 @@ from sessionize.commands.statetools.inspect import export_state, key_state, summ
 from sessionize.commands.statetools.job import locate
 from sessionize.commands.statetools.moves import move_state
 from sessionize.commands.status import describe, stream_status
+from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import open_backend
+from tests.s3_fixtures import s3_client, s3_endpoint  # noqa: F401 - fixture
 
-from .test_examples_engine import _orders, _write, read_output
+from .test_examples_engine import _orders, _write
 from .test_running_totals import reference
 
 SPLIT = _orders()  # four micro-batches, one file each
@@ -34,13 +40,21 @@ def _stream(spark, root: Path, state: str = "files", partitions: int = 2) -> Non
         .option("maxFilesPerTrigger", 1).json(str(root / "in"))
     )  # fmt: skip
     stateful.start(
-        rows, RunningTotals(), output=str(root / "out"), checkpoint=str(root / "chk"),
-        state=state, partitions=partitions, on_batch=lambda _: None,
+        rows, RunningTotals(), output=(root / "output").read_text(),
+        checkpoint=str(root / "chk"), state=state, partitions=partitions,
+        on_batch=lambda _: None,
     ).wait()  # fmt: skip
 
 
 def _per_batch(root: Path) -> list[set[tuple]]:
-    totals = read_output(root / "out", "totals")
+    """The committed batches of `totals` on S3, read through the commit files."""
+    sink = ManifestParquetSink((root / "output").read_text(), ("totals",))
+    fs, base = sink._fs()
+    totals = ds.dataset(
+        sink.committed_files("totals"), filesystem=fs, format="parquet",
+        partitioning=ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive"),
+        partition_base_dir=f"{base}/totals",
+    ).to_table()  # fmt: skip
     got: list[set[tuple]] = [set() for _ in range(max(totals["batch_id"].to_pylist()) + 1)]
     for row in totals.to_pylist():
         got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
@@ -48,8 +62,12 @@ def _per_batch(root: Path) -> list[set[tuple]]:
 
 
 @pytest.fixture(scope="module")
-def job(spark, tmp_path_factory) -> Path:
+def job(spark, tmp_path_factory, s3_endpoint) -> Path:  # noqa: F811 - the fixture
     root = tmp_path_factory.mktemp("backward")
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    (root / "output").write_text(f"s3://{bucket}/out?endpoint_override={s3_endpoint}"
+                                 "&scheme=http")  # fmt: skip
     _write(root / "in", SPLIT)
     _stream(spark, root)
     assert _per_batch(root) == reference(SPLIT)

@@ -147,7 +147,7 @@ def stream(
     Args:
         df: A streaming DataFrame with the processor's key column (and event time column).
         processor: The processor.
-        output: Where the outputs go: a local path.
+        output: Where the outputs go: a local path or an `s3://` URI (Parquet).
         checkpoint: Spark's checkpoint of the query, plus the settings it is bound to and,
             with `state="files"`, the state.
         state: `files` (under the checkpoint), `files:PATH`, or a server URI
@@ -207,7 +207,8 @@ def run(
     Args:
         df: A bounded DataFrame with the processor's key column (and event time column).
         processor: The processor.
-        output: Where the outputs go: a local path (its `_state` holds `state="files"`).
+        output: Where the outputs go: a local path (its `_state` holds `state="files"`) or
+            an `s3://` URI.
         state: `files` (under `output/_state`), `files:PATH`, or a server URI.
         partitions: State partitions (fixed by the first run).
         lateness: As for `stream`.

@@ -31,7 +31,9 @@ from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult
 from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, collect_partitions
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
+from sessionize.sinks.base import StagedSink
 from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
@@ -70,14 +72,17 @@ class KeyedSettings:
         return (*d.outputs, *late)
 
 
-def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> ParquetSink:
-    """The sink of a processor's outputs: Parquet at a local path (one directory per
-    output and batch). Raises ConfigError for another format or place, in one line."""
-    if output_format != "parquet" or ("://" in output and not output.startswith("file://")):
+def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> StagedSink:
+    """The sink of a processor's outputs: Parquet at a local path (one directory per output
+    and batch) or on `s3://` (commit files per batch). Raises ConfigError for another
+    format or place, in one line."""
+    local = "://" not in output or output.startswith("file://")
+    if output_format != "parquet" or not (local or output.startswith("s3://")):
         raise ConfigError(
-            f"stateful jobs write Parquet to a local path for now, not {output_format} at {output}"
+            f"stateful jobs write Parquet to a local path or s3:// for now, not {output_format} "
+            f"at {output}"
         )
-    return ParquetSink(output, names)
+    return ParquetSink(output, names) if local else ManifestParquetSink(output, names)
 
 
 def open_keyed_state(settings: KeyedSettings) -> StateBackend:
@@ -160,7 +165,7 @@ def run_partition(
             settings.processor, state, rows, batch_id=plan.version, partition=partition,
             watermark_before=plan.watermark_before, watermark_after=plan.watermark_after,
         )  # fmt: skip
-        sink = ParquetSink(settings.output, settings.output_names)
+        sink = keyed_sink(settings.output, settings.output_names)
         for name, table in result.outputs.items():
             sink.write_part(name, plan.version, partition, table)
         store.remove_many(result.removes)
@@ -191,7 +196,7 @@ class KeyedEngine(StoreJobEngine):
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_keyed_state(settings)
-        self.sink = ParquetSink(settings.output, settings.output_names)
+        self.sink = keyed_sink(settings.output, settings.output_names)
         self.lease = lease
         self._marks: pa.Array | None = None
 

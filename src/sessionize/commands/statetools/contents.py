@@ -15,9 +15,11 @@ from sessionize.config import SessionRules
 from sessionize.logic import advance
 from sessionize.schema import STATE_EXPIRY, Layout, layout
 from sessionize.state import RowSpec, StateBackend
+from sessionize.stateful.declared import NEVER_US
 
-# Every key expires before this (9999-12-31): `expiring(FAR_FUTURE_US)` lists all keys.
-FAR_FUTURE_US = 253_402_214_400_000_000
+# Every key expires before this, a processor's key without a timer too (its "never" is
+# 9999-12-31T23:59:59.999999Z): `expiring(FAR_FUTURE_US)` lists all keys.
+FAR_FUTURE_US = NEVER_US + 1
 # What `advance` compares closed_at with to hand back every open session.
 _EMIT_ALL_US = np.iinfo(np.int64).max
 PENDING = "pending_events"

@@ -12,9 +12,7 @@ import pyarrow.parquet as pq
 from sessionize.commands.statetools.contents import PartitionContents, StoredRows
 from sessionize.errors import ConfigError
 from sessionize.fs import resolve_fs
-
-# A timer at or after this is "no timer" (stateful/declared.py NEVER_US: 9999-12-31).
-_NO_TIMER_US = 253_402_300_799_999_999
+from sessionize.stateful.declared import NEVER_US
 
 
 def shown(rows: pa.Table, shape: StoredRows) -> pa.Table:
@@ -24,7 +22,7 @@ def shown(rows: pa.Table, shape: StoredRows) -> pa.Table:
     names = [n for n in rows.column_names if n != shape.spec.key or n == shape.key]
     rows = rows.select(names)
     at = rows[timer].cast(pa.int64())
-    none = pc.greater_equal(at, _NO_TIMER_US)
+    none = pc.greater_equal(at, NEVER_US)
     timers = pc.if_else(none, pa.scalar(None, pa.int64()), at).cast(rows.schema.field(timer).type)
     rows = rows.set_column(rows.schema.get_field_index(timer), timer, timers)
     return rows.sort_by([(shape.key, "ascending")])
@@ -33,7 +31,7 @@ def shown(rows: pa.Table, shape: StoredRows) -> pa.Table:
 def next_timer_us(rows: pa.Table, shape: StoredRows) -> int | None:
     """The earliest timer set in `rows` (None: none is)."""
     at = rows[shape.spec.expiry].cast(pa.int64())
-    return pc.min(at.filter(pc.less(at, _NO_TIMER_US))).as_py()
+    return pc.min(at.filter(pc.less(at, NEVER_US))).as_py()
 
 
 def key_rows(parts: list[PartitionContents], shape: StoredRows, key: str) -> pa.Table:
