@@ -17,7 +17,7 @@ import pytest
 
 from examples.running_totals import RunningTotals
 from sessionize import stateful
-from sessionize.commands.history import batch_history, open_checkpoint
+from sessionize.commands.history import batch_history, history_lines, open_checkpoint
 from sessionize.commands.rewind import rewind
 from sessionize.commands.statetools.inspect import export_state, key_state, summarize
 from sessionize.commands.statetools.job import locate
@@ -25,7 +25,7 @@ from sessionize.commands.statetools.moves import move_state
 from sessionize.commands.status import describe, stream_status
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import open_backend
-from tests.s3_fixtures import s3_client, s3_endpoint  # noqa: F401 - fixture
+from tests.s3_fixtures import s3_client
 
 from .test_examples_engine import _orders, _write
 from .test_running_totals import reference
@@ -62,8 +62,10 @@ def _per_batch(root: Path) -> list[set[tuple]]:
 
 
 @pytest.fixture(scope="module")
-def job(spark, tmp_path_factory, s3_endpoint) -> Path:  # noqa: F811 - the fixture
+def job(spark, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("backward")
+    # The shared S3 API server of the test services (.services/env.sh).
+    s3_endpoint = os.environ["SESSIONIZE_TEST_S3"].removeprefix("http://")
     bucket = f"t-{uuid.uuid4().hex[:12]}"
     s3_client(s3_endpoint).create_bucket(Bucket=bucket)
     (root / "output").write_text(f"s3://{bucket}/out?endpoint_override={s3_endpoint}"
@@ -80,6 +82,8 @@ def test_history_and_status_of_a_processor_job(job):
     assert history.committed == history.restorable == [0, 1, 2, 3]
     assert [b["events_in"] for b in history.batches] == [len(b) for b in SPLIT]
     assert [b["read"] for b in history.batches] == ["1 file"] * 4
+    lines = history_lines(ck, history)
+    assert [f"{len(b)} orders" in line for line, b in zip(lines, SPLIT, strict=False)] == [True] * 4
     status = stream_status(str(job / "chk"))
     assert status["last_batch"] == status["committed_batch"] == 3
     assert status["counters"] == {"orders": sum(len(b) for b in SPLIT)}

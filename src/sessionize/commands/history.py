@@ -147,6 +147,7 @@ def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
         "lines": counters.get("records"),
         "events_in": counters.get("events_in"),
         "sessions_out": counters.get("sessions_out"),
+        "counters": counters.get("counters"),  # a processor's own
         "late": counters.get("late"),
         "invalid": counters.get("invalid"),
         "watermark": format_instant(record.get("watermark")),
@@ -175,11 +176,13 @@ def describe_read(read: dict, previous: object) -> str:
 def history_lines(ck: Checkpoint, history: History) -> list[str]:
     lines = []
     for b in history.batches:
+        made = f"{_n(b['sessions_out'])} sessions out"
+        if b["counters"] is not None:  # a processor's job: its counters instead
+            made = "  ".join(f"{_n(v)} {k}" for k, v in sorted(b["counters"].items()))
         lines.append(
             f"batch {b['batch']}  {b['when'] or '?'}  read {b['read']}  "
             f"{_n(b['lines'])} lines  {_n(b['invalid'])} invalid  {_n(b['events_in'])} events in  "
-            f"{_n(b['sessions_out'])} sessions out  {_n(b['late'])} late  "
-            f"watermark after {b['watermark'] or 'none'}"
+            f"{made}  {_n(b['late'])} late  watermark after {b['watermark'] or 'none'}"
         )
     if not history.committed:
         lines.append(f"checkpoint {ck.path} has no committed batch")
