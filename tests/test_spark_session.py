@@ -21,6 +21,7 @@ PROBE = textwrap.dedent(
         "master": spark.sparkContext.master,
         "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
         "tz": spark.conf.get("spark.sql.session.timeZone"),
+        "tasks": spark.sparkContext.getConf().get("spark.ui.retainedTasks"),
     }))
     spark.stop()
     """
@@ -43,14 +44,18 @@ def _probe(tmp_path: Path, conf: dict, submit_args: list[str] | None = None) -> 
 
 
 def test_defaults_then_user_settings(tmp_path):
-    assert _probe(tmp_path, {}) == {"master": "local[*]", "partitions": "4", "tz": "UTC"}
-    got = _probe(tmp_path, {"master": "local[1]", "spark.sql.shuffle.partitions": "11"})
-    assert got == {"master": "local[1]", "partitions": "11", "tz": "UTC"}
+    # The status store's bound (docs/operations.md, "Bounds") is a default the user can raise.
+    got = _probe(tmp_path, {})
+    assert got == {"master": "local[*]", "partitions": "4", "tz": "UTC", "tasks": "10000"}
+    got = _probe(tmp_path, {"master": "local[1]", "spark.sql.shuffle.partitions": "11",
+                            "spark.ui.retainedTasks": "500"})  # fmt: skip
+    assert got == {"master": "local[1]", "partitions": "11", "tz": "UTC", "tasks": "500"}
 
 
 def test_spark_submit_settings_win_over_defaults(tmp_path):
     submit = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=9"]
-    assert _probe(tmp_path, {}, submit) == {"master": "local[2]", "partitions": "9", "tz": "UTC"}
+    got = _probe(tmp_path, {}, submit)
+    assert (got["master"], got["partitions"], got["tz"]) == ("local[2]", "9", "UTC")
     # --conf of the command still wins over spark-submit's.
     got = _probe(tmp_path, {"spark.sql.shuffle.partitions": "3"}, submit)
     assert got["partitions"] == "3"

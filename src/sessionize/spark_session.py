@@ -67,6 +67,13 @@ def get_spark(
         "spark.driver.memory": os.environ.get("SESSIONIZE_DRIVER_MEMORY", "2g"),
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}",
+        # Spark's status store keeps jobs, stages, tasks and SQL runs even with the UI off
+        # (1,000 / 1,000 / 100,000 / 1,000 by default): a stream of small batches fills it
+        # for days. These bounds keep the driver's heap flat within a few hundred batches.
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.ui.retainedTasks": "10000",
+        "spark.sql.ui.retainedExecutions": "100",
     }
     if submitted_jvm:
         # Started by spark-submit: its JVM already runs and holds the user's settings.
@@ -154,4 +161,3 @@ def _unanswered(host: str, port: int, timeout_s: float) -> str | None:
 def is_connect(spark) -> bool:
     """A Spark Connect session (no SparkContext, functions run on the server)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
-
