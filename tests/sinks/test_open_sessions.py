@@ -23,7 +23,7 @@ from sessionize.errors import ConfigError
 T0 = datetime(2026, 11, 1, 10, tzinfo=UTC)
 GAP = timedelta(minutes=10)
 LATENESS = timedelta(minutes=2)
-FILES, MINUTES_PER_FILE, USERS = 3, 20, 25
+FILES, MINUTES_PER_FILE, USERS = 3, 20, 40
 
 
 def _write_events(folder) -> list[list[dict]]:
@@ -47,7 +47,7 @@ def _write_events(folder) -> list[list[dict]]:
     return files
 
 
-def _open_count(files: list[list[dict]], batch: int) -> int:
+def _open_count(files: list[list[dict]], batch: int, lateness: timedelta = LATENESS) -> int:
     """Reference: the sessions open after `batch`, by a plain loop over the events of files
     0..batch (a new session after a pause longer than the gap; emitted once the watermark,
     the latest event time minus the lateness, is past its last event plus the gap)."""
@@ -60,7 +60,7 @@ def _open_count(files: list[list[dict]], batch: int) -> int:
                 continue  # late
             times.setdefault(e["user_id"], set()).add(t)
         latest = max(t for ts in times.values() for t in ts)
-        watermark = latest - LATENESS
+        watermark = latest - lateness
     open_sessions = 0
     for ts in times.values():
         ordered = sorted(ts)
@@ -136,3 +136,41 @@ def test_refused_where_rows_cannot_be_replaced_by_user(output, fmt, state, says)
     with pytest.raises(ConfigError, match="--open-sessions") as e:
         check_open_sessions(True, output, fmt, state.startswith("spark-"))
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_rewind_rebuilds_open_sessions_from_the_restored_state(spark, tmp_path):
+    """Delta: rewound to batch 1, `open_sessions` is emptied with batch 2; the rerun of
+    batch 2 hands every user of the restored state to the logic, so sessions open since
+    batch 1 that batch 2 does not touch are back: the end state equals the first run's and
+    counts what the reference counts, with no session both open and emitted."""
+    from sessionize.commands.rewind import rewind
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from tests.sinks.conftest import read_rows
+
+    files = _write_events(tmp_path / "in")
+    out, lateness = str(tmp_path / "out"), timedelta(minutes=30)  # sessions stay open longer
+    opts = StreamOptions(
+        input=str(tmp_path / "in"), output=out, checkpoint=str(tmp_path / "chk"), partitions=2,
+        max_files_per_trigger=1, open_sessions=True, output_format="delta",
+        rules=SessionRules(gap_us=int(GAP.total_seconds() * 1e6),
+                           lateness_us=int(lateness.total_seconds() * 1e6)),
+    )  # fmt: skip
+
+    def seen() -> tuple[list[tuple[str, int]], list[str]]:
+        opened = read_rows("delta", out, "open_sessions")
+        emitted = read_rows("delta", out, "sessions")
+        pairs = zip(opened["session_id"].to_pylist(), opened["updated_batch"].to_pylist(),
+                    strict=True) if opened.num_rows else []  # fmt: skip
+        return sorted(pairs), sorted(emitted["session_id"].to_pylist()) if emitted.num_rows else []
+
+    run_stream(opts, spark, on_batch=lambda _: None)
+    opened, emitted = seen()
+    assert len(opened) == _open_count(files, FILES - 1, lateness) and emitted
+    untouched = [s for s, b in opened if b < FILES - 1]
+    assert untouched  # open since an earlier batch, which the last batch does not touch
+    rewind(str(tmp_path / "chk"), FILES - 2, say=lambda _: None)
+    assert seen()[0] == []
+    run_stream(opts, spark, on_batch=lambda _: None)
+    again, emitted_again = seen()
+    assert [s for s, _ in again] == [s for s, _ in opened] and emitted_again == emitted
+    assert not {s for s, _ in again} & set(emitted_again)
