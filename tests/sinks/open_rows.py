@@ -23,7 +23,7 @@ OPEN_AFTER = {0: {1: "a", 2: "b"}, 1: {1: "a", 3: "c"}}
 
 
 def open_sink_of(kind: str, root: str) -> Sink:
-    fmt = "parquet" if kind == "postgresql" else kind.removesuffix("-s3")
+    fmt = "delta" if kind.startswith("delta") else "parquet"
     return open_sink(root, fmt, job="job-a", open_sessions=True)
 
 
