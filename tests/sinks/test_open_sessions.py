@@ -38,8 +38,14 @@ def _write_events(folder) -> list[list[dict]]:
         for _ in range(60):
             t = T0 + timedelta(minutes=MINUTES_PER_FILE * k,
                                seconds=rng.randrange(MINUTES_PER_FILE * 60))  # fmt: skip
-            events.append({"user_id": rng.randrange(1, USERS + 1), "action": "view",
-                           "event_time": t.isoformat(), "page": {"current": rng.choice("abc")}})
+            events.append(
+                {
+                    "user_id": rng.randrange(1, USERS + 1),
+                    "action": "view",
+                    "event_time": t.isoformat(),
+                    "page": {"current": rng.choice("abc")},
+                }
+            )
         path = hour / f"part-{k:05d}.json"
         path.write_text("".join(json.dumps(e) + "\n" for e in events))
         os.utime(path, (1_800_000_000 + k, 1_800_000_000 + k))
@@ -70,9 +76,7 @@ def _open_count(files: list[list[dict]], batch: int, lateness: timedelta = LATEN
     return open_sessions
 
 
-def test_dashboard_never_sees_a_session_twice_and_counts_the_open_ones(
-    spark, pg_output, tmp_path
-):
+def test_dashboard_never_sees_a_session_twice_and_counts_the_open_ones(spark, pg_output, tmp_path):
     from sessionize.commands.stream import StreamOptions, run_stream
 
     files = _write_events(tmp_path / "in")

@@ -9,7 +9,7 @@ Pure and vectorized, like the rest of the logic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -19,8 +19,7 @@ from sessionize.logic.boundaries import END_REASONS, US_PER_MS
 from sessionize.logic.carried import content_columns, last_values
 from sessionize.logic.ids import session_ids
 
-if TYPE_CHECKING:
-    from sessionize.logic.sessions import _Split
+_Split = Any  # sessions._Split (sessions.py imports this module): the cut sessions
 
 
 def emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Table]:

@@ -10,14 +10,13 @@ the same table again: deleting a key's rows and inserting its new ones is idempo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pyarrow as pa
 
 from sessionize.sinks.replaced import KEY
 
-if TYPE_CHECKING:
-    from sessionize.sinks.delta import DeltaSink
+DeltaSink = Any  # sinks/delta.py's, which imports this module
 
 _OP = "_sessionize_op"
 
@@ -49,8 +48,13 @@ def replace_by_key(
     source = _merge_source(keys, rows)
     columns = {c: f"s.`{c}`" for c in rows.column_names}
     (
-        dt.merge(source, f"t.`{KEY}` = s.`{KEY}` AND s.{_OP} = 'key'", source_alias="s",
-                 target_alias="t", commit_properties=props)  # fmt: skip
+        dt.merge(
+            source,
+            f"t.`{KEY}` = s.`{KEY}` AND s.{_OP} = 'key'",
+            source_alias="s",
+            target_alias="t",
+            commit_properties=props,
+        )  # fmt: skip
         .when_matched_delete()
         .when_not_matched_insert(columns, predicate=f"s.{_OP} = 'put'")
         .execute()

@@ -39,6 +39,4 @@ def key_schema(lay: Layout) -> pa.Schema:
 
 def refuse(where: str, instead: str) -> ConfigError:
     """The one line for an output or engine that cannot replace rows by key."""
-    return ConfigError(
-        f"--open-sessions: {where} cannot replace rows by user; {instead}"
-    )
+    return ConfigError(f"--open-sessions: {where} cannot replace rows by user; {instead}")
