@@ -13,7 +13,9 @@ retried driver step) sees that transaction and commits nothing.
 For readers: `sessions` is partitioned by `session_date` (the usual filter), the other tables
 are not partitioned (they are small; a partition per batch would make many small files).
 Each file holds one batch until compaction, so `batch_id` filters skip files by their
-statistics. No deletion vectors, column mapping or other table features are used (reader
+statistics. With `--open-sessions` the table `open_sessions` (no `batch_id`: rows carry
+`updated_batch`) is replaced by user in one MERGE per batch, committed before the others
+(`delta_replaced.py`). No deletion vectors, column mapping or other table features are used (reader
 version 1, writer version 2), so Spark's Delta, DuckDB `delta_scan`, Polars and Trino read
 them. `compact_and_vacuum` is the maintenance step.
 """

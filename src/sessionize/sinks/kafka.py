@@ -11,7 +11,9 @@ so a restarted job's producer fences its predecessor and aborts the transaction 
 A crash after the Kafka commit but before the job's batch record makes the job run the batch
 again. The markers say which batches are on Kafka already: the sink reads them back
 (read_committed) when it first publishes in a process, and a batch with a marker is not
-produced again. Kafka cannot retract records, so `invalidate_from` over batches on Kafka
+produced again. With `--open-sessions`, the same transaction holds one record per touched
+user on `PREFIX.open_sessions` (all their open sessions, or a tombstone). Kafka cannot
+retract records, so `invalidate_from` over batches on Kafka
 (rewind, batch reprocessing) is refused unless the URI says `duplicates=accept`; then those
 batches' markers are retired and the rerun produces them again, next to the first copies.
 

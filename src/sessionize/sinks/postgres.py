@@ -16,7 +16,9 @@ previous content and the staged rows (the rerun stages again); after it, the bat
 once, and a repeated publish (nothing staged, no attempt open) changes nothing.
 `invalidate_from` deletes the batches from N of every output and their batch rows in a
 transaction of its own. Readers therefore see whole batches 0..K at every moment, across
-all the outputs (unlike files, where each output is switched on its own).
+all the outputs (unlike files, where each output is switched on its own). With
+`--open-sessions`, the same transaction first replaces the touched users' rows of
+`open_sessions` (`postgres_replaced.py`).
 """
 
 from __future__ import annotations
