@@ -68,8 +68,10 @@ def check_open_sessions(wanted: bool, output: str, fmt: str, spark_state: bool) 
     if not wanted:
         return
     if spark_state:
-        raise replaced.refuse("Spark-managed state (--state spark-*)",
-                              "use --state files (or another store of ours)")  # fmt: skip
+        raise replaced.refuse(
+            "Spark-managed state (--state spark-*) cannot be read whole to rebuild it",
+            "use --state files (or another store of ours)",
+        )
     open_sink(output, fmt, open_sessions=True)
 
 
@@ -125,7 +127,8 @@ def open_sink(
         raise ConfigError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
     if open_sessions:
         raise replaced.refuse(
-            "a Parquet output", "use --output-format delta, a postgresql:// or a kafka:// output"
+            "a Parquet output cannot replace rows by user",
+            "use --output-format delta, a postgresql:// or a kafka:// output",
         )
     if output.startswith("s3://"):
         return ManifestParquetSink(output)

@@ -37,6 +37,6 @@ def key_schema(lay: Layout) -> pa.Schema:
     return pa.schema([pa.field(KEY, lay.user_type, nullable=False)])
 
 
-def refuse(where: str, instead: str) -> ConfigError:
-    """The one line for an output or engine that cannot replace rows by key."""
-    return ConfigError(f"--open-sessions: {where} cannot replace rows by user; {instead}")
+def refuse(problem: str, instead: str) -> ConfigError:
+    """The one line for an output or engine that cannot keep a replaced output."""
+    return ConfigError(f"--open-sessions: {problem}; {instead}")
