@@ -37,6 +37,8 @@ EVENT_KEY = ("user_id", "event_time", "page")
 STATE = EVENT.append(pa.field("expires_at", TS, nullable=False))
 STATE_KEY = "user_id"
 STATE_EXPIRY = "expires_at"
+OPEN_SESSIONS = "open_sessions"  # the output replaced by user_id each batch (--open-sessions)
+UPDATED_BATCH = "updated_batch"
 
 SESSIONS = pa.schema(
     [
@@ -221,6 +223,14 @@ class Layout:
             "late_events": self.late_events,
             "invalid_events": INVALID_EVENTS,
         }
+
+    @functools.cached_property
+    def open_sessions(self) -> pa.Schema:
+        """OPEN_SESSIONS (`--open-sessions`): a `sessions` row as known so far, when the
+        watermark emits it unless new events extend it, and the batch that wrote it."""
+        return self.sessions.append(pa.field(STATE_EXPIRY, TS, nullable=False)).append(
+            pa.field(UPDATED_BATCH, pa.int64(), nullable=False)
+        )
 
     def _with_user(self, base: pa.Schema, attrs_after: str | None = None) -> pa.Schema:
         out = []

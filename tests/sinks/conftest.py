@@ -17,7 +17,7 @@ from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import open_sink
 from tests.s3_fixtures import REPO, S3_SCRIPT, bucket_uri, s3_client, s3_endpoint  # noqa: F401
 
-KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql")
+KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql", "kafka")
 
 
 @pytest.fixture(params=KINDS)
@@ -31,6 +31,10 @@ def root(kind, tmp_path, request) -> str:
         return request.getfixturevalue("bucket_uri")
     if kind == "postgresql":
         return request.getfixturevalue("pg_output")
+    if kind == "kafka":
+        from tests.sinks.kafka_consumer import kafka_uri
+
+        return kafka_uri(tmp_path)
     return str(tmp_path / "out")
 
 
@@ -49,9 +53,8 @@ def pg_output() -> Iterator[str]:
 
 
 def make_sink(kind: str, root: str) -> Sink:
-    return open_sink(
-        root, "parquet" if kind == "postgresql" else kind.removesuffix("-s3"), job="job-a"
-    )
+    fmt = "delta" if kind.startswith("delta") else "parquet"
+    return open_sink(root, fmt, job="job-a")
 
 
 def read_rows(kind: str, root: str, name: str) -> pa.Table:
@@ -75,6 +78,12 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
         return table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
     if kind == "postgresql":
         return _pg_rows(root, name)
+    if kind == "kafka":  # what a read_committed consumer sees
+        from tests.sinks.kafka_consumer import read_topic
+
+        records = read_topic(root, name)
+        columns = ["batch_id", "raw" if name == "invalid_events" else "session_id"]
+        return pa.table({c: [r[c] for r in records] for c in columns}) if records else pa.table({})
     if kind == "parquet-s3":
         from sessionize.sinks.parquet_s3 import read_committed
 

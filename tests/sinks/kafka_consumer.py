@@ -42,7 +42,8 @@ def read_topic(uri: str, name: str, isolation: str = "read_committed") -> list[d
                 pending.discard(msg.partition())
                 continue
             key = None if msg.key() is None else msg.key().decode()
-            out.append({"key": key, **json.loads(msg.value())})
+            value = msg.value()  # None: a tombstone (an output replaced by key)
+            out.append({"key": key, **(json.loads(value) if value is not None else {})})
         return out
     finally:
         consumer.close()

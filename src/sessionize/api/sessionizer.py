@@ -54,7 +54,7 @@ from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import EventMapping
 from sessionize.sinks.kafka import with_staging
-from sessionize.sinks.registry import check_output, open_sink
+from sessionize.sinks.registry import check_open_sessions, check_output, open_sink
 from sessionize.state import StateBackend, open_backend
 from sessionize.state.lease import Lease
 
@@ -279,6 +279,7 @@ class Sessionizer:
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
         metrics_port: int | None = None,
+        open_sessions: bool = False,
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
@@ -311,6 +312,8 @@ class Sessionizer:
                 logger).
             metrics_port: Serve Prometheus metrics on this port of this process (0: any
                 free port) while the query runs (engines/metrics.py; extra `metrics`).
+            open_sessions: Also keep `open_sessions`, the sessions not yet emitted, replaced
+                by user each batch (Delta, PostgreSQL, Kafka; docs/how-to/open-sessions.md).
 
         Returns:
             Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
@@ -334,7 +337,7 @@ class Sessionizer:
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
             output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-            metrics_port=metrics_port,
+            metrics_port=metrics_port, open_sessions=open_sessions,
         ).query  # fmt: skip
 
     def start(
@@ -350,6 +353,7 @@ class Sessionizer:
         input_name: str = "dataframe",
         metrics_port: int | None = None,
         source_options: Mapping[str, str] | None = None,
+        open_sessions: bool = False,
     ) -> StreamRun:
         """`stream`, returning the run (its query, batch records, `wait()`).
 
@@ -368,13 +372,14 @@ class Sessionizer:
             metrics_port: As for `stream`; the metrics include the input's lag unless
                 `input_name` is `dataframe`.
             source_options: The input's options, to measure its lag.
+            open_sessions: As for `stream`.
 
         Returns:
             The StreamRun: `query`, the committed batch `records`, and `wait()`, which
             waits for the end and raises a batch's SessionizeError as itself.
 
         Raises:
-            ConfigError: As for `stream`.
+            ConfigError: As for `stream` (and `open_sessions` where it cannot be kept).
             IncompatibleCheckpoint: As for `stream`.
             LeaseHeld: As for `stream`.
             StateError: As for `stream`.
@@ -395,6 +400,7 @@ class Sessionizer:
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
                 input_name=input_name, metrics_port=metrics_port, source_options=source_options,
+                open_sessions=open_sessions,
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
@@ -404,11 +410,12 @@ class Sessionizer:
         try:
             resolved, output_format = self.with_checkpoint(checkpoint, output_format)
             check_output(output, output_format)
+            check_open_sessions(open_sessions, output, output_format, self.state in SPARK_STATES)
             metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
                                      source_options or {})  # fmt: skip
             return resolved._start(
                 events, output, checkpoint, spark_trigger, output_format, progress_log,
-                on_batch or _LOG.info, input_name, lease, metrics,
+                on_batch or _LOG.info, input_name, lease, metrics, open_sessions,
             )  # fmt: skip
         except BaseException:
             lease.release()
@@ -417,7 +424,7 @@ class Sessionizer:
             raise
 
     def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
-               on_batch, input_name, lease, metrics) -> StreamRun:  # fmt: skip
+               on_batch, input_name, lease, metrics, open_sessions=False) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, child(checkpoint, "state"))
         refuse_if_rewinding(checkpoint)
         identity = {"output": output}
@@ -454,7 +461,7 @@ class Sessionizer:
         else:
             engine = self.store_engine(
                 spark, backend, parser, output=output, state_uri=store_uri,
-                output_format=output_format, lease=lease,
+                output_format=output_format, lease=lease, open_sessions=open_sessions,
             )  # fmt: skip
         return launch(
             spark, engine, records, job=self.job, checkpoint=checkpoint, trigger=trigger,
@@ -472,13 +479,15 @@ class Sessionizer:
         state_uri: str,
         output_format: str,
         lease: Lease | None = None,
+        open_sessions: bool = False,
     ) -> StoreEngine:
         """The `store` engine of these rules over `parser`'s records (also batch mode's);
         with the driver's `lease`, the store is fenced for it (state/lease.py)."""
-        settings = self.engine_settings(state_uri, output, output_format)
+        settings = self.engine_settings(state_uri, output, output_format, open_sessions)
         return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
 
-    def engine_settings(self, state_uri: str, output: str, output_format: str) -> EngineSettings:
+    def engine_settings(self, state_uri: str, output: str, output_format: str,
+                        open_sessions: bool = False) -> EngineSettings:  # fmt: skip
         """What the store engine's tasks need for these rules, with absolute local paths
         (relative ones would resolve in each executor's own directory)."""
         if state_uri.startswith("files:"):
@@ -486,7 +495,7 @@ class Sessionizer:
         return EngineSettings(
             rules=self.rules, partitions=self.partitions, state_uri=state_uri, job=self.job,
             output=absolute_local(output), output_format=output_format,
-            max_future_us=self.max_future_us, mapping=self.mapping,
+            max_future_us=self.max_future_us, mapping=self.mapping, open_sessions=open_sessions,
         )  # fmt: skip
 
     def file_parser(self) -> Parser:

@@ -257,12 +257,17 @@ def job_settings(
     metavar="KEY=VALUE",
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
+@click.option(
+    "--open-sessions", is_flag=True, default=False,
+    help="Also keep `open_sessions`: the sessions not yet emitted, replaced by user each batch "
+    "(Delta, PostgreSQL or Kafka outputs; the store engine).",
+)  # fmt: skip
 @max_future_option
 @mapping_options
 @input_format_option
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
-    input_format, metrics_port, **job,
+    input_format, metrics_port, open_sessions, **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
@@ -280,6 +285,7 @@ def stream(
         mapping=replace(mapping, input_format=input_format),
         explicit=given_settings(),
         metrics_port=metrics_port,
+        open_sessions=open_sessions,
     )
     run_stream(opts, on_batch=click.echo)
 

@@ -54,6 +54,7 @@ from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
 from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, STATE_USER_KEY, Layout, layout
 from sessionize.sinks.registry import open_sink
+from sessionize.sinks.replaced import OPEN_SESSIONS, stage_batch
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, layout_rows, open_backend
 from sessionize.state.lease import Lease
 
@@ -68,6 +69,7 @@ TASK_COUNTERS = (
 TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_FIELDS)
 ADAPTIVE_CONF = "spark.sql.adaptive.enabled"
+EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class EngineSettings:
     # has fenced the job (state/lease.py). None: unfenced.
     epoch: int | None = None
     mapping: EventMapping = EventMapping()  # where the fields are; part of the state
+    open_sessions: bool = False  # also the `open_sessions` output, replaced by user
 
     @property
     def layout(self) -> Layout:
@@ -120,6 +123,9 @@ class BatchPlan:
     previous: int  # the version this one builds on (-1: the empty state)
     watermark_before: int | None
     watermark_after: int | None
+    # Hand every user of the state to the logic, so that the batch republishes the whole
+    # `open_sessions` output (it is behind the state: new, or emptied by a removal).
+    refresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class BatchBasis:
     max_event_before: int | None  # latest valid event time of the batches before
     end_watermark: int | None  # batch mode: the watermark is the end of the hour
     lateness_us: int
+    refresh: bool = False  # BatchPlan.refresh
 
     def latest_event(self, latest: int | None) -> int | None:
         """The latest valid event time so far, given the batch's own."""
@@ -149,7 +156,7 @@ class BatchBasis:
         else:
             after = max_event - self.lateness_us
         after = _max(self.watermark_before, after)
-        return BatchPlan(self.version, self.previous, self.watermark_before, after)
+        return BatchPlan(self.version, self.previous, self.watermark_before, after, self.refresh)
 
 
 def _task(settings: EngineSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]):
@@ -192,8 +199,9 @@ def run_partition(
     store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
     try:
         keys = pc.unique(valid[lay.state_key])
-        if plan.watermark_after is not None:
-            keys = pc.unique(pa.concat_arrays([keys, store.expiring(plan.watermark_after)]))
+        upto = EVERY_KEY_US if plan.refresh else plan.watermark_after
+        if upto is not None:
+            keys = pc.unique(pa.concat_arrays([keys, store.expiring(upto)]))
         state = store.get_many(keys)
         step = advance(
             state,
@@ -202,13 +210,18 @@ def run_partition(
             watermark_before=plan.watermark_before,
             watermark_after=plan.watermark_after,
             layout=lay,
+            open_sessions=settings.open_sessions,
         )
         puts, removes = step.state_puts, step.state_removes
         if lay.string_keys:
             puts, removes = _keyed(puts, state, valid)
         sink = open_sink(
-            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping,
+            open_sessions=settings.open_sessions,
         )
+        if settings.open_sessions:
+            stage_batch(sink, OPEN_SESSIONS, plan.version, partition, step.touched,
+                        step.open_sessions)  # fmt: skip
         sink.write_part("sessions", plan.version, partition, step.sessions)
         sink.write_part("page_views", plan.version, partition, step.page_views)
         sink.write_part("late_events", plan.version, partition, step.late)
@@ -396,7 +409,8 @@ class StoreEngine(StoreJobEngine):
         self.parser = parser  # raw records -> events and invalid rows (JSON lines by default)
         self.backend = backend or open_state(settings)
         self.sink = open_sink(
-            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping,
+            open_sessions=settings.open_sessions,
         )
         self.lease = lease  # None: unfenced
         self._marks: pa.Array | None = None
@@ -422,6 +436,7 @@ class StoreEngine(StoreJobEngine):
             previous.get("max_event_time"),
             request.end_watermark,
             self.settings.rules.lateness_us,
+            self._refresh(request),
         )
         counts, records, latest = self._run_partitions(parsed, basis)
         batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
@@ -432,6 +447,15 @@ class StoreEngine(StoreJobEngine):
             "max_event_time": basis.latest_event(latest),
         }
         return BatchResult(batch, basis.plan(latest).watermark_after, fields)
+
+    def _refresh(self, request: BatchRequest) -> bool:
+        """Whether `open_sessions` is behind the state this batch builds on (turned on
+        for a running job, emptied by a removal of batches, or a batch of it published
+        before a crash): then the batch hands every user to the logic, once."""
+        if not self.settings.open_sessions or request.first:
+            return False
+        return self.sink.replaced_as_of(OPEN_SESSIONS) not in (request.previous,
+                                                               request.version)  # fmt: skip
 
     def _run_partitions(
         self, parsed: DataFrame, basis: BatchBasis
@@ -469,8 +493,4 @@ def settings_record(settings: EngineSettings) -> dict:
 
 
 def _max(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
+    return b if a is None else a if b is None else max(a, b)

@@ -46,7 +46,8 @@ class StepResult:
     `sessions` (SESSIONS), `page_views` (PAGE_VIEWS), `late` (LATE_EVENTS) and
     `state_puts` (STATE: the complete new rows of every handed-in user that still has
     open events). `state_removes` lists, ascending, the users of the input state that
-    have no open events left.
+    have no open events left. With `advance(open_sessions=True)`: `open_sessions` (the
+    OPEN_SESSIONS rows of the handed-in users) and `touched` (those users, ascending).
     """
 
     sessions: pa.Table
@@ -55,3 +56,5 @@ class StepResult:
     state_puts: pa.Table
     state_removes: pa.Array
     stats: StepStats
+    open_sessions: pa.Table | None = None
+    touched: pa.Array | None = None

@@ -49,10 +49,10 @@ import pyarrow.compute as pc
 from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.logic.bots import is_bot
-from sessionize.logic.boundaries import END_REASONS, US_PER_MS, cut_sessions
-from sessionize.logic.carried import content_columns, last_values
-from sessionize.logic.ids import same_millisecond, session_ids
+from sessionize.logic.boundaries import cut_sessions
+from sessionize.logic.ids import same_millisecond
 from sessionize.logic.result import StepResult, StepStats
+from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
 
 
@@ -64,6 +64,7 @@ def advance(
     watermark_before: int | None,
     watermark_after: int | None,
     layout: schema.Layout | None = None,
+    open_sessions: bool = False,
 ) -> StepResult:
     """Advance the handed-in users of one partition by one micro-batch.
 
@@ -74,6 +75,9 @@ def advance(
     meaning minus infinity: `watermark_before` judges lateness, `watermark_after`
     (>= `watermark_before`) decides which sessions are emitted. `layout` gives the user
     id's type and the kept attributes (default: integer ids, the five default attributes).
+    With `open_sessions`, the result also holds the rows of the sessions still open
+    (session_rows.open_session_rows) and the users handed in (`touched`), whose rows of
+    open sessions these replace.
     """
     _check_watermarks(watermark_before, watermark_after)
     lay = layout or schema.layout()
@@ -121,7 +125,7 @@ def advance(
         rows, order, user[order], time[order], is_close[order], rules, watermark_after,
         *(None if c is None else c[order] for c in (change, gap)),
     )  # fmt: skip
-    sessions, page_views = _emitted_tables(split, lay)
+    sessions, page_views = emitted_tables(split, lay)
     state_puts = _state_table(split, lay)
 
     open_users = np.unique(split.user[~split.row_emitted])
@@ -140,7 +144,12 @@ def advance(
         open_users_after=len(open_users),
         bot_events=bot_events,
     )
-    return StepResult(sessions, page_views, late, state_puts, state_removes, stats)
+    if not open_sessions:
+        return StepResult(sessions, page_views, late, state_puts, state_removes, stats)
+    return StepResult(
+        sessions, page_views, late, state_puts, state_removes, stats,
+        open_sessions=open_session_rows(split, lay), touched=user_values(np.unique(user)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -274,81 +283,6 @@ def _bits(values: np.ndarray | None) -> int:
 # ---------------------------------------------------------------------------- outputs
 
 
-def _emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Table]:
-    """SESSIONS and PAGE_VIEWS rows of the emitted sessions, both in sorted key order."""
-    if not split.emitted.any():
-        return lay.sessions.empty_table(), lay.page_views.empty_table()
-    sel = np.flatnonzero(split.emitted)
-    first, last = split.starts[sel], split.ends[sel]
-    start_t, end_t = split.time[first], split.time[last]
-    counts = (last - first + 1).astype(np.int64)
-    first_rows = pa.array(split.order[first])
-    users = _take(split.rows["user_id"], first_rows)
-    ids = session_ids(users, start_t, split.rank[sel])
-
-    # Emitted sessions are runs of consecutive positions: their pages, in order, are both
-    # the sessions' `pages` lists and the page views' `page` column.
-    pos = np.flatnonzero(split.row_emitted)
-    pages = _take(split.rows["page"], split.order[pos])
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    offsets = pa.array(bounds.astype(np.int32))
-    duration_ms = (end_t - start_t) // US_PER_MS
-    carried = _carried(split, pos, bounds, duration_ms, lay)
-    sessions = pa.Table.from_arrays(
-        [
-            ids,
-            users,
-            _ts(start_t),
-            _ts(end_t),
-            _ts(split.closed_at[sel]),
-            pa.array(duration_ms, pa.int64()),
-            pa.array(counts, pa.int64()),
-            pa.ListArray.from_arrays(offsets, pages),
-            END_REASONS.take(pa.array(split.reason[sel])),
-            *(_take(split.rows[name], first_rows) for name in lay.attributes),
-            *carried,
-            pa.array(split.day[sel], pa.int32()).view(pa.date32()),
-        ],
-        schema=lay.sessions,
-    )
-
-    session = split.session[pos]
-    t = split.time[pos]
-    is_last = pos == split.ends[session]
-    next_t = split.time[np.minimum(pos + 1, max(len(split.time) - 1, 0))]
-    until = np.where(is_last, split.closed_at[session], next_t)
-    row_in_sessions = (np.cumsum(split.emitted) - 1)[session]
-    page_views = pa.Table.from_arrays(
-        [
-            ids.take(pa.array(row_in_sessions)),
-            _take(split.rows["user_id"], pa.array(split.order[pos])),
-            _ts(t),
-            pages,
-            pa.array((pos - split.starts[session] + 1).astype(np.int32), pa.int32()),
-            pa.array((until - t) // US_PER_MS, pa.int64()),
-        ],
-        schema=lay.page_views,
-    )
-    return sessions, page_views
-
-
-def _carried(
-    split: _Split, pos: np.ndarray, bounds: np.ndarray, duration_ms: np.ndarray,
-    lay: schema.Layout,
-) -> list[pa.Array]:  # fmt: skip
-    """The `last:` kept fields and, with schema 2, what else a session carries, of the
-    emitted sessions (their events are `pos`, in runs of `bounds`)."""
-    if not lay.last and lay.content is None:
-        return []
-    events = split.order[pos]
-    starts, ends = bounds[:-1], bounds[1:] - 1
-    out = [last_values(_take(split.rows[name], events), starts, ends) for name in lay.last]
-    if lay.content is not None:
-        out += content_columns(split.rows, events, split.time[pos], starts, ends, duration_ms,
-                               lay.content)  # fmt: skip
-    return out
-
-
 def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
     """STATE rows of the open events, in sorted key order, with each user's expiry."""
     open_sessions = np.flatnonzero(~split.emitted)
@@ -465,10 +399,6 @@ def _mask_at(n: int, positions: np.ndarray) -> np.ndarray:
     mask = np.zeros(n, dtype=bool)
     mask[positions] = True
     return mask
-
-
-def _take(col: pa.ChunkedArray, indices) -> pa.Array:
-    return col.take(indices).combine_chunks()
 
 
 def _user_codes(col: pa.ChunkedArray):

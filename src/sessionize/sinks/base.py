@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from sessionize.errors import SinkError, translated
 from sessionize.fs import resolve_fs
 from sessionize.sinks import staging
+from sessionize.sinks.replaced import KEY, keys_name
 
 
 class Sink(Protocol):
@@ -26,6 +27,18 @@ class Sink(Protocol):
 
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
         """Stage one task's rows of output `name` (idempotent per partition); rows written."""
+        ...
+
+    def write_replaced(
+        self, name: str, batch_id: int, partition: int, keys: pa.Array, table: pa.Table
+    ) -> int:
+        """Stage one task's rows of an output replaced by key (`open_sessions`) and the
+        keys it touched: publishing replaces every touched key's rows by its new ones."""
+        ...
+
+    def replaced_as_of(self, name: str) -> int | None:
+        """The batch whose publish last brought output `name` (replaced by key) up to
+        date; None: never, or a removal of batches left it to be rebuilt."""
         ...
 
     def clear_staging(self, batch_id: int) -> None:
@@ -95,6 +108,15 @@ class StagedSink:
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
         fs, base = self._fs()
         with sink_errors(f"staging batch {batch_id} of {name}"):
+            return staging.stage(fs, base, name, batch_id, partition, table)
+
+    def write_replaced(
+        self, name: str, batch_id: int, partition: int, keys: pa.Array, table: pa.Table
+    ) -> int:
+        fs, base = self._fs()
+        with sink_errors(f"staging batch {batch_id} of {name}"):
+            staging.stage(fs, base, keys_name(name), batch_id, partition,
+                          pa.table({KEY: keys}))  # fmt: skip
             return staging.stage(fs, base, name, batch_id, partition, table)
 
     def staged_counts(self, name: str, batch_id: int, column: str) -> dict[str, int]:

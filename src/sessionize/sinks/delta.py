@@ -13,7 +13,9 @@ retried driver step) sees that transaction and commits nothing.
 For readers: `sessions` is partitioned by `session_date` (the usual filter), the other tables
 are not partitioned (they are small; a partition per batch would make many small files).
 Each file holds one batch until compaction, so `batch_id` filters skip files by their
-statistics. No deletion vectors, column mapping or other table features are used (reader
+statistics. With `--open-sessions` the table `open_sessions` (no `batch_id`: rows carry
+`updated_batch`) is replaced by user in one MERGE per batch, committed before the others
+(`delta_replaced.py`). No deletion vectors, column mapping or other table features are used (reader
 version 1, writer version 2), so Spark's Delta, DuckDB `delta_scan`, Polars and Trino read
 them. `compact_and_vacuum` is the maintenance step.
 """
@@ -32,6 +34,8 @@ from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS, layout
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink
 from sessionize.sinks.base import sink_errors as _errors
+from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
+from sessionize.sinks.replaced import REPLACED, key_schema, keys_name
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {
@@ -47,6 +51,7 @@ class DeltaSink(StagedSink):
     root: str
     job: str
     mapping: EventMapping | None = None  # the outputs' columns (None: the default mapping)
+    open_sessions: bool = False  # also the `open_sessions` table, replaced by user
 
     # -- locations -------------------------------------------------------------------------
     def table_uri(self, name: str) -> str:
@@ -72,6 +77,15 @@ class DeltaSink(StagedSink):
         where = without_options(self.root)
         with _errors(f"publishing batch {batch_id} to Delta tables under {where}"):
             opened = staging.attempt_open(fs, base, batch_id)
+            # Replaced outputs first: a session leaves `open_sessions` before it enters
+            # `sessions`, so a reader may miss it for a moment but never sees it twice.
+            for name in REPLACED if self.open_sessions else ():
+                lay = layout(self.mapping)
+                rows = staging.read_staged(fs, base, name, batch_id, lay.open_sessions)
+                keys = staging.read_staged(fs, base, keys_name(name), batch_id, key_schema(lay))
+                replace_by_key(self, name, batch_id, keys.drop_columns(["batch_id"]),
+                               rows.drop_columns(["batch_id"]), replay=opened)  # fmt: skip
+                faults.pause_point(f"published-{name}", batch_id)
             for name in OUTPUTS:
                 schema = layout(self.mapping).outputs[name]
                 rows = staging.read_staged(fs, base, name, batch_id, schema)
@@ -100,7 +114,14 @@ class DeltaSink(StagedSink):
                     )
                     dt.delete(f"batch_id >= {batch_id}", commit_properties=props)
                     retired |= set(found)
+            for name in REPLACED:
+                clear_replaced(self, name)
         return sorted(retired)
+
+    def replaced_as_of(self, name: str) -> int | None:
+        dt = self.table(name)
+        done = None if dt is None else dt.transaction_version(self.job)
+        return None if done is None or done < 0 else done
 
     def rows_from(self, name: str, batch_id: int) -> int:
         from deltalake import QueryBuilder

@@ -11,7 +11,9 @@ so a restarted job's producer fences its predecessor and aborts the transaction 
 A crash after the Kafka commit but before the job's batch record makes the job run the batch
 again. The markers say which batches are on Kafka already: the sink reads them back
 (read_committed) when it first publishes in a process, and a batch with a marker is not
-produced again. Kafka cannot retract records, so `invalidate_from` over batches on Kafka
+produced again. With `--open-sessions`, the same transaction holds one record per touched
+user on `PREFIX.open_sessions` (all their open sessions, or a tombstone). Kafka cannot
+retract records, so `invalidate_from` over batches on Kafka
 (rewind, batch reprocessing) is refused unless the URI says `duplicates=accept`; then those
 batches' markers are retired and the rerun produces them again, next to the first copies.
 
@@ -37,7 +39,8 @@ from sessionize.mapping import EventMapping
 from sessionize.schema import OUTPUTS, layout
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink, sink_errors
-from sessionize.sinks.kafka_records import encode
+from sessionize.sinks.kafka_records import encode, per_key_records
+from sessionize.sinks.replaced import REPLACED, key_schema, keys_name
 
 MARKERS = "_batches"  # PREFIX._batches: one marker per batch on Kafka
 DELIVERIES = ("exactly-once", "at-least-once")
@@ -116,6 +119,7 @@ class KafkaSink(StagedSink):
     uri: str
     job: str = "sessionize"
     mapping: EventMapping | None = None
+    open_sessions: bool = False  # also PREFIX.open_sessions: per user, compacted
     root: str = field(init=False)  # the staging place (StagedSink stages under it)
     _live: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -130,7 +134,8 @@ class KafkaSink(StagedSink):
         object.__setattr__(self, "root", out.staging)
 
     def __getstate__(self) -> dict:
-        return {"uri": self.uri, "job": self.job, "mapping": self.mapping, "root": self.root}
+        return {"uri": self.uri, "job": self.job, "mapping": self.mapping, "root": self.root,
+                "open_sessions": self.open_sessions}  # fmt: skip
 
     def __setstate__(self, state: dict) -> None:
         for k, v in {**state, "_live": {}}.items():
@@ -164,8 +169,9 @@ class KafkaSink(StagedSink):
                 staging.close_attempt(fs, base, batch_id)  # on Kafka already: nothing twice
                 return
             tables = {name: self._staged(fs, base, name, batch_id) for name in OUTPUTS}
+            per_user = {name: self._replaced(fs, base, name, batch_id) for name in self._names}
         try:
-            self._produce(batch_id, tables)
+            self._produce(batch_id, tables, per_user)
         except _kafka().KafkaException as e:
             self._live.clear()  # the outcome is known again only from the markers
             raise SinkError(
@@ -199,7 +205,7 @@ class KafkaSink(StagedSink):
         if self.output.accept_duplicates:
             return self
         joined = f"{self.uri}{'&' if '?' in self.uri else '?'}duplicates=accept"
-        return KafkaSink(joined, self.job, self.mapping)
+        return KafkaSink(joined, self.job, self.mapping, self.open_sessions)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         self.check_retractable(batch_id)
@@ -208,6 +214,11 @@ class KafkaSink(StagedSink):
         if later:
             self._send_markers({b: None for b in later})
         return later
+
+    def replaced_as_of(self, name: str) -> int | None:
+        """The latest batch on Kafka that wrote `name`'s records (the markers say)."""
+        on_kafka = [b for b, rows in self._markers().items() if name in rows]
+        return max(on_kafka, default=None)
 
     def rows_from(self, name: str, batch_id: int) -> int:
         return sum(rows.get(name, 0) for b, rows in self._markers().items() if b >= batch_id)
@@ -220,7 +231,19 @@ class KafkaSink(StagedSink):
         schema = layout(self.mapping).outputs[name]
         return staging.read_staged(fs, base, name, batch_id, schema)
 
-    def _produce(self, batch_id: int, tables: dict[str, pa.Table]) -> None:
+    @property
+    def _names(self) -> tuple[str, ...]:
+        return REPLACED if self.open_sessions else ()
+
+    def _replaced(self, fs, base: str, name: str, batch_id: int) -> list[tuple[bytes, Any]]:
+        lay = layout(self.mapping)
+        rows = staging.read_staged(fs, base, name, batch_id, lay.open_sessions)
+        keys = staging.read_staged(fs, base, keys_name(name), batch_id, key_schema(lay))
+        return per_key_records(keys.drop_columns(["batch_id"]), rows.drop_columns(["batch_id"]),
+                               batch_id)  # fmt: skip
+
+    def _produce(self, batch_id: int, tables: dict[str, pa.Table],
+                 per_user: dict[str, list[tuple[bytes, bytes | None]]]) -> None:  # fmt: skip
         out = self.output
         exactly_once = out.delivery == "exactly-once"
         producer = self._producer()
@@ -229,6 +252,9 @@ class KafkaSink(StagedSink):
             producer.begin_transaction()
         try:
             failures: list[str] = []
+            for name, records in per_user.items():  # a user's record, or a tombstone
+                for key, value in records:
+                    _send(producer, out.topic(name), key, value, failures)
             for name, table in tables.items():
                 for key, value in encode(table, positions=not exactly_once):
                     _send(producer, out.topic(name), key, value, failures)
@@ -236,6 +262,7 @@ class KafkaSink(StagedSink):
                 _flush(producer, failures)
                 faults.pause_point("kafka-produced", batch_id)
             counts = {name: t.num_rows for name, t in tables.items()}
+            counts |= {name: len(records) for name, records in per_user.items()}
             marker = {"job": self.job, "batch_id": batch_id, "rows": counts}
             _send(producer, out.topic(MARKERS), f"{self.job}:{batch_id}".encode(),
                   json.dumps(marker).encode(), failures,
@@ -357,7 +384,7 @@ def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:
     return markers
 
 
-def _send(producer, topic: str, key: bytes | None, value: bytes, failures: list[str],
+def _send(producer, topic: str, key: bytes | None, value: bytes | None, failures: list[str],
           partition: int | None = None) -> None:  # fmt: skip
     def delivered(err, _msg) -> None:
         if err is not None:

@@ -99,3 +99,34 @@ def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes 
         if positions:
             value["position"] = position
         yield (None if key is None else str(key).encode()), orjson.dumps(value)
+
+
+def per_key_records(
+    keys: pa.Table, rows: pa.Table, batch_id: int
+) -> list[tuple[bytes, bytes | None]]:
+    """An output replaced by key (`open_sessions`) as one record per touched key: the key's
+    rows as a JSON list, `{"user_id": K, "batch_id": B, "open_sessions": [...]}`, or a
+    tombstone (value None) when it has none left, so that a log-compacted topic keeps each
+    user's latest record only.
+
+    Example:
+        >>> keys = pa.table({"user_id": [1, 2]})
+        >>> rows = pa.table({"user_id": [1], "updated_batch": [5]})
+        >>> per_key_records(keys, rows, 5)[1]
+        (b'2', None)
+    """
+    import orjson
+
+    by_key: dict[bytes, list[bytes]] = {}
+    for key, value in encode(rows):
+        by_key.setdefault(key or b"", []).append(value)
+    out: list[tuple[bytes, bytes | None]] = []
+    for user in keys[KEY].to_pylist():
+        key = str(user).encode()
+        values = by_key.get(key)
+        if values is None:
+            out.append((key, None))
+            continue
+        head = orjson.dumps({KEY: user, "batch_id": batch_id})[:-1]
+        out.append((key, head + b',"open_sessions":[' + b",".join(values) + b"]}"))
+    return out

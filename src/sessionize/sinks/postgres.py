@@ -16,7 +16,9 @@ previous content and the staged rows (the rerun stages again); after it, the bat
 once, and a repeated publish (nothing staged, no attempt open) changes nothing.
 `invalidate_from` deletes the batches from N of every output and their batch rows in a
 transaction of its own. Readers therefore see whole batches 0..K at every moment, across
-all the outputs (unlike files, where each output is switched on its own).
+all the outputs (unlike files, where each output is switched on its own). With
+`--open-sessions`, the same transaction first replaces the touched users' rows of
+`open_sessions` (`postgres_replaced.py`).
 """
 
 from __future__ import annotations
@@ -38,16 +40,19 @@ from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import postgres_location
 from sessionize.mapping import EventMapping
-from sessionize.schema import OUTPUTS, layout
+from sessionize.schema import OUTPUTS, Layout, layout
+from sessionize.sinks import postgres_replaced as replaced
 from sessionize.sinks.postgres_tables import (
     ATTEMPTS,
     BATCHES,
     copy_rows,
     ddl,
+    replaced_ddl,
     staged_table,
     to_arrow,
 )
 from sessionize.sinks.postgres_uri import SCHEMES, is_postgres  # noqa: F401 - re-exported
+from sessionize.sinks.replaced import KEY, REPLACED
 from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.postgres_pool import pool_for
 
@@ -63,7 +68,7 @@ _OPTIONS = (
     "sslkey",
     "application_name",
 )
-_READY: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables exist, this process
+_READY: set[tuple[str, str, bool]] = set()  # (conninfo, schema, open_sessions) made, here
 
 
 
@@ -111,6 +116,7 @@ class PostgresSink:
 
     root: str
     mapping: EventMapping | None = None  # the outputs' columns (None: the default mapping)
+    open_sessions: bool = False  # also the `open_sessions` table, replaced by user
 
     @functools.cached_property
     def target(self) -> Target:
@@ -133,9 +139,31 @@ class PostgresSink:
 
         return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
 
+    def write_replaced(
+        self, name: str, batch_id: int, partition: int, keys: pa.Array, table: pa.Table
+    ) -> int:
+        keyed = pa.table({KEY: keys})
+        rows = [_with_batch(t, batch_id, partition) for t in (keyed, table)]
+
+        def stage(conn: psycopg.Connection) -> int:
+            replaced.stage(conn, self.target.schema, name, batch_id, partition, *rows,
+                           self._copy)  # fmt: skip
+            return table.num_rows
+
+        return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
+
+    def replaced_as_of(self, name: str) -> int | None:
+        return self._run(
+            f"reading the batch of {name}",
+            lambda c: replaced.as_of(c, self.target.schema, name),
+            missing=None,
+        )
+
     def clear_staging(self, batch_id: int) -> None:
         def clear(conn: psycopg.Connection) -> None:
             with conn.transaction():
+                for name in self._replaced:
+                    replaced.clear(conn, self.target.schema, name, batch_id)
                 for name in OUTPUTS:
                     conn.execute(
                         sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
@@ -169,6 +197,14 @@ class PostgresSink:
                     is not None
                 )
                 counts: dict[str, int] = {}
+                for name in self._replaced:
+                    columns = self._layout.open_sessions.names
+                    moved = replaced.publish(
+                        conn, self.target.schema, name, columns, batch_id, opened
+                    )
+                    if moved is not None:
+                        counts[name] = moved
+                    faults.pause_point(f"published-{name}", batch_id)
                 for name in OUTPUTS:
                     counts[name] = self._publish_output(conn, name, batch_id, opened)
                     faults.pause_point(f"published-{name}", batch_id)
@@ -226,6 +262,8 @@ class PostgresSink:
                     sql.SQL("DELETE FROM {} WHERE batch_id >= %s").format(self._table(BATCHES)),
                     (batch_id,),
                 )
+                for name in REPLACED:
+                    replaced.retire(conn, self.target.schema, name)
             return sorted(retired)
 
         where = f"removing batches from {batch_id} of {self.target.shown}"
@@ -279,6 +317,14 @@ class PostgresSink:
     def _schema(self, name: str) -> pa.Schema:
         return layout(self.mapping).outputs[name]
 
+    @property
+    def _layout(self) -> Layout:
+        return layout(self.mapping)
+
+    @property
+    def _replaced(self) -> tuple[str, ...]:
+        return REPLACED if self.open_sessions else ()
+
     def _lock(self, conn: psycopg.Connection) -> None:
         """Publishes and invalidations of one schema take turns."""
         conn.execute(
@@ -295,12 +341,17 @@ class PostgresSink:
                 copy.write_row(row)
 
     def _ensure_tables(self, conn: psycopg.Connection) -> None:
-        key = (self.target.conninfo, self.target.schema)
+        key = (self.target.conninfo, self.target.schema, self.open_sessions)
         if key in _READY:
             return
+        lay = self._layout
+        statements = ddl(self.target.schema, lay.outputs)
+        for name in self._replaced:
+            user = lay.open_sessions.field(KEY)
+            statements += replaced_ddl(self.target.schema, name, lay.open_sessions, user)
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("sessionize:ddl",))
-            for statement in ddl(self.target.schema, layout(self.mapping).outputs):
+            for statement in statements:
                 conn.execute(statement)
         _READY.add(key)
 

@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from sessionize.schema import TS
 
 BATCHES = "_sessionize_batches"
+REPLACED_AT = "_sessionize_replaced"  # (name, batch_id): the batch a replaced output is as of
 ATTEMPTS = "_sessionize_attempts"
 
 # Output -> extra indexes (besides batch_id), for the queries readers run most.
@@ -134,6 +135,39 @@ def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
             )
         )
     return out
+
+
+def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Field) -> list[sql.Composed]:
+    """The tables of an output replaced by key (`open_sessions`, sinks/replaced.py): the
+    output (indexed by the key), its staged rows, the staged keys, and the batch it is as of."""
+    def columns(fields) -> sql.Composable:
+        return sql.SQL(", ").join(
+            sql.SQL("{} {}{}").format(sql.Identifier(f.name), sql.SQL(pg_type(f.type)),
+                                      sql.SQL("" if f.nullable else " NOT NULL"))
+            for f in fields
+        )  # fmt: skip
+
+    staging = sql.SQL("batch_id bigint NOT NULL, part integer NOT NULL")
+    final = sql.Identifier(schema, name)
+    staged = sql.Identifier(schema, staged_table(name))
+    keys = sql.Identifier(schema, staged_table(f"{name}_keys"))
+    return [
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, batch_id bigint)").format(
+            sql.Identifier(schema, REPLACED_AT)
+        ),
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(final, columns(arrow)),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+            sql.Identifier(f"{name}_by_{key.name}"), final, sql.Identifier(key.name)
+        ),
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(staged, columns(arrow), staging),
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(keys, columns([key]), staging),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (batch_id, part)").format(
+            sql.Identifier(f"{staged_table(name)}_by_batch"), staged
+        ),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (batch_id, part)").format(
+            sql.Identifier(f"{staged_table(name)}_keys_by_batch"), keys
+        ),
+    ]
 
 
 def copy_rows(table: pa.Table) -> tuple[list[str], list[tuple]]:

@@ -11,6 +11,7 @@ from sessionize.config import redact_uri
 from sessionize.errors import ConfigError
 from sessionize.fs import child, is_local, without_options
 from sessionize.mapping import EventMapping
+from sessionize.sinks import replaced
 from sessionize.sinks.base import Sink
 from sessionize.sinks.delta import DeltaSink
 from sessionize.sinks.kafka import KafkaOutput, KafkaSink, is_kafka
@@ -57,6 +58,23 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
         )
 
 
+def check_open_sessions(wanted: bool, output: str, fmt: str, spark_state: bool) -> None:
+    """Before a job starts: `--open-sessions` needs an output that replaces rows by user
+    and our state store (the refresh after a rewind reads all of it).
+
+    Raises:
+        ConfigError: a Parquet output or Spark-managed state, in one line naming what to use.
+    """
+    if not wanted:
+        return
+    if spark_state:
+        raise replaced.refuse(
+            "Spark-managed state (--state spark-*) cannot be read whole to rebuild it",
+            "use --state files (or another store of ours)",
+        )
+    open_sink(output, fmt, open_sessions=True)
+
+
 def record_place(output: str) -> str:
     """Where a batch job keeps its records and lease for `output`: the output itself, or a
     Kafka output's staging place (`?staging=DIR`, required there).
@@ -86,22 +104,32 @@ def accepting_duplicates(sink: Sink | None) -> Sink | None:
 
 def open_sink(
     output: str, fmt: str = "parquet", *, job: str = "sessionize",
-    mapping: EventMapping | None = None,
+    mapping: EventMapping | None = None, open_sessions: bool = False,
 ) -> Sink:  # fmt: skip
     """The sink for `--output` and `--output-format`; `job` names the writer in Delta logs,
-    `mapping` decides the outputs' columns (Delta tables are created with them)."""
+    `mapping` decides the outputs' columns (Delta tables are created with them);
+    `open_sessions` adds that output, replaced by user each batch.
+
+    Raises:
+        ConfigError: an output that cannot hold it, in one line naming one that can.
+    """
     if is_kafka(output):
-        return KafkaSink(output, job, mapping)
+        return KafkaSink(output, job, mapping, open_sessions)
     if is_postgres(output):
         _check_postgres(output, fmt)
-        return _postgres_sink()(output, mapping)
+        return _postgres_sink()(output, mapping, open_sessions)
     if fmt == "delta":
         if "://" in output and not output.startswith(("s3://", "file://")):
             raise ConfigError(f"Delta outputs go to a local path or an s3:// URI, not {output}")
 
-        return DeltaSink(output, job, mapping)
+        return DeltaSink(output, job, mapping, open_sessions)
     if fmt != "parquet":
         raise ConfigError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if open_sessions:
+        raise replaced.refuse(
+            "a Parquet output cannot replace rows by user",
+            "use --output-format delta, a postgresql:// or a kafka:// output",
+        )
     if output.startswith("s3://"):
         return ManifestParquetSink(output)
     return ParquetSink(output)
