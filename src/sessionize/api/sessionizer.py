@@ -28,7 +28,7 @@ from sessionize.api.arguments import (
 )
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, settle_key_type
-from sessionize.api.query import StreamRun, end_finished, launch
+from sessionize.api.query import StreamRun, check_compactable, end_finished, launch
 from sessionize.api.recorded import (
     RECORDED,
     RECORDED_ARGS,
@@ -279,6 +279,7 @@ class Sessionizer:
         progress_log: str | None = None,
         on_batch: Callable[[str], None] | None = None,
         metrics_port: int | None = None,
+        compact_every: int | None = None,
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
@@ -311,6 +312,8 @@ class Sessionizer:
                 logger).
             metrics_port: Serve Prometheus metrics on this port of this process (0: any
                 free port) while the query runs (engines/metrics.py; extra `metrics`).
+            compact_every: Local Parquet outputs: after every N-th batch, compact the
+                published batches (`sinks/compaction.py`) before the next batch starts.
 
         Returns:
             Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
@@ -334,7 +337,7 @@ class Sessionizer:
         return self.start(
             events, output=output, checkpoint=checkpoint, trigger=trigger,
             output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-            metrics_port=metrics_port,
+            metrics_port=metrics_port, compact_every=compact_every,
         ).query  # fmt: skip
 
     def start(
@@ -350,6 +353,7 @@ class Sessionizer:
         input_name: str = "dataframe",
         metrics_port: int | None = None,
         source_options: Mapping[str, str] | None = None,
+        compact_every: int | None = None,
     ) -> StreamRun:
         """`stream`, returning the run (its query, batch records, `wait()`).
 
@@ -368,6 +372,7 @@ class Sessionizer:
             metrics_port: As for `stream`; the metrics include the input's lag unless
                 `input_name` is `dataframe`.
             source_options: The input's options, to measure its lag.
+            compact_every: As for `stream`.
 
         Returns:
             The StreamRun: `query`, the committed batch `records`, and `wait()`, which
@@ -395,6 +400,7 @@ class Sessionizer:
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
                 input_name=input_name, metrics_port=metrics_port, source_options=source_options,
+                compact_every=compact_every,
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
@@ -404,11 +410,12 @@ class Sessionizer:
         try:
             resolved, output_format = self.with_checkpoint(checkpoint, output_format)
             check_output(output, output_format)
+            check_compactable(output, output_format, compact_every)
             metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
                                      source_options or {})  # fmt: skip
             return resolved._start(
                 events, output, checkpoint, spark_trigger, output_format, progress_log,
-                on_batch or _LOG.info, input_name, lease, metrics,
+                on_batch or _LOG.info, input_name, lease, metrics, compact_every,
             )  # fmt: skip
         except BaseException:
             lease.release()
@@ -417,7 +424,7 @@ class Sessionizer:
             raise
 
     def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
-               on_batch, input_name, lease, metrics) -> StreamRun:  # fmt: skip
+               on_batch, input_name, lease, metrics, compact_every) -> StreamRun:  # fmt: skip
         store_uri = state_uri(self.state, child(checkpoint, "state"))
         refuse_if_rewinding(checkpoint)
         identity = {"output": output}
@@ -458,20 +465,12 @@ class Sessionizer:
         return launch(
             spark, engine, records, job=self.job, checkpoint=checkpoint, trigger=trigger,
             progress_log=progress_path(progress_log, checkpoint, "progress.jsonl"),
-            on_batch=on_batch, lease=lease, metrics=metrics,
+            on_batch=on_batch, lease=lease, metrics=metrics, compact_every=compact_every,
         )  # fmt: skip
 
-    def store_engine(
-        self,
-        spark: SparkSession,
-        backend: StateBackend,
-        parser: Parser,
-        *,
-        output: str,
-        state_uri: str,
-        output_format: str,
-        lease: Lease | None = None,
-    ) -> StoreEngine:
+    def store_engine(self, spark: SparkSession, backend: StateBackend, parser: Parser, *,
+                     output: str, state_uri: str, output_format: str,
+                     lease: Lease | None = None) -> StoreEngine:  # fmt: skip
         """The `store` engine of these rules over `parser`'s records (also batch mode's);
         with the driver's `lease`, the store is fenced for it (state/lease.py)."""
         settings = self._settings(state_uri, output, output_format)

@@ -45,6 +45,7 @@ class StreamOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
     metrics_port: int | None = None  # Prometheus metrics of this process (engines/metrics.py)
+    compact_every: int | None = None  # compact local Parquet outputs every N batches
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the checkpoint's values. None: all were given.
     explicit: frozenset[str] | None = None
@@ -102,7 +103,7 @@ def run_stream(
         events, output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
         output_format=output_format, progress_log=opts.progress_log, on_batch=on_batch,
         input_name=opts.input, metrics_port=opts.metrics_port,
-        source_options=opts.input_options(),
+        source_options=opts.input_options(), compact_every=opts.compact_every,
     )  # fmt: skip
     return run.wait()
 
