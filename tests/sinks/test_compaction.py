@@ -83,6 +83,8 @@ def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path)
     problems: list[str] = []
     done = threading.Event()
 
+    reads = Counter()
+
     def documented_reader() -> None:  # committed_rows, as the docs read an output
         while not done.wait(0.02):
             for name in NAMES:
@@ -91,11 +93,19 @@ def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path)
                         seen = _seen(root, name)
                     except FileNotFoundError:  # a file retired after listing: read again
                         continue
+                    except Exception as e:  # noqa: BLE001 - every error is a finding
+                        problems.append(f"{name}: {type(e).__name__}: {e}")
+                        return
+                    reads[name] += 1
                     if seen != expected[name]:
                         problems.append(f"{name}: {sorted(seen ^ expected[name])[:4]}")
                     break
                 else:
                     problems.append(f"{name}: files kept vanishing")
+
+    def documented_read_now() -> None:
+        for name in NAMES:
+            assert _seen(root, name) == expected[name], name
 
     reader = threading.Thread(target=documented_reader)
     whole = Counter({b: 6 for b in batches})
@@ -106,10 +116,12 @@ def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path)
             # unreferenced and the batch directories still hold the rows
             _compact_until_paused(root, 3, "compacted-files-sessions:1")
             assert _batch_dirs(root, "sessions") == list(range(6))
+            documented_read_now()
             # killed after the manifest: it covers 0..3 while their directories remain
             _compact_until_paused(root, 3, "compacted-manifest-sessions:1")
             assert read_manifest(*sink._fs(), "sessions").batches == {0, 1, 2, 3}
             assert _batch_dirs(root, "sessions") == list(range(6))
+            documented_read_now()
             maintain(root, say=lambda _line: None)  # finishes the interrupted compaction
             assert _batch_dirs(root, "sessions") == [4, 5]
             sink.compact()  # the rest, invalid_events included
@@ -117,6 +129,7 @@ def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path)
         done.set()
         reader.join()
     assert not problems, problems[:5]
+    assert all(reads[name] for name in NAMES), reads
     polled.assert_clean()
     for name in NAMES:
         assert _seen(root, name) == expected[name]

@@ -211,11 +211,12 @@ def finish(fs: pafs.FileSystem, base: str, name: str) -> dict[str, int]:
     """Complete or discard an interrupted compaction: remove the batch directories the
     newest manifest covers, then the compacted files and manifests it does not name."""
     manifest = read_manifest(fs, base, name)
-    done = {"covered_dirs": 0, "unreferenced_files": 0}
-    for b in batch_dirs(fs, base, name):
-        if b in manifest.batches:
-            _retire_dir(fs, base, name, f"{base}/{name}/batch_id={b}")
-            done["covered_dirs"] += 1
+    covered = [b for b in batch_dirs(fs, base, name) if b in manifest.batches]
+    # all renamed out first, then deleted: a glob reader's listing goes stale once, briefly
+    retired = [_retire_dir(fs, base, name, f"{base}/{name}/batch_id={b}") for b in covered]
+    for path in retired:
+        delete_dir(fs, path)
+    done = {"covered_dirs": len(covered), "unreferenced_files": 0}
     where = compacted_dir(base, name)
     keep = set(manifest.files) | {f"{MANIFESTS}/{manifest.generation:08d}.json"}
     for info in _files_under(fs, where):
@@ -225,13 +226,14 @@ def finish(fs: pafs.FileSystem, base: str, name: str) -> dict[str, int]:
     return done
 
 
-def _retire_dir(fs: pafs.FileSystem, base: str, name: str, path: str) -> None:
-    """Out of the output directory with one rename, then deleted (as parquet.py retires)."""
+def _retire_dir(fs: pafs.FileSystem, base: str, name: str, path: str) -> str:
+    """Out of the output directory with one rename (as parquet.py retires); its place in
+    the trash, to delete."""
     trash = f"{base}/_trash/{name}"
     fs.create_dir(trash, recursive=True)
     target = f"{trash}/{path.rsplit('/', 1)[1]}-{uuid.uuid4().hex}"
     fs.move(path, target)
-    delete_dir(fs, target)
+    return target
 
 
 def _files_under(fs: pafs.FileSystem, where: str) -> list[pafs.FileInfo]:
