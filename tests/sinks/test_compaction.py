@@ -172,3 +172,36 @@ def test_files_are_cut_at_the_target_size(tmp_path, target_mb):
     files = list(Path(root, "_compacted", "invalid_events").glob("*.parquet"))
     assert len(files) > 1
     assert _seen(root, "invalid_events") == _expected(batches)
+
+
+def test_readers_read_the_compacted_layout_as_the_docs_show(tmp_path, spark):
+    """docs/concepts/outputs.md, "Compacted outputs": pyarrow (committed_rows), DuckDB,
+    Polars and Spark over `committed_files` read every row once, batch ids included."""
+    import duckdb
+    import polars as pl
+
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    batches = {b: "r" for b in range(4)}
+    _publish(sink, batches)
+    sink.compact(upto=1)  # batches 0, 1 compacted; 2, 3 in their directories
+    want = _expected(batches)
+    files = sink.committed_files("sessions")
+    assert files["batches"] and files["compacted"]
+
+    def rows(table) -> Counter:
+        return Counter(zip(table["batch_id"].to_pylist(), table["session_id"].to_pylist(),
+                           strict=True))  # fmt: skip
+
+    assert _seen(root, "sessions") == want  # pyarrow
+    sql = (f"SELECT * FROM read_parquet({files['batches']}, hive_partitioning=true) UNION ALL "
+           f"BY NAME SELECT * FROM read_parquet({files['compacted']}, hive_partitioning=true)")
+    assert rows(duckdb.sql(sql).to_arrow_table()) == want
+    scans = [pl.scan_parquet(files[k], hive_partitioning=True) for k in ("batches", "compacted")]
+    assert rows(pl.concat(scans, how="diagonal_relaxed").collect().to_arrow()) == want
+    plain = spark.read.option("basePath", f"{root}/sessions").parquet(*files["batches"])
+    compacted = spark.read.option("basePath", f"{root}/_compacted/sessions").parquet(
+        *files["compacted"])
+    both = plain.unionByName(compacted)
+    assert dict(both.dtypes)["session_date"] == "date"
+    assert rows(both.toArrow()) == want

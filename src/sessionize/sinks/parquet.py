@@ -92,6 +92,17 @@ class ParquetSink(StagedSink):
         dirs, manifest = compaction.committed(fs, base, name)
         return sorted(set(dirs) | manifest.batches)
 
+    def committed_files(self, name: str) -> dict[str, list[str]]:
+        """The files that hold output `name`'s committed rows, each row once:
+        {"batches": files under `ROOT/NAME/batch_id=N/` (Hive-partitioned there),
+        "compacted": files under `ROOT/_compacted/NAME/` (`batch_id` a column)}.
+
+        >>> ParquetSink("out").committed_files("sessions")["compacted"][:1]  # doctest: +SKIP
+        ['out/_compacted/sessions/session_date=2026-11-01/part-00000003-0000-1a2b3c4d.parquet']
+        """
+        fs, base = self._fs()
+        return compaction.committed_files(fs, base, name)
+
     def compact(self, upto: int | None = None,
                 target_mb: float = compaction.TARGET_MB) -> dict[str, dict[str, int]]:  # fmt: skip
         """Rewrite the published batches <= `upto` (default: all) of every output into
