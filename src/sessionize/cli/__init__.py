@@ -252,10 +252,10 @@ def job_settings(
 )  # fmt: skip
 @click.option(
     "--compact-every", type=click.IntRange(1), default=None, metavar="N",
-    help="Local Parquet outputs: after every N-th batch, move the published batches into "
-    "files of about 128 MB per session_date (per commit day for the other outputs) under "
-    "OUTPUT/_compacted/, between batches. Read the outputs as docs/concepts/outputs.md "
-    "shows once compacted (default: never; see also `sessionize maintain --compact`).",
+    help="Local Parquet outputs: after every N-th batch, before the next one starts, move "
+    "the published batches into files of about 128 MB per session_date (per publish day "
+    "for the other outputs) under OUTPUT/_compacted/, read with the outputs' "
+    "committed_files (default: never; a stopped job: `sessionize maintain --compact`).",
 )  # fmt: skip
 @click.option(
     "--source-option",
