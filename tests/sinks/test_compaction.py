@@ -205,3 +205,37 @@ def test_readers_read_the_compacted_layout_as_the_docs_show(tmp_path, spark):
     both = plain.unionByName(compacted)
     assert dict(both.dtypes)["session_date"] == "date"
     assert rows(both.toArrow()) == want
+
+
+def test_maintain_compacts_and_a_failed_compaction_in_a_stream_is_one_line(tmp_path):
+    from sessionize.api.query import Compactor, check_compactable
+    from sessionize.errors import ConfigError
+
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    batches = {b: "m" for b in range(3)}
+    _publish(sink, batches)
+    lines: list[str] = []
+    report = maintain(root, compact=True, say=lines.append)
+    assert report["compacted"]["sessions"]["batches"] == 3
+    assert "sessions: compacted 3 batches, 12 files into 2" in lines, lines
+    assert _seen(root, "sessions") == _expected(batches)
+    # the stream's compactor: every 2nd batch; a compaction that fails is one line
+    said: list[str] = []
+    compactor = Compactor(sink, 2, say=said.append)
+    _publish(sink, {3: "m"})
+    compactor({"version": 2})
+    assert said == [] and _batch_dirs(root, "sessions") == [3]
+    blocker = Path(root, "_compacted", "sessions", "_manifest", "00000002.json")
+    blocker.mkdir()  # the next generation's place is taken: this compaction fails
+    compactor({"version": 3})
+    blocker.rmdir()
+    assert len(said) == 1 and said[0].startswith("compaction after batch 3 failed: "), said
+    compactor({"version": 5})  # the next one finishes it
+    assert said[1:] == ["compacted 1 batches: 9 files into 3"], said  # 2+4 and 1+2 files
+    assert _seen(root, "sessions") == _expected({**batches, 3: "m"})
+    refused = (("s3://b/out", "parquet", 2), (root, "delta", 2), (root, "parquet", 0))
+    for output, fmt, every in refused:
+        with pytest.raises(ConfigError) as err:
+            check_compactable(output, fmt, every)
+        assert "\n" not in str(err.value)
