@@ -225,6 +225,8 @@ def run(args: argparse.Namespace, work: Path) -> tuple[list[dict], dict[str, flo
     ]  # fmt: skip
     if not inp.startswith("kafka://"):
         cmd += ["--max-files-per-trigger", "1"]
+    if args.compact_every:
+        cmd += ["--compact-every", str(args.compact_every)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.setdefault("SESSIONIZE_SPARK_MASTER", "local[2]")
     log = open(work / "stream.log", "w")  # noqa: SIM115 - open for the life of the stream
@@ -332,6 +334,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the samples and slopes here")
     ap.add_argument("--keep", help="work directory to keep (default: a temporary one)")
     ap.add_argument("--plot", metavar="FILE.png", help="draw every sampled number per batch")
+    ap.add_argument("--compact-every", type=int, help="the stream compacts its outputs every N")
     args = ap.parse_args()
     if args.keep:
         work = Path(args.keep)
