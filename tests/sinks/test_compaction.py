@@ -239,3 +239,20 @@ def test_maintain_compacts_and_a_failed_compaction_in_a_stream_is_one_line(tmp_p
         with pytest.raises(ConfigError) as err:
             check_compactable(output, fmt, every)
         assert "\n" not in str(err.value)
+
+
+def test_a_compaction_rewrites_only_the_groups_its_batches_reach(tmp_path):
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    _publish(sink, {0: "g", 1: "g"})  # sessions on 2026-11-01 and 2026-11-02
+    sink.compact()
+    before = set(read_manifest(*sink._fs(), "sessions").files)
+    sink.clear_staging(2)
+    sink.write_part("sessions", 2, 0, sessions(["late-2"], first_user=5000))  # 11-01 only
+    sink.publish(2)
+    sink.compact()
+    after = set(read_manifest(*sink._fs(), "sessions").files)
+    assert {f.split("/")[0] for f in before - after} == {"session_date=2026-11-01"}
+    assert {f.split("/")[0] for f in before & after} == {"session_date=2026-11-02"}
+    seen = _seen(root, "sessions")
+    assert seen == _expected({0: "g", 1: "g"}) + Counter({(2, "late-2"): 1})

@@ -161,9 +161,12 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
         return {"batches": 0, "files_in": 0, "files_out": 0}
     target = int(target_mb * 1024 * 1024)
     where = compacted_dir(base, name)
-    sizes = {f: fs.get_file_info(f"{where}/{f}").size for f in manifest.files}
-    small = {f for f, size in sizes.items() if size < target // 2}
     new_rows = _batch_rows(fs, base, name, todo)
+    # only the groups the new rows go to: an old session date's last file stays as it is
+    touched = _groups(name, new_rows)
+    sizes = {f: fs.get_file_info(f"{where}/{f}").size for f in manifest.files
+             if _group_of(name, f) in touched}  # fmt: skip
+    small = {f for f, size in sizes.items() if size < target // 2}
     old_rows = _compacted_rows(fs, base, name, sorted(small))
     files_in = len(small) + sum(len(_files_under(fs, f"{base}/{name}/batch_id={b}")) for b in todo)
     bytes_in = sum(sizes[f] for f in small) + sum(
@@ -183,6 +186,23 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
     faults.pause_point(f"compacted-manifest-{name}", generation)
     finish(fs, base, name)
     return {"batches": len(todo), "files_in": files_in, "files_out": len(written)}
+
+
+def _groups(name: str, rows: pa.Table | None) -> set[str]:
+    """The groups (`session_date=D`, or the commit day) that `rows` fall into."""
+    if rows is None:
+        return set()
+    parts = OUTPUT_PARTITIONS.get(name, ())
+    if parts:
+        return {f"{parts[0]}={v}" for v in pc.unique(rows[parts[0]]).to_pylist()}
+    return set(pc.unique(rows["_day"]).to_pylist())
+
+
+def _group_of(name: str, rel: str) -> str:
+    """A compacted file's group, from its name (see `_write_groups`)."""
+    if OUTPUT_PARTITIONS.get(name):
+        return rel.split("/", 1)[0]
+    return rel.rsplit("/", 1)[-1].split("-")[1]
 
 
 def remove_batches(fs: pafs.FileSystem, base: str, name: str, batches: set[int]) -> set[int]:
@@ -274,7 +294,7 @@ def _compacted_rows(fs: pafs.FileSystem, base: str, name: str,
     tables = []
     for f in files:  # one file at a time: the day is in its name
         table = _compacted_dataset(fs, base, name, [f"{where}/{f}"]).to_table()
-        day = f.rsplit("/", 1)[-1].split("-")[1] if not OUTPUT_PARTITIONS.get(name) else ""
+        day = "" if OUTPUT_PARTITIONS.get(name) else _group_of(name, f)
         tables.append(table.append_column("_day", pa.array([day] * table.num_rows)))
     return pa.concat_tables(tables, promote_options="default")
 
