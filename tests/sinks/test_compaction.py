@@ -124,7 +124,9 @@ def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path)
             documented_read_now()
             maintain(root, say=lambda _line: None)  # finishes the interrupted compaction
             assert _batch_dirs(root, "sessions") == [4, 5]
-            sink.compact()  # the rest, invalid_events included
+        # the rest, invalid_events included (a glob over no file at all fails in Polars: the
+        # poller reads only while a batch directory is there)
+        sink.compact()
     finally:
         done.set()
         reader.join()
