@@ -18,7 +18,7 @@ import click
     "Delta: bin-pack the tables' small files.",
 )  # fmt: skip
 @click.option(
-    "--target-file-mb", type=click.FloatRange(1, min_open=False), default=128.0,
+    "--target-file-mb", type=click.FloatRange(1), default=128.0, metavar="MB",
     show_default=True, help="Parquet: the size of the files --compact writes.",
 )  # fmt: skip
 @click.option(
