@@ -14,7 +14,7 @@ import click
 @click.option(
     "--compact", is_flag=True,
     help="Parquet (local): move every published batch into files of about --target-file-mb "
-    "per session_date (per commit day for the other outputs) under OUT/_compacted/; "
+    "per session_date (per publish day for the other outputs) under OUT/_compacted/; "
     "Delta: bin-pack the tables' small files.",
 )  # fmt: skip
 @click.option(

@@ -5,7 +5,7 @@ Layout under the output root (next to the batch directories of parquet.py):
     ROOT/NAME/batch_id=N/[session_date=D/]part-P.parquet   batches not compacted
     ROOT/_compacted/NAME/[session_date=D/]part-G-K.parquet   compacted rows, `batch_id` inside
     ROOT/_compacted/NAME/part-DAY-G-K.parquet                outputs without session_date: one
-                                                             group per commit day
+                                                             group per publish day
     ROOT/_compacted/NAME/_manifest/GGGGGGGG.json             generation G: files, batches
 
 A generation's manifest names its files and, per file, the batches it holds; the newest
@@ -189,7 +189,7 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
 
 
 def _groups(name: str, rows: pa.Table | None) -> set[str]:
-    """The groups (`session_date=D`, or the commit day) that `rows` fall into."""
+    """The groups (`session_date=D`, or the publish day) that `rows` fall into."""
     if rows is None:
         return set()
     parts = OUTPUT_PARTITIONS.get(name, ())
@@ -264,7 +264,7 @@ def _files_under(fs: pafs.FileSystem, where: str) -> list[pafs.FileInfo]:
 def _batch_rows(fs: pafs.FileSystem, base: str, name: str,
                 batches: list[int]) -> pa.Table | None:  # fmt: skip
     """The batches' rows with `batch_id` (and the partition column) as columns, and each
-    batch's commit day (`_day`, the day its directory was published) for grouping."""
+    batch's publish day (`_day`, the day its directory was published) for grouping."""
     parts = OUTPUT_PARTITIONS.get(name, ())
     fields = [pa.field("batch_id", pa.int64())] + [OUTPUTS[name].field(p) for p in parts]
     tables = []
@@ -301,7 +301,7 @@ def _compacted_rows(fs: pafs.FileSystem, base: str, name: str,
 
 def _write_groups(fs: pafs.FileSystem, where: str, name: str, rows: pa.Table, generation: int,
                   rows_per_file: int) -> dict[str, list[int]]:  # fmt: skip
-    """Rows in files of about `rows_per_file` rows per session_date (or commit day), in
+    """Rows in files of about `rows_per_file` rows per session_date (or publish day), in
     batch order (so a file's `batch_id` statistics are narrow); {relative file: batches}."""
     parts = OUTPUT_PARTITIONS.get(name, ())
     key = parts[0] if parts else "_day"
