@@ -13,7 +13,7 @@ warm-up) and exits 1 when one that should stay flat grows faster than its limit.
 
     python benchmarks/soak.py --batches 2000            # files, about 15 minutes quiet
     python benchmarks/soak.py --input kafka://127.0.0.1:9092/soak --batches 2000
-    python benchmarks/soak.py --batches 100 --every 25 --json soak.json
+    python benchmarks/soak.py --batches 100 --every 25 --json soak.json --plot soak.png
 """
 
 from __future__ import annotations
@@ -225,6 +225,8 @@ def run(args: argparse.Namespace, work: Path) -> tuple[list[dict], dict[str, flo
     ]  # fmt: skip
     if not inp.startswith("kafka://"):
         cmd += ["--max-files-per-trigger", "1"]
+    if args.compact_every:
+        cmd += ["--compact-every", str(args.compact_every)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.setdefault("SESSIONIZE_SPARK_MASTER", "local[2]")
     log = open(work / "stream.log", "w")  # noqa: SIM115 - open for the life of the stream
@@ -291,6 +293,31 @@ def judge(samples: list[dict], warmup: float) -> dict[str, float]:
     return {k: slope(xs, [float(s.get(k) or 0) for s in kept]) for k in keys}
 
 
+def plot(samples: list[dict], slopes: dict[str, float], path: str, warmup: float) -> None:
+    """Each sampled number against the batch number, one panel each, with its slope (the
+    part before the warm-up's end shaded), as a PNG for the benchmark page."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    keys = list(slopes)
+    cols = 4
+    rows = -(-len(keys) // cols)
+    fig = Figure(figsize=(4 * cols, 2.6 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    xs = [s["batches"] for s in samples]
+    start = xs[-1] * warmup
+    for i, key in enumerate(keys):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        ax.plot(xs, [s.get(key) or 0 for s in samples], marker=".", color="tab:blue")
+        ax.axvspan(0, start, color="0.92")
+        mark = " GROWS" if key in FLAT and slopes[key] > FLAT[key] else ""
+        ax.set_title(f"{key}: {slopes[key]:+.3g}/batch{mark}", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.set_xlabel("batch", fontsize=8)
+    fig.suptitle(f"soak: {xs[-1]} batches, sampled every {xs[0]} (shaded: warm-up)")
+    fig.savefig(path, dpi=90)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=2000)
@@ -306,6 +333,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=0.25, help="share of batches left out")
     ap.add_argument("--json", help="write the samples and slopes here")
     ap.add_argument("--keep", help="work directory to keep (default: a temporary one)")
+    ap.add_argument("--plot", metavar="FILE.png", help="draw every sampled number per batch")
+    ap.add_argument("--compact-every", type=int, help="the stream compacts its outputs every N")
     args = ap.parse_args()
     if args.keep:
         work = Path(args.keep)
@@ -325,6 +354,8 @@ def main() -> None:
         doc = {"benchmark": "soak", "load": list(os.getloadavg()), "args": vars(args),
                "samples": samples, "slopes": slopes, "grows": sorted(failed)}  # fmt: skip
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    if args.plot:
+        plot(samples, slopes, args.plot, args.warmup)
     if failed:
         print(f"grows where it should be flat: {', '.join(sorted(failed))}")
         sys.exit(1)

@@ -4,17 +4,15 @@ test, on the server of services/postgres.sh)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from urllib.parse import parse_qs
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 from sessionize.sinks.base import Sink
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import committed_rows, open_sink
 from tests.s3_fixtures import REPO, S3_SCRIPT, bucket_uri, s3_client, s3_endpoint  # noqa: F401
 
 KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql", "kafka")
@@ -88,9 +86,8 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
         from sessionize.sinks.parquet_s3 import read_committed
 
         return read_committed(root, name)
-    if not os.path.exists(f"{root}/{name}"):
-        return pa.table({})
-    return ds.dataset(f"{root}/{name}", format="parquet", partitioning="hive").to_table()
+    data = committed_rows(root, name)  # the batch directories and the compacted files
+    return pa.table({}) if data is None else data.to_table()
 
 
 def _plain(t: pa.DataType) -> pa.DataType:

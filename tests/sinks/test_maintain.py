@@ -69,7 +69,7 @@ def test_delta_compact_and_vacuum_keep_the_rows(tmp_path):
     assert report["tables"]["sessions"]["vacuumed_files"] > 0
     assert _seen("delta", root, "sessions") == expected
     assert any(line.startswith("sessions: compacted") for line in lines), lines
-    with pytest.raises(ConfigError, match="apply to Delta outputs"):
+    with pytest.raises(ConfigError, match="applies to Delta outputs"):
         _plain(tmp_path)
 
 
@@ -79,7 +79,7 @@ def _plain(tmp_path) -> None:
     sink.clear_staging(0)
     stage(sink, 0, "p")
     sink.publish(0)
-    maintain(root, compact=True)
+    maintain(root, vacuum_hours=1)
 
 
 def test_refused_while_a_driver_holds_the_output_or_the_checkpoint(bucket_uri, tmp_path):

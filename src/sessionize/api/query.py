@@ -12,7 +12,9 @@ import functools
 import threading
 from collections import deque
 from collections.abc import Callable, MutableSequence
+from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
@@ -21,6 +23,9 @@ from sessionize.engines.checkpoint import batch_input, batch_timestamp_us
 from sessionize.engines.metrics import StreamMetrics
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import RETAIN, BatchRunner, Engine, await_query, start_query
+from sessionize.errors import ConfigError
+from sessionize.fs import is_local
+from sessionize.sinks.parquet import ParquetSink
 from sessionize.spark_session import is_connect
 from sessionize.state.lease import Lease
 
@@ -46,8 +51,10 @@ def launch(
     on_batch: Callable[[str], None],
     lease: Lease,
     metrics: StreamMetrics | None,
+    compact_every: int | None = None,
 ) -> StreamRun:
-    """Start the query of `engine` over the stream `records` with its batch runner."""
+    """Start the query of `engine` over the stream `records` with its batch runner;
+    `compact_every`: compact the Parquet output after every N-th batch (`Compactor`)."""
     # Over Spark Connect the runner runs on the server; the client tails its log.
     def kept() -> MutableSequence[dict]:
         return deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else []
@@ -69,12 +76,61 @@ def launch(
         else:
             tail.on_record, metrics.before_scrape = metrics.observe, tail.drain
         ends.append(metrics.close)
+    if compact_every:  # where the runner runs: on the driver, or in the Connect server
+        runner.on_record = Compactor(engine.sink, compact_every, runner.on_record, runner.on_batch)
     query, restore = start_query(
         spark, runner, records, name=f"sessionize-{job}", checkpoint=checkpoint, trigger=trigger
     )
     run = StreamRun(spark, query, runner, [restore, *ends], checkpoint, tail)
     run.metrics = metrics
     return run
+
+
+def check_compactable(output: str, output_format: str, compact_every: int | None) -> None:
+    """`compact_every` is for local Parquet outputs (others: `sessionize maintain`).
+
+    Raises:
+        ConfigError: N below 1, or another output.
+    """
+    if compact_every is None:
+        return
+    if compact_every < 1:
+        raise ConfigError(f"--compact-every {compact_every}: give a number of batches, 1 or more")
+    if output_format != "parquet" or not is_local(output):
+        raise ConfigError(
+            "--compact-every compacts local Parquet outputs; compact Delta tables with "
+            "`sessionize maintain --compact` while the stream is stopped"
+        )
+
+
+@dataclass(frozen=True)
+class Compactor:
+    """After each committed batch (`BatchRunner.on_record`): every `every`-th batch, compact
+    the published batches up to it (sinks/compaction.py), before the next batch starts. A
+    failed compaction is one line: the stream goes on, and the next one finishes it."""
+
+    sink: ParquetSink
+    every: int
+    then: Callable[[dict], None] | None = None
+    say: Callable[[str], None] = print
+
+    def __call__(self, record: dict) -> None:
+        if self.then is not None:
+            self.then(record)
+        version = record["version"]
+        if (version + 1) % self.every:
+            return
+        try:
+            done = self.sink.compact(upto=version)
+        except (OSError, pa.ArrowException) as exc:
+            detail = " ".join(str(exc).split())[:200]
+            self.say(f"compaction after batch {version} failed: {detail}; the next one retries")
+            return
+        batches = max(d["batches"] for d in done.values())
+        if batches:
+            files = sum(d["files_in"] for d in done.values())
+            out = sum(d["files_out"] for d in done.values())
+            self.say(f"compacted {batches} batches: {files} files into {out}")
 
 
 def end_finished(checkpoint: str) -> None:

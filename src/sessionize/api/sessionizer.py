@@ -22,40 +22,35 @@ from sessionize.api.arguments import (
     duration_us,
     event_mapping,
     parse_trigger,
-    progress_path,
     session_rules,
-    state_uri,
 )
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, settle_key_type
-from sessionize.api.query import StreamRun, end_finished, launch
+from sessionize.api.query import StreamRun, check_compactable, end_finished
 from sessionize.api.recorded import (
     RECORDED,
     RECORDED_ARGS,
-    check_agreement,
     recorded_user_type,
     resolve,
     settings_record,
 )
+from sessionize.api.stream_start import start_stream
 from sessionize.api.workers import check_workers
-from sessionize.config import SessionRules, redact_uri
+from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import (
-    check_or_record,
     checkpoint_lease,
     read_settings,
-    record_paths,
-    refuse_if_rewinding,
 )
 from sessionize.engines.metrics import stream_metrics
-from sessionize.engines.runner import Engine, Parser
-from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
+from sessionize.engines.runner import Parser
+from sessionize.engines.spark_state import PROVIDERS
 from sessionize.engines.store import EngineSettings, StoreEngine
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import EventMapping
 from sessionize.sinks.kafka import with_staging
-from sessionize.sinks.registry import check_open_sessions, check_output, open_sink
-from sessionize.state import StateBackend, open_backend
+from sessionize.sinks.registry import check_open_sessions, check_output
+from sessionize.state import StateBackend
 from sessionize.state.lease import Lease
 
 SPARK_STATES = tuple(PROVIDERS)
@@ -280,6 +275,7 @@ class Sessionizer:
         on_batch: Callable[[str], None] | None = None,
         metrics_port: int | None = None,
         open_sessions: bool = False,
+        compact_every: int | None = None,
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
@@ -314,6 +310,8 @@ class Sessionizer:
                 free port) while the query runs (engines/metrics.py; extra `metrics`).
             open_sessions: Also keep `open_sessions`, the sessions not yet emitted, replaced
                 by user each batch (Delta, PostgreSQL, Kafka; docs/how-to/open-sessions.md).
+            compact_every: Local Parquet outputs: after every N-th batch, compact the
+                published batches (`sinks/compaction.py`) before the next batch starts.
 
         Returns:
             Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
@@ -338,6 +336,7 @@ class Sessionizer:
             events, output=output, checkpoint=checkpoint, trigger=trigger,
             output_format=output_format, progress_log=progress_log, on_batch=on_batch,
             metrics_port=metrics_port, open_sessions=open_sessions,
+            compact_every=compact_every,
         ).query  # fmt: skip
 
     def start(
@@ -354,6 +353,7 @@ class Sessionizer:
         metrics_port: int | None = None,
         source_options: Mapping[str, str] | None = None,
         open_sessions: bool = False,
+        compact_every: int | None = None,
     ) -> StreamRun:
         """`stream`, returning the run (its query, batch records, `wait()`).
 
@@ -373,6 +373,7 @@ class Sessionizer:
                 `input_name` is `dataframe`.
             source_options: The input's options, to measure its lag.
             open_sessions: As for `stream`.
+            compact_every: As for `stream`.
 
         Returns:
             The StreamRun: `query`, the committed batch `records`, and `wait()`, which
@@ -400,7 +401,7 @@ class Sessionizer:
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
                 input_name=input_name, metrics_port=metrics_port, source_options=source_options,
-                open_sessions=open_sessions,
+                open_sessions=open_sessions, compact_every=compact_every,
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
@@ -411,63 +412,18 @@ class Sessionizer:
             resolved, output_format = self.with_checkpoint(checkpoint, output_format)
             check_output(output, output_format)
             check_open_sessions(open_sessions, output, output_format, self.state in SPARK_STATES)
+            check_compactable(output, output_format, compact_every)
             metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
                                      source_options or {})  # fmt: skip
-            return resolved._start(
-                events, output, checkpoint, spark_trigger, output_format, progress_log,
-                on_batch or _LOG.info, input_name, lease, metrics, open_sessions,
+            return start_stream(
+                resolved, events, output, checkpoint, spark_trigger, output_format, progress_log,
+                on_batch or _LOG.info, input_name, lease, metrics, open_sessions, compact_every,
             )  # fmt: skip
         except BaseException:
             lease.release()
             if metrics is not None:
                 metrics.close()
             raise
-
-    def _start(self, events, output, checkpoint, trigger, output_format, progress_log,
-               on_batch, input_name, lease, metrics, open_sessions=False) -> StreamRun:  # fmt: skip
-        store_uri = state_uri(self.state, child(checkpoint, "state"))
-        refuse_if_rewinding(checkpoint)
-        identity = {"output": output}
-        if input_name != "dataframe":  # a DataFrame's source cannot be named
-            identity["input"] = redact_uri(input_name)
-        check_or_record(checkpoint, {**self.recorded_settings(output_format), **identity})
-        # What `history` and `rewind` need besides the settings (secrets left out).
-        record_paths(checkpoint, {
-            "input": redact_uri(input_name), "output": redact_uri(output),
-            "output_format": output_format, "state": redact_uri(store_uri), "job": self.job,
-            "progress_log": progress_log,  # None: CHECKPOINT/progress.jsonl
-        })  # fmt: skip
-        backend = None
-        if self.state not in SPARK_STATES:
-            rows = self.engine_settings(store_uri, output, "").row_spec()
-            backend = open_backend(store_uri, rows)
-            backend.check()
-            check_agreement(backend, checkpoint, store_uri, self.job)
-        df = events() if callable(events) else events
-        if not df.isStreaming:
-            raise ConfigError(
-                "stream() needs a streaming DataFrame; use sessions() for a bounded one"
-            )
-        records, parser = reader(df, self.mapping)
-        spark = df.sparkSession
-        check_workers(spark)
-        sink = open_sink(output, output_format, job=self.job, mapping=self.mapping)
-        engine: Engine
-        if backend is None:
-            engine = SparkStateEngine(
-                self.state, self.rules, self.partitions, checkpoint, sink, self.max_future_us,
-                parser=parser, mapping=self.mapping,
-            )  # fmt: skip
-        else:
-            engine = self.store_engine(
-                spark, backend, parser, output=output, state_uri=store_uri,
-                output_format=output_format, lease=lease, open_sessions=open_sessions,
-            )  # fmt: skip
-        return launch(
-            spark, engine, records, job=self.job, checkpoint=checkpoint, trigger=trigger,
-            progress_log=progress_path(progress_log, checkpoint, "progress.jsonl"),
-            on_batch=on_batch, lease=lease, metrics=metrics,
-        )  # fmt: skip
 
     def store_engine(
         self,

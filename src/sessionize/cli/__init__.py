@@ -251,6 +251,13 @@ def job_settings(
     help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs.",
 )  # fmt: skip
 @click.option(
+    "--compact-every", type=click.IntRange(1), default=None, metavar="N",
+    help="Local Parquet outputs: after every N-th batch, before the next one starts, move "
+    "the published batches into files of about 128 MB per session_date (per publish day "
+    "for the other outputs) under OUTPUT/_compacted/, read with the outputs' "
+    "committed_files (default: never; a stopped job: `sessionize maintain --compact`).",
+)  # fmt: skip
+@click.option(
     "--source-option",
     "source_options",
     multiple=True,
@@ -267,7 +274,7 @@ def job_settings(
 @input_format_option
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
-    input_format, metrics_port, open_sessions, **job,
+    input_format, metrics_port, open_sessions, compact_every, **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
@@ -286,6 +293,7 @@ def stream(
         explicit=given_settings(),
         metrics_port=metrics_port,
         open_sessions=open_sessions,
+        compact_every=compact_every,
     )
     run_stream(opts, on_batch=click.echo)
 

@@ -11,7 +11,16 @@ import click
     "--checkpoint", default=None,
     help="Checkpoint of the stream writing --output: refuse while that stream runs.",
 )  # fmt: skip
-@click.option("--compact", is_flag=True, help="Delta: bin-pack the tables' small files.")
+@click.option(
+    "--compact", is_flag=True,
+    help="Parquet (local): move every published batch into files of about --target-file-mb "
+    "per session_date (per publish day for the other outputs) under OUT/_compacted/; "
+    "Delta: bin-pack the tables' small files.",
+)  # fmt: skip
+@click.option(
+    "--target-file-mb", type=click.FloatRange(1), default=128.0, metavar="MB",
+    show_default=True, help="Parquet: the size of the files --compact writes.",
+)  # fmt: skip
 @click.option(
     "--vacuum-hours", type=click.IntRange(0), default=None,
     help="Delta: delete files that no table version of the last H hours uses.",
@@ -22,11 +31,12 @@ import click
     "--checkpoint: the one way a stream's outputs change place.",
 )  # fmt: skip
 def maintain(
-    output: str, checkpoint: str | None, compact: bool, vacuum_hours: int | None,
-    move_output: str | None,
+    output: str, checkpoint: str | None, compact: bool, target_file_mb: float,
+    vacuum_hours: int | None, move_output: str | None,
 ):  # fmt: skip
-    """Remove what interrupted runs left in an output; compact and vacuum Delta tables;
-    or move the outputs. Refused while a driver writes the output."""
+    """Remove what interrupted runs left in an output; compact its Parquet batches or Delta
+    tables; vacuum Delta tables; or move the outputs. Refused while a driver writes the
+    output."""
     from sessionize.commands.maintain import maintain as run_maintain
 
     if move_output is not None:
@@ -39,5 +49,5 @@ def maintain(
 
     run_maintain(
         output, checkpoint=checkpoint, compact=compact, vacuum_hours=vacuum_hours,
-        say=click.echo,
+        target_file_mb=target_file_mb, say=click.echo,
     )  # fmt: skip

@@ -2,8 +2,9 @@
 
 It takes the output's lease (and, given `--checkpoint`, the stream's), so a job started
 meanwhile is refused, and a running job makes it refuse with one line. Then it removes what
-interrupted runs left (sinks/maintenance.py) and, on Delta outputs, compacts the tables'
-small files and vacuums the files no table version within the retention uses.
+interrupted runs left (sinks/maintenance.py); it compacts local Parquet outputs' batches
+(sinks/compaction.py) and Delta tables' small files, and vacuums the files no Delta table
+version within the retention uses.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir, location_key, without_options
 from sessionize.schema import OUTPUTS
+from sessionize.sinks.compaction import TARGET_MB
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
+from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import open_sink
 
@@ -27,9 +30,30 @@ def maintain(
     checkpoint: str | None = None,
     compact: bool = False,
     vacuum_hours: int | None = None,
+    target_file_mb: float = TARGET_MB,
     say: Callable[[str], None] = print,
 ) -> dict:
-    """Clean `output`; compact (`compact`) and vacuum (`vacuum_hours`) its Delta tables."""
+    """Clean `output`; compact it (`compact`: local Parquet batches into files of about
+    `target_file_mb`, or Delta tables' small files); vacuum Delta tables (`vacuum_hours`).
+
+    Args:
+        output: The output root (local path, file:// or s3://).
+        checkpoint: The stream's checkpoint, leased too so that its driver cannot start.
+        compact: Compact the output.
+        vacuum_hours: Delta: delete files no table version of the last H hours uses.
+        target_file_mb: Parquet: the compacted files' size.
+        say: Where the one-line summaries go.
+
+    Returns:
+        What was done: {"format", "leftovers", and "tables" (Delta) or "compacted" (Parquet)}.
+
+    Raises:
+        ConfigError: a PostgreSQL output, no directory, `--vacuum-hours` on Parquet, or
+            `--compact` on Parquet on s3:// (not supported).
+        LeaseHeld: a driver writes the output or runs the checkpoint.
+
+    >>> maintain("out/", compact=True)  # doctest: +SKIP
+    """
     if is_postgres(output):
         raise ConfigError(
             f"--output {location_key(output)}: PostgreSQL outputs leave nothing to clean "
@@ -42,12 +66,17 @@ def maintain(
         if checkpoint:
             held.enter_context(checkpoint_lease(checkpoint))
         delta = any(DeltaSink(output, "maintain").table(name) for name in OUTPUTS)
-        if (compact or vacuum_hours is not None) and not delta:
+        if vacuum_hours is not None and not delta:
             raise ConfigError(
-                "--compact and --vacuum-hours apply to Delta outputs; "
+                "--vacuum-hours applies to Delta outputs; "
                 f"{without_options(output)} holds no Delta table"
             )
         sink = open_sink(output, "delta" if delta else "parquet", job="maintain")
+        if compact and not delta and not isinstance(sink, ParquetSink):
+            raise ConfigError(
+                f"--compact: {without_options(output)} is Parquet on an object store, which "
+                "is not compacted; write it as Delta (--output-format delta) to compact it"
+            )
         report: dict = {"format": "delta" if delta else "parquet"}
         report["leftovers"] = left = clean_leftovers(sink)
         say(
@@ -59,6 +88,11 @@ def maintain(
             report["tables"] = tables = compact_and_vacuum(sink, vacuum_hours, compact=compact)
             for name, done in tables.items():
                 say(f"{name}: {_describe(done)}")
+        if compact and isinstance(sink, ParquetSink):
+            report["compacted"] = done = sink.compact(target_mb=target_file_mb)
+            for name, counts in done.items():
+                say(f"{name}: compacted {counts['batches']} batches, {counts['files_in']} "
+                    f"files into {counts['files_out']}")  # fmt: skip
     return report
 
 

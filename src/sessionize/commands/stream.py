@@ -46,6 +46,7 @@ class StreamOptions:
     mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
     metrics_port: int | None = None  # Prometheus metrics of this process (engines/metrics.py)
     open_sessions: bool = False  # also the `open_sessions` output, replaced by user
+    compact_every: int | None = None  # compact local Parquet outputs every N batches
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the checkpoint's values. None: all were given.
     explicit: frozenset[str] | None = None
@@ -104,6 +105,7 @@ def run_stream(
         output_format=output_format, progress_log=opts.progress_log, on_batch=on_batch,
         input_name=opts.input, metrics_port=opts.metrics_port,
         source_options=opts.input_options(), open_sessions=opts.open_sessions,
+        compact_every=opts.compact_every,
     )  # fmt: skip
     return run.wait()
 

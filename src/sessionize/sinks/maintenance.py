@@ -9,6 +9,8 @@ What is left where (every sink stages under `ROOT/_staging`, see staging.py):
     restart, which re-executes that batch;
   * Parquet on S3: files under `ROOT/NAME/batch_id=N/` that no commit file names (copies of
     a publish attempt that did not commit).
+  * local Parquet: an interrupted compaction (sinks/compaction.py `finish`): batch
+    directories its manifest covers, compacted files and manifests no generation names.
 Delta tables are compacted and vacuumed by `sinks.delta.compact_and_vacuum`.
 """
 
@@ -18,15 +20,16 @@ import pyarrow.fs as pafs
 
 from sessionize.fs import delete_dir, without_options
 from sessionize.schema import OUTPUTS
-from sessionize.sinks import staging
+from sessionize.sinks import compaction, staging
 from sessionize.sinks.base import StagedSink, sink_errors
+from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
 
 
 def clean_leftovers(sink: StagedSink) -> dict[str, int]:
     """Remove the leftovers above; returns how many of each kind went."""
     fs, base = sink._fs()
-    done = {"trash": 0, "staged_batches": 0, "uncommitted_files": 0}
+    done = {"trash": 0, "staged_batches": 0, "uncommitted_files": 0, "compaction_files": 0}
     with sink_errors(f"cleaning {without_options(sink.root)}"):
         trash = f"{base}/{staging.TRASH}"
         done["trash"] = len(_children(fs, trash))
@@ -44,6 +47,10 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
         done["staged_batches"] = len(stale)
         if isinstance(sink, ManifestParquetSink):
             done["uncommitted_files"] = _drop_uncommitted(sink, fs, base)
+        if isinstance(sink, ParquetSink):
+            for name in sink.outputs:
+                finished = compaction.finish(fs, base, name)
+                done["compaction_files"] += sum(finished.values())
     return done
 
 

@@ -5,13 +5,15 @@ Layout under the output root:
     ROOT/NAME/batch_id=N/[session_date=D/]part-PPPPP.parquet   published, visible
     ROOT/_staging/NAME/batch_id=N/...                          being written (staging.py)
     ROOT/_trash/NAME/...                                       replaced, being deleted
+    ROOT/_compacted/NAME/...                                   compacted batches (compaction.py)
 
 Tasks stage their rows outside the output directories; the driver publishes a batch with one
 directory rename per output. Staged and replaced files never live under `ROOT/NAME`, so every
 reader of that directory (Spark, pyarrow, and `**` globs in DuckDB or Polars) sees a batch
 completely or not at all, and a re-executed batch replaces its directory instead of adding
 rows. Partition columns (`batch_id`, `session_date`) live in the directory names (Hive style).
-Object stores have no rename: `s3://` outputs use parquet_s3.py.
+Object stores have no rename: `s3://` outputs use parquet_s3.py. After a compaction the
+compacted batches are read from `ROOT/_compacted/NAME` (compaction.py: `committed_files`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sessionize import faults
 from sessionize.errors import SinkError
 from sessionize.fs import delete_dir, exists
 from sessionize.schema import OUTPUTS
-from sessionize.sinks import staging
+from sessionize.sinks import compaction, staging
 from sessionize.sinks.base import StagedSink
 
 
@@ -56,6 +58,7 @@ class ParquetSink(StagedSink):
             has_rows = exists(fs, staged)
             if not (has_rows or opened):
                 continue  # a finished publish repeated: nothing new to show
+            compaction.remove_batches(fs, base, name, {batch_id})  # compacted, now replaced
             self._retire(fs, base, name, final)
             if has_rows:
                 fs.create_dir(f"{base}/{name}", recursive=True)
@@ -71,23 +74,42 @@ class ParquetSink(StagedSink):
                 if b >= batch_id:
                     self._retire(fs, base, name, f"{base}/{self.batch_dir(name, b)}")
                     retired.add(b)
+            # compacted batches are older than the directories: removed after them
+            undone = compaction.read_manifest(fs, base, name).batches
+            retired |= compaction.remove_batches(
+                fs, base, name, {b for b in undone if b >= batch_id})
         return sorted(retired)
 
     def rows_from(self, name: str, batch_id: int) -> int:
         fs, base = self._fs()
         if not any(b >= batch_id for b in self.published(name)):
             return 0
-        data = ds.dataset(f"{base}/{name}", filesystem=fs, format="parquet", partitioning="hive")
-        return data.count_rows(filter=ds.field("batch_id") >= batch_id)
+        data = compaction.committed_dataset(fs, base, name)
+        return 0 if data is None else data.count_rows(filter=ds.field("batch_id") >= batch_id)
 
     def published(self, name: str) -> list[int]:
         fs, base = self._fs()
-        sel = pafs.FileSelector(f"{base}/{name}", allow_not_found=True)
-        ids = []
-        for info in fs.get_file_info(sel):
-            if info.type == pafs.FileType.Directory and info.base_name.startswith("batch_id="):
-                ids.append(int(info.base_name.split("=", 1)[1]))
-        return sorted(ids)
+        dirs, manifest = compaction.committed(fs, base, name)
+        return sorted(set(dirs) | manifest.batches)
+
+    def committed_files(self, name: str) -> dict[str, list[str]]:
+        """The files that hold output `name`'s committed rows, each row once:
+        {"batches": files under `ROOT/NAME/batch_id=N/` (Hive-partitioned there),
+        "compacted": files under `ROOT/_compacted/NAME/` (`batch_id` a column)}.
+
+        >>> ParquetSink("out").committed_files("sessions")["compacted"][:1]  # doctest: +SKIP
+        ['out/_compacted/sessions/session_date=2026-11-01/part-00000003-0000-1a2b3c4d.parquet']
+        """
+        fs, base = self._fs()
+        return compaction.committed_files(fs, base, name)
+
+    def compact(self, upto: int | None = None,
+                target_mb: float = compaction.TARGET_MB) -> dict[str, dict[str, int]]:  # fmt: skip
+        """Rewrite the published batches <= `upto` (default: all) of every output into
+        compacted files of about `target_mb` (compaction.py); {output: what was done}."""
+        fs, base = self._fs()
+        return {name: compaction.compact(fs, base, name, upto=upto, target_mb=target_mb)
+                for name in self.outputs}  # fmt: skip
 
     @staticmethod
     def _retire(fs: pafs.FileSystem, base: str, name: str, path: str) -> None:

@@ -9,10 +9,11 @@ import pyarrow.dataset as ds
 
 from sessionize.config import redact_uri
 from sessionize.errors import ConfigError
-from sessionize.fs import child, is_local, without_options
+from sessionize.fs import is_local, resolve_fs, without_options
 from sessionize.mapping import EventMapping
 from sessionize.sinks import replaced
 from sessionize.sinks.base import Sink
+from sessionize.sinks.compaction import committed_dataset as compacted_and_batches
 from sessionize.sinks.delta import DeltaSink
 from sessionize.sinks.kafka import KafkaOutput, KafkaSink, is_kafka
 from sessionize.sinks.parquet import ParquetSink
@@ -158,9 +159,16 @@ def committed_rows(output: str, name: str) -> ds.Dataset | None:
         if output.startswith("s3://"):
             data = committed_dataset(output, name)
             return data if data.files else None
-        return ds.dataset(child(output, name), format="parquet", partitioning="hive")
+        return local_committed(output, name)
     except (FileNotFoundError, pa.ArrowInvalid):
         return None
+
+
+def local_committed(output: str, name: str) -> ds.Dataset | None:
+    """Local Parquet: the batch directories and the compacted files (sinks/compaction.py),
+    each row once."""
+    fs, base = resolve_fs(output)
+    return compacted_and_batches(fs, base, name)
 
 
 def _check_postgres(output: str, fmt: str | None) -> None:

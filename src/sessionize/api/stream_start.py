@@ -1,0 +1,71 @@
+"""The start of a session stream once its lease is held: what `Sessionizer.start` does after
+checking its arguments (the checkpoint's record and paths, the state, the sink, the engine)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessionize.api.arguments import progress_path, state_uri
+from sessionize.api.inputs import reader
+from sessionize.api.query import StreamRun, launch
+from sessionize.api.recorded import check_agreement
+from sessionize.api.workers import check_workers
+from sessionize.config import redact_uri
+from sessionize.engines.checkpoint import check_or_record, record_paths, refuse_if_rewinding
+from sessionize.engines.runner import Engine
+from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
+from sessionize.errors import ConfigError
+from sessionize.fs import child
+from sessionize.sinks.registry import open_sink
+from sessionize.state import open_backend
+
+if TYPE_CHECKING:
+    from sessionize.api.sessionizer import Sessionizer
+
+
+def start_stream(sz: Sessionizer, events, output, checkpoint, trigger, output_format,
+                 progress_log, on_batch, input_name, lease, metrics, open_sessions,
+                 compact_every) -> StreamRun:  # fmt: skip
+    """Record the checkpoint's settings and paths, open the state and the sink, and launch
+    the engine over `events` (`Sessionizer.start` has taken the lease and checked the rest)."""
+    store_uri = state_uri(sz.state, child(checkpoint, "state"))
+    refuse_if_rewinding(checkpoint)
+    identity = {"output": output}
+    if input_name != "dataframe":  # a DataFrame's source cannot be named
+        identity["input"] = redact_uri(input_name)
+    check_or_record(checkpoint, {**sz.recorded_settings(output_format), **identity})
+    # What `history` and `rewind` need besides the settings (secrets left out).
+    record_paths(checkpoint, {
+        "input": redact_uri(input_name), "output": redact_uri(output),
+        "output_format": output_format, "state": redact_uri(store_uri), "job": sz.job,
+        "progress_log": progress_log,  # None: CHECKPOINT/progress.jsonl
+    })  # fmt: skip
+    backend = None
+    if sz.state not in PROVIDERS:
+        rows = sz.engine_settings(store_uri, output, "").row_spec()
+        backend = open_backend(store_uri, rows)
+        backend.check()
+        check_agreement(backend, checkpoint, store_uri, sz.job)
+    df = events() if callable(events) else events
+    if not df.isStreaming:
+        raise ConfigError("stream() needs a streaming DataFrame; use sessions() for a bounded one")
+    records, parser = reader(df, sz.mapping)
+    spark = df.sparkSession
+    check_workers(spark)
+    sink = open_sink(output, output_format, job=sz.job, mapping=sz.mapping)
+    engine: Engine
+    if backend is None:
+        engine = SparkStateEngine(
+            sz.state, sz.rules, sz.partitions, checkpoint, sink, sz.max_future_us,
+            parser=parser, mapping=sz.mapping,
+        )  # fmt: skip
+    else:
+        engine = sz.store_engine(
+            spark, backend, parser, output=output, state_uri=store_uri,
+            output_format=output_format, lease=lease, open_sessions=open_sessions,
+        )  # fmt: skip
+    return launch(
+        spark, engine, records, job=sz.job, checkpoint=checkpoint, trigger=trigger,
+        progress_log=progress_path(progress_log, checkpoint, "progress.jsonl"),
+        on_batch=on_batch, lease=lease, metrics=metrics, compact_every=compact_every,
+    )  # fmt: skip
