@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from sessionize.engines.checkpoint import seen_files
-from sessionize.engines.spark_logs import log_ids, truncate_file_source_log
+from sessionize.engines.spark_logs import compact_interval, log_ids, truncate_file_source_log
 
 
 def entry(b: int) -> dict:
@@ -55,8 +55,38 @@ def test_the_compaction_batch_itself_is_rewritten_whole_when_gone(tmp_path):
     log = tmp_path / "sources" / "0"
     log.mkdir(parents=True)
     write(log, "19.compact", range(20))  # Spark deleted everything before 19
-    write(log, "20", range(20, 21))
+    write(log, "29.compact", range(30))
+    write(log, "30", range(30, 31))
     truncate_file_source_log(str(tmp_path), 12)
     assert sorted(p.name for p in log.iterdir()) == ["10", "11", "12", "9.compact"]
     assert read(log, "9.compact") == list(range(10))
     assert read(log, "12") == [12]
+
+
+def test_a_lone_compaction_is_read_at_the_interval_spark_derives_for_it(tmp_path):
+    """With one compacted file `19.compact` and a compact interval of 100 for new logs,
+    Spark reads the log at an interval of 20: batch 12 comes back as a plain file, as do
+    all before it, and no compacted file is written."""
+    log = tmp_path / "sources" / "0"
+    log.mkdir(parents=True)
+    write(log, "19.compact", range(20))
+    write(log, "20", range(20, 21))
+    truncate_file_source_log(str(tmp_path), 12, default_interval=100)
+    assert sorted(p.name for p in log.iterdir()) == sorted(str(b) for b in range(13))
+    assert all(read(log, str(b)) == [b] for b in range(13))
+
+
+def test_the_compact_interval_is_the_one_the_log_was_written_with():
+    # (compacted files present, interval for new logs) -> Spark's interval for the log
+    cases = {
+        ((), 100): 100,  # nothing compacted yet: the setting
+        ((9, 19, 29), 100): 10,  # two or more: their distance, whatever the setting
+        ((199, 99), 10): 100,
+        ((9,), 100): 10,  # one, at most the setting: the batch count up to it
+        ((11,), 5): 6,  # one: the smallest divisor of 12 from the setting on
+        ((24,), 5): 5,
+        ((19,), 10): 20,  # the setting at least half of 20: 20 itself
+        ((19,), 4): 4,
+    }
+    for (compacted, default), interval in cases.items():
+        assert compact_interval(list(compacted), default) == interval, (compacted, default)

@@ -33,7 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.config import counted, format_instant, retained_batches
 from sessionize.engines.progress import ProgressLog
-from sessionize.engines.spark_logs import STREAM_CONFS
+from sessionize.engines.spark_logs import COMPACT_CONF, STREAM_CONFS
 from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
@@ -259,6 +259,12 @@ def start_query(
     (Spark raises its own wrapper of it from `awaitTermination`).
     """
     confs = {**STREAM_CONFS, **runner.engine.query_confs()}
+    if spark.conf.get(COMPACT_CONF, None) is None:
+        # Spark keeps the compacted files of the retained batches, each listing every file
+        # ever read: compacting once per retention keeps two of them instead of eleven. A
+        # checkpoint that has compacted files keeps its own interval; one the session sets
+        # is left alone.
+        confs[COMPACT_CONF] = confs.get(RETAIN_CONF, str(RETAIN))
     saved = {k: spark.conf.get(k, None) for k in confs}
 
     def restore() -> None:

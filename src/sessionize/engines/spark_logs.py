@@ -3,9 +3,10 @@
 Spark keeps, per micro-batch: `offsets/B` (what the batch reads, planned before it runs),
 `commits/B` (written once it finished), the file source's seen-files log `sources/0/B`
 (every `compactInterval`-th entry is `B.compact`, holding every entry up to B, after which
-Spark deletes the older files), and for the `spark-*` engines its state store versions
-`state/0/P/V.(delta|snapshot|zip|changelog)` (batch B reads version B, commits B+1). On a
-local file system each file has a `.NAME.crc` sibling, removed with it.
+Spark deletes the files older than the compaction before the retained batches), and for
+the `spark-*` engines its state store versions `state/0/P/V.(delta|snapshot|zip|changelog)`
+(batch B reads version B, commits B+1). On a local file system each file has a `.NAME.crc`
+sibling, removed with it.
 
 Every change here is idempotent and leaves each file whole (written aside, then moved), so
 an interrupted rewind is completed by running it again.
@@ -15,17 +16,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 
 import pyarrow.fs as pafs
 
+from sessionize.config import retained_batches
 from sessionize.fs import resolve_fs
 
 LOGS = ("commits", "offsets")  # undone in this order: a batch stops counting as done first
 FILE_SOURCE_LOG = "sources/0"
 STATE_DIR = "state/0"
-SPARK_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval
+COMPACT_CONF = "spark.sql.streaming.fileSource.log.compactInterval"
 # Spark keeps the file source's log files for 10 minutes after a compaction made them
 # redundant, and every compacted file lists every file ever read: at short triggers that is
 # dozens of ever-growing copies. Only the query itself reads its source log (rewinding
@@ -93,13 +94,16 @@ def _file_source_entries(checkpoint: str) -> list[dict]:
     return list(entries.values())
 
 
-def truncate_file_source_log(checkpoint: str, after: int) -> int:
+def truncate_file_source_log(
+    checkpoint: str, after: int, default_interval: int | None = None
+) -> int:
     """Make the file source's log end at batch `after`; returns how many files it forgets.
 
     Batches up to `after` may only be left in a compacted file of a later batch (Spark
     deleted their own files after compacting): those are written again first, from the
-    compacted entries, in the names Spark reads them by, and only then is everything
-    after `after` deleted."""
+    compacted entries, in the names Spark reads them by (at the log's own compact interval,
+    `compact_interval` of the files present and `default_interval`, the retained batches
+    unless given), and only then is everything after `after` deleted."""
     fs, base = resolve_fs(checkpoint)
     ids = log_ids(checkpoint, FILE_SOURCE_LOG)
     if not ids:
@@ -107,26 +111,46 @@ def truncate_file_source_log(checkpoint: str, after: int) -> int:
     entries = file_source_entries(checkpoint)
     forgotten = sum(1 for e in entries if e["batchId"] > after)
     if after >= 0:
-        _rebuild_up_to(fs, f"{base}/{FILE_SOURCE_LOG}", entries, after)
+        default = retained_batches() if default_interval is None else default_interval
+        _rebuild_up_to(fs, f"{base}/{FILE_SOURCE_LOG}", entries, after, default)
     truncate_log(checkpoint, FILE_SOURCE_LOG, after)
     return forgotten
 
 
-def _interval(compacted: list[int]) -> int:
-    """Spark's compactInterval: its default (sessionize does not change it), unless the
-    compacted files present say otherwise."""
-    step = SPARK_COMPACT_INTERVAL
-    for c in compacted:
-        step = math.gcd(step, c + 1)
-    return step
+def compact_interval(compacted: list[int], default: int) -> int:
+    """The compact interval Spark uses for a file source log, as its CompactibleFileStreamLog
+    decides it when the query starts: an existing log keeps its own interval.
+
+    Args:
+        compacted: the batch ids of the log's `.compact` files.
+        default: `spark.sql.streaming.fileSource.log.compactInterval` for the query.
+
+    Returns:
+        The distance of the two newest compacted files; with one compacted file `c`, the
+        smallest divisor of `c + 1` not below `default` (`c + 1` itself when `default` is
+        at least half of it); with none, `default`.
+
+    Example:
+        >>> compact_interval([99, 199], 10), compact_interval([19], 100)
+        (100, 20)
+    """
+    newest = sorted(compacted, reverse=True)
+    if len(newest) >= 2:
+        return newest[0] - newest[1]
+    if not newest:
+        return default
+    n = newest[0] + 1
+    if n <= default or default >= n // 2:
+        return n
+    return next((i for i in range(default, n // 2 + 1) if n % i == 0), n)
 
 
-def _rebuild_up_to(fs, log: str, entries: list[dict], last: int) -> None:
+def _rebuild_up_to(fs, log: str, entries: list[dict], last: int, default: int) -> None:
     """Ensure Spark can read batches 0..last: the newest compacted file at or before `last`
     and the plain files after it, each written from the entries if missing."""
     present = {i.base_name for i in _listing(fs, log)}
     compacted = sorted(int(n.split(".")[0]) for n in present if n.endswith(".compact"))
-    span = _interval(compacted)
+    span = compact_interval(compacted, default)
     base_compact = ((last + 1) // span) * span - 1
     base_compact = base_compact if base_compact >= 0 else None
     todo: list[tuple[str, list[dict]]] = []
