@@ -32,7 +32,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 # What must stay flat, with the growth per batch it may show (noise, and the file source's
-# log, which keeps one ~180-byte entry per file read for the life of the checkpoint).
+# log, whose two compacted files each keep one ~180-byte entry per file read for the life
+# of the checkpoint).
 FLAT = {
     "driver_py_rss_kb": 2.0,
     "workers_rss_kb": 4.0,
