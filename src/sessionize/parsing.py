@@ -25,31 +25,26 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.config import MAX_EVENT_GAP_US
+from sessionize.events import rules as R
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-_ARTICLE = {
-    "integer": "an integer", "string": "a string", "object": "an object", "number": "a number",
-}  # fmt: skip
-# ISO-8601 date and time; Spark's own cast accepts looser forms (e.g. '123' as a year).
-_ISO_8601 = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$"
-# Epoch times map to the years 0001-9999, as ISO-8601 times do.
-_MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
-_EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
-# `any`: read as its JSON text, typed later (a conversion's value, checked on the
-# conversion's events only).
+_EPOCH_UNIT_US = R.EPOCH_UNIT_US
+_MIN_US, _MAX_US = R.MIN_US, R.MAX_US
+_ISO_8601 = R.ISO_8601
+_ARTICLE = R.ARTICLE
 _SPARK_TYPES = {
-    "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
-    "any": T.StringType(),
+    R.INTEGER: T.LongType(), R.STRING: T.StringType(), R.NUMBER: T.DoubleType(),
+    R.ANY: T.StringType(),
 }  # fmt: skip
 
 
 def future_reason(mapping: EventMapping) -> str:
     """The reason of an event too far ahead of the batch's time, named by the time's path."""
-    return f"{mapping.time} too far in the future"
+    return R.too_far_ahead(mapping.time)
 
 
 # Parsed columns of the default mapping, in the order of schema.EVENT.
@@ -63,26 +58,10 @@ def event_columns(mapping: EventMapping | None = None) -> list[str]:
     return lay.event.names + ([STATE_USER_KEY] if lay.string_keys else [])
 
 
-@functools.lru_cache(maxsize=32)
 def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
     """(path, expected JSON type) of every field read, in the order their errors are
-    reported: each path's enclosing objects before it."""
-    m = mapping or EventMapping()
-    user = "string" if m.string_keys else "integer"
-    time = "string" if m.time_format == "iso8601" else "number"
-    wanted = [(m.user, user), (m.time, time), (m.action, "string"), (m.page, "string")]
-    wanted += [(path, "string") for _, path in m.keep]
-    wanted += [(m.change, "string")] if m.change else []
-    wanted += [(m.gap, "number")] if m.gap else []
-    wanted += [(path, "string") for _, path in (*m.last, *m.mapped())]
-    wanted += [(c.value, "any") for c in m.content.conversions if c.value]
-    out: dict[str, str] = {}
-    for path, kind in wanted:
-        parts = path.split(".")
-        for i in range(1, len(parts)):
-            out.setdefault(".".join(parts[:i]), "object")
-        out.setdefault(path, kind)
-    return tuple(out.items())
+    reported (`events.rules.read_fields`)."""
+    return R.read_fields(mapping)
 
 
 def _json_schema(mapping: EventMapping) -> T.StructType:
@@ -257,7 +236,7 @@ def bad_gap(seconds: Column) -> Column:
 
 
 def gap_reason(path: str) -> str:
-    return f"{path}: expected a number of seconds above 0 and at most 30 days"
+    return R.bad_gap(path)
 
 
 def parse(
