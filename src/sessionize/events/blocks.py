@@ -182,7 +182,9 @@ def read_block(
     # Only what looks like one object goes to pyarrow: a line that is not one would only
     # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
     braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
-    candidate = pc.and_(pc.is_null(error), braced)
+    # pyarrow reads NaN and Infinity in the fields it infers: Spark reads them its own way.
+    nonfinite = pc.or_(pc.match_substring(values, "NaN"), pc.match_substring(values, "Infinity"))
+    candidate = pc.and_(pc.and_(pc.is_null(error), braced), pc.invert(nonfinite.fill_null(False)))
     rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
     found, read_sub = _parse_lines(p, values.take(pa.array(rows)))
     read = np.zeros(len(batch), bool)
