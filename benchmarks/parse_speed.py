@@ -9,7 +9,10 @@ files). Then, in one run, alternating:
   yields them (`sources.lines.decode_file`), timed by this process's CPU time (one core,
   whatever else runs); the lines it leaves to the exact path are counted;
 - `spark`: a one-core Spark (`local[1]`) counting the valid events of `parsing.parse` (every
-  line through Spark's expressions, the reading in use), warm, best wall time.
+  line through Spark's expressions, the reading in use), warm, best wall time;
+- `spark-blocks`: the same Spark counting the valid events of `parsing.parse_blocks` (the
+  block reader in a Python task, `mapInArrow`, the lines it leaves to the exact path
+  decided by Spark's expressions in the same projection).
 
 Prints each figure with the load average at the time, then the ratio.
 """
@@ -63,12 +66,11 @@ def blocks_rate(batches: list[pa.RecordBatch]) -> tuple[float, int, int]:
 
 
 def spark_session():
-    from pyspark.sql import SparkSession
+    from sessionize.spark_session import get_spark
 
-    spark = (
-        SparkSession.builder.master("local[1]").appName("parse-speed")
-        .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "1").getOrCreate()
+    spark = get_spark(
+        "parse-speed", master="local[1]", shuffle_partitions=1,
+        conf={"spark.ui.showConsoleProgress": "false"},
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -80,9 +82,21 @@ def spark_rate(spark, raw, lines: int) -> tuple[float, int]:
     from sessionize.parsing import parse
 
     t0 = time.perf_counter()
-    valid = parse(raw, now=F.current_timestamp(), max_future_us=MAX_FUTURE_US).where(
-        "reason is null"
-    ).count()
+    valid = (
+        parse(raw, now=F.current_timestamp(), max_future_us=MAX_FUTURE_US)
+        .where("reason is null")
+        .count()
+    )
+    return lines / (time.perf_counter() - t0), valid
+
+
+def spark_blocks_rate(spark, raw, lines: int) -> tuple[float, int]:
+    from sessionize.parsing import parse_blocks
+
+    t0 = time.perf_counter()
+    now_us = int(time.time() * 1_000_000)
+    parsed = parse_blocks(raw, now=now_us, max_future_us=MAX_FUTURE_US)
+    valid = parsed.where("reason is null").count()
     return lines / (time.perf_counter() - t0), valid
 
 
@@ -106,7 +120,8 @@ def main() -> None:
     raw = spark.createDataFrame(pa.Table.from_batches(batches)).repartition(1).cache()
     raw.count()
     spark_rate(spark, raw, lines)  # warm up
-    best = {"blocks": 0.0, "spark": 0.0}
+    spark_blocks_rate(spark, raw, lines)
+    best = {"blocks": 0.0, "spark": 0.0, "spark-blocks": 0.0}
     for _ in range(args.repeat):
         rate, valid, exact = blocks_rate(batches)
         best["blocks"] = max(best["blocks"], rate)
@@ -116,10 +131,15 @@ def main() -> None:
         best["spark"] = max(best["spark"], rate)
         print(f"  spark local[1]: {rate:,.0f} lines/s, {valid:,} valid (load {_load()})",
               flush=True)  # fmt: skip
+        rate, valid = spark_blocks_rate(spark, raw, lines)
+        best["spark-blocks"] = max(best["spark-blocks"], rate)
+        print(f"  spark-blocks local[1]: {rate:,.0f} lines/s, {valid:,} valid (load {_load()})",
+              flush=True)  # fmt: skip
     spark.stop()
     for name, rate in best.items():
         print(f"{name}: {rate:,.0f} lines/s")
     print(f"blocks / spark: {best['blocks'] / best['spark']:.2f}")
+    print(f"spark-blocks / spark: {best['spark-blocks'] / best['spark']:.2f}")
 
 
 if __name__ == "__main__":

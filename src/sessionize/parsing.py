@@ -262,14 +262,81 @@ def parse(
     """
     mapping = mapping or EventMapping()
     steps, reason, output = _plan(mapping, _owner(raw))
+    # Columns named CARRIED* pass through unchanged (the block reader's typed events).
+    carried = [c for c in raw.columns if c.startswith(CARRIED)]
     parsed = raw
-    for step in steps:
-        parsed = parsed.select(*step)
+    for i, step in enumerate(steps):
+        parsed = parsed.select(*step, *(carried if i == 0 else []))
     if now is not None and max_future_us is not None:
         future = too_far_ahead(F.col("ts"), now, max_future_us)
         reason = F.coalesce(reason, F.when(future, F.lit(future_reason(mapping))))
     parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
-    return parsed.select(*output)
+    return parsed.select(*output, *carried)
+
+
+CARRIED = "_carried"
+
+
+def parse_blocks(
+    raw: DataFrame,
+    *,
+    now: Column | int | None = None,
+    max_future_us: int | None = None,
+    mapping: EventMapping | None = None,
+) -> DataFrame:
+    """`parse` with the lines read by `events.blocks` in the task that holds them: the
+    same output, the lines the block reader leaves to the exact path decided by `parse`'s
+    expressions in the same projection (the others pass them as NULLs). A mapping the
+    block reader does not read (a conversion's value) is read by `parse`.
+
+    `now` may be µs since the epoch: the reading task then judges `max_future_us` itself;
+    with a column, Spark judges it and every line crosses back for `raw`."""
+    import functools
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from sessionize.events import blocks
+
+    m = mapping or EventMapping()
+    p = blocks.plan(m)
+    if p is None:
+        return parse(raw, now=now, max_future_us=max_future_us, mapping=m)
+    in_task = isinstance(now, int)
+    task = functools.partial(
+        _read_blocks, p, now if in_task else None, max_future_us if in_task else None,
+        now is not None and not in_task,
+    )  # fmt: skip
+    typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(p.schema))
+    if in_task:
+        now = F.timestamp_micros(F.lit(now))
+    exact = F.col(blocks.EXACT)
+    names = event_columns(m)
+    carried = F.struct(*names, "reason", "raw", blocks.EXACT).alias(CARRIED)
+    mixed = typed.select(
+        F.when(exact, F.col("raw")).alias("value"), F.lit(None).cast("string").alias("error"),
+        "source", carried,
+    )  # fmt: skip
+    parsed = parse(mixed, now=now, max_future_us=max_future_us, mapping=m)
+    read = F.col(CARRIED)
+    is_exact = read[blocks.EXACT]
+    reason = read["reason"]
+    if now is not None and max_future_us is not None and not in_task:
+        future = too_far_ahead(read["event_time"], now, max_future_us)
+        reason = F.coalesce(reason, F.when(future, F.lit(future_reason(m))))
+    out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
+    reason = F.when(is_exact, F.col("reason")).otherwise(reason)
+    raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
+    return parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+
+
+def _read_blocks(plan, now_us, max_future_us, keep_lines, batches):
+    from sessionize.events import blocks
+
+    for batch in batches:
+        out = blocks.read_block(batch, plan, now_us, max_future_us)
+        if keep_lines:  # Spark judges the time limit: every line may become invalid
+            out = out.set_column(out.schema.get_field_index("raw"), "raw", batch.column("value"))
+        yield out
 
 
 def too_far_ahead(ts: Column, now: Column, max_future_us: int) -> Column:

@@ -119,7 +119,8 @@ def _read(lines: list[str | None], mapping: EventMapping, errors=None) -> list[d
     )
     out = blocks.read_block(batch, blocks.plan(mapping), NOW_US, DAY_US)
     micros = out.column("event_time").cast(pa.int64())
-    return out.set_column(out.schema.get_field_index("event_time"), "event_time", micros).to_pylist()
+    at = out.schema.get_field_index("event_time")
+    return out.set_column(at, "event_time", micros).to_pylist()
 
 
 def _check(lines: list[str], mapping: EventMapping) -> None:
@@ -127,8 +128,8 @@ def _check(lines: list[str], mapping: EventMapping) -> None:
         want = read_line(line, mapping, NOW_US, DAY_US)
         if want == OPEN:
             assert row[blocks.EXACT], line
-            continue
         if row[blocks.EXACT]:
+            assert row["raw"] == line and row["reason"] is None
             continue  # left to the exact path, which reads every line as Spark does
         reason, event = want
         assert row["reason"] == reason, line

@@ -175,7 +175,7 @@ def read_block(
     """RECORD_SCHEMA rows (`value`, `error`, `source`) -> `p.schema` rows, in order.
 
     With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid.
-    A row with `EXACT` true has no reason here: the exact path decides it."""
+    A row with `EXACT` true has no reason here: the exact path decides it from `raw`."""
     m = p.mapping
     values = batch.column("value").cast(pa.string())
     error = batch.column("error").cast(pa.string())
@@ -223,7 +223,7 @@ def read_block(
                         _when(spaces, R.EMPTY_LINE))  # fmt: skip
     exact = pa.array(~read & ~pc.is_valid(early).to_numpy(zero_copy_only=False))
     reason = pc.if_else(exact, _NULL, pc.coalesce(early, *steps))
-    raw = pc.if_else(pc.is_valid(reason), values, _NULL)
+    raw = pc.if_else(pc.or_(pc.is_valid(reason), exact), values, _NULL)  # the exact path's line
     col["event_time"] = us.cast(TS)
     col["action"] = pc.coalesce(col["action"], pa.scalar(R.DEFAULT_ACTION))
     columns = [col[r.name] for r in p.rules]
