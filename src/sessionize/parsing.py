@@ -224,7 +224,8 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
 
 def gap_us(seconds: Column) -> Column:
     """A `--gap-field` value (seconds, a double) -> microseconds as decimal digits."""
-    return F.round(seconds * F.lit(1e6)).cast("long").cast("string")
+    # try_cast: a gap beyond 64 bits of µs is invalid (`bad_gap`), never a failed job
+    return F.round(seconds * F.lit(1e6)).try_cast("long").cast("string")
 
 
 def bad_gap(seconds: Column) -> Column:
