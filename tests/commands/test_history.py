@@ -26,7 +26,7 @@ def test_a_redacted_state_uri_must_be_given_again(tmp_path):
         open_checkpoint(chk)
     with pytest.raises(ConfigError, match="is not the state of checkpoint"):
         open_checkpoint(chk, URI.replace("db.example", "other.example"))
-    assert open_checkpoint(chk, URI).state_uri == URI
+    assert open_checkpoint(chk, URI).state.state_uri == URI
 
 
 def test_not_a_checkpoint(tmp_path):

@@ -31,10 +31,10 @@ def test_tasks_get_absolute_local_paths(tmp_path, monkeypatch):
     from sessionize import Sessionizer
 
     monkeypatch.chdir(tmp_path)
-    settings = Sessionizer()._settings("files:chk/state?cache_mb=0", "out", "parquet")
+    settings = Sessionizer().engine_settings("files:chk/state?cache_mb=0", "out", "parquet")
     assert settings.output == f"{tmp_path}/out"
     assert settings.state_uri == f"files:{tmp_path}/chk/state?cache_mb=0"
-    remote = Sessionizer()._settings("redis://h:6379/0", "s3://b/out", "parquet")
+    remote = Sessionizer().engine_settings("redis://h:6379/0", "s3://b/out", "parquet")
     assert (remote.state_uri, remote.output) == ("redis://h:6379/0", "s3://b/out")
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pytest
 
 from tests.helpers import cli_env, wait_for
 
@@ -63,25 +62,32 @@ def _write(inp: Path, split: list[list[dict]]) -> None:
         os.utime(path, (1_000_000 + n, 1_000_000 + n))
 
 
-def _run(module: str, tmp: Path, env: dict[str, str]) -> subprocess.Popen:
+def _run(module: str, tmp: Path, env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
     args = [sys.executable, "-m", f"examples.{module}", "--input", str(tmp / "in"),
             "--output", str(tmp / "out"), "--checkpoint", str(tmp / "chk"),
             "--files-per-trigger", "1", "--partitions", "2"]  # fmt: skip
     return subprocess.Popen(
-        args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        args, cwd=ROOT, stdout=log.open("w") if log else subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=env,
         start_new_session=True,
     )  # fmt: skip
 
 
-def _killed_then_finished(module: str, tmp: Path) -> None:
-    proc = _run(module, tmp, cli_env(SESSIONIZE_PAUSE_AT="after-publish:1"))
-    wait_for(proc, "PAUSED after-publish 1")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    proc = _run(module, tmp, cli_env())
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out[-3000:]
-    assert "batch 3:" in out
+def _killed_then_finished(tmp: dict[str, Path]) -> None:
+    """Kill -9 every example after its batch 1 is published, then restart them all. The
+    examples run side by side, so their JVM starts and trigger waits overlap."""
+    procs = {m: _run(m, t, cli_env(SESSIONIZE_PAUSE_AT="after-publish:1")) for m, t in tmp.items()}
+    for proc in procs.values():
+        wait_for(proc, "PAUSED after-publish 1")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # The restarts write to files: three pipes read one after the other could fill and stall.
+    procs = {m: _run(m, t, cli_env(), t / "restart.log") for m, t in tmp.items()}
+    for module, proc in procs.items():
+        proc.wait(timeout=600)
+        out = (tmp[module] / "restart.log").read_text()
+        assert proc.returncode == 0, f"{module}: {out[-3000:]}"
+        assert "batch 3:" in out, module
 
 
 def read_output(root: Path, name: str) -> pa.Table:
@@ -93,30 +99,35 @@ def _us(table: pa.Table, column: str) -> list[int]:
     return table.column(column).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
 
 
-@pytest.mark.parametrize("module", ["running_totals", "dedup", "alerts"])
-def test_an_example_killed_mid_stream_and_restarted_equals_the_reference(
-    module, tmp_path, monkeypatch
-):
-    split = {"running_totals": _orders, "dedup": _events, "alerts": _logins}[module]()
-    _write(tmp_path / "in", split)
-    _killed_then_finished(module, tmp_path)
-    out = tmp_path / "out"
-    if module == "running_totals":
-        totals = read_output(out, "totals")
-        got = [set() for _ in split]
-        for row in totals.to_pylist():
-            got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
-        assert got == test_running_totals.reference(split)
-    elif module == "dedup":
-        monkeypatch.setattr(test_dedup, "TTL", 2 * test_dedup.HOUR_US)  # the example's hours
-        kept, late, _ = test_dedup.reference(split, lateness=0)
-        events = read_output(out, "events")
-        assert Counter(zip(events["event_id"].to_pylist(), _us(events, "event_time"),
-                           strict=True)) == kept  # fmt: skip
-        assert sum(late.values()) == 0
-    else:
-        alerts = read_output(out, "alerts")
-        got = Counter(zip(alerts["user"].to_pylist(), _us(alerts, "alert_time"),
-                          _us(alerts, "first_failure"), strict=True))  # fmt: skip
-        expected = test_alerts.reference([row for batch in split for row in batch], 3)
-        assert got == expected and sum(expected.values()) == 2
+MODULES = {"running_totals": _orders, "dedup": _events, "alerts": _logins}
+
+
+def test_each_example_killed_mid_stream_and_restarted_equals_the_reference(tmp_path, monkeypatch):
+    splits = {module: make() for module, make in MODULES.items()}
+    tmp = {module: tmp_path / module for module in MODULES}
+    for module, split in splits.items():
+        tmp[module].mkdir()
+        _write(tmp[module] / "in", split)
+    _killed_then_finished(tmp)
+
+    split, out = splits["running_totals"], tmp["running_totals"] / "out"
+    totals = read_output(out, "totals")
+    got = [set() for _ in split]
+    for row in totals.to_pylist():
+        got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
+    assert got == test_running_totals.reference(split)
+
+    split, out = splits["dedup"], tmp["dedup"] / "out"
+    monkeypatch.setattr(test_dedup, "TTL", 2 * test_dedup.HOUR_US)  # the example's hours
+    kept, late, _ = test_dedup.reference(split, lateness=0)
+    events = read_output(out, "events")
+    assert Counter(zip(events["event_id"].to_pylist(), _us(events, "event_time"),
+                       strict=True)) == kept  # fmt: skip
+    assert sum(late.values()) == 0
+
+    split, out = splits["alerts"], tmp["alerts"] / "out"
+    alerts = read_output(out, "alerts")
+    got_alerts = Counter(zip(alerts["user"].to_pylist(), _us(alerts, "alert_time"),
+                             _us(alerts, "first_failure"), strict=True))  # fmt: skip
+    expected = test_alerts.reference([row for batch in split for row in batch], 3)
+    assert got_alerts == expected and sum(expected.values()) == 2

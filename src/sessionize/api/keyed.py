@@ -16,14 +16,16 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api.arguments import Duration, duration_us, parse_trigger, progress_path, state_uri
 from sessionize.api.query import StreamRun, end_finished
-from sessionize.api.recorded import check_agreement
+from sessionize.api.recorded import check_agreement, recorded_state
 from sessionize.api.workers import check_workers
+from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
     batch_timestamp_us,
     check_or_record_processor,
     checkpoint_lease,
     output_lease,
+    record_paths,
     refuse_if_rewinding,
 )  # fmt: skip
 from sessionize.engines.keyed import (
@@ -85,7 +87,15 @@ def start(
         refuse_if_rewinding(checkpoint)
         store_uri = _absolute(state_uri(state, child(checkpoint, "state")))
         settings = _settings(df, processor, store_uri, output, partitions, lateness, job)
-        check_or_record_processor(checkpoint, {**settings_record(settings), "output": output})
+        check_or_record_processor(checkpoint, {
+            **settings_record(settings), "output": output, "output_format": output_format,
+            "outputs": list(settings.output_names), "state": recorded_state(state), "job": job,
+        })  # fmt: skip
+        # What `history`, `rewind` and `status` need besides the settings (no secrets).
+        record_paths(checkpoint, {
+            "output": redact_uri(output), "output_format": output_format,
+            "state": redact_uri(store_uri), "job": job, "progress_log": progress_log,
+        })  # fmt: skip
         engine = _engine(df, settings, lease)
         check_agreement(engine.backend, checkpoint, store_uri, job)
         check_workers(df.sparkSession)
@@ -137,7 +147,7 @@ def stream(
     Args:
         df: A streaming DataFrame with the processor's key column (and event time column).
         processor: The processor.
-        output: Where the outputs go: a local path.
+        output: Where the outputs go: a local path or an `s3://` URI (Parquet).
         checkpoint: Spark's checkpoint of the query, plus the settings it is bound to and,
             with `state="files"`, the state.
         state: `files` (under the checkpoint), `files:PATH`, or a server URI
@@ -197,7 +207,8 @@ def run(
     Args:
         df: A bounded DataFrame with the processor's key column (and event time column).
         processor: The processor.
-        output: Where the outputs go: a local path (its `_state` holds `state="files"`).
+        output: Where the outputs go: a local path (its `_state` holds `state="files"`) or
+            an `s3://` URI.
         state: `files` (under `output/_state`), `files:PATH`, or a server URI.
         partitions: State partitions (fixed by the first run).
         lateness: As for `stream`.

@@ -432,7 +432,8 @@ class Sessionizer:
         })  # fmt: skip
         backend = None
         if self.state not in SPARK_STATES:
-            backend = open_backend(store_uri, self._settings(store_uri, output, "").row_spec())
+            rows = self.engine_settings(store_uri, output, "").row_spec()
+            backend = open_backend(store_uri, rows)
             backend.check()
             check_agreement(backend, checkpoint, store_uri, self.job)
         df = events() if callable(events) else events
@@ -474,11 +475,12 @@ class Sessionizer:
     ) -> StoreEngine:
         """The `store` engine of these rules over `parser`'s records (also batch mode's);
         with the driver's `lease`, the store is fenced for it (state/lease.py)."""
-        settings = self._settings(state_uri, output, output_format)
+        settings = self.engine_settings(state_uri, output, output_format)
         return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
 
-    def _settings(self, state_uri: str, output: str, output_format: str) -> EngineSettings:
-        # What the tasks open: relative paths would resolve in each executor's own directory.
+    def engine_settings(self, state_uri: str, output: str, output_format: str) -> EngineSettings:
+        """What the store engine's tasks need for these rules, with absolute local paths
+        (relative ones would resolve in each executor's own directory)."""
         if state_uri.startswith("files:"):
             state_uri = "files:" + absolute_local(state_uri.removeprefix("files:"))
         return EngineSettings(

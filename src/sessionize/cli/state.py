@@ -36,17 +36,31 @@ def state() -> None:
 @click.option("--version", type=click.IntRange(0), default=None,
               help="Committed version to read (default: the last).")  # fmt: skip
 @click.option("--user", "user", default=None, help="Show this user's open sessions.")
-def inspect(checkpoint, output, state, job, version, user) -> None:
-    """Per partition and in total: versions kept, open users and sessions, the oldest open
-    session, bytes, last commit time."""
+@click.option("--key", "key", default=None,
+              help="A processor's job: show this key's state rows and timer.")  # fmt: skip
+def inspect(checkpoint, output, state, job, version, user, key) -> None:
+    """Per partition and in total: versions kept, open users and sessions (a processor's
+    job: keys, rows, next timer), the oldest open session, bytes, last commit time."""
     from rich.console import Console
 
-    from sessionize.commands.statetools.inspect import render, summarize, user_sessions
+    from sessionize.commands.statetools.inspect import (
+        key_state,
+        render,
+        summarize,
+        user_sessions,
+    )
 
     sj = _locate(checkpoint, output, state, job)
     console = Console()
     if not console.is_terminal:
         console = Console(width=150)  # a file or a pipe gets whole lines
+    if key is not None:
+        rows = key_state(sj, key, version)
+        if not rows.num_rows:
+            click.echo(f"key {key} has no state")
+        for row in rows.to_pylist():
+            console.print(", ".join(f"{k}={v}" for k, v in row.items()), highlight=False)
+        return
     if user is None:
         at, parts = summarize(sj, version)
         render(sj, at, parts, console)
@@ -76,12 +90,13 @@ def inspect(checkpoint, output, state, job, version, user) -> None:
               help="Committed version to export (default: the last).")  # fmt: skip
 def export(checkpoint, output, state, job, to, version) -> None:
     """Write the open sessions (the columns of `sessions`, their expiry and pending events)
-    as one Parquet file."""
-    from sessionize.commands.statetools.inspect import export_sessions
+    as one Parquet file; a processor's job: its state rows, with each key's timer."""
+    from sessionize.commands.statetools.inspect import export_state
 
     sj = _locate(checkpoint, output, state, job)
-    at, rows = export_sessions(sj, to, version)
-    click.echo(f"wrote {rows:,} open sessions at version {at} to {to}")
+    at, rows = export_state(sj, to, version)
+    what = "open sessions" if sj.processor is None else "state rows"
+    click.echo(f"wrote {rows:,} {what} at version {at} to {to}")
 
 
 @state.command()

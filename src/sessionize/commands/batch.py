@@ -35,7 +35,7 @@ from sessionize.engines.checkpoint import (
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
-from sessionize.engines.store import EngineSettings, settings_record
+from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
@@ -215,11 +215,11 @@ def _run(
     )
     warn_local_paths(spark, opts.output, settings.state_uri)
     log = progress_path(opts.progress_log, record_place(opts.output), "_progress.jsonl")
+    # The engine runs with the settings checked against the state's record: one object.
+    engine = StoreEngine(spark, settings, backend, parser=opts.sessionizer().file_parser(),
+                         lease=lease)  # fmt: skip
     runner = BatchRunner(
-        opts.sessionizer().store_engine(
-            spark, backend, opts.sessionizer().file_parser(), output=opts.output,
-            state_uri=settings.state_uri, output_format=opts.output_format, lease=lease,
-        ),
+        engine,
         on_hour,
         label=_label,
         progress=ProgressLog(log) if log else None,

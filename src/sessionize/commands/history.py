@@ -20,15 +20,17 @@ from sessionize.engines.checkpoint import (
     offset_log,
     recorded,
 )
+from sessionize.engines.keyed import keyed_sink
+from sessionize.engines.locate import restorable_state
 from sessionize.engines.progress import read_progress
+from sessionize.engines.restorable import RestorableState
 from sessionize.engines.runner import RETAIN, RETAIN_CONF
-from sessionize.engines.spark_logs import log_ids, spark_state_versions
-from sessionize.engines.spark_state import PROVIDERS, BatchRecords
+from sessionize.engines.spark_logs import log_ids
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir
+from sessionize.schema import OUTPUTS
 from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import accepting_duplicates, open_sink
-from sessionize.state import StateBackend, open_backend
 
 
 @dataclass
@@ -38,27 +40,27 @@ class Checkpoint:
     path: str
     settings: dict
     paths: dict
-    state_uri: str | None = None  # our store's URI (None: Spark's state)
+    state: RestorableState  # its engine's backward half
     accept_duplicates: bool = False  # a rewind over batches on Kafka, which reruns repeat
 
     @property
     def job(self) -> str:
         return str(self.settings.get("job", "sessionize"))
 
-    @property
-    def spark_state(self) -> bool:
-        return self.settings.get("state") in PROVIDERS
-
-    def backend(self) -> StateBackend | None:
-        return None if self.state_uri is None else open_backend(self.state_uri)
-
     def sink(self) -> Sink | None:
-        output = self.paths.get("output")
+        output = self.paths.get("output") or self.settings.get("output")
         if not output:
             return None
         fmt = self.paths.get("output_format") or self.settings.get("output_format", "parquet")
-        sink = open_sink(output, fmt, job=self.job)
+        names = self.settings.get("outputs")  # a processor's, as its job recorded them
+        sink = keyed_sink(output, tuple(names), fmt) if names else open_sink(output, fmt,
+                                                                           job=self.job)
         return accepting_duplicates(sink) if self.accept_duplicates else sink
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs a batch writes: a processor's as recorded, or the sessions'."""
+        return tuple(self.settings.get("outputs") or OUTPUTS)
 
     def progress_log(self) -> str | None:
         return self.paths.get("progress_log") or progress_path(None, self.path, "progress.jsonl")
@@ -76,32 +78,8 @@ def open_checkpoint(
     if not settings:
         raise ConfigError(f"{path} is not a sessionize checkpoint (no {FILE})")
     paths = recorded(path, PATHS_FILE)
-    ck = Checkpoint(path, settings, paths)
-    if ck.spark_state:
-        return ck
-    if settings.get("state") == "files":
-        ck.state_uri = f"files:{path.rstrip('/')}/state"
-    else:
-        ck.state_uri = _state_uri(path, paths.get("state") or str(settings["state"]), state)
-    return ck
-
-
-def _state_uri(path: str, recorded_uri: str, given: str | None) -> str:
-    from sessionize.config import redact_uri
-
-    if given is not None:
-        if redact_uri(given) != redact_uri(recorded_uri):
-            raise ConfigError(
-                f"--state {redact_uri(given)} is not the state of checkpoint {path} "
-                f"({recorded_uri})"
-            )
-        return given
-    if "***" in recorded_uri:
-        raise ConfigError(
-            f"checkpoint {path} records its state as {recorded_uri}, without the secret: give "
-            "it with --state URI"
-        )
-    return recorded_uri
+    return Checkpoint(path, settings, paths, restorable_state(path, settings, paths.get("state"),
+                                                              state))
 
 
 @dataclass
@@ -119,10 +97,7 @@ def batch_history(ck: Checkpoint) -> History:
     limits = _state_limits(ck, committed)
     for floor in limits.values():
         ok = {b for b in ok if b >= floor}
-    if not ck.spark_state:
-        backend = ck.backend()
-        assert backend is not None
-        ok &= set(backend.job_versions(ck.job))
+    ok = ck.state.restorable(ok)
     restorable = sorted(ok)
     history = History(committed, restorable)
     history.oldest_reason = _reason(committed, restorable, limits)
@@ -139,21 +114,7 @@ def _state_limits(ck: Checkpoint, committed: list[int]) -> dict[str, int]:
     """The oldest batch each kept part of the state still allows, by what keeps it."""
     if not committed:
         return {}
-    if ck.spark_state:
-        versions = spark_state_versions(ck.path)
-        floors = [v[0] - 1 for v in versions.values() if v]
-        return {"Spark's state store": max(floors)} if floors else {}
-    backend = ck.backend()
-    assert backend is not None
-    limits = {}
-    jobs = backend.job_versions(ck.job)
-    if jobs:
-        limits["the state's job records"] = jobs[0]
-    floors = [backend.versions(ck.job, p) for p in backend.partitions(ck.job)]
-    floors = [v[0] for v in floors if v]
-    if floors:
-        limits["the state's partition versions"] = max(floors)
-    return limits
+    return ck.state.floors()
 
 
 def _reason(committed: list[int], restorable: list[int], limits: dict[str, int]) -> str:
@@ -170,13 +131,7 @@ def _reason(committed: list[int], restorable: list[int], limits: dict[str, int])
 
 
 def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
-    record = progress
-    if record is None and ck.spark_state:
-        record = BatchRecords(ck.path).read(b)
-    elif record is None:
-        backend = ck.backend()
-        record = backend.read_job_record(ck.job, b) if backend else None
-    record = record or {}
+    record = progress or ck.state.record(b) or {}
     counters = record.get("batch", {})
     entry = offset_log(ck.path, b)
     when = str(record.get("committed_at", ""))[:19].replace("+", "") or None
@@ -192,6 +147,7 @@ def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
         "lines": counters.get("records"),
         "events_in": counters.get("events_in"),
         "sessions_out": counters.get("sessions_out"),
+        "counters": counters.get("counters"),  # a processor's own
         "late": counters.get("late"),
         "invalid": counters.get("invalid"),
         "watermark": format_instant(record.get("watermark")),
@@ -220,11 +176,13 @@ def describe_read(read: dict, previous: object) -> str:
 def history_lines(ck: Checkpoint, history: History) -> list[str]:
     lines = []
     for b in history.batches:
+        made = f"{_n(b['sessions_out'])} sessions out"
+        if b["counters"] is not None:  # a processor's job: its counters instead
+            made = "  ".join(f"{_n(v)} {k}" for k, v in sorted(b["counters"].items()))
         lines.append(
             f"batch {b['batch']}  {b['when'] or '?'}  read {b['read']}  "
             f"{_n(b['lines'])} lines  {_n(b['invalid'])} invalid  {_n(b['events_in'])} events in  "
-            f"{_n(b['sessions_out'])} sessions out  {_n(b['late'])} late  "
-            f"watermark after {b['watermark'] or 'none'}"
+            f"{made}  {_n(b['late'])} late  watermark after {b['watermark'] or 'none'}"
         )
     if not history.committed:
         lines.append(f"checkpoint {ck.path} has no committed batch")

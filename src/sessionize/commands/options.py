@@ -10,14 +10,6 @@ __all__ = ["engine_settings", "progress_path", "recorded_state", "state_uri"]
 
 
 def engine_settings(opts) -> EngineSettings:
-    """What the store engine's tasks need, from a StreamOptions or a BatchOptions."""
-    return EngineSettings(
-        rules=opts.rules,
-        partitions=opts.partitions,
-        state_uri=opts.state_uri(),
-        job=opts.job,
-        output=opts.output,
-        output_format=opts.output_format,
-        max_future_us=opts.max_future_us,
-        mapping=opts.mapping,
-    )
+    """What the store engine's tasks need, from a StreamOptions or a BatchOptions: the
+    settings the API's engine runs with (`Sessionizer.engine_settings`)."""
+    return opts.sessionizer().engine_settings(opts.state_uri(), opts.output, opts.output_format)

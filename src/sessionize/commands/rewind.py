@@ -9,8 +9,9 @@ those batches read, plus anything new (docs/design.md, "Rewind"). Order:
      start until a rewind to the same N completes;
   3. retire the outputs' rows of batches > N (newest batch first: readers see a prefix
      0..K of the batches at every moment, each batch whole or absent);
-  4. the state back to version N (our store: job records, then partition versions; Spark's
-     store: its version files after N+1) and the spark engine's batch records;
+  4. the state back to version N, by the engine that keeps it (engines/restorable.py: our
+     store drops job records, then partition versions; Spark's store its version files
+     after N+1 and the engine's batch records);
   5. Spark's logs: commits, the file source's seen-files log, offsets, then the progress
      log's lines of undone batches;
   6. delete the intent.
@@ -25,13 +26,10 @@ import contextlib
 import glob
 import json
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-
-import pyarrow.fs as pafs
 
 from sessionize.commands.history import (
     Checkpoint,
@@ -50,16 +48,12 @@ from sessionize.engines.spark_logs import (
     FILE_SOURCE_LOG,
     file_source_entries,
     log_ids,
-    spark_state_versions,
     truncate_file_source_log,
     truncate_log,
-    truncate_spark_state,
 )
-from sessionize.engines.spark_state import RECORDS_DIR
 from sessionize.errors import ConfigError, StateError
 from sessionize.faults import pause_point
 from sessionize.fs import delete_dir, is_dir, resolve_fs
-from sessionize.schema import OUTPUTS
 from sessionize.sinks.registry import check_retractable
 
 
@@ -112,10 +106,10 @@ def rewind(
         })  # fmt: skip
         _undo(ck, to_batch)
         clear_rewind_intent(checkpoint)
+        rerun = "`stateful.stream`" if "processor" in ck.settings else "`sessionize stream`"
         say(
             f"rewound {checkpoint} to batch {to_batch} in {time.perf_counter() - started:.1f}s: "
-            "run the same `sessionize stream` command to recompute from batch "
-            f"{to_batch + 1}"
+            f"run the same {rerun} command to recompute from batch {to_batch + 1}"
         )
         return plan
 
@@ -147,22 +141,8 @@ def _plan(ck: Checkpoint, to_batch: int) -> RewindPlan:
     sink = ck.sink()
     rows = {}
     if sink is not None:
-        rows = {name: sink.rows_from(name, to_batch + 1) for name in OUTPUTS}
-    if ck.spark_state:
-        versions = spark_state_versions(ck.path)
-        newest = max((v[-1] for v in versions.values() if v), default=None)
-        state = (
-            f"Spark's state versions {to_batch + 2}..{newest} of {len(versions)} partitions"
-            if newest is not None and newest > to_batch + 1 else "no Spark state version"
-        )  # fmt: skip
-    else:
-        backend = ck.backend()
-        assert backend is not None
-        later = [v for v in backend.job_versions(ck.job) if v > to_batch]
-        state = (
-            f"state versions {later[0]}..{later[-1]} of {backend.redacted_uri} (job {ck.job})"
-            if later else f"no state version of {backend.redacted_uri}"
-        )  # fmt: skip
+        rows = {name: sink.rows_from(name, to_batch + 1) for name in ck.outputs}
+    state = ck.state.describe_drop(to_batch)
     return RewindPlan(to_batch, batches, files, offsets, rows, state)
 
 
@@ -195,20 +175,7 @@ def _undo(ck: Checkpoint, to_batch: int) -> None:
         sink.invalidate_from(to_batch + 1)  # step 3
     pause_point("rewind-outputs", to_batch)
     fs, base = resolve_fs(ck.path)
-    if ck.spark_state:  # step 4
-        if to_batch == -1:
-            delete_dir(fs, f"{base}/state")
-        else:
-            truncate_spark_state(ck.path, to_batch + 1)
-        _drop_batch_records(fs, f"{base}/{RECORDS_DIR}", to_batch)
-    else:
-        backend = ck.backend()
-        assert backend is not None
-        backend.truncate_after(ck.job, to_batch)
-        if to_batch == -1 and ck.settings.get("state") == "files":
-            # The store's home is the checkpoint's `state` directory, which Spark wants
-            # empty when a query starts from nothing.
-            delete_dir(fs, f"{base}/state")
+    ck.state.truncate_after(to_batch)  # step 4
     pause_point("rewind-state", to_batch)
     truncate_log(ck.path, "commits", to_batch)  # step 5
     truncate_file_source_log(ck.path, to_batch)
@@ -222,14 +189,6 @@ def _undo(ck: Checkpoint, to_batch: int) -> None:
     log = ck.progress_log()
     if log:
         _trim_progress(log, to_batch)
-
-
-def _drop_batch_records(fs, directory: str, to_batch: int) -> None:
-    """The spark engine's `B.json` records of batches after `to_batch`, newest first."""
-    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-    ids = [int(i.base_name[:-5]) for i in infos if re.fullmatch(r"\d+\.json", i.base_name)]
-    for b in sorted((b for b in ids if b > to_batch), reverse=True):
-        fs.delete_file(f"{directory}/{b}.json")
 
 
 def _trim_progress(path: str, to_batch: int) -> None:

@@ -87,13 +87,15 @@ def _last(progress_log: str) -> dict:
         return {"last_batch": None}
     last = records[-1]
     batch = last.get("batch", {})
+    totals = last.get("totals", {})
     return {
         "last_batch": last["version"],
         "committed_at": last.get("committed_at"),
         "last_duration_s": last.get("duration_s"),
         "watermark": format_instant(last.get("watermark")),
         "open_sessions": batch.get("open_sessions"),
-        "totals": {k: last.get("totals", {}).get(k) for k in TOTALS},
+        "totals": {k: totals.get(k) for k in TOTALS},
+        "counters": totals.get("counters", {}),  # a processor's own, summed over the job
     }
 
 
@@ -127,12 +129,14 @@ def describe(status: dict) -> list[str]:
     if status.get("last_batch") is None:
         lines.append("last batch: none committed")
     else:
+        opened = status.get("open_sessions")  # a session job's
         lines.append(
             f"last batch: {status['last_batch']} committed {status['committed_at']} "
-            f"in {status['last_duration_s']:.1f}s; watermark {status['watermark']}; "
-            f"{counted(status['open_sessions'], 'open session')}"
+            f"in {status['last_duration_s']:.1f}s; watermark {status['watermark'] or 'none'}"
+            + ("" if opened is None else f"; {counted(opened, 'open session')}")
         )
-        lines.append("totals: " + totals_line(status["totals"]))
+        mine = "".join(f", {v:,} {k}" for k, v in sorted(status.get("counters", {}).items()))
+        lines.append("totals: " + totals_line(status["totals"]) + mine)
     ahead = status.get("input_ahead")
     if ahead and "unread" in ahead:
         u = ahead["unread"]

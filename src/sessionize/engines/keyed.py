@@ -14,6 +14,7 @@ job log: the same order, lease, fence and exactly-once argument as the session e
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections.abc import Iterator
@@ -30,8 +31,10 @@ from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult
 from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, collect_partitions
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
+from sessionize.sinks.base import StagedSink
 from sessionize.sinks.parquet import ParquetSink
-from sessionize.state import EMPTY_VERSION, StateBackend, open_backend
+from sessionize.sinks.parquet_s3 import ManifestParquetSink
+from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
 from sessionize.stateful.keys import store_keys
@@ -69,14 +72,17 @@ class KeyedSettings:
         return (*d.outputs, *late)
 
 
-def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> ParquetSink:
-    """The sink of a processor's outputs: Parquet at a local path (one directory per
-    output and batch). Raises ConfigError for another format or place, in one line."""
-    if output_format != "parquet" or ("://" in output and not output.startswith("file://")):
+def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> StagedSink:
+    """The sink of a processor's outputs: Parquet at a local path (one directory per output
+    and batch) or on `s3://` (commit files per batch). Raises ConfigError for another
+    format or place, in one line."""
+    local = "://" not in output or output.startswith("file://")
+    if output_format != "parquet" or not (local or output.startswith("s3://")):
         raise ConfigError(
-            f"stateful jobs write Parquet to a local path for now, not {output_format} at {output}"
+            f"stateful jobs write Parquet to a local path or s3:// for now, not {output_format} "
+            f"at {output}"
         )
-    return ParquetSink(output, names)
+    return ParquetSink(output, names) if local else ManifestParquetSink(output, names)
 
 
 def open_keyed_state(settings: KeyedSettings) -> StateBackend:
@@ -94,7 +100,19 @@ def settings_record(settings: KeyedSettings) -> dict[str, object]:
         "params": settings.processor.params(),
         "partitions": settings.partitions,
         "lateness": format_duration(settings.lateness_us),
+        # The store's rows, for the state tools, which have the record but not the class.
+        "stored_rows": {
+            "schema": base64.b64encode(d.rows.schema.serialize().to_pybytes()).decode(),
+            "key": d.rows.key, "expiry": d.rows.expiry,
+        },  # fmt: skip
     }
+
+
+def recorded_rows(settings: dict) -> RowSpec:
+    """The store's rows of a stateful job, from its recorded settings (`settings_record`)."""
+    rows = settings["stored_rows"]
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(rows["schema"])))
+    return RowSpec(schema, key=rows["key"], expiry=rows["expiry"])
 
 
 def _task(settings: KeyedSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]):
@@ -147,7 +165,7 @@ def run_partition(
             settings.processor, state, rows, batch_id=plan.version, partition=partition,
             watermark_before=plan.watermark_before, watermark_after=plan.watermark_after,
         )  # fmt: skip
-        sink = ParquetSink(settings.output, settings.output_names)
+        sink = keyed_sink(settings.output, settings.output_names)
         for name, table in result.outputs.items():
             sink.write_part(name, plan.version, partition, table)
         store.remove_many(result.removes)
@@ -178,7 +196,7 @@ class KeyedEngine(StoreJobEngine):
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_keyed_state(settings)
-        self.sink = ParquetSink(settings.output, settings.output_names)
+        self.sink = keyed_sink(settings.output, settings.output_names)
         self.lease = lease
         self._marks: pa.Array | None = None
 

@@ -240,6 +240,16 @@ class BatchRecords:
                     self.fs.delete_file(info.path)
 
 
+    def drop_after(self, batch: int) -> None:
+        """Delete the records of batches after `batch`, newest first (a rewind)."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        ids = [int(i.base_name[:-5]) for i in infos
+               if i.base_name.endswith(".json") and i.base_name[:-5].isdigit()]  # fmt: skip
+        for b in sorted((b for b in ids if b > batch), reverse=True):
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(f"{self.dir}/{b}.json")
+
+
 class SparkStateEngine(Engine):
     """Driver side of the `spark` engine: stages and counts what the operator emitted.
 

@@ -42,9 +42,11 @@ COMMITS = "_commits"
 
 @dataclass(frozen=True)
 class ManifestParquetSink(StagedSink):
-    """Pickles as its root URI; executors open their own filesystem handle."""
+    """Pickles as its root URI and output names; executors open their own filesystem
+    handle. `outputs`: the job's outputs (default: the session outputs)."""
 
     root: str
+    outputs: tuple[str, ...] = tuple(OUTPUTS)
 
     def _store(self) -> ObjectStoreUri:
         store = ObjectStoreUri.parse(self.root)
@@ -56,7 +58,7 @@ class ManifestParquetSink(StagedSink):
         fs, base = self._fs()
         with sink_errors(f"publishing batch {batch_id} under {without_options(self.root)}"):
             opened = staging.attempt_open(fs, base, batch_id)
-            for name in OUTPUTS:
+            for name in self.outputs:
                 staged_root = staging.staged_dir(base, name, batch_id)
                 staged = staging.staged_files(fs, base, name, batch_id)
                 last = self._commits(fs, base, name, batch_id).get(batch_id)
@@ -79,7 +81,7 @@ class ManifestParquetSink(StagedSink):
         fs, base = self._fs()
         retired = set()
         with sink_errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
-            for name in OUTPUTS:
+            for name in self.outputs:
                 commits = self._commits(fs, base, name)
                 for b, (version, files) in sorted(commits.items(), reverse=True):
                     if b >= batch_id and files:

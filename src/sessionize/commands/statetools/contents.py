@@ -14,15 +14,39 @@ import pyarrow.compute as pc
 from sessionize.config import SessionRules
 from sessionize.logic import advance
 from sessionize.schema import STATE_EXPIRY, Layout, layout
-from sessionize.state import StateBackend
+from sessionize.state import RowSpec, StateBackend
+from sessionize.stateful.declared import NEVER_US
 
-# Every key expires before this (9999-12-31): `expiring(FAR_FUTURE_US)` lists all keys.
-FAR_FUTURE_US = 253_402_214_400_000_000
+# Every key expires before this, a processor's key without a timer too (its "never" is
+# 9999-12-31T23:59:59.999999Z): `expiring(FAR_FUTURE_US)` lists all keys.
+FAR_FUTURE_US = NEVER_US + 1
 # What `advance` compares closed_at with to hand back every open session.
 _EMIT_ALL_US = np.iinfo(np.int64).max
 PENDING = "pending_events"
 # A user, whatever the layout: with string ids several users may share a stored key.
 USER = "user_id"
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """A stateful job's rows in the store, as the tools handle them: the store's row spec
+    and the column one key is known by (the processor's key)."""
+
+    spec: RowSpec
+    key: str
+
+    @property
+    def stored(self) -> pa.Schema:
+        return self.spec.schema
+
+
+# What a job keeps per key: a session job's layout or a processor's stored rows.
+Shape = Layout | StoredRows
+
+
+def key_column(shape: Shape | None) -> str:
+    """The column one key (a user, a processor's key) is known by."""
+    return shape.key if isinstance(shape, StoredRows) else USER
 
 
 @dataclass(frozen=True)
@@ -32,14 +56,16 @@ class PartitionContents:
     rows: pa.Table  # the layout's stored rows, canonical order
     meta: dict
     bytes: int  # the backend's measure of the state's size (Arrow bytes if it has none)
+    key: str = USER  # the column one key is known by
 
     @property
     def users(self) -> int:
-        return len(pc.unique(self.rows[USER]))
+        """Keys: users of a session job, a processor's keys."""
+        return len(pc.unique(self.rows[self.key]))
 
 
 def read_partition(
-    backend: StateBackend, job: str, partition: int, version: int, shape: Layout | None = None
+    backend: StateBackend, job: str, partition: int, version: int, shape: Shape | None = None
 ) -> PartitionContents:
     """Every row of `partition` at `version`; nothing is written."""
     shape = shape or layout()
@@ -49,10 +75,11 @@ def read_partition(
         size = tx.metrics().bytes
         meta = dict(tx.meta)
     rows = canonical(rows, shape)
-    return PartitionContents(partition, version, rows, meta, size or rows.nbytes)
+    return PartitionContents(partition, version, rows, meta, size or rows.nbytes,
+                             key_column(shape))  # fmt: skip
 
 
-def canonical(rows: pa.Table, shape: Layout | None = None) -> pa.Table:
+def canonical(rows: pa.Table, shape: Shape | None = None) -> pa.Table:
     """`rows` as the layout's stored rows in one order (every column ascending), whatever
     the backend."""
     stored = (shape or layout()).stored
@@ -61,7 +88,7 @@ def canonical(rows: pa.Table, shape: Layout | None = None) -> pa.Table:
     return rows.take(pc.sort_indices(rows, sort_keys=order)).combine_chunks()
 
 
-def content_hash(rows: pa.Table, shape: Layout | None = None) -> str:
+def content_hash(rows: pa.Table, shape: Shape | None = None) -> str:
     """SHA-256 over the rows' values in canonical order (independent of chunking and of
     the backend's encoding)."""
     rows = canonical(rows, shape)

@@ -19,16 +19,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.commands.statetools.contents import (
-    USER,
+    Shape,
+    StoredRows,
     canonical,
     content_hash,
+    key_column,
     open_sessions,
     read_partition,
 )
 from sessionize.config import SessionRules
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
-from sessionize.schema import Layout, layout
+from sessionize.schema import layout
 from sessionize.state import EMPTY_VERSION, StateBackend
 
 # user ids, partition count -> each user's partition, as the engine places them
@@ -58,13 +60,14 @@ class CopyResult:
 
 def copy_state(
     source: StateBackend, target: StateBackend, job: str, version: int, *,
-    partitions_in: int, partitions_out: int, rules: SessionRules, shape: Layout | None = None,
+    partitions_in: int, partitions_out: int, rules: SessionRules | None, shape: Shape | None = None,
     assign: Assign | None = None, on_line: Callable[[str], None] = print,
 ) -> CopyResult:  # fmt: skip
     """Copy version `version` of `job` from `source` to `target` and verify it. With
     `assign`, users are placed into `partitions_out` partitions by it; without, partition
     P goes to P (then `partitions_out` must equal `partitions_in`). `shape` is the job's
-    layout (its mapping's user id type and kept attributes)."""
+    layout (its mapping's user id type and kept attributes), or a processor's stored rows
+    (then `rules` is None)."""
     t0 = time.perf_counter()
     shape = shape or layout()
     record = source.read_job_record(job, version)
@@ -90,13 +93,14 @@ def copy_state(
 
 def verify(
     target: StateBackend, job: str, version: int, expected: list[pa.Table],
-    shape: Layout | None = None,
+    shape: Shape | None = None,
 ) -> list[Copied]:  # fmt: skip
     """Read every partition back: same users, rows and content hash as `expected`."""
     out = []
     for p, rows in enumerate(expected):
         got = read_partition(target, job, p, version, shape)
-        want = Copied(p, len(pc.unique(rows[USER])), rows.num_rows, content_hash(rows, shape))
+        key = key_column(shape)
+        want = Copied(p, len(pc.unique(rows[key])), rows.num_rows, content_hash(rows, shape))
         have = Copied(p, got.users, got.rows.num_rows, content_hash(got.rows, shape))
         if have != want:
             raise StateError(
@@ -109,7 +113,7 @@ def verify(
 
 
 def place_rows(
-    tables: list[pa.Table], n: int, assign: Assign | None, shape: Layout | None = None
+    tables: list[pa.Table], n: int, assign: Assign | None, shape: Shape | None = None
 ) -> list[pa.Table]:
     """The rows of `tables` (one per partition) in `n` partitions placed by `assign` (as
     they are without it). Users are placed by their id, as the engine places events: with
@@ -120,17 +124,23 @@ def place_rows(
     rows = pa.concat_tables(tables).combine_chunks()
     if not rows.num_rows:
         return [shape.stored.empty_table() for _ in range(n)]
-    users = pc.unique(rows[USER])
+    key = key_column(shape)
+    users = pc.unique(rows[key])
     where = assign(users, n)
-    row_part = np.asarray(where)[pc.index_in(rows[USER], users).to_numpy()]
+    row_part = np.asarray(where)[pc.index_in(rows[key], users).to_numpy()]
     return [canonical(rows.filter(pa.array(row_part == p)), shape) for p in range(n)]
 
 
-def partition_meta(rows: pa.Table, rules: SessionRules, shape: Layout | None = None) -> dict:
-    """The counters the engine keeps per partition, recounted for rehashed rows."""
+def partition_meta(
+    rows: pa.Table, rules: SessionRules | None, shape: Shape | None = None
+) -> dict:
+    """The counters the engine keeps per partition, recounted for rehashed rows (a
+    processor's job, without `rules`, keeps none)."""
+    if rules is None or isinstance(shape, StoredRows):
+        return {}
     return {
         "open_sessions": open_sessions(rows, rules, shape).num_rows,
-        "open_users": len(pc.unique(rows[USER])),
+        "open_users": len(pc.unique(rows[key_column(shape)])),
     }
 
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sessionize.commands.options import progress_path
+from sessionize.commands.statetools import keyed
 from sessionize.commands.statetools.contents import (
     USER,
     PartitionContents,
@@ -42,11 +43,7 @@ def read_state(
     sj: StateJob, version: int | None
 ) -> tuple[StateBackend, int, list[PartitionContents]]:
     """Every partition of the job at `version` (default: the one the next run builds on)."""
-    if sj.spark_state:
-        raise ConfigError(
-            f"{sj.what} keeps its state in Spark's state store; read it with Spark's state "
-            "data source, or move it into ours with `sessionize state import`"
-        )
+    sj.check_readable()
     sj.check_idle()
     backend = sj.backend()
     last = sj.last_version(backend)
@@ -54,7 +51,7 @@ def read_state(
     if version not in backend.job_versions(sj.job):
         raise StateError(f"version {version} of job '{sj.job}' is not committed in "
                          f"{backend.redacted_uri} (the last is {last})")  # fmt: skip
-    parts = [read_partition(backend, sj.job, p, version, sj.layout) for p in range(sj.partitions)]
+    parts = [read_partition(backend, sj.job, p, version, sj.shape) for p in range(sj.partitions)]
     return backend, version, parts
 
 
@@ -64,10 +61,13 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
     out = []
     for part in parts:
         versions = backend.versions(sj.job, part.partition)
-        sessions = open_sessions(part.rows, sj.rules, sj.layout)
-        oldest = pc.min(part.rows["event_time"].cast(pa.int64())).as_py()
+        if sj.processor is not None:  # keys, rows, next timer
+            count, oldest = part.rows.num_rows, keyed.next_timer_us(part.rows, sj.processor)
+        else:
+            count = open_sessions(part.rows, sj.rules, sj.layout).num_rows
+            oldest = pc.min(part.rows["event_time"].cast(pa.int64())).as_py()
         out.append(PartitionSummary(
-            part.partition, versions, part.users, sessions.num_rows,
+            part.partition, versions, part.users, count,
             oldest, part.bytes,
             times.get(versions[-1]) if versions else None,
         ))  # fmt: skip
@@ -77,6 +77,9 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
 def user_sessions(sj: StateJob, user: str, version: int | None = None) -> pa.Table:
     """The open sessions of one user (`user` as the events spell it), with their pending
     events (export's columns)."""
+    if sj.processor is not None:
+        raise ConfigError(f"{sj.what} holds a processor's state: show a key's state with "
+                          "--key")  # fmt: skip
     want = sj.layout.event.field(USER).type
     try:
         value = pa.scalar(user).cast(want)
@@ -85,6 +88,23 @@ def user_sessions(sj: StateJob, user: str, version: int | None = None) -> pa.Tab
     _, _, parts = read_state(sj, version)
     rows = pa.concat_tables([p.rows.filter(pc.equal(p.rows[USER], value)) for p in parts])
     return open_sessions(rows, sj.rules, sj.layout)
+
+
+def key_state(sj: StateJob, key: str, version: int | None = None) -> pa.Table:
+    """A processor's job: the state rows of one key and its timer (`--key`)."""
+    if sj.processor is None:
+        raise ConfigError(f"{sj.what} is a session job: show a user's state with --user")
+    _, _, parts = read_state(sj, version)
+    return keyed.key_rows(parts, sj.processor, key)
+
+
+def export_state(sj: StateJob, to: str, version: int | None = None) -> tuple[int, int]:
+    """Write the state at `version` to the Parquet file `to`: a session job's open
+    sessions, a processor's rows per key (with the key's timer); (version, rows)."""
+    if sj.processor is None:
+        return export_sessions(sj, to, version)
+    _, version, parts = read_state(sj, version)
+    return version, keyed.write_rows(parts, sj.processor, to)
 
 
 def export_sessions(sj: StateJob, to: str, version: int | None = None) -> tuple[int, int]:
@@ -104,8 +124,10 @@ def export_sessions(sj: StateJob, to: str, version: int | None = None) -> tuple[
 
 def render(sj: StateJob, version: int, parts: list[PartitionSummary], console: Console) -> None:
     table = Table(title=f"state of job '{sj.job}' at version {version} ({sj.what})")
-    for name in ("partition", "versions kept", "open users", "open sessions",
-                 "oldest open session", "bytes", "last commit"):  # fmt: skip
+    names = ("open users", "open sessions", "oldest open session")
+    if sj.processor is not None:
+        names = ("keys", "rows", "next timer")
+    for name in ("partition", "versions kept", *names, "bytes", "last commit"):
         table.add_column(name, justify="left" if name == "versions kept" else "right",
                          no_wrap=True)
     for p in parts:

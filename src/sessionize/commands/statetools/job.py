@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from sessionize.commands.options import recorded_state, state_uri
+from sessionize.commands.statetools.contents import Shape, StoredRows
 from sessionize.config import SessionRules, redact_uri
 from sessionize.engines.checkpoint import (
     OUTPUT_RECORD,
@@ -16,7 +17,9 @@ from sessionize.engines.checkpoint import (
     output_lease,
     recorded,
 )
-from sessionize.engines.spark_state import PROVIDERS
+from sessionize.engines.keyed import recorded_rows
+from sessionize.engines.locate import restorable_state
+from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError, LeaseHeld, StateError
 from sessionize.fs import child
 from sessionize.mapping import EventMapping
@@ -35,20 +38,29 @@ class StateJob:
     state: str  # as `--state` spells it: files, files:PATH, a server URI, spark-*
     state_uri: str  # what to open (for spark-*: the checkpoint)
     partitions: int
-    rules: SessionRules
-    mapping: EventMapping  # decides the state rows' schema (user id type, kept attributes)
+    rules: SessionRules | None  # a session job's (None: a processor's job)
+    mapping: EventMapping | None  # a session job's: its state rows' schema
+    engine: RestorableState | None = None  # a stream's engine (None: a batch job's store)
+    processor: StoredRows | None = None  # a processor's job: its rows in the store
 
     @property
     def layout(self) -> Layout:
+        assert self.mapping is not None, "a session job's"
         return layout(self.mapping)
+
+    @property
+    def shape(self) -> Shape:
+        """What the job keeps per key: a processor's rows, or the sessions' layout."""
+        return self.processor or self.layout
 
     @property
     def what(self) -> str:
         return f"checkpoint {self.checkpoint}" if self.checkpoint else f"output {self.output}"
 
-    @property
-    def spark_state(self) -> bool:
-        return self.state in PROVIDERS
+    def check_readable(self) -> None:
+        """ConfigError (one line) unless the state tools can read this job's state."""
+        if self.engine is not None:
+            self.engine.check_readable(self.what)
 
     def home(self) -> str:
         """Where `--state files` keeps the store for this job."""
@@ -66,8 +78,9 @@ class StateJob:
         return backend
 
     def open(self, uri: str) -> StateBackend:
-        """A store at `uri` holding this job's rows (its layout's schema and key)."""
-        return open_backend(uri, layout_rows(self.layout))
+        """A store at `uri` holding this job's rows (its schema and key)."""
+        spec = self.processor.spec if self.processor else layout_rows(self.layout)
+        return open_backend(uri, spec)
 
     def lease(self) -> Lease:
         if self.checkpoint:
@@ -145,11 +158,11 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
             f"checkpoint {checkpoint} records its state without the password: pass "
             "--state with the full URI"
         )
-    uri = checkpoint if chosen in PROVIDERS else state_uri(chosen, home)
+    uri = state_uri(chosen, home)  # checked above: the recorded state, with its secret
     return StateJob(
         checkpoint=checkpoint, output=None, job=str(settings.get("job", "sessionize")),
         state=chosen, state_uri=uri, partitions=int(settings["partitions"]),
-        rules=rules_of(settings), mapping=EventMapping.from_record(settings),
+        engine=restorable_state(checkpoint, settings, uri), **_kind(settings),
     )  # fmt: skip
 
 
@@ -167,9 +180,16 @@ def _batch_job(output: str, state: str, job: str) -> StateJob:
     settings = record["settings"]
     return StateJob(
         checkpoint=None, output=output, job=job, state=state, state_uri=uri,
-        partitions=int(settings["partitions"]), rules=rules_of(settings),
-        mapping=EventMapping.from_record(settings),
+        partitions=int(settings["partitions"]), **_kind(settings),
     )  # fmt: skip
+
+
+def _kind(settings: dict) -> dict:
+    """A session job's rules and mapping, or a processor's stored rows (by its key)."""
+    if "processor" in settings:
+        rows = StoredRows(recorded_rows(settings), str(settings["key"]))
+        return {"rules": None, "mapping": None, "processor": rows}
+    return {"rules": rules_of(settings), "mapping": EventMapping.from_record(settings)}
 
 
 def rules_of(settings: dict) -> SessionRules:

@@ -37,11 +37,7 @@ def move_state(
                 "partitions: nothing to do")  # fmt: skip
         return None
     sj = locate(checkpoint, output, state, job)
-    if sj.spark_state:
-        raise ConfigError(
-            f"{sj.what} keeps its state in Spark's state store: move it into one of ours "
-            "with `sessionize state import`"
-        )
+    sj.check_readable()
     count = partitions or sj.partitions
     with sj.lease():
         source = sj.backend()
@@ -57,7 +53,7 @@ def move_state(
             assign = functools.partial(user_partitions, session)
         result = copy_state(
             source, target, sj.job, version, partitions_in=sj.partitions,
-            partitions_out=count, rules=sj.rules, shape=sj.layout, assign=assign,
+            partitions_out=count, rules=sj.rules, shape=sj.shape, assign=assign,
             on_line=on_line,
         )  # fmt: skip
         pause_point("before-switch", version)
@@ -67,10 +63,16 @@ def move_state(
 
 def _finish(sj: StateJob, to: str, count: int) -> str:
     flags = f"--state {redact_uri(to)}" + (f" --partitions {count}")
+    if sj.processor is not None:  # a stateful job: its own script starts it
+        flags = f"state={redact_uri(to)!r}, partitions={count}"
+        run = "stateful.run" if sj.checkpoint is None else "stateful.stream"
+        how = f"`{run}(..., {flags})`"
+    else:
+        how = f"`sessionize {'batch' if sj.checkpoint is None else 'stream'} {flags}`"
     if sj.checkpoint is None:
-        return f"the copy is complete; run the next hours with `sessionize batch {flags}`"
+        return f"the copy is complete; run the next batches with {how}"
     switch_checkpoint(sj.checkpoint, recorded_state(to), count)
     return (
         f"checkpoint {sj.checkpoint} switched to state {recorded_state(to)}: continue "
-        f"with `sessionize stream {flags}` (the old state is untouched; delete it when done)"
+        f"with {how} (the old state is untouched; delete it when done)"
     )

@@ -46,7 +46,7 @@ from sessionize.config import format_duration, redact_uri
 from sessionize.engines.checkpoint import last_committed_batch
 from sessionize.engines.placement import user_partitions
 from sessionize.engines.spark_state import BatchRecords
-from sessionize.errors import ConfigError, StateError
+from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
 from sessionize.schema import STATE_EXPIRY, STATE_USER_KEY, TS
@@ -68,11 +68,8 @@ def import_spark_state(
         on_line(f"checkpoint {checkpoint} already runs on state {redact_uri(to)}: nothing to do")
         return None
     sj = locate(checkpoint, None)
-    if not sj.spark_state:
-        raise ConfigError(
-            f"checkpoint {checkpoint} runs on state {redact_uri(sj.state)}, not Spark's: use "
-            "`sessionize state migrate` to move it"
-        )
+    assert sj.engine is not None  # a stream's
+    sj.engine.check_importable(sj.what)
     count = partitions or sj.partitions
     with sj.lease():
         batch = last_committed_batch(checkpoint)

@@ -1,0 +1,115 @@
+"""The store engine's backward half (engines/restorable.py): the state is our versioned
+store's job `job`; a batch B is restorable while the store keeps its job record and
+version B of every partition (`state/base.py` retention keeps `RETAIN` of them)."""
+
+from __future__ import annotations
+
+from typing_extensions import override
+
+from sessionize.config import redact_uri
+from sessionize.engines.restorable import RestorableState
+from sessionize.errors import ConfigError
+from sessionize.fs import delete_dir, resolve_fs
+from sessionize.state import StateBackend, open_backend
+
+
+class StoreRestorable(RestorableState):
+    """A checkpoint whose state is in our store at `state_uri`, under `job`."""
+
+    def __init__(
+        self, checkpoint: str, state_uri: str, job: str, under_checkpoint: bool, state: str = ""
+    ):
+        self.checkpoint = checkpoint
+        self.state = state  # as the checkpoint records `--state`
+        self.state_uri = state_uri
+        self.job = job
+        # `--state files`: the store is the checkpoint's `state` directory, which Spark
+        # wants empty when a query starts from nothing.
+        self.under_checkpoint = under_checkpoint
+        self._backend: StateBackend | None = None
+
+    @classmethod
+    @override
+    def owns(cls, settings: dict) -> bool:
+        return True  # every checkpoint no other engine claims
+
+    @classmethod
+    @override
+    def at(
+        cls, checkpoint: str, settings: dict, recorded_uri: str | None, given: str | None
+    ) -> StoreRestorable:
+        job = str(settings.get("job", "sessionize"))
+        state = str(settings.get("state", "files"))
+        if state == "files":
+            uri = f"files:{checkpoint.rstrip('/')}/state"
+        else:
+            uri = _state_uri(checkpoint, recorded_uri or state, given)
+        return cls(checkpoint, uri, job, under_checkpoint=state == "files", state=state)
+
+    @property
+    def backend(self) -> StateBackend:
+        if self._backend is None:
+            self._backend = open_backend(self.state_uri)
+        return self._backend
+
+    @override
+    def floors(self) -> dict[str, int]:
+        limits = {}
+        jobs = self.backend.job_versions(self.job)
+        if jobs:
+            limits["the state's job records"] = jobs[0]
+        kept = [self.backend.versions(self.job, p) for p in self.backend.partitions(self.job)]
+        oldest = [v[0] for v in kept if v]
+        if oldest:
+            limits["the state's partition versions"] = max(oldest)
+        return limits
+
+    @override
+    def restorable(self, batches: set[int]) -> set[int]:
+        return batches & set(self.backend.job_versions(self.job))
+
+    @override
+    def record(self, batch: int) -> dict | None:
+        return self.backend.read_job_record(self.job, batch)
+
+    @override
+    def describe_drop(self, to_batch: int) -> str:
+        later = [v for v in self.backend.job_versions(self.job) if v > to_batch]
+        where = self.backend.redacted_uri
+        if not later:
+            return f"no state version of {where}"
+        return f"state versions {later[0]}..{later[-1]} of {where} (job {self.job})"
+
+    @override
+    def truncate_after(self, to_batch: int) -> None:
+        self.backend.truncate_after(self.job, to_batch)
+        if to_batch == -1 and self.under_checkpoint:
+            fs, base = resolve_fs(self.checkpoint)
+            delete_dir(fs, f"{base}/state")
+
+    @override
+    def check_readable(self, what: str) -> None:
+        return None
+
+    @override
+    def check_importable(self, what: str) -> None:
+        raise ConfigError(
+            f"{what} runs on state {self.state}, not Spark's: use `sessionize state migrate` "
+            "to move it"
+        )
+
+
+def _state_uri(path: str, recorded_uri: str, given: str | None) -> str:
+    if given is not None:
+        if redact_uri(given) != redact_uri(recorded_uri):
+            raise ConfigError(
+                f"--state {redact_uri(given)} is not the state of checkpoint {path} "
+                f"({recorded_uri})"
+            )
+        return given
+    if "***" in recorded_uri:
+        raise ConfigError(
+            f"checkpoint {path} records its state as {recorded_uri}, without the secret: give "
+            "it with --state URI"
+        )
+    return recorded_uri
