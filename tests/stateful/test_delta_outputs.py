@@ -25,8 +25,8 @@ def latest_totals() -> RunningTotals:
     class: Spark's workers receive it by value)."""
 
     class LatestTotals(RunningTotals):
-        outputs = {"totals": TOTALS,
-                   "latest": stateful.Output(TOTALS, mode="replace", key="customer_id")}  # fmt: skip
+        latest = stateful.Output(TOTALS, mode="replace", key="customer_id")
+        outputs = {"totals": TOTALS, "latest": latest}
 
         def process(self, state, rows, ctx):
             update = super().process(state, rows, ctx)

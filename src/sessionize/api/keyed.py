@@ -86,8 +86,9 @@ def start(
     try:
         refuse_if_rewinding(checkpoint)
         store_uri = _absolute(state_uri(state, child(checkpoint, "state")))
-        settings = _settings(df, processor, store_uri, output, partitions, lateness, job,
-                             output_format)
+        settings = _settings(
+            df, processor, store_uri, output, partitions, lateness, job, output_format
+        )
         check_or_record_processor(checkpoint, {
             **settings_record(settings), "output": output, "output_format": output_format,
             "outputs": list(settings.output_names), "state": recorded_state(state), "job": job,
@@ -237,8 +238,9 @@ def run(
     lease.acquire()
     try:
         store_uri = _absolute(state_uri(state, child(output, "_state")))
-        settings = _settings(df, processor, store_uri, output, partitions, lateness, job,
-                             output_format)
+        settings = _settings(
+            df, processor, store_uri, output, partitions, lateness, job, output_format
+        )
         engine = _engine(df, settings, lease)
         versions = engine.backend.job_versions(job)
         last = max(versions) if versions else None

@@ -161,7 +161,6 @@ class DeltaSink(StagedSink):
             commit_properties=props,
         )
 
-
     def _partition_by(self, name: str) -> list[str] | None:
         return list(OUTPUT_PARTITIONS.get(name, ())) or None
 

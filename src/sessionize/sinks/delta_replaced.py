@@ -22,7 +22,13 @@ _OP = "_sessionize_op"
 
 
 def replace_by_key(
-    sink: DeltaSink, name: str, batch_id: int, keys: pa.Table, rows: pa.Table, *, replay: bool,
+    sink: DeltaSink,
+    name: str,
+    batch_id: int,
+    keys: pa.Table,
+    rows: pa.Table,
+    *,
+    replay: bool,
     key: tuple[str, ...] = (KEY,),
 ) -> None:
     """Replace the rows of `keys` (columns `key`) in table `name` by `rows`, in one commit."""
