@@ -86,3 +86,7 @@ def test_a_replayed_merge_gives_the_same_table(tmp_path):
         sink.publish(1)  # a repeated publish with nothing newly staged commits nothing
         got = DeltaTable(f"{tmp_path}/latest").to_pyarrow_table().to_pylist()
         assert sorted(tuple(r.values()) for r in got) == [(1, 2, 6.0), (3, 1, 5.0)]
+    # a sink made from a checkpoint's output names (rewind) finds the replaced table
+    from_names = KeyedDeltaSink(str(tmp_path), "job", schemas=(("latest", None),))
+    with pytest.raises(ConfigError, match="latest are replaced by key and cannot be set back"):
+        from_names.invalidate_from(1)

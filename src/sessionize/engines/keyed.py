@@ -74,7 +74,9 @@ class KeyedSettings:
         return (*d.outputs, *late)
 
 
-def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> StagedSink:
+def keyed_sink(
+    output: str, names: tuple[str, ...], output_format: str = "parquet", job: str = ""
+) -> StagedSink:
     """The sink of a processor's outputs: Parquet at a local path (one directory per output
     and batch) or on `s3://` (commit files per batch), or Delta tables at either (see
     `settings_sink` for the Delta sink of a job). Raises ConfigError for another format or
@@ -86,7 +88,7 @@ def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parque
             f"at {output}"
         )
     if output_format == "delta":
-        return KeyedDeltaSink(output, "")
+        return KeyedDeltaSink(output, job, schemas=tuple((name, None) for name in names))
     return ParquetSink(output, names) if local else ManifestParquetSink(output, names)
 
 
@@ -94,7 +96,8 @@ def settings_sink(settings: KeyedSettings) -> StagedSink:
     """The sink of the job's outputs; a Delta sink knows every output's schema (its table is
     created from it) and the key of the outputs replaced by key."""
     if settings.output_format != "delta":
-        return keyed_sink(settings.output, settings.output_names, settings.output_format)
+        return keyed_sink(settings.output, settings.output_names, settings.output_format,
+                          settings.job)  # fmt: skip
     d = declared(settings.processor)
     schemas = {name: out.schema for name, out in d.outputs.items()}
     if d.late_output and d.late_output not in schemas:

@@ -32,7 +32,8 @@ from sessionize.sinks.replaced import keys_name
 class KeyedDeltaSink(DeltaSink):
     """Pickles as (root, job, the outputs' schemas and keys)."""
 
-    schemas: tuple[tuple[str, pa.Schema], ...] = ()  # every output, in publish order
+    # every output, in publish order (None: unknown, for the tools that only go back)
+    schemas: tuple[tuple[str, pa.Schema | None], ...] = ()
     keys: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the outputs replaced by key
 
     def write_keys(self, name: str, batch_id: int, partition: int, keys: pa.Table) -> int:
@@ -66,20 +67,20 @@ class KeyedDeltaSink(DeltaSink):
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         """As the Delta sink's, for the appended outputs; refused when an output is replaced
-        by key (its rows of earlier batches are gone, so it cannot be set back)."""
-        if self.keys:
-            names = ", ".join(name for name, _ in self.keys)
-            raise ConfigError(
-                f"output(s) {names} are replaced by key and cannot be set back to batch "
-                f"{batch_id - 1}; write the job to a new output instead"
-            )
+        by key (its rows of earlier batches are gone, so it cannot be set back). A sink made
+        from a checkpoint's output names knows such an output by its table: no `batch_id`."""
         from deltalake import CommitProperties, Transaction
 
+        replaced = [name for name, _ in self.schemas if self._replaced(name)]
+        if replaced:
+            raise ConfigError(
+                f"output(s) {', '.join(replaced)} are replaced by key and cannot be set back "
+                f"to batch {batch_id - 1}; write the job to a new output instead"
+            )
         retired: set[int] = set()
         with sink_errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
             for name, _ in self.schemas:
-                found = self.published(name)
-                found = [b for b in found if b >= batch_id]
+                found = [b for b in self.published(name) if b >= batch_id]
                 if found:
                     props = CommitProperties(
                         app_transactions=[Transaction(self.job, batch_id - 1)],
@@ -90,7 +91,13 @@ class KeyedDeltaSink(DeltaSink):
         return sorted(retired)
 
     def published(self, name: str) -> list[int]:
-        return [] if name in dict(self.keys) else super().published(name)
+        return [] if self._replaced(name) else super().published(name)
+
+    def _replaced(self, name: str) -> bool:
+        if name in dict(self.keys):
+            return True
+        dt = self.table(name)
+        return dt is not None and "batch_id" not in [f.name for f in dt.schema().fields]
 
     def _partition_by(self, name: str) -> list[str] | None:
         return None
