@@ -19,10 +19,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.errors import ConfigError
-from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
-from sessionize.parsing import _ISO_8601 as ISO_8601
+from sessionize.events.rules import ISO_8601
+from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.parsing import bad_gap, future_reason, gap_reason, gap_us, too_far_ahead
 from sessionize.schema import STATE_USER_KEY
 

@@ -25,31 +25,26 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.config import MAX_EVENT_GAP_US
+from sessionize.events import rules as R
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-_ARTICLE = {
-    "integer": "an integer", "string": "a string", "object": "an object", "number": "a number",
-}  # fmt: skip
-# ISO-8601 date and time; Spark's own cast accepts looser forms (e.g. '123' as a year).
-_ISO_8601 = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$"
-# Epoch times map to the years 0001-9999, as ISO-8601 times do.
-_MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
-_EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
-# `any`: read as its JSON text, typed later (a conversion's value, checked on the
-# conversion's events only).
+_EPOCH_UNIT_US = R.EPOCH_UNIT_US
+_MIN_US, _MAX_US = R.MIN_US, R.MAX_US
+_ISO_8601 = R.ISO_8601
+_ARTICLE = R.ARTICLE
 _SPARK_TYPES = {
-    "integer": T.LongType(), "string": T.StringType(), "number": T.DoubleType(),
-    "any": T.StringType(),
+    R.INTEGER: T.LongType(), R.STRING: T.StringType(), R.NUMBER: T.DoubleType(),
+    R.ANY: T.StringType(),
 }  # fmt: skip
 
 
 def future_reason(mapping: EventMapping) -> str:
     """The reason of an event too far ahead of the batch's time, named by the time's path."""
-    return f"{mapping.time} too far in the future"
+    return R.too_far_ahead(mapping.time)
 
 
 # Parsed columns of the default mapping, in the order of schema.EVENT.
@@ -63,26 +58,10 @@ def event_columns(mapping: EventMapping | None = None) -> list[str]:
     return lay.event.names + ([STATE_USER_KEY] if lay.string_keys else [])
 
 
-@functools.lru_cache(maxsize=32)
 def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
     """(path, expected JSON type) of every field read, in the order their errors are
-    reported: each path's enclosing objects before it."""
-    m = mapping or EventMapping()
-    user = "string" if m.string_keys else "integer"
-    time = "string" if m.time_format == "iso8601" else "number"
-    wanted = [(m.user, user), (m.time, time), (m.action, "string"), (m.page, "string")]
-    wanted += [(path, "string") for _, path in m.keep]
-    wanted += [(m.change, "string")] if m.change else []
-    wanted += [(m.gap, "number")] if m.gap else []
-    wanted += [(path, "string") for _, path in (*m.last, *m.mapped())]
-    wanted += [(c.value, "any") for c in m.content.conversions if c.value]
-    out: dict[str, str] = {}
-    for path, kind in wanted:
-        parts = path.split(".")
-        for i in range(1, len(parts)):
-            out.setdefault(".".join(parts[:i]), "object")
-        out.setdefault(path, kind)
-    return tuple(out.items())
+    reported (`events.rules.read_fields`)."""
+    return R.read_fields(mapping)
 
 
 def _json_schema(mapping: EventMapping) -> T.StructType:
@@ -245,7 +224,8 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
 
 def gap_us(seconds: Column) -> Column:
     """A `--gap-field` value (seconds, a double) -> microseconds as decimal digits."""
-    return F.round(seconds * F.lit(1e6)).cast("long").cast("string")
+    # try_cast: a gap beyond 64 bits of µs is invalid (`bad_gap`), never a failed job
+    return F.round(seconds * F.lit(1e6)).try_cast("long").cast("string")
 
 
 def bad_gap(seconds: Column) -> Column:
@@ -257,7 +237,7 @@ def bad_gap(seconds: Column) -> Column:
 
 
 def gap_reason(path: str) -> str:
-    return f"{path}: expected a number of seconds above 0 and at most 30 days"
+    return R.bad_gap(path)
 
 
 def parse(
@@ -283,14 +263,81 @@ def parse(
     """
     mapping = mapping or EventMapping()
     steps, reason, output = _plan(mapping, _owner(raw))
+    # Columns named CARRIED* pass through unchanged (the block reader's typed events).
+    carried = [c for c in raw.columns if c.startswith(CARRIED)]
     parsed = raw
-    for step in steps:
-        parsed = parsed.select(*step)
+    for i, step in enumerate(steps):
+        parsed = parsed.select(*step, *(carried if i == 0 else []))
     if now is not None and max_future_us is not None:
         future = too_far_ahead(F.col("ts"), now, max_future_us)
         reason = F.coalesce(reason, F.when(future, F.lit(future_reason(mapping))))
     parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
-    return parsed.select(*output)
+    return parsed.select(*output, *carried)
+
+
+CARRIED = "_carried"
+
+
+def parse_blocks(
+    raw: DataFrame,
+    *,
+    now: Column | int | None = None,
+    max_future_us: int | None = None,
+    mapping: EventMapping | None = None,
+) -> DataFrame:
+    """`parse` with the lines read by `events.blocks` in the task that holds them: the
+    same output, the lines the block reader leaves to the exact path decided by `parse`'s
+    expressions in the same projection (the others pass them as NULLs). A mapping the
+    block reader does not read (a conversion's value) is read by `parse`.
+
+    `now` may be µs since the epoch: the reading task then judges `max_future_us` itself;
+    with a column, Spark judges it and every line crosses back for `raw`."""
+    import functools
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from sessionize.events import blocks
+
+    m = mapping or EventMapping()
+    p = blocks.plan(m)
+    if p is None:
+        return parse(raw, now=now, max_future_us=max_future_us, mapping=m)
+    in_task = isinstance(now, int)
+    task = functools.partial(
+        _read_blocks, p, now if in_task else None, max_future_us if in_task else None,
+        now is not None and not in_task,
+    )  # fmt: skip
+    typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(p.schema))
+    if in_task:
+        now = F.timestamp_micros(F.lit(now))
+    exact = F.col(blocks.EXACT)
+    names = event_columns(m)
+    carried = F.struct(*names, "reason", "raw", blocks.EXACT).alias(CARRIED)
+    mixed = typed.select(
+        F.when(exact, F.col("raw")).alias("value"), F.lit(None).cast("string").alias("error"),
+        "source", carried,
+    )  # fmt: skip
+    parsed = parse(mixed, now=now, max_future_us=max_future_us, mapping=m)
+    read = F.col(CARRIED)
+    is_exact = read[blocks.EXACT]
+    reason = read["reason"]
+    if now is not None and max_future_us is not None and not in_task:
+        future = too_far_ahead(read["event_time"], now, max_future_us)
+        reason = F.coalesce(reason, F.when(future, F.lit(future_reason(m))))
+    out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
+    reason = F.when(is_exact, F.col("reason")).otherwise(reason)
+    raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
+    return parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+
+
+def _read_blocks(plan, now_us, max_future_us, keep_lines, batches):
+    from sessionize.events import blocks
+
+    for batch in batches:
+        out = blocks.read_block(batch, plan, now_us, max_future_us)
+        if keep_lines:  # Spark judges the time limit: every line may become invalid
+            out = out.set_column(out.schema.get_field_index("raw"), "raw", batch.column("value"))
+        yield out
 
 
 def too_far_ahead(ts: Column, now: Column, max_future_us: int) -> Column:

@@ -1,0 +1,261 @@
+"""JSON lines -> typed Arrow event columns, a block at a time, in the task that read them.
+
+A block of lines goes to `pyarrow.json` in one call, with the fields read (the rule table,
+`rules.read_fields`) given their types and every other field inferred, so that a key given
+twice anywhere, a number or object where a string belongs, an integer that is not a 64-bit
+integer, NaN, a lone surrogate or anything that is not strict JSON makes the reader refuse.
+A refused block is split at the row the error names (or halved) until each part is read or
+is one line: the lines it refuses are left to the exact path (`EXACT` true), which reads
+them as Spark's expressions always have (`parsing.parse`). So are blank lines, a time that
+ends in a line break or names the year 0, and a gap too large to be one. What the reader
+accepts is judged here, vectorized, with the reasons and in the order of docs/design.md
+("Events"): a missing user or time, a time that is not one, a missing page, a bad gap, a
+string id that cannot be a key, a time too far ahead of the batch.
+
+A mapping that reads a conversion's value (its JSON text) is not read here (`plan` is None).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from sessionize.events import rules as R
+from sessionize.events.times import epoch_micros, half_away_from_zero, iso_micros
+from sessionize.mapping import GAP_COLUMN, EventMapping
+from sessionize.stateful.keys import store_keys
+
+EXACT = "_exact"  # True: the line is left to the exact path
+USER_KEY = "user_key"
+TS = pa.timestamp("us", tz="UTC")
+SPARK_KEY_OF_NULL = 42  # Spark's xxhash64 of a NULL is its seed
+_ARROW_TYPES = {R.INTEGER: pa.int64(), R.STRING: pa.string(), R.NUMBER: pa.float64()}
+_ROW = re.compile(r" in row (\d+)$")
+# Lines shorter than this are read one at a time once a block is refused.
+_SPLIT_LINES = 16
+# Lines per call of pyarrow.json: a refused call is read again in parts, so a bad line costs
+# about this many lines read twice.
+_BLOCK_LINES = 1024
+# A time the exact path decides: ending where Java's `$` may end a line, or the year 0.
+_EXACT_TIME = "^0000|[\n\r\u0085\u2028\u2029]$"
+_NULL = pa.scalar(None, pa.string())
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """What `read_block` needs of a mapping, computed once."""
+
+    mapping: EventMapping
+    read: pa.Schema  # the fields read, nested as their paths, for pyarrow.json
+    rules: tuple[R.FieldRule, ...]
+    schema: pa.Schema  # the output: event columns, reason, raw, source, EXACT
+
+
+def _tree(fields: tuple[tuple[str, str], ...]) -> pa.Schema:
+    tree: dict = {}
+    for path, kind in fields:
+        node = tree
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node.setdefault(parts[-1], {} if kind == R.OBJECT else _ARROW_TYPES[kind])
+
+    def struct(node: dict) -> list[pa.Field]:
+        return [pa.field(k, pa.struct(struct(v)) if isinstance(v, dict) else v)
+                for k, v in node.items()]  # fmt: skip
+
+    return pa.schema(struct(tree))
+
+
+@functools.lru_cache(maxsize=16)
+def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
+    """The plan of `mapping` (default mapping when None); None when a field is read as its
+    JSON text (a conversion's value), which pyarrow does not give."""
+    m = mapping or EventMapping()
+    fields = R.read_fields(m)
+    if any(kind == R.ANY for _, kind in fields):
+        return None
+    rules = R.field_rules(m)
+    user = pa.string() if m.string_keys else pa.int64()
+    types = {"user_id": user, "event_time": TS}
+    out = [pa.field(r.name, types.get(r.name, pa.string())) for r in rules]
+    out += [pa.field(USER_KEY, pa.int64())] if m.string_keys else []
+    out += [pa.field(n, pa.string()) for n in ("reason", "raw", "source")]
+    out.append(pa.field(EXACT, pa.bool_()))
+    return BlockPlan(m, _tree(fields), rules, pa.schema(out))
+
+
+def _read(p: BlockPlan, data: bytes) -> dict[str, pa.Array] | str:
+    """One call of pyarrow.json: the fields read by path, or the error's text."""
+    options = pj.ParseOptions(explicit_schema=p.read, unexpected_field_behavior="infer")
+    read = pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 16))
+    try:
+        table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        return str(exc)
+    return {r.path: _leaf(table, r.path) for r in p.rules}
+
+
+def _accepted(p: BlockPlan, data: bytes, ends: np.ndarray, lo: int, hi: int,
+              out: list[tuple[int, dict[str, pa.Array]]]) -> None:  # fmt: skip
+    """Read lines lo..hi-1 (`ends`: each line's end in `data`, newline included); append
+    (first line, table) of what is read; lines refused alone are left out."""
+    start = 0 if lo == 0 else int(ends[lo - 1])
+    got = _read(p, data[start : int(ends[hi - 1])])
+    if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
+        out.append((lo, got))
+        return
+    if hi - lo == 1:
+        return
+    if hi - lo <= _SPLIT_LINES:
+        for i in range(lo, hi):
+            _accepted(p, data, ends, i, i + 1, out)
+        return
+    at = _ROW.search(got) if isinstance(got, str) else None
+    row = int(at.group(1)) if at else 0
+    if 0 < row < hi - lo:  # the rows before it were read; the row itself alone
+        _accepted(p, data, ends, lo, lo + row, out)
+        _accepted(p, data, ends, lo + row, lo + row + 1, out)
+        if lo + row + 1 < hi:
+            _accepted(p, data, ends, lo + row + 1, hi, out)
+        return
+    mid = (lo + hi) // 2
+    _accepted(p, data, ends, lo, mid, out)
+    _accepted(p, data, ends, mid, hi, out)
+
+
+def _leaf(table: pa.Table, path: str) -> pa.Array:
+    """The column at a dotted path (NULL where an enclosing object is)."""
+    parts = path.split(".")
+    column = table.column(parts[0]).combine_chunks()
+    for part in parts[1:]:
+        column = pc.struct_field(column, part)  # NULL where the enclosing object is
+    return column
+
+
+def _parse_lines(p: BlockPlan, values: pa.StringArray) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The fields read of every line (NULL where not read) and which lines were read."""
+    n = len(values)
+    joined = pc.binary_join_element_wise(values, pa.scalar(""), "\n")
+    offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
+    data = joined.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    ends = offsets[1:] - offsets[0]
+    parts: list[tuple[int, dict[str, pa.Array]]] = []
+    for lo in range(0, n, _BLOCK_LINES):
+        _accepted(p, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
+    read = np.zeros(n, bool)
+    index = np.full(n, -1, np.int64)
+    done = 0
+    for first, got in parts:
+        rows = len(got[p.mapping.user])
+        read[first : first + rows] = True
+        index[first : first + rows] = np.arange(done, done + rows)
+        done += rows
+    take = pa.array(index, mask=~read)
+    columns = {}
+    for r in p.rules:
+        pieces = [got[r.path] for _, got in parts]
+        kind = _ARROW_TYPES[r.kind]
+        whole = pa.concat_arrays(pieces) if pieces else pa.array([], kind)
+        columns[r.path] = whole.take(take)
+    return columns, read
+
+
+def read_block(
+    batch: pa.RecordBatch, p: BlockPlan, now_us: int | None = None,
+    max_future_us: int | None = None,
+) -> pa.RecordBatch:  # fmt: skip
+    """RECORD_SCHEMA rows (`value`, `error`, `source`) -> `p.schema` rows, in order.
+
+    With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid.
+    A row with `EXACT` true has no reason here: the exact path decides it from `raw`."""
+    m = p.mapping
+    values = batch.column("value").cast(pa.string())
+    error = batch.column("error").cast(pa.string())
+    # Only what looks like one object goes to pyarrow: a line that is not one would only
+    # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
+    braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
+    # pyarrow reads NaN and Infinity in the fields it infers: Spark reads them its own way.
+    nonfinite = pc.or_(pc.match_substring(values, "NaN"), pc.match_substring(values, "Infinity"))
+    candidate = pc.and_(pc.and_(pc.is_null(error), braced), pc.invert(nonfinite.fill_null(False)))
+    rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+    found, read_sub = _parse_lines(p, values.take(pa.array(rows)))
+    read = np.zeros(len(batch), bool)
+    read[rows[read_sub]] = True
+    position = np.zeros(len(batch), np.int64)
+    position[rows] = np.arange(len(rows))
+    spread = pa.array(position, mask=~read)
+    col = {r.name: found[r.path].take(spread) for r in p.rules}
+    user, time, page = col["user_id"], col["event_time"], col["page"]
+    if m.time_format == "iso8601":
+        odd = pc.match_substring_regex(time, _EXACT_TIME).fill_null(False)
+        read &= ~odd.to_numpy(zero_copy_only=False)
+        us = iso_micros(time)
+    else:
+        us = epoch_micros(time.to_numpy(zero_copy_only=False), m.time_format)
+    steps = [
+        _when(pc.is_null(user), R.missing(m.user)),
+        _when(pc.is_null(time), R.missing(m.time)),
+        _when(pc.is_null(us), R.bad_time(m.time, m.time_format)),
+        _when(pc.is_null(page), R.missing(m.page)),
+    ]
+    if m.gap:
+        gap, bad, huge = _gap(col[GAP_COLUMN])
+        read &= ~huge
+        col[GAP_COLUMN] = gap
+        steps.append(_when(bad, R.bad_gap(m.gap)))
+    if m.string_keys:
+        size = pc.binary_length(user)
+        steps.append(_when(pc.equal(size, 0), R.empty_key(m.user)))
+        steps.append(_when(pc.greater(size, R.KEY_BYTES), R.long_key(m.user)))
+    if now_us is not None and max_future_us is not None:
+        steps.append(_when(pc.greater(us, pa.scalar(now_us + max_future_us)),
+                           R.too_far_ahead(m.time)))  # fmt: skip
+    spaces = pc.equal(pc.utf8_trim(values, " "), "")  # Spark's trim: spaces only
+    early = pc.coalesce(error, _when(pc.is_null(values), R.UNREADABLE),
+                        _when(spaces, R.EMPTY_LINE))  # fmt: skip
+    exact = pa.array(~read & ~pc.is_valid(early).to_numpy(zero_copy_only=False))
+    reason = pc.if_else(exact, _NULL, pc.coalesce(early, *steps))
+    raw = pc.if_else(pc.or_(pc.is_valid(reason), exact), values, _NULL)  # the exact path's line
+    col["event_time"] = us.cast(TS)
+    col["action"] = pc.coalesce(col["action"], pa.scalar(R.DEFAULT_ACTION))
+    columns = [col[r.name] for r in p.rules]
+    if m.string_keys:
+        columns.append(_user_keys(user))
+    columns += [reason, raw, batch.column("source"), exact]
+    return pa.RecordBatch.from_arrays(columns, schema=p.schema)
+
+
+def _when(condition: pa.Array, reason: str) -> pa.Array:
+    return pc.if_else(condition, pa.scalar(reason), _NULL)
+
+
+def _gap(seconds: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """(gap in µs as decimal digits, whether a present gap is bad, whether it is too large
+    for a 64-bit µs count and so left to the exact path)."""
+    x = seconds.to_numpy(zero_copy_only=False).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        us = half_away_from_zero(x * 1e6)
+        huge = np.abs(us) >= 2.0**63
+        bad = (us <= 0) | (us > float(R.MAX_GAP_US))
+    present = ~np.isnan(x)
+    whole = np.where(present & ~huge, us, 0).astype(np.int64)
+    text = pa.array(whole, pa.int64(), mask=~present).cast(pa.string())
+    return text, pa.array(present & bad), present & huge
+
+
+def _user_keys(user: pa.Array) -> pa.Array:
+    """Spark's `xxhash64` of string user ids (seed 42; NULL hashes to the seed)."""
+    valid = pc.is_valid(user)
+    keys = np.full(len(user), SPARK_KEY_OF_NULL, np.int64)
+    mask = valid.to_numpy(zero_copy_only=False)
+    if mask.any():
+        keys[mask] = store_keys(user.filter(valid)).to_numpy()
+    return pa.array(keys)

@@ -1,0 +1,186 @@
+"""The block reader of JSON lines against an independent reference (`reference.py`).
+
+Random documents, valid, almost valid and hostile, go through `blocks.read_block` and
+`reference.read_line`: every line the reader decides has the reference's reason, and a
+valid one the reference's event; every line the reference calls OPEN (read otherwise by
+Spark's reader: NaN, lone surrogates, a key twice, ...) is left to the exact path.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessionize.events import blocks
+from sessionize.mapping import EventMapping
+from sessionize.sources.lines import RECORD_SCHEMA
+
+from .reference import OPEN, read_line
+
+DEFAULT = EventMapping()
+STRING_EPOCH = EventMapping(
+    user="who.id", time="ts", time_format="epoch-ms", user_type="string",
+    keep=(("site", "source.site"), ("tag", "k")), change="section", gap="idle.after",
+    last=(("exit", "page.exit"),), url="page.url",
+)  # fmt: skip
+NOW_US = 1_793_527_200_000_000  # 2026-11-01T10:00:00Z
+DAY_US = 86_400_000_000
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
+    st.text(max_size=8), st.sampled_from(["", "5", "-x", "[", "{}", "true", "é" * 130]),
+)  # fmt: skip
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+digits = st.integers(0, 99).map(lambda n: f"{n:02d}")
+iso_times = st.builds(
+    lambda y, mo, d, sep, h, mi, s, frac, zone: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}{s}{frac}{zone}",
+    st.integers(0, 9999) | st.sampled_from([1970, 2026]), digits, digits, st.sampled_from("T T"),
+    digits, digits, st.sampled_from(["", ":00", ":59", ":60"]) | digits.map(lambda d: ":" + d),
+    st.sampled_from(["", ".5", ".123456789", ".1234567"]),
+    st.sampled_from(["", "Z", "+02:00", "-0530", "+18:00", "+18:01", "+19:00", "z", "+02", "\n"]),
+)  # fmt: skip
+times = st.one_of(
+    iso_times, st.sampled_from(["2026-11-01T10:00:00Z", "2026-11-02T10:00:00.000001Z"]),
+    st.integers(-(2**63), 2**63), st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([1_793_527_200_000, 253_402_300_800_000, 0.0005, -0.0015, 1e300]),
+    json_values,
+)  # fmt: skip
+users = st.one_of(st.integers(-(2**64), 2**64), st.text(max_size=6), json_values)
+pages = st.one_of(st.text(max_size=6), json_values)
+gaps = st.one_of(
+    st.floats(allow_nan=False), st.integers(-5, 3_000_000), st.sampled_from([0, 1e-7, 2592000]),
+    json_values,
+)  # fmt: skip
+
+
+def _set(doc: dict, path: str, value: object) -> None:
+    parts = path.split(".")
+    for part in parts[:-1]:
+        doc = doc.setdefault(part, {}) if isinstance(doc.get(part, {}), dict) else {}
+    doc[parts[-1]] = value
+
+
+@st.composite
+def documents(draw, mapping: EventMapping) -> str:
+    """One line: an event with some fields replaced, dropped or duplicated, or noise."""
+    doc: dict = {}
+    for path, value in [
+        (mapping.user, draw(users)), (mapping.time, draw(times)), (mapping.page, draw(pages)),
+        (mapping.action, draw(st.sampled_from(["view", "click", None]) | json_values)),
+        *((path, draw(st.text(max_size=4) | json_values)) for _, path in mapping.keep),
+        *((path, draw(st.text(max_size=4) | json_values))
+          for _, path in (*mapping.last, *mapping.mapped_pairs)),
+        *([(mapping.change, draw(st.text(max_size=4) | json_values))] if mapping.change else []),
+        *([(mapping.gap, draw(gaps))] if mapping.gap else []),
+    ]:  # fmt: skip
+        if draw(st.integers(0, 9)) > 0:
+            _set(doc, path, value)
+    if draw(st.booleans()):
+        doc[draw(st.text(max_size=3))] = draw(json_values)
+    dotted = [p for _, p in mapping.fields() if "." in p]
+    if dotted and draw(st.integers(0, 3)) == 0:  # an enclosing object of another type
+        _set(doc, draw(st.sampled_from(dotted)).rsplit(".", 1)[0], draw(json_values))
+    line = json.dumps(doc, ensure_ascii=draw(st.booleans()))
+    edit = draw(st.integers(0, 12))
+    if edit == 1 and len(line) > 2:  # a key twice
+        line = line[:-1] + ", " + line[1:]
+    elif edit == 2:  # truncated
+        line = line[: draw(st.integers(0, len(line)))]
+    elif edit == 3:
+        line = line[:-1] + ', "x": ' + draw(st.sampled_from(["NaN", "Infinity", "-Infinity"])) + "}"
+    elif edit == 4:
+        line = (
+            line[:-1] + ', "x": "' + draw(st.sampled_from(["\\ud800", "\\udc00x", "a\tb"])) + '"}'
+        )
+    elif edit == 5:
+        line = draw(st.sampled_from(["", "   ", "\t", "[1]", "42", "null", '"{}"', "{'a': 1}"]))
+    elif edit == 6:
+        line = line + draw(st.sampled_from([" ", " x", "{}", "\n"]))
+    elif edit == 7:
+        line = draw(st.text(max_size=20))
+    elif edit == 8:
+        line = json.dumps(draw(json_values))
+    return line
+
+
+def _read(lines: list[str | None], mapping: EventMapping, errors=None) -> list[dict]:
+    batch = pa.RecordBatch.from_pydict(
+        {"value": lines, "error": errors or [None] * len(lines), "source": ["s"] * len(lines)},
+        schema=RECORD_SCHEMA,
+    )
+    out = blocks.read_block(batch, blocks.plan(mapping), NOW_US, DAY_US)
+    micros = out.column("event_time").cast(pa.int64())
+    at = out.schema.get_field_index("event_time")
+    return out.set_column(at, "event_time", micros).to_pylist()
+
+
+def _check(lines: list[str], mapping: EventMapping) -> None:
+    for row, line in zip(_read(lines, mapping), lines, strict=True):
+        want = read_line(line, mapping, NOW_US, DAY_US)
+        if want == OPEN:
+            assert row[blocks.EXACT], line
+        if row[blocks.EXACT]:
+            assert row["raw"] == line and row["reason"] is None
+            continue  # left to the exact path, which reads every line as Spark does
+        reason, event = want
+        assert row["reason"] == reason, line
+        assert row["raw"] == (None if reason is None else line)
+        if event is not None:
+            assert {k: row[k] for k in event} == event, line
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(documents(DEFAULT), min_size=1, max_size=20))
+def test_default_mapping_reads_as_the_reference(lines):
+    _check(lines, DEFAULT)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(documents(STRING_EPOCH), min_size=1, max_size=20))
+def test_string_ids_epoch_times_and_rule_fields_read_as_the_reference(lines):
+    _check(lines, STRING_EPOCH)
+
+
+def _event(user, time="2026-11-01T10:00:00Z", **extra) -> str:
+    return json.dumps({"user_id": user, "event_time": time, "page": {"current": "a"}, **extra})
+
+
+def test_a_bad_line_leaves_only_itself_to_the_exact_path():
+    """Lines around a refused one are read: a block is split, never given up whole."""
+    lines = [_event(i) for i in range(3000)]
+    lines[1500] = '{"user_id": "7", "event_time": "2026-11-01T10:00:00Z"}'
+    lines[2000] = '{"user_id": 8, "user_id": 9}'
+    rows = _read(lines, DEFAULT)
+    assert [i for i, r in enumerate(rows) if r[blocks.EXACT]] == [1500, 2000]
+    assert [r["user_id"] for r in rows if not r[blocks.EXACT]] == [
+        i for i in range(3000) if i not in (1500, 2000)
+    ]
+    assert all(r["reason"] is None for r in rows if not r[blocks.EXACT])
+
+
+def test_a_sources_error_and_an_unreadable_record_are_the_reason():
+    rows = _read(["\\xff", None, "   "], DEFAULT, errors=["not UTF-8 (byte 0)", None, None])
+    assert [r["reason"] for r in rows] == ["not UTF-8 (byte 0)", "unreadable record", "empty line"]
+    assert [r[blocks.EXACT] for r in rows] == [False, False, False]
+
+
+def test_string_ids_get_sparks_xxhash64_key(spark):
+    from pyspark.sql import functions as F
+
+    ids = ["u1", "é", "x" * 256, "\U0001f600", "a b"]
+    lines = [json.dumps({"who": {"id": u}, "ts": 1_793_527_200_000, "page": {"current": "p"}})
+             for u in ids]  # fmt: skip
+    rows = _read(lines, STRING_EPOCH)
+    expected = spark.createDataFrame([(u,) for u in ids], "u string").select(
+        F.xxhash64("u").alias("k")
+    )
+    assert [r[blocks.USER_KEY] for r in rows] == [r.k for r in expected.collect()]
