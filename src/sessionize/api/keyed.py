@@ -86,7 +86,9 @@ def start(
     try:
         refuse_if_rewinding(checkpoint)
         store_uri = _absolute(state_uri(state, child(checkpoint, "state")))
-        settings = _settings(df, processor, store_uri, output, partitions, lateness, job)
+        settings = _settings(
+            df, processor, store_uri, output, partitions, lateness, job, output_format
+        )
         check_or_record_processor(checkpoint, {
             **settings_record(settings), "output": output, "output_format": output_format,
             "outputs": list(settings.output_names), "state": recorded_state(state), "job": job,
@@ -157,7 +159,7 @@ def stream(
             timedelta or microseconds); ignored without `event_time`.
         trigger: `available-now` or `processing-time=30s`.
         job: The job's name in the state store (several jobs may share one store).
-        output_format: `parquet` (the only one for processors so far).
+        output_format: `parquet` or `delta` (needed by outputs replaced by key).
         progress_log: Where the JSON line of each batch goes (default
             `CHECKPOINT/progress.jsonl`).
         on_batch: Called with each batch's one-line summary (default: the `sessionize`
@@ -213,7 +215,7 @@ def run(
         partitions: State partitions (fixed by the first run).
         lateness: As for `stream`.
         job: The job's name in the state store.
-        output_format: `parquet`.
+        output_format: `parquet` or `delta` (needed by outputs replaced by key).
         on_batch: Called with the batch's one-line summary.
 
     Returns:
@@ -236,7 +238,9 @@ def run(
     lease.acquire()
     try:
         store_uri = _absolute(state_uri(state, child(output, "_state")))
-        settings = _settings(df, processor, store_uri, output, partitions, lateness, job)
+        settings = _settings(
+            df, processor, store_uri, output, partitions, lateness, job, output_format
+        )
         engine = _engine(df, settings, lease)
         versions = engine.backend.job_versions(job)
         last = max(versions) if versions else None
@@ -273,20 +277,25 @@ def _absolute(uri: str) -> str:
     return uri
 
 
-def _settings(df, processor, store_uri, output, partitions, lateness, job) -> KeyedSettings:
+def _settings(df, processor, store_uri, output, partitions, lateness, job,
+              output_format) -> KeyedSettings:  # fmt: skip
     for name, out in declared(processor).outputs.items():
-        if out.mode == "replace" or out.partition_by:
-            what = "replaced by key" if out.mode == "replace" else "partitioned"
+        if out.mode == "replace" and output_format != "delta":
             raise ConfigError(
-                f"processor {processor.name}: output '{name}' is {what}, which the engine's "
-                "Parquet outputs do not do yet; declare it as a plain schema"
+                f"processor {processor.name}: output '{name}' is replaced by key, which "
+                f"{output_format} outputs cannot do; write the job with output_format='delta'"
+            )
+        if out.partition_by:
+            raise ConfigError(
+                f"processor {processor.name}: output '{name}' is partitioned, which the "
+                "engine's outputs do not do yet; declare it without partition_by"
             )
     if not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be a positive integer, not {partitions!r}")
     return KeyedSettings(
         processor=processor, input_schema=_arrow_schema(df), partitions=partitions,
         state_uri=store_uri, job=job, output=absolute_local(output),
-        lateness_us=duration_us(lateness, "lateness"),
+        lateness_us=duration_us(lateness, "lateness"), output_format=output_format,
     )  # fmt: skip
 
 

@@ -53,8 +53,10 @@ class Checkpoint:
             return None
         fmt = self.paths.get("output_format") or self.settings.get("output_format", "parquet")
         names = self.settings.get("outputs")  # a processor's, as its job recorded them
-        sink = keyed_sink(output, tuple(names), fmt) if names else open_sink(output, fmt,
-                                                                           job=self.job)
+        if names:
+            sink = keyed_sink(output, tuple(names), fmt, job=self.job)
+        else:
+            sink = open_sink(output, fmt, job=self.job)
         return accepting_duplicates(sink) if self.accept_duplicates else sink
 
     @property

@@ -32,6 +32,7 @@ from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, coll
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
 from sessionize.sinks.base import StagedSink
+from sessionize.sinks.delta_keyed import KeyedDeltaSink
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
@@ -63,6 +64,7 @@ class KeyedSettings:
     retain: int = RETAIN
     maintenance_every: int = 10
     epoch: int | None = None  # the driver's lease epoch (state/lease.py); None: unfenced
+    output_format: str = "parquet"
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -72,17 +74,37 @@ class KeyedSettings:
         return (*d.outputs, *late)
 
 
-def keyed_sink(output: str, names: tuple[str, ...], output_format: str = "parquet") -> StagedSink:
+def keyed_sink(
+    output: str, names: tuple[str, ...], output_format: str = "parquet", job: str = ""
+) -> StagedSink:
     """The sink of a processor's outputs: Parquet at a local path (one directory per output
-    and batch) or on `s3://` (commit files per batch). Raises ConfigError for another
-    format or place, in one line."""
+    and batch) or on `s3://` (commit files per batch), or Delta tables at either (see
+    `settings_sink` for the Delta sink of a job). Raises ConfigError for another format or
+    place, in one line."""
     local = "://" not in output or output.startswith("file://")
-    if output_format != "parquet" or not (local or output.startswith("s3://")):
+    if output_format not in ("parquet", "delta") or not (local or output.startswith("s3://")):
         raise ConfigError(
-            f"stateful jobs write Parquet to a local path or s3:// for now, not {output_format} "
+            f"stateful jobs write parquet or delta to a local path or s3://, not {output_format} "
             f"at {output}"
         )
+    if output_format == "delta":
+        return KeyedDeltaSink(output, job, schemas=tuple((name, None) for name in names))
     return ParquetSink(output, names) if local else ManifestParquetSink(output, names)
+
+
+def settings_sink(settings: KeyedSettings) -> StagedSink:
+    """The sink of the job's outputs; a Delta sink knows every output's schema (its table is
+    created from it) and the key of the outputs replaced by key."""
+    if settings.output_format != "delta":
+        return keyed_sink(settings.output, settings.output_names, settings.output_format,
+                          settings.job)  # fmt: skip
+    d = declared(settings.processor)
+    schemas = {name: out.schema for name, out in d.outputs.items()}
+    if d.late_output and d.late_output not in schemas:
+        schemas[d.late_output] = d.late_schema(settings.input_schema)
+    keys = tuple((name, out.key) for name, out in d.outputs.items() if out.mode == "replace")
+    return KeyedDeltaSink(settings.output, settings.job, schemas=tuple(schemas.items()),
+                          keys=keys)  # fmt: skip
 
 
 def open_keyed_state(settings: KeyedSettings) -> StateBackend:
@@ -100,6 +122,7 @@ def settings_record(settings: KeyedSettings) -> dict[str, object]:
         "params": settings.processor.params(),
         "partitions": settings.partitions,
         "lateness": format_duration(settings.lateness_us),
+        "output_format": settings.output_format,
         # The store's rows, for the state tools, which have the record but not the class.
         "stored_rows": {
             "schema": base64.b64encode(d.rows.schema.serialize().to_pybytes()).decode(),
@@ -165,9 +188,12 @@ def run_partition(
             settings.processor, state, rows, batch_id=plan.version, partition=partition,
             watermark_before=plan.watermark_before, watermark_after=plan.watermark_after,
         )  # fmt: skip
-        sink = keyed_sink(settings.output, settings.output_names)
+        sink = settings_sink(settings)
         for name, table in result.outputs.items():
             sink.write_part(name, plan.version, partition, table)
+            if d.outputs.get(name) is not None and d.outputs[name].mode == "replace":
+                _stage_keys(sink, name, d.outputs[name].key, plan.version, partition, table,
+                            result.deletes.get(name))  # fmt: skip
         store.remove_many(result.removes)
         store.put_many(result.puts)
         if partition == 0:
@@ -183,6 +209,16 @@ def run_partition(
     return {"partition": partition, **result.counts, "counters": result.counters}
 
 
+def _stage_keys(sink, name: str, key: tuple[str, ...], version: int, partition: int,
+                rows: pa.Table, deletes: pa.Table | None) -> None:  # fmt: skip
+    """The keys a task wrote or deleted in an output replaced by key: publishing replaces
+    their rows by the batch's."""
+    keys = rows.select(list(key))
+    if deletes is not None:
+        keys = pa.concat_tables([keys, deletes.select(list(key)).cast(keys.schema)])
+    sink.write_keys(name, version, partition, keys)
+
+
 class KeyedEngine(StoreJobEngine):
     """Driver side: the watermark, the partition tasks, the job log."""
 
@@ -196,7 +232,7 @@ class KeyedEngine(StoreJobEngine):
         self.spark = spark
         self.settings = settings
         self.backend = backend or open_keyed_state(settings)
-        self.sink = keyed_sink(settings.output, settings.output_names)
+        self.sink = settings_sink(settings)
         self.lease = lease
         self._marks: pa.Array | None = None
 

@@ -155,11 +155,14 @@ class DeltaSink(StagedSink):
             rows,
             mode="overwrite",
             predicate=f"batch_id = {batch_id}",
-            partition_by=list(OUTPUT_PARTITIONS.get(name, ())) or None,
+            partition_by=self._partition_by(name),
             configuration=TABLE_PROPERTIES if dt is None else None,
             storage_options=self.storage_options() if dt is None else None,
             commit_properties=props,
         )
+
+    def _partition_by(self, name: str) -> list[str] | None:
+        return list(OUTPUT_PARTITIONS.get(name, ())) or None
 
 
 def _batch_ids(dt, first: int) -> list[int]:

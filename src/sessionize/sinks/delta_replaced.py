@@ -22,9 +22,16 @@ _OP = "_sessionize_op"
 
 
 def replace_by_key(
-    sink: DeltaSink, name: str, batch_id: int, keys: pa.Table, rows: pa.Table, *, replay: bool
+    sink: DeltaSink,
+    name: str,
+    batch_id: int,
+    keys: pa.Table,
+    rows: pa.Table,
+    *,
+    replay: bool,
+    key: tuple[str, ...] = (KEY,),
 ) -> None:
-    """Replace the rows of `keys` in table `name` by `rows`, in one commit."""
+    """Replace the rows of `keys` (columns `key`) in table `name` by `rows`, in one commit."""
     from deltalake import CommitProperties, Transaction, write_deltalake
 
     dt = sink.table(name)
@@ -45,12 +52,13 @@ def replace_by_key(
     if keys.num_rows == 0:
         write_deltalake(dt, rows.slice(0, 0), mode="append", commit_properties=props)
         return
-    source = _merge_source(keys, rows)
+    source = _merge_source(keys, rows, key)
     columns = {c: f"s.`{c}`" for c in rows.column_names}
+    same = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
     (
         dt.merge(
             source,
-            f"t.`{KEY}` = s.`{KEY}` AND s.{_OP} = 'key'",
+            f"{same} AND s.{_OP} = 'key'",
             source_alias="s",
             target_alias="t",
             commit_properties=props,
@@ -74,12 +82,13 @@ def clear_replaced(sink: DeltaSink, name: str) -> None:
     dt.delete(commit_properties=props)
 
 
-def _merge_source(keys: pa.Table, rows: pa.Table) -> pa.Table:
+def _merge_source(keys: pa.Table, rows: pa.Table, key: tuple[str, ...]) -> pa.Table:
     nullable = pa.schema([f.with_nullable(True) for f in rows.schema]).append(
         pa.field(_OP, pa.string())
     )
     puts = rows.append_column(_OP, pa.array(["put"] * rows.num_rows, pa.string()))
     key_rows = {c: pa.nulls(keys.num_rows, rows.schema.field(c).type) for c in rows.column_names}
-    key_rows[KEY] = keys[KEY].cast(rows.schema.field(KEY).type)
+    for c in key:
+        key_rows[c] = keys[c].cast(rows.schema.field(c).type)
     key_rows[_OP] = pa.array(["key"] * keys.num_rows, pa.string())
     return pa.concat_tables([puts.cast(nullable), pa.table(key_rows, schema=nullable)])
