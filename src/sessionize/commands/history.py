@@ -80,8 +80,9 @@ def open_checkpoint(
     if not settings:
         raise ConfigError(f"{path} is not a sessionize checkpoint (no {FILE})")
     paths = recorded(path, PATHS_FILE)
-    return Checkpoint(path, settings, paths, restorable_state(path, settings, paths.get("state"),
-                                                              state))
+    return Checkpoint(
+        path, settings, paths, restorable_state(path, settings, paths.get("state"), state)
+    )
 
 
 @dataclass
@@ -95,14 +96,17 @@ class History:
 def batch_history(ck: Checkpoint) -> History:
     """The restorable committed batches, with what each read and wrote."""
     committed = log_ids(ck.path, "commits")
-    ok = set(committed) & set(log_ids(ck.path, "offsets"))
+    offsets = set(log_ids(ck.path, "offsets"))
+    # Spark restarts after batch B from offsets/B and offsets/B-1: without the latter it
+    # stops with "batch B-1 doesn't exist", so the oldest retained batch is not restorable.
+    ok = {b for b in set(committed) & offsets if b == 0 or b - 1 in offsets}
     limits = _state_limits(ck, committed)
     for floor in limits.values():
         ok = {b for b in ok if b >= floor}
     ok = ck.state.restorable(ok)
     restorable = sorted(ok)
     history = History(committed, restorable)
-    history.oldest_reason = _reason(committed, restorable, limits)
+    history.oldest_reason = _reason(committed, restorable, limits, min(offsets, default=0))
     progress = {}
     log = ck.progress_log()
     if log:
@@ -119,14 +123,16 @@ def _state_limits(ck: Checkpoint, committed: list[int]) -> dict[str, int]:
     return ck.state.floors()
 
 
-def _reason(committed: list[int], restorable: list[int], limits: dict[str, int]) -> str:
+def _reason(committed: list[int], restorable: list[int], limits: dict[str, int],
+            first_offsets: int) -> str:  # fmt: skip
     if not restorable:
         return "no committed batch can be restored"
     oldest = restorable[0]
     if oldest == 0:
         return "it is the first batch"
     binding = [name for name, floor in limits.items() if floor == oldest]
-    if committed and committed[0] == oldest:
+    if committed and oldest <= max(committed[0], first_offsets + 1):
+        # The first kept batch itself is not restorable: a restart needs its predecessor.
         binding.insert(0, f"Spark's offset and commit logs ({RETAIN_CONF})")
     what = " and ".join(binding) or "the logs"
     return f"{what} keep the last {RETAIN} batches (retention); older ones are gone"
