@@ -53,8 +53,9 @@ def test_the_source_log_keeps_two_compactions_and_rewinds_across_one(spark, tmp_
     for name in ("sessionize.json", "sessionize-paths.json"):  # the copy writes its own
         path = run / "chk" / name
         path.write_text(path.read_text().replace(str(clean / "out"), str(run / "out")))
-    # Spark restarts from the offsets of the batch before the last: the second oldest
-    to = batch_history(open_checkpoint(str(run / "chk"))).restorable[1]
+    # The oldest restorable batch: Spark restarts after it from its offsets and those of the
+    # batch before, so history must not offer the oldest batch the logs keep.
+    to = batch_history(open_checkpoint(str(run / "chk"))).restorable[0]
     compactions = [int(n.split(".")[0]) for n in names if n.endswith(".compact")]
     assert to < max(compactions)  # the rewind undoes a compaction
     rewind(str(run / "chk"), to, say=lambda _: None)
