@@ -4,6 +4,10 @@ test, on the server of services/postgres.sh)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from urllib.parse import parse_qs
@@ -16,6 +20,22 @@ from sessionize.sinks.registry import committed_rows, open_sink
 from tests.s3_fixtures import REPO, S3_SCRIPT, bucket_uri, s3_client, s3_endpoint  # noqa: F401
 
 KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql", "kafka")
+
+
+def kill_when_paused(module: str, *args: str, point: str) -> None:
+    """Run `python -m module args` with `SESSIONIZE_PAUSE_AT=point`, wait for its PAUSED line,
+    then kill -9 its process group: a crash at exactly that step. Fails if it never pauses."""
+    env = {**os.environ, "SESSIONIZE_PAUSE_AT": point}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.fixture(params=KINDS)

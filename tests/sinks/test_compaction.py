@@ -4,10 +4,6 @@ republished batches retire exactly their rows, also inside compacted files."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -19,7 +15,7 @@ from sessionize.sinks.compaction import read_manifest
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.registry import committed_rows
 from tests.readers import polling_sessions
-from tests.sinks.conftest import REPO
+from tests.sinks.conftest import kill_when_paused
 from tests.sinks.rows import invalid, sessions
 
 NAMES = ("sessions", "invalid_events")
@@ -58,20 +54,6 @@ def _publish(sink: ParquetSink, batches: dict[int, str]) -> None:
 
 def _batch_dirs(root: str, name: str) -> list[int]:
     return sorted(int(p.name.split("=")[1]) for p in Path(root, name).glob("batch_id=*"))
-
-
-def _compact_until_paused(root: str, upto: int, point: str) -> None:
-    env = {**os.environ, "SESSIONIZE_PAUSE_AT": point}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.sinks.compact_proc", root, str(upto)], cwd=REPO, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path):
@@ -114,11 +96,15 @@ def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path)
         with polling_sessions(Path(root, "sessions"), whole, retires=True) as polled:
             # killed after writing the compacted files, before the manifest: they are
             # unreferenced and the batch directories still hold the rows
-            _compact_until_paused(root, 3, "compacted-files-sessions:1")
+            kill_when_paused(
+                "tests.sinks.compact_proc", root, "3", point="compacted-files-sessions:1"
+            )
             assert _batch_dirs(root, "sessions") == list(range(6))
             documented_read_now()
             # killed after the manifest: it covers 0..3 while their directories remain
-            _compact_until_paused(root, 3, "compacted-manifest-sessions:1")
+            kill_when_paused(
+                "tests.sinks.compact_proc", root, "3", point="compacted-manifest-sessions:1"
+            )
             assert read_manifest(*sink._fs(), "sessions").batches == {0, 1, 2, 3}
             assert _batch_dirs(root, "sessions") == list(range(6))
             documented_read_now()
@@ -196,14 +182,17 @@ def test_readers_read_the_compacted_layout_as_the_docs_show(tmp_path, spark):
                            strict=True))  # fmt: skip
 
     assert _seen(root, "sessions") == want  # pyarrow
-    sql = (f"SELECT * FROM read_parquet({files['batches']}, hive_partitioning=true) UNION ALL "
-           f"BY NAME SELECT * FROM read_parquet({files['compacted']}, hive_partitioning=true)")
+    sql = (
+        f"SELECT * FROM read_parquet({files['batches']}, hive_partitioning=true) UNION ALL "
+        f"BY NAME SELECT * FROM read_parquet({files['compacted']}, hive_partitioning=true)"
+    )
     assert rows(duckdb.sql(sql).to_arrow_table()) == want
     scans = [pl.scan_parquet(files[k], hive_partitioning=True) for k in ("batches", "compacted")]
     assert rows(pl.concat(scans, how="diagonal_relaxed").collect().to_arrow()) == want
     plain = spark.read.option("basePath", f"{root}/sessions").parquet(*files["batches"])
     compacted = spark.read.option("basePath", f"{root}/_compacted/sessions").parquet(
-        *files["compacted"])
+        *files["compacted"]
+    )
     both = plain.unionByName(compacted)
     assert dict(both.dtypes)["session_date"] == "date"
     assert rows(both.toArrow()) == want

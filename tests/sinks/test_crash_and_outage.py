@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import pytest
 
 from sessionize import faults
 from sessionize.errors import SinkError
 from tests.s3_fixtures import _script
-from tests.sinks.conftest import REPO, make_sink
+from tests.sinks.conftest import kill_when_paused, make_sink
 from tests.sinks.rows import stage
 from tests.sinks.test_exactly_once import _expected, _seen
-
-
-def _publish_until_paused(kind: str, root: str, point: str) -> None:
-    env = {**os.environ, "SESSIONIZE_PAUSE_AT": point}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.sinks.publish_proc", kind, root, point.split(":")[1],
-         "new"],  # fmt: skip
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def test_kill_after_one_output_then_rerun(kind, root):
@@ -45,7 +24,9 @@ def test_kill_after_one_output_then_rerun(kind, root):
     # produced in the open transaction, which read_committed consumers never see.
     batch = 1 if kind == "kafka" else 0
     point = "kafka-produced" if kind == "kafka" else "published-sessions"
-    _publish_until_paused(kind, root, f"{point}:{batch}")
+    kill_when_paused(
+        "tests.sinks.publish_proc", kind, root, str(batch), "new", point=f"{point}:{batch}"
+    )
     sessions = "new" if kind not in ("postgresql", "kafka") else "old"
     assert _seen(kind, root, "sessions") == _expected(0, sessions)
     assert _seen(kind, root, "invalid_events") == _expected(0, "old")

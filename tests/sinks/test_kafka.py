@@ -3,10 +3,6 @@ kill -9 at each step of a publish, a refused rewind, and at-least-once records."
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -14,7 +10,7 @@ import pytest
 from sessionize.engines.checkpoint import comparable
 from sessionize.errors import ConfigError, SinkError
 from sessionize.sinks.registry import open_sink
-from tests.sinks.conftest import REPO
+from tests.sinks.conftest import kill_when_paused
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
 from tests.sinks.rows import stage
 
@@ -60,21 +56,6 @@ def test_read_committed_consumer_reads_each_row_once_with_its_json(tmp_path):
     assert sink.rows_from("sessions", 1) == 6
 
 
-def _publish_until_paused(uri: str, point: str, tag: str) -> None:
-    env = {**os.environ, "SESSIONIZE_PAUSE_AT": point}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.sinks.publish_proc", "kafka", uri, "0", tag],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @pytest.mark.parametrize(
     ("point", "visible"),
     [("kafka-before-produce", "rerun"), ("kafka-produced", "rerun"), ("published-kafka", "dead")],
@@ -83,7 +64,7 @@ def test_kill_during_publish_then_restart_shows_one_copy(tmp_path, point, visibl
     """Killed before or inside the transaction, the rerun's rows are the batch; killed after
     the Kafka commit (before the job's record), the rerun knows and produces nothing."""
     uri = kafka_uri(tmp_path)
-    _publish_until_paused(uri, f"{point}:0", "dead")
+    kill_when_paused("tests.sinks.publish_proc", "kafka", uri, "0", "dead", point=f"{point}:0")
     committed = point == "published-kafka"  # an open transaction shows nothing
     assert _seen_sessions(uri) == (_expected_sessions(0, "dead") if committed else [])
     _publish(uri, 0, "rerun")
@@ -110,7 +91,9 @@ def test_rewind_over_batches_on_kafka_is_refused_in_one_line(tmp_path):
 
 def test_at_least_once_records_carry_batch_and_position_to_drop_repeats(tmp_path):
     uri = kafka_uri(tmp_path, delivery="at-least-once")
-    _publish_until_paused(uri, "kafka-produced:0", "a")  # rows out, marker not yet
+    kill_when_paused(
+        "tests.sinks.publish_proc", "kafka", uri, "0", "a", point="kafka-produced:0"
+    )  # rows out, marker not yet
     _publish(uri, 0, "a")
     records = read_topic(uri, "sessions")
     assert len(records) == 12  # the batch twice

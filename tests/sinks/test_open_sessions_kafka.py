@@ -3,12 +3,7 @@ the batch's transaction (what a read_committed consumer sees, through kill -9)."
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
-from tests.sinks.conftest import REPO
+from tests.sinks.conftest import kill_when_paused
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
 from tests.sinks.open_rows import OPEN_AFTER, open_sink_of, publish
 
@@ -43,17 +38,7 @@ def test_a_record_per_touched_user_and_a_tombstone_when_none_is_left(tmp_path):
 def test_killed_inside_the_transaction_then_rerun_shows_the_batch_once(tmp_path):
     uri = kafka_uri(tmp_path)
     publish(open_sink_of("kafka", uri), 0)
-    env = {**os.environ, "SESSIONIZE_PAUSE_AT": "kafka-produced:1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.sinks.open_rows", "kafka", uri, "1"], cwd=REPO, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_when_paused("tests.sinks.open_rows", "kafka", uri, "1", point="kafka-produced:1")
     assert _latest_per_user(uri) == OPEN_AFTER[0]  # the open transaction shows nothing
     publish(open_sink_of("kafka", uri), 1)
     assert _latest_per_user(uri) == OPEN_AFTER[1]

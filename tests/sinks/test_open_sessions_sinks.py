@@ -3,14 +3,9 @@ replaced by key, kill -9 at its commit steps, a rerun, and a removal of batches.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import pytest
 
-from tests.sinks.conftest import REPO, read_rows
+from tests.sinks.conftest import kill_when_paused, read_rows
 from tests.sinks.open_rows import OPEN_AFTER, open_sink_of, publish
 
 KINDS = ("delta", "delta-s3", "postgresql")
@@ -35,21 +30,6 @@ def _emitted(kind: str, root: str) -> list[str]:
     return sorted(t["session_id"].to_pylist()) if t.num_rows else []
 
 
-def _publish_until_killed(kind: str, root: str, point: str) -> None:
-    env = {**os.environ, "SESSIONIZE_PAUSE_AT": point}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.sinks.open_rows", kind, root, point.split(":")[1]],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def test_each_batch_replaces_the_touched_users_and_a_replay_changes_nothing(kind, root):
     sink = open_sink_of(kind, root)
     publish(sink, 0)
@@ -69,7 +49,7 @@ def test_killed_at_the_commit_of_open_sessions_never_shows_a_session_twice(kind,
     session once."""
     sink = open_sink_of(kind, root)
     publish(sink, 0)
-    _publish_until_killed(kind, root, "published-open_sessions:1")
+    kill_when_paused("tests.sinks.open_rows", kind, root, "1", point="published-open_sessions:1")
     opened, emitted = _open(kind, root), _emitted(kind, root)
     if kind == "postgresql":  # one transaction: all of batch 0, nothing of batch 1
         assert (opened, emitted) == (OPEN_AFTER[0], [])

@@ -11,9 +11,8 @@ import pytest
 from sessionize.errors import SinkError
 from sessionize.sinks.postgres import parse
 from sessionize.state.backends.postgres_pool import pool_for
-from tests.sinks.conftest import make_sink
+from tests.sinks.conftest import kill_when_paused, make_sink
 from tests.sinks.rows import stage
-from tests.sinks.test_crash_and_outage import _publish_until_paused
 from tests.sinks.test_exactly_once import _expected, _seen
 
 KIND = "postgresql"
@@ -32,7 +31,7 @@ def test_killed_before_or_inside_publish_then_rerun_gives_each_row_once(pg_outpu
     sink.clear_staging(0)
     stage(sink, 0, "old")
     sink.publish(0)
-    _publish_until_paused(KIND, pg_output, point)
+    kill_when_paused("tests.sinks.publish_proc", KIND, pg_output, "0", "new", point=point)
     for name in ("sessions", "invalid_events"):
         assert _seen(KIND, pg_output, name) == _expected(0, "old")
     sink.clear_staging(0)
