@@ -35,7 +35,7 @@ from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
-from sessionize.sinks.replaced import REPLACED, key_schema, keys_name
+from sessionize.sinks.replaced import KEY, REPLACED, key_schema, keys_name
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {
@@ -79,15 +79,14 @@ class DeltaSink(StagedSink):
             opened = staging.attempt_open(fs, base, batch_id)
             # Replaced outputs first: a session leaves `open_sessions` before it enters
             # `sessions`, so a reader may miss it for a moment but never sees it twice.
-            for name in REPLACED if self.open_sessions else ():
-                lay = layout(self.mapping)
-                rows = staging.read_staged(fs, base, name, batch_id, lay.open_sessions)
-                keys = staging.read_staged(fs, base, keys_name(name), batch_id, key_schema(lay))
+            for name, schema, key_columns, key in self._replaced_outputs():
+                rows = staging.read_staged(fs, base, name, batch_id, schema)
+                keys = staging.read_staged(fs, base, keys_name(name), batch_id, key_columns)
                 replace_by_key(self, name, batch_id, keys.drop_columns(["batch_id"]),
-                               rows.drop_columns(["batch_id"]), replay=opened)  # fmt: skip
+                               rows.drop_columns(["batch_id"]), replay=opened,
+                               key=key)  # fmt: skip
                 faults.pause_point(f"published-{name}", batch_id)
-            for name in OUTPUTS:
-                schema = layout(self.mapping).outputs[name]
+            for name, schema in self._appended_outputs():
                 rows = staging.read_staged(fs, base, name, batch_id, schema)
                 self._commit(name, batch_id, rows, replay=opened or rows.num_rows > 0)
                 faults.pause_point(f"published-{name}", batch_id)
@@ -102,7 +101,7 @@ class DeltaSink(StagedSink):
 
         retired: set[int] = set()
         with _errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
-            for name in OUTPUTS:
+            for name, _ in self._appended_outputs():
                 dt = self.table(name)
                 if dt is None:
                     continue
@@ -114,7 +113,7 @@ class DeltaSink(StagedSink):
                     )
                     dt.delete(f"batch_id >= {batch_id}", commit_properties=props)
                     retired |= set(found)
-            for name in REPLACED:
+            for name in self._rebuilt_outputs():
                 clear_replaced(self, name)
         return sorted(retired)
 
@@ -160,6 +159,25 @@ class DeltaSink(StagedSink):
             storage_options=self.storage_options() if dt is None else None,
             commit_properties=props,
         )
+
+    # -- the outputs (a processor's sink, delta_keyed.py, names its own) ---------------------
+    def _appended_outputs(self) -> list[tuple[str, pa.Schema]]:
+        """The outputs appended per batch, with their columns, in publish order."""
+        lay = layout(self.mapping)
+        return [(name, lay.outputs[name]) for name in OUTPUTS]
+
+    def _replaced_outputs(self) -> list[tuple[str, pa.Schema, pa.Schema, tuple[str, ...]]]:
+        """The outputs replaced by key, published first: name, columns, the staged keys'
+        columns and the key."""
+        if not self.open_sessions:
+            return []
+        lay = layout(self.mapping)
+        return [(name, lay.open_sessions, key_schema(lay), (KEY,)) for name in REPLACED]
+
+    def _rebuilt_outputs(self) -> tuple[str, ...]:
+        """The outputs replaced by key that removing batches empties for a rebuild (whether
+        or not this run keeps them: a table left by an earlier run must not outlive them)."""
+        return REPLACED
 
     def _partition_by(self, name: str) -> list[str] | None:
         return list(OUTPUT_PARTITIONS.get(name, ())) or None

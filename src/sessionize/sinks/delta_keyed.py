@@ -18,13 +18,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sessionize import faults
 from sessionize.errors import ConfigError
-from sessionize.fs import without_options
-from sessionize.sinks import staging
-from sessionize.sinks.base import sink_errors
 from sessionize.sinks.delta import DeltaSink
-from sessionize.sinks.delta_replaced import replace_by_key
 from sessionize.sinks.replaced import keys_name
 
 
@@ -40,55 +35,17 @@ class KeyedDeltaSink(DeltaSink):
         """Stage the keys a task wrote or deleted in output `name` (replaced by key)."""
         return self.write_part(keys_name(name), batch_id, partition, keys)
 
-    def publish(self, batch_id: int) -> None:
-        """Replaced outputs by one MERGE each, then one commit per appended output."""
-        fs, base = self._fs()
-        replaced = dict(self.keys)
-        with sink_errors(f"publishing batch {batch_id} to Delta tables under "
-                         f"{without_options(self.root)}"):  # fmt: skip
-            opened = staging.attempt_open(fs, base, batch_id)
-            for name, schema in self.schemas:
-                if name not in replaced:
-                    continue
-                key = replaced[name]
-                rows = staging.read_staged(fs, base, name, batch_id, schema)
-                keys = staging.read_staged(fs, base, keys_name(name), batch_id,
-                                           pa.schema([schema.field(c) for c in key]))  # fmt: skip
-                replace_by_key(self, name, batch_id, keys.drop_columns(["batch_id"]),
-                               rows.drop_columns(["batch_id"]), replay=opened, key=key)  # fmt: skip
-                faults.pause_point(f"published-{name}", batch_id)
-            for name, schema in self.schemas:
-                if name in replaced:
-                    continue
-                rows = staging.read_staged(fs, base, name, batch_id, schema)
-                self._commit(name, batch_id, rows, replay=opened or rows.num_rows > 0)
-                faults.pause_point(f"published-{name}", batch_id)
-            staging.close_attempt(fs, base, batch_id)
-
     def invalidate_from(self, batch_id: int) -> list[int]:
         """As the Delta sink's, for the appended outputs; refused when an output is replaced
         by key (its rows of earlier batches are gone, so it cannot be set back). A sink made
         from a checkpoint's output names knows such an output by its table: no `batch_id`."""
-        from deltalake import CommitProperties, Transaction
-
         replaced = [name for name, _ in self.schemas if self._replaced(name)]
         if replaced:
             raise ConfigError(
                 f"output(s) {', '.join(replaced)} are replaced by key and cannot be set back "
                 f"to batch {batch_id - 1}; write the job to a new output instead"
             )
-        retired: set[int] = set()
-        with sink_errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
-            for name, _ in self.schemas:
-                found = [b for b in self.published(name) if b >= batch_id]
-                if found:
-                    props = CommitProperties(
-                        app_transactions=[Transaction(self.job, batch_id - 1)],
-                        custom_metadata={"sessionize.retired_from": str(batch_id)},
-                    )
-                    self.table(name).delete(f"batch_id >= {batch_id}", commit_properties=props)
-                    retired |= set(found)
-        return sorted(retired)
+        return super().invalidate_from(batch_id)
 
     def published(self, name: str) -> list[int]:
         return [] if self._replaced(name) else super().published(name)
@@ -98,6 +55,18 @@ class KeyedDeltaSink(DeltaSink):
             return True
         dt = self.table(name)
         return dt is not None and "batch_id" not in [f.name for f in dt.schema().fields]
+
+    def _appended_outputs(self) -> list[tuple[str, pa.Schema]]:
+        replaced = dict(self.keys)
+        return [(name, schema) for name, schema in self.schemas if name not in replaced]
+
+    def _replaced_outputs(self) -> list[tuple[str, pa.Schema, pa.Schema, tuple[str, ...]]]:
+        keys = dict(self.keys)
+        return [(name, schema, pa.schema([schema.field(c) for c in keys[name]]), keys[name])
+                for name, schema in self.schemas if name in keys]  # fmt: skip
+
+    def _rebuilt_outputs(self) -> tuple[str, ...]:
+        return ()  # refused instead: see invalidate_from
 
     def _partition_by(self, name: str) -> list[str] | None:
         return None
