@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from sessionize import stateful
+from sessionize.stateful.step import step
 
 from .helpers import (
     NEVER,
@@ -31,6 +33,36 @@ def test_rows_older_than_watermark_before_go_late_with_the_watermark_never_to_pr
     (state, rows, ctx) = p.calls[0]
     assert rows.column("t").cast(pa.int64()).to_pylist() == [100, 150]  # equal: on time
     assert result.counts["late"] == 1 and result.counts["rows"] == 3
+
+
+def test_late_rows_are_sorted_by_their_columns_whatever_their_arrival():
+    p = Probe()
+    result = run(p, None, events([2, 1, 2, 1], [7, 9, 3, 8]), before=10, after=10)
+    late = result.outputs["late"]
+    keys, times = late.column("k").to_pylist(), late.column("t").cast(pa.int64()).to_pylist()
+    assert list(zip(keys, times, strict=True)) == [(1, 8), (1, 9), (2, 3), (2, 7)]
+
+
+def test_dropped_rows_reach_neither_process_nor_the_late_output_and_are_counted():
+    class Drops(Probe):
+        def drop(self, rows):
+            return pc.equal(rows.column("k"), 2)
+
+    p = Drops()
+    result = run(p, None, events([1, 2, 2, 3], [50, 5, 50, 5]), before=10, after=60)
+    assert p.calls[0][1].column("k").to_pylist() == [1]
+    assert result.outputs["late"].column("k").to_pylist() == [3]
+    assert result.counts["dropped"] == 2 and result.counts["rows"] == 2
+
+
+def test_every_key_hands_in_every_stored_key_due_or_not():
+    p = Probe()
+    state = stored(p, [(1, 10, None), (2, 20, 500), (3, 30, 5)])
+    result = step(p, state, events([4], [50]), batch_id=0, partition=0, watermark_before=None,
+                  watermark_after=60, every_key=True)  # fmt: skip
+    (given, rows, ctx) = p.calls[0]
+    assert sorted(given.column("k").to_pylist()) == [1, 2, 3]
+    assert ctx.due.to_pylist() == [3] and result.counts["keys"] == 4
 
 
 def test_no_watermark_before_means_nothing_is_late():

@@ -115,6 +115,18 @@ class Processor(ABC):
         """
         return {}
 
+    def drop(self, rows: pa.Table) -> pa.Array | pa.ChunkedArray | None:
+        """The input rows this processor never sees, not even as late rows (a boolean mask
+        over `rows`; None, the default: none). They count as `dropped` in the batch.
+
+        Args:
+            rows: the batch's rows of one partition, before the late ones are split off.
+
+        Returns:
+            A boolean array as long as `rows` (True: drop the row), or None.
+        """
+        return None
+
     @abstractmethod
     def process(self, state: pa.Table, rows: pa.Table, ctx: Context) -> Update:
         """Advance the keys of one partition by one micro-batch.

@@ -3,10 +3,12 @@ numpy, no Spark). The engine reads the state, calls `step`, and writes what it r
 
 In order:
 
+0. the rows the processor's `drop` names are set aside (counted, written nowhere);
 1. rows with an event time strictly below `watermark_before` are late: they go to the
-   processor's late output with the watermark, never to `process`;
+   processor's late output with the watermark, sorted by their columns (so their order
+   never depends on arrival), never to `process`;
 2. the keys handed in are those with on-time rows and those whose timer is strictly below
-   `watermark_after` (`ctx.due`);
+   `watermark_after` (`ctx.due`), or with `every_key` all keys of the state given;
 3. `process` is called once with their state rows (sorted by key) and their rows (sorted by
    key and event time); not at all when no key is handed in;
 4. its `Update` is checked (checks.py);
@@ -54,6 +56,7 @@ def step(
     partition: int,
     watermark_before: int | None,
     watermark_after: int | None,
+    every_key: bool = False,
 ) -> StepResult:
     """Advance one partition of `processor` by one micro-batch.
 
@@ -66,6 +69,8 @@ def step(
             table of them when the batch has none: `process` sees those columns).
         batch_id, partition: as `Context` tells them.
         watermark_before, watermark_after: int64 microseconds since the epoch, or None.
+        every_key: hand every key of `state` to `process`, due or not (to rebuild an
+            output replaced by key from the whole state).
 
     Returns:
         The stored rows to put, store keys to remove, outputs and counters.
@@ -78,6 +83,7 @@ def step(
     _check_watermarks(watermark_before, watermark_after)
     state = d.rows.conform(state if state is not None else d.rows.empty())
     rows = _input(rows, d)
+    rows, dropped = _drop(processor, rows, d)
     rows, late = _split_late(rows, d, watermark_before)
 
     timer_us = state.column(d.timer).cast(pa.int64()).to_numpy(zero_copy_only=False)
@@ -85,6 +91,8 @@ def step(
     fired = due_mask(timer_us, watermark_after if d.event_time else None)
     due = key_column.filter(pa.array(fired)).unique()
     given = pa.concat_arrays([rows.column(d.key).combine_chunks(), due]).unique()
+    if every_key:
+        given = pa.concat_arrays([given, key_column]).unique()
     handed = pc.is_in(key_column, value_set=given)
     mine = state.filter(handed)
     mine = mine.take(pc.sort_indices(mine, [(d.key, "ascending")]))
@@ -96,7 +104,8 @@ def step(
         outputs[d.late_output] = late
     counts = {"rows": rows.num_rows + (late.num_rows if late is not None else 0),
               "late": late.num_rows if late is not None else 0,
-              "keys": len(given), "due": len(due), "state_rows_read": mine.num_rows}  # fmt: skip
+              "keys": len(given), "due": len(due), "state_rows_read": mine.num_rows,
+              "dropped": dropped}  # fmt: skip
     if len(given) == 0:
         empty = d.rows.empty()
         return StepResult(empty, pa.array([], pa.int64()), outputs, {}, {},
@@ -218,6 +227,24 @@ def _input(rows: pa.Table | pa.RecordBatch, d: Declared) -> pa.Table:
     return rows
 
 
+def _drop(processor: Processor, rows: pa.Table, d: Declared) -> tuple[pa.Table, int]:
+    """Step 0: the rows without those `processor.drop` names, and how many those are."""
+    try:
+        mask = processor.drop(rows)
+    except Exception as e:
+        raise ProcessorError(f"processor {d.name}: drop raised {type(e).__name__}: {e}") from e
+    if mask is None:
+        return rows, 0
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks()
+    if not isinstance(mask, pa.Array) or mask.type != pa.bool_() or len(mask) != rows.num_rows:
+        raise ProcessorError(
+            f"processor {d.name}: drop must return a boolean array as long as the rows"
+        )
+    dropped = pc.sum(mask).as_py() or 0
+    return (rows.filter(pc.invert(mask.fill_null(False))), dropped) if dropped else (rows, 0)
+
+
 def _split_late(
     rows: pa.Table, d: Declared, watermark_before: int | None
 ) -> tuple[pa.Table, pa.Table | None]:
@@ -234,8 +261,15 @@ def _split_late(
     mark = pa.array(np.full(late.num_rows, watermark_before, np.int64)).cast(TIMER_TYPE)
     late = late.append_column(pa.field(WATERMARK, TIMER_TYPE, nullable=False), mark)
     late = late.select([n for n in schema.names if n in late.column_names])
+    order = [(f.name, "ascending") for f in late.schema if _sortable(f.type)]
+    if late.num_rows > 1 and order:
+        late = late.take(pc.sort_indices(late, order))  # nulls last
     what = f"late output '{d.late_output}'"
     return rows.filter(pc.invert(is_late)), conform(late, schema, who=d.name, what=what)
+
+
+def _sortable(t: pa.DataType) -> bool:
+    return not (pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
 
 
 def _check_watermarks(before: int | None, after: int | None) -> None:

@@ -1,0 +1,143 @@
+"""Sessionization as a keyed-core processor (docs/design.md, "The keyed core"): the session
+logic (`advance`) behind the `stateful.Processor` contract.
+
+Its stored rows are those the session engine has always written: a user's open events, the
+user's expiry `expires_at` (the core's timer column) and, with string ids, `user_key` (the
+core's store key: the id's xxhash64, as Spark computes it). So a session state written
+before the core ran sessions is read and continued as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sessionize import schema
+from sessionize.config import SessionRules, format_duration
+from sessionize.logic.bots import is_bot
+from sessionize.logic.session_rows import open_sessions_schema
+from sessionize.logic.sessions import advance
+from sessionize.stateful import Context, Output, Processor, Update
+
+USER = schema.STATE_KEY
+LATE = "late_events"
+# What `process` counts per call (Update.counters). `open_sessions` and `open_users` are
+# changes: added up over a job's batches they give the sessions and users open now.
+COUNTERS = ("on_time", "duplicates", "sessions_out", "page_views_out", "open_sessions",
+            "open_users")  # fmt: skip
+
+
+class SessionProcessor(Processor):
+    """Sessions per user: the events of a user's open sessions are its state, a session is
+    emitted once the watermark passes its close, and a user's timer is the earliest close
+    of its open sessions.
+
+    Args:
+        rules: the session rules (gap, lateness, close actions, optional cuts).
+        layout: the event layout (the user id's type, the kept attributes; default: int64
+            ids and the five default attributes).
+        open_sessions: also write `open_sessions`, the sessions still open, replaced by
+            `user_id` every batch.
+
+    Example:
+        >>> from sessionize.config import SessionRules
+        >>> p = SessionProcessor(SessionRules(gap_us=1_800_000_000, lateness_us=0))
+        >>> sorted(p.outputs)
+        ['late_events', 'page_views', 'sessions']
+    """
+
+    key = USER
+    event_time = "event_time"
+    late_output = LATE
+    timer_column = schema.STATE_EXPIRY
+    store_key_column = schema.STATE_USER_KEY
+
+    def __init__(
+        self,
+        rules: SessionRules,
+        layout: schema.Layout | None = None,
+        open_sessions: bool = False,
+    ) -> None:
+        self.rules = rules
+        self.layout = layout or schema.layout()
+        self.open_sessions = open_sessions
+        lay = self.layout
+        self.state_schema = lay.event
+        outputs: dict[str, pa.Schema | Output] = {
+            "sessions": lay.sessions, "page_views": lay.page_views, LATE: lay.late_events,
+        }  # fmt: skip
+        if open_sessions:
+            outputs[schema.OPEN_SESSIONS] = Output(
+                open_sessions_schema(lay), mode="replace", key=USER
+            )
+        self.outputs: Mapping[str, pa.Schema | Output] = outputs
+
+    @property
+    def name(self) -> str:
+        return "sessions"
+
+    def params(self) -> dict[str, Any]:
+        """The session rules, as the flags spell them (they are part of the state)."""
+        r = self.rules
+        return {
+            "gap": format_duration(r.gap_us), "lateness": format_duration(r.lateness_us),
+            "close_actions": ",".join(r.close_actions), **r.record(),
+        }  # fmt: skip
+
+    def drop(self, rows: pa.Table) -> pa.Array | None:
+        """With `--bots drop`, the events of bots: they reach no session, no state and not
+        `late_events`."""
+        lay = self.layout
+        if lay.content is None or lay.content.bots != "drop" or "user_agent" not in lay.mapped:
+            return None
+        return pa.array(is_bot(rows.column("user_agent")))
+
+    def process(self, state: pa.Table, rows: pa.Table, ctx: Context) -> Update:
+        """`advance` over the handed-in users: their new state rows and expiry (timer), the
+        users with no open session left removed, the emitted sessions and page views."""
+        result = advance(
+            state, rows, rules=self.rules, watermark_before=ctx.watermark_before,
+            watermark_after=ctx.watermark_after, layout=self.layout,
+            open_sessions=self.open_sessions,
+        )  # fmt: skip
+        puts = result.state_puts
+        outputs = {"sessions": result.sessions, "page_views": result.page_views}
+        deletes = {}
+        if self.open_sessions:
+            outputs[schema.OPEN_SESSIONS] = result.open_sessions
+            deletes[schema.OPEN_SESSIONS] = pa.table({USER: result.touched})
+        users = puts.column(USER).combine_chunks()
+        new_users = pc.count_distinct(
+            users.filter(pc.invert(pc.is_in(users, value_set=state.column(USER))))
+        ).as_py()
+        s = result.stats
+        counters = {
+            "on_time": s.on_time, "duplicates": s.duplicates, "sessions_out": s.sessions_out,
+            "page_views_out": s.page_views_out,
+            "open_sessions": s.open_sessions_after - s.open_sessions_before,
+            "open_users": new_users - len(result.state_removes),
+        }  # fmt: skip
+        return Update(
+            state=puts.select(self.state_schema.names),
+            remove=result.state_removes,
+            outputs=outputs,
+            timers=_expiries(puts),
+            counters=counters,
+            deletes=deletes,
+        )
+
+
+def _expiries(puts: pa.Table) -> pa.Table:
+    """Each user's timer: its rows' `expires_at` (equal on all of them; `puts` is sorted by
+    user), as the core's timer table."""
+    users = puts.column(USER).combine_chunks()
+    if len(users) == 0:
+        return pa.table({USER: users, "at": pa.array([], pa.int64())})
+    first = np.flatnonzero(pc.not_equal(users[1:], users[:-1]).to_numpy(zero_copy_only=False)) + 1
+    starts = pa.array(np.concatenate([[0], first]))
+    at = puts.column(schema.STATE_EXPIRY).combine_chunks().take(starts).cast(pa.int64())
+    return pa.table({USER: users.take(starts), "at": at})
