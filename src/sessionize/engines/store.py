@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,14 +49,15 @@ from sessionize.engines.runner import (
 )  # fmt: skip
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
-from sessionize.logic import StepStats, advance
+from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
-from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, STATE_USER_KEY, Layout, layout
+from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, Layout, layout
 from sessionize.sinks.registry import open_sink
 from sessionize.sinks.replaced import OPEN_SESSIONS, stage_batch
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, layout_rows, open_backend
 from sessionize.state.lease import Lease
+from sessionize.stateful.step import StepResult, step
 
 # Counters every partition task reports back to the driver.
 TASK_COUNTERS = (
@@ -65,6 +66,8 @@ TASK_COUNTERS = (
     "state_rows_loaded", "state_rows_written", "state_round_trips",
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
+# The session processor's counters a task reports as they are (stateful.Update.counters).
+STEP_COUNTERS = ("on_time", "duplicates", "sessions_out", "page_views_out")
 # Besides its counters, every task reports what the batch marks told it (the same in all).
 TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_FIELDS)
@@ -96,6 +99,11 @@ class EngineSettings:
     @property
     def layout(self) -> Layout:
         return layout(self.mapping)
+
+    @property
+    def processor(self) -> SessionProcessor:
+        """The session logic as the keyed core runs it."""
+        return SessionProcessor(self.rules, self.layout, self.open_sessions)
 
     def row_spec(self) -> RowSpec | None:
         """What the store's rows are (None: the default, schema.STATE)."""
@@ -202,43 +210,27 @@ def run_partition(
         upto = EVERY_KEY_US if plan.refresh else plan.watermark_after
         if upto is not None:
             keys = pc.unique(pa.concat_arrays([keys, store.expiring(upto)]))
-        state = store.get_many(keys)
-        step = advance(
-            state,
-            valid,
-            rules=settings.rules,
-            watermark_before=plan.watermark_before,
-            watermark_after=plan.watermark_after,
-            layout=lay,
-            open_sessions=settings.open_sessions,
-        )
-        puts, removes = step.state_puts, step.state_removes
-        if lay.string_keys:
-            puts, removes = _keyed(puts, state, valid)
+        result = step(
+            settings.processor, store.get_many(keys), valid, batch_id=plan.version,
+            partition=partition, watermark_before=plan.watermark_before,
+            watermark_after=plan.watermark_after, every_key=plan.refresh,
+        )  # fmt: skip
         sink = open_sink(
             settings.output, settings.output_format, job=settings.job, mapping=settings.mapping,
             open_sessions=settings.open_sessions,
         )
         if settings.open_sessions:
-            stage_batch(sink, OPEN_SESSIONS, plan.version, partition, step.touched,
-                        step.open_sessions)  # fmt: skip
-        sink.write_part("sessions", plan.version, partition, step.sessions)
-        sink.write_part("page_views", plan.version, partition, step.page_views)
-        sink.write_part("late_events", plan.version, partition, step.late)
+            stage_batch(sink, OPEN_SESSIONS, plan.version, partition, _touched(result, lay),
+                        result.outputs[OPEN_SESSIONS])  # fmt: skip
+        for name in ("sessions", "page_views", "late_events"):
+            sink.write_part(name, plan.version, partition, result.outputs[name])
         sink.write_part("invalid_events", plan.version, partition, invalid)
-        put_users = pc.unique(step.state_puts["user_id"])
-        known = pc.sum(pc.is_in(put_users, value_set=pc.unique(state["user_id"]))).as_py() or 0
+        counters = result.counters
         meta = dict(store.meta)
-        meta["open_sessions"] = (
-            meta.get("open_sessions", 0)
-            + step.stats.open_sessions_after
-            - step.stats.open_sessions_before
-        )
-        meta["open_users"] = (
-            meta.get("open_users", 0) + len(put_users) - known - len(step.state_removes)
-        )
-        store.remove_many(removes)
-        store.put_many(puts)
+        for gauge in ("open_sessions", "open_users"):  # the processor counts their changes
+            meta[gauge] = meta.get(gauge, 0) + counters.get(gauge, 0)
+        store.remove_many(result.removes)
+        store.put_many(result.puts)
         if partition == 0:
             pause_point("before-state-commit", plan.version)
         store.commit(plan.version, meta)
@@ -250,10 +242,14 @@ def run_partition(
     if plan.version % settings.maintenance_every == 0:
         backend.maintenance(settings.job, partition, settings.retain)
     m = store.metrics()
+    counts = result.counts
     return {
         "partition": partition,
         "invalid": invalid.num_rows,
-        **_stats(step.stats),
+        "events_in": counts["rows"],
+        "late": counts["late"],
+        "bot_events": counts["dropped"],
+        **{k: counters.get(k, 0) for k in STEP_COUNTERS},
         "open_sessions": meta["open_sessions"],
         "open_users": meta["open_users"],
         "state_rows_loaded": m.rows_loaded,
@@ -266,8 +262,12 @@ def run_partition(
     }
 
 
-def _stats(s: StepStats) -> dict[str, int]:
-    return {k: v for k, v in asdict(s).items() if k in TASK_COUNTERS}
+def _touched(result: StepResult, lay: Layout) -> pa.Array:
+    """The users whose `open_sessions` rows the batch replaces: every user handed in."""
+    keys = result.deletes.get(OPEN_SESSIONS)
+    if keys is None:
+        return pa.array([], lay.user_type)
+    return keys["user_id"].combine_chunks().cast(lay.user_type)
 
 
 def _split_parsed(rows: pa.Table | None, mapping: EventMapping) -> tuple[pa.Table, pa.Table]:
@@ -282,30 +282,6 @@ def _split_parsed(rows: pa.Table | None, mapping: EventMapping) -> tuple[pa.Tabl
     valid = rows.filter(pc.invert(bad)).select(names)
     invalid = rows.filter(bad).select([f.name for f in INVALID_EVENTS])
     return valid.cast(target), invalid.cast(INVALID_EVENTS)
-
-
-def _keyed(puts: pa.Table, state: pa.Table, valid: pa.Table) -> tuple[pa.Table, pa.Array]:
-    """String ids: the logic's new rows per user -> the store's rows per `user_key`.
-
-    Every user of a key read from the store was handed to the logic, which returns the
-    complete rows of each one still open; so a key's new rows are those of its users in
-    `puts`, and a key read with none left is removed. Rows of one key share its earliest
-    expiry (the store keeps one expiry per key)."""
-    users = pa.concat_arrays([state["user_id"].combine_chunks(), valid["user_id"].combine_chunks()])
-    keys = pa.concat_arrays(
-        [state[STATE_USER_KEY].combine_chunks(), valid[STATE_USER_KEY].combine_chunks()]
-    )
-    key = keys.take(pc.index_in(puts["user_id"], value_set=users))
-    puts = puts.append_column(STATE_USER_KEY, key)
-    first = puts.group_by(STATE_USER_KEY).aggregate([(STATE_EXPIRY, "min")])
-    at = pc.index_in(key, value_set=first[STATE_USER_KEY])
-    expiry = first[f"{STATE_EXPIRY}_min"].take(at)
-    puts = puts.set_column(puts.schema.get_field_index(STATE_EXPIRY), STATE_EXPIRY, expiry)
-    gone = pc.filter(
-        pc.unique(state[STATE_USER_KEY]),
-        pc.invert(pc.is_in(pc.unique(state[STATE_USER_KEY]), value_set=pc.unique(key))),
-    )
-    return puts, gone
 
 
 def collect_partitions(
