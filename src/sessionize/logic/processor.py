@@ -53,6 +53,7 @@ class SessionProcessor(Processor):
     key = USER
     event_time = "event_time"
     late_output = LATE
+    sorted_rows = False  # `advance` sorts the events by (user, time, page) itself
     timer_column = schema.STATE_EXPIRY
     store_key_column = schema.STATE_USER_KEY
 

@@ -69,6 +69,9 @@ class Processor(ABC):
         late_output: the output that receives the rows older than the watermark (default
             "late": the input's columns plus `watermark`; declare it in `outputs` to fix
             its columns).
+        sorted_rows: True (the default): `rows` come sorted by (key, event time). A
+            processor that orders its rows itself sets False and gets them in the batch's
+            order, which saves a sort and a copy of every row.
         timer_column, store_key_column: the names of the core's own columns in the stored
             rows (a key's timer, and with string keys the 64-bit store key); change them
             only to match an existing store's layout.
@@ -98,6 +101,7 @@ class Processor(ABC):
     state_schema: ClassVar[pa.Schema]
     outputs: ClassVar[Mapping[str, pa.Schema | Output]] = {}
     late_output: ClassVar[str] = "late"
+    sorted_rows: ClassVar[bool] = True
     timer_column: ClassVar[str] = "_timer"
     store_key_column: ClassVar[str] = "_key"
 

@@ -10,7 +10,8 @@ In order:
 2. the keys handed in are those with on-time rows and those whose timer is strictly below
    `watermark_after` (`ctx.due`), or with `every_key` all keys of the state given;
 3. `process` is called once with their state rows (sorted by key) and their rows (sorted by
-   key and event time); not at all when no key is handed in;
+   key and event time, unless the processor declares `sorted_rows = False`); not at all
+   when no key is handed in;
 4. its `Update` is checked (checks.py);
 5. timers are applied (timers.py), and the stored rows of every changed key are rebuilt:
    a changed key's store key is rewritten whole, with the rows of keys sharing it (string
@@ -96,8 +97,9 @@ def step(
     handed = pc.is_in(key_column, value_set=given)
     mine = state.filter(handed)
     mine = mine.take(pc.sort_indices(mine, [(d.key, "ascending")]))
-    order = [(d.key, "ascending")] + ([(d.event_time, "ascending")] if d.event_time else [])
-    rows = rows.take(pc.sort_indices(rows, order))
+    if processor.sorted_rows:
+        order = [(d.key, "ascending")] + ([(d.event_time, "ascending")] if d.event_time else [])
+        rows = rows.take(pc.sort_indices(rows, order))
 
     outputs = {name: out.schema.empty_table() for name, out in d.outputs.items()}
     if late is not None:
