@@ -137,6 +137,15 @@ def test_rows_sorted_by_key_then_event_time_and_state_by_key():
     assert list(zip(keys, times, strict=True)) == [(1, 1), (1, 8), (2, 7), (3, 2), (3, 9)]
 
 
+def test_sorted_rows_false_hands_rows_in_the_batchs_order():
+    class Unsorted(Probe):
+        sorted_rows = False
+
+    p = Unsorted()
+    run(p, None, events([3, 1, 2, 1], [9, 8, 7, 1]), before=None, after=9)
+    assert p.calls[0][1].column("k").to_pylist() == [3, 1, 2, 1]
+
+
 def test_context_tells_batch_partition_and_watermarks():
     p = Probe()
     run(p, None, events([1], [5]), before=3, after=4, batch_id=17)
