@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
@@ -28,8 +29,8 @@ from sessionize import faults
 from sessionize.errors import SinkError
 from sessionize.fs import delete_dir, exists
 from sessionize.schema import OUTPUTS
-from sessionize.sinks import compaction, staging
-from sessionize.sinks.base import StagedSink
+from sessionize.sinks import compaction, staging, views
+from sessionize.sinks.base import StagedSink, sink_errors
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,15 @@ class ParquetSink(StagedSink):
     outputs: tuple[str, ...] = tuple(OUTPUTS)
 
     @staticmethod
-    def batch_dir(name: str, batch_id: int) -> str:
-        return f"{name}/batch_id={batch_id}"
+    def batch_dir(base: str, name: str, batch_id: int) -> str:
+        """Where batch `batch_id` of output `name` is published (views.py: `_batches`)."""
+        return f"{views.batches_root(base, name)}/batch_id={batch_id}"
+
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        fs, base = self._fs()
+        with sink_errors(f"staging batch {batch_id} of {name}"):  # views read `batch_id` inside
+            return staging.stage(fs, base, name, batch_id, partition, table,
+                                 with_batch_id=views.uses_views(base, name))  # fmt: skip
 
     def publish(self, batch_id: int) -> None:
         """Per output, one rename; old contents go to trash.
@@ -54,15 +62,17 @@ class ParquetSink(StagedSink):
         opened = staging.attempt_open(fs, base, batch_id)
         for name in self.outputs:
             staged = staging.staged_dir(base, name, batch_id)
-            final = f"{base}/{self.batch_dir(name, batch_id)}"
+            final = self.batch_dir(base, name, batch_id)
             has_rows = exists(fs, staged)
-            if not (has_rows or opened):
-                continue  # a finished publish repeated: nothing new to show
-            compaction.remove_batches(fs, base, name, {batch_id})  # compacted, now replaced
-            self._retire(fs, base, name, final)
-            if has_rows:
-                fs.create_dir(f"{base}/{name}", recursive=True)
-                fs.move(staged, final)
+            if has_rows or opened:  # else a finished publish repeated: nothing new to show
+                compaction.remove_batches(fs, base, name, {batch_id})  # compacted, now replaced
+                self._retire(fs, base, name, final)
+                if has_rows:
+                    if views.uses_views(base, name):  # staged before the output had views
+                        views.with_batch_ids(staged, batch_id)
+                    fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+                    fs.move(staged, final)
+            compaction.refresh_view(fs, base, name)  # the view switch: visible from here
             faults.pause_point(f"published-{name}", batch_id)
         staging.close_attempt(fs, base, batch_id)
 
@@ -72,12 +82,13 @@ class ParquetSink(StagedSink):
         for name in self.outputs:
             for b in reversed(self.published(name)):
                 if b >= batch_id:
-                    self._retire(fs, base, name, f"{base}/{self.batch_dir(name, b)}")
+                    self._retire(fs, base, name, self.batch_dir(base, name, b))
                     retired.add(b)
             # compacted batches are older than the directories: removed after them
             undone = compaction.read_manifest(fs, base, name).batches
             retired |= compaction.remove_batches(
                 fs, base, name, {b for b in undone if b >= batch_id})
+            compaction.refresh_view(fs, base, name)  # one switch: the batches go together
         return sorted(retired)
 
     def rows_from(self, name: str, batch_id: int) -> int:
