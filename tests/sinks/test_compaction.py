@@ -191,7 +191,7 @@ def test_readers_read_the_compacted_layout_as_the_docs_show(tmp_path, spark):
     assert rows(duckdb.sql(sql).to_arrow_table()) == want
     scans = [pl.scan_parquet(files[k], hive_partitioning=True) for k in ("batches", "compacted")]
     assert rows(pl.concat(scans, how="diagonal_relaxed").collect().to_arrow()) == want
-    plain = spark.read.option("basePath", f"{root}/sessions").parquet(*files["batches"])
+    plain = spark.read.option("basePath", f"{root}/_batches/sessions").parquet(*files["batches"])
     compacted = spark.read.option("basePath", f"{root}/_compacted/sessions").parquet(
         *files["compacted"]
     )

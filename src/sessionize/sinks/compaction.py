@@ -270,8 +270,12 @@ def remove_batches(fs: pafs.FileSystem, base: str, name: str, batches: set[int])
 
 def finish(fs: pafs.FileSystem, base: str, name: str) -> dict[str, int]:
     """Complete or discard an interrupted compaction: remove the batch directories the
-    newest manifest covers, then the compacted files and manifests it does not name."""
+    newest manifest covers, then the compacted files and manifests it does not name. An
+    output with a manifest gets the view layout first (views.py): a plain reader of
+    `ROOT/NAME` then finds the covered batches in the compacted files."""
     manifest = read_manifest(fs, base, name)
+    if manifest.generation and not views.uses_views(base, name):
+        views.convert(base, name, view_files(fs, base, name))
     covered = [b for b in batch_dirs(fs, base, name) if b in manifest.batches]
     # all renamed out first, then deleted: a glob reader's listing goes stale once, briefly
     root = batches_root(base, name)

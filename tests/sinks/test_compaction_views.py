@@ -1,0 +1,96 @@
+"""A compacted local Parquet output read plainly at `OUT/NAME` (sinks/views.py): every committed
+row once with its batch id, for pyarrow, DuckDB, Polars and Spark, and through kill -9 at each
+step of building and switching a view."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.dataset as ds
+
+from sessionize.commands.maintain import maintain
+from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.views import VIEWS, uses_views
+from tests.readers import polling_sessions
+from tests.sinks.conftest import kill_when_paused
+from tests.sinks.test_compaction import _expected, _publish, _seen
+
+
+def _rows(table) -> Counter:
+    return Counter(zip(table["batch_id"].to_pylist(), table["session_id"].to_pylist(),
+                       strict=True))  # fmt: skip
+
+
+def _next_view(root: str, name: str) -> int:
+    """The version the next view of `name` gets: one past every view there and the current."""
+    where = Path(root, VIEWS, name)
+    versions = [int(p.name) for p in where.iterdir() if p.name.isdigit()] if where.exists() else []
+    current = Path(root, name)
+    if current.is_symlink():
+        versions.append(int(os.readlink(current).rsplit("/", 1)[-1]))
+    return max(versions, default=0) + 1
+
+
+def test_plain_readers_of_out_name_see_every_committed_row_once_after_compaction(tmp_path, spark):
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    _publish(sink, {b: "v" for b in range(4)})
+    sink.compact(upto=1)  # 0, 1 compacted; 2, 3 written before the output had a view
+    _publish(sink, {4: "v", 2: "w"})  # a new batch, and a batch published again
+    want = _expected({0: "v", 1: "v", 2: "w", 3: "v", 4: "v"})
+    sessions = f"{root}/sessions"
+    assert uses_views(root, "sessions") and os.path.islink(sessions)
+    by_pyarrow = ds.dataset(sessions, format="parquet", partitioning="hive").to_table()
+    assert _rows(by_pyarrow) == want
+    glob = f"{sessions}/**/*.parquet"
+    assert _rows(duckdb.sql(f"SELECT * FROM read_parquet('{glob}', hive_partitioning=true)")
+                 .to_arrow_table()) == want  # fmt: skip
+    assert _rows(pl.scan_parquet(glob, hive_partitioning=True).collect().to_arrow()) == want
+    by_spark = spark.read.parquet(sessions)
+    assert dict(by_spark.dtypes)["session_date"] == "date"
+    assert _rows(by_spark.select("batch_id", "session_id").toArrow()) == want
+    assert _seen(root, "sessions") == want  # the documented read path agrees
+    flat = ds.dataset(f"{root}/invalid_events", format="parquet").to_table()
+    assert Counter(zip(flat["batch_id"].to_pylist(), flat["raw"].to_pylist(),
+                       strict=True)) == want  # fmt: skip
+
+
+def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_path):
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    batches = {b: "k" for b in range(4)}
+    _publish(sink, batches)
+    committed = set(batches)
+    whole = Counter({b: 6 for b in range(20)})
+    with polling_sessions(Path(root, "sessions"), whole, retires=True,
+                          committed=lambda: set(committed)) as polled:  # fmt: skip
+        # the first compaction, killed before its link and the batch directory swap places
+        kill_when_paused("tests.sinks.compact_proc", root, "1",
+                         point="view-converting-sessions:1")  # fmt: skip
+        assert not uses_views(root, "sessions")
+        maintain(root, say=lambda _line: None)  # takes the layout on, finishes the compaction
+        assert uses_views(root, "sessions")
+        b = 4
+        steps = ("view-linking", "view-built", "view-switched", "view-dropped")
+        for step in steps:
+            _publish(sink, {b: "k"})
+            committed.add(b)
+            point = f"{step}-sessions:{_next_view(root, 'sessions')}"
+            kill_when_paused("tests.sinks.compact_proc", root, str(b), point=point)
+            assert _seen(root, "sessions") == _expected({k: "k" for k in committed}), step
+            b += 1
+        _publish(sink, {b: "k"})  # the next publish builds a view of all and drops the rest
+        committed.add(b)
+        sink.compact(upto=b - 1)
+        _publish(sink, {b + 1: "k"})
+        committed.add(b + 1)
+    polled.assert_clean()
+    want = _expected({k: "k" for k in committed})
+    assert _seen(root, "sessions") == want
+    plain = ds.dataset(f"{root}/sessions", format="parquet", partitioning="hive").to_table()
+    assert _rows(plain) == want
+    assert len(list(Path(root, VIEWS, "sessions").iterdir())) == 1  # the current view only
