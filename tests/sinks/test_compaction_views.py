@@ -25,6 +25,10 @@ def _rows(table) -> Counter:
                        strict=True))  # fmt: skip
 
 
+def _plain(root: str):
+    return ds.dataset(f"{root}/sessions", format="parquet", partitioning="hive").to_table()
+
+
 def _next_view(root: str, name: str) -> int:
     """The version the next view of `name` gets: one past every view there and the current."""
     where = Path(root, VIEWS, name)
@@ -72,6 +76,7 @@ def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_
         kill_when_paused("tests.sinks.compact_proc", root, "1",
                          point="view-converting-sessions:1")  # fmt: skip
         assert not uses_views(root, "sessions")
+        assert _rows(_plain(root)) == _expected(batches)
         maintain(root, say=lambda _line: None)  # takes the layout on, finishes the compaction
         assert uses_views(root, "sessions")
         b = 4
@@ -81,7 +86,9 @@ def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_
             committed.add(b)
             point = f"{step}-sessions:{_next_view(root, 'sessions')}"
             kill_when_paused("tests.sinks.compact_proc", root, str(b), point=point)
-            assert _seen(root, "sessions") == _expected({k: "k" for k in committed}), step
+            want = _expected({k: "k" for k in committed})
+            assert _seen(root, "sessions") == want, step
+            assert _rows(_plain(root)) == want, step
             b += 1
         _publish(sink, {b: "k"})  # the next publish builds a view of all and drops the rest
         committed.add(b)
@@ -91,6 +98,5 @@ def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_
     polled.assert_clean()
     want = _expected({k: "k" for k in committed})
     assert _seen(root, "sessions") == want
-    plain = ds.dataset(f"{root}/sessions", format="parquet", partitioning="hive").to_table()
-    assert _rows(plain) == want
+    assert _rows(_plain(root)) == want
     assert len(list(Path(root, VIEWS, "sessions").iterdir())) == 1  # the current view only
