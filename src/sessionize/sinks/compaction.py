@@ -2,7 +2,8 @@
 
 Layout under the output root (next to the batch directories of parquet.py):
 
-    ROOT/NAME/batch_id=N/[session_date=D/]part-P.parquet   batches not compacted
+    ROOT/_batches/NAME/batch_id=N/[session_date=D/]part-P...  batches not compacted (ROOT/NAME
+                                                             before the first compaction)
     ROOT/_compacted/NAME/[session_date=D/]part-G-K.parquet   compacted rows, `batch_id` inside
     ROOT/_compacted/NAME/part-DAY-G-K.parquet                outputs without session_date: one
                                                              group per publish day
@@ -15,8 +16,11 @@ then the next manifest (one rename: the switch), then removes the batch director
 covers and the files and manifests no generation needs. Killed anywhere, the next
 compaction or `sessionize maintain` finishes or discards that work; readers that follow
 `committed_files` (list the batch directories first, then read the manifest) see every
-batch once. Removing batches (rewind, reprocessing, a batch published again) rewrites the
-compacted files that hold them without their rows, as a new generation.
+batch once. Plain readers of `ROOT/NAME` read a view (views.py) of the compacted files and
+the other batches: an output with a manifest is converted to views before `finish` removes
+a batch directory, and each compaction ends with a new view. Removing batches (rewind,
+reprocessing, a batch published again) rewrites the compacted files that hold them without
+their rows, as a new generation.
 """
 
 from __future__ import annotations

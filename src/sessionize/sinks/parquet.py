@@ -12,8 +12,9 @@ directory rename per output. Staged and replaced files never live under `ROOT/NA
 reader of that directory (Spark, pyarrow, and `**` globs in DuckDB or Polars) sees a batch
 completely or not at all, and a re-executed batch replaces its directory instead of adding
 rows. Partition columns (`batch_id`, `session_date`) live in the directory names (Hive style).
-Object stores have no rename: `s3://` outputs use parquet_s3.py. After a compaction the
-compacted batches are read from `ROOT/_compacted/NAME` (compaction.py: `committed_files`).
+Object stores have no rename: `s3://` outputs use parquet_s3.py. After its first compaction
+an output's batch directories are `ROOT/_batches/NAME/batch_id=N/` and `ROOT/NAME` is a
+symlink to a view of them and the compacted files (views.py), switched after each publish.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class ParquetSink(StagedSink):
 
     def committed_files(self, name: str) -> dict[str, list[str]]:
         """The files that hold output `name`'s committed rows, each row once:
-        {"batches": files under `ROOT/NAME/batch_id=N/` (Hive-partitioned there),
+        {"batches": files under `ROOT/NAME/batch_id=N/`, or `ROOT/_batches/NAME/batch_id=N/`
+        once compacted (Hive-partitioned there),
         "compacted": files under `ROOT/_compacted/NAME/` (`batch_id` a column)}.
 
         >>> ParquetSink("out").committed_files("sessions")["compacted"][:1]  # doctest: +SKIP
