@@ -70,7 +70,7 @@ def polling_sessions(
                  f"'{sessions}/**/*.parquet', hive_partitioning=true)")  # fmt: skip
         rounds = 0
         while not done.wait(0.05):  # a pause between reads leaves the writer its share
-            if not any(sessions.rglob("*.parquet")):  # a glob over no file fails in Polars
+            if not has_files():  # a glob over no file at all fails in Polars
                 continue
             read("DuckDB", lambda: con.sql(query).to_arrow_table())
             read("pyarrow", by_pyarrow)
@@ -78,6 +78,12 @@ def polling_sessions(
             if spark is not None and rounds % 10 == 0:
                 read("Spark", by_spark)
             rounds += 1
+
+    def has_files() -> bool:
+        try:
+            return any(sessions.rglob("*.parquet"))
+        except OSError:  # a directory retired while walked
+            return False
 
     def by_pyarrow() -> pa.Table:
         data = ds.dataset(str(sessions), format="parquet", partitioning="hive")
