@@ -100,3 +100,17 @@ def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_
     assert _seen(root, "sessions") == want
     assert _rows(_plain(root)) == want
     assert len(list(Path(root, VIEWS, "sessions").iterdir())) == 1  # the current view only
+
+
+def test_without_an_atomic_exchange_the_first_compaction_converts_with_two_renames(
+    tmp_path, monkeypatch
+):
+    from sessionize.sinks import views
+
+    monkeypatch.setattr(views, "_exchange", lambda _a, _b: False)  # not Linux, or no support
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    _publish(sink, {0: "x", 1: "x"})
+    sink.compact(upto=0)
+    assert uses_views(root, "sessions") and os.path.islink(f"{root}/sessions")
+    assert _rows(_plain(root)) == _expected({0: "x", 1: "x"})
