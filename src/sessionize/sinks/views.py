@@ -142,9 +142,12 @@ def _build(base: str, name: str, files: dict[str, tuple[str, int | None]]) -> in
     version = max(versions + [int(current or 0)]) + 1
     view = f"{where}/{version:08d}"
     os.makedirs(view)
+    made = {view}
     for rel, (source, batch) in sorted(files.items()):
         target = f"{view}/{rel}"
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.dirname(target) not in made:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            made.add(os.path.dirname(target))
         seen = f"{where}/{current}/{rel}" if current else None
         if batch is None or _same_file(seen, source) or _has_batch_id(source):
             os.link(source, target)
