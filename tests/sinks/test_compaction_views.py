@@ -114,3 +114,38 @@ def test_without_an_atomic_exchange_the_first_compaction_converts_with_two_renam
     sink.compact(upto=0)
     assert uses_views(root, "sessions") and os.path.islink(f"{root}/sessions")
     assert _rows(_plain(root)) == _expected({0: "x", 1: "x"})
+
+
+def test_a_read_of_the_links_target_sees_whole_batches_during_publishes(tmp_path):
+    """os.path.realpath(OUT/sessions) pins one view: each batch whole, also while batches
+    are published (a read that meets a deleted view reads again)."""
+    import threading
+
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    _publish(sink, {0: "r"})
+    sink.compact()
+    done, problems, reads = threading.Event(), [], Counter()
+
+    def publish_loop() -> None:
+        try:
+            _publish(sink, {b: "r" for b in range(1, 25)})
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=publish_loop)
+    writer.start()
+    while not done.is_set():
+        try:
+            view = os.path.realpath(f"{root}/sessions")
+            table = ds.dataset(view, format="parquet", partitioning="hive").to_table()
+        except FileNotFoundError:  # the view was deleted after the switch: read again
+            reads["again"] += 1
+            continue
+        seen = Counter(table["batch_id"].to_pylist())
+        if any(n != 6 for n in seen.values()) or sorted(seen) != list(range(len(seen))):
+            problems.append(dict(seen))
+        reads["whole"] += 1
+    writer.join()
+    assert not problems, problems[:3]
+    assert reads["whole"] > 1, reads
