@@ -80,7 +80,7 @@ def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_
         maintain(root, say=lambda _line: None)  # takes the layout on, finishes the compaction
         assert uses_views(root, "sessions")
         b = 4
-        steps = ("view-linking", "view-built", "view-switched", "view-dropped")
+        steps = ("view-linking", "view-built", "view-switched", "view-dropping")
         for step in steps:
             _publish(sink, {b: "k"})
             committed.add(b)

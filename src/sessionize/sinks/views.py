@@ -101,8 +101,11 @@ def drop_old(base: str, name: str) -> int:
         if os.path.islink(path) or not os.path.isdir(path):
             os.remove(path)
         else:
+            for folder, _dirs, files in os.walk(path):
+                for file in files:
+                    os.remove(f"{folder}/{file}")
+                    faults.pause_point(f"view-dropping-{name}", int(current or 0))
             shutil.rmtree(path)
-            faults.pause_point(f"view-dropped-{name}", int(current or 0))
         gone += 1
     return gone
 
