@@ -193,10 +193,17 @@ def view_files(fs: pafs.FileSystem, base: str,
 def refresh_view(fs: pafs.FileSystem, base: str, name: str) -> None:
     """A new view of output `name` (if it has the view layout), the others deleted; an
     output without it loses what an interrupted conversion left."""
+    if not _local(fs):
+        return
     if views.uses_views(base, name):
         views.refresh(base, name, view_files(fs, base, name))
     else:
         views.discard(base, name)
+
+
+def _local(fs: pafs.FileSystem) -> bool:
+    """Views are symlinks and hard links: on the local filesystem only."""
+    return isinstance(fs, pafs.LocalFileSystem)
 
 
 def _compact(fs: pafs.FileSystem, base: str, name: str, todo: list[int],
@@ -278,7 +285,7 @@ def finish(fs: pafs.FileSystem, base: str, name: str) -> dict[str, int]:
     output with a manifest gets the view layout first (views.py): a plain reader of
     `ROOT/NAME` then finds the covered batches in the compacted files."""
     manifest = read_manifest(fs, base, name)
-    if manifest.generation and not views.uses_views(base, name):
+    if manifest.generation and _local(fs) and not views.uses_views(base, name):
         views.convert(base, name, view_files(fs, base, name))
     covered = [b for b in batch_dirs(fs, base, name) if b in manifest.batches]
     # all renamed out first, then deleted: a glob reader's listing goes stale once, briefly
