@@ -11,12 +11,14 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from sessionize.commands.maintain import maintain
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.views import VIEWS, uses_views
 from tests.readers import polling_sessions
 from tests.sinks.conftest import kill_when_paused
+from tests.sinks.rows import invalid, sessions
 from tests.sinks.test_compaction import _expected, _publish, _seen
 
 
@@ -43,18 +45,26 @@ def test_plain_readers_of_out_name_see_every_committed_row_once_after_compaction
     root = str(tmp_path / "out")
     sink = ParquetSink(root)
     _publish(sink, {b: "v" for b in range(4)})
+    sink.clear_staging(5)  # staged before the first compaction, published after it
+    for part in (0, 1):
+        tags = [f"v-5-{part}-{i}" for i in range(3)]
+        sink.write_part("invalid_events", 5, part, invalid(tags))
+        sink.write_part("sessions", 5, part, sessions(tags, first_user=5000 + 100 * part))
     sink.compact(upto=1)  # 0, 1 compacted; 2, 3 written before the output had a view
+    sink.publish(5)
+    assert all("batch_id" in pq.read_schema(f).names
+               for f in Path(root, "_batches", "sessions", "batch_id=5").rglob("*.parquet"))
     _publish(sink, {4: "v", 2: "w"})  # a new batch, and a batch published again
-    want = _expected({0: "v", 1: "v", 2: "w", 3: "v", 4: "v"})
-    sessions = f"{root}/sessions"
-    assert uses_views(root, "sessions") and os.path.islink(sessions)
-    by_pyarrow = ds.dataset(sessions, format="parquet", partitioning="hive").to_table()
+    want = _expected({0: "v", 1: "v", 2: "w", 3: "v", 4: "v", 5: "v"})
+    out = f"{root}/sessions"
+    assert uses_views(root, "sessions") and os.path.islink(out)
+    by_pyarrow = ds.dataset(out, format="parquet", partitioning="hive").to_table()
     assert _rows(by_pyarrow) == want
-    glob = f"{sessions}/**/*.parquet"
+    glob = f"{out}/**/*.parquet"
     assert _rows(duckdb.sql(f"SELECT * FROM read_parquet('{glob}', hive_partitioning=true)")
                  .to_arrow_table()) == want  # fmt: skip
     assert _rows(pl.scan_parquet(glob, hive_partitioning=True).collect().to_arrow()) == want
-    by_spark = spark.read.parquet(sessions)
+    by_spark = spark.read.parquet(out)
     assert dict(by_spark.dtypes)["session_date"] == "date"
     assert _rows(by_spark.select("batch_id", "session_id").toArrow()) == want
     assert _seen(root, "sessions") == want  # the documented read path agrees
