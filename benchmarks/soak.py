@@ -293,7 +293,11 @@ def sample(batches: int, driver: int, chk: Path, out: Path, durations: list[floa
     ck_kb, ck_files = tree(chk, ("state", "progress.jsonl"))
     st_kb, st_files = tree(chk / "state")
     log_kb = sum(p.stat().st_size for p in chk.glob("progress.jsonl*")) / 1024
-    outputs = {p.name: tree(p)[1] for p in out.iterdir() if p.is_dir()} if out.exists() else {}
+    # a compacted output's OUT/NAME (a symlink) and its views are hard links of the files
+    # under _batches and _compacted: counted there, once
+    entries = [p for p in out.iterdir() if p.is_dir() and not p.is_symlink()
+               and p.name != "_views"] if out.exists() else []  # fmt: skip
+    outputs = {p.name: tree(p)[1] for p in entries}
     return {
         "batches": batches, **processes(driver),
         "checkpoint_kb": round(ck_kb, 1), "checkpoint_files": ck_files,
