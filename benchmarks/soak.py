@@ -312,9 +312,15 @@ def judge(samples: list[dict], warmup: float) -> dict[str, float]:
     """The slope per batch of every sampled number, after the first `warmup` share."""
     start = samples[-1]["batches"] * warmup
     kept = [s for s in samples if s["batches"] >= start] or samples
-    xs = [float(s["batches"]) for s in kept]
-    keys = [k for k, v in kept[-1].items() if k != "batches" and isinstance(v, int | float)]
-    return {k: slope(xs, [float(s.get(k) or 0) for s in kept]) for k in keys}
+    keys = dict.fromkeys(k for s in kept for k, v in s.items() if isinstance(v, int | float))
+    keys.pop("batches", None)
+    slopes = {}
+    for k in keys:
+        # A number some samples lack (jcmd not answering) is judged on those that have it.
+        has = [s for s in kept if isinstance(s.get(k), int | float)]
+        if len(has) >= 2:
+            slopes[k] = slope([float(s["batches"]) for s in has], [float(s[k]) for s in has])
+    return slopes
 
 
 def plot(samples: list[dict], slopes: dict[str, float], path: str, warmup: float) -> None:
