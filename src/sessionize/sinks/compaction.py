@@ -164,7 +164,14 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
     a new view. Returns {"batches": compacted now, "files_in": read, "files_out": written}."""
     finish(fs, base, name)
     dirs, _ = committed(fs, base, name)
-    done = _compact(fs, base, name, [b for b in dirs if upto is None or b <= upto], target_mb)
+    try:
+        done = _compact(fs, base, name, [b for b in dirs if upto is None or b <= upto],
+                        target_mb)  # fmt: skip
+    finally:
+        # The rows read and sorted are freed, but Arrow's allocator keeps the pages for
+        # reuse: a driver compacting between batches would hold its largest compaction's
+        # working set for the life of the stream.
+        pa.default_memory_pool().release_unused()
     refresh_view(fs, base, name)
     return done
 
