@@ -238,7 +238,7 @@ def parse_columns(
     df: DataFrame,
     mapping: EventMapping,
     *,
-    now: Column | None = None,
+    now: Column | int | None = None,
     max_future_us: int | None = None,
 ) -> DataFrame:
     """Typed rows -> events with `reason`, `raw` and `source` (see the module doc).
@@ -259,6 +259,8 @@ def parse_columns(
     events = df.select(*columns, error.alias("_error"), source.alias("source"), raw.alias("_raw"),
                        reason.alias("_reason"))  # fmt: skip
     reason = F.coalesce(F.col("_error"), F.col("_reason"))
+    if isinstance(now, int):  # µs since the epoch
+        now = F.timestamp_micros(F.lit(now))
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
         future = F.when(ahead, F.lit(future_reason(mapping)))

@@ -1,5 +1,6 @@
-"""`parsing.parse_blocks` (the block reader plus the exact path) gives what `parsing.parse`
-gives, row for row, on random documents, valid, almost valid and hostile."""
+"""`parsing.parse` (the block reader plus the exact path) gives what `parsing.parse_exact`
+(Spark's expressions alone) gives, row for row, on random documents, valid, almost valid
+and hostile."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from sessionize.parsing import parse, parse_blocks
+from sessionize.parsing import parse, parse_exact
 
 from .test_blocks import DAY_US, DEFAULT, NOW_US, STRING_EPOCH, documents
 
@@ -22,11 +23,11 @@ def _same(spark, lines: list[str], mapping) -> None:
         "value string, error string, source string",
     )
     now = F.timestamp_micros(F.lit(NOW_US))
-    want = parse(raw, now=now, max_future_us=DAY_US, mapping=mapping)
-    assert _rows(parse_blocks(raw, now=NOW_US, max_future_us=DAY_US, mapping=mapping)) == _rows(
+    want = parse_exact(raw, now=now, max_future_us=DAY_US, mapping=mapping)
+    assert _rows(parse(raw, now=NOW_US, max_future_us=DAY_US, mapping=mapping)) == _rows(
         want
     )
-    assert _rows(parse_blocks(raw, now=now, max_future_us=DAY_US, mapping=mapping)) == _rows(want)
+    assert _rows(parse(raw, now=now, max_future_us=DAY_US, mapping=mapping)) == _rows(want)
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))

@@ -427,8 +427,8 @@ class StoreEngine(StoreJobEngine):
         are invalid.
         """
         self._fence_once()
-        now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
-        parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us)
+        # An int `now`: the reading tasks judge `max_future_us` themselves.
+        parsed = self.parser(raw, now=request.now_us, max_future_us=self.settings.max_future_us)
         basis = BatchBasis(
             request.version,
             EMPTY_VERSION if request.first else request.previous,

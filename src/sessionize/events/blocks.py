@@ -46,6 +46,9 @@ _BLOCK_LINES = 1024
 # A time the exact path decides: ending where Java's `$` may end a line, or the year 0.
 _EXACT_TIME = "^0000|[\n\r\u0085\u2028\u2029]$"
 _NULL = pa.scalar(None, pa.string())
+# A line nested deeper than this is left to the exact path: Spark's reader refuses deep
+# nesting (at a depth pyarrow reads), and no event nests this deep.
+_MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,21 @@ def _read(p: BlockPlan, data: bytes) -> dict[str, pa.Array] | str:
         table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         return str(exc)
+    if _deeper_than(table.schema, _MAX_DEPTH):
+        return f"nested deeper than {_MAX_DEPTH}"
     return {r.path: _leaf(table, r.path) for r in p.rules}
+
+
+def _deeper_than(schema: pa.Schema, limit: int) -> bool:
+    """Whether a type of `schema` nests more than `limit` levels (a loop: a recursion would
+    meet Python's own limit first)."""
+    stack = [(f.type, 1) for f in schema]
+    while stack:
+        kind, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((kind.field(i).type, depth + 1) for i in range(kind.num_fields))
+    return False
 
 
 def _accepted(p: BlockPlan, data: bytes, ends: np.ndarray, lo: int, hi: int,
