@@ -42,7 +42,7 @@ _ROW = re.compile(r" in row (\d+)$")
 _SPLIT_LINES = 16
 # Lines per call of pyarrow.json: a refused call is read again in parts, so a bad line costs
 # about this many lines read twice.
-_BLOCK_LINES = 1024
+_BLOCK_LINES = 2048
 # A time the exact path decides: ending where Java's `$` may end a line, or the year 0.
 _EXACT_TIME = "^0000|[\n\r\u0085\u2028\u2029]$"
 _NULL = pa.scalar(None, pa.string())
@@ -200,8 +200,10 @@ def read_block(
     # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
     braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
     # pyarrow reads NaN and Infinity in the fields it infers: Spark reads them its own way.
-    nonfinite = pc.or_(pc.match_substring(values, "NaN"), pc.match_substring(values, "Infinity"))
-    candidate = pc.and_(pc.and_(pc.is_null(error), braced), pc.invert(nonfinite.fill_null(False)))
+    candidate = pc.and_(pc.is_null(error), braced)
+    for word in ("NaN", "Infinity"):
+        if _anywhere(values, word):  # rare: only then is each line searched
+            candidate = pc.and_(candidate, pc.invert(pc.match_substring(values, word)))
     rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
     found, read_sub = _parse_lines(p, values.take(pa.array(rows)))
     read = np.zeros(len(batch), bool)
@@ -248,6 +250,19 @@ def read_block(
         columns.append(_user_keys(user))
     columns += [reason, raw, batch.column("source"), exact]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
+
+
+def _anywhere(values: pa.Array, word: str) -> bool:
+    """Whether `word` occurs in `values` (or across two of them): one search of their bytes."""
+    if len(values) == 0 or values.buffers()[2] is None:
+        return False
+    wide = pa.types.is_large_string(values.type)
+    width = np.int64 if wide else np.int32
+    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset)
+    span = pa.py_buffer(np.array([offsets[0], offsets[-1]], width))
+    kind = pa.large_binary() if wide else pa.binary()
+    whole = pa.Array.from_buffers(kind, 1, [None, span, values.buffers()[2]])
+    return bool(pc.match_substring(whole, word)[0].as_py())
 
 
 def _when(condition: pa.Array, reason: str) -> pa.Array:
