@@ -40,3 +40,28 @@ def test_default_mapping_equals_sparks_parse(spark, lines):
 @given(st.lists(documents(STRING_EPOCH), min_size=5, max_size=25))
 def test_string_ids_epoch_times_and_rule_fields_equal_sparks_parse(spark, lines):
     _same(spark, lines, STRING_EPOCH)
+
+
+def test_a_conversion_value_mapping_equals_sparks_parse(spark):
+    """A conversion's value is read as its JSON text, which the block reader does not give:
+    such a mapping is parsed by Spark's expressions alone, with the same outputs."""
+    from sessionize.content import Conversion, SessionContent
+    from sessionize.mapping import EventMapping
+
+    mapping = EventMapping(
+        content=SessionContent(conversions=(Conversion("purchase", "buy", "order.total"),))
+    )
+    head = '{"user_id": 1, "event_time": "2026-11-01T09:00:00Z", "page": {"current": "a"}'
+    lines = [
+        head + ', "action": "buy", "order": {"total": 12.50}}',
+        head + ', "action": "buy", "order": {"total": "12"}}',
+        head + ', "action": "view", "order": {"total": "n/a"}}',
+        head + "}",
+        "not json",
+    ]
+    _same(spark, lines, mapping)
+    raw = spark.createDataFrame([(line, None, "s") for line in lines],
+                                "value string, error string, source string")  # fmt: skip
+    reasons = [r["reason"] for r in parse(raw, now=NOW_US, max_future_us=DAY_US,
+                                          mapping=mapping).collect()]  # fmt: skip
+    assert reasons == [None, "order.total: expected a number", None, None, "not a JSON object"]
