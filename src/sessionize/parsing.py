@@ -289,6 +289,7 @@ def parse(
     now: Column | int | None = None,
     max_future_us: int | None = None,
     mapping: EventMapping | None = None,
+    valid_sources: bool = True,
 ) -> DataFrame:
     """Raw records -> valid events and invalid lines, the lines read by `events.blocks` in
     the task that holds them.
@@ -302,6 +303,8 @@ def parse(
         max_future_us: With `now`, an event further ahead of it is invalid
             (`event_time too far in the future`, named by the mapped time field).
         mapping: Where the fields are (default: the sample contract).
+        valid_sources: False: `source` is NULL on valid events (a file path on every line
+            need not cross back from the reading task where only invalid lines need it).
 
     Returns:
         `event_columns(mapping)`, then `reason` (NULL for valid events), `raw` (the line,
@@ -322,11 +325,13 @@ def parse(
     if p is None:
         if isinstance(now, int):
             now = F.timestamp_micros(F.lit(now))
-        return parse_exact(raw, now=now, max_future_us=max_future_us, mapping=m)
+        parsed = parse_exact(raw, now=now, max_future_us=max_future_us, mapping=m)
+        return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, int)
+    judged_here = now is None or in_task  # no line can turn invalid after the reader
     task = functools.partial(
         _read_blocks, p, now if in_task else None, max_future_us if in_task else None,
-        now is not None and not in_task,
+        not judged_here, valid_sources or not judged_here,
     )  # fmt: skip
     typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(p.schema))
     if in_task:
@@ -348,14 +353,20 @@ def parse(
     out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
     reason = F.when(is_exact, F.col("reason")).otherwise(reason)
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
-    return parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+    parsed = parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+    return parsed if valid_sources else invalid_sources(parsed)
 
 
-def _read_blocks(plan, now_us, max_future_us, keep_lines, batches):
+def invalid_sources(parsed: DataFrame) -> DataFrame:
+    """`parsed` with `source` kept only where there is a `reason`."""
+    return parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
+
+
+def _read_blocks(plan, now_us, max_future_us, keep_lines, valid_sources, batches):
     from sessionize.events import blocks
 
     for batch in batches:
-        out = blocks.read_block(batch, plan, now_us, max_future_us)
+        out = blocks.read_block(batch, plan, now_us, max_future_us, valid_sources)
         if keep_lines:  # Spark judges the time limit: every line may become invalid
             out = out.set_column(out.schema.get_field_index("raw"), "raw", batch.column("value"))
         yield out

@@ -187,11 +187,12 @@ def _parse_lines(p: BlockPlan, values: pa.StringArray) -> tuple[dict[str, pa.Arr
 
 def read_block(
     batch: pa.RecordBatch, p: BlockPlan, now_us: int | None = None,
-    max_future_us: int | None = None,
+    max_future_us: int | None = None, valid_sources: bool = True,
 ) -> pa.RecordBatch:  # fmt: skip
     """RECORD_SCHEMA rows (`value`, `error`, `source`) -> `p.schema` rows, in order.
 
-    With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid.
+    With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid;
+    with `valid_sources` False a valid event's `source` is NULL.
     A row with `EXACT` true has no reason here: the exact path decides it from `raw`."""
     m = p.mapping
     values = batch.column("value").cast(pa.string())
@@ -248,7 +249,10 @@ def read_block(
     columns = [col[r.name] for r in p.rules]
     if m.string_keys:
         columns.append(_user_keys(user))
-    columns += [reason, raw, batch.column("source"), exact]
+    source = batch.column("source")
+    if not valid_sources:
+        source = pc.if_else(pc.or_(pc.is_valid(reason), exact), source, _NULL)
+    columns += [reason, raw, source, exact]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
 
 
