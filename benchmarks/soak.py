@@ -5,7 +5,8 @@ the hourly tree, or a chunk of records on a Kafka topic), on a simulated clock t
 `--sim-seconds` per batch (30 s: 2,000 batches are 16 simulated hours), while `sessionize
 stream --trigger processing-time=...` runs in a process of its own. Every `--every`
 batches the script samples the driver's Python and JVM and the Python workers (resident
-memory, open file handles, threads), the checkpoint (Spark's logs and our records, without
+memory, open file handles, threads; the JVM's heap after a full collection, which `jcmd`
+starts), the checkpoint (Spark's logs and our records, without
 the state and the progress log), the state, the progress log and the outputs (bytes and
 files), and the batch duration, reading the batch count from the stream's own metrics
 endpoint (`--metrics-port`). It prints each one's slope against the batch number (after a
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -41,6 +43,7 @@ FLAT = {
     "driver_jvm_fds": 0.01,
     "driver_py_threads": 0.01,
     "driver_jvm_threads": 0.02,
+    "driver_jvm_heap_kb": 5.0,
     "checkpoint_kb": 0.5,
     "checkpoint_files": 0.02,
     "state_kb": 1.0,
@@ -96,10 +99,25 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def live_heap_kb(pid: int) -> int | None:
+    """The JVM's heap after a full collection (`jcmd`, part of the JDK), in kB: what it
+    holds, whereas its RSS also counts heap it committed and has not given back yet."""
+    try:
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=60, check=True)
+        info = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True,
+                              text=True, timeout=60, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = re.search(r"heap\s+total \d+K, used (\d+)K", info)
+    return int(used.group(1)) if used else None
+
+
 def processes(driver: int) -> dict[str, float]:
-    """Memory (kB), handles and threads of the driver's Python and JVM and the workers."""
+    """Memory (kB), handles and threads of the driver's Python and JVM and the workers; the
+    JVM's after a full collection."""
     py = _proc_status(driver)
     jvm_pids = [p for p in _children(driver) if "java" in _cmdline(p).split(" ")[0]]
+    heap = live_heap_kb(jvm_pids[0]) if jvm_pids else None
     jvm = _proc_status(jvm_pids[0]) if jvm_pids else {}
     workers = [_proc_status(p) for p in (_descendants(jvm_pids[0]) if jvm_pids else [])]
     workers = [w for w in workers if "VmRSS" in w]  # a worker exiting has no memory left
@@ -108,6 +126,7 @@ def processes(driver: int) -> dict[str, float]:
         "driver_py_threads": py.get("Threads", 0),
         "driver_jvm_rss_kb": jvm.get("VmRSS", 0), "driver_jvm_fds": jvm.get("fds", 0),
         "driver_jvm_threads": jvm.get("Threads", 0),
+        **({"driver_jvm_heap_kb": heap} if heap is not None else {}),
         "workers": len(workers), "workers_rss_kb": sum(w["VmRSS"] for w in workers),
     }  # fmt: skip
 
@@ -274,7 +293,11 @@ def sample(batches: int, driver: int, chk: Path, out: Path, durations: list[floa
     ck_kb, ck_files = tree(chk, ("state", "progress.jsonl"))
     st_kb, st_files = tree(chk / "state")
     log_kb = sum(p.stat().st_size for p in chk.glob("progress.jsonl*")) / 1024
-    outputs = {p.name: tree(p)[1] for p in out.iterdir() if p.is_dir()} if out.exists() else {}
+    # a compacted output's OUT/NAME (a symlink) and its views are hard links of the files
+    # under _batches and _compacted: counted there, once
+    entries = [p for p in out.iterdir() if p.is_dir() and not p.is_symlink()
+               and p.name != "_views"] if out.exists() else []  # fmt: skip
+    outputs = {p.name: tree(p)[1] for p in entries}
     return {
         "batches": batches, **processes(driver),
         "checkpoint_kb": round(ck_kb, 1), "checkpoint_files": ck_files,
@@ -345,6 +368,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="sessionize-soak-") as tmp:
             samples, slopes = run(args, Path(tmp))
     failed = {k: v for k, v in slopes.items() if k in FLAT and v > FLAT[k]}
+    if "driver_jvm_heap_kb" not in slopes:
+        print("driver_jvm_heap_kb not sampled: `jcmd` (part of the JDK) was not found or did "
+              "not answer (Debian: apt-get install openjdk-17-jdk-headless)")
     print(f"load {os.getloadavg()[0]:.2f}; slopes per batch over the last "
           f"{1 - args.warmup:.0%} of {samples[-1]['batches']} batches:")  # fmt: skip
     for key, value in slopes.items():

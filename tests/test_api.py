@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -236,3 +237,6 @@ def test_stream_compacting_every_batch_equals_the_run_without(spark, json_run, t
         keys = [(f.name, "ascending") for f in want.schema if not pa.types.is_nested(f.type)]
         got = got.cast(want.schema)  # the plain read infers session_date as a string
         assert got.sort_by(keys).to_pylist() == want.sort_by(keys).to_pylist(), name
+        plain = ds.dataset(str(out / name), format="parquet", partitioning="hive").to_table()
+        plain = plain.select(want.column_names).cast(want.schema)  # OUT/NAME: the view
+        assert plain.sort_by(keys).to_pylist() == want.sort_by(keys).to_pylist(), name

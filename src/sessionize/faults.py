@@ -7,7 +7,10 @@ batch, in the store engine's task),
 once: the rows sent, the marker not yet) and `published-kafka` (the Kafka sink's publish);
 `rewind-outputs`, `rewind-state` and `rewind-logs` (a rewind to batch N, after those steps);
 `state-copy-partition` (a state copy committed target partition N) and `before-switch`
-(the copy is verified and recorded, the checkpoint not yet switched).
+(the copy is verified and recorded, the checkpoint not yet switched); for a local Parquet
+output NAME, `compacted-files-NAME` and `compacted-manifest-NAME` (compaction generation
+G), and `view-linking-NAME`, `view-built-NAME`, `view-converting-NAME`,
+`view-switched-NAME` and `view-dropping-NAME` (view V, sinks/views.py).
 
 `SESSIONIZE_PAUSE_AT=after-publish:3` makes the process print `PAUSED after-publish 3`
 and sleep when it reaches that point in batch 3; the test then kills it. With

@@ -14,6 +14,7 @@ from sessionize.commands.maintain import maintain
 from sessionize.sinks.compaction import read_manifest
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.registry import committed_rows
+from sessionize.sinks.views import batches_root
 from tests.readers import polling_sessions
 from tests.sinks.conftest import kill_when_paused
 from tests.sinks.rows import invalid, sessions
@@ -53,7 +54,8 @@ def _publish(sink: ParquetSink, batches: dict[int, str]) -> None:
 
 
 def _batch_dirs(root: str, name: str) -> list[int]:
-    return sorted(int(p.name.split("=")[1]) for p in Path(root, name).glob("batch_id=*"))
+    where = Path(batches_root(root, name))
+    return sorted(int(p.name.split("=")[1]) for p in where.glob("batch_id=*"))
 
 
 def test_kill_9_at_each_step_of_a_compaction_loses_and_doubles_nothing(tmp_path):
@@ -189,7 +191,7 @@ def test_readers_read_the_compacted_layout_as_the_docs_show(tmp_path, spark):
     assert rows(duckdb.sql(sql).to_arrow_table()) == want
     scans = [pl.scan_parquet(files[k], hive_partitioning=True) for k in ("batches", "compacted")]
     assert rows(pl.concat(scans, how="diagonal_relaxed").collect().to_arrow()) == want
-    plain = spark.read.option("basePath", f"{root}/sessions").parquet(*files["batches"])
+    plain = spark.read.option("basePath", f"{root}/_batches/sessions").parquet(*files["batches"])
     compacted = spark.read.option("basePath", f"{root}/_compacted/sessions").parquet(
         *files["compacted"]
     )

@@ -254,8 +254,8 @@ def job_settings(
     "--compact-every", type=click.IntRange(1), default=None, metavar="N",
     help="Local Parquet outputs: after every N-th batch, before the next one starts, move "
     "the published batches into files of about 128 MB per session_date (per publish day "
-    "for the other outputs) under OUTPUT/_compacted/, read with the outputs' "
-    "committed_files (default: never; a stopped job: `sessionize maintain --compact`).",
+    "for the other outputs) under OUTPUT/_compacted/; OUTPUT/NAME then shows them and the "
+    "other batches (default: never; a stopped job: `sessionize maintain --compact`).",
 )  # fmt: skip
 @click.option(
     "--source-option",

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
-from sessionize.fs import is_dir, location_key, without_options
+from sessionize.fs import is_dir, is_local, location_key, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.compaction import TARGET_MB
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
@@ -49,7 +49,8 @@ def maintain(
 
     Raises:
         ConfigError: a PostgreSQL output, no directory, `--vacuum-hours` on Parquet, or
-            `--compact` on Parquet on s3:// (not supported).
+            `--compact` on Parquet on s3:// or another non-local filesystem (not
+            supported).
         LeaseHeld: a driver writes the output or runs the checkpoint.
 
     >>> maintain("out/", compact=True)  # doctest: +SKIP
@@ -72,10 +73,11 @@ def maintain(
                 f"{without_options(output)} holds no Delta table"
             )
         sink = open_sink(output, "delta" if delta else "parquet", job="maintain")
-        if compact and not delta and not isinstance(sink, ParquetSink):
+        if compact and not delta and not (isinstance(sink, ParquetSink) and is_local(output)):
             raise ConfigError(
-                f"--compact: {without_options(output)} is Parquet on an object store, which "
-                "is not compacted; write it as Delta (--output-format delta) to compact it"
+                f"--compact: {without_options(output)} is Parquet on an object store or a "
+                "remote filesystem, which is not compacted; write it as Delta "
+                "(--output-format delta) to compact it"
             )
         report: dict = {"format": "delta" if delta else "parquet"}
         report["leftovers"] = left = clean_leftovers(sink)

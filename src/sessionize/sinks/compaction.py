@@ -2,7 +2,8 @@
 
 Layout under the output root (next to the batch directories of parquet.py):
 
-    ROOT/NAME/batch_id=N/[session_date=D/]part-P.parquet   batches not compacted
+    ROOT/_batches/NAME/batch_id=N/[session_date=D/]part-P...  batches not compacted (ROOT/NAME
+                                                             before the first compaction)
     ROOT/_compacted/NAME/[session_date=D/]part-G-K.parquet   compacted rows, `batch_id` inside
     ROOT/_compacted/NAME/part-DAY-G-K.parquet                outputs without session_date: one
                                                              group per publish day
@@ -15,8 +16,11 @@ then the next manifest (one rename: the switch), then removes the batch director
 covers and the files and manifests no generation needs. Killed anywhere, the next
 compaction or `sessionize maintain` finishes or discards that work; readers that follow
 `committed_files` (list the batch directories first, then read the manifest) see every
-batch once. Removing batches (rewind, reprocessing, a batch published again) rewrites the
-compacted files that hold them without their rows, as a new generation.
+batch once. Plain readers of `ROOT/NAME` read a view (views.py) of the compacted files and
+the other batches: an output with a manifest is converted to views before `finish` removes
+a batch directory, and each compaction ends with a new view. Removing batches (rewind,
+reprocessing, a batch published again) rewrites the compacted files that hold them without
+their rows, as a new generation.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ import pyarrow.parquet as pq
 from sessionize import faults
 from sessionize.fs import delete_dir, exists
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
+from sessionize.sinks import views
+from sessionize.sinks.views import batches_root
 
 COMPACTED = "_compacted"
 MANIFESTS = "_manifest"
@@ -77,7 +83,7 @@ def read_manifest(fs: pafs.FileSystem, base: str, name: str) -> Manifest:
 
 
 def batch_dirs(fs: pafs.FileSystem, base: str, name: str) -> list[int]:
-    sel = pafs.FileSelector(f"{base}/{name}", allow_not_found=True)
+    sel = pafs.FileSelector(batches_root(base, name), allow_not_found=True)
     return sorted(
         int(i.base_name.split("=", 1)[1]) for i in fs.get_file_info(sel)
         if i.type == pafs.FileType.Directory and i.base_name.startswith("batch_id=")
@@ -96,10 +102,9 @@ def committed_files(fs: pafs.FileSystem, base: str, name: str) -> dict[str, list
     """{"batches": files of the batch directories, "compacted": compacted files}: full paths
     of the rows a reader should read, each row once."""
     dirs, manifest = committed(fs, base, name)
-    files = []
+    files, root = [], batches_root(base, name)
     for b in dirs:
-        sel = pafs.FileSelector(f"{base}/{name}/batch_id={b}", allow_not_found=True,
-                                recursive=True)  # fmt: skip
+        sel = pafs.FileSelector(f"{root}/batch_id={b}", allow_not_found=True, recursive=True)
         files += sorted(
             i.path for i in fs.get_file_info(sel)
             if i.type == pafs.FileType.File and i.path.endswith(".parquet")
@@ -119,7 +124,7 @@ def committed_dataset(fs: pafs.FileSystem, base: str, name: str) -> ds.Dataset |
         datasets.append(ds.dataset(
             files["batches"], filesystem=fs, format="parquet",
             partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
-            partition_base_dir=f"{base}/{name}",
+            partition_base_dir=batches_root(base, name),
         ))  # fmt: skip
     if files["compacted"]:
         datasets.append(_compacted_dataset(fs, base, name, files["compacted"]))
@@ -135,7 +140,9 @@ def committed_dataset(fs: pafs.FileSystem, base: str, name: str) -> ds.Dataset |
 
 
 def _base_of(data: ds.FileSystemDataset, base: str, name: str) -> str:
-    return compacted_dir(base, name) if f"/{COMPACTED}/" in data.files[0] else f"{base}/{name}"
+    if f"/{COMPACTED}/" in data.files[0]:
+        return compacted_dir(base, name)
+    return batches_root(base, name)
 
 
 def _compacted_dataset(fs: pafs.FileSystem, base: str, name: str,
@@ -152,13 +159,59 @@ def _compacted_dataset(fs: pafs.FileSystem, base: str, name: str,
 def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = None,
             target_mb: float = TARGET_MB) -> dict[str, int]:  # fmt: skip
     """Move the batches <= `upto` (default: all) that still have their own directory into
-    compacted files; small compacted files of the same group are rewritten with them.
-    Returns {"batches": compacted now, "files_in": read, "files_out": written}."""
+    compacted files; small compacted files of the same group are rewritten with them. The
+    output's first compaction turns it into the view layout (views.py); each one ends with
+    a new view. Returns {"batches": compacted now, "files_in": read, "files_out": written}."""
     finish(fs, base, name)
+    dirs, _ = committed(fs, base, name)
+    done = _compact(fs, base, name, [b for b in dirs if upto is None or b <= upto], target_mb)
+    refresh_view(fs, base, name)
+    return done
+
+
+def view_files(fs: pafs.FileSystem, base: str,
+               name: str) -> dict[str, tuple[str, int | None]]:  # fmt: skip
+    """What the next view of output `name` holds (views.py): {its path there: (the file,
+    its batch)}, the compacted files of the newest generation (batch None: many) and the
+    files of the other batches."""
     dirs, manifest = committed(fs, base, name)
-    todo = [b for b in dirs if upto is None or b <= upto]
+    where = compacted_dir(base, name)
+    files: dict[str, tuple[str, int | None]] = {
+        rel: (f"{where}/{rel}", None) for rel in manifest.files
+    }
+    root = batches_root(base, name)
+    for b in dirs:
+        start = len(f"{root}/batch_id={b}/")
+        for info in _files_under(fs, f"{root}/batch_id={b}"):
+            if not info.path.endswith(".parquet"):
+                continue
+            folder, _, file = info.path[start:].rpartition("/")
+            files[f"{folder}/b{b:08d}-{file}".lstrip("/")] = (info.path, b)
+    return files
+
+
+def refresh_view(fs: pafs.FileSystem, base: str, name: str) -> None:
+    """A new view of output `name` (if it has the view layout), the others deleted; an
+    output without it loses what an interrupted conversion left."""
+    if not _local(fs):
+        return
+    if views.uses_views(base, name):
+        views.refresh(base, name, view_files(fs, base, name))
+    else:
+        views.discard(base, name)
+
+
+def _local(fs: pafs.FileSystem) -> bool:
+    """Views are symlinks and hard links: on the local filesystem only."""
+    return isinstance(fs, pafs.LocalFileSystem)
+
+
+def _compact(fs: pafs.FileSystem, base: str, name: str, todo: list[int],
+             target_mb: float) -> dict[str, int]:  # fmt: skip
+    manifest = read_manifest(fs, base, name)
     if not todo:
         return {"batches": 0, "files_in": 0, "files_out": 0}
+    root = batches_root(base, name)
     target = int(target_mb * 1024 * 1024)
     where = compacted_dir(base, name)
     new_rows = _batch_rows(fs, base, name, todo)
@@ -168,10 +221,9 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
              if _group_of(name, f) in touched}  # fmt: skip
     small = {f for f, size in sizes.items() if size < target // 2}
     old_rows = _compacted_rows(fs, base, name, sorted(small))
-    files_in = len(small) + sum(len(_files_under(fs, f"{base}/{name}/batch_id={b}")) for b in todo)
-    bytes_in = sum(sizes[f] for f in small) + sum(
-        i.size for b in todo for i in _files_under(fs, f"{base}/{name}/batch_id={b}")
-    )  # fmt: skip
+    batch_files = [i for b in todo for i in _files_under(fs, f"{root}/batch_id={b}")]
+    files_in = len(small) + len(batch_files)
+    bytes_in = sum(sizes[f] for f in small) + sum(i.size for i in batch_files)
     tables = [t for t in (old_rows, new_rows) if t is not None]
     if not tables:
         return {"batches": 0, "files_in": 0, "files_out": 0}
@@ -229,11 +281,16 @@ def remove_batches(fs: pafs.FileSystem, base: str, name: str, batches: set[int])
 
 def finish(fs: pafs.FileSystem, base: str, name: str) -> dict[str, int]:
     """Complete or discard an interrupted compaction: remove the batch directories the
-    newest manifest covers, then the compacted files and manifests it does not name."""
+    newest manifest covers, then the compacted files and manifests it does not name. An
+    output with a manifest gets the view layout first (views.py): a plain reader of
+    `ROOT/NAME` then finds the covered batches in the compacted files."""
     manifest = read_manifest(fs, base, name)
+    if manifest.generation and _local(fs) and not views.uses_views(base, name):
+        views.convert(base, name, view_files(fs, base, name))
     covered = [b for b in batch_dirs(fs, base, name) if b in manifest.batches]
     # all renamed out first, then deleted: a glob reader's listing goes stale once, briefly
-    retired = [_retire_dir(fs, base, name, f"{base}/{name}/batch_id={b}") for b in covered]
+    root = batches_root(base, name)
+    retired = [_retire_dir(fs, base, name, f"{root}/batch_id={b}") for b in covered]
     for path in retired:
         delete_dir(fs, path)
     done = {"covered_dirs": len(covered), "unreferenced_files": 0}
@@ -269,13 +326,13 @@ def _batch_rows(fs: pafs.FileSystem, base: str, name: str,
     fields = [pa.field("batch_id", pa.int64())] + [OUTPUTS[name].field(p) for p in parts]
     tables = []
     for b in batches:
-        path = f"{base}/{name}/batch_id={b}"
+        path = f"{batches_root(base, name)}/batch_id={b}"
         files = sorted(i.path for i in _files_under(fs, path) if i.path.endswith(".parquet"))
         if not files:
             continue
         data = ds.dataset(files, filesystem=fs, format="parquet",
                           partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
-                          partition_base_dir=f"{base}/{name}")  # fmt: skip
+                          partition_base_dir=batches_root(base, name))  # fmt: skip
         table = data.to_table()
         day = _day(fs.get_file_info(path).mtime)
         tables.append(table.append_column("_day", pa.array([day] * table.num_rows)))

@@ -10,7 +10,9 @@ What is left where (every sink stages under `ROOT/_staging`, see staging.py):
   * Parquet on S3: files under `ROOT/NAME/batch_id=N/` that no commit file names (copies of
     a publish attempt that did not commit).
   * local Parquet: an interrupted compaction (sinks/compaction.py `finish`): batch
-    directories its manifest covers, compacted files and manifests no generation names.
+    directories its manifest covers, compacted files and manifests no generation names;
+    and views (sinks/views.py): a new one of the committed batches is switched in, the
+    others (an old one a crash kept, a half-built one) deleted.
 Delta tables are compacted and vacuumed by `sinks.delta.compact_and_vacuum`.
 """
 
@@ -51,6 +53,7 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
             for name in sink.outputs:
                 finished = compaction.finish(fs, base, name)
                 done["compaction_files"] += sum(finished.values())
+                compaction.refresh_view(fs, base, name)
     return done
 
 

@@ -12,8 +12,9 @@ directory rename per output. Staged and replaced files never live under `ROOT/NA
 reader of that directory (Spark, pyarrow, and `**` globs in DuckDB or Polars) sees a batch
 completely or not at all, and a re-executed batch replaces its directory instead of adding
 rows. Partition columns (`batch_id`, `session_date`) live in the directory names (Hive style).
-Object stores have no rename: `s3://` outputs use parquet_s3.py. After a compaction the
-compacted batches are read from `ROOT/_compacted/NAME` (compaction.py: `committed_files`).
+Object stores have no rename: `s3://` outputs use parquet_s3.py. After its first compaction
+an output's batch directories are `ROOT/_batches/NAME/batch_id=N/` and `ROOT/NAME` is a
+symlink to a view of them and the compacted files (views.py), switched after each publish.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
@@ -28,8 +30,8 @@ from sessionize import faults
 from sessionize.errors import SinkError
 from sessionize.fs import delete_dir, exists
 from sessionize.schema import OUTPUTS
-from sessionize.sinks import compaction, staging
-from sessionize.sinks.base import StagedSink
+from sessionize.sinks import compaction, staging, views
+from sessionize.sinks.base import StagedSink, sink_errors
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,15 @@ class ParquetSink(StagedSink):
     outputs: tuple[str, ...] = tuple(OUTPUTS)
 
     @staticmethod
-    def batch_dir(name: str, batch_id: int) -> str:
-        return f"{name}/batch_id={batch_id}"
+    def batch_dir(base: str, name: str, batch_id: int) -> str:
+        """Where batch `batch_id` of output `name` is published (views.py: `_batches`)."""
+        return f"{views.batches_root(base, name)}/batch_id={batch_id}"
+
+    def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
+        fs, base = self._fs()
+        with sink_errors(f"staging batch {batch_id} of {name}"):  # views read `batch_id` inside
+            return staging.stage(fs, base, name, batch_id, partition, table,
+                                 with_batch_id=views.uses_views(base, name))  # fmt: skip
 
     def publish(self, batch_id: int) -> None:
         """Per output, one rename; old contents go to trash.
@@ -54,15 +63,17 @@ class ParquetSink(StagedSink):
         opened = staging.attempt_open(fs, base, batch_id)
         for name in self.outputs:
             staged = staging.staged_dir(base, name, batch_id)
-            final = f"{base}/{self.batch_dir(name, batch_id)}"
+            final = self.batch_dir(base, name, batch_id)
             has_rows = exists(fs, staged)
-            if not (has_rows or opened):
-                continue  # a finished publish repeated: nothing new to show
-            compaction.remove_batches(fs, base, name, {batch_id})  # compacted, now replaced
-            self._retire(fs, base, name, final)
-            if has_rows:
-                fs.create_dir(f"{base}/{name}", recursive=True)
-                fs.move(staged, final)
+            if has_rows or opened:  # else a finished publish repeated: nothing new to show
+                compaction.remove_batches(fs, base, name, {batch_id})  # compacted, now replaced
+                self._retire(fs, base, name, final)
+                if has_rows:
+                    if views.uses_views(base, name):  # staged before the output had views
+                        views.with_batch_ids(staged, batch_id)
+                    fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+                    fs.move(staged, final)
+            compaction.refresh_view(fs, base, name)  # the view switch: visible from here
             faults.pause_point(f"published-{name}", batch_id)
         staging.close_attempt(fs, base, batch_id)
 
@@ -72,12 +83,13 @@ class ParquetSink(StagedSink):
         for name in self.outputs:
             for b in reversed(self.published(name)):
                 if b >= batch_id:
-                    self._retire(fs, base, name, f"{base}/{self.batch_dir(name, b)}")
+                    self._retire(fs, base, name, self.batch_dir(base, name, b))
                     retired.add(b)
             # compacted batches are older than the directories: removed after them
             undone = compaction.read_manifest(fs, base, name).batches
             retired |= compaction.remove_batches(
                 fs, base, name, {b for b in undone if b >= batch_id})
+            compaction.refresh_view(fs, base, name)  # one switch: the batches go together
         return sorted(retired)
 
     def rows_from(self, name: str, batch_id: int) -> int:
@@ -94,7 +106,8 @@ class ParquetSink(StagedSink):
 
     def committed_files(self, name: str) -> dict[str, list[str]]:
         """The files that hold output `name`'s committed rows, each row once:
-        {"batches": files under `ROOT/NAME/batch_id=N/` (Hive-partitioned there),
+        {"batches": files under `ROOT/NAME/batch_id=N/`, or `ROOT/_batches/NAME/batch_id=N/`
+        once compacted (Hive-partitioned there),
         "compacted": files under `ROOT/_compacted/NAME/` (`batch_id` a column)}.
 
         >>> ParquetSink("out").committed_files("sessions")["compacted"][:1]  # doctest: +SKIP

@@ -368,32 +368,19 @@ class PostgresSink:
         with a server restart: then the work (one transaction, idempotent) is retried once
         on a new connection. Database errors become one SinkError line without the
         password."""
-        pool = pool_for(self.target.conninfo)
-        for attempt in (1, 2):
-            conn, was_idle = None, False
-            try:
-                with connection_errors(what, self.target):
-                    conn, was_idle = pool.get()
-                    if create:
-                        self._ensure_tables(conn)
-                    result = work(conn)
-            except SinkError as e:
-                if conn is not None:
-                    conn.close()
-                cause = e.__cause__
-                if isinstance(cause, psycopg.errors.UndefinedTable) and not create:
-                    return missing  # type: ignore[return-value]
-                if attempt == 1 and was_idle and isinstance(cause, _CONNECTION_LOST):
-                    pool.clear()
-                    continue
-                raise
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
-            pool.put(conn)
-            return result
-        raise AssertionError("unreachable")
+
+        def run(conn: psycopg.Connection) -> T:
+            if create:
+                self._ensure_tables(conn)
+            return work(conn)
+
+        try:
+            with connection_errors(what, self.target):
+                return pool_for(self.target.conninfo).run(run)
+        except SinkError as e:
+            if isinstance(e.__cause__, psycopg.errors.UndefinedTable) and not create:
+                return missing  # type: ignore[return-value]
+            raise
 
 
 _CONNECTION_LOST = (psycopg.OperationalError, psycopg.InterfaceError)

@@ -27,9 +27,13 @@ def staged_dir(base: str, name: str, batch_id: int) -> str:
 
 
 def stage(fs: pafs.FileSystem, base: str, name: str, batch_id: int, partition: int,
-          table: pa.Table) -> int:  # fmt: skip
+          table: pa.Table, with_batch_id: bool = False) -> int:  # fmt: skip
+    """Stage one task's rows; `with_batch_id`: also as a column in the files (the view
+    layout of local Parquet, views.py, reads it there). Returns the rows staged."""
     if table.num_rows == 0:
         return 0
+    if with_batch_id:
+        table = table.append_column("batch_id", pa.array([batch_id] * table.num_rows, pa.int64()))
     staging = staged_dir(base, name, batch_id)
     parts = OUTPUT_PARTITIONS.get(name, ())
     groups = split_by(table, parts) if parts else [("", table)]

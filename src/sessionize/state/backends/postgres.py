@@ -131,41 +131,21 @@ class PostgresBackend(StateBackend):
         _READY.add(key)
 
     def _run(self, what: str, work: Callable[[psycopg.Connection], T]) -> T:
-        """Run `work(conn)` on a pooled connection. A connection that was idle in the pool
-        may have died with a server restart: then the idle ones are dropped and the work is
-        retried once on a new connection
-        (every operation here is a single transaction and idempotent). Database errors
-        become one-line StateErrors without credentials."""
-        pool = pool_for(self._conninfo)
-        for attempt in (1, 2):
-            conn = None
-            try:
-                conn, was_idle = pool.get()
-                self._ensure_tables(conn)
-                result = work(conn)
-            except psycopg.Error as e:
-                retry = (
-                    attempt == 1
-                    and conn is not None
-                    and was_idle
-                    and isinstance(e, psycopg.OperationalError | psycopg.InterfaceError)
-                )
-                if conn is not None:
-                    conn.close()
-                if retry:
-                    pool.clear()
-                    continue
-                raise StateError(
-                    f"PostgreSQL state store {self._redacted_base} (schema {self.schema}):"
-                    f" {what} failed: {one_line(e, self._password)}"
-                ) from None
-            except BaseException:
-                if conn is not None:
-                    conn.close()
-                raise
-            pool.put(conn)
-            return result
-        raise AssertionError("unreachable")
+        """Run `work(conn)` (one idempotent transaction) on a pooled connection, retried
+        once after a server restart (`ConnectionPool.run`). Database errors become one-line
+        StateErrors without credentials."""
+
+        def run(conn: psycopg.Connection) -> T:
+            self._ensure_tables(conn)
+            return work(conn)
+
+        try:
+            return pool_for(self._conninfo).run(run)
+        except psycopg.Error as e:
+            raise StateError(
+                f"PostgreSQL state store {self._redacted_base} (schema {self.schema}):"
+                f" {what} failed: {one_line(e, self._password)}"
+            ) from None
 
     def _sql(self, query: str) -> sql.Composed:
         """`query` with {partitions}, {versions}, {state}, {job_records} filled in."""

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import psycopg
+
+T = TypeVar("T")
 
 MAX_IDLE = 8
 
@@ -33,6 +37,29 @@ class ConnectionPool:
                 if not conn.closed:
                     return conn, True
         return psycopg.connect(self.conninfo, autocommit=True), False
+
+    def run(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """`work(conn)` on a pooled connection. A connection idle in the pool may have died
+        with a server restart: then the idle ones are dropped and `work` (which must be one
+        idempotent transaction) is retried once on a new connection. psycopg's errors pass
+        through: each caller words them for its own component."""
+        for attempt in (1, 2):
+            conn, was_idle = self.get()
+            try:
+                result = work(conn)
+            except psycopg.Error as e:
+                conn.close()
+                lost = isinstance(e, psycopg.OperationalError | psycopg.InterfaceError)
+                if attempt == 1 and was_idle and lost:
+                    self.clear()
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            self.put(conn)
+            return result
+        raise AssertionError("unreachable")
 
     def clear(self) -> None:
         """Close the idle connections (after one of them turned out dead: so are the rest)."""
