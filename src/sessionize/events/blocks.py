@@ -101,11 +101,11 @@ def _read(p: BlockPlan, data: bytes) -> dict[str, pa.Array] | str:
     read = pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 16))
     try:
         table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        if _deeper_than(table.schema, _MAX_DEPTH):
+            return f"nested deeper than {_MAX_DEPTH}"
+        return {r.path: _leaf(table, r.path) for r in p.rules}
+    except pa.ArrowException as exc:  # whatever pyarrow fails on goes to the exact path
         return str(exc)
-    if _deeper_than(table.schema, _MAX_DEPTH):
-        return f"nested deeper than {_MAX_DEPTH}"
-    return {r.path: _leaf(table, r.path) for r in p.rules}
 
 
 def _deeper_than(schema: pa.Schema, limit: int) -> bool:
@@ -262,7 +262,8 @@ def _anywhere(values: pa.Array, word: str) -> bool:
         return False
     wide = pa.types.is_large_string(values.type)
     width = np.int64 if wide else np.int32
-    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset)
+    at = values.offset * np.dtype(width).itemsize  # frombuffer's offset is in bytes
+    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, at)
     span = pa.py_buffer(np.array([offsets[0], offsets[-1]], width))
     kind = pa.large_binary() if wide else pa.binary()
     whole = pa.Array.from_buffers(kind, 1, [None, span, values.buffers()[2]])
