@@ -104,12 +104,12 @@ def session_window_stream(
     parsed, valid events; returns the lines read and the micro-batches run."""
     from pyspark.sql import functions as F
 
-    from sessionize.parsing import parse
+    from sessionize.parsing import parse_exact
     from sessionize.sources.files import file_stream
 
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", _PROVIDERS[name.split("-")[-1]])
     options = {"maxFilesPerTrigger": str(files)} if files else {}
-    events = parse(file_stream(spark, inp, options)).where(F.col("reason").isNull())
+    events = parse_exact(file_stream(spark, inp, options)).where(F.col("reason").isNull())
     sessions = (
         events.withWatermark("event_time", "10 minutes")
         .dropDuplicatesWithinWatermark(["user_id", "event_time", "page"])

@@ -8,11 +8,12 @@ files). Then, in one run, alternating:
 - `blocks`: `events.blocks.read_block` in this process over the lines as the file source
   yields them (`sources.lines.decode_file`), timed by this process's CPU time (one core,
   whatever else runs); the lines it leaves to the exact path are counted;
-- `spark`: a one-core Spark (`local[1]`) counting the valid events of `parsing.parse` (every
-  line through Spark's expressions, the reading in use), warm, best wall time;
-- `spark-blocks`: the same Spark counting the valid events of `parsing.parse_blocks` (the
-  block reader in a Python task, `mapInArrow`, the lines it leaves to the exact path
-  decided by Spark's expressions in the same projection).
+- `spark`: a one-core Spark (`local[1]`) counting the valid events of `parsing.parse_exact`
+  (every line through Spark's expressions: the parse before the block reader, and Spark's
+  own `from_json`), warm, best wall time;
+- `spark-blocks`: the same Spark counting the valid events of `parsing.parse` (the parse in
+  use: the block reader in a Python task, `mapInArrow`, the lines it leaves to the exact
+  path decided by Spark's expressions in the same projection).
 
 Prints each figure with the load average at the time, then the ratio.
 """
@@ -79,11 +80,11 @@ def spark_session():
 def spark_rate(spark, raw, lines: int) -> tuple[float, int]:
     from pyspark.sql import functions as F
 
-    from sessionize.parsing import parse
+    from sessionize.parsing import parse_exact
 
     t0 = time.perf_counter()
     valid = (
-        parse(raw, now=F.current_timestamp(), max_future_us=MAX_FUTURE_US)
+        parse_exact(raw, now=F.current_timestamp(), max_future_us=MAX_FUTURE_US)
         .where("reason is null")
         .count()
     )
@@ -91,11 +92,11 @@ def spark_rate(spark, raw, lines: int) -> tuple[float, int]:
 
 
 def spark_blocks_rate(spark, raw, lines: int) -> tuple[float, int]:
-    from sessionize.parsing import parse_blocks
+    from sessionize.parsing import parse
 
     t0 = time.perf_counter()
     now_us = int(time.time() * 1_000_000)
-    parsed = parse_blocks(raw, now=now_us, max_future_us=MAX_FUTURE_US)
+    parsed = parse(raw, now=now_us, max_future_us=MAX_FUTURE_US)
     valid = parsed.where("reason is null").count()
     return lines / (time.perf_counter() - t0), valid
 

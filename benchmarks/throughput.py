@@ -88,10 +88,10 @@ def run_contender(
     t0 = time.perf_counter()
     io: dict[str, int] = {}
     if name == "stateless":
-        from sessionize.parsing import parse
+        from sessionize.parsing import parse_exact
         from sessionize.sources.files import file_batch
 
-        parse(file_batch(spark, [inp])).write.mode("overwrite").parquet(f"{work}/out")
+        parse_exact(file_batch(spark, [inp])).write.mode("overwrite").parquet(f"{work}/out")
         events = spark.read.parquet(f"{work}/out").count()
     elif name.startswith(("store-", "spark-")):
         from sessionize.commands.stream import StreamOptions, run_stream
@@ -190,7 +190,11 @@ def main() -> None:
     ap.set_defaults(users=15_000, hours=6, events_per_hour=172_000, files_per_hour=5)
     add_run_args(ap)
     ap.add_argument("--small", action="store_true", help="a quick run on a small input")
-    ap.add_argument("--files-per-trigger", type=int, default=4, help="files per micro-batch")
+    ap.add_argument(
+        "--files-per-trigger", type=int, nargs="+", default=[4],
+        help="files per micro-batch; several values run every contender at each, in this "
+        "run; 0: one micro-batch for the whole input",
+    )  # fmt: skip
     ap.add_argument("--only", nargs="*", choices=CONTENDERS)
     streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-", "session-window-"))]
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
@@ -198,27 +202,34 @@ def main() -> None:
     args = ap.parse_args()
     if args.run:
         result = run_contender(
-            args.run, args.input, args.work, args.partitions, args.files_per_trigger
+            args.run, args.input, args.work, args.partitions, args.files_per_trigger[0] or None
         )
         print(json.dumps(result))
         return
     if args.small:
         args.hours, args.events_per_hour, args.files_per_hour = 2, 25_000, 4
-        args.files_per_trigger = min(args.files_per_trigger, 2)
+        args.files_per_trigger = [min(f, 2) if f else 0 for f in args.files_per_trigger]
     with bench_root() as root:
         write_input(input_config(args), str(root / "input"))
         print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        results = []
-        for name in args.only if args.only is not None else default_contenders():
-            work = root / name
-            extra = ["--files-per-trigger", str(args.files_per_trigger)]
-            results.append(
-                run_fresh(__file__, name, str(root / "input"), str(work), args.partitions, extra)
-            )
-            shutil.rmtree(work, ignore_errors=True)
-        print_rates(results)
-        if args.json:
-            write_json(args.json, "throughput", results)
+        for files in args.files_per_trigger:
+            print(f"files per trigger: {files or 'all (one micro-batch)'}", flush=True)
+            results = []
+            for name in args.only if args.only is not None else default_contenders():
+                work = root / name
+                extra = ["--files-per-trigger", str(files)]
+                results.append(
+                    run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
+                              extra)  # fmt: skip
+                )
+                shutil.rmtree(work, ignore_errors=True)
+                print(f"  {name} done (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
+                      flush=True)  # fmt: skip
+            print_rates(results)
+            if args.json:
+                several = len(args.files_per_trigger) > 1
+                path = args.json.replace(".json", f"-{files}.json") if several else args.json
+                write_json(path, f"throughput-{files}", results)
         print_batch_times(args.batch_times, root, args.partitions)
         print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -238,15 +238,17 @@ def parse_columns(
     df: DataFrame,
     mapping: EventMapping,
     *,
-    now: Column | None = None,
+    now: Column | int | None = None,
     max_future_us: int | None = None,
+    valid_sources: bool = True,
 ) -> DataFrame:
     """Typed rows -> events with `reason`, `raw` and `source` (see the module doc).
 
     A source may add `error` (a reason that wins, e.g. a file that lacks a field), `source`
     (where the row came from) and `raw` (the row as the source saw it); `raw` defaults to
     the row's other columns as JSON. With `now` and `max_future_us` an event more than that
-    ahead of `now` is invalid, as in `parse`.
+    ahead of `now` is invalid, as in `parse`; with `valid_sources` False a valid event's
+    `source` is NULL.
     """
     columns, reason = _events(df.schema, mapping)
     names = set(df.columns)
@@ -259,14 +261,17 @@ def parse_columns(
     events = df.select(*columns, error.alias("_error"), source.alias("source"), raw.alias("_raw"),
                        reason.alias("_reason"))  # fmt: skip
     reason = F.coalesce(F.col("_error"), F.col("_reason"))
+    if isinstance(now, int):  # µs since the epoch
+        now = F.timestamp_micros(F.lit(now))
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
         future = F.when(ahead, F.lit(future_reason(mapping)))
         reason = F.coalesce(reason, future)
     names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
+    source_out = F.col("source") if valid_sources else F.when(reason.isNotNull(), F.col("source"))
     return events.select(
         *names_out,
         reason.alias("reason"),
         F.when(reason.isNotNull(), F.col("_raw")).alias("raw"),
-        "source",
+        source_out.alias("source"),
     )

@@ -1,16 +1,18 @@
 """Raw lines -> valid events and invalid lines, as data (docs/design.md, "Events").
 
-Parsing runs in Spark's JVM (`from_json`), which is both faster than Python per line and
-the same code path as a stateless read-parse-write. Every line leaves this stage either as a
-valid event or with a reason; nothing is dropped and nothing raises.
+`parse` reads JSON lines into typed Arrow columns in the task that holds them
+(`events.blocks`: `pyarrow.json` a block at a time), so that what crosses into Spark is typed
+event columns; the lines it refuses (rare: not strict JSON, a key twice, a wrong type) go
+through `parse_exact`, Spark's own expressions, in the same projection. Every line leaves
+this stage either as a valid event or with a reason; nothing is dropped and nothing raises.
 
-Types are checked for every field read. `from_json` flags a wrong integer or object as a
-corrupt record, but silently turns a number, boolean, object or array where a string belongs
-into its JSON text; so a line is suspect when it is corrupt, has no valid time, or a string
-field reads like such a text (starts like a number, object or array, or is a boolean). Only
-suspect lines, which are rare, get a second, exact parse (`try_parse_json`, a variant) to
-find and name the field; a suspect line whose types are all right (a page really named `5`)
-goes on as usual.
+`parse_exact` runs in Spark's JVM (`from_json`). Types are checked for every field read.
+`from_json` flags a wrong integer or object as a corrupt record, but silently turns a number,
+boolean, object or array where a string belongs into its JSON text; so a line is suspect
+when it is corrupt, has no valid time, or a string field reads like such a text (starts like
+a number, object or array, or is a boolean). Only suspect lines get a second, exact parse
+(`try_parse_json`, a variant) to find and name the field; a suspect line whose types are all
+right (a page really named `5`) goes on as usual.
 
 The fields, their paths and types come from an `EventMapping` (default: the sample
 contract); reasons name the field by its path in the input.
@@ -240,14 +242,17 @@ def gap_reason(path: str) -> str:
     return R.bad_gap(path)
 
 
-def parse(
+def parse_exact(
     raw: DataFrame,
     *,
     now: Column | None = None,
     max_future_us: int | None = None,
     mapping: EventMapping | None = None,
 ) -> DataFrame:
-    """`raw(value string, error string, source string)` -> events with `reason` and `raw`.
+    """`parse` with every line read by Spark's expressions: the exact path of the lines the
+    block reader leaves to it, and the whole parse of a mapping it does not read.
+
+    `raw(value string, error string, source string)` -> events with `reason` and `raw`.
 
     Output columns: `event_columns(mapping)`, then `reason` (NULL for valid events), `raw`
     (the line, kept only for invalid ones) and `source`. A source may pre-fill `error` (e.g.
@@ -278,22 +283,39 @@ def parse(
 CARRIED = "_carried"
 
 
-def parse_blocks(
+def parse(
     raw: DataFrame,
     *,
     now: Column | int | None = None,
     max_future_us: int | None = None,
     mapping: EventMapping | None = None,
+    valid_sources: bool = True,
 ) -> DataFrame:
-    """`parse` with the lines read by `events.blocks` in the task that holds them: the
-    same output, the lines the block reader leaves to the exact path decided by `parse`'s
-    expressions in the same projection (the others pass them as NULLs). A mapping the
-    block reader does not read (a conversion's value) is read by `parse`.
+    """Raw records -> valid events and invalid lines, the lines read by `events.blocks` in
+    the task that holds them.
 
-    `now` may be µs since the epoch: the reading task then judges `max_future_us` itself;
-    with a column, Spark judges it and every line crosses back for `raw`."""
-    import functools
+    Args:
+        raw: `value` (a JSON line), `error` (a reason a source pre-fills, e.g. a record
+            that is not UTF-8: it becomes the reason), `source` (where the line came from).
+        now: The batch's time, as µs since the epoch (the reading task judges
+            `max_future_us` itself) or a timestamp column (Spark judges it, and every line
+            crosses back for `raw`).
+        max_future_us: With `now`, an event further ahead of it is invalid
+            (`event_time too far in the future`, named by the mapped time field).
+        mapping: Where the fields are (default: the sample contract).
+        valid_sources: False: `source` is NULL on valid events (a file path on every line
+            need not cross back from the reading task where only invalid lines need it).
 
+    Returns:
+        `event_columns(mapping)`, then `reason` (NULL for valid events), `raw` (the line,
+        kept only for invalid ones) and `source`: the output of `parse_exact`, row for row.
+        The lines the block reader leaves to the exact path are decided by `parse_exact`'s
+        expressions in the same projection (the others pass them as NULLs); a mapping the
+        block reader does not read (a conversion's value) is read by `parse_exact`.
+
+    Example:
+        >>> parse(raw, now=now_us, max_future_us=86_400_000_000).where("reason IS NULL")
+    """
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from sessionize.events import blocks
@@ -301,11 +323,15 @@ def parse_blocks(
     m = mapping or EventMapping()
     p = blocks.plan(m)
     if p is None:
-        return parse(raw, now=now, max_future_us=max_future_us, mapping=m)
+        if isinstance(now, int):
+            now = F.timestamp_micros(F.lit(now))
+        parsed = parse_exact(raw, now=now, max_future_us=max_future_us, mapping=m)
+        return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, int)
+    judged_here = now is None or in_task  # no line can turn invalid after the reader
     task = functools.partial(
         _read_blocks, p, now if in_task else None, max_future_us if in_task else None,
-        now is not None and not in_task,
+        not judged_here, valid_sources or not judged_here,
     )  # fmt: skip
     typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(p.schema))
     if in_task:
@@ -317,7 +343,7 @@ def parse_blocks(
         F.when(exact, F.col("raw")).alias("value"), F.lit(None).cast("string").alias("error"),
         "source", carried,
     )  # fmt: skip
-    parsed = parse(mixed, now=now, max_future_us=max_future_us, mapping=m)
+    parsed = parse_exact(mixed, now=now, max_future_us=max_future_us, mapping=m)
     read = F.col(CARRIED)
     is_exact = read[blocks.EXACT]
     reason = read["reason"]
@@ -327,14 +353,20 @@ def parse_blocks(
     out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
     reason = F.when(is_exact, F.col("reason")).otherwise(reason)
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
-    return parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+    parsed = parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+    return parsed if valid_sources else invalid_sources(parsed)
 
 
-def _read_blocks(plan, now_us, max_future_us, keep_lines, batches):
+def invalid_sources(parsed: DataFrame) -> DataFrame:
+    """`parsed` with `source` kept only where there is a `reason`."""
+    return parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
+
+
+def _read_blocks(plan, now_us, max_future_us, keep_lines, valid_sources, batches):
     from sessionize.events import blocks
 
     for batch in batches:
-        out = blocks.read_block(batch, plan, now_us, max_future_us)
+        out = blocks.read_block(batch, plan, now_us, max_future_us, valid_sources)
         if keep_lines:  # Spark judges the time limit: every line may become invalid
             out = out.set_column(out.schema.get_field_index("raw"), "raw", batch.column("value"))
         yield out

@@ -167,6 +167,24 @@ def test_a_bad_line_leaves_only_itself_to_the_exact_path():
     assert all(r["reason"] is None for r in rows if not r[blocks.EXACT])
 
 
+def test_a_deeply_nested_line_is_left_to_the_exact_path():
+    """Spark's reader refuses nesting that pyarrow reads: such a line is not decided here."""
+    deep = "[" * 65 + "]" * 65
+    lines = [_event(0), _event(1)[:-1] + f', "x": {deep}}}', _event(2)[:-1] + ', "x": [[1]]}']
+    assert [r[blocks.EXACT] for r in _read(lines, DEFAULT)] == [False, True, False]
+
+
+def test_without_valid_sources_only_invalid_and_exact_lines_keep_their_source():
+    lines = [_event(1), '{"user_id": 2}', '{"user_id": 3, "user_id": 3}']
+    batch = pa.RecordBatch.from_pydict(
+        {"value": lines, "error": [None] * 3, "source": ["f:0", "f:1", "f:2"]},
+        schema=RECORD_SCHEMA,
+    )
+    out = blocks.read_block(batch, blocks.plan(DEFAULT), NOW_US, DAY_US, valid_sources=False)
+    assert out.column("source").to_pylist() == [None, "f:1", "f:2"]
+    assert out.column(blocks.EXACT).to_pylist() == [False, False, True]
+
+
 def test_a_sources_error_and_an_unreadable_record_are_the_reason():
     rows = _read(["\\xff", None, "   "], DEFAULT, errors=["not UTF-8 (byte 0)", None, None])
     assert [r["reason"] for r in rows] == ["not UTF-8 (byte 0)", "unreadable record", "empty line"]

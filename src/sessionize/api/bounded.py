@@ -87,8 +87,7 @@ def bounded_sessions(
     """The sessions, page views and invalid rows of `events` (raw records for `parser`).
     Each DataFrame is computed when it is used (the sessions and the page views each run
     the session logic once over the valid events)."""
-    now = F.timestamp_micros(F.lit(now_us))
-    parsed = parser(events, now=now, max_future_us=max_future_us)
+    parsed = parser(events, now=now_us, max_future_us=max_future_us)
     lay = layout(mapping)
     valid = parsed.where(F.col("reason").isNull()).select(*lay.event.names)
     by_user = valid.repartition(partitions, "user_id")

@@ -41,7 +41,8 @@ from sessionize.sinks.base import Sink
 from sessionize.state.lease import Lease
 
 # Raw records -> events and invalid rows (parsing.parse, columns.parse_columns): called
-# with the batch's `now` (a timestamp column) and `max_future_us` as keywords.
+# with the batch's `now` (µs since the epoch, or a timestamp column) and `max_future_us` as
+# keywords, and `valid_sources=False` where only invalid rows' `source` is read.
 Parser = Callable[..., DataFrame]
 
 # Counters summed over the life of a job, kept in every record under `totals`.

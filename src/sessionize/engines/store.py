@@ -403,8 +403,11 @@ class StoreEngine(StoreJobEngine):
         are invalid.
         """
         self._fence_once()
-        now = None if request.now_us is None else F.timestamp_micros(F.lit(request.now_us))
-        parsed = self.parser(raw, now=now, max_future_us=self.settings.max_future_us)
+        # An int `now`: the reading tasks judge `max_future_us` themselves. A valid event's
+        # `source` (its file and line) is never read: it stays behind rather than crossing
+        # back from the reading task and then the shuffle, a file path on every line.
+        parsed = self.parser(raw, now=request.now_us, max_future_us=self.settings.max_future_us,
+                             valid_sources=False)  # fmt: skip
         basis = BatchBasis(
             request.version,
             EMPTY_VERSION if request.first else request.previous,

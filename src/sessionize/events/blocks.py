@@ -42,10 +42,13 @@ _ROW = re.compile(r" in row (\d+)$")
 _SPLIT_LINES = 16
 # Lines per call of pyarrow.json: a refused call is read again in parts, so a bad line costs
 # about this many lines read twice.
-_BLOCK_LINES = 1024
+_BLOCK_LINES = 2048
 # A time the exact path decides: ending where Java's `$` may end a line, or the year 0.
 _EXACT_TIME = "^0000|[\n\r\u0085\u2028\u2029]$"
 _NULL = pa.scalar(None, pa.string())
+# A line nested deeper than this is left to the exact path: Spark's reader refuses deep
+# nesting (at a depth pyarrow reads), and no event nests this deep.
+_MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -98,9 +101,23 @@ def _read(p: BlockPlan, data: bytes) -> dict[str, pa.Array] | str:
     read = pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 16))
     try:
         table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        if _deeper_than(table.schema, _MAX_DEPTH):
+            return f"nested deeper than {_MAX_DEPTH}"
+        return {r.path: _leaf(table, r.path) for r in p.rules}
+    except pa.ArrowException as exc:  # whatever pyarrow fails on goes to the exact path
         return str(exc)
-    return {r.path: _leaf(table, r.path) for r in p.rules}
+
+
+def _deeper_than(schema: pa.Schema, limit: int) -> bool:
+    """Whether a type of `schema` nests more than `limit` levels (a loop: a recursion would
+    meet Python's own limit first)."""
+    stack = [(f.type, 1) for f in schema]
+    while stack:
+        kind, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((kind.field(i).type, depth + 1) for i in range(kind.num_fields))
+    return False
 
 
 def _accepted(p: BlockPlan, data: bytes, ends: np.ndarray, lo: int, hi: int,
@@ -170,11 +187,12 @@ def _parse_lines(p: BlockPlan, values: pa.StringArray) -> tuple[dict[str, pa.Arr
 
 def read_block(
     batch: pa.RecordBatch, p: BlockPlan, now_us: int | None = None,
-    max_future_us: int | None = None,
+    max_future_us: int | None = None, valid_sources: bool = True,
 ) -> pa.RecordBatch:  # fmt: skip
     """RECORD_SCHEMA rows (`value`, `error`, `source`) -> `p.schema` rows, in order.
 
-    With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid.
+    With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid;
+    with `valid_sources` False a valid event's `source` is NULL.
     A row with `EXACT` true has no reason here: the exact path decides it from `raw`."""
     m = p.mapping
     values = batch.column("value").cast(pa.string())
@@ -183,8 +201,10 @@ def read_block(
     # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
     braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
     # pyarrow reads NaN and Infinity in the fields it infers: Spark reads them its own way.
-    nonfinite = pc.or_(pc.match_substring(values, "NaN"), pc.match_substring(values, "Infinity"))
-    candidate = pc.and_(pc.and_(pc.is_null(error), braced), pc.invert(nonfinite.fill_null(False)))
+    candidate = pc.and_(pc.is_null(error), braced)
+    for word in ("NaN", "Infinity"):
+        if _anywhere(values, word):  # rare: only then is each line searched
+            candidate = pc.and_(candidate, pc.invert(pc.match_substring(values, word)))
     rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
     found, read_sub = _parse_lines(p, values.take(pa.array(rows)))
     read = np.zeros(len(batch), bool)
@@ -229,8 +249,25 @@ def read_block(
     columns = [col[r.name] for r in p.rules]
     if m.string_keys:
         columns.append(_user_keys(user))
-    columns += [reason, raw, batch.column("source"), exact]
+    source = batch.column("source")
+    if not valid_sources:
+        source = pc.if_else(pc.or_(pc.is_valid(reason), exact), source, _NULL)
+    columns += [reason, raw, source, exact]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
+
+
+def _anywhere(values: pa.Array, word: str) -> bool:
+    """Whether `word` occurs in `values` (or across two of them): one search of their bytes."""
+    if len(values) == 0 or values.buffers()[2] is None:
+        return False
+    wide = pa.types.is_large_string(values.type)
+    width = np.int64 if wide else np.int32
+    at = values.offset * np.dtype(width).itemsize  # frombuffer's offset is in bytes
+    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, at)
+    span = pa.py_buffer(np.array([offsets[0], offsets[-1]], width))
+    kind = pa.large_binary() if wide else pa.binary()
+    whole = pa.Array.from_buffers(kind, 1, [None, span, values.buffers()[2]])
+    return bool(pc.match_substring(whole, word)[0].as_py())
 
 
 def _when(condition: pa.Array, reason: str) -> pa.Array:
