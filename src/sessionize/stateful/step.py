@@ -120,7 +120,7 @@ def step(
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ProcessorError(f"processor {d.name} raised {type(e).__name__}: {first}") from e
     checked = check_update(update, d, given)
-    puts, removes = _stored_changes(d, state, mine, checked, due)
+    puts, removes = _stored_changes(d, state, mine, checked, due, rows)
     for name, table in checked.outputs.items():
         outputs[name] = pa.concat_tables([outputs[name], table]) if name in outputs else table
     counts |= {"state_rows_written": puts.num_rows, "state_keys_removed": len(removes)}
@@ -128,7 +128,8 @@ def step(
 
 
 def _stored_changes(
-    d: Declared, state: pa.Table, mine: pa.Table, checked: Checked, due: pa.Array
+    d: Declared, state: pa.Table, mine: pa.Table, checked: Checked, due: pa.Array,
+    rows: pa.Table,
 ) -> tuple[pa.Table, pa.Int64Array]:
     """Step 5 of the module doc: the stored rows to put and the store keys to remove."""
     new_keys = checked.state.column(d.key).combine_chunks().unique()
@@ -146,11 +147,24 @@ def _stored_changes(
         )
     changed = pa.concat_arrays([new_keys, checked.remove, checked.timer_keys, due]).unique()
 
+    # The store keys the engine read this batch's rows under: an input that carries them
+    # (the session input: the parser's xxhash64) is where a new key is stored, so that the
+    # next batch reads it where it was written.
+    carried = d.string_keys and d.store_key in rows.column_names
+    given = rows.select([d.key, d.store_key]) if carried else None
+    stored_keys = pa.concat_arrays(
+        [old_key_col] + ([given.column(d.key).combine_chunks()] if given else [])
+    )
+    stored_store_keys = pa.concat_arrays(
+        [mine.column(d.store_key).combine_chunks().cast(pa.int64())]
+        + ([given.column(d.store_key).combine_chunks().cast(pa.int64())] if given else [])
+    )
+
     def store_key(keys: pa.Array) -> pa.Array:
-        """A stored key keeps the store key it has; a new one gets its hash."""
+        """A stored key keeps the store key it has, a new one the input's or its hash."""
         if not d.string_keys:
             return keys
-        return _store_key(keys, old_key_col, mine.column(d.store_key).combine_chunks())
+        return _store_key(keys, stored_keys, stored_store_keys)
 
     def timed(table: pa.Table) -> pa.Table:
         """State rows of changed keys -> stored rows, with each key's timer after the call."""
