@@ -6,11 +6,11 @@ the hourly tree, or a chunk of records on a Kafka topic), on a simulated clock t
 stream --trigger processing-time=...` runs in a process of its own. Every `--every`
 batches the script samples the driver's Python and JVM and the Python workers (resident
 memory, open file handles, threads; the JVM's heap after a full collection, which `jcmd`
-starts), the checkpoint (Spark's logs and our records, without
-the state and the progress log), the state, the progress log and the outputs (bytes and
-files), and the batch duration, reading the batch count from the stream's own metrics
-endpoint (`--metrics-port`). It prints each one's slope against the batch number (after a
-warm-up) and exits 1 when one that should stay flat grows faster than its limit.
+starts), the checkpoint (Spark's logs and our records, without the state and the progress
+log), the state, the progress log and the outputs (bytes and files), and the batch
+duration, reading the batch count from the stream's own metrics endpoint
+(`--metrics-port`). It prints each one's slope against the batch number (Theil-Sen, after
+a warm-up) and exits 1 when one that should stay flat grows faster than its limit.
 
     python benchmarks/soak.py --batches 2000            # files, about 15 minutes quiet
     python benchmarks/soak.py --input kafka://127.0.0.1:9092/soak --batches 2000
@@ -148,11 +148,18 @@ def tree(path: Path, skip: tuple[str, ...] = ()) -> tuple[float, int]:
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
-    """Least-squares slope of ys against xs."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    var = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+    """The Theil-Sen slope of ys against xs: the median of the slopes between every two
+    samples. A sample of a running stream can catch a batch's transient memory (a heap
+    sample 100 MB above its neighbours); a least-squares line lets a few of those decide,
+    the median does not, while a steady growth moves every pairwise slope."""
+    pairs = sorted(
+        (ys[j] - ys[i]) / (xs[j] - xs[i])
+        for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]
+    )  # fmt: skip
+    if not pairs:
+        return 0.0
+    mid = len(pairs) // 2
+    return pairs[mid] if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2
 
 
 class Feeder:
