@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 
 PARTITIONS = 4
@@ -62,15 +61,9 @@ def main() -> None:
     ap.add_argument("input", nargs="?")
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    root = args.input
-    if root is None:
-        from bench_common import input_config, write_input
+    from parse_speed import default_input, spark_session
 
-        root = tempfile.mkdtemp(prefix="map-stage-")
-        ns = argparse.Namespace(hours=1, users=15_000, events_per_hour=172_000, files_per_hour=5)
-        write_input(input_config(ns), root)
-    from parse_speed import spark_session
-
+    root = args.input or default_input("map-stage-")
     spark = spark_session()
     jobs = steps(spark, root)
     lines = jobs["read"]()

@@ -101,19 +101,23 @@ def spark_blocks_rate(spark, raw, lines: int) -> tuple[float, int]:
     return lines / (time.perf_counter() - t0), valid
 
 
+def default_input(prefix: str) -> str:
+    """The benchmarks' default input, one hour of events, in a new temporary directory."""
+    from bench_common import input_config, write_input
+
+    root = tempfile.mkdtemp(prefix=prefix)
+    ns = argparse.Namespace(hours=1, users=15_000, events_per_hour=172_000, files_per_hour=5)
+    write_input(input_config(ns), root)
+    return root
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("input", nargs="?")
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
-    root = args.input
-    if root is None:
-        from bench_common import input_config, write_input
-
-        root = tempfile.mkdtemp(prefix="parse-speed-")
-        ns = argparse.Namespace(hours=1, users=15_000, events_per_hour=172_000, files_per_hour=5)
-        write_input(input_config(ns), root)
+    root = args.input or default_input("parse-speed-")
     batches = _batches(root, args.lines)
     lines = sum(len(b) for b in batches)
     print(f"{lines:,} lines (load {_load()})", flush=True)
