@@ -23,7 +23,15 @@ from sessionize.errors import ConfigError
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
 from sessionize.events.rules import ISO_8601
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
-from sessionize.parsing import bad_gap, future_reason, gap_reason, gap_us, too_far_ahead
+from sessionize.parsing import (
+    bad_gap,
+    future_reason,
+    gap_reason,
+    gap_us,
+    invalid_sources,
+    now_column,
+    too_far_ahead,
+)
 from sessionize.schema import STATE_USER_KEY
 
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
@@ -261,17 +269,16 @@ def parse_columns(
     events = df.select(*columns, error.alias("_error"), source.alias("source"), raw.alias("_raw"),
                        reason.alias("_reason"))  # fmt: skip
     reason = F.coalesce(F.col("_error"), F.col("_reason"))
-    if isinstance(now, int):  # µs since the epoch
-        now = F.timestamp_micros(F.lit(now))
+    now = now_column(now)
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
         future = F.when(ahead, F.lit(future_reason(mapping)))
         reason = F.coalesce(reason, future)
     names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
-    source_out = F.col("source") if valid_sources else F.when(reason.isNotNull(), F.col("source"))
-    return events.select(
+    parsed = events.select(
         *names_out,
         reason.alias("reason"),
         F.when(reason.isNotNull(), F.col("_raw")).alias("raw"),
-        source_out.alias("source"),
+        "source",
     )
+    return parsed if valid_sources else invalid_sources(parsed)

@@ -323,9 +323,7 @@ def parse(
     m = mapping or EventMapping()
     p = blocks.plan(m)
     if p is None:
-        if isinstance(now, int):
-            now = F.timestamp_micros(F.lit(now))
-        parsed = parse_exact(raw, now=now, max_future_us=max_future_us, mapping=m)
+        parsed = parse_exact(raw, now=now_column(now), max_future_us=max_future_us, mapping=m)
         return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, int)
     judged_here = now is None or in_task  # no line can turn invalid after the reader
@@ -334,8 +332,7 @@ def parse(
         not judged_here, valid_sources or not judged_here,
     )  # fmt: skip
     typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(p.schema))
-    if in_task:
-        now = F.timestamp_micros(F.lit(now))
+    now = now_column(now)
     exact = F.col(blocks.EXACT)
     names = event_columns(m)
     carried = F.struct(*names, "reason", "raw", blocks.EXACT).alias(CARRIED)
@@ -355,6 +352,11 @@ def parse(
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
     parsed = parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
     return parsed if valid_sources else invalid_sources(parsed)
+
+
+def now_column(now: Column | int | None) -> Column | None:
+    """The batch's time as a timestamp column (`now` may be µs since the epoch)."""
+    return F.timestamp_micros(F.lit(now)) if isinstance(now, int) else now
 
 
 def invalid_sources(parsed: DataFrame) -> DataFrame:
