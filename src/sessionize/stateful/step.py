@@ -147,24 +147,13 @@ def _stored_changes(
         )
     changed = pa.concat_arrays([new_keys, checked.remove, checked.timer_keys, due]).unique()
 
-    # The store keys the engine read this batch's rows under: an input that carries them
-    # (the session input: the parser's xxhash64) is where a new key is stored, so that the
-    # next batch reads it where it was written.
-    carried = d.string_keys and d.store_key in rows.column_names
-    given = rows.select([d.key, d.store_key]) if carried else None
-    stored_keys = pa.concat_arrays(
-        [old_key_col] + ([given.column(d.key).combine_chunks()] if given else [])
-    )
-    stored_store_keys = pa.concat_arrays(
-        [mine.column(d.store_key).combine_chunks().cast(pa.int64())]
-        + ([given.column(d.store_key).combine_chunks().cast(pa.int64())] if given else [])
-    )
+    known = _known_store_keys(d, mine, rows) if d.string_keys else None
 
     def store_key(keys: pa.Array) -> pa.Array:
         """A stored key keeps the store key it has, a new one the input's or its hash."""
-        if not d.string_keys:
+        if known is None:
             return keys
-        return _store_key(keys, stored_keys, stored_store_keys)
+        return _store_key(keys, *known)
 
     def timed(table: pa.Table) -> pa.Table:
         """State rows of changed keys -> stored rows, with each key's timer after the call."""
@@ -202,6 +191,18 @@ def _stored_changes(
     # stored (new in this batch) leaves nothing to delete.
     stored = state.column(d.store_key).combine_chunks()
     return puts, gone.filter(pc.is_in(gone, value_set=stored))
+
+
+def _known_store_keys(d: Declared, mine: pa.Table, rows: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """(keys, their store keys) as stored, then as the input carries them: an input that
+    carries them (the session input: the parser's xxhash64) names the store key the engine
+    read a new key under, so the key is written where the next batch reads it."""
+    keys = [mine.column(d.key).combine_chunks()]
+    store = [mine.column(d.store_key).combine_chunks().cast(pa.int64())]
+    if d.store_key in rows.column_names:
+        keys.append(rows.column(d.key).combine_chunks())
+        store.append(rows.column(d.store_key).combine_chunks().cast(pa.int64()))
+    return pa.concat_arrays(keys), pa.concat_arrays(store)
 
 
 def _store_key(keys: pa.Array, stored_keys: pa.Array, stored_store_keys: pa.Array) -> pa.Array:
