@@ -49,7 +49,7 @@ from sessionize.engines.runner import (
 )  # fmt: skip
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
-from sessionize.logic.processor import SessionProcessor
+from sessionize.logic.processor import COUNTERS, SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
 from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, Layout, layout
@@ -66,8 +66,10 @@ TASK_COUNTERS = (
     "state_rows_loaded", "state_rows_written", "state_round_trips",
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
-# The session processor's counters a task reports as they are (stateful.Update.counters).
-STEP_COUNTERS = ("on_time", "duplicates", "sessions_out", "page_views_out")
+# The sessions and users open: the processor counts their changes, the store's meta keeps
+# their running sum per partition. Its other counters a task reports as they are.
+GAUGES = ("open_sessions", "open_users")
+STEP_COUNTERS = tuple(c for c in COUNTERS if c not in GAUGES)
 # Besides its counters, every task reports what the batch marks told it (the same in all).
 TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
 _TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_FIELDS)
@@ -227,7 +229,7 @@ def run_partition(
         sink.write_part("invalid_events", plan.version, partition, invalid)
         counters = result.counters
         meta = dict(store.meta)
-        for gauge in ("open_sessions", "open_users"):  # the processor counts their changes
+        for gauge in GAUGES:
             meta[gauge] = meta.get(gauge, 0) + counters.get(gauge, 0)
         store.remove_many(result.removes)
         store.put_many(result.puts)
