@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import functools
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.config import MAX_EVENT_GAP_US
 from sessionize.events import rules as R
+from sessionize.events.marks import LATEST, RECORDS, marked_schema, pass_and_mark
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 
@@ -290,6 +293,7 @@ def parse(
     max_future_us: int | None = None,
     mapping: EventMapping | None = None,
     valid_sources: bool = True,
+    marks: pa.Array | None = None,
 ) -> DataFrame:
     """Raw records -> valid events and invalid lines, the lines read by `events.blocks` in
     the task that holds them.
@@ -305,13 +309,22 @@ def parse(
         mapping: Where the fields are (default: the sample contract).
         valid_sources: False: `source` is NULL on valid events (a file path on every line
             need not cross back from the reading task where only invalid lines need it).
+        marks: The batch marks' keys (`engines.batch_marks`): the task that reads the
+            lines sends a mark row per key (`events.marks`), and every line the exact path
+            finds valid one more per key with its time: no pass of their own. A mapping
+            the block reader does not read returns no mark columns: the caller adds them.
 
     Returns:
         `event_columns(mapping)`, then `reason` (NULL for valid events), `raw` (the line,
         kept only for invalid ones) and `source`: the output of `parse_exact`, row for row.
         The lines the block reader leaves to the exact path are decided by `parse_exact`'s
         expressions in the same projection (the others pass them as NULLs); a mapping the
-        block reader does not read (a conversion's value) is read by `parse_exact`.
+        block reader does not read (a conversion's value) is read by `parse_exact`. With
+        `marks`, the two mark columns follow, and the mark rows.
+
+    Raises:
+        ValueError: `marks` with `now` as a column (Spark, not the reading task, would
+            judge the time limit).
 
     Example:
         >>> parse(raw, now=now_us, max_future_us=86_400_000_000).where("reason IS NULL")
@@ -327,15 +340,19 @@ def parse(
         return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, int)
     judged_here = now is None or in_task  # no line can turn invalid after the reader
+    if marks is not None and not judged_here:
+        raise ValueError("batch marks need the batch's time as µs, judged where lines are read")
     task = functools.partial(
         _read_blocks, p, now if in_task else None, max_future_us if in_task else None,
-        not judged_here, valid_sources or not judged_here,
+        not judged_here, valid_sources or not judged_here, marks,
     )  # fmt: skip
-    typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(p.schema))
+    schema = p.schema if marks is None else marked_schema(p.schema)
+    typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(schema))
     now = now_column(now)
     exact = F.col(blocks.EXACT)
     names = event_columns(m)
-    carried = F.struct(*names, "reason", "raw", blocks.EXACT).alias(CARRIED)
+    mark_columns = [] if marks is None else [RECORDS, LATEST]
+    carried = F.struct(*names, "reason", "raw", *mark_columns, blocks.EXACT).alias(CARRIED)
     mixed = typed.select(
         F.when(exact, F.col("raw")).alias("value"), F.lit(None).cast("string").alias("error"),
         "source", carried,
@@ -350,8 +367,31 @@ def parse(
     out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
     reason = F.when(is_exact, F.col("reason")).otherwise(reason)
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
-    parsed = parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source")
+    marked = [] if marks is None else [read[c].alias(c) for c in (RECORDS, LATEST, blocks.EXACT)]
+    parsed = parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source", *marked)
+    if marks is not None:
+        parsed = _exact_marks(parsed, marks)
     return parsed if valid_sources else invalid_sources(parsed)
+
+
+def _exact_marks(parsed: DataFrame, keys: pa.Array) -> DataFrame:
+    """`parsed` (ending in the mark columns and EXACT) plus, for every line the exact path
+    finds valid, one mark row per key with its event time: the reading task sent its marks
+    before these lines were judged. Such lines are rare; every other row passes as it is."""
+    from sessionize.events.blocks import EXACT
+
+    copy = "_mark_copy"
+    valid_exact = F.col(EXACT) & F.col("reason").isNull()
+    # NULL: the row itself; i: its mark to the i-th key.
+    each = F.array(F.lit(None).cast("int"), *(F.lit(i) for i in range(len(keys))))
+    copies = parsed.select("*", F.explode_outer(F.when(valid_exact, each)).alias(copy))
+    mark = F.col(copy).isNotNull()
+    user_type = "string" if pa.types.is_string(keys.type) else "long"
+    key = F.element_at(F.lit(keys.to_pylist()), F.col(copy) + 1).cast(user_type)
+    special = {"user_id": key, RECORDS: F.lit(0).cast("long"), LATEST: F.unix_micros("event_time")}
+    return copies.select(*(F.when(mark, special[n]).otherwise(F.col(n)).alias(n) if n in special
+                           else F.when(~mark, F.col(n)).alias(n)
+                           for n in parsed.columns if n != EXACT))  # fmt: skip
 
 
 def now_column(now: Column | int | None) -> Column | None:
@@ -364,14 +404,29 @@ def invalid_sources(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
 
 
-def _read_blocks(plan, now_us, max_future_us, keep_lines, valid_sources, batches):
+def _read_blocks(plan, now_us, max_future_us, keep_lines, valid_sources, keys, batches):
+    """The block reader's task; with `keys`, the rows then the task's marks (`parse`)."""
     from sessionize.events import blocks
 
-    for batch in batches:
-        out = blocks.read_block(batch, plan, now_us, max_future_us, valid_sources)
-        if keep_lines:  # Spark judges the time limit: every line may become invalid
-            out = out.set_column(out.schema.get_field_index("raw"), "raw", batch.column("value"))
-        yield out
+    def read():
+        for batch in batches:
+            out = blocks.read_block(batch, plan, now_us, max_future_us, valid_sources)
+            if keep_lines:  # Spark judges the time limit: every line may become invalid
+                raw = batch.column("value")
+                out = out.set_column(out.schema.get_field_index("raw"), "raw", raw)
+            yield out
+
+    if keys is None:
+        yield from read()
+    else:  # a line of the exact path is judged later (`_exact_marks`)
+        yield from pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
+
+
+def _judged_here(batch: pa.RecordBatch) -> pa.Array:
+    """The block reader's rows it found valid (not those left to the exact path)."""
+    from sessionize.events.blocks import EXACT
+
+    return pc.and_(pc.is_null(batch.column("reason")), pc.invert(batch.column(EXACT)))
 
 
 def too_far_ahead(ts: Column, now: Column, max_future_us: int) -> Column:

@@ -3,22 +3,29 @@ time of the whole batch, from every map task, within the one shuffle."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark import TaskContext
+from pyspark.sql import functions as F
 
 from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
 from sessionize.engines.placement import partition_users
+from sessionize.mapping import EventMapping
+from sessionize.parsing import parse, parse_exact
+from tests.events.test_blocks import DAY_US, DEFAULT, NOW_US, documents
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 PARTITIONS = 5
 
 
-def _reports(parsed, keys: pa.Array) -> list[dict]:
-    """What each partition task learns from the marked shuffle of `parsed`."""
+def _reports(marked) -> list[dict]:
+    """What each partition task learns from the shuffle of `marked` (rows and marks)."""
 
     # Defined here so that Spark's workers get it by value (tests are not installed).
     def report(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -32,8 +39,8 @@ def _reports(parsed, keys: pa.Array) -> list[dict]:
         })  # fmt: skip
 
     schema = "p long, records long, latest long, events long, users array<string>"
-    marked = partition_users(with_marks(parsed, keys), PARTITIONS)
-    return [r.asDict() for r in marked.mapInArrow(report, schema).collect()]
+    shuffled = partition_users(marked, PARTITIONS)
+    return [r.asDict() for r in shuffled.mapInArrow(report, schema).collect()]
 
 
 @pytest.mark.parametrize("user_type", [pa.int64(), pa.string()], ids=["long", "string"])
@@ -53,7 +60,7 @@ def test_every_partition_learns_the_whole_batch(spark, user_type):
     })  # fmt: skip
     parsed = spark.createDataFrame(table).repartition(3)  # three map tasks
     keys = mark_keys(spark, PARTITIONS, user_type)
-    out = _reports(parsed, keys)
+    out = _reports(with_marks(parsed, keys))
     assert sorted(r["p"] for r in out) == list(range(PARTITIONS))
     latest = int((T0 + timedelta(minutes=9)).timestamp() * 1_000_000)
     assert {(r["records"], r["latest"]) for r in out} == {(10, latest)}
@@ -71,5 +78,66 @@ def test_a_batch_without_rows_sends_no_marks(spark):
     })  # fmt: skip
     parsed = spark.createDataFrame(table).repartition(2)
     keys = mark_keys(spark, PARTITIONS, pa.int64())
-    out = _reports(parsed, keys)
+    out = _reports(with_marks(parsed, keys))
     assert {(r["records"], r["latest"], r["events"]) for r in out} <= {(0, None, 0)}
+
+
+def _expected(spark, lines: list[str], mapping: EventMapping) -> tuple[int, int | None]:
+    """(lines, latest valid event time in µs) by Spark's expressions alone, in a plain loop."""
+    raw = _raw(spark, lines)
+    now = F.timestamp_micros(F.lit(NOW_US))
+    exact = parse_exact(raw, now=now, max_future_us=DAY_US, mapping=mapping)
+    rows = exact.select("reason", F.unix_micros("event_time").alias("us")).collect()
+    latest = None
+    for row in rows:
+        if row["reason"] is None and (latest is None or row["us"] > latest):
+            latest = row["us"]
+    return len(rows), latest
+
+
+def _raw(spark, lines: list[str]):
+    raw = spark.createDataFrame([(line, None, f"s{i}") for i, line in enumerate(lines)],
+                                "value string, error string, source string")  # fmt: skip
+    return raw.repartition(3)  # three reading tasks
+
+
+def _read_and_marked(spark, lines: list[str], mapping: EventMapping) -> list[dict]:
+    keys = mark_keys(spark, PARTITIONS, pa.string() if mapping.string_keys else pa.int64())
+    marked = parse(_raw(spark, lines), now=NOW_US, max_future_us=DAY_US, mapping=mapping,
+                   valid_sources=False, marks=keys)  # fmt: skip
+    return _reports(marked)
+
+
+def _line(user: object, minute: int, page: str = "home") -> str:
+    time = (T0 + timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps({"user_id": user, "event_time": time, "page": {"current": page}})
+
+
+@pytest.mark.parametrize("string_ids", [False, True], ids=["long", "string"])
+def test_the_reading_task_marks_what_the_exact_path_finds_valid(spark, string_ids):
+    """The block reader leaves some lines to Spark's expressions, which judge them after the
+    reading task has sent its marks: the latest of them still reaches every partition."""
+    mapping = EventMapping(user_type="string") if string_ids else DEFAULT
+    user = str if string_ids else int
+    lines = [
+        _line(user(1), 5), _line(user(2), 3),
+        _line(user(3), 20, page="NaN"),  # left to the exact path, valid: the latest
+        _line(user(4), 15) + " ",  # left to the exact path, valid
+        '{"user_id": 5, "user_id": 5, "event_time": "2026-11-01T02:00:00Z", "page": {}}',
+        "not json", "",
+    ]  # fmt: skip
+    out = _read_and_marked(spark, lines, mapping)
+    latest = int((T0 + timedelta(minutes=20)).timestamp() * 1_000_000)
+    assert _expected(spark, lines, mapping) == (len(lines), latest)
+    assert sorted(r["p"] for r in out) == list(range(PARTITIONS))
+    assert {(r["records"], r["latest"]) for r in out} == {(len(lines), latest)}
+    # The marks are not events: every line reaches exactly one task, once.
+    assert sum(r["events"] for r in out) == len(lines)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(documents(DEFAULT), min_size=5, max_size=25))
+def test_the_reading_tasks_marks_equal_sparks_parse(spark, lines):
+    out = _read_and_marked(spark, lines, DEFAULT)
+    assert {(r["records"], r["latest"]) for r in out} == {_expected(spark, lines, DEFAULT)}
+    assert sum(r["events"] for r in out) == len(lines)

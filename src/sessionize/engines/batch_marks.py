@@ -11,12 +11,15 @@ same figures as the driver, which reads them back from the tasks' counters.
 
 A rerun of a map task reads the same input and sends the same marks; a map task with no
 rows sends none (it has nothing to add).
+
+The JSON lines parser sends the marks from the task that reads the lines (`parsing.parse`
+with `marks`); `with_marks` sends them in a pass of its own for the rows of any other
+parser (typed rows) and for the keyed engine's records.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -25,9 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sessionize.engines.placement import user_partitions
-
-RECORDS = "_mark_records"  # lines read by one map task (NULL on the rows of the batch)
-LATEST = "_mark_latest"  # its latest valid event time, µs (NULL: none)
+from sessionize.events.marks import LATEST, RECORDS, pass_and_mark
 
 # Candidates tried per partition when looking for a key that lands in each one: with
 # 64 per partition, the chance that one partition gets none is about e^-64.
@@ -59,43 +60,13 @@ def with_marks(
     schema = T.StructType(
         [*fields, T.StructField(RECORDS, T.LongType()), T.StructField(LATEST, T.LongType())]
     )
-    return parsed.mapInArrow(functools.partial(_pass_and_mark, keys, key, time), schema)
+    task = functools.partial(pass_and_mark, keys=keys, key=key, time=time, valid=_valid)
+    return parsed.mapInArrow(task, schema)
 
 
-def _pass_and_mark(
-    keys: pa.Array, key: str, time: str | None, batches: Iterator[pa.RecordBatch]
-):
-    records, latest, schema = 0, None, None
-    for b in batches:
-        if schema is None:  # every field nullable: the mark rows are NULL but for user_id
-            fields = [f.with_nullable(True) for f in b.schema]
-            schema = pa.schema([*fields, pa.field(RECORDS, pa.int64()), (LATEST, pa.int64())])
-        records += b.num_rows
-        top = _latest(b, time)
-        if top is not None:
-            latest = top if latest is None else max(latest, top)
-        none = pa.nulls(b.num_rows, pa.int64())
-        yield pa.RecordBatch.from_arrays([*b.columns, none, none], schema=schema)
-    if schema is None:
-        return
-    n = len(keys)
-    columns = [
-        keys.cast(f.type) if f.name == key else pa.nulls(n, f.type)
-        for f in list(schema)[:-2]
-    ]
-    columns += [pa.array([records] * n, pa.int64()), pa.array([latest] * n, pa.int64())]
-    yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _latest(batch: pa.RecordBatch, time: str | None) -> int | None:
-    """The latest valid event time of `batch`, µs since the epoch (None: none)."""
-    if time is None or batch.num_rows == 0:
-        return None
-    times = batch.column(time)
-    if "reason" in batch.schema.names:
-        times = pc.filter(times, pc.is_null(batch.column("reason")))
-    unit = pa.timestamp("us", tz=times.type.tz)
-    return pc.max(pc.cast(times, unit, safe=False).cast(pa.int64())).as_py()
+def _valid(batch: pa.RecordBatch) -> pa.Array | None:
+    """Rows with a `reason` (invalid lines) have no valid event time."""
+    return pc.is_null(batch.column("reason")) if "reason" in batch.schema.names else None
 
 
 def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None]:

@@ -27,13 +27,13 @@ job record exists, and it is rewritten before that.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
@@ -48,6 +48,7 @@ from sessionize.engines.runner import (
     Parser,
 )  # fmt: skip
 from sessionize.errors import StateError
+from sessionize.events.marks import RECORDS
 from sessionize.faults import pause_point
 from sessionize.logic.processor import COUNTERS, SessionProcessor
 from sessionize.mapping import EventMapping
@@ -405,11 +406,7 @@ class StoreEngine(StoreJobEngine):
         are invalid.
         """
         self._fence_once()
-        # An int `now`: the reading tasks judge `max_future_us` themselves. A valid event's
-        # `source` (its file and line) is never read: it stays behind rather than crossing
-        # back from the reading task and then the shuffle, a file path on every line.
-        parsed = self.parser(raw, now=request.now_us, max_future_us=self.settings.max_future_us,
-                             valid_sources=False)  # fmt: skip
+        parsed = self._parse_marked(raw, request.now_us)
         basis = BatchBasis(
             request.version,
             EMPTY_VERSION if request.first else request.previous,
@@ -444,15 +441,28 @@ class StoreEngine(StoreJobEngine):
         """The partition job; returns the tasks' counters, the batch's lines and its latest
         valid event time."""
         task = functools.partial(_task, self.settings, basis)
-        # A valid event's `source` (its file and line) is never read: it stays behind
-        # rather than crossing the shuffle, a file path on every line.
-        parsed = parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
-        marked = with_marks(parsed, self._mark_keys(parsed.sparkSession))
         missing = functools.partial(_missing_task_at, self.settings, basis)
         return collect_partitions(
-            partition_users(marked, self.settings.partitions),
+            partition_users(parsed, self.settings.partitions),
             task, missing, _TASK_SCHEMA, self.settings.partitions,
         )  # fmt: skip
+
+    def _parse_marked(self, raw: DataFrame, now_us: int) -> DataFrame:
+        """The batch's parsed lines and batch marks: made where the lines are read when the
+        parser can (`parsing.parse`), else in a pass of their own."""
+        keys = self._mark_keys(raw.sparkSession)
+        # An int `now`: the reading tasks judge `max_future_us` themselves. A valid event's
+        # `source` (its file and line) is never read: it stays behind rather than crossing
+        # back from the reading task and then the shuffle, a file path on every line.
+        options = {"now": now_us, "max_future_us": self.settings.max_future_us,
+                   "valid_sources": False}  # fmt: skip
+        if "marks" in inspect.signature(self.parser).parameters:
+            parsed = self.parser(raw, **options, marks=keys)
+            if RECORDS in parsed.columns:
+                return parsed
+        else:
+            parsed = self.parser(raw, **options)
+        return with_marks(parsed, keys)
 
     def _mark_keys(self, spark: SparkSession) -> pa.Array:
         """The batch marks' keys, found once per engine (a small Spark job)."""
