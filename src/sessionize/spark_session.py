@@ -11,6 +11,11 @@ from urllib.parse import urlsplit
 
 from sessionize.errors import ConfigError, EnvironmentProblem
 
+# Bytes of lines Spark hands a Python task per Arrow batch (it also stops at 10,000 lines,
+# `spark.sql.execution.arrow.maxRecordsPerBatch`): the parse holds a few copies of a batch,
+# so this bounds a task's memory whatever the length of the lines (docs/operations.md).
+ARROW_BATCH_BYTES = 16 << 20
+
 
 def check_java() -> None:
     """Fail with one line when there is no Java for Spark to start."""
@@ -74,6 +79,7 @@ def get_spark(
         "spark.ui.retainedStages": "100",
         "spark.ui.retainedTasks": "10000",
         "spark.sql.ui.retainedExecutions": "100",
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
     }
     if submitted_jvm:
         # Started by spark-submit: its JVM already runs and holds the user's settings.
