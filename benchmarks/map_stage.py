@@ -17,7 +17,8 @@ that adds one step of the engine's map stage to the previous one:
 - `marks`: instead, `parse` with the marks made by the reading task (`marks=`), as the
   engine calls it;
 - `shuffle write`: plus the repartition by user into 4 partitions (the map side's shuffle
-  write; the partition tasks only count their rows).
+  write; the partition tasks only count their rows); `shuffle write (own pass)` the same
+  after the marks' pass of their own.
 
 Prints each step's lines/s and the time it adds per 100k lines, with the load average.
 """
@@ -58,6 +59,8 @@ def steps(spark, root: str) -> dict:
         "marks (own pass)": lambda: with_marks(parsed(), keys).count(),
         "marks": lambda: parsed(keys).count(),
         "shuffle write": lambda: partition_users(parsed(keys), PARTITIONS).count(),
+        "shuffle write (own pass)": lambda: partition_users(with_marks(parsed(), keys),
+                                                            PARTITIONS).count(),
     }
 
 
@@ -83,10 +86,11 @@ def main() -> None:
             print(f"  {name}: {time.perf_counter() - t0:.2f} s (load {_load()})", flush=True)
     print(f"{lines:,} lines, local[1], best of {args.repeat}")
     previous = {"parse (exact)": "read", "parse": "read", "marks (own pass)": "parse",
-                "marks": "parse", "shuffle write": "marks"}  # fmt: skip
+                "marks": "parse", "shuffle write": "marks",
+                "shuffle write (own pass)": "marks (own pass)"}  # fmt: skip
     for name, seconds in best.items():
         added = seconds - best[previous[name]] if name in previous else seconds
-        print(f"{name:<18}{lines / seconds:>10,.0f} lines/s  "
+        print(f"{name:<26}{lines / seconds:>10,.0f} lines/s  "
               f"+{added * 1e5 / lines:.2f} s per 100k lines")  # fmt: skip
 
 
