@@ -1,6 +1,7 @@
-"""A task holds a bounded amount of data whatever the file size (docs/operations.md,
-"Memory"): a 1 GiB file of long lines goes through the file source and the block reader
-while the peak resident memory of every Python worker stays far below the file's size.
+"""A task holds a bounded amount of data whatever the file size (docs/design.md, "Events";
+docs/operations.md, a map task's memory): a 1 GiB file of long lines goes through the file
+source and the block reader while the peak resident memory of every Python worker stays
+far below the file's size.
 
 The lines are valid events padded with whitespace inside the object (1 MiB each, so the
 file has few lines and the block reader parses every byte). Peak memory is each worker's
