@@ -47,9 +47,10 @@ from sessionize.engines.runner import (
     Engine,
     Parser,
 )  # fmt: skip
+from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
-from sessionize.logic.processor import COUNTERS, SessionProcessor
+from sessionize.logic.processor import COUNTERS, DROPPED, GAUGES, SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
 from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, Layout, layout
@@ -59,16 +60,15 @@ from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, layout_rows, 
 from sessionize.state.lease import Lease
 from sessionize.stateful.step import StepResult, step
 
-# Counters every partition task reports back to the driver.
+# Counters every partition task reports back to the driver: the engine's, the session
+# processor's (logic/processor.py) and the store's.
 TASK_COUNTERS = (
-    "partition", "invalid", "events_in", "on_time", "late", "duplicates", "bot_events",
-    "sessions_out", "page_views_out", "open_sessions", "open_users",
+    "partition", "invalid", "events_in", "late", DROPPED, *COUNTERS,
     "state_rows_loaded", "state_rows_written", "state_round_trips",
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
 # The sessions and users open: the processor counts their changes, the store's meta keeps
 # their running sum per partition. Its other counters a task reports as they are.
-GAUGES = ("open_sessions", "open_users")
 STEP_COUNTERS = tuple(c for c in COUNTERS if c not in GAUGES)
 # Besides its counters, every task reports what the batch marks told it (the same in all).
 TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
@@ -250,10 +250,9 @@ def run_partition(
         "invalid": invalid.num_rows,
         "events_in": counts["rows"],
         "late": counts["late"],
-        "bot_events": counts["dropped"],
+        DROPPED: counts["dropped"],
         **{k: counters.get(k, 0) for k in STEP_COUNTERS},
-        "open_sessions": meta["open_sessions"],
-        "open_users": meta["open_users"],
+        **{gauge: meta[gauge] for gauge in GAUGES},
         "state_rows_loaded": m.rows_loaded,
         "state_rows_written": m.rows_written,
         "state_round_trips": m.round_trips,
@@ -374,6 +373,8 @@ class StoreJobEngine(Engine):
 class StoreEngine(StoreJobEngine):
     """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
+    summed = SUMMED
+
     def __init__(
         self,
         spark: SparkSession,
@@ -453,6 +454,10 @@ class StoreEngine(StoreJobEngine):
             partition_users(marked, self.settings.partitions),
             task, missing, _TASK_SCHEMA, self.settings.partitions,
         )  # fmt: skip
+
+    @override
+    def progress_line(self, label: str, record: dict) -> str:
+        return session_line(label, record)
 
     def _mark_keys(self, spark: SparkSession) -> pa.Array:
         """The batch marks' keys, found once per engine (a small Spark job)."""
