@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sessionize.config import format_duration, redact_uri
+from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import recorded
+from sessionize.engines.store import state_settings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
@@ -48,17 +49,13 @@ RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format", "session_columns
 
 
 def settings_record(s: Any, output_format: str) -> dict[str, object]:
-    """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint)."""
+    """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint): the settings
+    every job record holds (engines.store.state_settings), and where the job runs."""
     return {
         "state": recorded_state(s.state),
-        "gap": format_duration(s.rules.gap_us),
-        "lateness": format_duration(s.rules.lateness_us),
-        "close_actions": ",".join(s.rules.close_actions),
-        **s.rules.record(),
-        "partitions": s.partitions,
+        **state_settings(s.rules, s.partitions, s.mapping),
         "job": s.job,
         "output_format": output_format,
-        **s.mapping.record(),
     }
 
 

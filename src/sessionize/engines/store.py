@@ -467,14 +467,21 @@ class StoreEngine(StoreJobEngine):
 
 
 def settings_record(settings: EngineSettings) -> dict:
-    """The settings that are part of the state, as flags would spell them."""
+    """The settings that are part of the state, as flags would spell them: what every job
+    record holds and a restart compares."""
+    return state_settings(settings.rules, settings.partitions, settings.mapping)
+
+
+def state_settings(rules: SessionRules, partitions: int, mapping: EventMapping) -> dict:
+    """The session settings that are part of the state, as flags spell them: the one
+    definition the job records and the checkpoint's record (api/recorded.py) share."""
     return {
-        "gap": format_duration(settings.rules.gap_us),
-        "lateness": format_duration(settings.rules.lateness_us),
-        "close_actions": ",".join(settings.rules.close_actions),
-        **settings.rules.record(),
-        "partitions": settings.partitions,
-        **settings.mapping.record(),
+        "gap": format_duration(rules.gap_us),
+        "lateness": format_duration(rules.lateness_us),
+        "close_actions": ",".join(rules.close_actions),
+        **rules.record(),
+        "partitions": partitions,
+        **mapping.record(),
     }
 
 
