@@ -320,9 +320,20 @@ class StoreJobEngine(Engine):
     settings: EngineSettings
     backend: StateBackend
     lease: Lease | None
+    _marks: pa.Array | None = None
 
     def _open_backend(self) -> StateBackend:
         raise NotImplementedError
+
+    def _key_type(self) -> pa.DataType:
+        """The Arrow type of the job's key (the batch marks carry keys of it)."""
+        raise NotImplementedError
+
+    def _mark_keys(self, spark: SparkSession) -> pa.Array:
+        """The batch marks' keys, found once per engine (a small Spark job)."""
+        if self._marks is None:
+            self._marks = mark_keys(spark, self.settings.partitions, self._key_type())
+        return self._marks
 
     def _fence_once(self) -> None:
         """Fence the store before this driver's first batch opens any state. Not earlier:
@@ -392,7 +403,6 @@ class StoreEngine(StoreJobEngine):
             open_sessions=settings.open_sessions,
         )
         self.lease = lease  # None: unfenced
-        self._marks: pa.Array | None = None
 
     @override
     def _open_backend(self) -> StateBackend:
@@ -459,11 +469,9 @@ class StoreEngine(StoreJobEngine):
     def progress_line(self, label: str, record: dict) -> str:
         return session_line(label, record)
 
-    def _mark_keys(self, spark: SparkSession) -> pa.Array:
-        """The batch marks' keys, found once per engine (a small Spark job)."""
-        if self._marks is None:
-            self._marks = mark_keys(spark, self.settings.partitions, self.settings.layout.user_type)
-        return self._marks
+    @override
+    def _key_type(self) -> pa.DataType:
+        return self.settings.layout.user_type
 
 
 def settings_record(settings: EngineSettings) -> dict:
