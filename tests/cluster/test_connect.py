@@ -51,6 +51,9 @@ def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, sp
         "--to", HOURS[1], "--partitions", "3", "--remote", cluster.remote,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    # Piped, the CLI prints one plain line an hour and no progress bar (drawn in a
+    # terminal: tests/commands/test_status.py).
+    assert "left" not in done.stdout and done.stdout.count(" lines read, ") == 3, done.stdout
     for name in OUTPUTS:
         assert read_output(remote, name).equals(read_output(local, name)), name
 
