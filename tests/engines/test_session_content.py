@@ -228,7 +228,8 @@ def test_the_recompute_command_spells_every_option_as_its_flag(tmp_path):
     )  # fmt: skip
     opts = BatchOptions(input="in", output="out", start=H0, end=H0,
                         mapping=replace(MAPPING, content=content))  # fmt: skip
-    args = shlex.split(_rest_note(opts, H0, H0).split("sessionize batch ", 1)[1])
+    note = _rest_note(opts, opts.engine_settings(), H0, H0)
+    args = shlex.split(note.split("sessionize batch ", 1)[1])
     params = cli.commands["batch"].make_context("batch", args).params
     assert params["conversion"] == ("purchase=buy,value=order.total", "signup=join")
     assert params["channel_rules"] == str(rules)

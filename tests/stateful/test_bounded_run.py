@@ -34,3 +34,17 @@ def test_each_run_is_the_next_version_and_totals_continue(spark, tmp_path):
     with pytest.raises(ConfigError, match=r"partitions 2 \(now 3\)"):
         stateful.run(spark.createDataFrame(SPLIT[0], SPARK_COLUMNS), RunningTotals(),
                      output=out, state="files", partitions=3)  # fmt: skip
+
+
+@pytest.mark.parametrize("state", ["spark-rocksdb", "spark-hdfs"])
+def test_spark_managed_state_is_refused_for_a_processor(spark, tmp_path, state):
+    """Spark's state store runs sessions only: a processor's job on it is refused in one
+    line, before anything is written (not a files store in a directory of that name)."""
+    bounded = spark.createDataFrame(SPLIT[0], SPARK_COLUMNS)
+    streaming = spark.readStream.format("rate").load()
+    for call, kwargs in [(stateful.run, {}), (stateful.stream, {"checkpoint": str(tmp_path)})]:
+        df = bounded if call is stateful.run else streaming
+        with pytest.raises(ConfigError, match="runs sessions only") as e:
+            call(df, RunningTotals(), output=str(tmp_path / "out"), state=state, **kwargs)
+        assert "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []

@@ -16,25 +16,21 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api.arguments import Duration, duration_us, parse_trigger, progress_path, state_uri
 from sessionize.api.query import StreamRun, end_finished
-from sessionize.api.recorded import check_agreement, recorded_state
+from sessionize.api.recorded import recorded_state
 from sessionize.api.workers import check_workers
 from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
     batch_timestamp_us,
+    check_agreement,
     check_or_record_processor,
     checkpoint_lease,
     output_lease,
     record_paths,
     refuse_if_rewinding,
 )  # fmt: skip
-from sessionize.engines.keyed import (
-    KeyedEngine,
-    KeyedSettings,
-    keyed_sink,
-    open_keyed_state,
-    settings_record,
-)  # fmt: skip
+from sessionize.engines.choice import engine_for
+from sessionize.engines.keyed import KeyedEngine, KeyedSettings, keyed_sink, settings_record
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner, start_query
 from sessionize.errors import ConfigError
@@ -74,6 +70,7 @@ def start(
         >>> records = run.wait()  # doctest: +SKIP
     """
     d = declared(processor)
+    engine_for(state).check_runs_processors(state)
     if not df.isStreaming:
         raise ConfigError("stateful.stream needs a streaming DataFrame; use stateful.run")
     _check_columns(df, d.key, d.event_time)
@@ -230,6 +227,7 @@ def run(
         >>> record = stateful.run(orders, Totals(), output="out/", state="files")  # doctest: +SKIP
     """
     d = declared(processor)
+    engine_for(state).check_runs_processors(state)
     if df.isStreaming:
         raise ConfigError("stateful.run needs a bounded DataFrame; use stateful.stream")
     _check_columns(df, d.key, d.event_time)
@@ -300,9 +298,7 @@ def _settings(df, processor, store_uri, output, partitions, lateness, job,
 
 
 def _engine(df: DataFrame, settings: KeyedSettings, lease: Lease) -> KeyedEngine:
-    backend = open_keyed_state(settings)
-    backend.check()
-    return KeyedEngine(df.sparkSession, settings, backend, lease=lease)
+    return engine_for(settings.state_uri).keyed_engine(df.sparkSession, settings, lease)
 
 
 def _arrow_schema(df: DataFrame) -> pa.Schema:

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sessionize.config import format_duration, redact_uri
-from sessionize.engines.checkpoint import last_committed_batch, recorded
-from sessionize.errors import ConfigError, StateError
+from sessionize.config import redact_uri
+from sessionize.engines.checkpoint import recorded
+from sessionize.engines.store import state_settings
+from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
-from sessionize.state import StateBackend
 
 
 def recorded_state(state: str) -> str:
@@ -49,17 +49,13 @@ RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format", "session_columns
 
 
 def settings_record(s: Any, output_format: str) -> dict[str, object]:
-    """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint)."""
+    """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint): the settings
+    every job record holds (engines.store.state_settings), and where the job runs."""
     return {
         "state": recorded_state(s.state),
-        "gap": format_duration(s.rules.gap_us),
-        "lateness": format_duration(s.rules.lateness_us),
-        "close_actions": ",".join(s.rules.close_actions),
-        **s.rules.record(),
-        "partitions": s.partitions,
+        **state_settings(s.rules, s.partitions, s.mapping),
         "job": s.job,
         "output_format": output_format,
-        **s.mapping.record(),
     }
 
 
@@ -104,19 +100,3 @@ def recorded_user_type(checkpoint: str) -> str | None:
     if not isinstance(settings, dict) or not settings:
         return None
     return str({**DEFAULT_RECORD, **settings}["user_type"])
-
-
-def check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
-    """Spark's commit log and the store's job log must point at the same batch."""
-    spark_last = last_committed_batch(checkpoint)
-    versions = backend.job_versions(job)
-    store_last = max(versions) if versions else None
-    done = -1 if spark_last is None else spark_last
-    # The store may be one batch ahead: it commits just before Spark does.
-    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
-        return
-    raise StateError(
-        f"checkpoint {checkpoint} has committed batch {spark_last} but state "
-        f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
-        "to different runs; use the state that goes with this checkpoint, or new ones"
-    )

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, MutableSequence
 
 from sessionize.engines.progress import read_progress
-from sessionize.engines.runner import progress_line
+from sessionize.engines.session_report import session_line
 from sessionize.engines.warnings import batch_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 
@@ -54,7 +54,7 @@ class ProgressTail:
             if self.on_record is not None:
                 self.on_record(record)
             label = f"batch {record['version']}"
-            self.on_batch(progress_line(label, record))
+            self.on_batch(session_line(label, record))
             for warning in batch_warnings(label, record, {}):  # reasons stay on the server
                 self.on_batch(warning)
 

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api.arguments import (
@@ -41,19 +41,16 @@ from sessionize.engines.checkpoint import (
     checkpoint_lease,
     read_settings,
 )
+from sessionize.engines.choice import engine_for
 from sessionize.engines.metrics import stream_metrics
 from sessionize.engines.runner import Parser
-from sessionize.engines.spark_state import PROVIDERS
-from sessionize.engines.store import EngineSettings, StoreEngine
+from sessionize.engines.store import EngineSettings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import EventMapping
 from sessionize.sinks.kafka import with_staging
 from sessionize.sinks.registry import check_open_sessions, check_output
-from sessionize.state import StateBackend
-from sessionize.state.lease import Lease
 
-SPARK_STATES = tuple(PROVIDERS)
 KAFKA_STAGING = "kafka-staging"  # where tasks stage rows for a Kafka output without staging=
 OUTPUT_FORMATS = ("parquet", "delta")
 _LOG = logging.getLogger("sessionize")
@@ -411,7 +408,9 @@ class Sessionizer:
         try:
             resolved, output_format = self.with_checkpoint(checkpoint, output_format)
             check_output(output, output_format)
-            check_open_sessions(open_sessions, output, output_format, self.state in SPARK_STATES)
+            if open_sessions:  # replaced by user: the engine feeds it, the output keeps it
+                engine_for(self.state).check_replaced_by_key()
+            check_open_sessions(open_sessions, output, output_format)
             check_compactable(output, output_format, compact_every)
             metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
                                      source_options or {})  # fmt: skip
@@ -424,23 +423,6 @@ class Sessionizer:
             if metrics is not None:
                 metrics.close()
             raise
-
-    def store_engine(
-        self,
-        spark: SparkSession,
-        backend: StateBackend,
-        parser: Parser,
-        *,
-        output: str,
-        state_uri: str,
-        output_format: str,
-        lease: Lease | None = None,
-        open_sessions: bool = False,
-    ) -> StoreEngine:
-        """The `store` engine of these rules over `parser`'s records (also batch mode's);
-        with the driver's `lease`, the store is fenced for it (state/lease.py)."""
-        settings = self.engine_settings(state_uri, output, output_format, open_sessions)
-        return StoreEngine(spark, settings, backend, parser=parser, lease=lease)
 
     def engine_settings(self, state_uri: str, output: str, output_format: str,
                         open_sessions: bool = False) -> EngineSettings:  # fmt: skip

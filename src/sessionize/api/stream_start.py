@@ -8,16 +8,12 @@ from typing import TYPE_CHECKING
 from sessionize.api.arguments import progress_path, state_uri
 from sessionize.api.inputs import reader
 from sessionize.api.query import StreamRun, launch
-from sessionize.api.recorded import check_agreement
 from sessionize.api.workers import check_workers
 from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import check_or_record, record_paths, refuse_if_rewinding
-from sessionize.engines.runner import Engine
-from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
+from sessionize.engines.choice import engine_for
 from sessionize.errors import ConfigError
 from sessionize.fs import child
-from sessionize.sinks.registry import open_sink
-from sessionize.state import open_backend
 
 if TYPE_CHECKING:
     from sessionize.api.sessionizer import Sessionizer
@@ -40,30 +36,18 @@ def start_stream(sz: Sessionizer, events, output, checkpoint, trigger, output_fo
         "output_format": output_format, "state": redact_uri(store_uri), "job": sz.job,
         "progress_log": progress_log,  # None: CHECKPOINT/progress.jsonl
     })  # fmt: skip
-    backend = None
-    if sz.state not in PROVIDERS:
-        rows = sz.engine_settings(store_uri, output, "").row_spec()
-        backend = open_backend(store_uri, rows)
-        backend.check()
-        check_agreement(backend, checkpoint, store_uri, sz.job)
+    # The engine of the state: ours opens and checks its store now, before Spark starts.
+    kind = engine_for(sz.state)
+    settings = sz.engine_settings(store_uri, output, output_format, open_sessions)
+    state = kind.open_state(settings, checkpoint, store_uri)
     df = events() if callable(events) else events
     if not df.isStreaming:
         raise ConfigError("stream() needs a streaming DataFrame; use sessions() for a bounded one")
     records, parser = reader(df, sz.mapping)
     spark = df.sparkSession
     check_workers(spark)
-    sink = open_sink(output, output_format, job=sz.job, mapping=sz.mapping)
-    engine: Engine
-    if backend is None:
-        engine = SparkStateEngine(
-            sz.state, sz.rules, sz.partitions, checkpoint, sink, sz.max_future_us,
-            parser=parser, mapping=sz.mapping,
-        )  # fmt: skip
-    else:
-        engine = sz.store_engine(
-            spark, backend, parser, output=output, state_uri=store_uri,
-            output_format=output_format, lease=lease, open_sessions=open_sessions,
-        )  # fmt: skip
+    engine = kind.session_engine(spark, settings, state, checkpoint=checkpoint, parser=parser,
+                                 lease=lease)  # fmt: skip
     return launch(
         spark, engine, records, job=sz.job, checkpoint=checkpoint, trigger=trigger,
         progress_log=progress_path(progress_log, checkpoint, "progress.jsonl"),

@@ -173,6 +173,8 @@ def _run(
     lease: Lease,
 ) -> list[dict]:
     now_us = time.time_ns() // 1000  # one "now" for every hour of the run
+    # The flags' settings open the store; once its last record fills in the flags left
+    # out, the run has one settings object, which the engine and the closing note use.
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
@@ -187,9 +189,10 @@ def _run(
         if recorded_settings:  # the flags left out take the state's values
             s, _ = opts.sessionizer().resolved({**DEFAULT_RECORD, **recorded_settings})
             opts = replace(opts, rules=s.rules, partitions=s.partitions, mapping=s.mapping)
-            if settings.row_spec() != opts.engine_settings().row_spec():
-                backend = open_backend(settings.state_uri, opts.engine_settings().row_spec())
-            settings = opts.engine_settings()
+            resolved = opts.engine_settings()
+            if resolved.row_spec() != settings.row_spec():
+                backend = open_backend(resolved.state_uri, resolved.row_spec())
+            settings = resolved
         _check_settings(record, settings)
     if committed and previous not in committed and first not in committed:
         nxt = version_hour(hour_version(datetime.strptime(str(committed[-1]), "%Y%m%d%H") + HOUR))
@@ -242,7 +245,7 @@ def _run(
         runner.run(raw, request)
     later = [v for v in committed if v > hour_version(hours[-1])]
     if later:
-        on_hour(_rest_note(opts, hours[-1] + HOUR, _hour_of(later[-1])))
+        on_hour(_rest_note(opts, settings, hours[-1] + HOUR, _hour_of(later[-1])))
     return runner.records
 
 
@@ -257,12 +260,13 @@ def _check_settings(record: dict | None, settings: EngineSettings) -> None:
         )
 
 
-def _rest_note(opts: BatchOptions, start: datetime, end: datetime) -> str:
-    """The last line of a partial reprocess: what it retired, and the command to redo it."""
+def _rest_note(opts: BatchOptions, run: EngineSettings, start: datetime, end: datetime) -> str:
+    """The last line of a partial reprocess: what it retired, and the command to redo it
+    (with the settings `run` ran with)."""
     flags = {"input": opts.input, "output": opts.output}
     if opts.state != "files":
         flags["state"] = redact_uri(opts.state)
-    settings = settings_record(opts.engine_settings())
+    settings = settings_record(run)
     settings.pop("session_columns", None)  # no flag: the state's record says it
     conversions = str(settings.pop("conversion", "") or "")
     settings["channel_rules"] = str(settings.get("channel_rules", "")).split("#sha256:")[0]

@@ -18,9 +18,10 @@ from sessionize.engines.checkpoint import (
     seen_files,
 )
 from sessionize.engines.progress import read_progress
-from sessionize.engines.runner import TOTALS
+from sessionize.engines.runner import ENGINE_TOTALS
 from sessionize.errors import ConfigError
 from sessionize.fs import child, is_dir, location_key
+from sessionize.logic.processor import DROPPED, TOTALED
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sources.registry import input_lag
 from sessionize.state.lease import LeaseRecords, lease_records
@@ -94,17 +95,17 @@ def _last(progress_log: str) -> dict:
         "last_duration_s": last.get("duration_s"),
         "watermark": format_instant(last.get("watermark")),
         "open_sessions": batch.get("open_sessions"),
-        "totals": {k: totals.get(k) for k in TOTALS},
+        "totals": {k: totals.get(k) for k in (*ENGINE_TOTALS, *TOTALED)},
         "counters": totals.get("counters", {}),  # a processor's own, summed over the job
     }
 
 
 # The totals in the words of the batch lines: records are the lines read, of which
-# `invalid` went to invalid_events and `events_in` are the valid events (late ones included).
+# `invalid` went to invalid_events and `events_in` are the valid events (late ones included);
+# then the session processor's counters, in its words.
 _TOTAL_WORDS = {
     "records": "lines read", "invalid": "invalid", "events_in": "events in", "late": "late",
-    "duplicates": "duplicates dropped", "sessions_out": "sessions out",
-    "bot_events": "bot events dropped",
+    **TOTALED,
 }  # fmt: skip
 
 
@@ -112,7 +113,7 @@ def totals_line(totals: dict) -> str:
     """`21 lines read, 4 invalid, 17 events in, ...` (what is not recorded is left out)."""
     return ", ".join(
         f"{v:,} {_TOTAL_WORDS[k]}" for k, v in totals.items()
-        if v is not None and (v or k != "bot_events")  # only jobs that drop bots show them
+        if v is not None and (v or k != DROPPED)  # only jobs that drop bots show them
     )  # fmt: skip
 
 

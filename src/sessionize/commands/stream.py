@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sessionize.api.sessionizer import SPARK_STATES, Sessionizer, parse_trigger
+from sessionize.api.sessionizer import Sessionizer, parse_trigger
 from sessionize.commands.options import state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules
@@ -21,7 +21,7 @@ from sessionize.mapping import EventMapping, new_mapping
 from sessionize.sources.registry import check_input, open_stream
 from sessionize.spark_session import get_spark
 
-__all__ = ["SPARK_STATES", "StreamOptions", "parse_trigger", "run_stream"]
+__all__ = ["StreamOptions", "parse_trigger", "run_stream"]
 
 
 @dataclass(frozen=True)

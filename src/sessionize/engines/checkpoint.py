@@ -16,12 +16,13 @@ import re
 
 import pyarrow.fs as pafs
 
-from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
+from sessionize.config import DEFAULT_RULES_RECORD, describe_differences, redact_uri
 from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import child, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
 from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.state import StateBackend
 from sessionize.state.lease import Lease, lease_records
 
 FILE = "sessionize.json"
@@ -299,3 +300,19 @@ def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> N
         )
     if set(settings) - set(before):
         write_record(checkpoint, FILE, {**before, **settings})
+
+
+def check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
+    """Spark's commit log and the store's job log must point at the same batch."""
+    spark_last = last_committed_batch(checkpoint)
+    versions = backend.job_versions(job)
+    store_last = max(versions) if versions else None
+    done = -1 if spark_last is None else spark_last
+    # The store may be one batch ahead: it commits just before Spark does.
+    if (store_last is None and spark_last is None) or store_last in (done, done + 1):
+        return
+    raise StateError(
+        f"checkpoint {checkpoint} has committed batch {spark_last} but state "
+        f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
+        "to different runs; use the state that goes with this checkpoint, or new ones"
+    )

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from typing_extensions import override
 
 from sessionize.config import format_duration, format_instant
-from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
+from sessionize.engines.batch_marks import split_marks, with_marks
 from sessionize.engines.placement import partition_users
 from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult
 from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, collect_partitions
@@ -234,7 +234,6 @@ class KeyedEngine(StoreJobEngine):
         self.backend = backend or open_keyed_state(settings)
         self.sink = settings_sink(settings)
         self.lease = lease
-        self._marks: pa.Array | None = None
 
     @override
     def _open_backend(self) -> StateBackend:
@@ -282,11 +281,9 @@ class KeyedEngine(StoreJobEngine):
             c["counters"] = json.loads(c["counters"])
         return counts, records, latest
 
-    def _mark_keys(self, spark: SparkSession) -> pa.Array:
-        if self._marks is None:
-            key_type = declared(self.settings.processor).key_type
-            self._marks = mark_keys(spark, self.settings.partitions, key_type)
-        return self._marks
+    @override
+    def _key_type(self) -> pa.DataType:
+        return declared(self.settings.processor).key_type
 
     @override
     def totals(self, before: dict, counters: dict) -> dict:

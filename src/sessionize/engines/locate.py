@@ -1,14 +1,10 @@
 """Which engine's backward half (engines/restorable.py) a checkpoint belongs to, from the
-settings it recorded: each engine says whether it owns them, our store owning the rest."""
+state it recorded: the engine that keeps that state (engines/choice.py) says."""
 
 from __future__ import annotations
 
+from sessionize.engines.choice import engine_for
 from sessionize.engines.restorable import RestorableState
-from sessionize.engines.spark_restorable import SparkRestorable
-from sessionize.engines.store_restorable import StoreRestorable
-
-# Asked in order; the last owns every checkpoint.
-_ENGINES = (SparkRestorable, StoreRestorable)
 
 
 def restorable_state(
@@ -22,5 +18,5 @@ def restorable_state(
     Raises:
         ConfigError: `given` names another store, or the secret is needed and not given.
     """
-    engine = next(e for e in _ENGINES if e.owns(settings))
-    return engine.at(checkpoint, settings, recorded_uri, given)
+    engine = engine_for(str(settings.get("state", "")))
+    return engine.restorable.at(checkpoint, settings, recorded_uri, given)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from sessionize.engines.checkpoint import last_offsets, seen_files
 from sessionize.errors import ConfigError
+from sessionize.logic.processor import LATE, OUTPUT_ROWS
 from sessionize.sources.registry import input_lag
 
 if TYPE_CHECKING:
@@ -33,13 +34,9 @@ if TYPE_CHECKING:
 _LOG = logging.getLogger("sessionize")
 PREFIX = "sessionize_"
 BATCH_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-# Rows of each output per batch, by the record's counter that holds them.
-OUTPUT_COUNTERS = {
-    "sessions": "sessions_out",
-    "page_views": "page_views_out",
-    "late_events": "late",
-    "invalid_events": "invalid",
-}
+# Rows of each output per batch, by the record's counter that holds them: the session
+# processor's outputs, then the engine's late and invalid rows.
+OUTPUT_COUNTERS = {**OUTPUT_ROWS, LATE: "late", "invalid_events": "invalid"}
 MISSING_CLIENT = "--metrics-port needs prometheus-client: pip install 'sessionize[metrics]'"
 
 

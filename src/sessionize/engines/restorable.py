@@ -6,7 +6,7 @@ still kept, the record of a batch, what a rewind to batch N drops and the droppi
 and whether the state tools can read it. Each engine answers for its own state (our
 store: engines/store_restorable.py; Spark's state store: engines/spark_restorable.py), so
 the tools ask without knowing which engine wrote the checkpoint; `engines/locate.py` finds
-it from the checkpoint's recorded settings.
+it from the state the checkpoint recorded (engines/choice.py).
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ class RestorableState(ABC):
     """One stopped stream's state as the backward tools see it."""
 
     checkpoint: str
-
-    @classmethod
-    @abstractmethod
-    def owns(cls, settings: dict) -> bool:
-        """Whether this engine wrote a checkpoint that recorded `settings`."""
 
     @classmethod
     @abstractmethod

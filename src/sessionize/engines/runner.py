@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sessionize.config import counted, format_instant, retained_batches
+from sessionize.config import retained_batches
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.spark_logs import COMPACT_CONF, STREAM_CONFS
 from sessionize.engines.warnings import batch_warnings
@@ -45,8 +45,10 @@ from sessionize.state.lease import Lease
 # keywords, and `valid_sources=False` where only invalid rows' `source` is read.
 Parser = Callable[..., DataFrame]
 
-# Counters summed over the life of a job, kept in every record under `totals`.
-TOTALS = ("records", "invalid", "events_in", "late", "duplicates", "sessions_out", "bot_events")
+# What every engine counts of a batch and sums over the life of a job (every record's
+# `totals`): the lines read, of which invalid, the valid events in, of which late. The
+# processor's counters come on top, as its engine sums them (`Engine.totals`).
+ENGINE_TOTALS = ("records", "invalid", "events_in", "late")
 
 # Batches kept restorable, for rewinding: Spark's offset, commit and state logs
 # (`spark.sql.streaming.minBatchesToRetain`) and our state store's versions and job records
@@ -110,26 +112,16 @@ class Engine(ABC):
         return {}
 
     def totals(self, before: dict, counters: dict[str, int]) -> dict[str, int]:
-        """The job's totals after a batch with `counters`, from those `before` it."""
-        return {k: before.get(k, 0) + counters.get(k, 0) for k in TOTALS}
+        """The job's totals after a batch with `counters`, from those `before` it: the
+        engine's own and the processor's counters it `summed`."""
+        return {k: before.get(k, 0) + counters.get(k, 0) for k in (*ENGINE_TOTALS, *self.summed)}
 
+    # The processor's counters the job sums (`totals`), after ENGINE_TOTALS.
+    summed: tuple[str, ...] = ()
+
+    @abstractmethod
     def progress_line(self, label: str, record: dict) -> str:
         """The one line printed per batch."""
-        return progress_line(label, record)
-
-
-def progress_line(label: str, record: dict) -> str:
-    """The one line printed per batch: the lines read (records of the input), of which
-    invalid (to invalid_events) and events in (valid events, late ones included), then the
-    sessions out, the late events, the sessions left open and the watermark after."""
-    b = record["batch"]
-    return (
-        f"{label}: {counted(b['records'], 'line')} read, {b['invalid']:,} invalid, "
-        f"{counted(b['events_in'], 'event')} in, {counted(b['sessions_out'], 'session')} out, "
-        f"{b['late']:,} late, {counted(b['open_sessions'], 'open session')}, "
-        f"watermark {format_instant(record['watermark']) or 'none'}, "
-        f"{record['duration_s']:.1f}s"
-    )
 
 
 @dataclass

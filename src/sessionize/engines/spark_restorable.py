@@ -8,7 +8,7 @@ from typing_extensions import override
 
 from sessionize.engines.restorable import RestorableState
 from sessionize.engines.spark_logs import spark_state_versions, truncate_spark_state
-from sessionize.engines.spark_state import PROVIDERS, BatchRecords
+from sessionize.engines.spark_state import BatchRecords
 from sessionize.errors import ConfigError
 from sessionize.fs import delete_dir, resolve_fs
 
@@ -18,11 +18,6 @@ class SparkRestorable(RestorableState):
 
     def __init__(self, checkpoint: str):
         self.checkpoint = checkpoint
-
-    @classmethod
-    @override
-    def owns(cls, settings: dict) -> bool:
-        return settings.get("state") in PROVIDERS
 
     @classmethod
     @override

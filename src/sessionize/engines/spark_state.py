@@ -76,6 +76,7 @@ from sessionize.engines.runner import (
     Engine,
     Parser,
 )  # fmt: skip
+from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.engines.spark_processor import (
     KEY,
     PANDAS_STATE_DDL,
@@ -258,6 +259,8 @@ class SparkStateEngine(Engine):
     when the writer tasks have consumed it (step 1 of the module doc).
     """
 
+    summed = SUMMED
+
     def __init__(self, state: str, rules: SessionRules, partitions: int, checkpoint: str,
                  sink: Sink, max_future_us: int | None = None,
                  parser: Parser = parse, mapping: EventMapping | None = None):  # fmt: skip
@@ -306,6 +309,10 @@ class SparkStateEngine(Engine):
         batch["open_users"] = before.get("open_users", 0) + batch["open_users_delta"]
         # The watermark this batch was judged and emitted by (Spark's, in µs).
         return BatchResult(batch, self.records.watermark(batch_id))
+
+    @override
+    def progress_line(self, label: str, record: dict) -> str:
+        return session_line(label, record)
 
     @override
     def write_record(self, version: int, record: dict) -> None:

@@ -47,10 +47,11 @@ from sessionize.engines.runner import (
     Engine,
     Parser,
 )  # fmt: skip
+from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.errors import StateError
 from sessionize.events.marks import RECORDS
 from sessionize.faults import pause_point
-from sessionize.logic.processor import COUNTERS, SessionProcessor
+from sessionize.logic.processor import COUNTERS, DROPPED, GAUGES, SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
 from sessionize.schema import INVALID_EVENTS, STATE_EXPIRY, Layout, layout
@@ -60,16 +61,15 @@ from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, layout_rows, 
 from sessionize.state.lease import Lease
 from sessionize.stateful.step import StepResult, step
 
-# Counters every partition task reports back to the driver.
+# Counters every partition task reports back to the driver: the engine's, the session
+# processor's (logic/processor.py) and the store's.
 TASK_COUNTERS = (
-    "partition", "invalid", "events_in", "on_time", "late", "duplicates", "bot_events",
-    "sessions_out", "page_views_out", "open_sessions", "open_users",
+    "partition", "invalid", "events_in", "late", DROPPED, *COUNTERS,
     "state_rows_loaded", "state_rows_written", "state_round_trips",
     "state_bytes_read", "state_bytes_written", "state_load_us", "state_commit_us",
 )  # fmt: skip
 # The sessions and users open: the processor counts their changes, the store's meta keeps
 # their running sum per partition. Its other counters a task reports as they are.
-GAUGES = ("open_sessions", "open_users")
 STEP_COUNTERS = tuple(c for c in COUNTERS if c not in GAUGES)
 # Besides its counters, every task reports what the batch marks told it (the same in all).
 TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
@@ -251,10 +251,9 @@ def run_partition(
         "invalid": invalid.num_rows,
         "events_in": counts["rows"],
         "late": counts["late"],
-        "bot_events": counts["dropped"],
+        DROPPED: counts["dropped"],
         **{k: counters.get(k, 0) for k in STEP_COUNTERS},
-        "open_sessions": meta["open_sessions"],
-        "open_users": meta["open_users"],
+        **{gauge: meta[gauge] for gauge in GAUGES},
         "state_rows_loaded": m.rows_loaded,
         "state_rows_written": m.rows_written,
         "state_round_trips": m.round_trips,
@@ -322,9 +321,20 @@ class StoreJobEngine(Engine):
     settings: EngineSettings
     backend: StateBackend
     lease: Lease | None
+    _marks: pa.Array | None = None
 
     def _open_backend(self) -> StateBackend:
         raise NotImplementedError
+
+    def _key_type(self) -> pa.DataType:
+        """The Arrow type of the job's key (the batch marks carry keys of it)."""
+        raise NotImplementedError
+
+    def _mark_keys(self, spark: SparkSession) -> pa.Array:
+        """The batch marks' keys, found once per engine (a small Spark job)."""
+        if self._marks is None:
+            self._marks = mark_keys(spark, self.settings.partitions, self._key_type())
+        return self._marks
 
     def _fence_once(self) -> None:
         """Fence the store before this driver's first batch opens any state. Not earlier:
@@ -375,6 +385,8 @@ class StoreJobEngine(Engine):
 class StoreEngine(StoreJobEngine):
     """Driver side of the `store` engine: the watermark, the partition tasks, the job log."""
 
+    summed = SUMMED
+
     def __init__(
         self,
         spark: SparkSession,
@@ -392,7 +404,6 @@ class StoreEngine(StoreJobEngine):
             open_sessions=settings.open_sessions,
         )
         self.lease = lease  # None: unfenced
-        self._marks: pa.Array | None = None
 
     @override
     def _open_backend(self) -> StateBackend:
@@ -464,22 +475,31 @@ class StoreEngine(StoreJobEngine):
             parsed = self.parser(raw, **options)
         return with_marks(parsed, keys)
 
-    def _mark_keys(self, spark: SparkSession) -> pa.Array:
-        """The batch marks' keys, found once per engine (a small Spark job)."""
-        if self._marks is None:
-            self._marks = mark_keys(spark, self.settings.partitions, self.settings.layout.user_type)
-        return self._marks
+    @override
+    def progress_line(self, label: str, record: dict) -> str:
+        return session_line(label, record)
+
+    @override
+    def _key_type(self) -> pa.DataType:
+        return self.settings.layout.user_type
 
 
 def settings_record(settings: EngineSettings) -> dict:
-    """The settings that are part of the state, as flags would spell them."""
+    """The settings that are part of the state, as flags would spell them: what every job
+    record holds and a restart compares."""
+    return state_settings(settings.rules, settings.partitions, settings.mapping)
+
+
+def state_settings(rules: SessionRules, partitions: int, mapping: EventMapping) -> dict:
+    """The session settings that are part of the state, as flags spell them: the one
+    definition the job records and the checkpoint's record (api/recorded.py) share."""
     return {
-        "gap": format_duration(settings.rules.gap_us),
-        "lateness": format_duration(settings.rules.lateness_us),
-        "close_actions": ",".join(settings.rules.close_actions),
-        **settings.rules.record(),
-        "partitions": settings.partitions,
-        **settings.mapping.record(),
+        "gap": format_duration(rules.gap_us),
+        "lateness": format_duration(rules.lateness_us),
+        "close_actions": ",".join(rules.close_actions),
+        **rules.record(),
+        "partitions": partitions,
+        **mapping.record(),
     }
 
 

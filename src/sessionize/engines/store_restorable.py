@@ -30,11 +30,6 @@ class StoreRestorable(RestorableState):
 
     @classmethod
     @override
-    def owns(cls, settings: dict) -> bool:
-        return True  # every checkpoint no other engine claims
-
-    @classmethod
-    @override
     def at(
         cls, checkpoint: str, settings: dict, recorded_uri: str | None, given: str | None
     ) -> StoreRestorable:

@@ -29,6 +29,16 @@ LATE = "late_events"
 # changes: added up over a job's batches they give the sessions and users open now.
 COUNTERS = ("on_time", "duplicates", "sessions_out", "page_views_out", "open_sessions",
             "open_users")  # fmt: skip
+# Of COUNTERS, the changes: the engine keeps their running sum (the sessions and users open).
+GAUGES = ("open_sessions", "open_users")
+# What a session job's record calls the events `drop` leaves out (bots, with `--bots drop`).
+DROPPED = "bot_events"
+# The counters a session job sums over its batches (a record's `totals`, after the engine's
+# own), in the words `sessionize status` prints them.
+TOTALED = {"duplicates": "duplicates dropped", "sessions_out": "sessions out",
+           DROPPED: "bot events dropped"}  # fmt: skip
+# The rows of each output a batch writes, by the counter that counts them.
+OUTPUT_ROWS = {"sessions": "sessions_out", "page_views": "page_views_out"}
 
 
 class SessionProcessor(Processor):

@@ -59,21 +59,15 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
         )
 
 
-def check_open_sessions(wanted: bool, output: str, fmt: str, spark_state: bool) -> None:
+def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
     """Before a job starts: `--open-sessions` needs an output that replaces rows by user
-    and our state store (the refresh after a rewind reads all of it).
+    (the engine must feed it too: engines.choice, `check_replaced_by_key`).
 
     Raises:
-        ConfigError: a Parquet output or Spark-managed state, in one line naming what to use.
+        ConfigError: a Parquet output, in one line naming what to use.
     """
-    if not wanted:
-        return
-    if spark_state:
-        raise replaced.refuse(
-            "Spark-managed state (--state spark-*) cannot be read whole to rebuild it",
-            "use --state files (or another store of ours)",
-        )
-    open_sink(output, fmt, open_sessions=True)
+    if wanted:
+        open_sink(output, fmt, open_sessions=True)
 
 
 def record_place(output: str) -> str:

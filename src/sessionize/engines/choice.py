@@ -1,0 +1,173 @@
+"""Which engine runs a job on a given `--state`: the one place that tells the engines apart.
+
+The API asks `engine_for(state)` for the engine of a state and then asks that engine what
+it can do (run any processor, feed outputs replaced by key) and to open itself; the
+backward tools find a stopped checkpoint's engine here too (`restorable`, from the state
+the checkpoint recorded). No caller names an engine or a kind of state.
+
+    our store (files, postgresql://, redis://, dynamodb://)   any processor, sessions too
+    Spark's state store (spark-rocksdb, spark-hdfs)           sessions only (engines/spark_state.py)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from pyspark.sql import SparkSession
+from typing_extensions import override
+
+from sessionize.engines.checkpoint import check_agreement
+from sessionize.engines.keyed import KeyedEngine, KeyedSettings, open_keyed_state
+from sessionize.engines.restorable import RestorableState
+from sessionize.engines.runner import Engine, Parser
+from sessionize.engines.spark_restorable import SparkRestorable
+from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
+from sessionize.engines.store import EngineSettings, StoreEngine, open_state
+from sessionize.engines.store_restorable import StoreRestorable
+from sessionize.errors import ConfigError
+from sessionize.sinks import replaced
+from sessionize.sinks.registry import open_sink
+from sessionize.state import StateBackend
+from sessionize.state.lease import Lease
+
+
+class EngineKind(ABC):
+    """An engine as a job chooses it by its state: what it can do, how it opens."""
+
+    # Runs any `stateful.Processor` (else: sessions only).
+    runs_processors: bool
+    # Feeds outputs replaced by key (`open_sessions`): the refresh after a rewind hands the
+    # whole state to the logic, so the engine must be able to read all of it.
+    replaces_by_key: bool
+    # The engine's backward half, for the tools that work on a stopped checkpoint.
+    restorable: type[RestorableState]
+
+    @abstractmethod
+    def owns(self, state: str) -> bool:
+        """Whether this engine keeps `state` (as `--state` spells it, or as recorded)."""
+
+    def check_replaced_by_key(self) -> None:  # noqa: B027 - most engines can
+        """Raises ConfigError (one line) unless the engine can feed outputs replaced by
+        key."""
+
+    def check_runs_processors(self, state: str) -> None:  # noqa: B027 - most engines do
+        """Raises ConfigError (one line) unless the engine runs any processor."""
+
+    @abstractmethod
+    def open_state(self, settings: EngineSettings, checkpoint: str,
+                   shown_uri: str) -> StateBackend | None:  # fmt: skip
+        """Before Spark starts: open a session job's state and check that it goes with
+        `checkpoint` (`shown_uri`: the state as messages name it). Returns what
+        `session_engine` is given."""
+
+    @abstractmethod
+    def session_engine(
+        self, spark: SparkSession, settings: EngineSettings, state: StateBackend | None,
+        *, checkpoint: str, parser: Parser, lease: Lease | None,
+    ) -> Engine:  # fmt: skip
+        """The engine of a session stream, over `parser`'s records."""
+
+    def keyed_engine(
+        self, spark: SparkSession, settings: KeyedSettings, lease: Lease | None
+    ) -> KeyedEngine:
+        """The engine of a processor's job (its state opened and checked).
+
+        Raises:
+            ConfigError: the engine runs sessions only (`check_runs_processors`).
+        """
+        self.check_runs_processors(settings.state_uri)
+        raise NotImplementedError(type(self).__name__)
+
+
+class OurStore(EngineKind):
+    """Our versioned store (engines/store.py, engines/keyed.py)."""
+
+    runs_processors = True
+    replaces_by_key = True
+    restorable = StoreRestorable
+
+    @override
+    def owns(self, state: str) -> bool:
+        return True  # every state no other engine claims
+
+    @override
+    def open_state(self, settings: EngineSettings, checkpoint: str,
+                   shown_uri: str) -> StateBackend:  # fmt: skip
+        backend = open_state(settings)
+        backend.check()
+        check_agreement(backend, checkpoint, shown_uri, settings.job)
+        return backend
+
+    @override
+    def session_engine(
+        self, spark: SparkSession, settings: EngineSettings, state: StateBackend | None,
+        *, checkpoint: str, parser: Parser, lease: Lease | None,
+    ) -> Engine:  # fmt: skip
+        return StoreEngine(spark, settings, state, parser=parser, lease=lease)
+
+    @override
+    def keyed_engine(
+        self, spark: SparkSession, settings: KeyedSettings, lease: Lease | None
+    ) -> KeyedEngine:
+        backend = open_keyed_state(settings)
+        backend.check()
+        return KeyedEngine(spark, settings, backend, lease=lease)
+
+
+class SparkState(EngineKind):
+    """Spark's own state store in the checkpoint (engines/spark_state.py): an engine for
+    sessions only, calling the session logic directly."""
+
+    runs_processors = False
+    replaces_by_key = False
+    restorable = SparkRestorable
+
+    @override
+    def owns(self, state: str) -> bool:
+        return state in PROVIDERS
+
+    @override
+    def check_replaced_by_key(self) -> None:  # noqa: B027 - most engines can
+        raise replaced.refuse(
+            "Spark-managed state (--state spark-*) cannot be read whole to rebuild it",
+            "use --state files (or another store of ours)",
+        )
+
+    @override
+    def check_runs_processors(self, state: str) -> None:
+        raise ConfigError(
+            f"state {state}: Spark-managed state runs sessions only; give a processor's job "
+            "files, files:PATH or a server URI (postgresql://, redis://, dynamodb://)"
+        )
+
+    @override
+    def open_state(self, settings: EngineSettings, checkpoint: str,
+                   shown_uri: str) -> None:  # fmt: skip
+        return None  # the state is Spark's, in the checkpoint: Spark opens it
+
+    @override
+    def session_engine(
+        self, spark: SparkSession, settings: EngineSettings, state: StateBackend | None,
+        *, checkpoint: str, parser: Parser, lease: Lease | None,
+    ) -> Engine:  # fmt: skip
+        sink = open_sink(settings.output, settings.output_format, job=settings.job,
+                         mapping=settings.mapping)  # fmt: skip
+        return SparkStateEngine(
+            settings.state_uri, settings.rules, settings.partitions, checkpoint, sink,
+            settings.max_future_us, parser=parser, mapping=settings.mapping,
+        )  # fmt: skip
+
+
+# Asked in order; the last owns every state.
+_KINDS: tuple[EngineKind, ...] = (SparkState(), OurStore())
+
+
+def engine_for(state: str) -> EngineKind:
+    """The engine that keeps `state` (`--state` as given or as a checkpoint recorded it).
+
+    >>> engine_for("files").runs_processors
+    True
+    >>> engine_for("spark-rocksdb").replaces_by_key
+    False
+    """
+    return next(kind for kind in _KINDS if kind.owns(state))
