@@ -20,6 +20,8 @@ parser (typed rows) and for the keyed engine's records.
 from __future__ import annotations
 
 import functools
+import inspect
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -67,6 +69,20 @@ def with_marks(
 def _valid(batch: pa.RecordBatch) -> pa.Array | None:
     """Rows with a `reason` (invalid lines) have no valid event time."""
     return pc.is_null(batch.column("reason")) if "reason" in batch.schema.names else None
+
+
+def parse_marked(parser: Callable[..., DataFrame], raw: DataFrame, keys: pa.Array,
+                 **options) -> DataFrame:  # fmt: skip
+    """`parser(raw, **options)` with the batch marks of `keys`: made by the task that reads
+    the lines where the parser can (`parsing.parse` with `marks`), else in a pass of their
+    own (`with_marks`)."""
+    if "marks" in inspect.signature(parser).parameters:
+        parsed = parser(raw, **options, marks=keys)
+        if RECORDS in parsed.columns:  # else a parse that reads no lines itself
+            return parsed
+    else:
+        parsed = parser(raw, **options)
+    return with_marks(parsed, keys)
 
 
 def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None]:

@@ -27,7 +27,6 @@ job record exists, and it is rewritten before that.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -37,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
-from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
+from sessionize.engines.batch_marks import mark_keys, parse_marked, split_marks
 from sessionize.engines.placement import partition_users
 from sessionize.engines.runner import (
     RETAIN,
@@ -49,7 +48,6 @@ from sessionize.engines.runner import (
 )  # fmt: skip
 from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.errors import StateError
-from sessionize.events.marks import RECORDS
 from sessionize.faults import pause_point
 from sessionize.logic.processor import COUNTERS, DROPPED, GAUGES, SessionProcessor
 from sessionize.mapping import EventMapping
@@ -417,7 +415,12 @@ class StoreEngine(StoreJobEngine):
         are invalid.
         """
         self._fence_once()
-        parsed = self._parse_marked(raw, request.now_us)
+        # An int `now`: the reading tasks judge `max_future_us` themselves. A valid event's
+        # `source` (its file and line) is never read: it stays behind rather than crossing
+        # back from the reading task and then the shuffle, a file path on every line.
+        parsed = parse_marked(self.parser, raw, self._mark_keys(raw.sparkSession),
+                              now=request.now_us, max_future_us=self.settings.max_future_us,
+                              valid_sources=False)  # fmt: skip
         basis = BatchBasis(
             request.version,
             EMPTY_VERSION if request.first else request.previous,
@@ -457,23 +460,6 @@ class StoreEngine(StoreJobEngine):
             partition_users(parsed, self.settings.partitions),
             task, missing, _TASK_SCHEMA, self.settings.partitions,
         )  # fmt: skip
-
-    def _parse_marked(self, raw: DataFrame, now_us: int) -> DataFrame:
-        """The batch's parsed lines and batch marks: made where the lines are read when the
-        parser can (`parsing.parse`), else in a pass of their own."""
-        keys = self._mark_keys(raw.sparkSession)
-        # An int `now`: the reading tasks judge `max_future_us` themselves. A valid event's
-        # `source` (its file and line) is never read: it stays behind rather than crossing
-        # back from the reading task and then the shuffle, a file path on every line.
-        options = {"now": now_us, "max_future_us": self.settings.max_future_us,
-                   "valid_sources": False}  # fmt: skip
-        if "marks" in inspect.signature(self.parser).parameters:
-            parsed = self.parser(raw, **options, marks=keys)
-            if RECORDS in parsed.columns:
-                return parsed
-        else:
-            parsed = self.parser(raw, **options)
-        return with_marks(parsed, keys)
 
     @override
     def progress_line(self, label: str, record: dict) -> str:
