@@ -55,7 +55,7 @@ def clean(spark, tmp_path_factory) -> tuple[Path, Path]:
     """A small input (3 micro-batches: 2 files, then the late events' file) and its
     uninterrupted local Parquet run."""
     root = tmp_path_factory.mktemp("objstream")
-    inp = generate(root / "in", hours=1, users=120, events_per_hour=1500, files_per_hour=2,
+    inp = generate(root / "in", hours=1, users=60, events_per_hour=600, files_per_hour=2,
                    invalid_rate=0.01, late_rate=0.01)  # fmt: skip
     run_stream(_opts(inp, str(root / "clean"), root / "clean-chk"), spark, on_batch=print)
     return inp, root / "clean"
