@@ -14,8 +14,8 @@ from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.engines.checkpoint import seen_files
 from tests.helpers import OUTPUTS, cli_env, generate, read_output, sessionize, stream_args
 
-RETAIN = 4  # compactions at 3, 7, 11 (Spark's own interval, 10, would compact at 9)
-FILES = 12
+RETAIN = 3  # compactions at 2, 5, 8 (Spark's own interval, 10, would compact none)
+FILES = 9
 
 
 def kept_by_spark(last: int, interval: int, retain: int) -> set[str]:
