@@ -1,15 +1,15 @@
 """The soak benchmark, short: a continuous stream well past the retention of its logs.
 
 `benchmarks/soak.py` feeds a file tree two batches ahead of `sessionize stream
---trigger processing-time=...` for 50 micro-batches, sampling every 10, with 10 batches
+--trigger processing-time=...` for 40 micro-batches, sampling every 10, with 5 batches
 retained (`SESSIONIZE_RETAIN_BATCHES`, 100 by default) and a `files` state whose delta
-chains are at most 10 long (deltas stay while a retained version is built on them), so that
-retention trims early. Once
+chains are at most 5 long (deltas stay while a retained version is built on them), so that
+retention trims early: from batch 20 on, three samples over two full clean-up cycles. Once
 it trims, the checkpoint's and the state's file counts stop growing (samples taken at the
-same point of the 10-batch clean-up cycle), and so do the driver's open handles and
-threads; Spark's offset and commit logs hold the retained batches, its file-source log
-its last two compacted files and the plain files after the older one. Sizes
-and counts only: never durations.
+same point of the store's 10-batch clean-up cycle), and so do the driver's open handles
+and threads; Spark's offset and commit logs hold the retained batches, its file-source log
+(compacted once per retention) its last two compacted files and the plain files after the
+older one. Sizes and counts only: never durations.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from tests.helpers import cli_env
 
 SOAK = Path(__file__).parents[1] / "benchmarks" / "soak.py"
-BATCHES, EVERY, RETAINED = 50, 10, 10
+BATCHES, EVERY, RETAINED = 40, 10, 5
 
 
 @pytest.mark.timeout(1800)
@@ -55,4 +55,4 @@ def test_a_long_stream_stops_growing_once_retention_trims(tmp_path):
     source_log = [p.name for p in (chk / "sources" / "0").iterdir() if p.name[0].isdigit()]
     compacted = [n for n in source_log if n.endswith(".compact")]
     # Spark keeps the compacted file before the latest and the plain files after it.
-    assert len(compacted) <= 2 and len(source_log) <= 2 * 10 + 1, sorted(source_log)
+    assert len(compacted) <= 2 and len(source_log) <= 2 * RETAINED + 1, sorted(source_log)
