@@ -23,8 +23,8 @@ LINE = 1 << 20
 NOW_US = 1_793_527_200_000_000  # 2026-11-01T10:00:00Z
 BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 # What one worker may hold: a batch of at most ARROW_BATCH_BYTES of lines in a few copies
-# (the parse), or a 16 MiB chunk of the file (the file source), plus the interpreter and its
-# libraries. Holding the file would need over 1 GiB.
+# (the parse) and a 16 MiB chunk of the file (the file source, decoded by the same task),
+# plus the interpreter and its libraries. Holding the file would need over 1 GiB.
 BOUND = 512 << 20
 
 
