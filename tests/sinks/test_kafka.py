@@ -9,6 +9,7 @@ import pytest
 
 from sessionize.engines.checkpoint import comparable
 from sessionize.errors import ConfigError, SinkError
+from sessionize.sinks import kafka
 from sessionize.sinks.registry import open_sink
 from tests.sinks.conftest import kill_when_paused
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
@@ -161,3 +162,21 @@ def test_two_jobs_on_one_prefix_have_their_own_batches(tmp_path):
     _publish(uri, 0, "b", job="job-b")  # job-a's batch 0 says nothing about job-b's
     assert _seen_sessions(uri) == sorted(_expected_sessions(0, "a") + _expected_sessions(0, "b"))
     assert open_sink(uri, job="job-b").published("sessions") == [0]
+
+
+def test_a_closed_sink_leaves_no_producer_open_and_publishes_again(tmp_path):
+    """A job's end closes its producer (a producer left to the interpreter's exit, its
+    broker gone, can crash the process); the next publish opens another."""
+    uri = kafka_uri(tmp_path)
+    others = set(kafka._OPEN)  # the sinks of earlier tests in this process
+    sink = open_sink(uri, job="job-a")
+    sink.check()  # the probe's producer is closed at once
+    assert kafka._OPEN == others
+    for batch, tag in ((0, "a"), (1, "b")):
+        sink.clear_staging(batch)
+        stage(sink, batch, tag)
+        sink.publish(batch)
+        assert len(kafka._OPEN - others) == 1
+        sink.close()
+        assert kafka._OPEN == others
+    assert _seen_sessions(uri) == sorted(_expected_sessions(0, "a") + _expected_sessions(1, "b"))

@@ -89,7 +89,9 @@ def test_broker_down_inside_the_transaction_is_one_line_and_a_restart_produces_i
     broker, tmp_path, monkeypatch
 ):
     uri = f"kafka://127.0.0.1:{broker.port}/outage?staging={tmp_path / 'staging'}"
-    _publish(open_sink(uri, job="j"), 0, "a")
+    first = open_sink(uri, job="j")
+    _publish(first, 0, "a")
+    first.close()
     real = faults.pause_point
 
     def down(name: str, batch: int) -> None:
@@ -111,3 +113,4 @@ def test_broker_down_inside_the_transaction_is_one_line_and_a_restart_produces_i
     _publish(restarted, 1, "b")
     assert _seen(uri) == Counter({(0, "a"): 6, (1, "b"): 6})
     assert [m["batch_id"] for m in read_topic(uri, "_batches")] == [0, 1]
+    restarted.close()

@@ -114,7 +114,8 @@ def start(
     except BaseException:
         lease.release()
         raise
-    return StreamRun(df.sparkSession, query, runner, [restore, lease.release], checkpoint)
+    ends = [restore, engine.sink.close, lease.release]
+    return StreamRun(df.sparkSession, query, runner, ends, checkpoint)
 
 
 def stream(
@@ -255,7 +256,10 @@ def run(
         version = 0 if last is None else last + 1
         request = BatchRequest(version, -1 if last is None else last, first=last is None)
         runner = BatchRunner(engine, on_batch or _LOG.info, lease=lease)
-        return runner.run(df, request)
+        try:
+            return runner.run(df, request)
+        finally:
+            engine.sink.close()
     finally:
         lease.release()
 

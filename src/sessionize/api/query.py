@@ -69,7 +69,7 @@ def launch(
         lease=lease,
         records=kept(),
     )
-    ends = [lease.release]
+    ends = [engine.sink.close, lease.release]
     if metrics is not None:  # counted where the records are: here, or in the server's log
         if tail is None:
             runner.on_record = metrics.observe

@@ -230,19 +230,22 @@ def _run(
         lease=lease,
     )
     on_start(len(hours))
-    for i, hour in enumerate(hours):
-        path = _hour_path(opts.input, hour)
-        if not is_dir(path):
-            on_hour(f"hour {hour:%Y-%m-%dT%H}: no input at {path}, treated as an empty hour")
-        raw = batch_records(spark, [path] if is_dir(path) else [], opts.mapping)
-        request = BatchRequest(
-            hour_version(hour),
-            previous=hour_version(hour - HOUR),
-            first=new_state and i == 0,
-            end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
-            now_us=now_us,
-        )
-        runner.run(raw, request)
+    try:
+        for i, hour in enumerate(hours):
+            path = _hour_path(opts.input, hour)
+            if not is_dir(path):
+                on_hour(f"hour {hour:%Y-%m-%dT%H}: no input at {path}, treated as an empty hour")
+            raw = batch_records(spark, [path] if is_dir(path) else [], opts.mapping)
+            request = BatchRequest(
+                hour_version(hour),
+                previous=hour_version(hour - HOUR),
+                first=new_state and i == 0,
+                end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
+                now_us=now_us,
+            )
+            runner.run(raw, request)
+    finally:
+        engine.sink.close()
     later = [v for v in committed if v > hour_version(hours[-1])]
     if later:
         on_hour(_rest_note(opts, settings, hours[-1] + HOUR, _hour_of(later[-1])))

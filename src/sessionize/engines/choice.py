@@ -34,11 +34,6 @@ from sessionize.state.lease import Lease
 class EngineKind(ABC):
     """An engine as a job chooses it by its state: what it can do, how it opens."""
 
-    # Runs any `stateful.Processor` (else: sessions only).
-    runs_processors: bool
-    # Feeds outputs replaced by key (`open_sessions`): the refresh after a rewind hands the
-    # whole state to the logic, so the engine must be able to read all of it.
-    replaces_by_key: bool
     # The engine's backward half, for the tools that work on a stopped checkpoint.
     restorable: type[RestorableState]
 
@@ -47,11 +42,13 @@ class EngineKind(ABC):
         """Whether this engine keeps `state` (as `--state` spells it, or as recorded)."""
 
     def check_replaced_by_key(self) -> None:  # noqa: B027 - most engines can
-        """Raises ConfigError (one line) unless the engine can feed outputs replaced by
-        key."""
+        """Raises ConfigError (one line) unless the engine can feed outputs replaced by key
+        (`open_sessions`): the refresh after a rewind hands the whole state to the logic, so
+        the engine must be able to read all of it."""
 
     def check_runs_processors(self, state: str) -> None:  # noqa: B027 - most engines do
-        """Raises ConfigError (one line) unless the engine runs any processor."""
+        """Raises ConfigError (one line) unless the engine runs any `stateful.Processor`
+        (else: sessions only)."""
 
     @abstractmethod
     def open_state(self, settings: EngineSettings, checkpoint: str,
@@ -82,8 +79,6 @@ class EngineKind(ABC):
 class OurStore(EngineKind):
     """Our versioned store (engines/store.py, engines/keyed.py)."""
 
-    runs_processors = True
-    replaces_by_key = True
     restorable = StoreRestorable
 
     @override
@@ -118,8 +113,6 @@ class SparkState(EngineKind):
     """Spark's own state store in the checkpoint (engines/spark_state.py): an engine for
     sessions only, calling the session logic directly."""
 
-    runs_processors = False
-    replaces_by_key = False
     restorable = SparkRestorable
 
     @override
@@ -127,7 +120,7 @@ class SparkState(EngineKind):
         return state in PROVIDERS
 
     @override
-    def check_replaced_by_key(self) -> None:  # noqa: B027 - most engines can
+    def check_replaced_by_key(self) -> None:
         raise replaced.refuse(
             "Spark-managed state (--state spark-*) cannot be read whole to rebuild it",
             "use --state files (or another store of ours)",
@@ -165,9 +158,9 @@ _KINDS: tuple[EngineKind, ...] = (SparkState(), OurStore())
 def engine_for(state: str) -> EngineKind:
     """The engine that keeps `state` (`--state` as given or as a checkpoint recorded it).
 
-    >>> engine_for("files").runs_processors
-    True
-    >>> engine_for("spark-rocksdb").replaces_by_key
-    False
+    >>> type(engine_for("files")).__name__
+    'OurStore'
+    >>> engine_for("spark-rocksdb").restorable.__name__
+    'SparkRestorable'
     """
     return next(kind for kind in _KINDS if kind.owns(state))

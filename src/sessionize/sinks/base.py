@@ -69,6 +69,11 @@ class Sink(Protocol):
         (before `publish`)."""
         ...
 
+    def close(self) -> None:
+        """At the job's end: close what the driver holds open for the sink (a producer);
+        a later publish opens it again."""
+        ...
+
 
 def sink_errors(what: str) -> AbstractContextManager[None]:
     """Object-store and table failures as one SinkError line; staged rows stay for a retry."""
@@ -128,6 +133,9 @@ class StagedSink:
             values = ds.dataset(files, filesystem=fs, format="parquet").to_table(columns=[column])
         counts = pc.value_counts(values[column].combine_chunks()).to_pylist()
         return {c["values"]: c["counts"] for c in counts}
+
+    def close(self) -> None:
+        """Nothing held open between batches (the Kafka sink holds a producer)."""
 
     def clear_staging(self, batch_id: int) -> None:
         fs, base = self._fs()

@@ -24,6 +24,7 @@ each record carries `batch_id` and `position` so that consumers drop the repeats
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 from dataclasses import dataclass, field
@@ -157,7 +158,7 @@ class KafkaSink(StagedSink):
             SinkError: the broker does not answer, or has no transactions (one line each).
         """
         if self.output.delivery == "exactly-once":
-            self._producer(probe=True)
+            _close(self._producer(probe=True))
         else:
             self._markers()
 
@@ -173,6 +174,7 @@ class KafkaSink(StagedSink):
         try:
             self._produce(batch_id, tables, per_user)
         except _kafka().KafkaException as e:
+            self.close()
             self._live.clear()  # the outcome is known again only from the markers
             raise SinkError(
                 f"producing batch {batch_id} to Kafka {where} failed: {_reason(e)}; nothing "
@@ -297,6 +299,7 @@ class KafkaSink(StagedSink):
             if out.delivery == "exactly-once":
                 producer.commit_transaction(_TIMEOUT_S)
         except _kafka().KafkaException as e:
+            self.close()
             self._live.clear()
             raise SinkError(f"retiring batches on Kafka {out.bootstrap}: {_reason(e)}; run "
                             "the command again") from e  # fmt: skip
@@ -322,9 +325,17 @@ class KafkaSink(StagedSink):
                 producer.init_transactions(_TIMEOUT_S)
             except kafka.KafkaException as e:
                 raise SinkError(_no_transactions(out, e)) from e
+        _OPEN.add(producer)
         if not probe:
             self._live["producer"] = producer
         return producer
+
+    def close(self) -> None:
+        """Close this process's producer, if open (between batches nothing is pending: each
+        batch was flushed and committed, or aborted); the next publish opens another."""
+        producer = self._live.pop("producer", None)
+        if producer is not None:
+            _close(producer)
 
     # -- markers ----------------------------------------------------------------------------
     def _markers(self) -> dict[int, dict[str, int]]:
@@ -335,6 +346,24 @@ class KafkaSink(StagedSink):
                 self._producer()
             self._live["markers"] = read_markers(self.output, self.job)
         return self._live["markers"]
+
+
+# Producers still open, closed at exit: a librdkafka producer left to the interpreter's
+# shutdown, its broker gone, can corrupt the heap while its threads still reconnect.
+_OPEN: set[Any] = set()
+
+
+def _close(producer) -> None:
+    _OPEN.discard(producer)
+    producer.purge()
+    producer.close()
+
+
+@atexit.register
+def _close_open() -> None:
+    for producer in list(_OPEN):
+        with contextlib.suppress(Exception):
+            _close(producer)
 
 
 def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:

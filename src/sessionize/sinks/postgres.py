@@ -159,6 +159,9 @@ class PostgresSink:
             missing=None,
         )
 
+    def close(self) -> None:
+        """Nothing to close: connections are pooled per process (`_run`)."""
+
     def clear_staging(self, batch_id: int) -> None:
         def clear(conn: psycopg.Connection) -> None:
             with conn.transaction():
