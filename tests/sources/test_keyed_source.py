@@ -21,6 +21,7 @@ from tests.stateful.test_source_stream import (
 
 from .helpers import unique
 
+
 @pytest.mark.services
 def test_a_kafka_topic_with_bad_records(spark, tmp_path, kafka_bootstrap):
     uri = f"kafka://{kafka_bootstrap}/{unique('orders')}"
