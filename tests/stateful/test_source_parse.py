@@ -168,3 +168,34 @@ def test_random_objects_match_the_loop(lines):
 def test_an_unsupported_column_type_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="column 'tags' is list<item: string>"):
         RecordDecoder(pa.schema([("tags", pa.list_(pa.string()))]))
+
+
+def test_rows_marked_invalid_or_without_key_or_time_are_set_aside_with_their_reason():
+    from sessionize.stateful.invalid import split_invalid
+
+    rows = [  # (k, t, _raw, _reason, _source)
+        (1, 10, None, None, None), (None, 11, None, None, None), (2, None, None, None, None),
+        (None, None, None, None, None), (None, None, "x", "not a JSON object", "f:1"),
+        (None, None, None, "no payload (null value)", "kafka:t/0/3"), (3, 12, None, None, None),
+    ]  # fmt: skip
+    table = pa.table({
+        "k": pa.array([r[0] for r in rows], pa.int64()),
+        "t": pa.array([r[1] for r in rows], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        "_raw": [r[2] for r in rows], "_reason": [r[3] for r in rows],
+        "_source": [r[4] for r in rows],
+    })  # fmt: skip
+    valid, invalid = split_invalid(table, "k", "t")
+    want_valid, want_invalid = [], []
+    for k, t, raw, reason, source in rows:
+        why = reason or ("missing k" if k is None else "missing t" if t is None else None)
+        if why is None:
+            want_valid.append(k)
+        elif reason is None:
+            when = None if t is None else datetime.fromtimestamp(t / 1e6, UTC).isoformat()
+            shown = json.dumps({"k": k, "t": when})
+            want_invalid.append((source, shown, why))
+        else:
+            want_invalid.append((source, raw, why))
+    assert valid.column_names == ["k", "t"] and valid.column("k").to_pylist() == want_valid
+    got = [(r["source"], r["raw"], r["reason"]) for r in invalid.to_pylist()]
+    assert sorted(got, key=str) == sorted(want_invalid, key=str)

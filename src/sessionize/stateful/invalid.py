@@ -10,6 +10,7 @@ other input may lack them. A row with a null key or event time is invalid too
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pyarrow as pa
@@ -63,7 +64,7 @@ def split_invalid(
     bad_rows = rows.filter(bad)
     raw = bad_rows.column(RAW) if RAW in marks else pa.nulls(bad_rows.num_rows, pa.string())
     as_json = pa.array(
-        [json.dumps(row, default=str) for row in bad_rows.drop_columns(marks).to_pylist()],
+        [json.dumps(row, default=_shown) for row in bad_rows.drop_columns(marks).to_pylist()],
         pa.string(),
     )
     # A row a source could not read keeps its `_raw` (null when nothing was read); a row
@@ -85,3 +86,10 @@ def split_invalid(
     order = [("source", "ascending"), ("raw", "ascending"), ("reason", "ascending")]
     invalid = invalid.take(pc.sort_indices(invalid, order))
     return valid, invalid.cast(INVALID_SCHEMA)
+
+
+def _shown(value: object) -> str:
+    """A value JSON has no type for: a time in ISO-8601, anything else as `str` shows it."""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    return str(value)
