@@ -86,6 +86,12 @@ class RecordDecoder:
         try:
             row = self.decoder.decode(line)
         except msgspec.ValidationError as e:
+            # the first wrong field stops the typed decode: the rest of the line may not
+            # even be JSON, which comes first (as in the session parser)
+            try:
+                msgspec.json.decode(line, type=msgspec.Raw)  # syntax only
+            except msgspec.DecodeError:
+                return None, "not a JSON object"
             return None, self._reason(str(e))
         except msgspec.DecodeError:
             return None, "not a JSON object"
