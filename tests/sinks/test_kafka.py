@@ -171,12 +171,12 @@ def test_a_closed_sink_leaves_no_producer_open_and_publishes_again(tmp_path):
     others = set(kafka._OPEN)  # the sinks of earlier tests in this process
     sink = open_sink(uri, job="job-a")
     sink.check()  # the probe's producer is closed at once
-    assert kafka._OPEN == others
+    assert others == kafka._OPEN
     for batch, tag in ((0, "a"), (1, "b")):
         sink.clear_staging(batch)
         stage(sink, batch, tag)
         sink.publish(batch)
         assert len(kafka._OPEN - others) == 1
         sink.close()
-        assert kafka._OPEN == others
+        assert others == kafka._OPEN
     assert _seen_sessions(uri) == sorted(_expected_sessions(0, "a") + _expected_sessions(1, "b"))
