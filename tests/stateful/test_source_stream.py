@@ -106,3 +106,15 @@ def test_a_file_tree_with_bad_lines_through_a_restart(spark, tmp_path):
     (bad_file,) = [g for g in got if g[0].endswith(".gz")]
     assert bad_file[2].startswith("unreadable file: truncated gzip")
     assert sorted(g for g in got if g is not bad_file) == sorted(want)
+
+
+def test_a_bounded_read_of_the_tree_runs_as_one_batch(spark, tmp_path):
+    _write(tmp_path / "in", FIRST + SECOND, 0)
+    orders = stateful.source(spark, str(tmp_path / "in"), ORDERS, bounded=True)
+    record = stateful.run(orders, RunningTotals(), output=str(tmp_path / "out"), state="files",
+                          partitions=2)  # fmt: skip
+    assert (record["version"], record["batch"]["invalid"]) == (0, 6)
+    assert latest_totals(tmp_path / "out") == reference(FIRST + SECOND)
+    assert sorted(r["reason"] for r in invalid_rows(tmp_path / "out")) == sorted(
+        REASONS[line] for lines in FIRST + SECOND for line in lines if line in REASONS
+    )
