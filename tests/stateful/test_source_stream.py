@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 
 from examples.running_totals import RunningTotals
 from sessionize import stateful
+from sessionize.commands.rewind import rewind
 
 ORDERS = pa.schema([pa.field("customer_id", pa.int64(), nullable=False),
                     ("amount", pa.float64())])  # fmt: skip
@@ -106,6 +107,15 @@ def test_a_file_tree_with_bad_lines_through_a_restart(spark, tmp_path):
     (bad_file,) = [g for g in got if g[0].endswith(".gz")]
     assert bad_file[2].startswith("unreadable file: truncated gzip")
     assert sorted(g for g in got if g is not bad_file) == sorted(want)
+
+    # A rewind retires the invalid rows of the batches it undoes: rerun, they are there once.
+    rewind(str(tmp_path / "chk"), 1, say=lambda _: None)
+    assert sorted(r["batch_id"] for r in invalid_rows(tmp_path / "out")) == [0, 0, 1, 1, 1]
+    records = _stream(spark, tmp_path)
+    assert [r["version"] for r in records] == [2, 3]
+    assert sorted((r["source"], r["raw"], r["reason"])
+                  for r in invalid_rows(tmp_path / "out")) == got  # fmt: skip
+    assert latest_totals(tmp_path / "out") == reference(FIRST + SECOND)
 
 
 def test_a_bounded_read_of_the_tree_runs_as_one_batch(spark, tmp_path):

@@ -91,7 +91,7 @@ def start(
         )
         check_or_record_processor(checkpoint, {
             **settings_record(settings), "output": output, "output_format": output_format,
-            "outputs": list(settings.output_names), "state": recorded_state(state), "job": job,
+            "outputs": list(settings.processor_outputs), "state": recorded_state(state), "job": job,
         })  # fmt: skip
         # What `history`, `rewind` and `status` need besides the settings (no secrets).
         record_paths(checkpoint, {

@@ -68,12 +68,23 @@ class KeyedSettings:
     output_format: str = "parquet"
 
     @property
-    def output_names(self) -> tuple[str, ...]:
-        """Every output a batch publishes: the declared ones, the late output and the
-        invalid rows (stateful/invalid.py)."""
+    def processor_outputs(self) -> tuple[str, ...]:
+        """The processor's outputs: the declared ones and the late output (what its
+        checkpoint records: `invalid` is every job's)."""
         d = declared(self.processor)
         late = (d.late_output,) if d.late_output and d.late_output not in d.outputs else ()
-        return (*d.outputs, *late, INVALID_OUTPUT)
+        return (*d.outputs, *late)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Every output a batch publishes: the processor's and the invalid rows
+        (stateful/invalid.py)."""
+        return with_invalid(self.processor_outputs)
+
+
+def with_invalid(outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """A processor job's outputs as published: `outputs` and the invalid rows."""
+    return outputs if INVALID_OUTPUT in outputs else (*outputs, INVALID_OUTPUT)
 
 
 def keyed_sink(
