@@ -46,7 +46,7 @@ def source(
         schema: The columns to read: int8-64, float32/64, string, bool and
             timestamp[s|ms|us] (from ISO-8601 strings; without an offset: UTC).
         options: The source's options (`maxFilesPerTrigger` for files; the Kafka and
-            Kinesis options of docs/how-to/kafka-kinesis.md).
+            Kinesis options of docs/reference/inputs.md, "Kafka and Kinesis").
         bounded: Read the file tree once, as a bounded DataFrame (for `stateful.run`);
             only a file tree can be read so.
 
