@@ -101,12 +101,13 @@ def spark_blocks_rate(spark, raw, lines: int) -> tuple[float, int]:
     return lines / (time.perf_counter() - t0), valid
 
 
-def default_input(prefix: str) -> str:
-    """The benchmarks' default input, one hour of events, in a new temporary directory."""
+def default_input(prefix: str, events: int = 172_000) -> str:
+    """The benchmarks' default input, one hour of `events` events (172k), in a new temporary
+    directory."""
     from bench_common import input_config, write_input
 
     root = tempfile.mkdtemp(prefix=prefix)
-    ns = argparse.Namespace(hours=1, users=15_000, events_per_hour=172_000, files_per_hour=5)
+    ns = argparse.Namespace(hours=1, users=15_000, events_per_hour=events, files_per_hour=5)
     write_input(input_config(ns), root)
     return root
 

@@ -1,7 +1,8 @@
 """Malformed lines and files: each kind gets its documented reason, nothing is lost.
 
 One directory holds a file per kind; ONE Spark job reads it with the file source and parses
-it (`files.file_batch` + `parsing.parse`), then the table below is checked per file: the
+it (`files.listed_files` + `parsing.parse` decoding them with `files.decode_listed` in its
+own task, as the engines do), then the table below is checked per file: the
 reasons of its lines in order (None = a valid event), so that lines in = valid events +
 invalid lines for every file, and in total.
 """
@@ -19,7 +20,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sessionize.parsing import parse
-from sessionize.sources.files import file_batch
+from sessionize.sources.files import decode_listed, listed_files
 from sessionize.sources.lines import decode_file
 
 NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
@@ -164,7 +165,8 @@ def results(spark, tmp_path_factory) -> dict[str, list[dict]]:
     for name, (content, _) in CASES.items():
         (root / name).write_bytes(content)
     now = F.lit(NOW.replace(tzinfo=None)).cast("timestamp")
-    parsed = parse(file_batch(spark, [str(root)]), now=now, max_future_us=MAX_FUTURE_US)
+    parsed = parse(listed_files(spark, [str(root)]), now=now, max_future_us=MAX_FUTURE_US,
+                   decode=decode_listed)  # fmt: skip
     by_file: dict[str, list[dict]] = {}
     for row in parsed.collect():
         by_file.setdefault(row["source"].rsplit("/", 1)[-1], []).append(row.asDict())

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from sessionize.parsing import parse
-from sessionize.sources.files import file_batch
+from sessionize.sources.files import decode_listed, listed_files
 from sessionize.spark_session import ARROW_BATCH_BYTES
 
 GIB = 1 << 30
@@ -23,8 +23,8 @@ LINE = 1 << 20
 NOW_US = 1_793_527_200_000_000  # 2026-11-01T10:00:00Z
 BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 # What one worker may hold: a batch of at most ARROW_BATCH_BYTES of lines in a few copies
-# (the parse), or a 16 MiB chunk of the file (the file source), plus the interpreter and its
-# libraries. Holding the file would need over 1 GiB.
+# (the parse) and a 16 MiB chunk of the file (the file source, decoded by the same task),
+# plus the interpreter and its libraries. Holding the file would need over 1 GiB.
 BOUND = 512 << 20
 
 
@@ -87,8 +87,9 @@ def test_a_1_gib_file_is_read_with_bounded_memory_per_worker(spark, tmp_path):
         assert path.stat().st_size == GIB
         for pid in _python_workers(spark):
             Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := current RSS
-        parsed = parse(file_batch(spark, [str(tmp_path)]), now=NOW_US,
-                       max_future_us=86_400_000_000, valid_sources=False)  # fmt: skip
+        parsed = parse(listed_files(spark, [str(tmp_path)]), now=NOW_US,
+                       max_future_us=86_400_000_000, valid_sources=False,
+                       decode=decode_listed)  # fmt: skip
         assert parsed.where("reason IS NULL").count() == lines
         peaks = [_peak_bytes(pid) for pid in _python_workers(spark)]
     finally:

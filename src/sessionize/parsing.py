@@ -3,7 +3,9 @@
 `parse` reads JSON lines into typed Arrow columns in the task that holds them
 (`events.blocks`: `pyarrow.json` a block at a time), so that what crosses into Spark is typed
 event columns; the lines it refuses (rare: not strict JSON, a key twice, a wrong type) go
-through `parse_exact`, Spark's own expressions, in the same projection. Every line leaves
+through `parse_exact`, Spark's own expressions, in the same projection. Given a source's
+`decode` (e.g. `sources.files.decode_listed`), that task also reads the lines: from a file's
+path to typed events in one Python task. Every line leaves
 this stage either as a valid event or with a reason; nothing is dropped and nothing raises.
 
 `parse_exact` runs in Spark's JVM (`from_json`). Types are checked for every field read.
@@ -21,18 +23,24 @@ contract); reasons name the field by its path in the input.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.config import MAX_EVENT_GAP_US
 from sessionize.events import rules as R
-from sessionize.events.marks import LATEST, RECORDS, marked_schema, pass_and_mark
+from sessionize.events.marks import LATEST, RECORDS, marked_schema
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
+
+if TYPE_CHECKING:
+    from sessionize.events.reading import Decode
+
+# The raw records' columns as Spark names them (what a `decode` yields).
+RECORDS_SCHEMA = "value string, error string, source string"
 
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
@@ -294,13 +302,15 @@ def parse(
     mapping: EventMapping | None = None,
     valid_sources: bool = True,
     marks: pa.Array | None = None,
+    decode: Decode | None = None,
 ) -> DataFrame:
     """Raw records -> valid events and invalid lines, the lines read by `events.blocks` in
     the task that holds them.
 
     Args:
         raw: `value` (a JSON line), `error` (a reason a source pre-fills, e.g. a record
-            that is not UTF-8: it becomes the reason), `source` (where the line came from).
+            that is not UTF-8: it becomes the reason), `source` (where the line came from);
+            with `decode`, what `decode` reads them from (e.g. a listing of files).
         now: The batch's time, as µs since the epoch (the reading task judges
             `max_future_us` itself) or a timestamp column (Spark judges it, and every line
             crosses back for `raw`).
@@ -313,6 +323,10 @@ def parse(
             lines sends a mark row per key (`events.marks`), and every line the exact path
             finds valid one more per key with its time: no pass of their own. A mapping
             the block reader does not read returns no mark columns: the caller adds them.
+        decode: A source's task function from `raw`'s batches to the records (`value`,
+            `error`, `source`), run in the task that reads the lines (never raising: what
+            cannot be read is a record with an `error`); the output is the same as that of
+            `parse(raw.mapInArrow(decode, RECORDS_SCHEMA))`, row for row.
 
     Returns:
         `event_columns(mapping)`, then `reason` (NULL for valid events), `raw` (the line,
@@ -332,22 +346,26 @@ def parse(
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from sessionize.events import blocks
+    from sessionize.events.reading import read_task
 
     m = mapping or EventMapping()
     p = blocks.plan(m)
     if p is None:
-        parsed = parse_exact(raw, now=now_column(now), max_future_us=max_future_us, mapping=m)
+        records = raw if decode is None else raw.mapInArrow(decode, RECORDS_SCHEMA)
+        parsed = parse_exact(records, now=now_column(now), max_future_us=max_future_us,
+                             mapping=m)  # fmt: skip
         return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, int)
     judged_here = now is None or in_task  # no line can turn invalid after the reader
     if marks is not None and not judged_here:
         raise ValueError("batch marks need the batch's time as µs, judged where lines are read")
     task = functools.partial(
-        _read_blocks, p, now if in_task else None, max_future_us if in_task else None,
-        not judged_here, valid_sources or not judged_here, marks,
+        read_task, p, now if in_task else None, max_future_us if in_task else None,
+        not judged_here, valid_sources or not judged_here, marks, decode,
     )  # fmt: skip
     schema = p.schema if marks is None else marked_schema(p.schema)
-    typed = raw.select("value", "error", "source").mapInArrow(task, from_arrow_schema(schema))
+    records = raw if decode is not None else raw.select("value", "error", "source")
+    typed = records.mapInArrow(task, from_arrow_schema(schema))
     now = now_column(now)
     exact = F.col(blocks.EXACT)
     names = event_columns(m)
@@ -402,31 +420,6 @@ def now_column(now: Column | int | None) -> Column | None:
 def invalid_sources(parsed: DataFrame) -> DataFrame:
     """`parsed` with `source` kept only where there is a `reason`."""
     return parsed.withColumn("source", F.when(F.col("reason").isNotNull(), F.col("source")))
-
-
-def _read_blocks(plan, now_us, max_future_us, keep_lines, valid_sources, keys, batches):
-    """The block reader's task; with `keys`, the rows then the task's marks (`parse`)."""
-    from sessionize.events import blocks
-
-    def read():
-        for batch in batches:
-            out = blocks.read_block(batch, plan, now_us, max_future_us, valid_sources)
-            if keep_lines:  # Spark judges the time limit: every line may become invalid
-                raw = batch.column("value")
-                out = out.set_column(out.schema.get_field_index("raw"), "raw", raw)
-            yield out
-
-    if keys is None:
-        yield from read()
-    else:  # a line of the exact path is judged later (`_exact_marks`)
-        yield from pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
-
-
-def _judged_here(batch: pa.RecordBatch) -> pa.Array:
-    """The block reader's rows it found valid (not those left to the exact path)."""
-    from sessionize.events.blocks import EXACT
-
-    return pc.and_(pc.is_null(batch.column("reason")), pc.invert(batch.column(EXACT)))
 
 
 def too_far_ahead(ts: Column, now: Column, max_future_us: int) -> Column:

@@ -3,6 +3,7 @@ time of the whole batch, from every map task, within the one shuffle."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,8 @@ from pyspark.sql import functions as F
 from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
 from sessionize.engines.placement import partition_users
 from sessionize.mapping import EventMapping
-from sessionize.parsing import parse, parse_exact
+from sessionize.parsing import RECORDS_SCHEMA, parse, parse_exact
+from sessionize.sources.files import LISTED_FILE, decode_listed, listed_files
 from tests.events.test_blocks import DAY_US, DEFAULT, NOW_US, documents
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -141,3 +143,30 @@ def test_the_reading_tasks_marks_equal_sparks_parse(spark, lines):
     out = _read_and_marked(spark, lines, DEFAULT)
     assert {(r["records"], r["latest"]) for r in out} == {_expected(spark, lines, DEFAULT)}
     assert sum(r["events"] for r in out) == len(lines)
+
+
+def test_the_task_that_reads_the_files_parses_and_marks_them(spark, tmp_path):
+    """From a file's path to typed rows and marks in one task (`decode`): the same rows and
+    marks as the files' records parsed in a task of their own, and the batch's figures."""
+    (tmp_path / "a.json").write_text("\n".join(
+        [_line(1, 5), _line(2, 30), _line(3, 20, page="NaN")]  # the last: the exact path
+    ) + "\n")  # fmt: skip
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "b.json").write_bytes(bom + _line(4, 1).encode() + b"\r\nnot json\n\xff")
+    (tmp_path / "c.json").write_bytes(b"")
+    # The latest event, then a truncated gzip: an `unreadable file` row.
+    (tmp_path / "d.json.gz").write_bytes(gzip.compress(_line(5, 40).encode() + b"\n")[:-8])
+    listing = listed_files(spark, [str(tmp_path)]).repartition(3, LISTED_FILE)
+    keys = mark_keys(spark, PARTITIONS, pa.int64())
+    options = {"now": NOW_US, "max_future_us": DAY_US, "valid_sources": False, "marks": keys}
+    fused = parse(listing, decode=decode_listed, **options)
+    apart = parse(listing.mapInArrow(decode_listed, RECORDS_SCHEMA), **options)
+    rows = fused.collect()
+    assert sorted(map(str, rows)) == sorted(map(str, apart.collect()))
+    reasons = sorted(str(r["reason"]) for r in rows if r["_mark_records"] is None)
+    assert reasons == sorted(["None"] * 5 + ["not a JSON object", "not UTF-8 (byte 0)",
+                                             "unreadable file: truncated gzip after 1 lines"])
+    out = _reports(fused)
+    latest = int((T0 + timedelta(minutes=40)).timestamp() * 1_000_000)
+    assert {(r["records"], r["latest"]) for r in out} == {(8, latest)}
+    assert sum(r["events"] for r in out) == 8

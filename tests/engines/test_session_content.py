@@ -157,6 +157,18 @@ def test_dropped_bot_events_are_counted_in_the_batch_record(runs):
     assert batch[-1]["totals"]["bot_events"] == bots
 
 
+def test_the_batch_line_shows_dropped_bot_events_only_when_there_are_some():
+    from sessionize.engines.session_report import session_line
+
+    batch = {"records": 10, "invalid": 1, "events_in": 9, "sessions_out": 2, "late": 0,
+             "open_sessions": 3}  # fmt: skip
+    record = {"watermark": None, "duration_s": 1.0}
+    line = session_line("batch 4", {**record, "batch": {**batch, "bot_events": 3}})
+    assert ", 0 late, 3 bot events dropped, 3 open sessions," in line, line
+    for bots in ({}, {"bot_events": 0}):
+        assert "bot" not in session_line("batch 4", {**record, "batch": {**batch, **bots}})
+
+
 def test_a_changed_option_is_refused_in_one_line(tmp_path):
     chk = str(tmp_path / "chk")
 

@@ -88,7 +88,7 @@ def test_history_and_status_of_a_processor_job(job):
     assert status["last_batch"] == status["committed_batch"] == 3
     assert status["counters"] == {"orders": sum(len(b) for b in SPLIT)}
     assert status["state"] == "files" and not status["driver"]["running"]
-    assert "totals: 9 lines read, 9 events in, 0 late, 9 orders" in describe(status)
+    assert "totals: 9 lines read, 0 invalid, 9 events in, 0 late, 9 orders" in describe(status)
 
 
 def test_state_inspect_and_export_of_a_processor_job(job, tmp_path):
@@ -115,7 +115,7 @@ def test_rewind_repartition_and_continue_equal_the_loop(spark, job):
     chk = str(job / "chk")
     plan = rewind(chk, 1, say=lambda _: None)
     assert plan.batches == [2, 3]
-    assert plan.rows == {"totals": sum(len(r) for r in reference(SPLIT)[2:])}
+    assert plan.rows == {"totals": sum(len(r) for r in reference(SPLIT)[2:]), "invalid": 0}
     assert _per_batch(job) == reference(SPLIT)[:2]
     assert batch_history(open_checkpoint(chk)).restorable == [0, 1]
     moved = f"files:{job / 'moved'}"

@@ -3,7 +3,9 @@
 Two shapes are accepted: typed columns at the mapped paths (a struct field or a dotted
 top-level name; `columns.parse_columns`), or a `value` column of JSON lines, string or
 bytes (`parsing.parse`), as from Spark's Kafka source or `spark.readStream.text`. A
-DataFrame with a `value` column and no column at the user path is read as JSON.
+DataFrame with a `value` column and no column at the user path is read as JSON. The file
+source's listing of JSON-lines files (`sources.files.file_listing`) is read as JSON too,
+the parse's task decoding the files (`sources.files.decode_listed`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from sessionize.engines.runner import Parser
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
+from sessionize.sources.files import decode_listed, is_listing
 
 _JSON_RECORD = ("value", "error", "source")
 
 
 def is_json(df: DataFrame, mapping: EventMapping) -> bool:
-    """Whether `df` carries JSON lines in `value` rather than typed columns."""
+    """Whether `df` carries JSON lines in `value` (or is a listing of JSON-lines files)
+    rather than typed columns."""
+    if is_listing(df):
+        return True
     if "value" not in df.columns or resolve(df.schema, mapping.user) is not None:
         return False
     return isinstance(df.schema["value"].dataType, T.StringType | T.BinaryType)
@@ -56,14 +62,19 @@ def json_records(df: DataFrame) -> DataFrame:
     )
 
 
-def json_parser(mapping: EventMapping) -> Parser:
-    """The parser of JSON lines at the mapping's paths."""
+def json_parser(mapping: EventMapping, listing: bool = False) -> Parser:
+    """The parser of JSON lines at the mapping's paths; with `listing`, of a listing of
+    JSON-lines files, which its task decodes."""
+    if listing:
+        return functools.partial(parse, mapping=mapping, decode=decode_listed)
     return functools.partial(parse, mapping=mapping)
 
 
 def reader(df: DataFrame, mapping: EventMapping) -> tuple[DataFrame, Parser]:
     """(records, parser) for `df`; a typed DataFrame without a required field, or with one
     of a type that cannot hold it, raises the ConfigError that names it."""
+    if is_listing(df):
+        return df, json_parser(mapping, listing=True)
     if is_json(df, mapping):
         records = df if df.columns == list(_JSON_RECORD) else json_records(df)
         return records, json_parser(mapping)
@@ -72,11 +83,12 @@ def reader(df: DataFrame, mapping: EventMapping) -> tuple[DataFrame, Parser]:
 
 
 def file_parser(mapping: EventMapping) -> Parser:
-    """The parser of the file sources' records: JSON lines (`sources.files`), or with
-    `input_format` parquet the typed rows of `sources.parquet`."""
+    """The parser of the file sources' batch records (`sources.registry.batch_records`):
+    a listing of JSON-lines files (`sources.files`), or with `input_format` parquet the
+    typed rows of `sources.parquet`."""
     if mapping.input_format == "parquet":
         return functools.partial(parse_columns, mapping=mapping)
-    return json_parser(mapping)
+    return json_parser(mapping, listing=True)
 
 
 def settle_key_type(s: Any, df: DataFrame, recorded_type: str | None) -> Any:

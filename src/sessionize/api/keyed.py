@@ -15,6 +15,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api.arguments import Duration, duration_us, parse_trigger, progress_path, state_uri
+from sessionize.api.keyed_source import source
 from sessionize.api.query import StreamRun, end_finished
 from sessionize.api.recorded import recorded_state
 from sessionize.api.workers import check_workers
@@ -37,9 +38,11 @@ from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
+from sessionize.stateful.invalid import INVALID_OUTPUT, without_marks
 from sessionize.stateful.processor import Processor
 
 _LOG = logging.getLogger("sessionize")
+__all__ = ["run", "source", "start", "stream"]
 
 
 def start(
@@ -88,7 +91,7 @@ def start(
         )
         check_or_record_processor(checkpoint, {
             **settings_record(settings), "output": output, "output_format": output_format,
-            "outputs": list(settings.output_names), "state": recorded_state(state), "job": job,
+            "outputs": list(settings.processor_outputs), "state": recorded_state(state), "job": job,
         })  # fmt: skip
         # What `history`, `rewind` and `status` need besides the settings (no secrets).
         record_paths(checkpoint, {
@@ -281,7 +284,13 @@ def _absolute(uri: str) -> str:
 
 def _settings(df, processor, store_uri, output, partitions, lateness, job,
               output_format) -> KeyedSettings:  # fmt: skip
-    for name, out in declared(processor).outputs.items():
+    d = declared(processor)
+    if INVALID_OUTPUT in d.outputs or d.late_output == INVALID_OUTPUT:
+        raise ConfigError(
+            f"processor {processor.name}: output '{INVALID_OUTPUT}' holds the input's "
+            "invalid rows; give the processor's output another name"
+        )
+    for name, out in d.outputs.items():
         if out.mode == "replace" and output_format != "delta":
             raise ConfigError(
                 f"processor {processor.name}: output '{name}' is replaced by key, which "
@@ -309,4 +318,4 @@ def _arrow_schema(df: DataFrame) -> pa.Schema:
     """The input's columns as the partition tasks receive them (timestamps in the session's
     time zone)."""
     zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
-    return to_arrow_schema(df.schema, timezone=zone)
+    return without_marks(to_arrow_schema(df.schema, timezone=zone))

@@ -20,7 +20,7 @@ from sessionize.engines.checkpoint import (
     offset_log,
     recorded,
 )
-from sessionize.engines.keyed import keyed_sink
+from sessionize.engines.keyed import keyed_sink, with_invalid
 from sessionize.engines.locate import restorable_state
 from sessionize.engines.progress import read_progress
 from sessionize.engines.restorable import RestorableState
@@ -52,17 +52,19 @@ class Checkpoint:
         if not output:
             return None
         fmt = self.paths.get("output_format") or self.settings.get("output_format", "parquet")
-        names = self.settings.get("outputs")  # a processor's, as its job recorded them
-        if names:
-            sink = keyed_sink(output, tuple(names), fmt, job=self.job)
+        if "processor" in self.settings:
+            sink = keyed_sink(output, self.outputs, fmt, job=self.job)
         else:
             sink = open_sink(output, fmt, job=self.job)
         return accepting_duplicates(sink) if self.accept_duplicates else sink
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """The outputs a batch writes: a processor's as recorded, or the sessions'."""
-        return tuple(self.settings.get("outputs") or OUTPUTS)
+        """The outputs a batch writes: a processor's as recorded with the invalid rows
+        (older records name only the processor's), or the sessions'."""
+        if "processor" in self.settings:
+            return with_invalid(tuple(self.settings.get("outputs") or ()))
+        return OUTPUTS
 
     def progress_log(self) -> str | None:
         return self.paths.get("progress_log") or progress_path(None, self.path, "progress.jsonl")

@@ -38,15 +38,16 @@ from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
+from sessionize.stateful.invalid import INVALID_OUTPUT, INVALID_SCHEMA, split_invalid
 from sessionize.stateful.keys import store_keys
 from sessionize.stateful.processor import Processor
 from sessionize.stateful.step import step
 
 # What every partition task reports: the core's counts, the store's, the batch marks'.
-CORE_COUNTS = ("rows", "late", "keys", "due", "state_rows_read", "state_rows_written",
-               "state_keys_removed")  # fmt: skip
+CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",
+               "state_rows_written", "state_keys_removed")  # fmt: skip
 # Summed over the life of a job besides the processor's own counters.
-KEYED_TOTALS = ("records", "events_in", "late")
+KEYED_TOTALS = ("records", "invalid", "events_in", "late")
 _TASK_FIELDS = ("partition", *CORE_COUNTS, "records", "latest")
 
 
@@ -55,7 +56,7 @@ class KeyedSettings:
     """Everything a partition task needs; pickled into every task."""
 
     processor: Processor
-    input_schema: pa.Schema  # the input's Arrow columns (a task without rows shows them)
+    input_schema: pa.Schema  # the input's Arrow columns without the invalid marks
     partitions: int
     state_uri: str
     job: str
@@ -67,11 +68,23 @@ class KeyedSettings:
     output_format: str = "parquet"
 
     @property
-    def output_names(self) -> tuple[str, ...]:
-        """Every output a batch publishes: the declared ones and the late output."""
+    def processor_outputs(self) -> tuple[str, ...]:
+        """The processor's outputs: the declared ones and the late output (what its
+        checkpoint records: `invalid` is every job's)."""
         d = declared(self.processor)
         late = (d.late_output,) if d.late_output and d.late_output not in d.outputs else ()
         return (*d.outputs, *late)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Every output a batch publishes: the processor's and the invalid rows
+        (stateful/invalid.py)."""
+        return with_invalid(self.processor_outputs)
+
+
+def with_invalid(outputs: tuple[str, ...]) -> tuple[str, ...]:
+    """A processor job's outputs as published: `outputs` and the invalid rows."""
+    return outputs if INVALID_OUTPUT in outputs else (*outputs, INVALID_OUTPUT)
 
 
 def keyed_sink(
@@ -102,6 +115,7 @@ def settings_sink(settings: KeyedSettings) -> StagedSink:
     schemas = {name: out.schema for name, out in d.outputs.items()}
     if d.late_output and d.late_output not in schemas:
         schemas[d.late_output] = d.late_schema(settings.input_schema)
+    schemas[INVALID_OUTPUT] = INVALID_SCHEMA
     keys = tuple((name, out.key) for name, out in d.outputs.items() if out.mode == "replace")
     return KeyedDeltaSink(settings.output, settings.job, schemas=tuple(schemas.items()),
                           keys=keys)  # fmt: skip
@@ -172,10 +186,12 @@ def _missing_task_at(settings: KeyedSettings, basis: BatchBasis, latest: int | N
 def run_partition(
     settings: KeyedSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
 ) -> dict:
-    """One partition's batch: read, `step`, stage the outputs, commit version V."""
+    """One partition's batch: set the invalid rows aside, read, `step`, stage the outputs,
+    commit version V."""
     d = declared(settings.processor)
     if rows is None:
         rows = settings.input_schema.empty_table()
+    rows, invalid = split_invalid(rows, d.key, d.event_time)
     backend = open_keyed_state(settings)
     store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
     try:
@@ -189,7 +205,7 @@ def run_partition(
             watermark_before=plan.watermark_before, watermark_after=plan.watermark_after,
         )  # fmt: skip
         sink = settings_sink(settings)
-        for name, table in result.outputs.items():
+        for name, table in {**result.outputs, INVALID_OUTPUT: invalid}.items():
             sink.write_part(name, plan.version, partition, table)
             if d.outputs.get(name) is not None and d.outputs[name].mode == "replace":
                 _stage_keys(sink, name, d.outputs[name].key, plan.version, partition, table,
@@ -206,7 +222,8 @@ def run_partition(
         raise
     if plan.version % settings.maintenance_every == 0:
         backend.maintenance(settings.job, partition, settings.retain)
-    return {"partition": partition, **result.counts, "counters": result.counters}
+    counts = {**result.counts, "invalid": invalid.num_rows}
+    return {"partition": partition, **counts, "counters": result.counters}
 
 
 def _stage_keys(sink, name: str, key: tuple[str, ...], version: int, partition: int,
@@ -221,6 +238,8 @@ def _stage_keys(sink, name: str, key: tuple[str, ...], version: int, partition: 
 
 class KeyedEngine(StoreJobEngine):
     """Driver side: the watermark, the partition tasks, the job log."""
+
+    invalid_output = INVALID_OUTPUT
 
     def __init__(
         self,
@@ -252,7 +271,7 @@ class KeyedEngine(StoreJobEngine):
         )
         counts, records, latest = self._run_partitions(raw, basis)
         batch = {k: sum(c[k] for c in counts) for k in CORE_COUNTS}
-        batch |= {"records": records, "events_in": batch["rows"], "invalid": 0}
+        batch |= {"records": records, "events_in": batch["rows"]}
         mine: dict[str, int] = {}
         for c in counts:
             for name, value in c["counters"].items():
@@ -298,7 +317,8 @@ class KeyedEngine(StoreJobEngine):
         b = record["batch"]
         mine = "".join(f", {name} {value:,}" for name, value in sorted(b["counters"].items()))
         return (
-            f"{label}: {b['rows']:,} rows in, {b['late']:,} late, {b['keys']:,} keys, "
+            f"{label}: {b['rows']:,} rows in, {b['invalid']:,} invalid, {b['late']:,} late, "
+            f"{b['keys']:,} keys, "
             f"{b['due']:,} timers fired{mine}, "
             f"watermark {format_instant(record['watermark']) or 'none'}, "
             f"{record['duration_s']:.1f}s"

@@ -86,6 +86,7 @@ class Engine(ABC):
     """What the runner needs from an engine: its sink, its record log and step 2."""
 
     sink: Sink
+    invalid_output: str = "invalid_events"  # the output of the input's invalid records
 
     @abstractmethod
     def previous_record(self, request: BatchRequest) -> dict:
@@ -212,7 +213,7 @@ class BatchRunner:
         invalid_events before they are published ({} otherwise: no cost)."""
         if not counters["records"] or counters["invalid"] != counters["records"]:
             return {}
-        return self.engine.sink.staged_counts("invalid_events", version, "reason")
+        return self.engine.sink.staged_counts(self.engine.invalid_output, version, "reason")
 
     def _check_lease(self) -> None:
         """A driver whose lease was taken over publishes and records nothing more."""

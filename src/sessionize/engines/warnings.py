@@ -47,6 +47,12 @@ def invalid_warning(label: str, record: dict, reasons: dict[str, int]) -> str | 
     if reasons:
         reason, count = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))
         common = f"; the most common reason: '{reason}' ({counted(count, 'line')})"
+    if "processor" in record.get("settings", {}):  # a stateful job (engines/keyed.py)
+        return (
+            f"warning: every row of {label} is invalid ({b['records']:,} in invalid"
+            f"{common}): if the input looks right, check the schema given to stateful.source "
+            "(names, types, nullable) against one of its lines"
+        )
     return (
         f"warning: every line of {label} is invalid ({b['records']:,} in invalid_events"
         f"{common}): if the input's events look right, check the field mapping (--user-field, "

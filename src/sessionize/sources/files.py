@@ -9,17 +9,23 @@ Spark lists the files (`binaryFile` format, without its `content` column, so Spa
 never opens them); the Python tasks read and decode each file (`lines.decode_file`), so a
 file that is truncated, corrupt or unreadable becomes an `invalid_events` row naming it
 instead of a task failure that would stop the stream on every restart.
+
+Two forms of the same input: `file_stream`/`file_batch` are the decoded records (`value`,
+`error`, `source`), a Python task of their own; `file_listing`/`listed_files` are the
+listed files alone (one column, `LISTED_FILE`), for a parser that decodes them in its own
+task with `decode_listed` (`parsing.parse` with `decode`), so that the lines never cross
+into the JVM before they are parsed.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from sessionize.errors import ConfigError
 from sessionize.fs import resolve_fs
@@ -28,17 +34,31 @@ from sessionize.sources.lines import DEFAULT_CHUNK_BYTES, SPARK_SCHEMA, decode_f
 # The fixed schema of Spark's binaryFile format (a stream must be given it).
 _BINARY_FILE = "path string, modificationTime timestamp, length long, content binary"
 OPTIONS = ("maxFilesPerTrigger",)
+# The one column of a listing (`file_listing`, `listed_files`): a file's path as Spark lists it.
+LISTED_FILE = "listed_file"
 
 
-def _decode_task(chunk_bytes: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def decode_listed(
+    batches: Iterator[pa.RecordBatch], chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> Iterator[pa.RecordBatch]:
+    """A task's batches of listed files (column `LISTED_FILE`) -> the lines of every file,
+    in order, as RECORD_SCHEMA batches (`lines.decode_file`: it never raises).
+
+    Example:
+        >>> listed_files(spark, [root]).mapInArrow(decode_listed, SPARK_SCHEMA)
+    """
     for batch in batches:
-        for path in batch.column("path").to_pylist():
+        for path in batch.column(LISTED_FILE).to_pylist():
             yield from decode_file(path, chunk_bytes)
 
 
-def _raw(df: DataFrame, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> DataFrame:
-    task = functools.partial(_decode_task, chunk_bytes)
-    return df.select("path").mapInArrow(task, SPARK_SCHEMA)
+def is_listing(df: DataFrame) -> bool:
+    """Whether `df` is a listing of JSON-lines files (`file_listing`, `listed_files`)."""
+    return df.columns == [LISTED_FILE]
+
+
+def _listing(df: DataFrame) -> DataFrame:
+    return df.select(F.col("path").alias(LISTED_FILE))
 
 
 def check_input(path: str) -> None:
@@ -65,17 +85,30 @@ def listed_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
     return spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(paths)
 
 
-def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> DataFrame:
-    """The tree's lines as a stream; option `maxFilesPerTrigger` caps files per batch."""
+def file_listing(spark: SparkSession, path: str, options: Mapping[str, str]) -> DataFrame:
+    """The tree's files as a stream of one column, `LISTED_FILE` (`decode_listed` reads
+    them); option `maxFilesPerTrigger` caps files per batch."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ConfigError(f"file input options {unknown} unknown; accepted: {', '.join(OPTIONS)}")
-    return _raw(binary_listing(spark, path, options))
+    return _listing(binary_listing(spark, path, options))
+
+
+def listed_files(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """The files under `paths` as one column, `LISTED_FILE`, once (batch mode)."""
+    return _listing(listed_batch(spark, paths))
+
+
+def file_stream(spark: SparkSession, path: str, options: Mapping[str, str]) -> DataFrame:
+    """The tree's lines as a stream of records; option `maxFilesPerTrigger` caps files per
+    batch."""
+    listing = file_listing(spark, path, options)
+    return listing.mapInArrow(decode_listed, SPARK_SCHEMA)
 
 
 def file_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
     """The same records from a fixed list of files or directories (batch mode)."""
-    return _raw(listed_batch(spark, paths))
+    return listed_files(spark, paths).mapInArrow(decode_listed, SPARK_SCHEMA)
 
 
 def unread_files(path: str, seen: set[str]) -> dict[str, int]:

@@ -1,7 +1,9 @@
 """Input URI scheme -> source, imported lazily (like the state store's registry).
 
 Every source turns `--input` and its options into a streaming DataFrame of raw records
-(`value`, `error`, `source`); parsing is the next stage's business. A failed import of an
+(`value`, `error`, `source`); parsing is the next stage's business. The file tree of JSON
+lines is the listing of its files (`files.file_listing`): the parse's own task decodes them
+(`files.decode_listed`), so the lines cross into the JVM once, parsed. A failed import of an
 optional source names the extra to install.
 """
 
@@ -21,7 +23,7 @@ StreamOpener = Callable[[SparkSession, str, Mapping[str, str]], DataFrame]
 
 # scheme -> ("module:function", extra to install or None); no scheme = the file tree.
 _REGISTRY: dict[str, tuple[str, str | None]] = {
-    "files": ("sessionize.sources.files:file_stream", None),
+    "files": ("sessionize.sources.files:file_listing", None),
     "kafka": ("sessionize.sources.kafka:kafka_stream", "kafka"),
     "kinesis": ("sessionize.sources.kinesis:kinesis_stream", "kinesis"),
 }
@@ -88,9 +90,9 @@ def input_lag(uri: str, options: Mapping[str, str], offset: Mapping | None, seen
 
 def batch_records(spark: SparkSession, paths: list[str], mapping: EventMapping) -> DataFrame:
     """The records of the files under `paths`, once (batch mode); none when `paths` is
-    empty. JSON lines, or the typed rows of a Parquet tree (`mapping.input_format`)."""
-    from sessionize.sources.files import file_batch
-    from sessionize.sources.lines import SPARK_SCHEMA
+    empty. JSON lines as the files' listing (`files.listed_files`, decoded by the parse's
+    task), or the typed rows of a Parquet tree (`mapping.input_format`)."""
+    from sessionize.sources.files import LISTED_FILE, listed_files
     from sessionize.sources.parquet import output_schema, parquet_batch
 
     if mapping.input_format == "parquet":
@@ -99,4 +101,6 @@ def batch_records(spark: SparkSession, paths: list[str], mapping: EventMapping) 
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return spark.createDataFrame([], from_arrow_schema(output_schema(mapping)))
-    return file_batch(spark, paths) if paths else spark.createDataFrame([], SPARK_SCHEMA)
+    if paths:
+        return listed_files(spark, paths)
+    return spark.createDataFrame([], f"{LISTED_FILE} string")

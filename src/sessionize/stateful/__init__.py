@@ -18,15 +18,17 @@ from sessionize.stateful.processor import Output, Processor
 from sessionize.stateful.update import Update
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = [
     "Context", "LocalRun", "Output", "Processor", "ProcessorError", "Update", "run",
-    "run_local", "start", "stream",
+    "run_local", "source", "start", "stream",
 ]  # fmt: skip
 
 
-# The core stays below Spark: these three reach the engine (sessionize.api.keyed, declared
+# The core stays below Spark: these four reach the engine (sessionize.api.keyed, declared
 # as the one exception in the import contracts) only when called.
 def stream(df: Any, processor: Processor, **settings: Any) -> StreamingQuery:
     """Run `processor` over a streaming DataFrame on the store engine, exactly once:
@@ -50,3 +52,12 @@ def run(df: Any, processor: Processor, **settings: Any) -> dict:
     from sessionize.api.keyed import run as _run
 
     return _run(df, processor, **settings)
+
+
+def source(spark: SparkSession, input: str, schema: pa.Schema, **settings: Any) -> DataFrame:
+    """Our sources (a file tree, `kafka://`, `kinesis://`) as a DataFrame of `schema`'s
+    columns, records that do not fit marked invalid with a reason:
+    `sessionize.api.keyed_source.source` documents the settings."""
+    from sessionize.api.keyed import source as _source
+
+    return _source(spark, input, schema, **settings)
