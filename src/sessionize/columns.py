@@ -14,6 +14,8 @@ The output has the columns of `parse`: the event's, then `reason` (NULL when val
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -33,6 +35,9 @@ from sessionize.parsing import (
     too_far_ahead,
 )
 from sessionize.schema import STATE_USER_KEY
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
 SIDE_COLUMNS = ("error", "source", "raw")
@@ -249,6 +254,7 @@ def parse_columns(
     now: Column | int | None = None,
     max_future_us: int | None = None,
     valid_sources: bool = True,
+    marks: pa.Array | None = None,  # noqa: ARG001 (the Parser contract: engines/runner.py)
 ) -> DataFrame:
     """Typed rows -> events with `reason`, `raw` and `source` (see the module doc).
 
@@ -256,7 +262,8 @@ def parse_columns(
     (where the row came from) and `raw` (the row as the source saw it); `raw` defaults to
     the row's other columns as JSON. With `now` and `max_future_us` an event more than that
     ahead of `now` is invalid, as in `parse`; with `valid_sources` False a valid event's
-    `source` is NULL.
+    `source` is NULL. `marks` are not made here (no mark columns): the store engine makes
+    them in a pass of their own (`engines/batch_marks.py`).
     """
     columns, reason = _events(df.schema, mapping)
     names = set(df.columns)

@@ -20,7 +20,6 @@ parser (typed rows) and for the keyed engine's records.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 
 import numpy as np
@@ -73,16 +72,12 @@ def _valid(batch: pa.RecordBatch) -> pa.Array | None:
 
 def parse_marked(parser: Callable[..., DataFrame], raw: DataFrame, keys: pa.Array,
                  **options) -> DataFrame:  # fmt: skip
-    """`parser(raw, **options)` with the batch marks of `keys`: made by the task that reads
-    the lines where the parser can (`parsing.parse` with `marks`), else in a pass of their
-    own (`with_marks`)."""
-    if "marks" in inspect.signature(parser).parameters:
-        parsed = parser(raw, **options, marks=keys)
-        if RECORDS in parsed.columns:  # else a parse that reads no lines itself
-            return parsed
-    else:
-        parsed = parser(raw, **options)
-    return with_marks(parsed, keys)
+    """`parser(raw, **options, marks=keys)` with the batch marks of `keys`: made by the task
+    that reads the lines where the parser can (`parsing.parse`), else, when the parser
+    returns no mark columns (`columns.parse_columns`), in a pass of their own
+    (`with_marks`)."""
+    parsed = parser(raw, **options, marks=keys)
+    return parsed if RECORDS in parsed.columns else with_marks(parsed, keys)
 
 
 def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None]:

@@ -42,7 +42,9 @@ from sessionize.state.lease import Lease
 
 # Raw records -> events and invalid rows (parsing.parse, columns.parse_columns): called
 # with the batch's `now` (µs since the epoch, or a timestamp column) and `max_future_us` as
-# keywords, and `valid_sources=False` where only invalid rows' `source` is read.
+# keywords, `valid_sources=False` where only invalid rows' `source` is read, and `marks`
+# (the batch marks' keys, engines/batch_marks.py) where the store engine wants them: a
+# parser that makes them returns their columns, one that does not returns none.
 Parser = Callable[..., DataFrame]
 
 # What every engine counts of a batch and sums over the life of a job (every record's
