@@ -129,6 +129,38 @@ def session_window_stream(
     return spark.read.text(inp, recursiveFileLookup=True).count(), batches
 
 
+def process_stats() -> dict[int, list[str]]:
+    """Every live process's `/proc/PID/stat` fields after its command name (Linux): index 1
+    is the parent's pid, 11-14 the CPU ticks (utime, stime, cutime, cstime)."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # it ended while the directory was read
+            continue
+    return stats
+
+
+def children(pid: int, stats: dict[int, list[str]] | None = None) -> list[int]:
+    """The live children of `pid`."""
+    stats = process_stats() if stats is None else stats
+    return [child for child, fields in stats.items() if int(fields[1]) == pid]
+
+
+def descendants(pid: int, stats: dict[int, list[str]] | None = None) -> list[int]:
+    """The live descendants of `pid`, from one reading of `/proc`."""
+    stats = process_stats() if stats is None else stats
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop(), stats)
+        out += kids
+        todo += kids
+    return out
+
+
 def write_json(path: str, benchmark: str, results: list[dict]) -> None:
     """The results as `{"benchmark", "load", "results"}`, the input of benchmarks/plot.py."""
     doc = {"benchmark": benchmark, "load": list(os.getloadavg()), "results": results}

@@ -38,6 +38,8 @@ import os
 import statistics
 import time
 
+from bench_common import descendants, process_stats
+
 PARTITIONS = 4
 MAX_FUTURE_US = 86_400_000_000
 
@@ -50,24 +52,10 @@ def _cpu_seconds() -> float:
     """CPU time of this process and all its descendants (Spark's JVM, its Python workers),
     those that ended included (reaped into their parent's children times): what a job
     costs in CPU, less sensitive than wall time to other work on the machine (Linux)."""
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        ticks[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    tree, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        tree.add(pid)
-        todo.extend(child for child, parent in parents.items() if parent == pid)
-    return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
+    stats = process_stats()
+    tree = [os.getpid(), *descendants(os.getpid(), stats)]
+    ticks = sum(sum(int(x) for x in stats[pid][11:15]) for pid in tree if pid in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def steps(spark, root: str) -> dict:

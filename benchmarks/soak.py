@@ -33,6 +33,8 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench_common import children, descendants
+
 # What must stay flat, with the growth per batch it may show (noise, and the file source's
 # log, whose two compacted files each keep one ~180-byte entry per file read for the life
 # of the checkpoint).
@@ -67,30 +69,6 @@ def _proc_status(pid: int) -> dict[str, int]:
     return out
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(entry))
-    return kids
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        for kid in _children(todo.pop()):
-            out.append(kid)
-            todo.append(kid)
-    return out
-
-
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -116,10 +94,10 @@ def processes(driver: int) -> dict[str, float]:
     """Memory (kB), handles and threads of the driver's Python and JVM and the workers; the
     JVM's after a full collection."""
     py = _proc_status(driver)
-    jvm_pids = [p for p in _children(driver) if "java" in _cmdline(p).split(" ")[0]]
+    jvm_pids = [p for p in children(driver) if "java" in _cmdline(p).split(" ")[0]]
     heap = live_heap_kb(jvm_pids[0]) if jvm_pids else None
     jvm = _proc_status(jvm_pids[0]) if jvm_pids else {}
-    workers = [_proc_status(p) for p in (_descendants(jvm_pids[0]) if jvm_pids else [])]
+    workers = [_proc_status(p) for p in (descendants(jvm_pids[0]) if jvm_pids else [])]
     workers = [w for w in workers if "VmRSS" in w]  # a worker exiting has no memory left
     return {
         "driver_py_rss_kb": py.get("VmRSS", 0), "driver_py_fds": py.get("fds", 0),
