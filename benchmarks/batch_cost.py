@@ -6,9 +6,10 @@ Writes files of 1 and of `--big` events (taken in time order from generated visi
 and small alternating, one file per trigger, and runs the stream over them in a fresh
 process. For each batch it records Spark's own time of the trigger, the runner's steps
 (plan, clear staging, the engine's run, publish, job record, housekeeping, lease checks)
-and, inside the engine's run, the Spark actions it started and how many Spark jobs and
-stages ran. Prints the median of each per batch size (the first two batches, which warm
-up the workers, are left out).
+and, inside the engine's run, the Spark actions it started, how many Spark jobs and
+stages ran and how many calls the driver's Python made into the JVM (each a round trip).
+Prints the median of each per batch size (the first two batches, which warm up the
+workers, are left out).
 """
 
 from __future__ import annotations
@@ -71,6 +72,18 @@ class Probe:
                           for j in run]
         return len(run), stages
 
+    def count(self, owner, name: str, label: str) -> None:
+        """Count the calls of `owner.name` per batch (e.g. round trips to the JVM)."""
+        original = getattr(owner, name)
+        probe = self
+
+        def counted(*args, **kwargs):
+            if probe.current is not None:
+                probe.current[label] += 1
+            return original(*args, **kwargs)
+
+        setattr(owner, name, counted)
+
     def wrap(self, owner, name: str, label: str, outer: bool = False) -> None:
         original = getattr(owner, name)
         probe = self
@@ -95,6 +108,7 @@ class Probe:
 
 
 def instrument(spark) -> Probe:
+    from py4j.clientserver import ClientServerConnection
     from pyspark import RDD
     from pyspark.sql.classic.dataframe import DataFrame
 
@@ -116,6 +130,7 @@ def instrument(spark) -> Probe:
     probe.wrap(store.StoreEngine, "write_record", "job record write")
     probe.wrap(store.StoreEngine, "after_commit", "after commit (trim)")
     probe.wrap(Lease, "check", "lease checks")
+    probe.count(ClientServerConnection, "send_command", "calls into the JVM")
     return probe
 
 
