@@ -71,7 +71,8 @@ def test_a_kinesis_stream_with_bad_records_through_a_restart(
     def run() -> list[dict]:
         orders = stateful.source(spark, uri, ORDERS, options=options)
         return stateful.start(orders, RunningTotals(), output=str(tmp_path / "out"),
-                              checkpoint=str(tmp_path / "chk"), partitions=2).wait()  # fmt: skip
+                              checkpoint=str(tmp_path / "chk"), state="files",
+                              partitions=2).wait()  # fmt: skip
 
     try:
         first = [line.encode() for lines in FIRST for line in lines] + [b"\xff{}"]
