@@ -89,9 +89,9 @@ class Probe:
         probe = self
 
         def timed(*args, **kwargs):
-            if outer:
-                probe.current = defaultdict(float)
+            if outer:  # the probe's own calls into the JVM (jobs) are not the batch's
                 j0, s0 = probe.jobs()
+                probe.current = defaultdict(float)
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -99,10 +99,10 @@ class Probe:
                 if probe.current is not None:
                     probe.current[label] += time.perf_counter() - t0
                 if outer:
+                    batch, probe.current = probe.current, None
                     j1, s1 = probe.jobs()
-                    probe.current["jobs"], probe.current["stages"] = j1 - j0, s1 - s0
-                    probe.batches.append(dict(probe.current))
-                    probe.current = None
+                    batch["jobs"], batch["stages"] = j1 - j0, s1 - s0
+                    probe.batches.append(dict(batch))
 
         setattr(owner, name, timed)
 
