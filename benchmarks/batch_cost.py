@@ -19,6 +19,7 @@ import json
 import os
 import re
 import statistics
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -63,6 +64,7 @@ class Probe:
         self.batches: list[dict] = []
         self.current: dict | None = None
         self.last_jobs: list[str] = []
+        self.thread: int | None = None  # the thread running the batch
 
     def jobs(self) -> tuple[int, int]:
         jobs = self.store.jobsList(None)  # a Scala Seq
@@ -78,7 +80,8 @@ class Probe:
         probe = self
 
         def counted(*args, **kwargs):
-            if probe.current is not None:
+            # The batch's own thread only (not the listener's, which Spark calls meanwhile).
+            if probe.current is not None and threading.get_ident() == probe.thread:
                 probe.current[label] += 1
             return original(*args, **kwargs)
 
@@ -91,7 +94,7 @@ class Probe:
         def timed(*args, **kwargs):
             if outer:  # the probe's own calls into the JVM (jobs) are not the batch's
                 j0, s0 = probe.jobs()
-                probe.current = defaultdict(float)
+                probe.current, probe.thread = defaultdict(float), threading.get_ident()
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
