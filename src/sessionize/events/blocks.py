@@ -257,17 +257,20 @@ def read_block(
 
 
 def _anywhere(values: pa.Array, word: str) -> bool:
-    """Whether `word` occurs in `values` (or across two of them): one search of their bytes."""
+    """Whether `word` occurs in `values` (or across two of them): one scan of their bytes
+    (numpy: where the first byte is, then each next byte at those places)."""
     if len(values) == 0 or values.buffers()[2] is None:
         return False
     wide = pa.types.is_large_string(values.type)
     width = np.int64 if wide else np.int32
     at = values.offset * np.dtype(width).itemsize  # frombuffer's offset is in bytes
     offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, at)
-    span = pa.py_buffer(np.array([offsets[0], offsets[-1]], width))
-    kind = pa.large_binary() if wide else pa.binary()
-    whole = pa.Array.from_buffers(kind, 1, [None, span, values.buffers()[2]])
-    return bool(pc.match_substring(whole, word)[0].as_py())
+    text = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+    pattern = word.encode()
+    places = np.flatnonzero(text[: len(text) - len(pattern) + 1] == pattern[0])
+    for i, byte in enumerate(pattern[1:], 1):
+        places = places[text[places + i] == byte]
+    return len(places) > 0
 
 
 def _when(condition: pa.Array, reason: str) -> pa.Array:
