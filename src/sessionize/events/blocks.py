@@ -18,7 +18,6 @@ A mapping that reads a conversion's value (its JSON text) is not read here (`pla
 from __future__ import annotations
 
 import functools
-import io
 import re
 from dataclasses import dataclass
 
@@ -95,12 +94,12 @@ def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
     return BlockPlan(m, _tree(fields), rules, pa.schema(out))
 
 
-def _read(p: BlockPlan, data: bytes) -> dict[str, pa.Array] | str:
+def _read(p: BlockPlan, data: pa.Buffer) -> dict[str, pa.Array] | str:
     """One call of pyarrow.json: the fields read by path, or the error's text."""
     options = pj.ParseOptions(explicit_schema=p.read, unexpected_field_behavior="infer")
-    read = pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 16))
+    read = pj.ReadOptions(use_threads=False, block_size=max(data.size, 1 << 16))
     try:
-        table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
+        table = pj.read_json(pa.BufferReader(data), read_options=read, parse_options=options)
         if _deeper_than(table.schema, _MAX_DEPTH):
             return f"nested deeper than {_MAX_DEPTH}"
         return {r.path: _leaf(table, r.path) for r in p.rules}
@@ -120,12 +119,12 @@ def _deeper_than(schema: pa.Schema, limit: int) -> bool:
     return False
 
 
-def _accepted(p: BlockPlan, data: bytes, ends: np.ndarray, lo: int, hi: int,
+def _accepted(p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
               out: list[tuple[int, dict[str, pa.Array]]]) -> None:  # fmt: skip
     """Read lines lo..hi-1 (`ends`: each line's end in `data`, newline included); append
     (first line, table) of what is read; lines refused alone are left out."""
     start = 0 if lo == 0 else int(ends[lo - 1])
-    got = _read(p, data[start : int(ends[hi - 1])])
+    got = _read(p, data.slice(start, int(ends[hi - 1]) - start))
     if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
         out.append((lo, got))
         return
@@ -157,32 +156,38 @@ def _leaf(table: pa.Table, path: str) -> pa.Array:
     return column
 
 
-def _parse_lines(p: BlockPlan, values: pa.StringArray) -> tuple[dict[str, pa.Array], np.ndarray]:
-    """The fields read of every line (NULL where not read) and which lines were read."""
+def _parse_lines(
+    p: BlockPlan, values: pa.StringArray, candidate: np.ndarray
+) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The fields read of every line (NULL where not read) and which lines were read: the
+    `candidate` lines, in place (the others are given to pyarrow as `{}`), so the columns
+    need no reordering."""
     n = len(values)
+    if not candidate.all():
+        values = pc.if_else(pa.array(candidate), values, pa.scalar("{}"))
     joined = pc.binary_join_element_wise(values, pa.scalar(""), "\n")
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
-    data = joined.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    data = joined.buffers()[2].slice(offsets[0], offsets[-1] - offsets[0])
     ends = offsets[1:] - offsets[0]
     parts: list[tuple[int, dict[str, pa.Array]]] = []
     for lo in range(0, n, _BLOCK_LINES):
         _accepted(p, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
     read = np.zeros(n, bool)
-    index = np.full(n, -1, np.int64)
-    done = 0
     for first, got in parts:
-        rows = len(got[p.mapping.user])
-        read[first : first + rows] = True
-        index[first : first + rows] = np.arange(done, done + rows)
-        done += rows
-    take = pa.array(index, mask=~read)
+        read[first : first + len(got[p.mapping.user])] = True
     columns = {}
     for r in p.rules:
-        pieces = [got[r.path] for _, got in parts]
         kind = _ARROW_TYPES[r.kind]
-        whole = pa.concat_arrays(pieces) if pieces else pa.array([], kind)
-        columns[r.path] = whole.take(take)
-    return columns, read
+        pieces, done = [], 0
+        for first, got in parts:  # the lines refused alone are NULL
+            if first > done:
+                pieces.append(pa.nulls(first - done, kind))
+            pieces.append(got[r.path])
+            done = first + len(got[r.path])
+        if done < n:
+            pieces.append(pa.nulls(n - done, kind))
+        columns[r.path] = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+    return columns, read & candidate
 
 
 def read_block(
@@ -205,14 +210,8 @@ def read_block(
     for word in ("NaN", "Infinity"):
         if _anywhere(values, word):  # rare: only then is each line searched
             candidate = pc.and_(candidate, pc.invert(pc.match_substring(values, word)))
-    rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
-    found, read_sub = _parse_lines(p, values.take(pa.array(rows)))
-    read = np.zeros(len(batch), bool)
-    read[rows[read_sub]] = True
-    position = np.zeros(len(batch), np.int64)
-    position[rows] = np.arange(len(rows))
-    spread = pa.array(position, mask=~read)
-    col = {r.name: found[r.path].take(spread) for r in p.rules}
+    found, read = _parse_lines(p, values, candidate.to_numpy(zero_copy_only=False))
+    col = {r.name: found[r.path] for r in p.rules}
     user, time, page = col["user_id"], col["event_time"], col["page"]
     if m.time_format == "iso8601":
         odd = pc.match_substring_regex(time, _EXACT_TIME).fill_null(False)
