@@ -202,3 +202,14 @@ def test_string_ids_get_sparks_xxhash64_key(spark):
         F.xxhash64("u").alias("k")
     )
     assert [r[blocks.USER_KEY] for r in rows] == [r.k for r in expected.collect()]
+
+
+def test_nan_and_infinities_at_any_depth_are_left_to_the_exact_path():
+    """pyarrow reads `NaN`, `Inf` and `Infinity` as numbers, Spark's reader its own way."""
+    tails = ['"x": Inf', '"x": -Inf', '"x": [1, [2.5, NaN]]', '"x": [{"y": {"z": Infinity}}]',
+             '"x": [{"y": {"z": 1.5}}]', '"x": "NaN Inf"']  # fmt: skip
+    lines = [_event(i)[:-1] + ", " + tail + "}" for i, tail in enumerate(tails)]
+    assert [read_line(line, DEFAULT, NOW_US, DAY_US) == OPEN for line in lines] == [
+        True, True, True, True, False, False,
+    ]  # fmt: skip
+    assert [r[blocks.EXACT] for r in _read(lines, DEFAULT)] == [True, True, True, True, False, False]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,7 @@ from sessionize.mapping import GAP_COLUMN, EventMapping
 from sessionize.stateful.keys import store_keys
 
 EXACT = "_exact"  # True: the line is left to the exact path
+NOT_FINITE = ""  # the rows of a call of pyarrow.json holding a NaN or an infinity
 USER_KEY = "user_key"
 TS = pa.timestamp("us", tz="UTC")
 SPARK_KEY_OF_NULL = 42  # Spark's xxhash64 of a NULL is its seed
@@ -95,16 +97,54 @@ def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
 
 
 def _read(p: BlockPlan, data: pa.Buffer) -> dict[str, pa.Array] | str:
-    """One call of pyarrow.json: the fields read by path, or the error's text."""
+    """One call of pyarrow.json: the fields read by path and, under NOT_FINITE, the rows
+    holding NaN or an infinity anywhere; or the error's text."""
     options = pj.ParseOptions(explicit_schema=p.read, unexpected_field_behavior="infer")
     read = pj.ReadOptions(use_threads=False, block_size=max(data.size, 1 << 16))
     try:
         table = pj.read_json(pa.BufferReader(data), read_options=read, parse_options=options)
         if _deeper_than(table.schema, _MAX_DEPTH):
             return f"nested deeper than {_MAX_DEPTH}"
-        return {r.path: _leaf(table, r.path) for r in p.rules}
+        got = {r.path: _leaf(table, r.path) for r in p.rules}
+        got[NOT_FINITE] = _not_finite_rows(table)
+        return got
     except pa.ArrowException as exc:  # whatever pyarrow fails on goes to the exact path
         return str(exc)
+
+
+def _not_finite_rows(table: pa.Table) -> pa.Array:
+    """Whether each row holds a NaN or an infinity at any depth: pyarrow reads `NaN`, `Inf`
+    and `Infinity` as numbers (a finite number too large for a double it refuses), which
+    Spark's reader reads its own way."""
+    rows = np.zeros(table.num_rows, bool)
+    for column in table.columns:
+        for at, flags in _not_finite(column.combine_chunks()):
+            if at is None:
+                rows |= flags
+            else:
+                rows[at[flags]] = True
+    return pa.array(rows)
+
+
+def _not_finite(
+    values: pa.Array, at: np.ndarray | None = None
+) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
+    """(rows, flags) pairs: whether each value of `values` (at rows `at` of the table, None:
+    row i is value i) is or holds a NaN or an infinity. A loop over the types, not a
+    recursion: a recursion would meet Python's own limit first."""
+    stack = [(values, at)]
+    while stack:
+        values, at = stack.pop()
+        kind = values.type
+        if pa.types.is_floating(kind):
+            flags = pc.invert(pc.is_finite(values)).fill_null(False)
+            if pc.any(flags).as_py():
+                yield at, flags.to_numpy(zero_copy_only=False)
+        elif pa.types.is_struct(kind):
+            stack.extend((values.field(i), at) for i in range(kind.num_fields))
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            parents = pc.list_parent_indices(values).to_numpy()
+            stack.append((values.flatten(), parents if at is None else at[parents]))
 
 
 def _deeper_than(schema: pa.Schema, limit: int) -> bool:
@@ -174,7 +214,9 @@ def _parse_lines(
         _accepted(p, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
     read = np.zeros(n, bool)
     for first, got in parts:
-        read[first : first + len(got[p.mapping.user])] = True
+        read[first : first + len(got[p.mapping.user])] = ~got[NOT_FINITE].to_numpy(
+            zero_copy_only=False
+        )
     columns = {}
     for r in p.rules:
         kind = _ARROW_TYPES[r.kind]
@@ -205,11 +247,7 @@ def read_block(
     # Only what looks like one object goes to pyarrow: a line that is not one would only
     # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
     braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
-    # pyarrow reads NaN and Infinity in the fields it infers: Spark reads them its own way.
     candidate = pc.and_(pc.is_null(error), braced)
-    for word in ("NaN", "Infinity"):
-        if _anywhere(values, word):  # rare: only then is each line searched
-            candidate = pc.and_(candidate, pc.invert(pc.match_substring(values, word)))
     found, read = _parse_lines(p, values, candidate.to_numpy(zero_copy_only=False))
     col = {r.name: found[r.path] for r in p.rules}
     user, time, page = col["user_id"], col["event_time"], col["page"]
@@ -253,23 +291,6 @@ def read_block(
         source = pc.if_else(pc.or_(pc.is_valid(reason), exact), source, _NULL)
     columns += [reason, raw, source, exact]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
-
-
-def _anywhere(values: pa.Array, word: str) -> bool:
-    """Whether `word` occurs in `values` (or across two of them): one scan of their bytes
-    (numpy: where the first byte is, then each next byte at those places)."""
-    if len(values) == 0 or values.buffers()[2] is None:
-        return False
-    wide = pa.types.is_large_string(values.type)
-    width = np.int64 if wide else np.int32
-    at = values.offset * np.dtype(width).itemsize  # frombuffer's offset is in bytes
-    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, at)
-    text = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
-    pattern = word.encode()
-    places = np.flatnonzero(text[: len(text) - len(pattern) + 1] == pattern[0])
-    for i, byte in enumerate(pattern[1:], 1):
-        places = places[text[places + i] == byte]
-    return len(places) > 0
 
 
 def _when(condition: pa.Array, reason: str) -> pa.Array:
