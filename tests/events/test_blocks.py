@@ -212,4 +212,5 @@ def test_nan_and_infinities_at_any_depth_are_left_to_the_exact_path():
     assert [read_line(line, DEFAULT, NOW_US, DAY_US) == OPEN for line in lines] == [
         True, True, True, True, False, False,
     ]  # fmt: skip
-    assert [r[blocks.EXACT] for r in _read(lines, DEFAULT)] == [True, True, True, True, False, False]
+    exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
+    assert exact == [True, True, True, True, False, False]
