@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from sessionize.events import rules as R
-from sessionize.events.times import epoch_micros, half_away_from_zero, iso_micros
+from sessionize.events.times import epoch_micros, exact_times, half_away_from_zero, iso_micros
 from sessionize.mapping import GAP_COLUMN, EventMapping
 from sessionize.stateful.keys import store_keys
 
@@ -44,8 +44,6 @@ _SPLIT_LINES = 16
 # Lines per call of pyarrow.json: a refused call is read again in parts, so a bad line costs
 # about this many lines read twice.
 _BLOCK_LINES = 2048
-# A time the exact path decides: ending where Java's `$` may end a line, or the year 0.
-_EXACT_TIME = "^0000|[\n\r\u0085\u2028\u2029]$"
 _NULL = pa.scalar(None, pa.string())
 # A line nested deeper than this is left to the exact path: Spark's reader refuses deep
 # nesting (at a depth pyarrow reads), and no event nests this deep.
@@ -105,7 +103,8 @@ def _read(p: BlockPlan, data: pa.Buffer) -> dict[str, pa.Array] | str:
         table = pj.read_json(pa.BufferReader(data), read_options=read, parse_options=options)
         if _deeper_than(table.schema, _MAX_DEPTH):
             return f"nested deeper than {_MAX_DEPTH}"
-        got = {r.path: _leaf(table, r.path) for r in p.rules}
+        top = {name: table.column(name).combine_chunks() for name in p.read.names}
+        got = {r.path: _leaf(top, r.path) for r in p.rules}
         got[NOT_FINITE] = _not_finite_rows(table)
         return got
     except pa.ArrowException as exc:  # whatever pyarrow fails on goes to the exact path
@@ -118,12 +117,24 @@ def _not_finite_rows(table: pa.Table) -> pa.Array:
     Spark's reader reads its own way."""
     rows = np.zeros(table.num_rows, bool)
     for column in table.columns:
+        if not _holds_floats(column.type):
+            continue
         for at, flags in _not_finite(column.combine_chunks()):
             if at is None:
                 rows |= flags
             else:
                 rows[at[flags]] = True
     return pa.array(rows)
+
+
+def _holds_floats(kind: pa.DataType) -> bool:
+    stack = [kind]
+    while stack:
+        kind = stack.pop()
+        if pa.types.is_floating(kind):
+            return True
+        stack.extend(kind.field(i).type for i in range(kind.num_fields))
+    return False
 
 
 def _not_finite(
@@ -187,10 +198,11 @@ def _accepted(p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
     _accepted(p, data, ends, mid, hi, out)
 
 
-def _leaf(table: pa.Table, path: str) -> pa.Array:
-    """The column at a dotted path (NULL where an enclosing object is)."""
+def _leaf(top: dict[str, pa.Array], path: str) -> pa.Array:
+    """The column at a dotted path (NULL where an enclosing object is), from the top-level
+    columns read."""
     parts = path.split(".")
-    column = table.column(parts[0]).combine_chunks()
+    column = top[parts[0]]
     for part in parts[1:]:
         column = pc.struct_field(column, part)  # NULL where the enclosing object is
     return column
@@ -252,8 +264,7 @@ def read_block(
     col = {r.name: found[r.path] for r in p.rules}
     user, time, page = col["user_id"], col["event_time"], col["page"]
     if m.time_format == "iso8601":
-        odd = pc.match_substring_regex(time, _EXACT_TIME).fill_null(False)
-        read &= ~odd.to_numpy(zero_copy_only=False)
+        read &= ~exact_times(time)
         us = iso_micros(time)
     else:
         us = epoch_micros(time.to_numpy(zero_copy_only=False), m.time_format)
@@ -275,7 +286,7 @@ def read_block(
     if now_us is not None and max_future_us is not None:
         steps.append(_when(pc.greater(us, pa.scalar(now_us + max_future_us)),
                            R.too_far_ahead(m.time)))  # fmt: skip
-    spaces = pc.equal(pc.utf8_trim(values, " "), "")  # Spark's trim: spaces only
+    spaces = _spaces_only(values, braced)
     early = pc.coalesce(error, _when(pc.is_null(values), R.UNREADABLE),
                         _when(spaces, R.EMPTY_LINE))  # fmt: skip
     exact = pa.array(~read & ~pc.is_valid(early).to_numpy(zero_copy_only=False))
@@ -291,6 +302,17 @@ def read_block(
         source = pc.if_else(pc.or_(pc.is_valid(reason), exact), source, _NULL)
     columns += [reason, raw, source, exact]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
+
+
+def _spaces_only(values: pa.StringArray, braced: pa.Array) -> pa.Array:
+    """Whether each line is spaces alone (Spark's trim: spaces only); a braced line is not,
+    so only the others are trimmed."""
+    spaces = np.zeros(len(values), bool)
+    others = np.flatnonzero(~braced.to_numpy(zero_copy_only=False))
+    if len(others):
+        trimmed = pc.utf8_trim(values.take(pa.array(others)), " ")
+        spaces[others] = pc.equal(trimmed, "").fill_null(False).to_numpy(zero_copy_only=False)
+    return pa.array(spaces)
 
 
 def _when(condition: pa.Array, reason: str) -> pa.Array:

@@ -109,6 +109,27 @@ def iso_micros(texts: pa.Array) -> pa.Array:
     return pa.array(np.where(ok, total * 1_000_000 + us, 0), pa.int64(), mask=~ok)
 
 
+def exact_times(texts: pa.Array) -> np.ndarray:
+    """Whether each string is a time the caller's exact path decides: one starting with the
+    year 0 (`0000`) or ending with one of JAVA_LINE_ENDS (in UTF-8: its last bytes)."""
+    texts = texts.cast(pa.string())
+    n = len(texts)
+    if n == 0 or texts.buffers()[2] is None:
+        return np.zeros(n, bool)
+    offsets = np.frombuffer(texts.buffers()[1], np.int32, n + 1, texts.offset * 4)
+    starts, ends = offsets[:-1], offsets[1:]
+    pad = np.zeros(4, np.uint8)  # so that every place looked at is inside
+    raw = np.concatenate([pad, np.frombuffer(texts.buffers()[2], np.uint8), pad])
+    size = ends - starts
+    year0 = (size >= 4) & np.all(raw[starts[:, None] + 4 + np.arange(4)] == ord("0"), axis=1)
+    out = year0
+    for end in JAVA_LINE_ENDS:
+        tail = np.frombuffer(end.encode(), np.uint8)
+        at = ends[:, None] + 4 - len(tail) + np.arange(len(tail))
+        out |= (size >= len(tail)) & np.all(raw[at] == tail, axis=1)
+    return out & texts.is_valid().to_numpy(zero_copy_only=False)
+
+
 def half_away_from_zero(x: np.ndarray) -> np.ndarray:
     """Round doubles to whole numbers, halves away from zero (Spark's `round`)."""
     a = np.abs(x)
