@@ -3,11 +3,14 @@
 A block of lines goes to `pyarrow.json` in one call, with the fields read (the rule table,
 `rules.read_fields`) given their types and every other field inferred, so that a key given
 twice anywhere, a number or object where a string belongs, an integer that is not a 64-bit
-integer, NaN, a lone surrogate or anything that is not strict JSON makes the reader refuse.
+integer, a lone surrogate or anything that is not strict JSON makes the reader refuse.
 A refused block is split at the row the error names (or halved) until each part is read or
 is one line: the lines it refuses are left to the exact path (`EXACT` true), which reads
-them as Spark's expressions always have (`parsing.parse`). So are blank lines, a time that
-ends in a line break or names the year 0, and a gap too large to be one. What the reader
+them as Spark's expressions always have (`parsing.parse`). So are lines that are not one
+braced object (given to pyarrow as `{}`, so every line keeps its row and the columns need
+no reordering), rows where pyarrow read a NaN or an infinity at any depth (`NaN`, `Inf`,
+`Infinity`: numbers to pyarrow, not to Spark), a time that ends in a line break or names the
+year 0, and a gap too large to be one. What the reader
 accepts is judged here, vectorized, with the reasons and in the order of docs/design.md
 ("Events"): a missing user or time, a time that is not one, a missing page, a bad gap, a
 string id that cannot be a key, a time too far ahead of the batch.
