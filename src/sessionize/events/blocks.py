@@ -151,9 +151,9 @@ def _not_finite(
         values, at = stack.pop()
         kind = values.type
         if pa.types.is_floating(kind):
-            flags = pc.invert(pc.is_finite(values)).fill_null(False)
-            if pc.any(flags).as_py():
-                yield at, flags.to_numpy(zero_copy_only=False)
+            finite = pc.is_finite(values)
+            if not pc.all(finite).as_py():  # NULL is neither
+                yield at, ~finite.fill_null(True).to_numpy(zero_copy_only=False)
         elif pa.types.is_struct(kind):
             stack.extend((values.field(i), at) for i in range(kind.num_fields))
         elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
