@@ -214,3 +214,7 @@ def test_nan_and_infinities_at_any_depth_are_left_to_the_exact_path():
     ]  # fmt: skip
     exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
     assert exact == [True, True, True, True, False, False]
+
+
+def test_a_batch_without_lines_reads_as_no_rows():
+    assert _read([], DEFAULT) == []

@@ -220,10 +220,13 @@ def _parse_lines(
     n = len(values)
     if not candidate.all():
         values = pc.if_else(pa.array(candidate), values, pa.scalar("{}"))
-    joined = pc.binary_join_element_wise(values, pa.scalar(""), "\n")
-    offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
-    data = joined.buffers()[2].slice(offsets[0], offsets[-1] - offsets[0])
-    ends = offsets[1:] - offsets[0]
+    # One string of the lines between line breaks (one copy; the line breaks keep a string
+    # from running on into the next line).
+    whole = pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), values)
+    data = pc.binary_join(whole, "\n").buffers()[2] if n else pa.py_buffer(b"")
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
+    ends = offsets[1:] - offsets[0] + np.arange(1, n + 1)  # each line's end, its break included
+    ends[-1:] -= 1  # the last line has none
     parts: list[tuple[int, dict[str, pa.Array]]] = []
     for lo in range(0, n, _BLOCK_LINES):
         _accepted(p, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
@@ -241,9 +244,9 @@ def _parse_lines(
                 pieces.append(pa.nulls(first - done, kind))
             pieces.append(got[r.path])
             done = first + len(got[r.path])
-        if done < n:
+        if done < n or not pieces:
             pieces.append(pa.nulls(n - done, kind))
-        columns[r.path] = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        columns[r.path] = pa.concat_arrays(pieces) if len(pieces) != 1 else pieces[0]
     return columns, read & candidate
 
 
