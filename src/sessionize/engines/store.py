@@ -320,8 +320,14 @@ class StoreJobEngine(Engine):
     backend: StateBackend
     lease: Lease | None
     _marks: pa.Array | None = None
+    _settings_stored = False  # this driver has stored the job's settings entry
 
     def _open_backend(self) -> StateBackend:
+        raise NotImplementedError
+
+    def settings_entry(self) -> dict:
+        """The job's settings as the store keeps them, once per job (`write_job_settings`):
+        what a restart compares."""
         raise NotImplementedError
 
     def _key_type(self) -> pa.DataType:
@@ -372,7 +378,13 @@ class StoreJobEngine(Engine):
 
     @override
     def write_record(self, version: int, record: dict) -> None:
-        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
+        job, epoch = self.settings.job, self.settings.epoch
+        if not self._settings_stored:  # before the first record: none is without them
+            entry = self.settings_entry()
+            if self.backend.read_job_settings(job) != entry:
+                self.backend.write_job_settings(job, entry, epoch=epoch)
+            self._settings_stored = True
+        self.backend.write_job_record(job, version, record, epoch=epoch)
 
     @override
     def after_commit(self, version: int) -> None:
@@ -433,12 +445,12 @@ class StoreEngine(StoreJobEngine):
         counts, records, latest = self._run_partitions(parsed, basis)
         batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
         batch["records"] = records
-        fields = {
-            "previous": basis.previous,
-            "settings": settings_record(self.settings),
-            "max_event_time": basis.latest_event(latest),
-        }
+        fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
         return BatchResult(batch, basis.plan(latest).watermark_after, fields)
+
+    @override
+    def settings_entry(self) -> dict:
+        return settings_record(self.settings)
 
     def _refresh(self, request: BatchRequest) -> bool:
         """Whether `open_sessions` is behind the state this batch builds on (turned on
@@ -471,14 +483,15 @@ class StoreEngine(StoreJobEngine):
 
 
 def settings_record(settings: EngineSettings) -> dict:
-    """The settings that are part of the state, as flags would spell them: what every job
-    record holds and a restart compares."""
+    """The settings that are part of the state, as flags would spell them: what the store
+    keeps as the job's settings and a restart compares."""
     return state_settings(settings.rules, settings.partitions, settings.mapping)
 
 
 def state_settings(rules: SessionRules, partitions: int, mapping: EventMapping) -> dict:
     """The session settings that are part of the state, as flags spell them: the one
-    definition the job records and the checkpoint's record (api/recorded.py) share."""
+    definition the store's settings entry and the checkpoint's record (api/recorded.py)
+    share."""
     return {
         "gap": format_duration(rules.gap_us),
         "lateness": format_duration(rules.lateness_us),
