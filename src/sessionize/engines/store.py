@@ -14,8 +14,8 @@ events, so that sessions of idle users expire and every partition reaches the ne
   5. commits state version V for its partition (idempotent: a rerun overwrites V).
 
 Then the batch runner (engines/runner.py) publishes the staged outputs, writes the job
-record of version V (watermark, totals, settings) to the store's job log, and returns to
-Spark, which writes its commit log entry for the batch.
+record of version V (watermark, totals; the job's settings are one entry of their own) to
+the store's job log, and returns to Spark, which writes its commit log entry for the batch.
 
 A crash before that makes Spark re-execute batch V with the same input (its offsets log
 fixed it); the rerun loads V-1 again, restages, republishes over the old batch directory
@@ -326,9 +326,8 @@ class StoreJobEngine(Engine):
         raise NotImplementedError
 
     def settings_entry(self) -> dict:
-        """The job's settings as the store keeps them, once per job (`write_job_settings`):
-        what a restart compares."""
-        raise NotImplementedError
+        """The job's settings as the store keeps them, once per job: what a restart compares."""
+        return settings_record(self.settings)
 
     def _key_type(self) -> pa.DataType:
         """The Arrow type of the job's key (the batch marks carry keys of it)."""
@@ -380,8 +379,7 @@ class StoreJobEngine(Engine):
     def write_record(self, version: int, record: dict) -> None:
         job, epoch = self.settings.job, self.settings.epoch
         if not self._settings_stored:  # before the first record: none is without them
-            entry = self.settings_entry()
-            if self.backend.read_job_settings(job) != entry:
+            if self.backend.read_job_settings(job) != (entry := self.settings_entry()):
                 self.backend.write_job_settings(job, entry, epoch=epoch)
             self._settings_stored = True
         self.backend.write_job_record(job, version, record, epoch=epoch)
@@ -448,10 +446,6 @@ class StoreEngine(StoreJobEngine):
         fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
         return BatchResult(batch, basis.plan(latest).watermark_after, fields)
 
-    @override
-    def settings_entry(self) -> dict:
-        return settings_record(self.settings)
-
     def _refresh(self, request: BatchRequest) -> bool:
         """Whether `open_sessions` is behind the state this batch builds on (turned on
         for a running job, emptied by a removal of batches, or a batch of it published
@@ -483,8 +477,7 @@ class StoreEngine(StoreJobEngine):
 
 
 def settings_record(settings: EngineSettings) -> dict:
-    """The settings that are part of the state, as flags would spell them: what the store
-    keeps as the job's settings and a restart compares."""
+    """The settings that are part of the state, as flags spell them: the job's settings."""
     return state_settings(settings.rules, settings.partitions, settings.mapping)
 
 

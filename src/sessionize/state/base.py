@@ -147,7 +147,8 @@ class StateBackend(ABC):
         """Forget the job records and every partition's versions after `version` (>= -1),
         for reprocessing from `version`. Job records go first, so that a crash half way
         leaves partition versions the driver no longer points at (superseded by the next
-        commit), never a job record whose partition versions are gone. Idempotent."""
+        commit), never a job record whose partition versions are gone. The job's settings
+        stay. Idempotent."""
         check_job(job)
         check_version(version, allow_empty=True)
         self._delete_job_records(job, [v for v in self._job_versions(job) if v > version])
