@@ -28,43 +28,60 @@ def read_batches(paths: list[str], schema: pa.Schema) -> list[pa.Table]:
 def arguments(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("files", nargs="*", help="in memory: one micro-batch per file")
-    parser.add_argument("--input", help="on Spark: a directory of JSON-lines files, streamed")
+    parser.add_argument("--input", help="on Spark: a directory of JSON-lines files, "
+                        "kafka://HOST:PORT/TOPIC or kinesis://STREAM, streamed")  # fmt: skip
     parser.add_argument("--output", help="where the outputs go (Parquet, one dir per output)")
     parser.add_argument("--checkpoint", help="the stream's checkpoint")
     parser.add_argument("--state", default="files",
                         help="files (under the checkpoint) or a server URI")  # fmt: skip
     parser.add_argument("--partitions", type=int, default=4, help="state partitions")
-    parser.add_argument("--files-per-trigger", type=int, default=4,
-                        help="input files per micro-batch")  # fmt: skip
+    parser.add_argument("--files-per-trigger", type=int,
+                        help="a directory's files per micro-batch (default 4)")  # fmt: skip
+    parser.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a source option (docs/reference/inputs.md), repeatable")  # fmt: skip
     args = parser.parse_args()
     if args.input and not (args.output and args.checkpoint):
         parser.error("--input needs --output and --checkpoint")
+    args.options = {}
+    for pair in args.source_option:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            parser.error(f"--source-option '{pair}': write it as KEY=VALUE")
+        args.options[key] = value
+    if args.input and not args.input.startswith(("kafka://", "kinesis://")):
+        args.options.setdefault("maxFilesPerTrigger", str(args.files_per_trigger or 4))
+    elif args.files_per_trigger is not None:
+        parser.error("--files-per-trigger is for a directory; Kafka and Kinesis take "
+                     "--source-option maxRecordsPerTrigger=N")  # fmt: skip
     return args
 
 
 def main(
     description: str, processor: stateful.Processor, sample: list[pa.Table],
-    schema: pa.Schema, ddl: str, lateness: str = "0s",
+    schema: pa.Schema, source_schema: pa.Schema, lateness: str = "0s",
 ) -> None:  # fmt: skip
     """The example's command line: with --input, a stream on Spark with the state in the
-    store; otherwise a run in memory over the files given, or the sample."""
+    store, its records read by `stateful.source` with `source_schema` (a record that does
+    not fit goes to the output `invalid`); otherwise a run in memory over the files given,
+    or the sample."""
     args = arguments(description)
     if not args.input:
         show(stateful.run_local(processor, read_batches(args.files, schema) if args.files
                                 else sample))  # fmt: skip
         return
+    from sessionize.errors import SessionizeError
     from sessionize.spark_session import get_spark
 
     spark = get_spark(type(processor).__name__, shuffle_partitions=args.partitions)
-    rows = (
-        spark.readStream.schema(ddl).option("maxFilesPerTrigger", args.files_per_trigger)
-        .json(args.input)
-    )  # fmt: skip
-    run = stateful.start(
-        rows, processor, output=args.output, checkpoint=args.checkpoint, state=args.state,
-        partitions=args.partitions, lateness=lateness, on_batch=print,
-    )  # fmt: skip
-    run.wait()
+    try:
+        rows = stateful.source(spark, args.input, source_schema, options=args.options)
+        run = stateful.start(
+            rows, processor, output=args.output, checkpoint=args.checkpoint, state=args.state,
+            partitions=args.partitions, lateness=lateness, on_batch=print,
+        )  # fmt: skip
+        run.wait()
+    except SessionizeError as e:
+        raise SystemExit(f"error: {e}") from None
 
 
 def show(run: LocalRun) -> None:

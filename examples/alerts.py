@@ -9,8 +9,10 @@ window); a timer at the newest one's time plus the window removes them once it h
 Logins are judged in event-time order within a batch and in arrival order across batches.
 
 On Spark, exactly once: `python -m examples.alerts --input logins/ --output out/
---checkpoint chk/ [--state URI]` streams JSON-lines files (`user`, `event_time`, `outcome`).
-In memory: `python -m examples.alerts [FILE ...]`, one micro-batch per file, or a sample.
+--checkpoint chk/ [--state URI]` streams JSON lines (`user`, `event_time`, `outcome`) from a
+directory, `kafka://...` or `kinesis://...` through `stateful.source`; a line that does not
+fit goes to `out/invalid/` with its reason. In memory: `python -m examples.alerts [FILE ...]`,
+one micro-batch per file, or a sample.
 """
 
 from __future__ import annotations
@@ -119,14 +121,19 @@ SAMPLE = [
 ]  # fmt: skip
 
 
-SPARK_COLUMNS = "user string, event_time timestamp, outcome string"
+# The JSON lines as Spark reads them (stateful.source): one without a user or an ISO-8601
+# event_time goes to the output `invalid`, with its reason.
+SOURCE_SCHEMA = pa.schema(
+    [pa.field("user", pa.string(), nullable=False), pa.field("event_time", TS, False),
+     pa.field("outcome", pa.string())]
+)  # fmt: skip
 
 
 def main() -> None:
     from examples import _batches
 
     processor = FailedLoginAlerts(failures=3)
-    _batches.main(__doc__.splitlines()[0], processor, SAMPLE, LOGINS, SPARK_COLUMNS)
+    _batches.main(__doc__.splitlines()[0], processor, SAMPLE, LOGINS, SOURCE_SCHEMA)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ Events are judged in event-time order within a batch and in arrival order across
 so an event arriving after a later copy of its id (but not late) may be dropped.
 
 On Spark, exactly once: `python -m examples.dedup --input events/ --output out/ --checkpoint
-chk/ [--state URI]` streams JSON-lines files (`event_id`, `event_time`, `payload`). In
-memory: `python -m examples.dedup [FILE ...]`, one micro-batch per file, or a sample.
+chk/ [--state URI]` streams JSON lines (`event_id`, `event_time`, `payload`) from a
+directory, `kafka://...` or `kinesis://...` through `stateful.source`; a line that does not
+fit goes to `out/invalid/` with its reason. In memory: `python -m examples.dedup [FILE ...]`,
+one micro-batch per file, or a sample.
 """
 
 from __future__ import annotations
@@ -111,13 +113,18 @@ SAMPLE = [
 ]  # fmt: skip
 
 
-SPARK_COLUMNS = "event_id string, event_time timestamp, payload string"
+# The JSON lines as Spark reads them (stateful.source): one without an event_id or an
+# ISO-8601 event_time goes to the output `invalid`, with its reason.
+SOURCE_SCHEMA = pa.schema(
+    [pa.field("event_id", pa.string(), nullable=False), pa.field("event_time", TS, False),
+     pa.field("payload", pa.string())]
+)  # fmt: skip
 
 
 def main() -> None:
     from examples import _batches
 
-    _batches.main(__doc__.splitlines()[0], Dedup(hours=2), SAMPLE, EVENTS, SPARK_COLUMNS)
+    _batches.main(__doc__.splitlines()[0], Dedup(hours=2), SAMPLE, EVENTS, SOURCE_SCHEMA)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ totals of the customers it changed (as Spark's `groupBy(...).agg(count, sum)` in
 mode does).
 
 On Spark, exactly once, with the state in the store: `python -m examples.running_totals
---input orders/ --output out/ --checkpoint chk/ [--state postgresql://...]` streams the
-directory's JSON-lines files (`customer_id`, `amount`). In memory (`stateful.run_local`):
-`python -m examples.running_totals [FILE ...]`, one micro-batch per file, or a sample.
+--input orders/ --output out/ --checkpoint chk/ [--state postgresql://...]` streams JSON
+lines (`customer_id`, `amount`) from a directory, `kafka://HOST:PORT/TOPIC` or
+`kinesis://STREAM` through `stateful.source`; a line that is no order goes to `out/invalid/`
+with its reason. In memory (`stateful.run_local`): `python -m examples.running_totals
+[FILE ...]`, one micro-batch per file, or a sample.
 """
 
 from __future__ import annotations
@@ -59,13 +61,17 @@ SAMPLE = [
 ]
 
 
-SPARK_COLUMNS = "customer_id long, amount double"  # the JSON lines' columns, for Spark
+# The JSON lines as Spark reads them (stateful.source): one without a customer_id goes to
+# the output `invalid`, with its reason.
+SOURCE_SCHEMA = pa.schema(
+    [pa.field("customer_id", pa.int64(), nullable=False), pa.field("amount", pa.float64())]
+)
 
 
 def main() -> None:
     from examples import _batches
 
-    _batches.main(__doc__.splitlines()[0], RunningTotals(), SAMPLE, ORDERS, SPARK_COLUMNS)
+    _batches.main(__doc__.splitlines()[0], RunningTotals(), SAMPLE, ORDERS, SOURCE_SCHEMA)
 
 
 if __name__ == "__main__":

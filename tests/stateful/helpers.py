@@ -14,6 +14,7 @@ TS = pa.timestamp("us", tz="UTC")
 NEVER = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 INT = pa.int64()
 OUT = pa.schema([("k", pa.int64()), ("n", pa.int64())])
+ORDER_COLUMNS = "customer_id long, amount double"  # the orders of examples/running_totals.py
 
 Respond = Callable[[pa.Table, pa.Table, stateful.Context], stateful.Update]
 

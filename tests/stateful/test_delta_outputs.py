@@ -7,12 +7,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from examples.running_totals import SPARK_COLUMNS, TOTALS, RunningTotals
+from examples.running_totals import TOTALS, RunningTotals
 from sessionize import stateful
 from sessionize.errors import ConfigError
 from sessionize.sinks.delta_keyed import KeyedDeltaSink
 
 from . import test_running_totals
+from .helpers import ORDER_COLUMNS
 
 SPLIT = [[{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0},
           {"customer_id": 1, "amount": 4.0}],
@@ -39,7 +40,7 @@ def latest_totals() -> RunningTotals:
 def test_delta_outputs_equal_the_loop_through_restarts(spark, tmp_path):
     out = str(tmp_path / "out")
     for batch in SPLIT:  # every run is a new engine on the same output and state: a restart
-        df = spark.createDataFrame(batch, SPARK_COLUMNS)
+        df = spark.createDataFrame(batch, ORDER_COLUMNS)
         stateful.run(df, latest_totals(), output=out, state="files", partitions=2,
                      output_format="delta")  # fmt: skip
     got = [set() for _ in SPLIT]
@@ -53,12 +54,12 @@ def test_delta_outputs_equal_the_loop_through_restarts(spark, tmp_path):
     assert sorted(rows) == sorted(final)  # one row per customer: no duplicates
 
     with pytest.raises(ConfigError, match=r"output_format 'delta' \(now 'parquet'\)"):
-        stateful.run(spark.createDataFrame(SPLIT[0], SPARK_COLUMNS), RunningTotals(),
+        stateful.run(spark.createDataFrame(SPLIT[0], ORDER_COLUMNS), RunningTotals(),
                      output=out, state="files", partitions=2)  # fmt: skip
 
 
 def test_replace_by_key_is_refused_on_parquet_in_one_line(spark, tmp_path):
-    df = spark.createDataFrame(SPLIT[0], SPARK_COLUMNS)
+    df = spark.createDataFrame(SPLIT[0], ORDER_COLUMNS)
     with pytest.raises(ConfigError) as caught:
         stateful.run(df, latest_totals(), output=str(tmp_path / "out"), state="files")
     assert "'latest' is replaced by key" in str(caught.value)

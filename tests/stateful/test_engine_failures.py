@@ -10,11 +10,12 @@ import os
 import pyarrow.dataset as ds
 import pytest
 
-from examples.running_totals import SPARK_COLUMNS, RunningTotals
+from examples.running_totals import RunningTotals
 from sessionize import stateful
 from sessionize.errors import ProcessorError
 
 from . import test_running_totals
+from .helpers import ORDER_COLUMNS
 
 SPLIT = [[{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0}],
          [{"customer_id": 13, "amount": 4.0}, {"customer_id": 1, "amount": 1.0}],
@@ -45,7 +46,7 @@ def test_a_raising_processor_commits_nothing_and_the_fixed_one_completes(spark, 
         os.utime(path, (1_000_000 + n, 1_000_000 + n))
 
     def start(fixed: bool):
-        rows = spark.readStream.schema(SPARK_COLUMNS).option("maxFilesPerTrigger", 1)
+        rows = spark.readStream.schema(ORDER_COLUMNS).option("maxFilesPerTrigger", 1)
         return stateful.start(
             rows.json(str(inp)), Totals(fixed), output=str(tmp_path / "out"),
             checkpoint=str(tmp_path / "chk"), partitions=2,

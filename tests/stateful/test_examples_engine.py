@@ -3,10 +3,11 @@ publishing a batch whose record it had not written yet, and restarted; what the 
 at the end equals the independent references of tests/stateful (plain loops over the events).
 
 Two examples go through the kill: running_totals (state without event time: totals that must
-continue across the restart) and alerts (string keys, a watermark and timers: failures that
-carry over the killed batch into a later alert). dedup runs on the same engine paths as
-alerts (string keys, timers); its rules are proved against its loop by
-tests/stateful/test_dedup.py, for any micro-batch split."""
+continue across the restart, and a line that is no order, set aside in `invalid` once) and
+alerts (string keys, a watermark and timers: failures that carry over the killed batch into
+a later alert). dedup runs on the same engine paths as alerts (string keys, timers); its
+rules are proved against its loop by tests/stateful/test_dedup.py, for any micro-batch
+split."""
 
 from __future__ import annotations
 
@@ -48,13 +49,15 @@ def _logins() -> list[list[dict]]:
     return [rows[0:3], rows[3:5], rows[5:7], rows[7:]]
 
 
-def _write(inp: Path, split: list[list[dict]]) -> None:
-    """One file per micro-batch, modified in order (files are read by modification time)."""
+def _write(inp: Path, split: list[list[dict]], bad: dict[int, str] | None = None) -> None:
+    """One file per micro-batch, modified in order (files are read by modification time);
+    `bad` adds a line to a batch's file."""
     inp.mkdir()
     for n, batch in enumerate(split):
         path = inp / f"{n:03d}.jsonl"
-        lines = [{k: _iso(v) if k == "event_time" else v for k, v in row.items()} for row in batch]
-        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        rows = [{k: _iso(v) if k == "event_time" else v for k, v in row.items()} for row in batch]
+        lines = [json.dumps(row) for row in rows] + ([bad[n]] if bad and n in bad else [])
+        path.write_text("".join(line + "\n" for line in lines))
         os.utime(path, (1_000_000 + n, 1_000_000 + n))
 
 
@@ -96,6 +99,8 @@ def _us(table: pa.Table, column: str) -> list[int]:
 
 
 MODULES = {"running_totals": _orders, "alerts": _logins}
+# A line of the killed batch that is no order: it goes to `invalid` once, with its reason.
+BAD_ORDER = '{"amount": 7.5}'
 
 
 def test_each_example_killed_mid_stream_and_restarted_equals_the_reference(tmp_path):
@@ -103,7 +108,7 @@ def test_each_example_killed_mid_stream_and_restarted_equals_the_reference(tmp_p
     tmp = {module: tmp_path / module for module in MODULES}
     for module, split in splits.items():
         tmp[module].mkdir()
-        _write(tmp[module] / "in", split)
+        _write(tmp[module] / "in", split, {1: BAD_ORDER} if module == "running_totals" else None)
     _killed_then_finished(tmp)
 
     split, out = splits["running_totals"], tmp["running_totals"] / "out"
@@ -112,6 +117,10 @@ def test_each_example_killed_mid_stream_and_restarted_equals_the_reference(tmp_p
     for row in totals.to_pylist():
         got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
     assert got == test_running_totals.reference(split)
+    invalid = read_output(out, "invalid").to_pylist()
+    source = f"file:{tmp['running_totals'] / 'in' / '001.jsonl'}"
+    assert invalid == [{"raw": BAD_ORDER, "reason": "missing customer_id", "source": source,
+                        "batch_id": 1}]  # fmt: skip
 
     split, out = splits["alerts"], tmp["alerts"] / "out"
     alerts = read_output(out, "alerts")

@@ -1,6 +1,7 @@
 """The oracle: examples/running_totals.py (no event time) on the store engine emits, batch by
 batch, what Spark's own streaming `groupBy(customer_id).agg(count, sum)` emits in update
-mode without a watermark, over the same files, on files state and on PostgreSQL."""
+mode without a watermark, over the same files (Spark's read with its JSON reader, ours with
+`stateful.source` as the example does), on files state and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import functions as F
 
-from examples.running_totals import SPARK_COLUMNS, RunningTotals
+from examples.running_totals import SOURCE_SCHEMA, RunningTotals
 from sessionize import stateful
+
+from .helpers import ORDER_COLUMNS
 
 BATCHES = [[(1, 5.0), (2, 1.0), (1, 2.0)], [(3, 4.0)], [(2, 8.0), (2, 1.0), (4, 3.0), (1, 1.0)]]
 
@@ -28,7 +31,12 @@ def _orders(inp: Path) -> None:
 
 
 def _read(spark, inp: Path):
-    return spark.readStream.schema(SPARK_COLUMNS).option("maxFilesPerTrigger", 1).json(str(inp))
+    return spark.readStream.schema(ORDER_COLUMNS).option("maxFilesPerTrigger", 1).json(str(inp))
+
+
+def _source(spark, inp: Path):
+    """The input as the example reads it."""
+    return stateful.source(spark, str(inp), SOURCE_SCHEMA, options={"maxFilesPerTrigger": "1"})
 
 
 @pytest.mark.parametrize("state", ["files", "postgres"], indirect=True)
@@ -52,7 +60,7 @@ def test_running_totals_equal_sparks_streaming_aggregation_in_update_mode(
     query.awaitTermination()
 
     run = stateful.start(
-        _read(spark, tmp_path / "in"), RunningTotals(), output=str(tmp_path / "out"),
+        _source(spark, tmp_path / "in"), RunningTotals(), output=str(tmp_path / "out"),
         checkpoint=str(tmp_path / "chk"), state=state(), partitions=2,
     )  # fmt: skip
     records = run.wait()
