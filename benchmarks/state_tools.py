@@ -38,7 +38,8 @@ def build(backend, users: int, rows: int, partitions: int) -> None:
             tx.commit(VERSION, {})
     settings = {"gap": "10m", "lateness": "10m", "close_actions": "browser_close",
                 "partitions": partitions}  # fmt: skip
-    backend.write_job_record(JOB, VERSION, {"version": VERSION, "settings": settings})
+    backend.write_job_settings(JOB, settings)
+    backend.write_job_record(JOB, VERSION, {"version": VERSION})
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from sessionize.engines.progress import read_progress
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.state import open_backend
 from tests.helpers import OUTPUTS, generate, read_output
+from tests.settings_in_records import move_settings_into_records
 
 H0 = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -141,20 +142,23 @@ def test_a_partial_reprocess_ends_with_the_command_that_recomputes_the_rest(spar
 
 def test_batch_flags_left_out_take_the_output_s_state_and_the_state_s_settings(spark, tmp_path):
     """An output goes with its state: a run that leaves --state out continues it (instead of
-    starting a new one under OUTPUT/_state); the state's rules stand in for those left out;
+    starting a new one under OUTPUT/_state); the state's rules stand in for those left out,
+    read from a store whose job records carry the settings as from its settings entry;
     a flag given with another value, even the default, is refused naming it."""
     inp = generate(tmp_path / "in", hours=2, users=40, events_per_hour=300, files_per_hour=1)
     out, state = tmp_path / "out", f"files:{tmp_path / 'st'}"
     first = BatchOptions(input=str(inp), output=str(out), start=H0, end=H0, state=state,
                          rules=SessionRules(gap_us=300_000_000), partitions=3)  # fmt: skip
     run_batch(first, spark, on_hour=lambda _: None)
+    move_settings_into_records(tmp_path / "st", "sessionize")
     left_out = BatchOptions(input=str(inp), output=str(out), start=H0 + HOUR, end=H0 + HOUR,
                             explicit=frozenset())  # fmt: skip
     run_batch(left_out, spark, on_hour=lambda _: None)
     backend = open_backend(state)
     assert backend.job_versions("sessionize") == [2026110100, 2026110101]
-    settings = backend.read_job_record("sessionize", 2026110101)["settings"]
+    settings = backend.read_job_settings("sessionize")  # written again, once
     assert (settings["gap"], settings["partitions"]) == ("5m", 3)
+    assert "settings" not in backend.read_job_record("sessionize", 2026110101)
     assert not (out / "_state").exists()
     assert locate(None, str(out)).state_uri == state  # the state tools find it the same way
     with pytest.raises(IncompatibleCheckpoint, match=r"--state files:\S+st \(this run: files\)"):

@@ -9,6 +9,9 @@ Job `shop`, 2 partitions, gap 10m, close action browser_close, versions 6 and 7 
   11:02); user 3: view z 09:50 (one session, closes 10:00, the oldest).
 
 Totals: 3 open users, 4 open sessions, 6 rows, oldest open session 2026-11-01T09:50:00Z.
+
+The settings are the job's settings entry, or with `settings_in_records` part of each job
+record instead (a store without the entry, which the tools read just as well).
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ PARTITION_ROWS = {
 META = {0: {"open_sessions": 2, "open_users": 1}, 1: {"open_sessions": 2, "open_users": 2}}
 
 
-def build(backend: StateBackend) -> None:
-    """Versions 6 (user 4 only, removed again at 7) and 7 of every partition, and both
-    job records."""
+def build(backend: StateBackend, *, settings_in_records: bool = False) -> None:
+    """Versions 6 (user 4 only, removed again at 7) and 7 of every partition, both job
+    records and the settings."""
     for p in (0, 1):
         with backend.open(JOB, p, -1) as tx:
             tx.put_many(rows([(4, "08:00", "old", "view", "08:10")]))
@@ -64,8 +67,11 @@ def build(backend: StateBackend) -> None:
             tx.remove_many([4])
             tx.put_many(PARTITION_ROWS[p])
             tx.commit(VERSION, META[p])
+    with_settings = {"settings": SETTINGS} if settings_in_records else {}
+    if not settings_in_records:
+        backend.write_job_settings(JOB, SETTINGS)
     for v in (6, VERSION):
-        backend.write_job_record(JOB, v, {"version": v, "watermark": 1, "settings": SETTINGS})
+        backend.write_job_record(JOB, v, {"version": v, "watermark": 1, **with_settings})
 
 
 def checkpoint(root: Path, state: str) -> Path:

@@ -39,7 +39,22 @@ def test_copy_between_backends(store, src, dst):
         assert content_hash(got.rows) == content_hash(fx.PARTITION_ROWS[p])
     assert target.job_versions(fx.JOB) == [fx.VERSION]
     assert target.read_job_record(fx.JOB, fx.VERSION) == source.read_job_record(fx.JOB, 7)
+    assert target.read_job_settings(fx.JOB) == fx.SETTINGS
     assert source.versions(fx.JOB, 0) == [6, 7]  # the source is untouched
+
+
+def test_a_copy_of_a_store_whose_records_carry_the_settings_has_them_once(store):
+    """Repartitioned into 3: the target's settings entry says 3 partitions, its record
+    holds no settings, and the source keeps its own."""
+    source, target = open_backend(store("files")), open_backend(store("files"))
+    fx.build(source, settings_in_records=True)
+    copy_state(source, target, fx.JOB, fx.VERSION, partitions_in=2, partitions_out=3,
+               rules=rules_of(fx.SETTINGS), assign=lambda users, n: users.to_numpy() % n,
+               on_line=lambda _: None)  # fmt: skip
+    assert target.read_job_settings(fx.JOB) == {**fx.SETTINGS, "partitions": 3}
+    assert target.read_job_record(fx.JOB, 7) == {"version": 7, "watermark": 1}
+    assert source.read_job_settings(fx.JOB) is None
+    assert source.read_job_record(fx.JOB, 7)["settings"] == fx.SETTINGS
 
 
 def test_inspect_and_export_hand_computed(tmp_path):
@@ -91,7 +106,7 @@ def test_refused_while_a_driver_holds_the_checkpoint(tmp_path, store):
 def test_migrate_killed_then_rerun(tmp_path, store):
     chk = fx.checkpoint(tmp_path, "files")
     source = open_backend(f"files:{chk / 'state'}")
-    fx.build(source)
+    fx.build(source, settings_in_records=True)
     before = [content_hash(read_partition(source, fx.JOB, p, 7).rows) for p in (0, 1)]
     to = store("redis")
     args = ["state", "migrate", "--checkpoint", str(chk), "--to", to]
@@ -107,6 +122,8 @@ def test_migrate_killed_then_rerun(tmp_path, store):
         assert content_hash(read_partition(target, fx.JOB, p, 7).rows) == before[p]
         assert content_hash(read_partition(source, fx.JOB, p, 7).rows) == before[p]
     assert source.versions(fx.JOB, 0) == [6, 7] and source.job_versions(fx.JOB) == [6, 7]
+    assert target.read_job_settings(fx.JOB) == fx.SETTINGS
+    assert "settings" not in target.read_job_record(fx.JOB, 7)
     # The checkpoint now takes the new state, and refuses the old one as any other change.
     new = {**settings, "state": to}
     check_or_record(str(chk), new)

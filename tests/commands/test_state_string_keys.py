@@ -52,7 +52,8 @@ def job(tmp_path):
     with backend.open(JOB, 0, -1) as tx:
         tx.put_many(_rows())
         tx.commit(3, {"open_sessions": 3, "open_users": 3})
-    backend.write_job_record(JOB, 3, {"version": 3, "watermark": 1, "settings": SETTINGS})
+    backend.write_job_settings(JOB, SETTINGS)
+    backend.write_job_record(JOB, 3, {"version": 3, "watermark": 1})
     return locate(None, str(tmp_path / "out"), uri, JOB)
 
 
@@ -101,6 +102,7 @@ def test_repartition_places_users_by_id_and_keeps_their_keys(job, store):
         {"user_id": "cleo", "user_key": 9, "plan": None},
     ]
     assert p1["user_id"].to_pylist() == ["bob", "bob"] and p1["user_key"].to_pylist() == [7, 7]
+    assert target.read_job_settings(JOB) == {**SETTINGS, "partitions": 2}
 
 
 def _inspect(job, *args: str):

@@ -128,7 +128,7 @@ def test_the_invalid_warning_needs_every_line_invalid_and_names_the_commonest_re
 
 
 def test_the_invalid_warning_of_a_stateful_job_points_at_the_schema_not_the_mapping():
-    record = {"batch": {"records": 2, "invalid": 2}, "settings": {"processor": "Totals"}}
-    warning = invalid_warning("batch 0", record, {"amount: expected a number": 2})
+    record = {"batch": {"records": 2, "invalid": 2}}
+    warning = invalid_warning("batch 0", record, {"amount: expected a number": 2}, "invalid")
     assert "2 in invalid;" in warning and "stateful.source" in warning
     assert "--user-field" not in warning and "'amount: expected a number' (2 lines)" in warning

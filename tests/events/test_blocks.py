@@ -202,3 +202,32 @@ def test_string_ids_get_sparks_xxhash64_key(spark):
         F.xxhash64("u").alias("k")
     )
     assert [r[blocks.USER_KEY] for r in rows] == [r.k for r in expected.collect()]
+
+
+def test_nan_and_infinities_at_any_depth_are_left_to_the_exact_path():
+    """pyarrow reads `NaN`, `Inf` and `Infinity` as numbers, Spark's reader its own way."""
+    tails = ['"x": Inf', '"x": -Inf', '"x": [1, [2.5, NaN]]', '"x": [{"y": {"z": Infinity}}]',
+             '"x": [{"y": {"z": 1.5}}]', '"x": "NaN Inf"']  # fmt: skip
+    lines = [_event(i)[:-1] + ", " + tail + "}" for i, tail in enumerate(tails)]
+    assert [read_line(line, DEFAULT, NOW_US, DAY_US) == OPEN for line in lines] == [
+        True, True, True, True, False, False,
+    ]  # fmt: skip
+    exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
+    assert exact == [True, True, True, True, False, False]
+
+
+def test_a_batch_without_lines_reads_as_no_rows():
+    assert _read([], DEFAULT) == []
+
+
+def test_times_of_the_year_0_or_ending_in_a_line_break_are_left_to_the_exact_path():
+    """Java's `$` lets a time end before a line break, and Spark reads the year 0 its own way."""
+    at = "2026-11-01T10:00:00Z"
+    times = ["0000-01-01T00:00:00Z", at + "\n", at + "\u2028", at + "\u0085", at + "\u2027",
+             "0001-01-01T00:00:00Z"]  # fmt: skip
+    lines = [_event(i, t) for i, t in enumerate(times)]
+    assert [read_line(line, DEFAULT, NOW_US, DAY_US) == OPEN for line in lines] == [
+        True, True, True, True, False, False,
+    ]  # fmt: skip
+    exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
+    assert exact == [True, True, True, True, False, False]

@@ -376,6 +376,35 @@ class StateBackendContract(FenceContract):
         with pytest.raises(StateError, match="JSON"):
             backend.write_job_record(J, 2, {"x": {1, 2}})
 
+    def test_job_settings(self, backend, make_backend):
+        """One entry per job: written, read back by every instance, overwritten, kept by a
+        rewind; absent for an unknown job."""
+        assert backend.read_job_settings(J) is None and backend.recorded_settings(J) is None
+        backend.write_job_settings(J, {"gap": "10m", "partitions": 2})
+        backend.write_job_settings("job-b", {"gap": "5m"})
+        backend.write_job_record(J, 0, {"watermark": 5})
+        other = make_backend(cache=False)
+        assert other.read_job_settings(J) == {"gap": "10m", "partitions": 2}
+        backend.write_job_settings(J, {"gap": "30m", "partitions": 4})
+        assert other.read_job_settings(J) == {"gap": "30m", "partitions": 4}
+        assert other.read_job_settings("job-b") == {"gap": "5m"}
+        assert other.read_job_settings("job-c") is None
+        assert other.job_versions(J) == [0] and other.read_job_record(J, 0) == {"watermark": 5}
+        backend.truncate_after(J, -1)
+        assert other.recorded_settings(J) == {"gap": "30m", "partitions": 4}
+        with pytest.raises(StateError, match="JSON"):
+            backend.write_job_settings(J, {"x": {1, 2}})
+
+    def test_recorded_settings_of_a_store_whose_records_carry_them(self, backend):
+        """A store written before the job's settings had an entry of their own: the newest
+        job record's settings stand in, until an entry is written."""
+        backend.write_job_record(J, 3, {"watermark": 1, "settings": {"gap": "10m"}})
+        backend.write_job_record(J, 4, {"watermark": 2, "settings": {"gap": "20m"}})
+        assert backend.read_job_settings(J) is None
+        assert backend.recorded_settings(J) == {"gap": "20m"}
+        backend.write_job_settings(J, {"gap": "30m"})
+        assert backend.recorded_settings(J) == {"gap": "30m"}
+
     def test_trim_job_records_keeps_the_newest(self, backend):
         for v in (3, 4, 7, 8, 9):
             backend.write_job_record(J, v, {"v": v})

@@ -25,12 +25,17 @@ class FenceContract:
         with pytest.raises(LeaseLost):
             backend.write_job_record(J, 1, {"v": 1}, epoch=1)
         assert backend.job_versions(J) == []
+        with pytest.raises(LeaseLost):
+            backend.write_job_settings(J, {"gap": "1m"}, epoch=1)
+        assert backend.read_job_settings(J) is None
         # the new driver, and unfenced tools, still commit
         commit(backend, J, 0, 0, 1, {3: [3]})
         new = backend.open(J, 0, 1, epoch=2)
         new.commit(2)
         backend.write_job_record(J, 2, {"v": 2}, epoch=2)
+        backend.write_job_settings(J, {"gap": "2m"}, epoch=2)
         assert backend.versions(J, 0) == [0, 1, 2] and backend.job_versions(J) == [2]
+        assert backend.read_job_settings(J) == {"gap": "2m"}
 
     def test_the_fence_only_moves_up_and_outlives_a_reset(self, backend, make_backend):
         assert backend.fence(J) == 0

@@ -2,7 +2,8 @@
 store, its outputs Parquet on S3): `history`, `status`, `state inspect/export`, `rewind`,
 `state repartition`, each checked against the plain loop of
 tests/stateful/test_running_totals.py. One stream, fed to the read-only checks, then
-rewound, repartitioned into another store and continued."""
+rewound, repartitioned into another store and continued; its store holds the settings in
+every job record, without a settings entry, which every tool reads as well."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from sessionize.commands.status import describe, stream_status
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import open_backend
 from tests.s3_fixtures import s3_client
+from tests.settings_in_records import move_settings_into_records
 
 from .test_examples_engine import _orders, _write
 from .test_running_totals import reference
@@ -73,6 +75,7 @@ def job(spark, tmp_path_factory) -> Path:
     _write(root / "in", SPLIT)
     _stream(spark, root)
     assert _per_batch(root) == reference(SPLIT)
+    move_settings_into_records(root / "chk" / "state", "stateful")
     return root
 
 
@@ -123,9 +126,11 @@ def test_rewind_repartition_and_continue_equal_the_loop(spark, job):
     assert result is not None and result.version == 1
     assert sum(p.users for p in result.partitions) == len(reference([SPLIT[0] + SPLIT[1]])[0])
     assert open_backend(moved).partitions("stateful") == [0, 1, 2]
+    assert open_backend(moved).read_job_settings("stateful")["partitions"] == 3
     _write_extra(job / "in")
     _stream(spark, job, state=moved, partitions=3)
     assert _per_batch(job) == reference([*SPLIT, EXTRA])
+    assert "settings" not in open_backend(moved).read_job_record("stateful", 4)
 
 
 def _write_extra(inp: Path) -> None:

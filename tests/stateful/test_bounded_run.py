@@ -1,5 +1,6 @@
 """`stateful.run`: each bounded pass is the next version of the job's state, so totals
-continue from one run to the next; other settings on the same state are refused."""
+continue from one run to the next (also on a store whose job records carry the settings);
+other settings on the same state are refused."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from examples.running_totals import RunningTotals
 from sessionize import stateful
 from sessionize.errors import ConfigError
+from sessionize.state import open_backend
+from tests.settings_in_records import move_settings_into_records
 
 from . import test_running_totals
 from .helpers import ORDER_COLUMNS
@@ -25,7 +28,14 @@ def test_each_run_is_the_next_version_and_totals_continue(spark, tmp_path):
         df = spark.createDataFrame(batch, ORDER_COLUMNS)
         records.append(stateful.run(df, RunningTotals(), output=out, state="files",
                                     partitions=2))  # fmt: skip
+        if not records[1:]:
+            settings = move_settings_into_records(tmp_path / "out" / "_state", "stateful")
+            with pytest.raises(ConfigError, match=r"partitions 2 \(now 3\)"):
+                stateful.run(df, RunningTotals(), output=out, state="files", partitions=3)
     assert [r["version"] for r in records] == [0, 1]
+    state = open_backend(f"files:{tmp_path / 'out' / '_state'}")
+    assert state.read_job_settings("stateful") == settings
+    assert "settings" not in state.read_job_record("stateful", 1)
     assert records[1]["totals"]["counters"] == {"orders": 5}
     got = [set() for _ in SPLIT]
     totals = ds.dataset(f"{out}/totals", partitioning="hive").to_table()

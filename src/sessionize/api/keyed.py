@@ -247,7 +247,7 @@ def run(
         versions = engine.backend.job_versions(job)
         last = max(versions) if versions else None
         if last is not None:
-            recorded = (engine.backend.read_job_record(job, last) or {}).get("settings", {})
+            recorded = engine.backend.recorded_settings(job) or {}
             now = settings_record(settings)
             changed = [k for k in now if k in recorded and recorded[k] != now[k]]
             if changed:

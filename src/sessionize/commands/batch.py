@@ -184,8 +184,7 @@ def _run(
     first = hour_version(hours[0])
     previous = hour_version(hours[0] - HOUR)
     if committed:
-        record = backend.read_job_record(opts.job, committed[-1])
-        recorded_settings = (record or {}).get("settings")
+        recorded_settings = backend.recorded_settings(opts.job)
         if recorded_settings:  # the flags left out take the state's values
             s, _ = opts.sessionizer().resolved({**DEFAULT_RECORD, **recorded_settings})
             opts = replace(opts, rules=s.rules, partitions=s.partitions, mapping=s.mapping)
@@ -193,7 +192,7 @@ def _run(
             if resolved.row_spec() != settings.row_spec():
                 backend = open_backend(resolved.state_uri, resolved.row_spec())
             settings = resolved
-        _check_settings(record, settings)
+        _check_settings(recorded_settings, settings)
     if committed and previous not in committed and first not in committed:
         nxt = version_hour(hour_version(datetime.strptime(str(committed[-1]), "%Y%m%d%H") + HOUR))
         raise StateError(
@@ -252,8 +251,7 @@ def _run(
     return runner.records
 
 
-def _check_settings(record: dict | None, settings: EngineSettings) -> None:
-    recorded = (record or {}).get("settings")
+def _check_settings(recorded: dict | None, settings: EngineSettings) -> None:
     if recorded:  # a state from before mappings could be chosen has the default one
         recorded = {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **recorded}
     diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""

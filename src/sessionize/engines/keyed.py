@@ -137,7 +137,7 @@ def settings_record(settings: KeyedSettings) -> dict[str, object]:
         "partitions": settings.partitions,
         "lateness": format_duration(settings.lateness_us),
         "output_format": settings.output_format,
-        # The store's rows, for the state tools, which have the record but not the class.
+        # The store's rows, for the state tools, which have the settings but not the class.
         "stored_rows": {
             "schema": base64.b64encode(d.rows.schema.serialize().to_pybytes()).decode(),
             "key": d.rows.key, "expiry": d.rows.expiry,
@@ -277,12 +277,12 @@ class KeyedEngine(StoreJobEngine):
             for name, value in c["counters"].items():
                 mine[name] = mine.get(name, 0) + value
         batch["counters"] = mine
-        fields = {
-            "previous": basis.previous,
-            "settings": settings_record(self.settings),
-            "max_event_time": basis.latest_event(latest),
-        }
+        fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
         return BatchResult(batch, basis.plan(latest).watermark_after, fields)
+
+    @override
+    def settings_entry(self) -> dict:
+        return settings_record(self.settings)
 
     def _run_partitions(
         self, raw: DataFrame, basis: BatchBasis

@@ -174,7 +174,8 @@ class BatchRunner:
             self.on_record(record)
         label = self.label(request.version)
         self.on_batch(self.engine.progress_line(label, record))
-        for warning in batch_warnings(label, record, self._invalid_reasons):
+        for warning in batch_warnings(label, record, self._invalid_reasons,
+                                      self.engine.invalid_output):  # fmt: skip
             self.on_batch(warning)
         return record
 

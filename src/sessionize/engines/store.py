@@ -14,8 +14,8 @@ events, so that sessions of idle users expire and every partition reaches the ne
   5. commits state version V for its partition (idempotent: a rerun overwrites V).
 
 Then the batch runner (engines/runner.py) publishes the staged outputs, writes the job
-record of version V (watermark, totals, settings) to the store's job log, and returns to
-Spark, which writes its commit log entry for the batch.
+record of version V (watermark, totals; the job's settings are one entry of their own) to
+the store's job log, and returns to Spark, which writes its commit log entry for the batch.
 
 A crash before that makes Spark re-execute batch V with the same input (its offsets log
 fixed it); the rerun loads V-1 again, restages, republishes over the old batch directory
@@ -322,9 +322,14 @@ class StoreJobEngine(Engine):
     backend: StateBackend
     lease: Lease | None
     _marks: pa.Array | None = None
+    _settings_stored = False  # this driver has stored the job's settings entry
 
     def _open_backend(self) -> StateBackend:
         raise NotImplementedError
+
+    def settings_entry(self) -> dict:
+        """The job's settings as the store keeps them, once per job: what a restart compares."""
+        return settings_record(self.settings)
 
     def _key_type(self) -> pa.DataType:
         """The Arrow type of the job's key (the batch marks carry keys of it)."""
@@ -374,7 +379,12 @@ class StoreJobEngine(Engine):
 
     @override
     def write_record(self, version: int, record: dict) -> None:
-        self.backend.write_job_record(self.settings.job, version, record, epoch=self.settings.epoch)
+        job, epoch = self.settings.job, self.settings.epoch
+        if not self._settings_stored:  # before the first record: none is without them
+            if self.backend.read_job_settings(job) != (entry := self.settings_entry()):
+                self.backend.write_job_settings(job, entry, epoch=epoch)
+            self._settings_stored = True
+        self.backend.write_job_record(job, version, record, epoch=epoch)
 
     @override
     def after_commit(self, version: int) -> None:
@@ -435,11 +445,7 @@ class StoreEngine(StoreJobEngine):
         counts, records, latest = self._run_partitions(parsed, basis)
         batch = {k: sum(c[k] for c in counts) for k in TASK_COUNTERS if k != "partition"}
         batch["records"] = records
-        fields = {
-            "previous": basis.previous,
-            "settings": settings_record(self.settings),
-            "max_event_time": basis.latest_event(latest),
-        }
+        fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
         return BatchResult(batch, basis.plan(latest).watermark_after, fields)
 
     def _refresh(self, request: BatchRequest) -> bool:
@@ -473,14 +479,14 @@ class StoreEngine(StoreJobEngine):
 
 
 def settings_record(settings: EngineSettings) -> dict:
-    """The settings that are part of the state, as flags would spell them: what every job
-    record holds and a restart compares."""
+    """The settings that are part of the state, as flags spell them: the job's settings."""
     return state_settings(settings.rules, settings.partitions, settings.mapping)
 
 
 def state_settings(rules: SessionRules, partitions: int, mapping: EventMapping) -> dict:
     """The session settings that are part of the state, as flags spell them: the one
-    definition the job records and the checkpoint's record (api/recorded.py) share."""
+    definition the store's settings entry and the checkpoint's record (api/recorded.py)
+    share."""
     return {
         "gap": format_duration(rules.gap_us),
         "lateness": format_duration(rules.lateness_us),

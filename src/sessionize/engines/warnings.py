@@ -12,6 +12,7 @@ LATE_SHARE = 0.5
 # ... unless they are a trickle: fewer than this share of the job's events so far (a file of
 # late arrivals read on its own is what late_events is for).
 TRICKLE = 0.01
+SESSION_INVALID = "invalid_events"  # a session job's output of invalid lines
 
 
 def late_warning(label: str, record: dict) -> str | None:
@@ -37,9 +38,12 @@ def late_warning(label: str, record: dict) -> str | None:
     )
 
 
-def invalid_warning(label: str, record: dict, reasons: dict[str, int]) -> str | None:
+def invalid_warning(
+    label: str, record: dict, reasons: dict[str, int], invalid_output: str = SESSION_INVALID
+) -> str | None:
     """The warning for a batch whose lines are all invalid, naming the most common of their
-    `reasons` (reason -> lines), or None."""
+    `reasons` (reason -> lines), or None. `invalid_output`: where the job puts invalid
+    input (a stateful job's is not a session job's `invalid_events`)."""
     b = record["batch"]
     if not b["records"] or b["invalid"] != b["records"]:
         return None
@@ -47,9 +51,9 @@ def invalid_warning(label: str, record: dict, reasons: dict[str, int]) -> str | 
     if reasons:
         reason, count = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))
         common = f"; the most common reason: '{reason}' ({counted(count, 'line')})"
-    if "processor" in record.get("settings", {}):  # a stateful job (engines/keyed.py)
+    if invalid_output != SESSION_INVALID:  # a stateful job (engines/keyed.py)
         return (
-            f"warning: every row of {label} is invalid ({b['records']:,} in invalid"
+            f"warning: every row of {label} is invalid ({b['records']:,} in {invalid_output}"
             f"{common}): if the input looks right, check the schema given to stateful.source "
             "(names, types, nullable) against one of its lines"
         )
@@ -60,8 +64,11 @@ def invalid_warning(label: str, record: dict, reasons: dict[str, int]) -> str | 
     )
 
 
-def batch_warnings(label: str, record: dict, reasons: dict[str, int]) -> list[str]:
+def batch_warnings(
+    label: str, record: dict, reasons: dict[str, int], invalid_output: str = SESSION_INVALID
+) -> list[str]:
     """Every warning the batch `record` calls for, in print order (`reasons`: lines per
-    reason of its invalid lines, when known)."""
-    lines = (late_warning(label, record), invalid_warning(label, record, reasons))
+    reason of its invalid lines, when known; `invalid_output` as for `invalid_warning`)."""
+    lines = (late_warning(label, record),
+             invalid_warning(label, record, reasons, invalid_output))  # fmt: skip
     return [line for line in lines if line]

@@ -3,11 +3,14 @@
 A block of lines goes to `pyarrow.json` in one call, with the fields read (the rule table,
 `rules.read_fields`) given their types and every other field inferred, so that a key given
 twice anywhere, a number or object where a string belongs, an integer that is not a 64-bit
-integer, NaN, a lone surrogate or anything that is not strict JSON makes the reader refuse.
+integer, a lone surrogate or anything that is not strict JSON makes the reader refuse.
 A refused block is split at the row the error names (or halved) until each part is read or
 is one line: the lines it refuses are left to the exact path (`EXACT` true), which reads
-them as Spark's expressions always have (`parsing.parse`). So are blank lines, a time that
-ends in a line break or names the year 0, and a gap too large to be one. What the reader
+them as Spark's expressions always have (`parsing.parse`). So are lines that are not one
+braced object (given to pyarrow as `{}`, so every line keeps its row and the columns need
+no reordering), rows where pyarrow read a NaN or an infinity at any depth (`NaN`, `Inf`,
+`Infinity`: numbers to pyarrow, not to Spark), a time that ends in a line break or names the
+year 0, and a gap too large to be one. What the reader
 accepts is judged here, vectorized, with the reasons and in the order of docs/design.md
 ("Events"): a missing user or time, a time that is not one, a missing page, a bad gap, a
 string id that cannot be a key, a time too far ahead of the batch.
@@ -18,8 +21,8 @@ A mapping that reads a conversion's value (its JSON text) is not read here (`pla
 from __future__ import annotations
 
 import functools
-import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,11 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from sessionize.events import rules as R
-from sessionize.events.times import epoch_micros, half_away_from_zero, iso_micros
+from sessionize.events.times import epoch_micros, exact_times, half_away_from_zero, iso_micros
 from sessionize.mapping import GAP_COLUMN, EventMapping
 from sessionize.stateful.keys import store_keys
 
 EXACT = "_exact"  # True: the line is left to the exact path
+NOT_FINITE = ""  # the rows of a call of pyarrow.json holding a NaN or an infinity
 USER_KEY = "user_key"
 TS = pa.timestamp("us", tz="UTC")
 SPARK_KEY_OF_NULL = 42  # Spark's xxhash64 of a NULL is its seed
@@ -43,8 +47,6 @@ _SPLIT_LINES = 16
 # Lines per call of pyarrow.json: a refused call is read again in parts, so a bad line costs
 # about this many lines read twice.
 _BLOCK_LINES = 2048
-# A time the exact path decides: ending where Java's `$` may end a line, or the year 0.
-_EXACT_TIME = "^0000|[\n\r\u0085\u2028\u2029]$"
 _NULL = pa.scalar(None, pa.string())
 # A line nested deeper than this is left to the exact path: Spark's reader refuses deep
 # nesting (at a depth pyarrow reads), and no event nests this deep.
@@ -95,17 +97,68 @@ def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
     return BlockPlan(m, _tree(fields), rules, pa.schema(out))
 
 
-def _read(p: BlockPlan, data: bytes) -> dict[str, pa.Array] | str:
-    """One call of pyarrow.json: the fields read by path, or the error's text."""
+def _read(p: BlockPlan, data: pa.Buffer) -> dict[str, pa.Array] | str:
+    """One call of pyarrow.json: the fields read by path and, under NOT_FINITE, the rows
+    holding NaN or an infinity anywhere; or the error's text."""
     options = pj.ParseOptions(explicit_schema=p.read, unexpected_field_behavior="infer")
-    read = pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 16))
+    read = pj.ReadOptions(use_threads=False, block_size=max(data.size, 1 << 16))
     try:
-        table = pj.read_json(io.BytesIO(data), read_options=read, parse_options=options)
+        table = pj.read_json(pa.BufferReader(data), read_options=read, parse_options=options)
         if _deeper_than(table.schema, _MAX_DEPTH):
             return f"nested deeper than {_MAX_DEPTH}"
-        return {r.path: _leaf(table, r.path) for r in p.rules}
+        top = {name: table.column(name).combine_chunks() for name in p.read.names}
+        got = {r.path: _leaf(top, r.path) for r in p.rules}
+        got[NOT_FINITE] = _not_finite_rows(table)
+        return got
     except pa.ArrowException as exc:  # whatever pyarrow fails on goes to the exact path
         return str(exc)
+
+
+def _not_finite_rows(table: pa.Table) -> pa.Array:
+    """Whether each row holds a NaN or an infinity at any depth: pyarrow reads `NaN`, `Inf`
+    and `Infinity` as numbers (a finite number too large for a double it refuses), which
+    Spark's reader reads its own way."""
+    rows = np.zeros(table.num_rows, bool)
+    for column in table.columns:
+        if not _holds_floats(column.type):
+            continue
+        for at, flags in _not_finite(column.combine_chunks()):
+            if at is None:
+                rows |= flags
+            else:
+                rows[at[flags]] = True
+    return pa.array(rows)
+
+
+def _holds_floats(kind: pa.DataType) -> bool:
+    stack = [kind]
+    while stack:
+        kind = stack.pop()
+        if pa.types.is_floating(kind):
+            return True
+        stack.extend(kind.field(i).type for i in range(kind.num_fields))
+    return False
+
+
+def _not_finite(
+    values: pa.Array, at: np.ndarray | None = None
+) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
+    """(rows, flags) pairs: whether each value of `values` (at rows `at` of the table, None:
+    row i is value i) is or holds a NaN or an infinity. A loop over the types, not a
+    recursion: a recursion would meet Python's own limit first."""
+    stack = [(values, at)]
+    while stack:
+        values, at = stack.pop()
+        kind = values.type
+        if pa.types.is_floating(kind):
+            finite = pc.is_finite(values)
+            if not pc.all(finite).as_py():  # NULL is neither
+                yield at, ~finite.fill_null(True).to_numpy(zero_copy_only=False)
+        elif pa.types.is_struct(kind):
+            stack.extend((values.field(i), at) for i in range(kind.num_fields))
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            parents = pc.list_parent_indices(values).to_numpy()
+            stack.append((values.flatten(), parents if at is None else at[parents]))
 
 
 def _deeper_than(schema: pa.Schema, limit: int) -> bool:
@@ -120,12 +173,12 @@ def _deeper_than(schema: pa.Schema, limit: int) -> bool:
     return False
 
 
-def _accepted(p: BlockPlan, data: bytes, ends: np.ndarray, lo: int, hi: int,
+def _accepted(p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
               out: list[tuple[int, dict[str, pa.Array]]]) -> None:  # fmt: skip
     """Read lines lo..hi-1 (`ends`: each line's end in `data`, newline included); append
     (first line, table) of what is read; lines refused alone are left out."""
     start = 0 if lo == 0 else int(ends[lo - 1])
-    got = _read(p, data[start : int(ends[hi - 1])])
+    got = _read(p, data.slice(start, int(ends[hi - 1]) - start))
     if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
         out.append((lo, got))
         return
@@ -148,41 +201,53 @@ def _accepted(p: BlockPlan, data: bytes, ends: np.ndarray, lo: int, hi: int,
     _accepted(p, data, ends, mid, hi, out)
 
 
-def _leaf(table: pa.Table, path: str) -> pa.Array:
-    """The column at a dotted path (NULL where an enclosing object is)."""
+def _leaf(top: dict[str, pa.Array], path: str) -> pa.Array:
+    """The column at a dotted path (NULL where an enclosing object is), from the top-level
+    columns read."""
     parts = path.split(".")
-    column = table.column(parts[0]).combine_chunks()
+    column = top[parts[0]]
     for part in parts[1:]:
         column = pc.struct_field(column, part)  # NULL where the enclosing object is
     return column
 
 
-def _parse_lines(p: BlockPlan, values: pa.StringArray) -> tuple[dict[str, pa.Array], np.ndarray]:
-    """The fields read of every line (NULL where not read) and which lines were read."""
+def _parse_lines(
+    p: BlockPlan, values: pa.StringArray, candidate: np.ndarray
+) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The fields read of every line (NULL where not read) and which lines were read: the
+    `candidate` lines, in place (the others are given to pyarrow as `{}`), so the columns
+    need no reordering."""
     n = len(values)
-    joined = pc.binary_join_element_wise(values, pa.scalar(""), "\n")
-    offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
-    data = joined.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
-    ends = offsets[1:] - offsets[0]
+    if not candidate.all():
+        values = pc.if_else(pa.array(candidate), values, pa.scalar("{}"))
+    # One string of the lines between line breaks (one copy; the line breaks keep a string
+    # from running on into the next line).
+    whole = pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), values)
+    data = pc.binary_join(whole, "\n").buffers()[2] if n else pa.py_buffer(b"")
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
+    ends = offsets[1:] - offsets[0] + np.arange(1, n + 1)  # each line's end, its break included
+    ends[-1:] -= 1  # the last line has none
     parts: list[tuple[int, dict[str, pa.Array]]] = []
     for lo in range(0, n, _BLOCK_LINES):
         _accepted(p, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
     read = np.zeros(n, bool)
-    index = np.full(n, -1, np.int64)
-    done = 0
     for first, got in parts:
-        rows = len(got[p.mapping.user])
-        read[first : first + rows] = True
-        index[first : first + rows] = np.arange(done, done + rows)
-        done += rows
-    take = pa.array(index, mask=~read)
+        read[first : first + len(got[p.mapping.user])] = ~got[NOT_FINITE].to_numpy(
+            zero_copy_only=False
+        )
     columns = {}
     for r in p.rules:
-        pieces = [got[r.path] for _, got in parts]
         kind = _ARROW_TYPES[r.kind]
-        whole = pa.concat_arrays(pieces) if pieces else pa.array([], kind)
-        columns[r.path] = whole.take(take)
-    return columns, read
+        pieces, done = [], 0
+        for first, got in parts:  # the lines refused alone are NULL
+            if first > done:
+                pieces.append(pa.nulls(first - done, kind))
+            pieces.append(got[r.path])
+            done = first + len(got[r.path])
+        if done < n or not pieces:
+            pieces.append(pa.nulls(n - done, kind))
+        columns[r.path] = pa.concat_arrays(pieces) if len(pieces) != 1 else pieces[0]
+    return columns, read & candidate
 
 
 def read_block(
@@ -200,23 +265,12 @@ def read_block(
     # Only what looks like one object goes to pyarrow: a line that is not one would only
     # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
     braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
-    # pyarrow reads NaN and Infinity in the fields it infers: Spark reads them its own way.
     candidate = pc.and_(pc.is_null(error), braced)
-    for word in ("NaN", "Infinity"):
-        if _anywhere(values, word):  # rare: only then is each line searched
-            candidate = pc.and_(candidate, pc.invert(pc.match_substring(values, word)))
-    rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
-    found, read_sub = _parse_lines(p, values.take(pa.array(rows)))
-    read = np.zeros(len(batch), bool)
-    read[rows[read_sub]] = True
-    position = np.zeros(len(batch), np.int64)
-    position[rows] = np.arange(len(rows))
-    spread = pa.array(position, mask=~read)
-    col = {r.name: found[r.path].take(spread) for r in p.rules}
+    found, read = _parse_lines(p, values, candidate.to_numpy(zero_copy_only=False))
+    col = {r.name: found[r.path] for r in p.rules}
     user, time, page = col["user_id"], col["event_time"], col["page"]
     if m.time_format == "iso8601":
-        odd = pc.match_substring_regex(time, _EXACT_TIME).fill_null(False)
-        read &= ~odd.to_numpy(zero_copy_only=False)
+        read &= ~exact_times(time)
         us = iso_micros(time)
     else:
         us = epoch_micros(time.to_numpy(zero_copy_only=False), m.time_format)
@@ -238,7 +292,7 @@ def read_block(
     if now_us is not None and max_future_us is not None:
         steps.append(_when(pc.greater(us, pa.scalar(now_us + max_future_us)),
                            R.too_far_ahead(m.time)))  # fmt: skip
-    spaces = pc.equal(pc.utf8_trim(values, " "), "")  # Spark's trim: spaces only
+    spaces = _spaces_only(values, braced)
     early = pc.coalesce(error, _when(pc.is_null(values), R.UNREADABLE),
                         _when(spaces, R.EMPTY_LINE))  # fmt: skip
     exact = pa.array(~read & ~pc.is_valid(early).to_numpy(zero_copy_only=False))
@@ -256,18 +310,15 @@ def read_block(
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
 
 
-def _anywhere(values: pa.Array, word: str) -> bool:
-    """Whether `word` occurs in `values` (or across two of them): one search of their bytes."""
-    if len(values) == 0 or values.buffers()[2] is None:
-        return False
-    wide = pa.types.is_large_string(values.type)
-    width = np.int64 if wide else np.int32
-    at = values.offset * np.dtype(width).itemsize  # frombuffer's offset is in bytes
-    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, at)
-    span = pa.py_buffer(np.array([offsets[0], offsets[-1]], width))
-    kind = pa.large_binary() if wide else pa.binary()
-    whole = pa.Array.from_buffers(kind, 1, [None, span, values.buffers()[2]])
-    return bool(pc.match_substring(whole, word)[0].as_py())
+def _spaces_only(values: pa.StringArray, braced: pa.Array) -> pa.Array:
+    """Whether each line is spaces alone (Spark's trim: spaces only); a braced line is not,
+    so only the others are trimmed."""
+    spaces = np.zeros(len(values), bool)
+    others = np.flatnonzero(~braced.to_numpy(zero_copy_only=False))
+    if len(others):
+        trimmed = pc.utf8_trim(values.take(pa.array(others)), " ")
+        spaces[others] = pc.equal(trimmed, "").fill_null(False).to_numpy(zero_copy_only=False)
+    return pa.array(spaces)
 
 
 def _when(condition: pa.Array, reason: str) -> pa.Array:

@@ -4,8 +4,9 @@ Three layers, as in quix-streams' state package:
 
 - `StateBackend` (the store, here): one per URI; opens a (job, partition) at a committed
   version, lists and cleans up versions, and keeps the job-level commit log written by the
-  driver. It checks every argument and encodes the job records, so that a backend only
-  implements storage primitives (the abstract methods, all starting with `_`).
+  driver, and the job's settings. It checks every argument and encodes the job records
+  and settings, so that a backend only implements storage primitives (the abstract
+  methods, all starting with `_`).
 - `StoredVersion` (the partition at one version, `stored.py`): the small set of batched
   storage primitives a backend implements -- read the rows of many keys, read the keys
   expiring before a time -- and the hand-over of a commit to `StateBackend._commit`.
@@ -146,7 +147,8 @@ class StateBackend(ABC):
         """Forget the job records and every partition's versions after `version` (>= -1),
         for reprocessing from `version`. Job records go first, so that a crash half way
         leaves partition versions the driver no longer points at (superseded by the next
-        commit), never a job record whose partition versions are gone. Idempotent."""
+        commit), never a job record whose partition versions are gone. The job's settings
+        stay. Idempotent."""
         check_job(job)
         check_version(version, allow_empty=True)
         self._delete_job_records(job, [v for v in self._job_versions(job) if v > version])
@@ -213,6 +215,41 @@ class StateBackend(ABC):
         check_retain(retain)
         self._delete_job_records(job, self._job_versions(job)[:-retain])
 
+    # ----- the job's settings ------------------------------------------------------------
+
+    def write_job_settings(self, job: str, settings: dict, *, epoch: int | None = None) -> None:
+        """Store the job's settings (a JSON-able dict): one entry per job, beside its job
+        records, which do not repeat them; overwrites. With `epoch`, LeaseLost (and nothing
+        written) if a newer epoch fenced the job."""
+        check_job(job)
+        try:
+            body = json.dumps(settings, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise StateError(f"settings of job {job} are not JSON-able: {e}") from e
+        self._write_job_settings(job, body, epoch)
+
+    def read_job_settings(self, job: str) -> dict | None:
+        """The job's settings entry, or None if there is none."""
+        check_job(job)
+        body = self._read_job_settings(job)
+        if body is None:
+            return None
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise StateError(f"settings of job {job} in {self.redacted_uri} are unreadable") from e
+
+    def recorded_settings(self, job: str) -> dict | None:
+        """The settings the job's state was written with: its settings entry or, in a store
+        whose job records carry the settings instead, those of the newest record. None for
+        a job without either."""
+        settings = self.read_job_settings(job)
+        if settings is not None:
+            return settings
+        versions = self._job_versions(job)
+        record = self.read_job_record(job, versions[-1]) if versions else None
+        return (record or {}).get("settings")
+
     # ----- storage primitives: partitions (arguments already checked) ------------------
 
     @abstractmethod
@@ -264,6 +301,17 @@ class StateBackend(ABC):
     @abstractmethod
     def _job_versions(self, job: str) -> list[int]:
         """`job_versions` of the job."""
+
+    # ----- storage primitives: the job's settings ---------------------------------------
+
+    @abstractmethod
+    def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        """Store the job's settings (JSON text); overwrites. Unless `epoch` is None,
+        `fenced_error` instead if the job's fence is above it, checked as for a job record."""
+
+    @abstractmethod
+    def _read_job_settings(self, job: str) -> str | bytes | None:
+        """The JSON text of the job's settings, or None if there are none."""
 
     # ----- storage primitives: the fence -------------------------------------------------
 

@@ -3,7 +3,8 @@ users rehashed into another number of partitions, and verify the copy.
 
 Only the public store API is used: reads through `StateBackend.open` (never committed),
 writes as one transaction per target partition opened on the empty state and committed
-as the same version, then the job record of that version. Every step replaces what an
+as the same version, then the job's settings (with the target's partitions) and the job
+record of that version. Every step replaces what an
 interrupted earlier copy left, so a copy can be rerun after a crash at any point; the
 source is only read.
 """
@@ -73,7 +74,8 @@ def copy_state(
     record = source.read_job_record(job, version)
     if record is None:
         raise StateError(f"state {source.redacted_uri} has no record of version {version}")
-    record = _with_partitions(record, partitions_out)
+    record = {k: v for k, v in record.items() if k != "settings"}  # kept once, beside it
+    settings = _with_partitions(source.recorded_settings(job), partitions_out)
     check_target(target, job, version, record)
     parts = [read_partition(source, job, p, version, shape) for p in range(partitions_in)]
     on_line(f"read {sum(p.users for p in parts):,} open users from {partitions_in} partition(s)"
@@ -86,6 +88,8 @@ def copy_state(
             tx.commit(version, meta)
         pause_point("state-copy-partition", p)
     copied = verify(target, job, version, tables, shape)
+    if settings is not None:
+        target.write_job_settings(job, settings)
     target.write_job_record(job, version, record)  # last: the copy is whole
     on_line(f"wrote and verified {partitions_out} partition(s) of {target.redacted_uri}")
     return CopyResult(version, copied, time.perf_counter() - t0)
@@ -144,12 +148,10 @@ def partition_meta(
     }
 
 
-def _with_partitions(record: dict, partitions: int) -> dict:
-    settings = dict(record.get("settings") or {})
-    if "partitions" in settings:
-        settings["partitions"] = partitions
-        return {**record, "settings": settings}
-    return record
+def _with_partitions(settings: dict | None, partitions: int) -> dict | None:
+    if settings is not None and "partitions" in settings:
+        return {**settings, "partitions": partitions}
+    return settings
 
 
 def check_target(target: StateBackend, job: str, version: int, record: dict) -> None:

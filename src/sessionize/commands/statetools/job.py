@@ -170,14 +170,12 @@ def _batch_job(output: str, state: str, job: str) -> StateJob:
     uri = state_uri(state, child(output, "_state"))
     backend = open_backend(uri)
     backend.check()
-    versions = backend.job_versions(job)
-    record = backend.read_job_record(job, versions[-1]) if versions else None
-    if not record or "settings" not in record:
+    settings = backend.recorded_settings(job) if backend.job_versions(job) else None
+    if not settings:
         raise StateError(
             f"state {backend.redacted_uri} has no committed hour of job '{job}': pass the "
             "--state and --job of the batch job"
         )
-    settings = record["settings"]
     return StateJob(
         checkpoint=None, output=output, job=job, state=state, state_uri=uri,
         partitions=int(settings["partitions"]), **_kind(settings),

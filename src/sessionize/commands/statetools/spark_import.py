@@ -42,10 +42,11 @@ from sessionize.commands.statetools.copy import (
 )
 from sessionize.commands.statetools.job import StateJob, locate
 from sessionize.commands.statetools.switch import already_switched, switch_checkpoint
-from sessionize.config import format_duration, redact_uri
+from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import last_committed_batch
 from sessionize.engines.placement import user_partitions
 from sessionize.engines.spark_state import BatchRecords
+from sessionize.engines.store import state_settings
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
@@ -76,7 +77,7 @@ def import_spark_state(
         if batch is None:
             raise StateError(f"checkpoint {checkpoint} has no committed batch: nothing to import")
         target = sj.open(sj.resolve(to))
-        record = job_record(sj, batch, count)
+        record = job_record(sj, batch)
         check_target(target, sj.job, batch, record)
         t0 = time.perf_counter()
         spark = spark or get_spark("sessionize-state-import", shuffle_partitions=count)
@@ -91,6 +92,7 @@ def import_spark_state(
                 tx.commit(batch, partition_meta(part, sj.rules, sj.layout))
             pause_point("state-copy-partition", p)
         copied = verify(target, sj.job, batch, tables, sj.layout)
+        target.write_job_settings(sj.job, state_settings(sj.rules, count, sj.mapping))
         target.write_job_record(sj.job, batch, record)
         pause_point("before-switch", batch)
         switch_checkpoint(checkpoint, recorded_state(to), count)
@@ -146,7 +148,7 @@ def _with_user_keys(spark: SparkSession, rows: pa.Table) -> pa.Table:
     return rows.join(keyed, USER)
 
 
-def job_record(sj: StateJob, batch: int, partitions: int) -> dict:
+def job_record(sj: StateJob, batch: int) -> dict:
     """The store engine's record of `batch`, from Spark's logs: the watermark after it
     (Spark's watermark for the next batch), the max event time it implies, the totals."""
     fs, base = resolve_fs(str(sj.checkpoint))
@@ -162,13 +164,5 @@ def job_record(sj: StateJob, batch: int, partitions: int) -> dict:
         "max_event_time": None if watermark is None else watermark + sj.rules.lateness_us,
         "batch": spark_record.get("batch", {}),
         "totals": spark_record.get("totals", {}),
-        "settings": {
-            "gap": format_duration(sj.rules.gap_us),
-            "lateness": format_duration(sj.rules.lateness_us),
-            "close_actions": ",".join(sj.rules.close_actions),
-            **sj.rules.record(),
-            "partitions": partitions,
-            **sj.mapping.record(),
-        },
         "imported_from": sj.state,
     }

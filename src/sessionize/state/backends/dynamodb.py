@@ -85,6 +85,7 @@ from sessionize.state.backends.dynamodb_client import BatchedClient, count
 from sessionize.state.backends.dynamodb_layout import (
     INDEX,
     INDEX_SHARDS,
+    JOB_SETTINGS_SK,
     KEY_ITEM,
     NO_HISTORY,
     Entry,
@@ -397,6 +398,17 @@ class DynamoDBBackend(StateBackend):
         item = put_request({"pk": job, "sk": job_record_sk(version), "rec": body})
         fence.put_unless_newer(self.client, item["PutRequest"]["Item"], job, epoch,
                                f"writing job record {job}/{version}")  # fmt: skip
+
+    def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        fence.check_fence(self.client, job, job, epoch, None)
+        item = put_request({"pk": job, "sk": JOB_SETTINGS_SK, "js": body})
+        fence.put_unless_newer(self.client, item["PutRequest"]["Item"], job, epoch,
+                               f"writing the settings of job {job}")  # fmt: skip
+
+    def _read_job_settings(self, job: str) -> str | None:
+        key = (job, JOB_SETTINGS_SK)
+        item = self.client.get_items([key], None, f"reading the settings of job {job}").get(key)
+        return None if item is None else item["js"]["S"]
 
     def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
         pks = [job, *(partition_pk(job, p) for p in partitions)]

@@ -32,6 +32,9 @@ number order)::
                                           attributes
     pk = J         sk = rVERSION          job record (the driver's commit log)
         rec S the job record's JSON
+    pk = J         sk = s                 the job's settings (the job records do not repeat
+                                          them)
+        js S  their JSON
 
 An entry counts at version V iff its version <= V and its token is the one in the current
 record of its version (`History`); a key's value at V is its newest entry that counts.
@@ -102,6 +105,9 @@ def change_sk(version: int, token: str, n: int) -> str:
 
 def partition_sk(partition: int) -> str:
     return f"p{partition:010d}"
+
+
+JOB_SETTINGS_SK = "s"  # the sk of the job's settings
 
 
 def job_record_sk(version: int) -> str:

@@ -63,6 +63,7 @@ from sessionize.state.backends.files_layout import (
     data_file_name,
     job_dir,
     job_record_path,
+    job_settings_path,
     partition_dir,
     resolve_location,
 )
@@ -424,6 +425,17 @@ class FilesBackend(FilesIO, StateBackend):
 
     def _read_job_record(self, job: str, version: int) -> bytes | None:
         return self._read(job_record_path(self._root, job, version))
+
+    def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        check_fence(self, job, epoch)
+        try:
+            self._make_dir(job_dir(self._root, job))
+            self._write(job_settings_path(self._root, job), body.encode())
+        except (OSError, pa.ArrowException) as e:
+            raise StateError(f"cannot write the settings of job {job} to {self.uri}: {e}") from e
+
+    def _read_job_settings(self, job: str) -> bytes | None:
+        return self._read(job_settings_path(self._root, job))
 
     def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
         return raise_fence(self, job, epoch)  # one per job, which its partitions share

@@ -4,6 +4,8 @@ Every name below is relative to the root (see `files.py` for the commit protocol
 
     <job>/_job/<version>.json                                 job record (the driver's
                                                               commit log): its JSON text
+    <job>/_job/settings.json                                  the job's settings: their
+                                                              JSON text
     <job>/_fence/<epoch>                                      empty: a driver of this lease
                                                               epoch fenced the job (the
                                                               largest name is the fence)
@@ -72,6 +74,10 @@ def fence_dir(root: str, job: str) -> str:
 
 def job_record_path(root: str, job: str, version: int) -> str:
     return f"{job_dir(root, job)}/{version_name(version)}.json"
+
+
+def job_settings_path(root: str, job: str) -> str:
+    return f"{job_dir(root, job)}/settings.json"
 
 
 @dataclass(frozen=True)

@@ -372,6 +372,25 @@ class PostgresBackend(StateBackend):
 
         self._run(f"writing job record {job}/{version}", write)
 
+    def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        query = self._sql(
+            "INSERT INTO {job_settings} (job, settings) VALUES (%s, %s) ON CONFLICT (job)"
+            " DO UPDATE SET settings = EXCLUDED.settings, written_at = now()"
+        )
+
+        def write(conn: psycopg.Connection) -> None:
+            with conn.transaction():
+                self._check_fence(conn, job, epoch)
+                conn.execute(query, (job, body))
+
+        self._run(f"writing the settings of job {job}", write)
+
+    def _read_job_settings(self, job: str) -> str | None:
+        query = self._sql("SELECT settings::text FROM {job_settings} WHERE job = %s")
+        row = self._run(f"reading the settings of job {job}",
+                        lambda c: c.execute(query, (job,)).fetchone())  # fmt: skip
+        return None if row is None else row[0]
+
     # ----- the fence (the `fences` table, postgres_layout.py) -----------------------------
 
     def _check_fence(self, conn: psycopg.Connection, job: str, epoch: int | None) -> int:

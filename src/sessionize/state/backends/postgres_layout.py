@@ -12,10 +12,12 @@ Tables, in the PostgreSQL schema named by the URI (default `sessionize`)::
         earliest expiry) valid for versions valid_from <= v < valid_to (NULL: still current)
     job_records (job, version, record, written_at)
         the driver's commit log: `record` is the JSON of the job record
+    job_settings (job, settings, written_at)
+        the job's settings: `settings` is their JSON (the job records do not repeat them)
     fences (job, epoch)
-        the newest lease epoch that fenced the job: every commit and job record of an
-        older epoch is refused in its own transaction (the row is read FOR SHARE there, and
-        raised with an UPDATE, so a commit and a takeover never interleave)
+        the newest lease epoch that fenced the job: every commit, job record and settings
+        write of an older epoch is refused in its own transaction (the row is read FOR
+        SHARE there, and raised with an UPDATE, so a commit and a takeover never interleave)
 
 Indexes on `state`: current rows by expiry (`expiring`), ended rows by valid_to
 (maintenance), rows by valid_from (truncation and re-commits).
@@ -33,7 +35,7 @@ from psycopg import sql
 
 from sessionize.state.backends.keyblobs import Encoded
 
-TABLES = ("partitions", "versions", "state", "job_records", "fences")
+TABLES = ("partitions", "versions", "state", "job_records", "job_settings", "fences")
 
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _COPY_TRAILER = b"\xff\xff"
@@ -85,6 +87,10 @@ def ddl(schema: str) -> list[sql.Composed]:
             record json NOT NULL,
             written_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (job, version))""",
+        """CREATE TABLE IF NOT EXISTS {s}.job_settings (
+            job text PRIMARY KEY,
+            settings json NOT NULL,
+            written_at timestamptz NOT NULL DEFAULT now())""",
         """CREATE TABLE IF NOT EXISTS {s}.fences (
             job text PRIMARY KEY,
             epoch bigint NOT NULL)""",
@@ -93,8 +99,8 @@ def ddl(schema: str) -> list[sql.Composed]:
 
 
 def in_schema(schema: str, query: str) -> sql.Composed:
-    """`query` with {partitions}, {versions}, {state}, {job_records}, {fences} naming the
-    tables of `schema`."""
+    """`query` with {partitions}, {versions}, {state}, {job_records}, {job_settings},
+    {fences} naming the tables of `schema`."""
     names = {n: sql.Identifier(schema, n) for n in TABLES if "{" + n + "}" in query}
     return sql.SQL(query).format(**names)
 

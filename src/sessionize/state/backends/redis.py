@@ -313,6 +313,20 @@ class RedisBackend(StateBackend):
         except _Fenced as e:
             raise fenced_error(job, epoch or 0, e.fence) from None
 
+    def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        # The job record's script, on the `settings` field of the job's `job` hash.
+        keys = [self._job_key(job, "job"), self._job_key(job, "fence")]
+        args = ["", "settings", body, _epoch_arg(epoch)]
+        try:
+            self._execute(f"writing the settings of job {job}",
+                          lambda p: self._eval(p, "record", keys, args))  # fmt: skip
+        except _Fenced as e:
+            raise fenced_error(job, epoch or 0, e.fence) from None
+
+    def _read_job_settings(self, job: str) -> bytes | None:
+        key = self._job_key(job, "job")
+        return self._call(f"reading the settings of job {job}", lambda r: r.hget(key, "settings"))
+
     # ----- the fence: a `fence` field in the job's and each partition's hash ---------------
 
     def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:

@@ -17,8 +17,11 @@ a script may touch all of them); PREFIX is the URI's `prefix` (default `sessioni
                                     commit script; expires after STAGE_TTL_S
     PREFIX:{J}:parts          set   the partitions of J that were ever committed
     PREFIX:{J}:records        hash  version -> the job record's JSON (the driver's commit log)
+    PREFIX:{J}:job            hash  settings -> the job's settings JSON (record.lua, as a
+                                    job record)
     PREFIX:{J}:fence          hash  fence -> the newest lease epoch that fenced the job
-                                    (record.lua refuses job records of older epochs)
+                                    (record.lua refuses job records and settings of older
+                                    epochs)
 
 Keys are decimal strings. A value is e8 -- the key's earliest expiry as 8 big-endian bytes,
 biased by 2**63 so that byte order is time order -- followed by the key's rows
@@ -56,7 +59,7 @@ def stage_key(prefix: str, job: str, partition: int, token: str) -> str:
 
 
 def job_key(prefix: str, job: str, what: str) -> str:
-    """`parts` or `records` of the job."""
+    """`parts`, `records`, `job` or `fence` of the job."""
     return f"{prefix}:{{{job}}}:{what}"
 
 
