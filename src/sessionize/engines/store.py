@@ -39,14 +39,7 @@ from typing_extensions import override
 from sessionize.config import SessionRules, format_duration
 from sessionize.engines.batch_marks import mark_keys, parse_marked, split_marks
 from sessionize.engines.placement import partition_users
-from sessionize.engines.runner import (
-    RETAIN,
-    RETAIN_CONF,
-    BatchRequest,
-    BatchResult,
-    Engine,
-    Parser,
-)  # fmt: skip
+from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine, Parser
 from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
