@@ -6,9 +6,10 @@ Writes files of 1 and of `--big` events (taken in time order from generated visi
 and small alternating, one file per trigger, and runs the stream over them in a fresh
 process. For each batch it records Spark's own time of the trigger, the runner's steps
 (plan, clear staging, the engine's run, publish, job record, housekeeping, lease checks)
-and, inside the engine's run, the Spark actions it started and how many Spark jobs and
-stages ran. Prints the median of each per batch size (the first two batches, which warm
-up the workers, are left out).
+and, inside the engine's run, the Spark actions it started, how many Spark jobs and
+stages ran and how many calls the driver's Python made into the JVM (each a round trip).
+Prints the median of each per batch size (the first two batches, which warm up the
+workers, are left out).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import statistics
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -62,6 +64,7 @@ class Probe:
         self.batches: list[dict] = []
         self.current: dict | None = None
         self.last_jobs: list[str] = []
+        self.thread: int | None = None  # the thread running the batch
 
     def jobs(self) -> tuple[int, int]:
         jobs = self.store.jobsList(None)  # a Scala Seq
@@ -71,14 +74,27 @@ class Probe:
                           for j in run]
         return len(run), stages
 
+    def count(self, owner, name: str, label: str) -> None:
+        """Count the calls of `owner.name` per batch (e.g. round trips to the JVM)."""
+        original = getattr(owner, name)
+        probe = self
+
+        def counted(*args, **kwargs):
+            # The batch's own thread only (not the listener's, which Spark calls meanwhile).
+            if probe.current is not None and threading.get_ident() == probe.thread:
+                probe.current[label] += 1
+            return original(*args, **kwargs)
+
+        setattr(owner, name, counted)
+
     def wrap(self, owner, name: str, label: str, outer: bool = False) -> None:
         original = getattr(owner, name)
         probe = self
 
         def timed(*args, **kwargs):
-            if outer:
-                probe.current = defaultdict(float)
+            if outer:  # the probe's own calls into the JVM (jobs) are not the batch's
                 j0, s0 = probe.jobs()
+                probe.current, probe.thread = defaultdict(float), threading.get_ident()
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -86,15 +102,16 @@ class Probe:
                 if probe.current is not None:
                     probe.current[label] += time.perf_counter() - t0
                 if outer:
+                    batch, probe.current = probe.current, None
                     j1, s1 = probe.jobs()
-                    probe.current["jobs"], probe.current["stages"] = j1 - j0, s1 - s0
-                    probe.batches.append(dict(probe.current))
-                    probe.current = None
+                    batch["jobs"], batch["stages"] = j1 - j0, s1 - s0
+                    probe.batches.append(dict(batch))
 
         setattr(owner, name, timed)
 
 
 def instrument(spark) -> Probe:
+    from py4j.clientserver import ClientServerConnection
     from pyspark import RDD
     from pyspark.sql.classic.dataframe import DataFrame
 
@@ -116,6 +133,7 @@ def instrument(spark) -> Probe:
     probe.wrap(store.StoreEngine, "write_record", "job record write")
     probe.wrap(store.StoreEngine, "after_commit", "after commit (trim)")
     probe.wrap(Lease, "check", "lease checks")
+    probe.count(ClientServerConnection, "send_command", "calls into the JVM")
     return probe
 
 

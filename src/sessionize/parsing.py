@@ -31,7 +31,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.config import MAX_EVENT_GAP_US
+from sessionize.events import blocks
 from sessionize.events import rules as R
+from sessionize.events.blocks import EXACT
 from sessionize.events.marks import LATEST, RECORDS, marked_schema
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
@@ -45,10 +47,6 @@ RECORDS_SCHEMA = "value string, error string, source string"
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-_EPOCH_UNIT_US = R.EPOCH_UNIT_US
-_MIN_US, _MAX_US = R.MIN_US, R.MAX_US
-_ISO_8601 = R.ISO_8601
-_ARTICLE = R.ARTICLE
 _SPARK_TYPES = {
     R.INTEGER: T.LongType(), R.STRING: T.StringType(), R.NUMBER: T.DoubleType(),
     R.ANY: T.StringType(),
@@ -145,7 +143,8 @@ def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Colum
                 kind.startswith("DECIMAL") & kind.endswith(",0)"),
                 F.lit(f"{path}: integer out of range (64-bit)"),
             )
-        out = out.when(_wrong_type(kind, expected), F.lit(f"{path}: expected {_ARTICLE[expected]}"))
+        wrong = F.lit(f"{path}: expected {R.ARTICLE[expected]}")
+        out = out.when(_wrong_type(kind, expected), wrong)
     return out
 
 
@@ -171,12 +170,12 @@ def _time(mapping: EventMapping, j: Column) -> tuple[Column, Column]:
     """(the event time as a timestamp or NULL, why a present time is not valid)."""
     raw = _leaf(j, mapping.time)
     if mapping.time_format == "iso8601":
-        ts = F.when(raw.rlike(_ISO_8601), F.try_to_timestamp(raw))
+        ts = F.when(raw.rlike(R.ISO_8601), F.try_to_timestamp(raw))
         return ts, F.lit(f"{mapping.time} is not an ISO-8601 timestamp")
     # A JSON number of ms or s; a fraction is rounded to the nearest microsecond (a double
     # holds epoch ms with µs exactly enough for that).
-    us = F.round(raw * F.lit(float(_EPOCH_UNIT_US[mapping.time_format])))
-    in_range = us.between(float(_MIN_US), float(_MAX_US))
+    us = F.round(raw * F.lit(float(R.EPOCH_UNIT_US[mapping.time_format])))
+    in_range = us.between(float(R.MIN_US), float(R.MAX_US))
     ts = F.when(in_range, F.timestamp_micros(us.cast("long")))
     return ts, F.lit(f"{mapping.time}: epoch time out of range (years 0001-9999)")
 
@@ -345,7 +344,6 @@ def parse(
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from sessionize.events import blocks
     from sessionize.events.reading import read_task
 
     m = mapping or EventMapping()
@@ -367,49 +365,59 @@ def parse(
     records = raw if decode is not None else raw.select("value", "error", "source")
     typed = records.mapInArrow(task, from_arrow_schema(schema))
     now = now_column(now)
-    exact = F.col(blocks.EXACT)
+    key = (m, marks is not None, valid_sources, _owner(raw))
+    if judged_here or max_future_us is None:
+        mixed, out = _merged(*key)
+    else:  # Spark judges the time limit: a column of the batch's time
+        mixed, out = _merged.__wrapped__(*key, too_far_ahead(F.col(CARRIED)["event_time"],
+                                                             now, max_future_us))  # fmt: skip
+    parsed = parse_exact(typed.select(*mixed), now=now, max_future_us=max_future_us, mapping=m)
+    return _exact_marks(parsed.select(*out), marks) if marks is not None else parsed.select(*out)
+
+
+@functools.lru_cache(maxsize=16)
+def _merged(m: EventMapping, marked: bool, valid_sources: bool, owner: tuple[str, int],
+            future: Column | None = None) -> tuple[list, list]:  # fmt: skip
+    """`parse`'s projections around `parse_exact`, built once like `_plan` (but with a time
+    limit Spark judges, `future`): its input with the reader's rows carried; the merge."""
     names = event_columns(m)
-    mark_columns = [] if marks is None else [RECORDS, LATEST]
-    carried = F.struct(*names, "reason", "raw", *mark_columns, blocks.EXACT).alias(CARRIED)
-    mixed = typed.select(
-        F.when(exact, F.col("raw")).alias("value"), F.lit(None).cast("string").alias("error"),
-        "source", carried,
-    )  # fmt: skip
-    parsed = parse_exact(mixed, now=now, max_future_us=max_future_us, mapping=m)
+    marks = [RECORDS, LATEST] if marked else []
+    carried = F.struct(*names, "reason", "raw", *marks, EXACT).alias(CARRIED)
+    mixed = [F.when(F.col(EXACT), F.col("raw")).alias("value"),
+             F.lit(None).cast("string").alias("error"), "source", carried]  # fmt: skip
     read = F.col(CARRIED)
-    is_exact = read[blocks.EXACT]
-    reason = read["reason"]
-    if now is not None and max_future_us is not None and not in_task:
-        future = too_far_ahead(read["event_time"], now, max_future_us)
+    is_exact, reason = read[EXACT], read["reason"]
+    if future is not None:
         reason = F.coalesce(reason, F.when(future, F.lit(future_reason(m))))
     out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
     reason = F.when(is_exact, F.col("reason")).otherwise(reason)
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
-    marked = [] if marks is None else [read[c].alias(c) for c in (RECORDS, LATEST, blocks.EXACT)]
-    parsed = parsed.select(*out, reason.alias("reason"), raw_out.alias("raw"), "source", *marked)
-    if marks is not None:
-        parsed = _exact_marks(parsed, marks)
-    return parsed if valid_sources else invalid_sources(parsed)
+    # `invalid_sources` in the same projection: each one costs an analysis per micro-batch.
+    source = F.col("source") if valid_sources else F.when(reason.isNotNull(), F.col("source"))
+    out += [reason.alias("reason"), raw_out.alias("raw"), source.alias("source")]
+    return mixed, out + [read[c].alias(c) for c in (*marks, EXACT) if marked]
 
 
 def _exact_marks(parsed: DataFrame, keys: pa.Array) -> DataFrame:
     """`parsed` (ending in the mark columns and EXACT) plus, for every line the exact path
     finds valid, one mark row per key with its event time: the reading task sent its marks
     before these lines were judged. Such lines are rare; every other row passes as it is."""
-    from sessionize.events.blocks import EXACT
+    copies, out = _mark_copies(tuple(keys.to_pylist()), pa.types.is_string(keys.type),
+                               tuple(parsed.columns), _owner(parsed))  # fmt: skip
+    return parsed.select("*", copies).select(*out)
 
-    copy = "_mark_copy"
-    valid_exact = F.col(EXACT) & F.col("reason").isNull()
+
+@functools.lru_cache(maxsize=16)
+def _mark_copies(keys: tuple, strings: bool, columns: tuple[str, ...], owner: tuple[str, int]):
+    copy, mark = "_mark_copy", F.col("_mark_copy").isNotNull()
     # NULL: the row itself; i: its mark to the i-th key.
     each = F.array(F.lit(None).cast("int"), *(F.lit(i) for i in range(len(keys))))
-    copies = parsed.select("*", F.explode_outer(F.when(valid_exact, each)).alias(copy))
-    mark = F.col(copy).isNotNull()
-    user_type = "string" if pa.types.is_string(keys.type) else "long"
-    key = F.element_at(F.lit(keys.to_pylist()), F.col(copy) + 1).cast(user_type)
+    key = F.element_at(F.lit(list(keys)), F.col(copy) + 1).cast("string" if strings else "long")
     special = {"user_id": key, RECORDS: F.lit(0).cast("long"), LATEST: F.unix_micros("event_time")}
-    return copies.select(*(F.when(mark, special[n]).otherwise(F.col(n)).alias(n) if n in special
-                           else F.when(~mark, F.col(n)).alias(n)
-                           for n in parsed.columns if n != EXACT))  # fmt: skip
+    return F.explode_outer(F.when(F.col(EXACT) & F.col("reason").isNull(), each)).alias(copy), [
+        F.when(mark, special[n]).otherwise(F.col(n)).alias(n) if n in special
+        else F.when(~mark, F.col(n)).alias(n) for n in columns if n != EXACT
+    ]  # fmt: skip
 
 
 def now_column(now: Column | int | None) -> Column | None:

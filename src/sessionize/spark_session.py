@@ -80,6 +80,10 @@ def get_spark(
         "spark.ui.retainedTasks": "10000",
         "spark.sql.ui.retainedExecutions": "100",
         "spark.sql.execution.arrow.maxBytesPerBatch": str(ARROW_BATCH_BYTES),
+        # PySpark's call-site capture asks the JVM for a setting and records the caller's
+        # stack around every function call that builds a column (four round trips each):
+        # hundreds per micro-batch's plan, for the line numbers in an analysis error.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if submitted_jvm:
         # Started by spark-submit: its JVM already runs and holds the user's settings.

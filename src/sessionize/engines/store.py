@@ -33,19 +33,13 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 from typing_extensions import override
 
 from sessionize.config import SessionRules, format_duration
 from sessionize.engines.batch_marks import mark_keys, parse_marked, split_marks
 from sessionize.engines.placement import partition_users
-from sessionize.engines.runner import (
-    RETAIN,
-    RETAIN_CONF,
-    BatchRequest,
-    BatchResult,
-    Engine,
-    Parser,
-)  # fmt: skip
+from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine, Parser
 from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
@@ -71,7 +65,8 @@ TASK_COUNTERS = (
 STEP_COUNTERS = tuple(c for c in COUNTERS if c not in GAUGES)
 # Besides its counters, every task reports what the batch marks told it (the same in all).
 TASK_FIELDS = (*TASK_COUNTERS, "records", "latest")
-_TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_FIELDS)
+# A type, not DDL text: Spark would parse the text in the JVM for every batch's job.
+_TASK_SCHEMA = T.StructType([T.StructField(c, T.LongType()) for c in TASK_FIELDS])
 ADAPTIVE_CONF = "spark.sql.adaptive.enabled"
 EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
 
@@ -288,7 +283,7 @@ def collect_partitions(
     partitioned: DataFrame,
     task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     missing_task: Callable[[int | None], Callable[[Iterator[pa.RecordBatch]], Iterator]],
-    schema: str,
+    schema: T.StructType | str,
     partitions: int,
 ) -> tuple[list[dict], int, int | None]:
     """Run `task` on every partition of `partitioned` (each returns one row of counters);
