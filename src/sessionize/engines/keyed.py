@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 from typing_extensions import override
 
 from sessionize.config import format_duration, format_instant
@@ -49,6 +50,13 @@ CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",
 # Summed over the life of a job besides the processor's own counters.
 KEYED_TOTALS = ("records", "invalid", "events_in", "late")
 _TASK_FIELDS = ("partition", *CORE_COUNTS, "records", "latest")
+# What a task returns: its counts, and the processor's counters as one JSON text. A Spark
+# type, not DDL text: Spark would parse the text in the JVM for every batch's job.
+_TASK_ARROW = pa.schema([*((k, pa.int64()) for k in _TASK_FIELDS), ("counters", pa.string())])
+_TASK_SCHEMA = T.StructType(
+    [*(T.StructField(k, T.LongType()) for k in _TASK_FIELDS),
+     T.StructField("counters", T.StringType())]
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -172,11 +180,9 @@ def _missing_task(settings: KeyedSettings, plan: BatchPlan, batches: Iterator[pa
 def _counts_batch(settings: KeyedSettings, counts: dict) -> pa.RecordBatch:
     """A partition's counts as the one row its task returns; the processor's counters go
     as one JSON text (their names are the processor's)."""
-    fields = _TASK_FIELDS
-    columns = {k: [counts.get(k, None if k == "latest" else 0)] for k in fields}
+    columns = {k: [counts.get(k, None if k == "latest" else 0)] for k in _TASK_FIELDS}
     columns["counters"] = [json.dumps(counts.get("counters", {}))]
-    schema = pa.schema([*((k, pa.int64()) for k in fields), ("counters", pa.string())])
-    return pa.RecordBatch.from_pydict(columns, schema=schema)
+    return pa.RecordBatch.from_pydict(columns, schema=_TASK_ARROW)
 
 
 def _missing_task_at(settings: KeyedSettings, basis: BatchBasis, latest: int | None):
@@ -290,10 +296,9 @@ class KeyedEngine(StoreJobEngine):
         d = declared(self.settings.processor)
         task = functools.partial(_task, self.settings, basis)
         marked = with_marks(raw, self._mark_keys(raw.sparkSession), d.key, d.event_time)
-        schema = ", ".join(f"{c} long" for c in _TASK_FIELDS) + ", counters string"
         counts, records, latest = collect_partitions(
             partition_users(marked, self.settings.partitions, d.key),
-            task, functools.partial(_missing_task_at, self.settings, basis), schema,
+            task, functools.partial(_missing_task_at, self.settings, basis), _TASK_SCHEMA,
             self.settings.partitions,
         )  # fmt: skip
         for c in counts:

@@ -64,6 +64,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from typing_extensions import override
 
 from sessionize.config import SessionRules
@@ -106,7 +107,7 @@ _DELAY_KEY = "spark.watermarkDelayMs"
 
 # What every writer task reports to the driver.
 TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", *STATS_FIELDS)
-_TASK_SCHEMA = ", ".join(f"{c} long" for c in TASK_COUNTERS)
+_TASK_SCHEMA = T.StructType([T.StructField(c, T.LongType()) for c in TASK_COUNTERS])
 _OUTPUT_KIND = {
     "sessions": "sessions_out",
     "page_views": "page_views_out",

@@ -283,7 +283,7 @@ def collect_partitions(
     partitioned: DataFrame,
     task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     missing_task: Callable[[int | None], Callable[[Iterator[pa.RecordBatch]], Iterator]],
-    schema: T.StructType | str,
+    schema: T.StructType,
     partitions: int,
 ) -> tuple[list[dict], int, int | None]:
     """Run `task` on every partition of `partitioned` (each returns one row of counters);
