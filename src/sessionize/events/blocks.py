@@ -31,7 +31,13 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from sessionize.events import rules as R
-from sessionize.events.times import epoch_micros, exact_times, half_away_from_zero, iso_micros
+from sessionize.events.times import (
+    epoch_micros,
+    exact_times,
+    half_away_from_zero,
+    iso_micros,
+    string_offsets,
+)
 from sessionize.mapping import GAP_COLUMN, EventMapping
 from sessionize.stateful.keys import store_keys
 
@@ -224,7 +230,7 @@ def _parse_lines(
     # from running on into the next line).
     whole = pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), values)
     data = pc.binary_join(whole, "\n").buffers()[2] if n else pa.py_buffer(b"")
-    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
+    offsets = string_offsets(values)
     ends = offsets[1:] - offsets[0] + np.arange(1, n + 1)  # each line's end, its break included
     ends[-1:] -= 1  # the last line has none
     parts: list[tuple[int, dict[str, pa.Array]]] = []

@@ -28,6 +28,12 @@ JAVA_LINE_ENDS = ("\n", "\r", "\u0085", "\u2028", "\u2029")
 _WIDTH = 36
 
 
+def string_offsets(texts: pa.StringArray) -> np.ndarray:
+    """Where each value of a `string` array starts in its data buffer, and the last one
+    ends (n + 1 int32s; the array's own offset taken into account)."""
+    return np.frombuffer(texts.buffers()[1], np.int32, len(texts) + 1, texts.offset * 4)
+
+
 def _number(chars: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
     """The number written by `count` digits from column `at` (one per row) of `chars`."""
     rows = np.arange(len(chars))
@@ -40,8 +46,7 @@ def _number(chars: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
 def _characters(texts: pa.StringArray, ok: np.ndarray) -> np.ndarray:
     """The first _WIDTH bytes of each text where `ok` (0 past its end, all 0 elsewhere), as
     rows of bytes: the pattern admits only ASCII, so a byte is a character."""
-    n = len(texts)
-    offsets = np.frombuffer(texts.buffers()[1], np.int32, n + 1, texts.offset * 4)
+    offsets = string_offsets(texts)
     data = texts.buffers()[2]
     raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     padded = np.concatenate([raw, np.zeros(_WIDTH, np.uint8)])
@@ -116,7 +121,7 @@ def exact_times(texts: pa.Array) -> np.ndarray:
     n = len(texts)
     if n == 0 or texts.buffers()[2] is None:
         return np.zeros(n, bool)
-    offsets = np.frombuffer(texts.buffers()[1], np.int32, n + 1, texts.offset * 4)
+    offsets = string_offsets(texts)
     starts, ends = offsets[:-1], offsets[1:]
     pad = np.zeros(4, np.uint8)  # so that every place looked at is inside
     raw = np.concatenate([pad, np.frombuffer(texts.buffers()[2], np.uint8), pad])
