@@ -394,16 +394,18 @@ class DynamoDBBackend(StateBackend):
     # ----- job records ------------------------------------------------------------------
 
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
-        fence.check_fence(self.client, job, job, epoch, None)
-        item = put_request({"pk": job, "sk": job_record_sk(version), "rec": body})
-        fence.put_unless_newer(self.client, item["PutRequest"]["Item"], job, epoch,
-                               f"writing job record {job}/{version}")  # fmt: skip
+        self._put_job_item(job, {"sk": job_record_sk(version), "rec": body}, epoch,
+                           f"writing job record {job}/{version}")  # fmt: skip
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        self._put_job_item(job, {"sk": JOB_SETTINGS_SK, "js": body}, epoch,
+                           f"writing the settings of job {job}")  # fmt: skip
+
+    def _put_job_item(self, job: str, attributes: dict, epoch: int | None, what: str) -> None:
+        """Put an item of the job's log (a record, the settings) unless fenced."""
         fence.check_fence(self.client, job, job, epoch, None)
-        item = put_request({"pk": job, "sk": JOB_SETTINGS_SK, "js": body})
-        fence.put_unless_newer(self.client, item["PutRequest"]["Item"], job, epoch,
-                               f"writing the settings of job {job}")  # fmt: skip
+        item = put_request({"pk": job, **attributes})
+        fence.put_unless_newer(self.client, item["PutRequest"]["Item"], job, epoch, what)
 
     def _read_job_settings(self, job: str) -> str | None:
         key = (job, JOB_SETTINGS_SK)

@@ -416,23 +416,25 @@ class FilesBackend(FilesIO, StateBackend):
     # ----- job records ------------------------------------------------------------------
 
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
-        check_fence(self, job, epoch)
-        try:
-            self._make_dir(job_dir(self._root, job))
-            self._write(job_record_path(self._root, job, version), body.encode())
-        except (OSError, pa.ArrowException) as e:
-            raise StateError(f"cannot write job record {job}/{version} to {self.uri}: {e}") from e
+        path = job_record_path(self._root, job, version)
+        self._write_job_file(job, path, body, epoch, f"job record {job}/{version}")
 
     def _read_job_record(self, job: str, version: int) -> bytes | None:
         return self._read(job_record_path(self._root, job, version))
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
+        path = job_settings_path(self._root, job)
+        self._write_job_file(job, path, body, epoch, f"the settings of job {job}")
+
+    def _write_job_file(self, job: str, path: str, body: str, epoch: int | None,
+                        what: str) -> None:  # fmt: skip
+        """Write a file of the job's log (a record, the settings) unless fenced."""
         check_fence(self, job, epoch)
         try:
             self._make_dir(job_dir(self._root, job))
-            self._write(job_settings_path(self._root, job), body.encode())
+            self._write(path, body.encode())
         except (OSError, pa.ArrowException) as e:
-            raise StateError(f"cannot write the settings of job {job} to {self.uri}: {e}") from e
+            raise StateError(f"cannot write {what} to {self.uri}: {e}") from e
 
     def _read_job_settings(self, job: str) -> bytes | None:
         return self._read(job_settings_path(self._root, job))

@@ -364,26 +364,28 @@ class PostgresBackend(StateBackend):
             " ON CONFLICT (job, version) DO UPDATE SET record = EXCLUDED.record,"
             " written_at = now()"
         )
-
-        def write(conn: psycopg.Connection) -> None:
-            with conn.transaction():
-                self._check_fence(conn, job, epoch)
-                conn.execute(query, (job, version, body))
-
-        self._run(f"writing job record {job}/{version}", write)
+        self._write_unless_fenced(job, epoch, query, (job, version, body),
+                                  f"writing job record {job}/{version}")  # fmt: skip
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
         query = self._sql(
             "INSERT INTO {job_settings} (job, settings) VALUES (%s, %s) ON CONFLICT (job)"
             " DO UPDATE SET settings = EXCLUDED.settings, written_at = now()"
         )
+        self._write_unless_fenced(job, epoch, query, (job, body),
+                                  f"writing the settings of job {job}")  # fmt: skip
+
+    def _write_unless_fenced(self, job: str, epoch: int | None, query: sql.Composed,
+                             params: tuple, what: str) -> None:  # fmt: skip
+        """Run the write `query` of the job's log (a record, the settings) in a transaction
+        that first checks the fence."""
 
         def write(conn: psycopg.Connection) -> None:
             with conn.transaction():
                 self._check_fence(conn, job, epoch)
-                conn.execute(query, (job, body))
+                conn.execute(query, params)
 
-        self._run(f"writing the settings of job {job}", write)
+        self._run(what, write)
 
     def _read_job_settings(self, job: str) -> str | None:
         query = self._sql("SELECT settings::text FROM {job_settings} WHERE job = %s")

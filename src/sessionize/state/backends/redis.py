@@ -305,21 +305,21 @@ class RedisBackend(StateBackend):
     # ----- job records ------------------------------------------------------------------
 
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
-        keys = [self._job_key(job, "records"), self._job_key(job, "fence")]
-        args = ["", str(version), body, _epoch_arg(epoch)]
-        try:
-            self._execute(f"writing job record {job}/{version}",
-                          lambda p: self._eval(p, "record", keys, args))  # fmt: skip
-        except _Fenced as e:
-            raise fenced_error(job, epoch or 0, e.fence) from None
+        self._record_unless_fenced(job, "records", str(version), body, epoch,
+                                   f"writing job record {job}/{version}")  # fmt: skip
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
-        # The job record's script, on the `settings` field of the job's `job` hash.
-        keys = [self._job_key(job, "job"), self._job_key(job, "fence")]
-        args = ["", "settings", body, _epoch_arg(epoch)]
+        self._record_unless_fenced(job, "job", "settings", body, epoch,
+                                   f"writing the settings of job {job}")  # fmt: skip
+
+    def _record_unless_fenced(self, job: str, hash_name: str, field: str, body: str,
+                              epoch: int | None, what: str) -> None:  # fmt: skip
+        """Set `field` of the job's hash `hash_name` (the records, or `job` for the
+        settings) with the job record's script, which refuses an epoch below the fence."""
+        keys = [self._job_key(job, hash_name), self._job_key(job, "fence")]
+        args = ["", field, body, _epoch_arg(epoch)]
         try:
-            self._execute(f"writing the settings of job {job}",
-                          lambda p: self._eval(p, "record", keys, args))  # fmt: skip
+            self._execute(what, lambda p: self._eval(p, "record", keys, args))
         except _Fenced as e:
             raise fenced_error(job, epoch or 0, e.fence) from None
 
