@@ -231,3 +231,20 @@ def test_times_of_the_year_0_or_ending_in_a_line_break_are_left_to_the_exact_pat
     ]  # fmt: skip
     exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
     assert exact == [True, True, True, True, False, False]
+
+
+# The JSON value most likely to be read, for each byte a value may start with.
+_VALUE_STARTING_WITH = {"\"": '"x"', "{": "{}", "[": "[]", "t": "true", "f": "false",
+                        "n": "null", "-": "-1", "N": "NaN", "I": "Infinity"}  # fmt: skip
+
+
+def test_a_first_field_the_plan_calls_refused_is_refused_by_pyarrow():
+    """The lines `read_block` leaves to the exact path unread, as starting with a field read
+    whose value pyarrow refuses for its type, are refused by pyarrow read alone."""
+    for mapping in (DEFAULT, STRING_EPOCH):
+        plan = blocks.plan(mapping)
+        for prefix, allowed in plan.firsts:
+            for char in [chr(byte) for byte in range(128)] + ["é", "\u0085", "€", "😀"]:
+                line = (prefix + " " + _VALUE_STARTING_WITH.get(char, char + "1") + "}").encode()
+                if not allowed[line[len(prefix) + 1]]:
+                    assert isinstance(blocks._read(plan, pa.py_buffer(line)), str), line

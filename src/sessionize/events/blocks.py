@@ -21,6 +21,7 @@ A mapping that reads a conversion's value (its JSON text) is not read here (`pla
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,9 +52,16 @@ _ROW = re.compile(r" in row (\d+)$")
 # Lines shorter than this are read one at a time once a block is refused.
 _SPLIT_LINES = 16
 # Lines per call of pyarrow.json: a refused call is read again in parts, so a bad line costs
-# about this many lines read twice.
-_BLOCK_LINES = 2048
+# about half this many lines read twice.
+_BLOCK_LINES = 4096
 _NULL = pa.scalar(None, pa.string())
+# The bytes a JSON value pyarrow reads as each type may start with (`null` included; NaN and
+# infinities are numbers to pyarrow), and JSON's spaces, which a value may follow.
+_SPACES = b" \t\r\n"
+_FIRST_BYTES = {
+    "int64": b"-0123456789n" + _SPACES, "double": b"-0123456789nNI" + _SPACES,
+    "string": b'"n' + _SPACES, "struct": b"{n" + _SPACES,
+}  # fmt: skip
 # A line nested deeper than this is left to the exact path: Spark's reader refuses deep
 # nesting (at a depth pyarrow reads), and no event nests this deep.
 _MAX_DEPTH = 64
@@ -67,6 +75,9 @@ class BlockPlan:
     read: pa.Schema  # the fields read, nested as their paths, for pyarrow.json
     rules: tuple[R.FieldRule, ...]
     schema: pa.Schema  # the output: event columns, reason, raw, source, EXACT
+    # (`{"KEY":`, whether pyarrow may accept a value of KEY's type starting with each byte) of the
+    # top-level fields read: a line starting so with another byte is certainly refused.
+    firsts: tuple[tuple[str, bytes], ...]
 
 
 def _tree(fields: tuple[tuple[str, str], ...]) -> pa.Schema:
@@ -100,7 +111,19 @@ def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
     out += [pa.field(USER_KEY, pa.int64())] if m.string_keys else []
     out += [pa.field(n, pa.string()) for n in ("reason", "raw", "source")]
     out.append(pa.field(EXACT, pa.bool_()))
-    return BlockPlan(m, _tree(fields), rules, pa.schema(out))
+    read = _tree(fields)
+    firsts = tuple(("{" + json.dumps(f.name, ensure_ascii=False) + ":",
+                    _starting_bytes(_FIRST_BYTES[_kind(f.type)])) for f in read)  # fmt: skip
+    return BlockPlan(m, read, rules, pa.schema(out), firsts)
+
+
+def _kind(kind: pa.DataType) -> str:
+    return "struct" if pa.types.is_struct(kind) else str(kind)
+
+
+def _starting_bytes(allowed: bytes) -> bytes:
+    """256 flags (0 or 1): whether a value may start with each byte."""
+    return bytes(int(b in allowed) for b in range(256))
 
 
 def _read(p: BlockPlan, data: pa.Buffer) -> dict[str, pa.Array] | str:
@@ -271,8 +294,9 @@ def read_block(
     # Only what looks like one object goes to pyarrow: a line that is not one would only
     # make it refuse its block (pyarrow also skips blank lines and reads `{} {}` as two).
     braced = pc.and_(pc.starts_with(values, "{"), pc.ends_with(values, "}")).fill_null(False)
-    candidate = pc.and_(pc.is_null(error), braced)
-    found, read = _parse_lines(p, values, candidate.to_numpy(zero_copy_only=False))
+    candidate = pc.and_(pc.is_null(error), braced).to_numpy(zero_copy_only=False)
+    candidate &= ~_refused_first_field(p, values)
+    found, read = _parse_lines(p, values, candidate)
     col = {r.name: found[r.path] for r in p.rules}
     user, time, page = col["user_id"], col["event_time"], col["page"]
     if m.time_format == "iso8601":
@@ -314,6 +338,30 @@ def read_block(
         source = pc.if_else(pc.or_(pc.is_valid(reason), exact), source, _NULL)
     columns += [reason, raw, source, exact]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
+
+
+def _refused_first_field(p: BlockPlan, values: pa.StringArray) -> np.ndarray:
+    """Whether each line starts with a field read whose value pyarrow certainly refuses for
+    its type (`{"user_id": "7", ...`): such a line would only make pyarrow refuse its block
+    after reading the lines before it, and is refused alone, so it goes to the exact path
+    without being read. Lines that start otherwise are not judged here."""
+    refused = np.zeros(len(values), bool)
+    data = values.buffers()[2]
+    if data is None or len(values) == 0:
+        return refused
+    raw = np.frombuffer(data, np.uint8)
+    offsets = string_offsets(values)
+    for prefix, allowed in p.firsts:
+        rows = np.flatnonzero(pc.starts_with(values, prefix).fill_null(False).to_numpy(
+            zero_copy_only=False))
+        if not len(rows):
+            continue
+        at, end = offsets[rows] + len(prefix.encode()), offsets[rows + 1]
+        at = np.where((at < end - 1) & (raw[np.minimum(at, len(raw) - 1)] == ord(" ")), at + 1, at)
+        inside = at < end
+        first = raw[np.minimum(at, len(raw) - 1)]
+        refused[rows[inside & ~np.frombuffer(allowed, bool)[first]]] = True
+    return refused
 
 
 def _spaces_only(values: pa.StringArray, braced: pa.Array) -> pa.Array:
