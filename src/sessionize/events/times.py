@@ -1,31 +1,27 @@
 """Event times as microseconds since the epoch (UTC), vectorized, exactly as Spark reads them.
 
-ISO-8601: the rule's pattern (`rules.ISO_8601`, ASCII digits), then Spark's calendar rules
-(proleptic Gregorian; month, day, hour 0-23, minute and second 0-59; an offset of at most
-18:00); a fraction is cut to the microsecond; no offset means UTC. Epoch numbers: Spark's
-`round(x * unit)` in doubles (half away from zero), kept when the double lies within the
-years 0001-9999 (`rules.MIN_US`, `rules.MAX_US`, compared as doubles).
+ISO-8601: the rule's pattern (`rules.ISO_8601`, ASCII digits; matched in numpy), then
+Spark's calendar rules (proleptic Gregorian; month, day, hour 0-23, minute and second 0-59;
+an offset of at most 18:00); a fraction is cut to the microsecond; no offset means UTC.
+Epoch numbers: Spark's `round(x * unit)` in doubles (half away from zero), kept when the
+double lies within the years 0001-9999 (`rules.MIN_US`, `rules.MAX_US`, compared as doubles).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sessionize.events.rules import EPOCH_UNIT_US, MAX_US, MIN_US
 
-_US_PER_DAY = 86_400_000_000
-_ISO_GROUPS = (
-    r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[T ](?P<h>\d{2}):(?P<mi>\d{2})"
-    r"(?::(?P<s>\d{2})(?:\.(?P<f>\d{1,9}))?)?"
-    r"(?P<z>Z|(?P<sign>[+-])(?P<oh>\d{2}):?(?P<om>\d{2}))?$"
-)
 # Characters Java's `$` lets end a line before the end of the text: a time that ends with
 # one is not decided here (the caller's exact path decides it).
 JAVA_LINE_ENDS = ("\n", "\r", "\u0085", "\u2028", "\u2029")
 # The longest text the pattern admits: 10 + 1 + 8 + 10 + 6 characters, and one past it.
 _WIDTH = 36
+# Where the pattern has a digit up to the minutes: yyyy-mm-ddThh:mm.
+_DATE_DIGITS = (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15)
+_MINUS, _PLUS, _COLON, _DOT = ord("-"), ord("+"), ord(":"), ord(".")
 
 
 def string_offsets(texts: pa.StringArray) -> np.ndarray:
@@ -34,30 +30,21 @@ def string_offsets(texts: pa.StringArray) -> np.ndarray:
     return np.frombuffer(texts.buffers()[1], np.int32, len(texts) + 1, texts.offset * 4)
 
 
-def _number(chars: np.ndarray, at: np.ndarray, count: int) -> np.ndarray:
-    """The number written by `count` digits from column `at` (one per row) of `chars`."""
-    rows = np.arange(len(chars))
-    value = np.zeros(len(chars), np.int64)
-    for j in range(count):
-        value = value * 10 + chars[rows, at + j] - 48
-    return value
+class _Bytes:
+    """The byte of each text at a place (one place per text, or the same for all), 0 past
+    its end and in the texts not looked at: the pattern admits only ASCII, so a byte is a
+    character."""
 
+    def __init__(self, texts: pa.StringArray, looked_at: np.ndarray) -> None:
+        offsets = string_offsets(texts)
+        data = texts.buffers()[2]
+        raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+        self._padded = np.concatenate([raw, np.zeros(_WIDTH + 6, np.uint8)])
+        self._starts = offsets[:-1].astype(np.int64)
+        self._size = np.where(looked_at, np.diff(offsets), 0)
 
-def _characters(texts: pa.StringArray, ok: np.ndarray) -> np.ndarray:
-    """The first _WIDTH bytes of each text where `ok` (0 past its end, all 0 elsewhere), as
-    rows of bytes: the pattern admits only ASCII, so a byte is a character."""
-    offsets = string_offsets(texts)
-    data = texts.buffers()[2]
-    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    padded = np.concatenate([raw, np.zeros(_WIDTH, np.uint8)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, _WIDTH)
-    lengths = np.where(ok, np.diff(offsets), 0)
-    return np.where(np.arange(_WIDTH) < lengths[:, None], windows[offsets[:-1]], 0).astype(np.uint8)
-
-
-def _pair(chars: np.ndarray, at: int) -> np.ndarray:
-    """The two-digit number at column `at` of every row."""
-    return chars[:, at].astype(np.int64) * 10 + chars[:, at + 1] - 528  # 528 = 11 * ord("0")
+    def at(self, place: int | np.ndarray) -> np.ndarray:
+        return np.where(place < self._size, self._padded[self._starts + place], 0)
 
 
 def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -80,37 +67,67 @@ def _days_in_month(y: np.ndarray, m: np.ndarray) -> np.ndarray:
 def iso_micros(texts: pa.Array) -> pa.Array:
     """ISO-8601 strings -> int64 µs, NULL where a string is not a valid time.
 
-    The pattern (RE2, in Arrow) decides the form; the fields are then read at the
-    positions it allows, in numpy."""
+    The pattern (`rules.ISO_8601`, `$` the end of the text) is matched in numpy, one place
+    of every text at a time: fixed places up to the minutes, then the seconds, the
+    fraction's digits and the zone where they begin; the fields are read at the same
+    places (small integers in 32 bits, the µs in 64)."""
     texts = texts.cast(pa.string())
     n = len(texts)
     if n == 0:
         return pa.array([], pa.int64())
-    matched = pc.match_substring_regex(texts, _ISO_GROUPS).fill_null(False)
-    ok = matched.to_numpy(zero_copy_only=False)
-    c = _characters(texts, ok)
-    y, mo, d = _pair(c, 0) * 100 + _pair(c, 2), _pair(c, 5), _pair(c, 8)
-    h, mi = _pair(c, 11), _pair(c, 14)
-    rows = np.arange(n)
-    seconds = c[:, 16] == ord(":")  # else a zone or the end follows the minutes
-    s = np.where(seconds, _pair(c, 17), 0)
-    at = np.where(seconds, 19, 16)
-    dot = c[rows, at] == ord(".")
-    digits = c[rows[:, None], at[:, None] + 1 + np.arange(9)]
-    run = np.logical_and.accumulate((digits >= 48) & (digits <= 57), axis=1) & dot[:, None]
-    us = ((digits[:, :6].astype(np.int64) - 48) * run[:, :6]) @ 10 ** np.arange(5, -1, -1)
-    at = at + np.where(dot, 1 + run.sum(axis=1), 0)
-    zone = c[rows, at]
-    sign = np.where(zone == ord("-"), -1, 1) * ((zone == ord("+")) | (zone == ord("-")))
-    oh = _number(c, at + 1, 2)
-    om = _number(c, np.where(c[rows, at + 3] == ord(":"), at + 4, at + 3), 2) * (sign != 0)
-    offset_s = sign * (oh * 3600 + om * 60)
+    size = np.diff(string_offsets(texts))
+    ok = texts.is_valid().to_numpy(zero_copy_only=False) & (size >= 16) & (size < _WIDTH)
+    text = _Bytes(texts, ok)
+    c = [text.at(j) for j in range(30)]  # up to the fraction's 9th digit, and one more
+    d = [column - np.uint8(48) for column in c]  # 0-9 a digit, any other byte (0 too) above
+    for j in _DATE_DIGITS:
+        ok &= d[j] < 10
+    ok &= (c[4] == _MINUS) & (c[7] == _MINUS) & (c[13] == _COLON)
+    ok &= (c[10] == ord("T")) | (c[10] == ord(" "))
+    seconds = c[16] == _COLON  # else a zone or the end follows the minutes
+    ok &= ~seconds | ((d[17] < 10) & (d[18] < 10))
+    dot = seconds & (c[19] == _DOT)
+    run = dot.copy()  # still in the fraction's digits
+    count = np.zeros(n, np.int32)  # the fraction's digits, 10 when too many
+    us = np.zeros(n, np.int32)
+    for i in range(10):
+        run &= d[20 + i] < 10
+        count += run
+        if i < 6:
+            us += np.where(run, d[20 + i].astype(np.int32) * 10 ** (5 - i), 0)
+    ok &= ~dot | ((count >= 1) & (count <= 9))
+    at = np.where(seconds, 19, 16).astype(np.int32) + np.where(dot, 1 + count, 0)
+    zone = [text.at(at + k) for k in range(6)]  # where the zone begins, and on
+    zd = [z - np.uint8(48) for z in zone]
+    signed = (zone[0] == _PLUS) | (zone[0] == _MINUS)
+    colon = zone[3] == _COLON  # +hh:mm, else +hhmm
+    m1, m2 = np.where(colon, zd[4], zd[3]), np.where(colon, zd[5], zd[4])
+    digits = (zd[1] < 10) & (zd[2] < 10) & (m1 < 10) & (m2 < 10)
     ok &= (
-        (mo >= 1) & (mo <= 12) & (d >= 1) & (d <= _days_in_month(y, mo))
+        (at == size)  # no zone
+        | ((zone[0] == ord("Z")) & (at + 1 == size))
+        | (signed & digits & (at + np.where(colon, 6, 5) == size))
+    )
+    zoned = signed & ok
+    oh = np.where(zoned, zd[1].astype(np.int32) * 10 + zd[2], 0)
+    om = np.where(zoned, m1.astype(np.int32) * 10 + m2, 0)
+    offset_s = np.where(zone[0] == _MINUS, -1, 1) * (oh * 3600 + om * 60)
+
+    def number(*places: int) -> np.ndarray:
+        value = d[places[0]].astype(np.int32)
+        for j in places[1:]:
+            value = value * 10 + d[j]
+        return value
+
+    y, mo, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
+    h, mi = number(11, 12), number(14, 15)
+    s = np.where(seconds, number(17, 18), 0)
+    ok &= (
+        (mo >= 1) & (mo <= 12) & (day >= 1) & (day <= _days_in_month(y, mo))
         & (h <= 23) & (mi <= 59) & (s <= 59) & (om <= 59) & (np.abs(offset_s) <= 18 * 3600)
     )  # fmt: skip
-    days = _days_from_civil(y, mo, d)
-    total = days * 86_400 + h * 3600 + mi * 60 + s - offset_s
+    days = _days_from_civil(y, mo, day).astype(np.int64)
+    total = days * 86_400 + (h * 3600 + mi * 60 + s - offset_s)
     return pa.array(np.where(ok, total * 1_000_000 + us, 0), pa.int64(), mask=~ok)
 
 
@@ -126,12 +143,16 @@ def exact_times(texts: pa.Array) -> np.ndarray:
     pad = np.zeros(4, np.uint8)  # so that every place looked at is inside
     raw = np.concatenate([pad, np.frombuffer(texts.buffers()[2], np.uint8), pad])
     size = ends - starts
-    year0 = (size >= 4) & np.all(raw[starts[:, None] + 4 + np.arange(4)] == ord("0"), axis=1)
-    out = year0
+    out = size >= 4
+    for i in range(4):
+        out &= raw[starts + 4 + i] == ord("0")
+    last = [raw[ends + 4 - i] for i in (1, 2, 3)]  # the last byte, the one before, ...
     for end in JAVA_LINE_ENDS:
-        tail = np.frombuffer(end.encode(), np.uint8)
-        at = ends[:, None] + 4 - len(tail) + np.arange(len(tail))
-        out |= (size >= len(tail)) & np.all(raw[at] == tail, axis=1)
+        tail = end.encode()[::-1]
+        match = size >= len(tail)
+        for i, byte in enumerate(tail):
+            match &= last[i] == byte
+        out |= match
     return out & texts.is_valid().to_numpy(zero_copy_only=False)
 
 
