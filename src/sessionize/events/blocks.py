@@ -304,30 +304,35 @@ def read_block(
         us = iso_micros(time)
     else:
         us = epoch_micros(time.to_numpy(zero_copy_only=False), m.time_format)
+    # (whether, reason) in the order of the rules: the first that holds is the reason
     steps = [
-        _when(pc.is_null(user), R.missing(m.user)),
-        _when(pc.is_null(time), R.missing(m.time)),
-        _when(pc.is_null(us), R.bad_time(m.time, m.time_format)),
-        _when(pc.is_null(page), R.missing(m.page)),
+        (_nulls(user), R.missing(m.user)),
+        (_nulls(time), R.missing(m.time)),
+        (_nulls(us), R.bad_time(m.time, m.time_format)),
+        (_nulls(page), R.missing(m.page)),
     ]
     if m.gap:
         gap, bad, huge = _gap(col[GAP_COLUMN])
         read &= ~huge
         col[GAP_COLUMN] = gap
-        steps.append(_when(bad, R.bad_gap(m.gap)))
+        steps.append((bad, R.bad_gap(m.gap)))
     if m.string_keys:
-        size = pc.binary_length(user)
-        steps.append(_when(pc.equal(size, 0), R.empty_key(m.user)))
-        steps.append(_when(pc.greater(size, R.KEY_BYTES), R.long_key(m.user)))
+        size = _numbers(pc.binary_length(user))
+        steps.append((size == 0, R.empty_key(m.user)))
+        steps.append((size > R.KEY_BYTES, R.long_key(m.user)))
     if now_us is not None and max_future_us is not None:
-        steps.append(_when(pc.greater(us, pa.scalar(now_us + max_future_us)),
-                           R.too_far_ahead(m.time)))  # fmt: skip
-    spaces = _spaces_only(values, braced)
-    early = pc.coalesce(error, _when(pc.is_null(values), R.UNREADABLE),
-                        _when(spaces, R.EMPTY_LINE))  # fmt: skip
-    exact = pa.array(~read & ~pc.is_valid(early).to_numpy(zero_copy_only=False))
-    reason = pc.if_else(exact, _NULL, pc.coalesce(early, *steps))
-    raw = pc.if_else(pc.or_(pc.is_valid(reason), exact), values, _NULL)  # the exact path's line
+        steps.append((_numbers(us) > now_us + max_future_us, R.too_far_ahead(m.time)))
+    has_error = ~_nulls(error)
+    early = [(_nulls(values), R.UNREADABLE), (_spaces_only(values, braced), R.EMPTY_LINE)]
+    exact = ~read & ~has_error & ~early[0][0] & ~early[1][0]
+    code = np.zeros(len(values), np.int8)  # 0: no reason, k: the k-th reason
+    for k in range(len(early) + len(steps), 0, -1):
+        code[(early + steps)[k - 1][0]] = k
+    code[exact | has_error] = 0
+    texts = pa.array([None, *(reason for _, reason in early + steps)], pa.string())
+    reason = pc.coalesce(error, texts.take(pa.array(code)))
+    kept = pa.array((code > 0) | has_error | exact)
+    raw = pc.if_else(kept, values, _NULL)  # the line of an invalid or exact path's row
     col["event_time"] = us.cast(TS)
     col["action"] = pc.coalesce(col["action"], pa.scalar(R.DEFAULT_ACTION))
     columns = [col[r.name] for r in p.rules]
@@ -335,8 +340,8 @@ def read_block(
         columns.append(_user_keys(user))
     source = batch.column("source")
     if not valid_sources:
-        source = pc.if_else(pc.or_(pc.is_valid(reason), exact), source, _NULL)
-    columns += [reason, raw, source, exact]
+        source = pc.if_else(kept, source, _NULL)
+    columns += [reason, raw, source, pa.array(exact)]
     return pa.RecordBatch.from_arrays(columns, schema=p.schema)
 
 
@@ -364,7 +369,7 @@ def _refused_first_field(p: BlockPlan, values: pa.StringArray) -> np.ndarray:
     return refused
 
 
-def _spaces_only(values: pa.StringArray, braced: pa.Array) -> pa.Array:
+def _spaces_only(values: pa.StringArray, braced: pa.Array) -> np.ndarray:
     """Whether each line is spaces alone (Spark's trim: spaces only); a braced line is not,
     so only the others are trimmed."""
     spaces = np.zeros(len(values), bool)
@@ -372,11 +377,16 @@ def _spaces_only(values: pa.StringArray, braced: pa.Array) -> pa.Array:
     if len(others):
         trimmed = pc.utf8_trim(values.take(pa.array(others)), " ")
         spaces[others] = pc.equal(trimmed, "").fill_null(False).to_numpy(zero_copy_only=False)
-    return pa.array(spaces)
+    return spaces
 
 
-def _when(condition: pa.Array, reason: str) -> pa.Array:
-    return pc.if_else(condition, pa.scalar(reason), _NULL)
+def _nulls(values: pa.Array) -> np.ndarray:
+    return values.is_null().to_numpy(zero_copy_only=False)
+
+
+def _numbers(values: pa.Array) -> np.ndarray:
+    """An integer array as int64 numbers, NULL as 0."""
+    return values.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _gap(seconds: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
