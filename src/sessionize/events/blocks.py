@@ -7,8 +7,10 @@ integer, a lone surrogate or anything that is not strict JSON makes the reader r
 A refused block is split at the row the error names (or halved) until each part is read or
 is one line: the lines it refuses are left to the exact path (`EXACT` true), which reads
 them as Spark's expressions always have (`parsing.parse`). So are lines that are not one
-braced object (given to pyarrow as `{}`, so every line keeps its row and the columns need
-no reordering), rows where pyarrow read a NaN or an infinity at any depth (`NaN`, `Inf`,
+braced object and lines whose first field is a field read with a value pyarrow refuses for
+its type (both given to pyarrow as `{}`, so every line keeps its row and the columns need
+no reordering; the second kind would make pyarrow refuse its block after reading the lines
+before it), rows where pyarrow read a NaN or an infinity at any depth (`NaN`, `Inf`,
 `Infinity`: numbers to pyarrow, not to Spark), a time that ends in a line break or names the
 year 0, and a gap too large to be one. What the reader
 accepts is judged here, vectorized, with the reasons and in the order of docs/design.md
