@@ -391,7 +391,7 @@ def _numbers(values: pa.Array) -> np.ndarray:
     return values.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _gap(seconds: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+def _gap(seconds: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """(gap in µs as decimal digits, whether a present gap is bad, whether it is too large
     for a 64-bit µs count and so left to the exact path)."""
     x = seconds.to_numpy(zero_copy_only=False).astype(np.float64)
@@ -402,7 +402,7 @@ def _gap(seconds: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
     present = ~np.isnan(x)
     whole = np.where(present & ~huge, us, 0).astype(np.int64)
     text = pa.array(whole, pa.int64(), mask=~present).cast(pa.string())
-    return text, pa.array(present & bad), present & huge
+    return text, present & bad, present & huge
 
 
 def _user_keys(user: pa.Array) -> pa.Array:
