@@ -115,23 +115,23 @@ def instrument(spark) -> Probe:
     from pyspark import RDD
     from pyspark.sql.classic.dataframe import DataFrame
 
-    from sessionize.engines import runner, store
+    from sessionize.engines import runner, sessions
     from sessionize.sinks.base import StagedSink
     from sessionize.sinks.parquet import ParquetSink
     from sessionize.state.lease import Lease
 
     probe = Probe(spark)
     probe.wrap(runner.BatchRunner, "_run", "total", outer=True)
-    probe.wrap(store.StoreEngine, "previous_record", "plan: job record read")
+    probe.wrap(sessions.SessionEngine, "previous_record", "plan: job record read")
     probe.wrap(StagedSink, "clear_staging", "clear staging")
-    probe.wrap(store.StoreEngine, "run", "run")
+    probe.wrap(sessions.SessionEngine, "run", "run")
     probe.wrap(DataFrame, "persist", "run: persist")
     probe.wrap(DataFrame, "unpersist", "run: unpersist")
     probe.wrap(DataFrame, "collect", "run: DataFrame.collect")
     probe.wrap(RDD, "collect", "run: RDD.collect")
     probe.wrap(ParquetSink, "publish", "publish")
-    probe.wrap(store.StoreEngine, "write_record", "job record write")
-    probe.wrap(store.StoreEngine, "after_commit", "after commit (trim)")
+    probe.wrap(sessions.SessionEngine, "write_record", "job record write")
+    probe.wrap(sessions.SessionEngine, "after_commit", "after commit (trim)")
     probe.wrap(Lease, "check", "lease checks")
     probe.count(ClientServerConnection, "send_command", "calls into the JVM")
     return probe

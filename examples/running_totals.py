@@ -38,6 +38,7 @@ class RunningTotals(stateful.Processor):
     event_time = None
     state_schema = TOTALS
     outputs = {"totals": TOTALS}
+    gauges = ("customers",)  # the customers held: the engine keeps the running count
 
     def process(self, state: pa.Table, rows: pa.Table, ctx: stateful.Context) -> stateful.Update:
         amount = pc.fill_null(rows.column("amount").cast(pa.float64()), 0.0)
@@ -52,7 +53,9 @@ class RunningTotals(stateful.Processor):
         summed = both.group_by("customer_id").aggregate([("orders", "sum"), ("total", "sum")])
         new = summed.select(["customer_id", "orders_sum", "total_sum"])
         new = new.rename_columns(TOTALS.names).cast(self.state_schema)
-        return stateful.Update(state=new, outputs={"totals": new}, counters={"orders": len(batch)})
+        # one state row per customer: the new customers are the rows added
+        counters = {"orders": len(batch), "customers": new.num_rows - state.num_rows}
+        return stateful.Update(state=new, outputs={"totals": new}, counters=counters)
 
 
 SAMPLE = [

@@ -181,16 +181,16 @@ def test_string_ids_sharing_a_stored_key_keep_their_own_sessions(tmp_path):
     import pyarrow as pa
 
     from sessionize.config import SessionRules
-    from sessionize.engines.store import BatchPlan, EngineSettings, run_partition
+    from sessionize.engines.partition import BatchPlan, run_partition
+    from sessionize.engines.sessions import SessionSettings
     from sessionize.sinks.registry import open_sink
     from tests.helpers import read_output
 
     mapping = EventMapping(user_type="string", keep=())
     out = str(tmp_path / "out")
-    settings = EngineSettings(
-        rules=SessionRules(), partitions=1, state_uri=f"files:{tmp_path / 'state'}",
-        job="j", output=out, mapping=mapping,
-    )  # fmt: skip
+    settings = SessionSettings.of(
+        SessionRules(), 1, f"files:{tmp_path / 'state'}", "j", out, mapping=mapping
+    )
     minute, t0 = 60_000_000, 1_700_000_000_000_000
 
     def rows(*events):

@@ -15,7 +15,6 @@ import pyarrow as pa
 from sessionize.schema import layout
 from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import open_sink
-from sessionize.sinks.replaced import stage_batch
 from tests.sinks.rows import T0, sessions
 
 BATCHES = {0: ({1: "a", 2: "b"}, []), 1: ({2: None, 3: "c"}, ["b"])}  # touched, emitted
@@ -39,8 +38,10 @@ def stage_open(sink: Sink, batch_id: int) -> None:
     opened = {u: s for u, s in touched.items() if s is not None}
     for part, users in enumerate(([min(touched)], [max(touched)])):  # one user per task
         mine = {u: s for u, s in opened.items() if u in users}
-        stage_batch(sink, "open_sessions", batch_id, part, pa.array(users, pa.int64()),
-                    open_rows(mine))  # fmt: skip
+        rows = open_rows(mine)
+        tagged = rows.append_column("updated_batch", pa.array([batch_id] * rows.num_rows))
+        keys = pa.table({"user_id": pa.array(users, pa.int64())})
+        sink.write_replaced("open_sessions", batch_id, part, keys, tagged)
     sink.write_part("sessions", batch_id, 0, sessions(emitted, first_user=2))
 
 

@@ -117,14 +117,16 @@ def test_the_heartbeat_keeps_a_short_lease_alive(tmp_path):
 def test_a_store_fenced_by_lease_records_now_gone_is_outranked(tmp_path):
     """A checkpoint made anew over kept state: its lease starts at epoch 1 again, but the
     store's fence remembers epoch 7, so the driver takes an epoch above it."""
-    from sessionize.engines.store import EngineSettings, fence_store
+    from sessionize.config import SessionRules
+    from sessionize.engines.keyed import fence_store
+    from sessionize.engines.sessions import SessionSettings
     from sessionize.state.backends.files import FilesBackend
 
     backend = FilesBackend(str(tmp_path / "state"))
     backend.raise_fence("job", 7, partitions=2)
     lease = _lease(tmp_path)
     assert lease.acquire() == 1
-    settings = EngineSettings(None, 2, backend.uri, "job", str(tmp_path / "out"))
+    settings = SessionSettings.of(SessionRules(), 2, backend.uri, "job", str(tmp_path / "out"))
     fenced = fence_store(backend, settings, lease)
     assert fenced.epoch == lease.epoch == 8 and backend.fence("job") == 8
     lease.check()

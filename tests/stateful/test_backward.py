@@ -89,9 +89,11 @@ def test_history_and_status_of_a_processor_job(job):
     assert [f"{len(b)} orders" in line for line, b in zip(lines, SPLIT, strict=False)] == [True] * 4
     status = stream_status(str(job / "chk"))
     assert status["last_batch"] == status["committed_batch"] == 3
-    assert status["counters"] == {"orders": sum(len(b) for b in SPLIT)}
+    customers = len({o["customer_id"] for b in SPLIT for o in b})  # a gauge: held now
+    assert status["counters"] == {"orders": sum(len(b) for b in SPLIT), "customers": customers}
     assert status["state"] == "files" and not status["driver"]["running"]
-    assert "totals: 9 lines read, 0 invalid, 9 events in, 0 late, 9 orders" in describe(status)
+    assert (f"totals: 9 lines read, 0 invalid, 9 events in, 0 late, {customers} customers, "
+            "9 orders") in describe(status)  # fmt: skip
 
 
 def test_state_inspect_and_export_of_a_processor_job(job, tmp_path):

@@ -72,8 +72,7 @@ def _stage(sink: KeyedDeltaSink, batch_id: int, rows: list[tuple], deleted: list
     )
     keys = pa.table({"customer_id": pa.array([r[0] for r in rows] + deleted, pa.int64())})
     sink.clear_staging(batch_id)
-    sink.write_part("latest", batch_id, 0, table)
-    sink.write_keys("latest", batch_id, 0, keys)
+    sink.write_replaced("latest", batch_id, 0, keys, table)
 
 
 def test_a_replayed_merge_gives_the_same_table(tmp_path):

@@ -47,6 +47,7 @@ def test_totals_per_batch_equal_the_loop_for_any_split(data, orders):
     assert {tuple(r.values()) for r in run.state.select(["customer_id", "orders", "total"])
             .to_pylist()} == final  # fmt: skip
     assert run.counters.get("orders", 0) == len(orders)
+    assert run.counters.get("customers", 0) == len({o["customer_id"] for o in orders})
     assert "late" not in run.outputs
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import recorded
-from sessionize.engines.store import state_settings
+from sessionize.engines.sessions import state_settings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
@@ -50,7 +50,7 @@ RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format", "session_columns
 
 def settings_record(s: Any, output_format: str) -> dict[str, object]:
     """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint): the settings
-    every job record holds (engines.store.state_settings), and where the job runs."""
+    every job record holds (engines.sessions.state_settings), and where the job runs."""
     return {
         "state": recorded_state(s.state),
         **state_settings(s.rules, s.partitions, s.mapping),

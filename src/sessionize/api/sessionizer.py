@@ -44,7 +44,7 @@ from sessionize.engines.checkpoint import (
 from sessionize.engines.choice import engine_for
 from sessionize.engines.metrics import stream_metrics
 from sessionize.engines.runner import Parser
-from sessionize.engines.store import EngineSettings
+from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import EventMapping
@@ -425,14 +425,14 @@ class Sessionizer:
             raise
 
     def engine_settings(self, state_uri: str, output: str, output_format: str,
-                        open_sessions: bool = False) -> EngineSettings:  # fmt: skip
+                        open_sessions: bool = False) -> SessionSettings:  # fmt: skip
         """What the store engine's tasks need for these rules, with absolute local paths
         (relative ones would resolve in each executor's own directory)."""
         if state_uri.startswith("files:"):
             state_uri = "files:" + absolute_local(state_uri.removeprefix("files:"))
-        return EngineSettings(
-            rules=self.rules, partitions=self.partitions, state_uri=state_uri, job=self.job,
-            output=absolute_local(output), output_format=output_format,
+        return SessionSettings.of(
+            self.rules, self.partitions, state_uri, self.job, absolute_local(output),
+            output_format=output_format,
             max_future_us=self.max_future_us, mapping=self.mapping, open_sessions=open_sessions,
         )  # fmt: skip
 

@@ -35,7 +35,7 @@ from sessionize.engines.checkpoint import (
 )
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
-from sessionize.engines.store import EngineSettings, StoreEngine, settings_record
+from sessionize.engines.sessions import SessionEngine, SessionSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
@@ -89,7 +89,7 @@ class BatchOptions:
             )
         return state_uri(self.state, child(record_place(self.output), "_state"))
 
-    def engine_settings(self) -> EngineSettings:
+    def engine_settings(self) -> SessionSettings:
         return engine_settings(self)
 
     def sessionizer(self) -> Sessionizer:
@@ -218,7 +218,7 @@ def _run(
     warn_local_paths(spark, opts.output, settings.state_uri)
     log = progress_path(opts.progress_log, record_place(opts.output), "_progress.jsonl")
     # The engine runs with the settings checked against the state's record: one object.
-    engine = StoreEngine(spark, settings, backend, parser=opts.sessionizer().file_parser(),
+    engine = SessionEngine(spark, settings, backend, parser=opts.sessionizer().file_parser(),
                          lease=lease)  # fmt: skip
     runner = BatchRunner(
         engine,
@@ -251,7 +251,7 @@ def _run(
     return runner.records
 
 
-def _check_settings(recorded: dict | None, settings: EngineSettings) -> None:
+def _check_settings(recorded: dict | None, settings: SessionSettings) -> None:
     if recorded:  # a state from before mappings could be chosen has the default one
         recorded = {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **recorded}
     diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""
@@ -261,7 +261,7 @@ def _check_settings(recorded: dict | None, settings: EngineSettings) -> None:
         )
 
 
-def _rest_note(opts: BatchOptions, run: EngineSettings, start: datetime, end: datetime) -> str:
+def _rest_note(opts: BatchOptions, run: SessionSettings, start: datetime, end: datetime) -> str:
     """The last line of a partial reprocess: what it retired, and the command to redo it
     (with the settings `run` ran with)."""
     flags = {"input": opts.input, "output": opts.output}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sessionize.api.arguments import progress_path, state_uri
 from sessionize.api.recorded import recorded_state
-from sessionize.engines.store import EngineSettings
+from sessionize.engines.sessions import SessionSettings
 
 __all__ = ["engine_settings", "progress_path", "recorded_state", "state_uri"]
 
 
-def engine_settings(opts) -> EngineSettings:
+def engine_settings(opts) -> SessionSettings:
     """What the store engine's tasks need, from a StreamOptions or a BatchOptions: the
     settings the API's engine runs with (`Sessionizer.engine_settings`)."""
     return opts.sessionizer().engine_settings(opts.state_uri(), opts.output, opts.output_format)

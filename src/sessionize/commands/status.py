@@ -96,7 +96,8 @@ def _last(progress_log: str) -> dict:
         "watermark": format_instant(last.get("watermark")),
         "open_sessions": batch.get("open_sessions"),
         "totals": {k: totals.get(k) for k in (*ENGINE_TOTALS, *TOTALED)},
-        "counters": totals.get("counters", {}),  # a processor's own, summed over the job
+        # a processor's own, summed over the job (a gauge: its value now)
+        "counters": totals.get("counters", {}),
     }
 
 

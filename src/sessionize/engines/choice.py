@@ -17,12 +17,12 @@ from pyspark.sql import SparkSession
 from typing_extensions import override
 
 from sessionize.engines.checkpoint import check_agreement
-from sessionize.engines.keyed import KeyedEngine, KeyedSettings, open_keyed_state
+from sessionize.engines.keyed import KeyedEngine, KeyedSettings
 from sessionize.engines.restorable import RestorableState
 from sessionize.engines.runner import Engine, Parser
+from sessionize.engines.sessions import SessionEngine, SessionSettings
 from sessionize.engines.spark_restorable import SparkRestorable
 from sessionize.engines.spark_state import PROVIDERS, SparkStateEngine
-from sessionize.engines.store import EngineSettings, StoreEngine, open_state
 from sessionize.engines.store_restorable import StoreRestorable
 from sessionize.errors import ConfigError
 from sessionize.sinks import replaced
@@ -51,7 +51,7 @@ class EngineKind(ABC):
         (else: sessions only)."""
 
     @abstractmethod
-    def open_state(self, settings: EngineSettings, checkpoint: str,
+    def open_state(self, settings: SessionSettings, checkpoint: str,
                    shown_uri: str) -> StateBackend | None:  # fmt: skip
         """Before Spark starts: open a session job's state and check that it goes with
         `checkpoint` (`shown_uri`: the state as messages name it). Returns what
@@ -59,7 +59,7 @@ class EngineKind(ABC):
 
     @abstractmethod
     def session_engine(
-        self, spark: SparkSession, settings: EngineSettings, state: StateBackend | None,
+        self, spark: SparkSession, settings: SessionSettings, state: StateBackend | None,
         *, checkpoint: str, parser: Parser, lease: Lease | None,
     ) -> Engine:  # fmt: skip
         """The engine of a session stream, over `parser`'s records."""
@@ -77,7 +77,7 @@ class EngineKind(ABC):
 
 
 class OurStore(EngineKind):
-    """Our versioned store (engines/store.py, engines/keyed.py)."""
+    """Our versioned store (engines/keyed.py; sessions: engines/sessions.py)."""
 
     restorable = StoreRestorable
 
@@ -86,25 +86,25 @@ class OurStore(EngineKind):
         return True  # every state no other engine claims
 
     @override
-    def open_state(self, settings: EngineSettings, checkpoint: str,
+    def open_state(self, settings: SessionSettings, checkpoint: str,
                    shown_uri: str) -> StateBackend:  # fmt: skip
-        backend = open_state(settings)
+        backend = settings.open_state()
         backend.check()
         check_agreement(backend, checkpoint, shown_uri, settings.job)
         return backend
 
     @override
     def session_engine(
-        self, spark: SparkSession, settings: EngineSettings, state: StateBackend | None,
+        self, spark: SparkSession, settings: SessionSettings, state: StateBackend | None,
         *, checkpoint: str, parser: Parser, lease: Lease | None,
     ) -> Engine:  # fmt: skip
-        return StoreEngine(spark, settings, state, parser=parser, lease=lease)
+        return SessionEngine(spark, settings, state, parser=parser, lease=lease)
 
     @override
     def keyed_engine(
         self, spark: SparkSession, settings: KeyedSettings, lease: Lease | None
     ) -> KeyedEngine:
-        backend = open_keyed_state(settings)
+        backend = settings.open_state()
         backend.check()
         return KeyedEngine(spark, settings, backend, lease=lease)
 
@@ -134,13 +134,13 @@ class SparkState(EngineKind):
         )
 
     @override
-    def open_state(self, settings: EngineSettings, checkpoint: str,
+    def open_state(self, settings: SessionSettings, checkpoint: str,
                    shown_uri: str) -> None:  # fmt: skip
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override
     def session_engine(
-        self, spark: SparkSession, settings: EngineSettings, state: StateBackend | None,
+        self, spark: SparkSession, settings: SessionSettings, state: StateBackend | None,
         *, checkpoint: str, parser: Parser, lease: Lease | None,
     ) -> Engine:  # fmt: skip
         sink = open_sink(settings.output, settings.output_format, job=settings.job,

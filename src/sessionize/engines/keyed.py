@@ -1,38 +1,38 @@
-"""The `store` engine running any `stateful.Processor`: the keyed core's `step` per
-partition, state in our versioned store.
+"""The `store` engine: any `stateful.Processor` (sessions too) on our versioned store.
 
-A batch is one state version and one Spark job, as for sessions (engines/store.py): Spark
-shuffles the input rows by the processor's key into `partitions` partitions, with the batch
-marks from which every task derives the batch's watermark (engines/batch_marks.py); every
-partition task (all N run, also without rows, so that timers fire everywhere and every
-partition reaches the new version) opens its state at version V-1, reads the store keys of
-its rows and of the keys whose timer is below the watermark, calls `step`
-(stateful/step.py), stages its rows of every output and commits version V. The batch runner
-(engines/runner.py) then publishes the outputs and writes the batch record to the store's
-job log: the same order, lease, fence and exactly-once argument as the session engine's.
+A batch is one state version and one Spark job (engines/partition.py: what each partition
+task does). The driver's side, here: the fence before the first batch, the input rows with
+the batch marks of the processor's key and event time (engines/batch_marks.py), shuffled by
+the key (engines/placement.py), the partition job, the batch's counts and the job log of
+versions in the store; the batch runner (engines/runner.py) publishes the outputs and
+writes the batch record in between, under the lease. A job's settings (`KeyedSettings`)
+say what varies between jobs: the processor, how the input marks its invalid rows, where
+the outputs go, what is recorded. Sessions are one such job (engines/sessions.py).
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 from typing_extensions import override
 
 from sessionize.config import format_duration, format_instant
-from sessionize.engines.batch_marks import split_marks, with_marks
+from sessionize.engines.batch_marks import mark_keys, with_marks
+from sessionize.engines.partition import (
+    CORE_COUNTS,
+    BatchBasis,
+    collect_partitions,
+    missing_task,
+    partition_task,
+)
 from sessionize.engines.placement import partition_users
-from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult
-from sessionize.engines.store import BatchBasis, BatchPlan, StoreJobEngine, collect_partitions
-from sessionize.errors import ConfigError
-from sessionize.faults import pause_point
-from sessionize.sinks.base import StagedSink
+from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine
+from sessionize.errors import ConfigError, StateError
+from sessionize.sinks.base import Sink, StagedSink
 from sessionize.sinks.delta_keyed import KeyedDeltaSink
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
@@ -40,28 +40,19 @@ from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
 from sessionize.stateful.invalid import INVALID_OUTPUT, INVALID_SCHEMA, split_invalid
-from sessionize.stateful.keys import store_keys
 from sessionize.stateful.processor import Processor
-from sessionize.stateful.step import step
 
-# What every partition task reports: the core's counts, the store's, the batch marks'.
-CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",
-               "state_rows_written", "state_keys_removed")  # fmt: skip
 # Summed over the life of a job besides the processor's own counters.
 KEYED_TOTALS = ("records", "invalid", "events_in", "late")
-_TASK_FIELDS = ("partition", *CORE_COUNTS, "records", "latest")
-# What a task returns: its counts, and the processor's counters as one JSON text. A Spark
-# type, not DDL text: Spark would parse the text in the JVM for every batch's job.
-_TASK_ARROW = pa.schema([*((k, pa.int64()) for k in _TASK_FIELDS), ("counters", pa.string())])
-_TASK_SCHEMA = T.StructType(
-    [*(T.StructField(k, T.LongType()) for k in _TASK_FIELDS),
-     T.StructField("counters", T.StringType())]
-)  # fmt: skip
+ADAPTIVE_CONF = "spark.sql.adaptive.enabled"
 
 
 @dataclass(frozen=True)
 class KeyedSettings:
-    """Everything a partition task needs; pickled into every task."""
+    """A job's settings: everything a partition task needs (pickled into every task). What
+    varies between kinds of job are the methods below: the session job's settings
+    (engines/sessions.py) override how its input marks invalid rows, the store's rows, the
+    sink and the record."""
 
     processor: Processor
     input_schema: pa.Schema  # the input's Arrow columns without the invalid marks
@@ -88,6 +79,34 @@ class KeyedSettings:
         """Every output a batch publishes: the processor's and the invalid rows
         (stateful/invalid.py)."""
         return with_invalid(self.processor_outputs)
+
+    @property
+    def invalid_output(self) -> str:
+        """The output of the input's invalid rows."""
+        return INVALID_OUTPUT
+
+    def split_input(self, rows: pa.Table | None) -> tuple[pa.Table, pa.Table]:
+        """A partition's input rows -> (the rows `step` gets, the invalid rows as the
+        invalid output's): rows marked by `stateful.source` or without key or time."""
+        d = declared(self.processor)
+        if rows is None:
+            rows = self.input_schema.empty_table()
+        return split_invalid(rows, d.key, d.event_time)
+
+    def row_spec(self) -> RowSpec | None:
+        """What the store's rows are."""
+        return declared(self.processor).rows
+
+    def open_state(self) -> StateBackend:
+        return open_backend(self.state_uri, self.row_spec())
+
+    def sink(self) -> Sink:
+        """Where the outputs go."""
+        return settings_sink(self)
+
+    def record(self) -> dict[str, object]:
+        """The job's settings as the store keeps them once: what a restart compares."""
+        return settings_record(self)
 
 
 def with_invalid(outputs: tuple[str, ...]) -> tuple[str, ...]:
@@ -129,8 +148,14 @@ def settings_sink(settings: KeyedSettings) -> StagedSink:
                           keys=keys)  # fmt: skip
 
 
-def open_keyed_state(settings: KeyedSettings) -> StateBackend:
-    return open_backend(settings.state_uri, declared(settings.processor).rows)
+def fence_store(backend: StateBackend, settings: KeyedSettings, lease: Lease) -> KeyedSettings:
+    """Raise the store's fence to this driver's lease epoch, before it opens any state, so
+    that the store itself rejects every later commit of the drivers before it; the settings
+    the tasks then carry (with the epoch)."""
+    fence = backend.fence(settings.job)
+    epoch = lease.epoch if fence < lease.epoch else lease.acquire_above(fence)
+    backend.raise_fence(settings.job, epoch, settings.partitions)
+    return replace(settings, epoch=epoch)
 
 
 def settings_record(settings: KeyedSettings) -> dict[str, object]:
@@ -160,92 +185,14 @@ def recorded_rows(settings: dict) -> RowSpec:
     return RowSpec(schema, key=rows["key"], expiry=rows["expiry"])
 
 
-def _task(settings: KeyedSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]):
-    from pyspark import TaskContext
+class KeyedEngine(Engine):
+    """Driver side: the fence, the watermark, the partition job, the job log of versions in
+    the store. A subclass says how a batch's input becomes the processor's rows with their
+    marks (`_marked`), and may rebuild an output replaced by key (`_refresh`)."""
 
-    partition = TaskContext.get().partitionId()
-    received = list(batches)
-    rows, records, latest = split_marks(pa.Table.from_batches(received) if received else None)
-    counts = run_partition(settings, basis.plan(latest), partition, rows)
-    yield _counts_batch(settings, {**counts, "records": records, "latest": latest})
-
-
-def _missing_task(settings: KeyedSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]):
-    """Run the partitions named in `batches` (column `p`) with no rows."""
-    for batch in batches:
-        for partition in batch.column("p").to_pylist():
-            yield _counts_batch(settings, run_partition(settings, plan, partition, None))
-
-
-def _counts_batch(settings: KeyedSettings, counts: dict) -> pa.RecordBatch:
-    """A partition's counts as the one row its task returns; the processor's counters go
-    as one JSON text (their names are the processor's)."""
-    columns = {k: [counts.get(k, None if k == "latest" else 0)] for k in _TASK_FIELDS}
-    columns["counters"] = [json.dumps(counts.get("counters", {}))]
-    return pa.RecordBatch.from_pydict(columns, schema=_TASK_ARROW)
-
-
-def _missing_task_at(settings: KeyedSettings, basis: BatchBasis, latest: int | None):
-    return functools.partial(_missing_task, settings, basis.plan(latest))
-
-
-def run_partition(
-    settings: KeyedSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
-) -> dict:
-    """One partition's batch: set the invalid rows aside, read, `step`, stage the outputs,
-    commit version V."""
-    d = declared(settings.processor)
-    if rows is None:
-        rows = settings.input_schema.empty_table()
-    rows, invalid = split_invalid(rows, d.key, d.event_time)
-    backend = open_keyed_state(settings)
-    store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
-    try:
-        keys = store_keys(rows.column(d.key)).unique()
-        if d.event_time is not None and plan.watermark_after is not None:
-            due = pa.array(store.expiring(plan.watermark_after), pa.int64())
-            keys = pa.concat_arrays([keys, due]).unique()
-        state = store.get_many(keys)
-        result = step(
-            settings.processor, state, rows, batch_id=plan.version, partition=partition,
-            watermark_before=plan.watermark_before, watermark_after=plan.watermark_after,
-        )  # fmt: skip
-        sink = settings_sink(settings)
-        for name, table in {**result.outputs, INVALID_OUTPUT: invalid}.items():
-            sink.write_part(name, plan.version, partition, table)
-            if d.outputs.get(name) is not None and d.outputs[name].mode == "replace":
-                _stage_keys(sink, name, d.outputs[name].key, plan.version, partition, table,
-                            result.deletes.get(name))  # fmt: skip
-        store.remove_many(result.removes)
-        store.put_many(result.puts)
-        if partition == 0:
-            pause_point("before-state-commit", plan.version)
-        store.commit(plan.version, dict(store.meta))
-        if partition == 0:
-            pause_point("after-state-commit", plan.version)
-    except BaseException:
-        store.abort()
-        raise
-    if plan.version % settings.maintenance_every == 0:
-        backend.maintenance(settings.job, partition, settings.retain)
-    counts = {**result.counts, "invalid": invalid.num_rows}
-    return {"partition": partition, **counts, "counters": result.counters}
-
-
-def _stage_keys(sink, name: str, key: tuple[str, ...], version: int, partition: int,
-                rows: pa.Table, deletes: pa.Table | None) -> None:  # fmt: skip
-    """The keys a task wrote or deleted in an output replaced by key: publishing replaces
-    their rows by the batch's."""
-    keys = rows.select(list(key))
-    if deletes is not None:
-        keys = pa.concat_tables([keys, deletes.select(list(key)).cast(keys.schema)])
-    sink.write_keys(name, version, partition, keys)
-
-
-class KeyedEngine(StoreJobEngine):
-    """Driver side: the watermark, the partition tasks, the job log."""
-
-    invalid_output = INVALID_OUTPUT
+    settings: KeyedSettings
+    _marks: pa.Array | None = None
+    _settings_stored = False  # this driver has stored the job's settings entry
 
     def __init__(
         self,
@@ -256,17 +203,16 @@ class KeyedEngine(StoreJobEngine):
     ):
         self.spark = spark
         self.settings = settings
-        self.backend = backend or open_keyed_state(settings)
-        self.sink = settings_sink(settings)
-        self.lease = lease
-
-    @override
-    def _open_backend(self) -> StateBackend:
-        return open_keyed_state(self.settings)
+        self.backend = backend or settings.open_state()
+        self.sink = settings.sink()
+        self.invalid_output = settings.invalid_output
+        self.lease = lease  # None: unfenced
 
     @override
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
+        """One batch on every partition, in one Spark job (engines/partition.py)."""
         self._fence_once()
+        marked = self._marked(raw, request, self._mark_keys(raw.sparkSession))
         basis = BatchBasis(
             request.version,
             EMPTY_VERSION if request.first else request.previous,
@@ -274,8 +220,32 @@ class KeyedEngine(StoreJobEngine):
             previous.get("max_event_time"),
             request.end_watermark,
             self.settings.lateness_us,
+            self._refresh(request),
         )
-        counts, records, latest = self._run_partitions(raw, basis)
+        d = declared(self.settings.processor)
+        counts, records, latest = collect_partitions(
+            partition_users(marked, self.settings.partitions, d.key),
+            functools.partial(partition_task, self.settings, basis),
+            lambda latest: functools.partial(missing_task, self.settings, basis.plan(latest)),
+            self.settings.partitions,
+        )  # fmt: skip
+        fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
+        return BatchResult(self._batch(counts, records), basis.plan(latest).watermark_after,
+                           fields)  # fmt: skip
+
+    def _marked(self, raw: DataFrame, request: BatchRequest, marks: pa.Array) -> DataFrame:
+        """The batch's input rows with the batch marks of `marks`."""
+        d = declared(self.settings.processor)
+        return with_marks(raw, marks, d.key, d.event_time)
+
+    def _refresh(self, request: BatchRequest) -> bool:
+        """Whether the batch hands every key to the processor (see BatchPlan.refresh):
+        a processor's outputs replaced by key are never behind (setting them back is
+        refused)."""
+        return False
+
+    def _batch(self, counts: list[dict], records: int) -> dict:
+        """The batch record's counts: the core's, and the processor's counters nested."""
         batch = {k: sum(c[k] for c in counts) for k in CORE_COUNTS}
         batch |= {"records": records, "events_in": batch["rows"]}
         mine: dict[str, int] = {}
@@ -283,38 +253,76 @@ class KeyedEngine(StoreJobEngine):
             for name, value in c["counters"].items():
                 mine[name] = mine.get(name, 0) + value
         batch["counters"] = mine
-        fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
-        return BatchResult(batch, basis.plan(latest).watermark_after, fields)
+        return batch
 
-    @override
     def settings_entry(self) -> dict:
-        return settings_record(self.settings)
+        """The job's settings as the store keeps them, once per job: what a restart compares."""
+        return self.settings.record()
 
-    def _run_partitions(
-        self, raw: DataFrame, basis: BatchBasis
-    ) -> tuple[list[dict], int, int | None]:
-        d = declared(self.settings.processor)
-        task = functools.partial(_task, self.settings, basis)
-        marked = with_marks(raw, self._mark_keys(raw.sparkSession), d.key, d.event_time)
-        counts, records, latest = collect_partitions(
-            partition_users(marked, self.settings.partitions, d.key),
-            task, functools.partial(_missing_task_at, self.settings, basis), _TASK_SCHEMA,
-            self.settings.partitions,
-        )  # fmt: skip
-        for c in counts:
-            c["counters"] = json.loads(c["counters"])
-        return counts, records, latest
+    def _mark_keys(self, spark: SparkSession) -> pa.Array:
+        """The batch marks' keys, found once per engine (a small Spark job)."""
+        if self._marks is None:
+            key_type = declared(self.settings.processor).key_type
+            self._marks = mark_keys(spark, self.settings.partitions, key_type)
+        return self._marks
+
+    def _fence_once(self) -> None:
+        """Fence the store before this driver's first batch opens any state. Not earlier:
+        on a new query Spark checks that its state directory, where a `files` store may
+        live (CHECKPOINT/state), is empty when batch 0 starts."""
+        if self.lease is not None and self.settings.epoch is None:
+            self.settings = fence_store(self.backend, self.settings, self.lease)
 
     @override
-    def _key_type(self) -> pa.DataType:
-        return declared(self.settings.processor).key_type
+    def query_confs(self) -> dict[str, str]:
+        # Adaptive execution runs the shuffle of the partition job as a job of its own and
+        # re-plans between them, a fixed cost per micro-batch; it has nothing to adapt in an
+        # explicit `repartition(N, key)`, whose N tasks must all run anyway.
+        return {RETAIN_CONF: str(self.settings.retain), ADAPTIVE_CONF: "false"}
+
+    @override
+    def previous_record(self, request: BatchRequest) -> dict:
+        if request.first:
+            return {}
+        record = self.backend.read_job_record(self.settings.job, request.previous)
+        if record is None:
+            raise StateError(
+                f"state {self.backend} has no commit for version {request.previous} of job "
+                f"'{self.settings.job}', but version {request.version} is being run: the "
+                "checkpoint and the state store disagree (was the state moved or deleted?)"
+            )
+        return record
+
+    def __getstate__(self) -> dict:
+        # Over Spark Connect the engine runs inside foreachBatch on the server: the client's
+        # session stays behind and the backend's connections are opened there anew.
+        return {**self.__dict__, "spark": None, "backend": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.backend = self.settings.open_state()
+
+    @override
+    def write_record(self, version: int, record: dict) -> None:
+        job, epoch = self.settings.job, self.settings.epoch
+        if not self._settings_stored:  # before the first record: none is without them
+            if self.backend.read_job_settings(job) != (entry := self.settings_entry()):
+                self.backend.write_job_settings(job, entry, epoch=epoch)
+            self._settings_stored = True
+        self.backend.write_job_record(job, version, record, epoch=epoch)
+
+    @override
+    def after_commit(self, version: int) -> None:
+        if version % self.settings.maintenance_every == 0:
+            self.backend.trim_job_records(self.settings.job, self.settings.retain)
 
     @override
     def totals(self, before: dict, counters: dict) -> dict:
         totals = {k: before.get(k, 0) + counters[k] for k in KEYED_TOTALS}
         mine = dict(before.get("counters", {}))
+        gauges = self.settings.processor.gauges  # their value after the batch, not a sum
         for name, value in counters["counters"].items():
-            mine[name] = mine.get(name, 0) + value
+            mine[name] = value if name in gauges else mine.get(name, 0) + value
         return {**totals, "counters": mine}
 
     @override

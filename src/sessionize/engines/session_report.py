@@ -1,4 +1,4 @@
-"""What the session engines (engines/store.py, engines/spark_state.py) report of a batch:
+"""What the session engines (engines/sessions.py, engines/spark_state.py) report of a batch:
 the engine's counts and the session processor's counters (logic/processor.py), summed over
 the job and shown in the one line per batch."""
 

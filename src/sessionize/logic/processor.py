@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 from sessionize import schema
 from sessionize.config import SessionRules, format_duration
 from sessionize.logic.bots import is_bot
-from sessionize.logic.session_rows import open_sessions_schema
 from sessionize.logic.sessions import advance
 from sessionize.stateful import Context, Output, Processor, Update
 
@@ -64,6 +63,7 @@ class SessionProcessor(Processor):
     event_time = "event_time"
     late_output = LATE
     sorted_rows = False  # `advance` sorts the events by (user, time, page) itself
+    gauges = GAUGES
     timer_column = schema.STATE_EXPIRY
     store_key_column = schema.STATE_USER_KEY
 
@@ -82,9 +82,7 @@ class SessionProcessor(Processor):
             "sessions": lay.sessions, "page_views": lay.page_views, LATE: lay.late_events,
         }  # fmt: skip
         if open_sessions:
-            outputs[schema.OPEN_SESSIONS] = Output(
-                open_sessions_schema(lay), mode="replace", key=USER
-            )
+            outputs[schema.OPEN_SESSIONS] = Output(lay.open_sessions, mode="replace", key=USER)
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
 
     @property
@@ -119,7 +117,7 @@ class SessionProcessor(Processor):
         outputs = {"sessions": result.sessions, "page_views": result.page_views}
         deletes = {}
         if self.open_sessions:
-            outputs[schema.OPEN_SESSIONS] = result.open_sessions
+            outputs[schema.OPEN_SESSIONS] = _tagged(result.open_sessions, ctx.batch_id)
             deletes[schema.OPEN_SESSIONS] = pa.table({USER: result.touched})
         users = puts.column(USER).combine_chunks()
         new_users = pc.count_distinct(
@@ -140,6 +138,12 @@ class SessionProcessor(Processor):
             counters=counters,
             deletes=deletes,
         )
+
+
+def _tagged(rows: pa.Table, batch_id: int) -> pa.Table:
+    """`open_sessions` rows with `updated_batch`: the batch that last changed its user."""
+    batch = pa.array(np.full(rows.num_rows, batch_id, np.int64))
+    return rows.append_column(schema.UPDATED_BATCH, batch)
 
 
 def _expiries(puts: pa.Table) -> pa.Table:

@@ -49,7 +49,7 @@ def emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tabl
 
 
 def open_session_rows(split: _Split, lay: schema.Layout) -> pa.Table:
-    """OPEN_SESSIONS rows (without `updated_batch`, which the engine adds) of the sessions
+    """OPEN_SESSIONS rows (without `updated_batch`, which the processor adds) of the sessions
     not emitted, in sorted key order: what each user's state holds, as sessions."""
     target = open_sessions_schema(lay)
     held = ~split.emitted

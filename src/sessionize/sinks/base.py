@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 from sessionize.errors import SinkError, translated
 from sessionize.fs import resolve_fs
 from sessionize.sinks import staging
-from sessionize.sinks.replaced import KEY, keys_name
+from sessionize.sinks.replaced import keys_name
 
 
 class Sink(Protocol):
@@ -30,10 +30,11 @@ class Sink(Protocol):
         ...
 
     def write_replaced(
-        self, name: str, batch_id: int, partition: int, keys: pa.Array, table: pa.Table
+        self, name: str, batch_id: int, partition: int, keys: pa.Table, table: pa.Table
     ) -> int:
         """Stage one task's rows of an output replaced by key (`open_sessions`) and the
-        keys it touched: publishing replaces every touched key's rows by its new ones."""
+        keys it touched (a table of the key's columns, each key once): publishing replaces
+        every touched key's rows by its new ones."""
         ...
 
     def replaced_as_of(self, name: str) -> int | None:
@@ -116,12 +117,11 @@ class StagedSink:
             return staging.stage(fs, base, name, batch_id, partition, table)
 
     def write_replaced(
-        self, name: str, batch_id: int, partition: int, keys: pa.Array, table: pa.Table
+        self, name: str, batch_id: int, partition: int, keys: pa.Table, table: pa.Table
     ) -> int:
         fs, base = self._fs()
         with sink_errors(f"staging batch {batch_id} of {name}"):
-            staging.stage(fs, base, keys_name(name), batch_id, partition,
-                          pa.table({KEY: keys}))  # fmt: skip
+            staging.stage(fs, base, keys_name(name), batch_id, partition, keys)
             return staging.stage(fs, base, name, batch_id, partition, table)
 
     def staged_counts(self, name: str, batch_id: int, column: str) -> dict[str, int]:

@@ -20,7 +20,6 @@ import pyarrow as pa
 
 from sessionize.errors import ConfigError
 from sessionize.sinks.delta import DeltaSink
-from sessionize.sinks.replaced import keys_name
 
 
 @dataclass(frozen=True)
@@ -30,10 +29,6 @@ class KeyedDeltaSink(DeltaSink):
     # every output, in publish order (None: unknown, for the tools that only go back)
     schemas: tuple[tuple[str, pa.Schema | None], ...] = ()
     keys: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the outputs replaced by key
-
-    def write_keys(self, name: str, batch_id: int, partition: int, keys: pa.Table) -> int:
-        """Stage the keys a task wrote or deleted in output `name` (replaced by key)."""
-        return self.write_part(keys_name(name), batch_id, partition, keys)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         """As the Delta sink's, for the appended outputs; refused when an output is replaced

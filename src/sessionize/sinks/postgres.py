@@ -140,9 +140,9 @@ class PostgresSink:
         return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
 
     def write_replaced(
-        self, name: str, batch_id: int, partition: int, keys: pa.Array, table: pa.Table
+        self, name: str, batch_id: int, partition: int, keys: pa.Table, table: pa.Table
     ) -> int:
-        keyed = pa.table({KEY: keys})
+        keyed = keys.select([KEY])
         rows = [_with_batch(t, batch_id, partition) for t in (keyed, table)]
 
         def stage(conn: psycopg.Connection) -> int:

@@ -1,9 +1,10 @@
 """Outputs replaced by key (`open_sessions`): what the sinks that support them share.
 
 A task stages two things for such an output and batch: its new rows, and the keys it
-touched (`keys_name(NAME)`, one column `user_id`). Publishing replaces, for every touched
-key, all the output's rows of that key by the key's new rows (none: the key leaves the
-output). Staged like the appended outputs, so a retried task overwrites its own files.
+touched (`keys_name(NAME)`: the output's key columns, `user_id` for `open_sessions`).
+Publishing replaces, for every touched key, all the output's rows of that key by the key's
+new rows (none: the key leaves the output). Staged like the appended outputs, so a retried
+task overwrites its own files.
 """
 
 from __future__ import annotations
@@ -11,17 +12,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sessionize.errors import ConfigError
-from sessionize.schema import OPEN_SESSIONS, UPDATED_BATCH, Layout
+from sessionize.schema import OPEN_SESSIONS, Layout
 
 KEY = "user_id"
 REPLACED = (OPEN_SESSIONS,)  # the outputs replaced by key, in the order they are committed
-
-
-def stage_batch(sink, name: str, batch_id: int, partition: int, keys: pa.Array,
-                rows: pa.Table) -> int:  # fmt: skip
-    """Stage one task's new rows of `name` (tagged with the batch) and the keys they replace."""
-    tagged = rows.append_column(UPDATED_BATCH, pa.array([batch_id] * rows.num_rows, pa.int64()))
-    return sink.write_replaced(name, batch_id, partition, keys, tagged)
 
 
 def keys_name(name: str) -> str:

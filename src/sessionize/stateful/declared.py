@@ -81,6 +81,9 @@ def declared(processor: Processor) -> Declared:
     event_time = processor.event_time
     if event_time is not None and (not isinstance(event_time, str) or not event_time):
         raise fail("`event_time` must name a timestamp column of the input, or be None")
+    gauges = processor.gauges
+    if not isinstance(gauges, tuple) or not all(isinstance(g, str) and g for g in gauges):
+        raise fail("`gauges` must be a tuple of counter names")
     timer, store_key = processor.timer_column, processor.store_key_column
     core = [timer] + ([store_key] if key_type == pa.string() else [])
     clash = [n for n in core if n in schema.names]

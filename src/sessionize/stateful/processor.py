@@ -72,6 +72,10 @@ class Processor(ABC):
         sorted_rows: True (the default): `rows` come sorted by (key, event time). A
             processor that orders its rows itself sets False and gets them in the batch's
             order, which saves a sort and a copy of every row.
+        gauges: names of `Update.counters` that count changes of something the state
+            holds (keys open, say): the engine keeps their running sum per partition with
+            the state, and the batch record, progress line and status show that sum, the
+            value after the batch, instead of adding up the changes. Default: none.
         timer_column, store_key_column: the names of the core's own columns in the stored
             rows (a key's timer, and with string keys the 64-bit store key); change them
             only to match an existing store's layout.
@@ -102,6 +106,7 @@ class Processor(ABC):
     outputs: ClassVar[Mapping[str, pa.Schema | Output]] = {}
     late_output: ClassVar[str] = "late"
     sorted_rows: ClassVar[bool] = True
+    gauges: ClassVar[tuple[str, ...]] = ()
     timer_column: ClassVar[str] = "_timer"
     store_key_column: ClassVar[str] = "_key"
 

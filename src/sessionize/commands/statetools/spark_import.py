@@ -45,8 +45,8 @@ from sessionize.commands.statetools.switch import already_switched, switch_check
 from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import last_committed_batch
 from sessionize.engines.placement import user_partitions
+from sessionize.engines.sessions import state_settings
 from sessionize.engines.spark_state import BatchRecords
-from sessionize.engines.store import state_settings
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
