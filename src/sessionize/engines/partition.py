@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -39,12 +39,12 @@ from pyspark.sql import types as T
 
 from sessionize.engines.batch_marks import split_marks
 from sessionize.faults import pause_point
+from sessionize.sinks.base import Sink
+from sessionize.state import StateBackend
 from sessionize.stateful.declared import Declared, declared
 from sessionize.stateful.keys import store_keys
+from sessionize.stateful.processor import Processor
 from sessionize.stateful.step import StepResult, step
-
-if TYPE_CHECKING:
-    from sessionize.engines.keyed import KeyedSettings
 
 # The core's counts of a partition (stateful/step.py), then the store's own measures.
 CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",
@@ -62,6 +62,22 @@ TASK_SCHEMA = T.StructType(
      T.StructField("counters", T.StringType())]
 )  # fmt: skip
 EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
+
+
+class PartitionJob(Protocol):
+    """What a partition task needs of a job's settings (engines/keyed.py `KeyedSettings`)."""
+
+    processor: Processor
+    job: str
+    epoch: int | None  # the driver's lease epoch: the store refuses older ones' commits
+    retain: int
+    maintenance_every: int
+
+    @property
+    def invalid_output(self) -> str: ...
+    def split_input(self, rows: pa.Table | None) -> tuple[pa.Table, pa.Table]: ...
+    def open_state(self) -> StateBackend: ...
+    def sink(self) -> Sink: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +122,7 @@ class BatchBasis:
         return BatchPlan(self.version, self.previous, self.watermark_before, after, self.refresh)
 
 
-def partition_task(settings: KeyedSettings, basis: BatchBasis,
+def partition_task(settings: PartitionJob, basis: BatchBasis,
                    batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """The Spark task of one partition: step 0, then `run_partition`; one row of counts."""
     from pyspark import TaskContext
@@ -118,7 +134,7 @@ def partition_task(settings: KeyedSettings, basis: BatchBasis,
     yield _counts_batch({**counts, "records": records, "latest": latest})
 
 
-def missing_task(settings: KeyedSettings, plan: BatchPlan,
+def missing_task(settings: PartitionJob, plan: BatchPlan,
                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """Run the partitions named in `batches` (column `p`) with no rows."""
     for batch in batches:
@@ -135,7 +151,7 @@ def _counts_batch(counts: dict) -> pa.RecordBatch:
 
 
 def run_partition(
-    settings: KeyedSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
+    settings: PartitionJob, plan: BatchPlan, partition: int, rows: pa.Table | None
 ) -> dict:
     """Steps 1-6 of the module doc for one partition; returns the task's counts."""
     d = declared(settings.processor)
