@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 CONTENDERS = ("ours", "spark-jvm", "spark-pandas")
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 
+# The orders as every contender reads them: Spark's JSON reader with this schema.
+COLUMNS = "customer_id long, amount double"
 
 def write_orders(inp: Path, orders: int, customers: int, files: int) -> None:
     rng = np.random.default_rng(7)
@@ -55,14 +57,14 @@ def write_orders(inp: Path, orders: int, customers: int, files: int) -> None:
 
 def run_one(name: str, inp: str, work: str, partitions: int, per_trigger: int) -> dict:
     """One contender in this process; returns its seconds and batches."""
-    from examples.running_totals import SPARK_COLUMNS, RunningTotals
+    from examples.running_totals import RunningTotals
     from sessionize import stateful
     from sessionize.spark_session import get_spark
 
     conf = {"spark.sql.streaming.stateStore.providerClass": HDFS}
     spark = get_spark(f"keyed-{name}", shuffle_partitions=partitions, conf=conf)
     spark.range(1).collect()  # the JVM is up before the clock starts
-    rows = spark.readStream.schema(SPARK_COLUMNS).option("maxFilesPerTrigger", per_trigger)
+    rows = spark.readStream.schema(COLUMNS).option("maxFilesPerTrigger", per_trigger)
     rows = rows.json(inp)
     out, chk = f"{work}/out", f"{work}/chk"
     start = time.perf_counter()
