@@ -36,8 +36,8 @@ from sessionize.sinks.registry import open_sink
 from sessionize.state import RowSpec, StateBackend, layout_rows
 from sessionize.state.lease import Lease
 
-# A session batch record's counts, flat, in this order: the engine's, then the processor's
-# counters (its gauges as their running sums), then the store's (engines/partition.py).
+# The store's measures as a session batch record names them: record name -> the task's
+# (engines/partition.py). They follow the engine's counts and the session counters.
 _STORE = {"state_rows_loaded": "store_rows_loaded", "state_rows_written": "store_rows_written",
           "state_round_trips": "state_round_trips", "state_bytes_read": "state_bytes_read",
           "state_bytes_written": "state_bytes_written", "state_load_us": "state_load_us",
