@@ -205,8 +205,12 @@ class KeyedEngine(Engine):
         self.settings = settings
         self.backend = backend or settings.open_state()
         self.sink = settings.sink()
-        self.invalid_output = settings.invalid_output
         self.lease = lease  # None: unfenced
+
+    @property
+    def invalid_output(self) -> str:
+        """The output of the input's invalid rows, as the job's settings name it."""
+        return self.settings.invalid_output
 
     @override
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
