@@ -22,7 +22,7 @@ def data(spark, tmp_path_factory):
     return root, clean_stream_run(spark, root)
 
 
-# One kill at each step of a batch's commit (engines/store.py module doc), in a row: every
+# One kill at each step of a batch's commit (engines/partition.py module doc), in a row: every
 # restart resumes from the state the previous kill left.
 KILLS = ["after-record:0", "after-state-commit:1", "before-publish:2", "after-publish:3"]
 
