@@ -98,6 +98,8 @@ def _processor(**attrs) -> stateful.Processor:
             r"partition_by column\(s\) \['d'\]",
         ),
         ({"late_output": "no/slash"}, "`late_output` 'no/slash' is not an output name"),
+        ({"gauges": "open"}, "`gauges` must be a tuple of counter names"),
+        ({"gauges": ("open", "")}, "`gauges` must be a tuple of counter names"),
         (
             {
                 "late_output": "o",
