@@ -47,6 +47,26 @@ def test_a_restart_with_another_processor_is_refused_naming_the_difference(
     assert "\n" not in str(refused.value)
 
 
+def test_a_gauge_added_to_a_running_job_is_refused_and_an_old_record_without_one_runs(tmp_path):
+    """A gauge's running sum is kept from a job's first batch: one added later would count
+    from the restart, so the restart is refused, also on a record written before gauges
+    were recorded; such a record runs on unchanged when the processor has none."""
+
+    class Counted(Dedup):
+        gauges = ("ids_held",)
+
+        @property
+        def name(self) -> str:
+            return "Dedup"  # the same processor, with a gauge added
+
+    old = {k: v for k, v in _record(Dedup(hours=2)).items() if k != "gauges"}
+    write_record(str(tmp_path), "sessionize.json", old)
+    with pytest.raises(IncompatibleCheckpoint, match=r"gauges \[\] \(now \['ids_held'\]\)"):
+        check_or_record_processor(str(tmp_path), _record(Counted(hours=2)))
+    check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
+    assert recorded(str(tmp_path))["gauges"] == []
+
+
 def test_another_state_schema_is_named(tmp_path):
     check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
     changed = {**_record(Dedup(hours=2)), "state_schema": "event_id string"}

@@ -21,6 +21,7 @@ from sessionize.api.recorded import recorded_state
 from sessionize.api.workers import check_workers
 from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import (
+    PROCESSOR_RECORD_DEFAULTS,
     batch_input,
     batch_timestamp_us,
     check_agreement,
@@ -248,6 +249,8 @@ def run(
         last = max(versions) if versions else None
         if last is not None:
             recorded = engine.backend.recorded_settings(job) or {}
+            if recorded:
+                recorded = {**PROCESSOR_RECORD_DEFAULTS, **recorded}
             now = settings_record(settings)
             changed = [k for k in now if k in recorded and recorded[k] != now[k]]
             if changed:

@@ -279,6 +279,11 @@ def refuse_if_rewinding(checkpoint: str) -> None:
         )
 
 
+# A stateful job's settings recorded before they existed, as those jobs ran: compared so,
+# a restart that adds one (a gauge, whose running sum would start mid-job) is refused.
+PROCESSOR_RECORD_DEFAULTS: dict[str, object] = {"gauges": []}
+
+
 def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> None:
     """Record a stateful job's `settings` (its processor's name, key, state schema,
     parameters, partitions, lateness, output) in a new checkpoint, or refuse, in one line
@@ -290,7 +295,8 @@ def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> N
             f"checkpoint {checkpoint} belongs to a session job, not to processor "
             f"{settings['processor']}: give this job a checkpoint of its own"
         )
-    was = {k: json.loads(json.dumps(comparable(k, v))) for k, v in before.items()}
+    old = {**PROCESSOR_RECORD_DEFAULTS, **before} if before else {}
+    was = {k: json.loads(json.dumps(comparable(k, v))) for k, v in old.items()}
     changed = [k for k in now if k in was and was[k] != now[k]]
     if changed:
         diffs = "; ".join(f"{k} {was[k]!r} (now {now[k]!r})" for k in changed)

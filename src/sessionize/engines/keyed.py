@@ -167,6 +167,7 @@ def settings_record(settings: KeyedSettings) -> dict[str, object]:
         "event_time": d.event_time,
         "state_schema": ", ".join(f"{f.name} {f.type}" for f in d.state_schema),
         "params": settings.processor.params(),
+        "gauges": list(settings.processor.gauges),
         "partitions": settings.partitions,
         "lateness": format_duration(settings.lateness_us),
         "output_format": settings.output_format,
