@@ -472,7 +472,11 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     # `suspect` is read once, so it needs no projection of its own (each projection costs
     # Spark's driver an analysis of the whole plan on every micro-batch).
     suspect = _suspect(mapping, F.col("j"), ts)
-    wrong = F.when(suspect, _type_reason(mapping, F.col("value"), corrupt))
+    # Without a line (an unreadable record, or a row the block reader judged: `parse` passes
+    # those with no `value`) there is no field to check; else every such row, having no
+    # time, would be suspect and pay for the exact parse of nothing.
+    wrong = F.when(F.col("value").isNotNull() & suspect,
+                   _type_reason(mapping, F.col("value"), corrupt))  # fmt: skip
     steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
