@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,15 +45,31 @@ def kafka_bootstrap() -> str:
 
 
 @pytest.fixture(scope="session")
-def kinesis_endpoint() -> str:
+def kinesis_endpoint() -> Iterator[str]:
+    """The test server's endpoint. The streams the session's tests create are deleted at its
+    end: the server keeps them across restarts, and its account allows 200 shards."""
     env = _service_env("kinesis")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         os.environ.setdefault(key, env[key])
-    return env["SESSIONIZE_TEST_KINESIS"]
+    endpoint = env["SESSIONIZE_TEST_KINESIS"]
+    client = _kinesis(endpoint)
+    before = _stream_names(client)
+    yield endpoint
+    for name in sorted(_stream_names(client) - before):
+        client.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+
+
+def _kinesis(endpoint: str):
+    import boto3
+
+    return boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
+
+
+def _stream_names(client) -> set[str]:
+    pages = client.get_paginator("list_streams").paginate()
+    return {name for page in pages for name in page["StreamNames"]}
 
 
 @pytest.fixture(scope="session")
 def kinesis_client(kinesis_endpoint):
-    import boto3
-
-    return boto3.client("kinesis", endpoint_url=kinesis_endpoint, region_name="us-east-1")
+    return _kinesis(kinesis_endpoint)
