@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow import fs as pafs
 
 # The rows every source yields (see sessionize.sources): the payload as text, or an error.
@@ -44,22 +45,37 @@ def text_or_error(payload: bytes) -> tuple[str, str | None]:
         return payload.decode("utf-8", "backslashreplace"), f"not UTF-8 (byte {e.start})"
 
 
-def text_columns(payloads: list[bytes]) -> tuple[pa.Array, pa.Array]:
+def text_columns(payloads: pa.BinaryArray) -> tuple[pa.Array, pa.Array]:
     """Many records' bytes -> (value, error) string arrays; Arrow checks UTF-8 in one pass
     and the records are decoded one by one only when some are not UTF-8."""
     try:
-        values = pa.array(payloads, pa.binary()).cast(pa.string())
-        return values, pa.nulls(len(payloads), pa.string())
+        return payloads.cast(pa.string()), pa.nulls(len(payloads), pa.string())
     except pa.ArrowInvalid:
-        pairs = [text_or_error(p) for p in payloads]
+        pairs = [text_or_error(p) for p in payloads.to_pylist()]
         return (
             pa.array([v for v, _ in pairs], pa.string()),
             pa.array([e for _, e in pairs], pa.string()),
         )
 
 
+def split_lines(data: bytes) -> pa.BinaryArray:
+    """`data.splitlines()` as one Arrow array: a line ends at `\n`, `\r\n` or a lone `\r`,
+    none of which is part of it, and a line break at the very end starts no line. Text
+    without a `\r` (most files) is split by Arrow in one call, not line by line.
+
+    Example:
+        >>> split_lines(b"a\r\nb\rc\n").to_pylist()
+        [b'a', b'b', b'c']
+    """
+    if b"\r" in data:
+        return pa.array(data.splitlines(), pa.binary())
+    parts = pc.split_pattern(pa.array([data], pa.large_binary()), pattern=b"\n").flatten()
+    ended = data.endswith(b"\n") or not data  # then the last part is no line
+    return parts.slice(0, len(parts) - ended).cast(pa.binary())
+
+
 def _batch(values: pa.Array, errors: pa.Array, source: str) -> pa.RecordBatch:
-    sources = pa.array([source] * len(values), pa.string())
+    sources = pa.repeat(pa.scalar(source, pa.string()), len(values))
     return pa.RecordBatch.from_arrays([values, errors, sources], schema=RECORD_SCHEMA)
 
 
@@ -164,7 +180,7 @@ def decode_file(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[p
                     continue
                 complete = pending + data[: cut + 1]
                 pending = data[cut + 1 :]
-                batch = complete.splitlines()
+                batch = split_lines(complete)
                 lines += len(batch)
                 yield _batch(*text_columns(batch), path)
         if failure is None and decomp is not None and not decomp.complete():
@@ -175,4 +191,4 @@ def decode_file(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[p
         value, _ = text_or_error(pending)
         yield _batch(pa.array([value or None]), pa.array([f"unreadable file: {failure}"]), path)
     elif pending:
-        yield _batch(*text_columns(pending.splitlines()), path)
+        yield _batch(*text_columns(split_lines(pending)), path)
