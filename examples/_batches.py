@@ -4,12 +4,14 @@ or in memory over files or a built-in sample; print what it wrote."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pyarrow as pa
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from sessionize import stateful
+from sessionize.cli import failures
 from sessionize.stateful import LocalRun
 
 
@@ -69,19 +71,40 @@ def main(
         show(stateful.run_local(processor, read_batches(args.files, schema) if args.files
                                 else sample))  # fmt: skip
         return
+    # As the `sessionize` command does: what Spark's JVM and workers print goes to a log
+    # file, so that a failure is one line on stderr (the log is kept when it holds a trace).
+    with failures.StderrLog():
+        code = _stream(args, processor, source_schema, lateness)
+    if code:
+        raise SystemExit(code)
+
+
+def _stream(args: argparse.Namespace, processor: stateful.Processor, source_schema: pa.Schema,
+            lateness: str) -> int:  # fmt: skip
+    """The stream on Spark; the exit code (2: an error, said in one line; 130: Ctrl-C)."""
     from sessionize.errors import SessionizeError
     from sessionize.spark_session import get_spark
 
-    spark = get_spark(type(processor).__name__, shuffle_partitions=args.partitions)
+    failures.COMMAND = "stream"  # what to do after a failure: run it again to resume
     try:
+        spark = get_spark(type(processor).__name__, shuffle_partitions=args.partitions)
         rows = stateful.source(spark, args.input, source_schema, options=args.options)
         run = stateful.start(
             rows, processor, output=args.output, checkpoint=args.checkpoint, state=args.state,
             partitions=args.partitions, lateness=lateness, on_batch=print,
         )  # fmt: skip
         run.wait()
+    except KeyboardInterrupt:
+        print("interrupted; run the same command again to resume", file=sys.stderr)
+        failures.quiet_from_now()
+        return 130
     except SessionizeError as e:
-        raise SystemExit(f"error: {e}") from None
+        failures.report(str(e), e)
+        return 2
+    except Exception as e:  # from Spark or a server: still one line, the trace in the log
+        failures.report(failures.describe(e), e, unexpected=True)
+        return 2
+    return 0
 
 
 def show(run: LocalRun) -> None:
