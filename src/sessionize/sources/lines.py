@@ -59,7 +59,7 @@ def text_columns(payloads: pa.BinaryArray) -> tuple[pa.Array, pa.Array]:
 
 
 def split_lines(data: bytes) -> pa.BinaryArray:
-    """`data.splitlines()` as one Arrow array: a line ends at `\n`, `\r\n` or a lone `\r`,
+    r"""`data.splitlines()` as one Arrow array: a line ends at `\n`, `\r\n` or a lone `\r`,
     none of which is part of it, and a line break at the very end starts no line. Text
     without a `\r` (most files) is split by Arrow in one call, not line by line.
 
