@@ -21,13 +21,13 @@ from sessionize.api.recorded import recorded_state
 from sessionize.api.workers import check_workers
 from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import (
-    PROCESSOR_RECORD_DEFAULTS,
     batch_input,
     batch_timestamp_us,
     check_agreement,
     check_or_record_processor,
     checkpoint_lease,
     output_lease,
+    processor_record,
     record_paths,
     refuse_if_rewinding,
 )  # fmt: skip
@@ -248,9 +248,7 @@ def run(
         versions = engine.backend.job_versions(job)
         last = max(versions) if versions else None
         if last is not None:
-            recorded = engine.backend.recorded_settings(job) or {}
-            if recorded:
-                recorded = {**PROCESSOR_RECORD_DEFAULTS, **recorded}
+            recorded = processor_record(engine.backend.recorded_settings(job))
             now = settings_record(settings)
             changed = [k for k in now if k in recorded and recorded[k] != now[k]]
             if changed:

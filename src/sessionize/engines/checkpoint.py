@@ -281,7 +281,14 @@ def refuse_if_rewinding(checkpoint: str) -> None:
 
 # A stateful job's settings recorded before they existed, as those jobs ran: compared so,
 # a restart that adds one (a gauge, whose running sum would start mid-job) is refused.
-PROCESSOR_RECORD_DEFAULTS: dict[str, object] = {"gauges": []}
+_PROCESSOR_RECORD_DEFAULTS: dict[str, object] = {"gauges": []}
+
+
+def processor_record(recorded: dict | None) -> dict:
+    """A stateful job's recorded settings (a checkpoint's or a store's entry) as they
+    compare with a run's: a setting recorded before it existed reads as what those jobs
+    ran with. Nothing recorded stays {}."""
+    return {**_PROCESSOR_RECORD_DEFAULTS, **recorded} if recorded else {}
 
 
 def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> None:
@@ -295,8 +302,8 @@ def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> N
             f"checkpoint {checkpoint} belongs to a session job, not to processor "
             f"{settings['processor']}: give this job a checkpoint of its own"
         )
-    old = {**PROCESSOR_RECORD_DEFAULTS, **before} if before else {}
-    was = {k: json.loads(json.dumps(comparable(k, v))) for k, v in old.items()}
+    was = {k: json.loads(json.dumps(comparable(k, v)))
+           for k, v in processor_record(before).items()}  # fmt: skip
     changed = [k for k in now if k in was and was[k] != now[k]]
     if changed:
         diffs = "; ".join(f"{k} {was[k]!r} (now {now[k]!r})" for k in changed)
