@@ -4,7 +4,6 @@ or in memory over files or a built-in sample; print what it wrote."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 import pyarrow as pa
 import pyarrow.json as pj
@@ -73,38 +72,25 @@ def main(
         return
     # As the `sessionize` command does: what Spark's JVM and workers print goes to a log
     # file, so that a failure is one line on stderr (the log is kept when it holds a trace).
+    failures.COMMAND = "stream"  # what to do after a failure: run it again to resume
     with failures.StderrLog():
-        code = _stream(args, processor, source_schema, lateness)
+        code = failures.reported(lambda: _stream(args, processor, source_schema, lateness))
     if code:
         raise SystemExit(code)
 
 
 def _stream(args: argparse.Namespace, processor: stateful.Processor, source_schema: pa.Schema,
-            lateness: str) -> int:  # fmt: skip
-    """The stream on Spark; the exit code (2: an error, said in one line; 130: Ctrl-C)."""
-    from sessionize.errors import SessionizeError
+            lateness: str) -> None:  # fmt: skip
+    """The stream on Spark, until its trigger ends it."""
     from sessionize.spark_session import get_spark
 
-    failures.COMMAND = "stream"  # what to do after a failure: run it again to resume
-    try:
-        spark = get_spark(type(processor).__name__, shuffle_partitions=args.partitions)
-        rows = stateful.source(spark, args.input, source_schema, options=args.options)
-        run = stateful.start(
-            rows, processor, output=args.output, checkpoint=args.checkpoint, state=args.state,
-            partitions=args.partitions, lateness=lateness, on_batch=print,
-        )  # fmt: skip
-        run.wait()
-    except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume", file=sys.stderr)
-        failures.quiet_from_now()
-        return 130
-    except SessionizeError as e:
-        failures.report(str(e), e)
-        return 2
-    except Exception as e:  # from Spark or a server: still one line, the trace in the log
-        failures.report(failures.describe(e), e, unexpected=True)
-        return 2
-    return 0
+    spark = get_spark(type(processor).__name__, shuffle_partitions=args.partitions)
+    rows = stateful.source(spark, args.input, source_schema, options=args.options)
+    run = stateful.start(
+        rows, processor, output=args.output, checkpoint=args.checkpoint, state=args.state,
+        partitions=args.partitions, lateness=lateness, on_batch=print,
+    )  # fmt: skip
+    run.wait()
 
 
 def show(run: LocalRun) -> None:

@@ -16,7 +16,7 @@ from sessionize.cli import failures, maintain, reprocess
 from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
 from sessionize.cli.params import DURATION, HOUR, make_rules, rules_options
 from sessionize.config import redact_uri
-from sessionize.errors import ConfigError, SessionizeError
+from sessionize.errors import ConfigError
 
 
 def max_future_option(f):
@@ -454,24 +454,24 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
+    code = failures.reported(lambda: _command(argv))
+    if code:
+        sys.exit(code)
+
+
+def _command(argv: list[str] | None) -> None:
+    """The command, with click's own outcomes turned into the ones `failures.reported`
+    answers (Ctrl-C) or lets pass (an exit code)."""
     try:
         cli.main(args=argv, prog_name="sessionize", standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("sessionize: interrupted; run the same command again to resume", err=True)
-        failures.quiet_from_now()
-        sys.exit(130)
+    except click.exceptions.Abort:
+        raise KeyboardInterrupt from None
     except click.UsageError as exc:
         hint = f" (see sessionize {exc.ctx.info_name} --help)" if exc.ctx else ""
         click.echo(f"sessionize: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except SessionizeError as exc:
-        failures.report(str(exc), exc)
-        sys.exit(2)
-    except Exception as exc:  # from Spark, a backend or a bug: still one line, trace kept
-        failures.report(failures.describe(exc), exc, unexpected=True)
-        sys.exit(2)
 
 
 def _add_state_tools() -> None:

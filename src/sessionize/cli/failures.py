@@ -15,8 +15,11 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 
 import click
+
+from sessionize.errors import SessionizeError
 
 DEBUG = False  # set by the CLI's --debug
 
@@ -142,3 +145,22 @@ def report(message: str, exc: BaseException, *, unexpected: bool = False) -> Non
             where = f"full trace in {log}" if log else where
         line = f"{line}; {advice()}; {where}" if not DEBUG else f"{line}; {advice()}"
     click.echo(f"sessionize: error: {line}", err=True)
+
+
+def reported(work: Callable[[], object]) -> int:
+    """Run `work`; the exit code, with what stopped it said in one line: Ctrl-C (130, and
+    what the shutdown prints goes to the log), a SessionizeError (2), anything else (2, its
+    trace in the log). What `work` raises that is not an Exception (SystemExit) passes."""
+    try:
+        work()
+    except KeyboardInterrupt:
+        click.echo("sessionize: interrupted; run the same command again to resume", err=True)
+        quiet_from_now()
+        return 130
+    except SessionizeError as exc:
+        report(str(exc), exc)
+        return 2
+    except Exception as exc:  # from Spark, a backend or a bug: still one line, trace kept
+        report(describe(exc), exc, unexpected=True)
+        return 2
+    return 0
