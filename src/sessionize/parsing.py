@@ -35,6 +35,7 @@ from sessionize.events import blocks
 from sessionize.events import rules as R
 from sessionize.events.blocks import EXACT
 from sessionize.events.marks import LATEST, RECORDS, marked_schema
+from sessionize.events.packing import PACKED, packed_schema
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 
@@ -361,7 +362,7 @@ def parse(
         read_task, p, now if in_task else None, max_future_us if in_task else None,
         not judged_here, valid_sources or not judged_here, marks, decode,
     )  # fmt: skip
-    schema = p.schema if marks is None else marked_schema(p.schema)
+    schema = p.schema if marks is None else packed_schema(marked_schema(p.schema))
     records = raw if decode is not None else raw.select("value", "error", "source")
     typed = records.mapInArrow(task, from_arrow_schema(schema))
     now = now_column(now)
@@ -381,7 +382,7 @@ def _merged(m: EventMapping, marked: bool, valid_sources: bool, owner: tuple[str
     """`parse`'s projections around `parse_exact`, built once like `_plan` (but with a time
     limit Spark judges, `future`): its input with the reader's rows carried; the merge."""
     names = event_columns(m)
-    marks = [RECORDS, LATEST] if marked else []
+    marks = [RECORDS, LATEST, PACKED] if marked else []
     carried = F.struct(*names, "reason", "raw", *marks, EXACT).alias(CARRIED)
     mixed = [F.when(F.col(EXACT), F.col("raw")).alias("value"),
              F.lit(None).cast("string").alias("error"), "source", carried]  # fmt: skip

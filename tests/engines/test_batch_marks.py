@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,9 @@ from pyspark import TaskContext
 from pyspark.sql import functions as F
 
 from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
-from sessionize.engines.placement import partition_users
+from sessionize.engines.placement import partition_users, user_partitions
+from sessionize.events.marks import LATEST, RECORDS
+from sessionize.events.packing import unpack
 from sessionize.mapping import EventMapping
 from sessionize.parsing import RECORDS_SCHEMA, parse, parse_exact
 from sessionize.sources.files import LISTED_FILE, decode_listed, listed_files
@@ -70,6 +73,11 @@ def test_every_partition_learns_the_whole_batch(spark, user_type):
     assert sum(r["events"] for r in out) == 10
     placed = sorted(u for r in out for u in r["users"])
     assert placed == sorted(str(u) for u in range(1, 11))
+    # The rows travel packed, each in the partition Spark's shuffle gives its key.
+    spark_placed = user_partitions(spark, table["user_id"].combine_chunks(), PARTITIONS)
+    assert {u: r["p"] for r in out for u in r["users"]} == {
+        str(u): int(p) for u, p in zip(users, spark_placed, strict=True)
+    }
 
 
 def test_a_batch_without_rows_sends_no_marks(spark):
@@ -108,6 +116,13 @@ def _read_and_marked(spark, lines: list[str], mapping: EventMapping) -> list[dic
     marked = parse(_raw(spark, lines), now=NOW_US, max_future_us=DAY_US, mapping=mapping,
                    valid_sources=False, marks=keys)  # fmt: skip
     return _reports(marked)
+
+
+def _unpacked(parsed) -> list[dict]:
+    """The rows of a marked parse but its marks, those that travel packed unpacked."""
+    table = parsed.toArrow()
+    rows = table.filter(pc.is_null(table[RECORDS])).drop_columns([RECORDS, LATEST])
+    return unpack(rows).to_pylist()
 
 
 def _line(user: object, minute: int, page: str = "home") -> str:
@@ -161,9 +176,9 @@ def test_the_task_that_reads_the_files_parses_and_marks_them(spark, tmp_path):
     options = {"now": NOW_US, "max_future_us": DAY_US, "valid_sources": False, "marks": keys}
     fused = parse(listing, decode=decode_listed, **options)
     apart = parse(listing.mapInArrow(decode_listed, RECORDS_SCHEMA), **options)
-    rows = fused.collect()
-    assert sorted(map(str, rows)) == sorted(map(str, apart.collect()))
-    reasons = sorted(str(r["reason"]) for r in rows if r["_mark_records"] is None)
+    rows = _unpacked(fused)
+    assert sorted(map(str, rows)) == sorted(map(str, _unpacked(apart)))
+    reasons = sorted(str(r["reason"]) for r in rows)
     assert reasons == sorted(["None"] * 5 + ["not a JSON object", "not UTF-8 (byte 0)",
                                              "unreadable file: truncated gzip after 1 lines"])
     out = _reports(fused)

@@ -20,7 +20,7 @@ parser (typed rows) and for the keyed engine's records.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 
 from sessionize.engines.placement import user_partitions
 from sessionize.events.marks import LATEST, RECORDS, pass_and_mark
+from sessionize.events.packing import PACKED, pack, unpack
 
 # Candidates tried per partition when looking for a key that lands in each one: with
 # 64 per partition, the chance that one partition gets none is about e^-64.
@@ -53,16 +54,30 @@ def mark_keys(spark: SparkSession, partitions: int, user_type: pa.DataType) -> p
 def with_marks(
     parsed: DataFrame, keys: pa.Array, key: str = "user_id", time: str | None = "event_time"
 ) -> DataFrame:
-    """`parsed` with the two mark columns, plus one mark row per (map task, partition).
+    """`parsed` with the two mark columns, plus one mark row per (map task, partition);
+    the rows themselves travel packed by partition (`events.packing`) where Spark's
+    placement of `key`'s type is computed in Arrow (64-bit integers, strings).
 
     `key` is the column the shuffle places rows by, `time` the event time (None: none);
     rows with a `reason` (invalid lines) have no valid event time."""
     fields = [T.StructField(f.name, f.dataType, True) for f in parsed.schema.fields]
-    schema = T.StructType(
-        [*fields, T.StructField(RECORDS, T.LongType()), T.StructField(LATEST, T.LongType())]
-    )
-    task = functools.partial(pass_and_mark, keys=keys, key=key, time=time, valid=_valid)
+    schema = T.StructType([
+        *fields, T.StructField(RECORDS, T.LongType()), T.StructField(LATEST, T.LongType()),
+        T.StructField(PACKED, T.BinaryType()),
+    ])  # fmt: skip
+    task = functools.partial(_mark_and_pack, keys=keys, key=key, time=time,
+                             columns=parsed.columns)  # fmt: skip
     return parsed.mapInArrow(task, schema)
+
+
+def _mark_and_pack(batches: Iterator[pa.RecordBatch], keys: pa.Array, key: str,
+                   time: str | None, columns: list[str]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    marked = pass_and_mark(batches, keys, key, time, _valid)
+    yield from pack(marked, keys, key, _not_a_mark, columns)
+
+
+def _not_a_mark(batch: pa.RecordBatch) -> pa.Array:
+    return pc.is_null(batch.column(RECORDS))
 
 
 def _valid(batch: pa.RecordBatch) -> pa.Array | None:
@@ -87,6 +102,6 @@ def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None
         return None, 0, None
     is_mark = pc.is_valid(rows[RECORDS])
     marks = rows.filter(is_mark)
-    events = rows.filter(pc.invert(is_mark)).drop_columns([RECORDS, LATEST])
+    events = unpack(rows.filter(pc.invert(is_mark)).drop_columns([RECORDS, LATEST]))
     records = pc.sum(marks[RECORDS]).as_py() or 0
     return events, records, pc.max(marks[LATEST]).as_py()

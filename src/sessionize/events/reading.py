@@ -4,7 +4,8 @@ Spark hands the task batches of records (`value`, `error`, `source`), or, given 
 `decode`, whatever the source's task reads them from (a listing of files): the task then
 decodes the lines itself, so they never cross into the JVM before they are parsed. Either
 way every batch goes through `blocks.read_block`, and with mark keys the task's rows are
-followed by its mark rows (`marks.pass_and_mark`).
+followed by its mark rows (`marks.pass_and_mark`) and leave packed by partition
+(`packing.pack`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.events import blocks
-from sessionize.events.marks import pass_and_mark
+from sessionize.events.marks import RECORDS, pass_and_mark
+from sessionize.events.packing import pack
 from sessionize.spark_session import ARROW_BATCH_BYTES
 
 # A source's task function: its input batches -> records (`value`, `error`, `source`).
@@ -49,8 +51,11 @@ def read_task(
 
     if keys is None:
         yield from read()
-    else:  # a line of the exact path is judged later (`parsing._exact_marks`)
-        yield from pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
+        return
+    # A line of the exact path is judged later (`parsing._exact_marks`): it and the marks
+    # travel as rows, every other row packed by partition (`packing`).
+    marked = pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
+    yield from pack(marked, keys, "user_id", _packable, plan.schema.names[:-1])
 
 
 def bounded(batches: Iterator[pa.RecordBatch],
@@ -79,6 +84,12 @@ def bounded(batches: Iterator[pa.RecordBatch],
 def _text_bytes(values: pa.Array) -> int:
     """The bytes of text in a (sliced) string array."""
     return pc.sum(pc.binary_length(values)).as_py() or 0
+
+
+def _packable(batch: pa.RecordBatch) -> pa.Array:
+    """The rows the reader has finished: neither a mark nor left to the exact path."""
+    return pc.and_(pc.is_null(batch.column(RECORDS)),
+                   pc.invert(batch.column(blocks.EXACT).fill_null(False)))  # fmt: skip
 
 
 def _judged_here(batch: pa.RecordBatch) -> pa.Array:
