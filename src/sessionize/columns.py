@@ -23,12 +23,11 @@ from pyspark.sql import types as T
 from sessionize.errors import ConfigError
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
+from sessionize.events import rules as R
 from sessionize.events.rules import ISO_8601
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.parsing import (
     bad_gap,
-    future_reason,
-    gap_reason,
     gap_us,
     invalid_sources,
     now_column,
@@ -243,7 +242,7 @@ def _rule_columns(schema: T.StructType, mapping: EventMapping) -> tuple[list[Col
                 raise _wrong(mapping.gap, found[1], "a number of seconds")
             seconds = found[0].cast("double")
         columns.append(gap_us(seconds).alias(GAP_COLUMN))
-        reason = F.when(bad_gap(seconds), F.lit(gap_reason(mapping.gap)))
+        reason = F.when(bad_gap(seconds), F.lit(R.bad_gap(mapping.gap)))
     return columns, reason
 
 
@@ -279,7 +278,7 @@ def parse_columns(
     now = now_column(now)
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
-        future = F.when(ahead, F.lit(future_reason(mapping)))
+        future = F.when(ahead, F.lit(R.too_far_ahead(mapping.time)))
         reason = F.coalesce(reason, future)
     names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
     parsed = events.select(

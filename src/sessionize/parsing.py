@@ -54,11 +54,6 @@ _SPARK_TYPES = {
 }  # fmt: skip
 
 
-def future_reason(mapping: EventMapping) -> str:
-    """The reason of an event too far ahead of the batch's time, named by the time's path."""
-    return R.too_far_ahead(mapping.time)
-
-
 # Parsed columns of the default mapping, in the order of schema.EVENT.
 EVENT_COLUMNS = layout().event.names
 
@@ -213,7 +208,7 @@ def _reason(
         .when(_leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
     )
     if mapping.gap:
-        reason = reason.when(bad_gap(_leaf(j, mapping.gap)), F.lit(gap_reason(mapping.gap)))
+        reason = reason.when(bad_gap(_leaf(j, mapping.gap)), F.lit(R.bad_gap(mapping.gap)))
     reason = _conversion_reasons(mapping, value, j, reason)
     user_reason = _user_reason(mapping, user)
     return reason if user_reason is None else F.coalesce(reason, user_reason)
@@ -249,10 +244,6 @@ def bad_gap(seconds: Column) -> Column:
     return seconds.isNotNull() & (F.isnan(seconds) | out_of_range)
 
 
-def gap_reason(path: str) -> str:
-    return R.bad_gap(path)
-
-
 def parse_exact(
     raw: DataFrame,
     *,
@@ -286,7 +277,7 @@ def parse_exact(
         parsed = parsed.select(*step, *(carried if i == 0 else []))
     if now is not None and max_future_us is not None:
         future = too_far_ahead(F.col("ts"), now, max_future_us)
-        reason = F.coalesce(reason, F.when(future, F.lit(future_reason(mapping))))
+        reason = F.coalesce(reason, F.when(future, F.lit(R.too_far_ahead(mapping.time))))
     parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
     return parsed.select(*output, *carried)
 
@@ -389,7 +380,7 @@ def _merged(m: EventMapping, marked: bool, valid_sources: bool, owner: tuple[str
     read = F.col(CARRIED)
     is_exact, reason = read[EXACT], read["reason"]
     if future is not None:
-        reason = F.coalesce(reason, F.when(future, F.lit(future_reason(m))))
+        reason = F.coalesce(reason, F.when(future, F.lit(R.too_far_ahead(m.time))))
     out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
     reason = F.when(is_exact, F.col("reason")).otherwise(reason)
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))
