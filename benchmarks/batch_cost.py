@@ -9,7 +9,8 @@ process. For each batch it records Spark's own time of the trigger, the runner's
 and, inside the engine's run, the Spark actions it started, how many Spark jobs and
 stages ran and how many calls the driver's Python made into the JVM (each a round trip).
 Prints the median of each per batch size (the first two batches, which warm up the
-workers, are left out).
+workers, are left out), and Spark's floor for a job of a batch's shape: one row through a
+Python map task, shuffled into the partitions, one Python task each.
 """
 
 from __future__ import annotations
@@ -184,7 +185,29 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
             "trigger": spark_ms.get("triggerExecution", 0) / 1000,
             "foreachBatch": spark_ms.get("addBatch", 0) / 1000, **spark_parts, **phases,
         })  # fmt: skip
-    return {"name": name, "batches": out, "jobs": probe.last_jobs[:12]}
+    return {"name": name, "batches": out, "jobs": probe.last_jobs[:12],
+            "floor": floor_job(spark, partitions)}  # fmt: skip
+
+
+def floor_job(spark, partitions: int, runs: int = 7) -> float:
+    """Median seconds of the smallest job of a batch's shape, Spark's floor for it: one row
+    through a Python map task, shuffled into `partitions`, one Python task each."""
+    import pyarrow as pa
+
+    def same(batches):
+        yield from batches
+
+    def count(batches):
+        yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+
+    one = spark.createDataFrame(pa.table({"k": [1]}))
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        one.mapInArrow(same, "k long").repartition(partitions, "k").mapInArrow(
+            count, "n long").collect()  # fmt: skip
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[2:])
 
 
 def summarize(batches: list[dict]) -> dict[str, dict[str, float]]:
@@ -222,6 +245,9 @@ def main() -> None:
                            args.partitions)  # fmt: skip
         print("latest Spark jobs (stages run):", *result["jobs"], sep="\n  ")
         print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+        if "floor" in result:
+            print(f"Spark's floor, a 1-row job of the batch's shape (median s): "
+                  f"{result['floor']:.3f}")  # fmt: skip
         for size, medians in summarize(result["batches"]).items():
             print(f"{args.state}, {size} (median s per batch; jobs, stages per batch):")
             for k, v in medians.items():

@@ -67,7 +67,7 @@ def steps(spark, root: str) -> dict:
 
     now_us = int(time.time() * 1_000_000)
     valid = "reason IS NULL"  # so that the whole parse runs, not only what a count needs
-    keys = mark_keys(spark, PARTITIONS, layout().user_type)
+    keys = mark_keys(PARTITIONS, layout().user_type)
 
     def parsed(marks=None):
         return parse(file_batch(spark, [root]), now=now_us, max_future_us=MAX_FUTURE_US,

@@ -17,6 +17,7 @@ from pyspark import TaskContext
 from pyspark.sql import functions as F
 
 from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
+from sessionize.engines.partition import check_placement
 from sessionize.engines.placement import partition_users, user_partitions
 from sessionize.events.marks import LATEST, RECORDS
 from sessionize.events.packing import unpack
@@ -49,6 +50,15 @@ def _reports(marked) -> list[dict]:
 
 
 @pytest.mark.parametrize("user_type", [pa.int64(), pa.string()], ids=["long", "string"])
+def test_each_mark_key_is_placed_by_spark_in_its_partition(spark, user_type):
+    for partitions in (1, 4, 200):
+        keys = mark_keys(partitions, user_type)
+        assert keys.type == user_type
+        placed = user_partitions(spark, keys, partitions)  # Spark's own shuffle
+        assert placed.tolist() == list(range(partitions))
+
+
+@pytest.mark.parametrize("user_type", [pa.int64(), pa.string()], ids=["long", "string"])
 def test_every_partition_learns_the_whole_batch(spark, user_type):
     users = [1, 2, 3, 4, 5, 6, 7, 8, 9]
     times = [T0 + timedelta(minutes=m) for m in (5, 1, 9, 2, 7, 3, 8, 4, 6)]
@@ -64,7 +74,7 @@ def test_every_partition_learns_the_whole_batch(spark, user_type):
         "reason": pa.array(reasons, pa.string()),
     })  # fmt: skip
     parsed = spark.createDataFrame(table).repartition(3)  # three map tasks
-    keys = mark_keys(spark, PARTITIONS, user_type)
+    keys = mark_keys(PARTITIONS, user_type)
     out = _reports(with_marks(parsed, keys))
     assert sorted(r["p"] for r in out) == list(range(PARTITIONS))
     latest = int((T0 + timedelta(minutes=9)).timestamp() * 1_000_000)
@@ -87,7 +97,7 @@ def test_a_batch_without_rows_sends_no_marks(spark):
         "reason": pa.array([], pa.string()),
     })  # fmt: skip
     parsed = spark.createDataFrame(table).repartition(2)
-    keys = mark_keys(spark, PARTITIONS, pa.int64())
+    keys = mark_keys(PARTITIONS, pa.int64())
     out = _reports(with_marks(parsed, keys))
     assert {(r["records"], r["latest"], r["events"]) for r in out} <= {(0, None, 0)}
 
@@ -112,7 +122,7 @@ def _raw(spark, lines: list[str]):
 
 
 def _read_and_marked(spark, lines: list[str], mapping: EventMapping) -> list[dict]:
-    keys = mark_keys(spark, PARTITIONS, pa.string() if mapping.string_keys else pa.int64())
+    keys = mark_keys(PARTITIONS, pa.string() if mapping.string_keys else pa.int64())
     marked = parse(_raw(spark, lines), now=NOW_US, max_future_us=DAY_US, mapping=mapping,
                    valid_sources=False, marks=keys)  # fmt: skip
     return _reports(marked)
@@ -172,7 +182,7 @@ def test_the_task_that_reads_the_files_parses_and_marks_them(spark, tmp_path):
     # The latest event, then a truncated gzip: an `unreadable file` row.
     (tmp_path / "d.json.gz").write_bytes(gzip.compress(_line(5, 40).encode() + b"\n")[:-8])
     listing = listed_files(spark, [str(tmp_path)]).repartition(3, LISTED_FILE)
-    keys = mark_keys(spark, PARTITIONS, pa.int64())
+    keys = mark_keys(PARTITIONS, pa.int64())
     options = {"now": NOW_US, "max_future_us": DAY_US, "valid_sources": False, "marks": keys}
     fused = parse(listing, decode=decode_listed, **options)
     apart = parse(listing.mapInArrow(decode_listed, RECORDS_SCHEMA), **options)
@@ -185,3 +195,12 @@ def test_the_task_that_reads_the_files_parses_and_marks_them(spark, tmp_path):
     latest = int((T0 + timedelta(minutes=40)).timestamp() * 1_000_000)
     assert {(r["records"], r["latest"]) for r in out} == {(8, latest)}
     assert sum(r["events"] for r in out) == 8
+
+
+def test_a_partition_refuses_rows_of_a_key_spark_places_elsewhere():
+    keys = mark_keys(PARTITIONS, pa.int64())  # key i is placed in partition i
+    rows = pa.table({"user_id": keys.take(pa.array([2, 2]))})
+    check_placement(rows, "user_id", 2, PARTITIONS)
+    check_placement(None, "user_id", 2, PARTITIONS)
+    with pytest.raises(RuntimeError, match="partition 3 of 5 received rows of keys"):
+        check_placement(rows, "user_id", 3, PARTITIONS)

@@ -25,26 +25,27 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from sessionize.engines.placement import user_partitions
 from sessionize.events.marks import LATEST, RECORDS, pass_and_mark
 from sessionize.events.packing import PACKED, pack, unpack
+from sessionize.stateful.partitioner import spark_partitions
 
 # Candidates tried per partition when looking for a key that lands in each one: with
 # 64 per partition, the chance that one partition gets none is about e^-64.
 _CANDIDATES_PER_PARTITION = 64
 
 
-def mark_keys(spark: SparkSession, partitions: int, user_type: pa.DataType) -> pa.Array:
+def mark_keys(partitions: int, user_type: pa.DataType) -> pa.Array:
     """One `user_id` per partition (in partition order) that `partition_users` places in
-    that partition. Found by asking Spark itself, so it always agrees with the shuffle."""
+    that partition: computed as Spark's shuffle places keys (`stateful.partitioner`, held
+    to Spark's own placement by tests/stateful/test_partitioner.py), with no Spark job."""
     n = partitions * _CANDIDATES_PER_PARTITION
     candidates = pa.array(np.arange(n, dtype=np.int64))
     if pa.types.is_string(user_type):
         candidates = pc.cast(candidates, pa.string())
-    placed = user_partitions(spark, candidates, partitions)
+    placed = spark_partitions(candidates, partitions)
     found, first = np.unique(placed, return_index=True)  # partitions in order, first key of each
     if len(found) < partitions:
         raise RuntimeError(f"no mark key found for every one of {partitions} partitions")

@@ -217,7 +217,7 @@ class KeyedEngine(Engine):
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
         """One batch on every partition, in one Spark job (engines/partition.py)."""
         self._fence_once()
-        marked = self._marked(raw, request, self._mark_keys(raw.sparkSession))
+        marked = self._marked(raw, request, self._mark_keys())
         basis = BatchBasis(
             request.version,
             EMPTY_VERSION if request.first else request.previous,
@@ -264,11 +264,11 @@ class KeyedEngine(Engine):
         """The job's settings as the store keeps them, once per job: what a restart compares."""
         return self.settings.record()
 
-    def _mark_keys(self, spark: SparkSession) -> pa.Array:
-        """The batch marks' keys, found once per engine (a small Spark job)."""
+    def _mark_keys(self) -> pa.Array:
+        """The batch marks' keys, found once per engine."""
         if self._marks is None:
             key_type = declared(self.settings.processor).key_type
-            self._marks = mark_keys(spark, self.settings.partitions, key_type)
+            self._marks = mark_keys(self.settings.partitions, key_type)
         return self._marks
 
     def _fence_once(self) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -43,6 +44,7 @@ from sessionize.sinks.base import Sink
 from sessionize.state import StateBackend
 from sessionize.stateful.declared import Declared, declared
 from sessionize.stateful.keys import store_keys
+from sessionize.stateful.partitioner import spark_partitions
 from sessionize.stateful.processor import Processor
 from sessionize.stateful.step import StepResult, step
 
@@ -69,6 +71,7 @@ class PartitionJob(Protocol):
 
     processor: Processor
     job: str
+    partitions: int
     epoch: int | None  # the driver's lease epoch: the store refuses older ones' commits
     retain: int
     maintenance_every: int
@@ -130,8 +133,26 @@ def partition_task(settings: PartitionJob, basis: BatchBasis,
     partition = TaskContext.get().partitionId()
     received = list(batches)
     rows, records, latest = split_marks(pa.Table.from_batches(received) if received else None)
+    check_placement(rows, declared(settings.processor).key, partition, settings.partitions)
     counts = run_partition(settings, basis.plan(latest), partition, rows)
     yield _counts_batch({**counts, "records": records, "latest": latest})
+
+
+def check_placement(rows: pa.Table | None, key: str, partition: int, partitions: int) -> None:
+    """Refuse a partition's rows of which one's `key` belongs to another partition: the
+    reading tasks pack rows where they compute Spark's placement (`stateful.partitioner`),
+    and a key in two partitions would split its state. Raises RuntimeError: the batch
+    fails, none of it published (engines/runner.py)."""
+    if rows is None or rows.num_rows == 0:
+        return
+    where = spark_partitions(rows.column(key), partitions)
+    if (where != partition).any():
+        wrong = rows.column(key).take(pa.array(np.flatnonzero(where != partition)[:3]))
+        raise RuntimeError(
+            f"partition {partition} of {partitions} received rows of keys Spark places "
+            f"elsewhere ({wrong.to_pylist()}): the placement computed in Arrow disagrees with "
+            "Spark's shuffle; report this with the Spark version"
+        )
 
 
 def missing_task(settings: PartitionJob, plan: BatchPlan,
