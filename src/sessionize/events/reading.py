@@ -55,7 +55,8 @@ def read_task(
     # A line of the exact path is judged later (`parsing._exact_marks`): it and the marks
     # travel as rows, every other row packed by partition (`packing`).
     marked = pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
-    yield from pack(marked, keys, "user_id", _packable, plan.schema.names[:-1])
+    finished = [n for n in plan.schema.names if n != blocks.EXACT]
+    yield from pack(marked, keys, "user_id", _packable, finished)
 
 
 def bounded(batches: Iterator[pa.RecordBatch],
