@@ -97,8 +97,9 @@ def parse_marked(parser: Callable[..., DataFrame], raw: DataFrame, keys: pa.Arra
 
 
 def split_marks(rows: pa.Table | None) -> tuple[pa.Table | None, int, int | None]:
-    """A partition task's input -> (the batch's rows without the mark columns, the lines
-    of the whole batch, the latest valid event time of the whole batch)."""
+    """A partition task's input -> (the batch's rows without the mark columns, those that
+    travelled packed unpacked (`packing.unpack`), the lines of the whole batch, the latest
+    valid event time of the whole batch)."""
     if rows is None:
         return None, 0, None
     is_mark = pc.is_valid(rows[RECORDS])
