@@ -16,13 +16,20 @@ PROBE = textwrap.dedent(
     import json, sys
     from sessionize.spark_session import get_spark
     conf = json.loads(sys.argv[1])
+    worker = conf.pop("worker", False)
     spark = get_spark("probe", master=conf.pop("master", None), conf=conf, shuffle_partitions=4)
-    print(json.dumps({
+    got = {
         "master": spark.sparkContext.master,
         "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
         "tz": spark.conf.get("spark.sql.session.timeZone"),
         "tasks": spark.sparkContext.getConf().get("spark.ui.retainedTasks"),
-    }))
+    }
+    if worker:  # where a Python task's PySpark and worker module come from
+        got["worker"] = spark.sparkContext.parallelize([0], 1).map(
+            lambda _: [__import__("pyspark.worker").__file__,
+                       sys.modules["pyspark.worker"].__file__]).collect()[0]
+        got["daemon"] = spark.sparkContext.getConf().get("spark.python.daemon.module", None)
+    print(json.dumps(got))
     spark.stop()
     """
 )
@@ -59,6 +66,35 @@ def test_spark_submit_settings_win_over_defaults(tmp_path):
     # --conf of the command still wins over spark-submit's.
     got = _probe(tmp_path, {"spark.sql.shuffle.partitions": "3"}, submit)
     assert got["partitions"] == "3"
+
+
+def test_local_workers_import_pyspark_from_the_installed_package(tmp_path):
+    """Not from Spark's `pyspark.zip`, which every worker would compile anew."""
+    import pyspark
+
+    got = _probe(tmp_path, {"worker": True, "master": "local[1]"})
+    package = os.path.dirname(pyspark.__file__)
+    assert got["daemon"] == "sessionize.worker_daemon"
+    assert [os.path.dirname(f) for f in got["worker"]] == [package, package], got
+
+
+def test_the_daemon_drops_only_the_installed_packages_own_zip(tmp_path):
+    from sessionize.worker_daemon import prefer_installed
+
+    site = tmp_path / "site"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own = site / "pyspark" / "python" / "lib" / "pyspark.zip"
+    own.write_bytes(b"")
+    other = tmp_path / "spark-home" / "python" / "lib" / "pyspark.zip"
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"")
+    py4j = str(own.parent / "py4j-src.zip")
+    assert prefer_installed([str(own), py4j, str(site)]) == [py4j, str(site)]
+    # A Spark home of its own (another zip), no installed package, or no zip: as Spark set it.
+    for path in ([str(other), str(site)], [str(own), str(tmp_path)], [str(site)],
+                 [str(tmp_path / "gone" / "pyspark.zip"), str(site)]):  # fmt: skip
+        assert prefer_installed(path) == path
 
 
 def test_master_and_remote_exclude_each_other():

@@ -84,6 +84,7 @@ def get_spark(
         # stack around every function call that builds a column (four round trips each):
         # hundreds per micro-batch's plan, for the line numbers in an analysis error.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        **_worker_daemon(os.environ.get("SESSIONIZE_SPARK_MASTER", "local[*]"), master),
     }
     if submitted_jvm:
         # Started by spark-submit: its JVM already runs and holds the user's settings.
@@ -98,6 +99,20 @@ def get_spark(
     spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SESSIONIZE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+def _worker_daemon(default_master: str, master: str | None) -> dict[str, str]:
+    """`spark.python.daemon.module` for a local master whose workers run this interpreter
+    with sessionize installed as files: PySpark imported from its installed package
+    (`worker_daemon`). A cluster's executors, or a sessionize shipped in a zip
+    (`--py-files`), keep Spark's own daemon."""
+    local = (master or default_master).startswith("local")
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    same = os.path.abspath(shutil.which(python) or python) == os.path.abspath(sys.executable)
+    files = os.path.isfile(os.path.join(os.path.dirname(__file__), "worker_daemon.py"))
+    if not (local and same and files):
+        return {}
+    return {"spark.python.daemon.module": "sessionize.worker_daemon"}
 
 
 def _connect(app: str, remote: str, conf: Mapping[str, str], shuffle_partitions: int):
