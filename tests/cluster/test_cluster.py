@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 
 from tests.cluster.cluster import (
     Cluster,
@@ -23,6 +24,13 @@ from tests.cluster.cluster import (
 from tests.helpers import assert_same_as_clean, cli_env, sessionize
 
 APP = "sessionize-sessionize"  # the CLI's application name for the default job
+DAEMON = "sessionize.worker_daemon"
+
+
+def _children(pid: int, pattern: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid), "-f", pattern], capture_output=True,
+                           text=True)  # fmt: skip
+    return [int(p) for p in found.stdout.split()]
 
 
 def _args(inp, run, cluster: Cluster, *more: str) -> list[str]:
@@ -42,10 +50,11 @@ def _progress(run) -> list[dict]:
 
 def test_executor_and_driver_killed_on_the_cluster_outputs_stay_exact(data, cluster: Cluster):
     """files state (the store with the executor-side cache): an executor JVM killed -9 after
-    batch 0, the driver killed -9 after batch 1, then a restart on the cluster."""
+    batch 0, the driver killed -9 after batch 1, then a restart on the cluster. The
+    executors run sessionize's Python daemon (docs/scaling.md), as a cluster may be set."""
     root, inp = data
     run = root / "kills"
-    args = _args(inp, run, cluster)
+    args = _args(inp, run, cluster, "--conf", f"spark.python.daemon.module={DAEMON}")
     proc = start_cli(args, cli_env())
     killed, seen = None, []
     try:
@@ -54,6 +63,8 @@ def test_executor_and_driver_killed_on_the_cluster_outputs_stay_exact(data, clus
             if line.startswith("batch 0:"):
                 pids = cluster.executor_pids(APP)
                 assert pids, f"no executor of {APP} found: {cluster.apps()}"
+                daemons = [_children(pid, DAEMON) for pid in pids]
+                assert all(daemons), f"executors {pids} run no {DAEMON}: {daemons}"
                 killed = pids[0]
                 os.kill(killed, signal.SIGKILL)
             if line.startswith("batch 1:"):
