@@ -78,6 +78,18 @@ def test_local_workers_import_pyspark_from_the_installed_package(tmp_path):
     assert [os.path.dirname(f) for f in got["worker"]] == [package, package], got
 
 
+def test_the_daemon_is_set_only_where_this_interpreter_runs_the_workers(monkeypatch):
+    """A cluster's executors (whatever the master came from: --master, --conf or
+    spark-submit) and another worker interpreter keep Spark's own daemon."""
+    from sessionize.spark_session import _worker_daemon
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert _worker_daemon("local[2]") == {"spark.python.daemon.module": "sessionize.worker_daemon"}
+    assert _worker_daemon("spark://127.0.0.1:7077") == {}
+    monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/false")
+    assert _worker_daemon("local[2]") == {}
+
+
 def test_the_daemon_drops_only_the_installed_packages_own_zip(tmp_path):
     from sessionize.worker_daemon import prefer_installed
 

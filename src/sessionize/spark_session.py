@@ -84,12 +84,14 @@ def get_spark(
         # stack around every function call that builds a column (four round trips each):
         # hundreds per micro-batch's plan, for the line numbers in an analysis error.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
-        **_worker_daemon(os.environ.get("SESSIONIZE_SPARK_MASTER", "local[*]"), master),
     }
     if submitted_jvm:
         # Started by spark-submit: its JVM already runs and holds the user's settings.
         SparkContext._ensure_initialized()
     submitted = SparkConf()  # empty unless spark-submit started this driver
+    chosen = (master or (conf or {}).get("spark.master")
+              or submitted.get("spark.master", None) or defaults["spark.master"])  # fmt: skip
+    defaults |= _worker_daemon(chosen)
     builder = SparkSession.builder.appName(app)
     for key, value in defaults.items():
         if not submitted.contains(key):
@@ -101,12 +103,12 @@ def get_spark(
     return spark
 
 
-def _worker_daemon(default_master: str, master: str | None) -> dict[str, str]:
+def _worker_daemon(master: str) -> dict[str, str]:
     """`spark.python.daemon.module` for a local master whose workers run this interpreter
     with sessionize installed as files: PySpark imported from its installed package
-    (`worker_daemon`). A cluster's executors, or a sessionize shipped in a zip
-    (`--py-files`), keep Spark's own daemon."""
-    local = (master or default_master).startswith("local")
+    (`worker_daemon`). A cluster's executors, whose installs the driver cannot see, or a
+    sessionize shipped in a zip (`--py-files`), keep Spark's own daemon."""
+    local = master.startswith("local")
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     same = os.path.abspath(shutil.which(python) or python) == os.path.abspath(sys.executable)
     files = os.path.isfile(os.path.join(os.path.dirname(__file__), "worker_daemon.py"))
