@@ -159,3 +159,31 @@ def test_a_read_of_the_links_target_sees_whole_batches_during_publishes(tmp_path
     writer.join()
     assert not problems, problems[:3]
     assert reads["whole"] > 1, reads
+
+
+def test_a_read_of_an_old_view_while_it_is_deleted_fails_rather_than_reading_part(
+    tmp_path, monkeypatch
+):
+    """A reader that resolved the link before a publish and lists the view while its files
+    are being deleted gets "file not found" (and reads again), never part of the view."""
+    from sessionize import faults
+
+    root = str(tmp_path / "out")
+    sink = ParquetSink(root)
+    _publish(sink, {0: "r", 1: "r"})
+    sink.compact()
+    old = os.path.realpath(f"{root}/sessions")
+    outcomes: list = []
+
+    def read_the_old_view(name: str, version: int) -> None:
+        if name == "view-dropping-sessions" and not outcomes:  # one file of it deleted
+            try:
+                table = ds.dataset(old, format="parquet", partitioning="hive").to_table()
+                outcomes.append(table.num_rows)
+            except FileNotFoundError:
+                outcomes.append("file not found")
+
+    monkeypatch.setattr(faults, "pause_point", read_the_old_view)
+    _publish(sink, {2: "r"})
+    assert outcomes == ["file not found"]
+    assert _rows(_plain(root)) == _expected({0: "r", 1: "r", 2: "r"})

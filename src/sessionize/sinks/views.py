@@ -12,8 +12,9 @@ files carry `batch_id` as a column), so Spark, pyarrow, DuckDB and Polars read `
 as they read it before compaction. Hard links make a view a snapshot: replacing or removing
 a batch later does not change a view built before. After each publish, compaction and
 removal, `refresh` builds the next view aside and switches `ROOT/NAME` to it with one rename
-of a symlink over it; then the older views are deleted (a read that listed their files just
-before fails with "file not found" and reads again). Killed at any step, the next refresh
+of a symlink over it; then the older views are moved out of their paths and deleted (a read
+that resolved the link or listed their files just before fails with "file not found" and
+reads again; it never lists a view half deleted). Killed at any step, the next refresh
 (the next publish, compaction, or `sessionize maintain`) builds a view of the committed
 state and deletes the others. An output turns into this layout at its first compaction:
 its batch directory and a link to its first view swap places in one `renameat2` exchange.
@@ -34,6 +35,7 @@ from sessionize import faults
 VIEWS = "_views"
 BATCHES = "_batches"
 SWITCH = ".switch"  # the next link, renamed over ROOT/NAME
+DROPPING = ".dropping-"  # an old view moved out of its path while it is deleted
 BATCH_ID = "batch_id"
 
 
@@ -101,6 +103,11 @@ def drop_old(base: str, name: str) -> int:
         if os.path.islink(path) or not os.path.isdir(path):
             os.remove(path)
         else:
+            if not entry.startswith(DROPPING):
+                # Out of its path first: a read that resolved the link to this view fails
+                # with "file not found" from here on, never lists it half deleted.
+                os.rename(path, f"{where}/{DROPPING}{entry}")
+                path = f"{where}/{DROPPING}{entry}"
             for folder, _dirs, files in os.walk(path):
                 for file in files:
                     os.remove(f"{folder}/{file}")
