@@ -12,9 +12,10 @@ files carry `batch_id` as a column), so Spark, pyarrow, DuckDB and Polars read `
 as they read it before compaction. Hard links make a view a snapshot: replacing or removing
 a batch later does not change a view built before. After each publish, compaction and
 removal, `refresh` builds the next view aside and switches `ROOT/NAME` to it with one rename
-of a symlink over it; then the older views are moved out of their paths and deleted (a read
-that resolved the link or listed their files just before fails with "file not found" and
-reads again; it never lists a view half deleted). Killed at any step, the next refresh
+of a symlink over it; then the older views are moved out of their paths and deleted: a read
+that resolved the link before, or listed their files, fails with "file not found" and reads
+again; a listing under way at the instant of the move may miss files of that view, and
+finds it gone once done. Killed at any step, the next refresh
 (the next publish, compaction, or `sessionize maintain`) builds a view of the committed
 state and deletes the others. An output turns into this layout at its first compaction:
 its batch directory and a link to its first view swap places in one `renameat2` exchange.
