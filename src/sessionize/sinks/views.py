@@ -104,11 +104,12 @@ def drop_old(base: str, name: str) -> int:
         if os.path.islink(path) or not os.path.isdir(path):
             os.remove(path)
         else:
-            if not entry.startswith(DROPPING):
-                # Out of its path first: a read that resolved the link to this view fails
-                # with "file not found" from here on, never lists it half deleted.
-                os.rename(path, f"{where}/{DROPPING}{entry}")
-                path = f"{where}/{DROPPING}{entry}"
+            if not entry.startswith(DROPPING):  # else a drop killed midway left it
+                # Out of its path first: a read of this view that starts from here on fails
+                # with "file not found" instead of listing it half deleted.
+                moved = f"{where}/{DROPPING}{entry}"
+                os.rename(path, moved)
+                path = moved
             for folder, _dirs, files in os.walk(path):
                 for file in files:
                     os.remove(f"{folder}/{file}")
