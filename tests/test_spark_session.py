@@ -17,6 +17,7 @@ PROBE = textwrap.dedent(
     from sessionize.spark_session import get_spark
     conf = json.loads(sys.argv[1])
     worker = conf.pop("worker", False)
+    jit = conf.pop("jit", False)
     spark = get_spark("probe", master=conf.pop("master", None), conf=conf, shuffle_partitions=4)
     got = {
         "master": spark.sparkContext.master,
@@ -29,6 +30,10 @@ PROBE = textwrap.dedent(
             lambda _: [__import__("pyspark.worker").__file__,
                        sys.modules["pyspark.worker"].__file__]).collect()[0]
         got["daemon"] = spark.sparkContext.getConf().get("spark.python.daemon.module", None)
+    if jit:  # the driver JVM's options about its compilers
+        args = spark.sparkContext._jvm.java.lang.management.ManagementFactory \\
+            .getRuntimeMXBean().getInputArguments()
+        got["jit"] = sorted(a for a in args if a.startswith("-XX:Tier"))
     print(json.dumps(got))
     spark.stop()
     """
@@ -66,6 +71,19 @@ def test_spark_submit_settings_win_over_defaults(tmp_path):
     # --conf of the command still wins over spark-submit's.
     got = _probe(tmp_path, {"spark.sql.shuffle.partitions": "3"}, submit)
     assert got["partitions"] == "3"
+
+
+def test_the_driver_jvm_waits_longer_before_its_optimizing_compiles(tmp_path):
+    """Ten times the default counts (5,000 calls, 15,000 calls and loops) before C2 compiles
+    a method; a user's own `spark.driver.extraJavaOptions` replaces ours."""
+    got = _probe(tmp_path, {"jit": True, "master": "local[1]"})
+    assert got["jit"] == sorted(["-XX:Tier4InvocationThreshold=50000",
+                                 "-XX:Tier4MinInvocationThreshold=6000",
+                                 "-XX:Tier4CompileThreshold=150000",
+                                 "-XX:Tier4BackEdgeThreshold=400000"]), got  # fmt: skip
+    got = _probe(tmp_path, {"jit": True, "master": "local[1]",
+                            "spark.driver.extraJavaOptions": "-Dx=1"})  # fmt: skip
+    assert got["jit"] == [], got
 
 
 def test_local_workers_import_pyspark_from_the_installed_package(tmp_path):

@@ -16,6 +16,16 @@ from sessionize.errors import ConfigError, EnvironmentProblem
 # so this bounds a task's memory whatever the length of the lines (docs/operations.md).
 ARROW_BATCH_BYTES = 16 << 20
 
+# The driver JVM's optimizing compiler (C2) waits for ten times its default call and loop
+# counts. A micro-batch runs Spark's analysis and planning over many code paths, each warm
+# but not hot: with the defaults C2 compiles them all in the first few dozen batches, 11-16
+# s of a core on a 1M-event run of 8 batches, competing with the batches on a small machine.
+# Truly hot code still reaches C2 within a few dozen batches (docs/benchmarks.md).
+JIT_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+)
+
 
 def check_java() -> None:
     """Fail with one line when there is no Java for Spark to start."""
@@ -71,7 +81,7 @@ def get_spark(
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.driver.memory": os.environ.get("SESSIONIZE_DRIVER_MEMORY", "2g"),
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j} {JIT_OPTIONS}",
         # Spark's status store keeps jobs, stages, tasks and SQL runs even with the UI off
         # (1,000 / 1,000 / 100,000 / 1,000 by default): a stream of small batches fills it
         # for days. These bounds keep the driver's heap flat within a few hundred batches.
