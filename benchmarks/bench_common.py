@@ -35,11 +35,17 @@ def add_run_args(ap: argparse.ArgumentParser, partitions: int = 4) -> None:
     ap.add_argument("--work", help=argparse.SUPPRESS)
 
 
-def warm_spark(name: str, partitions: int):
-    """A session whose JVM and Python workers are up, so that no clock counts their start."""
-    from sessionize.spark_session import get_spark
+def warm_spark(name: str, partitions: int, spark_jit: bool = False):
+    """A session whose JVM and Python workers are up, so that no clock counts their start.
+    With `spark_jit`, the driver JVM compiles with the JVM's default thresholds rather
+    than sessionize's (`spark_session.JIT_OPTIONS`)."""
+    from sessionize import spark_session
 
-    spark = get_spark(f"bench-{name}", shuffle_partitions=partitions)
+    conf = {}
+    if spark_jit:
+        log4j = Path(spark_session.__file__).with_name("log4j2.properties")
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{log4j}"
+    spark = spark_session.get_spark(f"bench-{name}", shuffle_partitions=partitions, conf=conf)
     spark.range(1).count()
     return spark
 

@@ -81,10 +81,15 @@ def state_uri(name: str) -> str:
 
 
 def run_contender(
-    name: str, inp: str, work: str, partitions: int, files_per_trigger: int | None
+    name: str,
+    inp: str,
+    work: str,
+    partitions: int,
+    files_per_trigger: int | None,
+    spark_jit: bool = False,
 ) -> dict:
     """Inside the fresh process: run one contender, return its timing (and state I/O)."""
-    spark = warm_spark(name, partitions)
+    spark = warm_spark(name, partitions, spark_jit)
     t0 = time.perf_counter()
     io: dict[str, int] = {}
     if name == "stateless":
@@ -199,11 +204,17 @@ def main() -> None:
     streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-", "session-window-"))]
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
+    ap.add_argument(
+        "--spark-jit", action="store_true",
+        help="every contender's driver JVM with the JVM's default compile thresholds, not "
+        "sessionize's",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.run:
         result = run_contender(
-            args.run, args.input, args.work, args.partitions, args.files_per_trigger[0] or None
-        )
+            args.run, args.input, args.work, args.partitions, args.files_per_trigger[0] or None,
+            args.spark_jit,
+        )  # fmt: skip
         print(json.dumps(result))
         return
     if args.small:
@@ -212,12 +223,13 @@ def main() -> None:
     with bench_root() as root:
         write_input(input_config(args), str(root / "input"))
         print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"driver JIT: {'the JVM defaults' if args.spark_jit else 'sessionize'}")
         for files in args.files_per_trigger:
             print(f"files per trigger: {files or 'all (one micro-batch)'}", flush=True)
             results = []
             for name in args.only if args.only is not None else default_contenders():
                 work = root / name
-                extra = ["--files-per-trigger", str(files)]
+                extra = ["--files-per-trigger", str(files), *(["--spark-jit"] * args.spark_jit)]
                 results.append(
                     run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
                               extra)  # fmt: skip
