@@ -150,6 +150,12 @@ def _hour_of(path: Path) -> datetime:
     )
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time (the lower middle of an even count), with every run's seconds."""
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    return {**ordered[(len(ordered) - 1) // 2], "runs": [round(r["seconds"], 1) for r in runs]}
+
+
 def print_rates(results: list[dict]) -> None:
     rate = {r["name"]: r["events"] / r["seconds"] for r in results}
     base, peer = rate.get("stateless"), rate.get(SESSION_WINDOW)
@@ -166,6 +172,8 @@ def print_rates(results: list[dict]) -> None:
             else ""
         )
         own = rate[r["name"]]
+        if len(r.get("runs", [])) > 1:
+            io += f"  (runs: {', '.join(f'{x:.1f}' for x in r['runs'])} s)"
         print(
             f"{r['name']:<24}{r['events']:>10,}{r.get('batches', 1):>8}{r['seconds']:>9.1f}"
             f"{own:>10,.0f}{own / base if base else float('nan'):>11.2f}"
@@ -205,6 +213,10 @@ def main() -> None:
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
     ap.add_argument(
+        "--repeat", type=int, default=1, metavar="N",
+        help="run every contender N times, taking turns, and rate each by its median run",
+    )  # fmt: skip
+    ap.add_argument(
         "--spark-jit", action="store_true",
         help="every contender's driver JVM with the JVM's default compile thresholds, not "
         "sessionize's",
@@ -226,17 +238,20 @@ def main() -> None:
         print(f"driver JIT: {'the JVM defaults' if args.spark_jit else 'sessionize'}")
         for files in args.files_per_trigger:
             print(f"files per trigger: {files or 'all (one micro-batch)'}", flush=True)
-            results = []
-            for name in args.only if args.only is not None else default_contenders():
-                work = root / name
-                extra = ["--files-per-trigger", str(files), *(["--spark-jit"] * args.spark_jit)]
-                results.append(
-                    run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
-                              extra)  # fmt: skip
-                )
-                shutil.rmtree(work, ignore_errors=True)
-                print(f"  {name} done (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
-                      flush=True)  # fmt: skip
+            names = args.only if args.only is not None else default_contenders()
+            runs: dict[str, list[dict]] = {name: [] for name in names}
+            for _ in range(args.repeat):  # the contenders take turns: noise hits them alike
+                for name in names:
+                    work = root / name
+                    extra = ["--files-per-trigger", str(files), *["--spark-jit"] * args.spark_jit]
+                    runs[name].append(
+                        run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
+                                  extra)  # fmt: skip
+                    )
+                    shutil.rmtree(work, ignore_errors=True)
+                    print(f"  {name} done (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
+                          flush=True)  # fmt: skip
+            results = [median_run(runs[name]) for name in names]
             print_rates(results)
             if args.json:
                 several = len(args.files_per_trigger) > 1
