@@ -5,6 +5,8 @@ equals the same stream into Parquet, rewound on this sink, without its password 
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 
@@ -223,3 +225,43 @@ def test_pooled_connections_the_server_ended_are_replaced(pg_output):
         ).fetchone()[0]  # fmt: skip
     assert ended >= 1
     assert sink.published("sessions") == [0]
+
+
+def test_a_transaction_the_server_rolls_back_for_a_deadlock_runs_again(pg_output):
+    """Two workers that lock the same two tables in opposite orders (one creating the
+    output's indexes, one staging rows): the server rolls one back, and the pool runs it
+    again rather than failing the batch."""
+    schema, admin_uri = _schema(pg_output), pg_output.split("?")[0]
+    a, b = f'"{schema}".a', f'"{schema}".b'
+    with psycopg.connect(admin_uri, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        admin.execute(f"CREATE TABLE {a} (x int)")
+        admin.execute(f"CREATE TABLE {b} (x int)")
+    first, second = threading.Event(), threading.Event()
+    attempts = []
+
+    def pooled(conn: psycopg.Connection) -> str:
+        attempts.append(1)
+        with conn.transaction():
+            conn.execute("SET LOCAL deadlock_timeout = '100ms'")  # the victim: checks first
+            conn.execute(f"LOCK TABLE {a} IN EXCLUSIVE MODE")
+            first.set()
+            second.wait(10)
+            conn.execute(f"LOCK TABLE {b} IN EXCLUSIVE MODE")
+        return "done"
+
+    def other() -> None:
+        with psycopg.connect(admin_uri, autocommit=True) as conn, conn.transaction():
+            conn.execute("SET LOCAL deadlock_timeout = '10s'")
+            conn.execute(f"LOCK TABLE {b} IN EXCLUSIVE MODE")
+            second.set()
+            first.wait(10)
+            conn.execute(f"LOCK TABLE {a} IN EXCLUSIVE MODE")
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert pool_for(admin_uri).run(pooled) == "done"
+    finally:
+        thread.join(30)
+    assert len(attempts) == 2  # rolled back once for the deadlock, then committed

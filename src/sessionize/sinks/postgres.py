@@ -54,7 +54,7 @@ from sessionize.sinks.postgres_tables import (
 from sessionize.sinks.postgres_uri import SCHEMES, is_postgres  # noqa: F401 - re-exported
 from sessionize.sinks.replaced import KEY, REPLACED
 from sessionize.state.backends.common import one_line, read_query
-from sessionize.state.backends.postgres_pool import pool_for
+from sessionize.state.backends.postgres_pool import ROLLED_BACK, pool_for
 
 T = TypeVar("T")
 
@@ -399,6 +399,7 @@ def connection_errors(what: str, target: Target) -> Iterator[None]:
         advice = (
             ("; is the server reachable? The batch is published again when the job is restarted")
             if isinstance(e, _CONNECTION_LOST)
+            and not isinstance(e, ROLLED_BACK)
             else ""
         )
         raise SinkError(f"{what} failed: {detail}{advice}") from e

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -12,6 +13,9 @@ import psycopg
 T = TypeVar("T")
 
 MAX_IDLE = 8
+ROLLBACK_RETRIES = 3  # a deadlock's victim runs again; each new worker creates tables once
+# What the server rolls back for another transaction's sake: running it again is the remedy.
+ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 
 
 class ConnectionPool:
@@ -39,18 +43,30 @@ class ConnectionPool:
         return psycopg.connect(self.conninfo, autocommit=True), False
 
     def run(self, work: Callable[[psycopg.Connection], T]) -> T:
-        """`work(conn)` on a pooled connection. A connection idle in the pool may have died
-        with a server restart: then the idle ones are dropped and `work` (which must be one
-        idempotent transaction) is retried once on a new connection. psycopg's errors pass
-        through: each caller words them for its own component."""
-        for attempt in (1, 2):
+        """`work(conn)` on a pooled connection; `work` must be one idempotent transaction.
+        A connection idle in the pool may have died with a server restart: then the idle
+        ones are dropped and `work` is retried once on a new connection. A transaction the
+        server rolled back to break a deadlock (two workers creating and writing the same
+        tables in different orders) or for a serialization failure is run again, up to
+        ROLLBACK_RETRIES times. psycopg's other errors pass through: each caller words them
+        for its own component."""
+        reconnected, rollbacks = False, 0
+        while True:
             conn, was_idle = self.get()
             try:
                 result = work(conn)
+            except ROLLED_BACK:
+                conn.close()
+                if rollbacks == ROLLBACK_RETRIES:
+                    raise
+                rollbacks += 1
+                time.sleep(0.05 * rollbacks)
+                continue
             except psycopg.Error as e:
                 conn.close()
                 lost = isinstance(e, psycopg.OperationalError | psycopg.InterfaceError)
-                if attempt == 1 and was_idle and lost:
+                if not reconnected and was_idle and lost:
+                    reconnected = True
                     self.clear()
                     continue
                 raise
@@ -59,7 +75,6 @@ class ConnectionPool:
                 raise
             self.put(conn)
             return result
-        raise AssertionError("unreachable")
 
     def clear(self) -> None:
         """Close the idle connections (after one of them turned out dead: so are the rest)."""
