@@ -150,6 +150,13 @@ def _hour_of(path: Path) -> datetime:
     )
 
 
+def positive(text: str) -> int:
+    """An argument of 1 or more."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
+    return int(text)
+
+
 def median_run(runs: list[dict]) -> dict:
     """The run of median time (the lower middle of an even count), with every run's seconds."""
     ordered = sorted(runs, key=lambda r: r["seconds"])
@@ -213,7 +220,7 @@ def main() -> None:
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
     ap.add_argument(
-        "--repeat", type=int, default=1, metavar="N",
+        "--repeat", type=positive, default=1, metavar="N",
         help="run every contender N times, taking turns, and rate each by its median run",
     )  # fmt: skip
     ap.add_argument(
