@@ -41,10 +41,7 @@ def warm_spark(name: str, partitions: int, spark_jit: bool = False):
     than sessionize's (`spark_session.JIT_OPTIONS`)."""
     from sessionize import spark_session
 
-    conf = {}
-    if spark_jit:
-        log4j = Path(spark_session.__file__).with_name("log4j2.properties")
-        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{log4j}"
+    conf = {"spark.driver.extraJavaOptions": spark_session.LOG4J_OPTION} if spark_jit else {}
     spark = spark_session.get_spark(f"bench-{name}", shuffle_partitions=partitions, conf=conf)
     spark.range(1).count()
     return spark

@@ -21,6 +21,10 @@ ARROW_BATCH_BYTES = 16 << 20
 # but not hot: with the defaults C2 compiles them all in the first few dozen batches, 11-16
 # s of a core on a 1M-event run of 8 batches, competing with the batches on a small machine.
 # Truly hot code still reaches C2 within a few dozen batches (docs/benchmarks.md).
+# Spark's own logging quieted to what an operator needs (the driver JVM reads it at start).
+LOG4J_OPTION = (
+    f"-Dlog4j.configurationFile=file:{os.path.join(os.path.dirname(__file__), 'log4j2.properties')}"
+)
 JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
@@ -74,14 +78,13 @@ def get_spark(
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
     defaults = {
         "spark.master": os.environ.get("SESSIONIZE_SPARK_MASTER", "local[*]"),
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.driver.memory": os.environ.get("SESSIONIZE_DRIVER_MEMORY", "2g"),
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log4j} {JIT_OPTIONS}",
+        "spark.driver.extraJavaOptions": f"{LOG4J_OPTION} {JIT_OPTIONS}",
         # Spark's status store keeps jobs, stages, tasks and SQL runs even with the UI off
         # (1,000 / 1,000 / 100,000 / 1,000 by default): a stream of small batches fills it
         # for days. These bounds keep the driver's heap flat within a few hundred batches.
