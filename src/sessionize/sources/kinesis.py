@@ -15,7 +15,8 @@ until the shard's tip (an empty page with MillisBehindLatest 0), its end (a clos
 the batch's share of ``maxRecordsPerTrigger``, and takes the last sequence number it saw. It
 never claims a record it has not read itself; the payloads are read again by the executors,
 so a record costs two reads. ``Trigger.AvailableNow`` stops at records that arrived
-(ApproximateArrivalTimestamp) after the run started.
+(ApproximateArrivalTimestamp) after the run started, on the driver's clock: a record stamped
+later is left to the next run (its sequence number is past the run's end), never skipped.
 
 Resharding. ListShards on every trigger. A new shard is read from TRIM_HORIZON, once its parent
 shards are read to their end (or gone), so one key's records are read in order across a split
