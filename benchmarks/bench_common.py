@@ -38,10 +38,11 @@ def add_run_args(ap: argparse.ArgumentParser, partitions: int = 4) -> None:
 def warm_spark(name: str, partitions: int, spark_jit: bool = False):
     """A session whose JVM and Python workers are up, so that no clock counts their start.
     With `spark_jit`, the driver JVM compiles with the JVM's default thresholds rather
-    than sessionize's (`spark_session.JIT_OPTIONS`)."""
-    from sessionize import spark_session
+    than sessionize's (`spark_session.JIT_OPTIONS`); it maps the class archive either way."""
+    from sessionize import jvm_archive, spark_session
 
-    conf = {"spark.driver.extraJavaOptions": spark_session.LOG4J_OPTION} if spark_jit else {}
+    jvm_default = f"{spark_session.LOG4J_OPTION} {jvm_archive.java_options()}".strip()
+    conf = {"spark.driver.extraJavaOptions": jvm_default} if spark_jit else {}
     spark = spark_session.get_spark(f"bench-{name}", shuffle_partitions=partitions, conf=conf)
     spark.range(1).count()
     return spark

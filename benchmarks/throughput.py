@@ -37,6 +37,8 @@ from bench_common import (
     write_json,
 )  # fmt: skip
 
+from sessionize import jvm_archive
+
 # Contenders, each run in a fresh process on the same input. `store-*` differ only in the
 # state backend; `spark-*` keep state in Spark's state store; `session-window-*` are Spark's
 # built-in streaming aggregation (JVM only: no explicit closes, no page lists, no late or
@@ -243,6 +245,8 @@ def main() -> None:
         write_input(input_config(args), str(root / "input"))
         print(f"load: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"driver JIT: {'the JVM defaults' if args.spark_jit else 'sessionize'}")
+        archive = jvm_archive.archive_path()
+        print(f"driver class archive: {archive if archive.is_file() else 'none'}")
         for files in args.files_per_trigger:
             print(f"files per trigger: {files or 'all (one micro-batch)'}", flush=True)
             names = args.only if args.only is not None else default_contenders()

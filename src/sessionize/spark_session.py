@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from sessionize import jvm_archive
 from sessionize.errors import ConfigError, EnvironmentProblem
 
 # Bytes of lines Spark hands a Python task per Arrow batch (it also stops at 10,000 lines,
@@ -29,6 +30,12 @@ JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
 )
+
+
+def driver_java_options() -> str:
+    """sessionize's default `spark.driver.extraJavaOptions`: the log4j settings, the compile
+    thresholds and, once recorded (`sessionize jvm-archive`), the class-data archive."""
+    return " ".join(o for o in (LOG4J_OPTION, JIT_OPTIONS, jvm_archive.java_options()) if o)
 
 
 def check_java() -> None:
@@ -84,7 +91,7 @@ def get_spark(
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.driver.memory": os.environ.get("SESSIONIZE_DRIVER_MEMORY", "2g"),
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"{LOG4J_OPTION} {JIT_OPTIONS}",
+        "spark.driver.extraJavaOptions": driver_java_options(),
         # Spark's status store keeps jobs, stages, tasks and SQL runs even with the UI off
         # (1,000 / 1,000 / 100,000 / 1,000 by default): a stream of small batches fills it
         # for days. These bounds keep the driver's heap flat within a few hundred batches.

@@ -1,5 +1,5 @@
 """Command line: `sessionize generate | stream | batch | demo | report | status | history |
-rewind`.
+rewind | maintain | state | jvm-archive`.
 
 Every failure a user can cause or fix (a bad flag, no Java, an unreachable backend, a
 checkpoint from other settings) ends in exactly one line on stderr and exit code 2.
@@ -429,6 +429,20 @@ def report(output, checkpoint, progress_log, to) -> None:
         f"wrote {result.path} ({result.bytes / 1e3:,.0f} kB, {result.sessions:,} sessions, "
         f"{result.seconds:.1f}s)"
     )
+
+
+@cli.command("jvm-archive")
+@click.option("--remove", is_flag=True, help="Delete the recorded archives instead.")
+def jvm_archive(remove: bool) -> None:
+    """Record the classes a Spark driver loads into an archive that later sessions map
+    (about a minute, about 175 MB under ~/.cache/sessionize): every command then starts
+    2-4 s sooner."""
+    from sessionize.commands import jvm_archive as archive
+
+    if remove:
+        archive.remove(say=click.echo)
+    else:
+        archive.record(say=click.echo)
 
 
 cli.add_command(reprocess.history)
