@@ -68,9 +68,22 @@ def test_a_recorded_archive_is_mapped_by_every_later_session_and_removed_on_dema
     assert got["count"] == 3 and got["from_archive"] == 0, got
     assert "archive" not in output.lower() and "cds" not in output.lower(), output
 
+    left = cache / f".{archive.name}.123.partial"  # what an interrupted recording leaves
+    left.write_bytes(b"x")
     gone = sessionize("jvm-archive", "--remove", env=cli_env(SESSIONIZE_JVM_CACHE=str(cache)))
     assert gone.returncode == 0 and f"removed {archive}" in gone.stdout
-    assert not archive.exists()
+    assert list(cache.iterdir()) == []
+
+
+def test_a_cache_it_cannot_write_is_one_line_saying_what_to_do(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    done = sessionize("jvm-archive", env=cli_env(SESSIONIZE_JVM_CACHE=str(blocked / "cache")))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"sessionize: error: cannot write the JVM class archive into {blocked / 'cache'} "
+        "(Not a directory): set SESSIONIZE_JVM_CACHE to a directory of yours"
+    ]
 
 
 def test_a_damaged_archive_is_left_aside_without_a_word(tmp_path):

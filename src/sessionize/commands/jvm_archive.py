@@ -21,6 +21,7 @@ from sessionize import jvm_archive
 from sessionize.errors import EnvironmentProblem
 
 _TIMEOUT_S = 900  # a recording takes about a minute on a 2-core machine
+_PARTIAL = ".partial"  # an archive being written (or left by an interrupted recording)
 
 
 def record(say: Callable[[str], None] = print) -> Path:
@@ -38,8 +39,16 @@ def record(say: Callable[[str], None] = print) -> Path:
         say(f"already recorded for this Java and these Spark jars: {path} (--remove first to "
             "record it again)")  # fmt: skip
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(path.parent, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise EnvironmentProblem(
+            f"cannot write the JVM class archive into {path.parent} ({e.strerror}): set "
+            "SESSIONIZE_JVM_CACHE to a directory of yours"
+        ) from e
+    partial = path.with_name(f".{path.name}.{os.getpid()}{_PARTIAL}")
     say(f"recording the classes a Spark driver loads (about a minute) into {path}")
     try:
         with tempfile.TemporaryDirectory(prefix="sessionize-jvm-archive-") as work:
@@ -61,13 +70,16 @@ def record(say: Callable[[str], None] = print) -> Path:
 
 
 def remove(say: Callable[[str], None] = print) -> list[Path]:
-    """Delete every recorded archive in the cache directory (any Java, any Spark jars)."""
-    gone = sorted(jvm_archive.cache_dir().glob(f"{jvm_archive.PREFIX}*.jsa"))
+    """Delete every recorded archive in the cache directory (any Java, any Spark jars), and
+    what an interrupted recording left."""
+    cache = jvm_archive.cache_dir()
+    gone = sorted([*cache.glob(f"{jvm_archive.PREFIX}*.jsa"),
+                   *cache.glob(f".{jvm_archive.PREFIX}*{_PARTIAL}")])  # fmt: skip
     for path in gone:
         path.unlink(missing_ok=True)
         say(f"removed {path}")
     if not gone:
-        say(f"no archive in {jvm_archive.cache_dir()}")
+        say(f"no archive in {cache}")
     return gone
 
 
