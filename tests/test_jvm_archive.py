@@ -100,3 +100,25 @@ def test_a_damaged_archive_is_left_aside_without_a_word(tmp_path):
     got, output = _probe(tmp_path, cache)
     assert got["count"] == 3
     assert "archive" not in output.lower() and "cds" not in output.lower(), output
+
+
+def test_another_install_of_the_same_jars_has_an_archive_of_its_own(tmp_path):
+    """The JVM maps an archive only for the class path it recorded: the same jars in another
+    venv are another archive, and another Java too."""
+    from sessionize import jvm_archive
+
+    one, two = tmp_path / "venv1" / "jars", tmp_path / "venv2" / "jars"
+    for jars in (one, two):
+        jars.mkdir(parents=True)
+        (jars / "spark-core.jar").write_bytes(b"x" * 10)
+    java = tmp_path / "java" / "bin"
+    java.mkdir(parents=True)
+    (java / "java").write_bytes(b"#!")
+    home = java.parent
+    assert jvm_archive.fingerprint(home, one) == jvm_archive.fingerprint(home, one)
+    assert jvm_archive.fingerprint(home, one) != jvm_archive.fingerprint(home, two)
+    (one / "spark-core.jar").write_bytes(b"x" * 11)  # another Spark
+    changed = jvm_archive.fingerprint(home, one)
+    assert changed != jvm_archive.fingerprint(home, two)
+    (java / "java").write_bytes(b"#!!")  # another Java
+    assert jvm_archive.fingerprint(home, one) != changed

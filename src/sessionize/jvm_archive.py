@@ -6,8 +6,9 @@ The JVM can record the classes it loaded into an archive (class-data sharing, "C
 map that file at the next start instead. `commands.jvm_archive` records one; `spark_session`
 passes these options to every driver JVM it starts while the archive is there.
 
-The archive belongs to one Java and one set of Spark jars: its name holds a fingerprint of
-both, so another install (another Java, another PySpark) looks for its own. The JVM checks
+The archive belongs to one Java and one set of Spark jars in one place: its name holds a
+fingerprint of both, so another install (another Java, another PySpark, another venv) looks
+for its own. The JVM checks
 the archive again when it maps it and runs without it, silently, if anything differs.
 """
 
@@ -40,20 +41,23 @@ def _java_home() -> Path | None:
     return Path(os.path.realpath(java)).parent.parent if java else None
 
 
-def fingerprint() -> str:
-    """16 hex digits that change with the Java (its VM library) or the Spark jars."""
+def fingerprint(home: Path | None = None, jars: Path | None = None) -> str:
+    """16 hex digits that change with the Java (its VM library) or the Spark jars: their
+    place, names and sizes, as the JVM records the class path in the archive and maps it
+    only for the same one (default: this Java, this PySpark's jars)."""
     import pyspark
 
     parts: list[str] = []
-    home = _java_home()
+    home = home or _java_home()
     if home is not None:
         vm = home / "lib" / "server" / "libjvm.so"
         target = vm if vm.exists() else home / "bin" / "java"
         if target.exists():
             st = target.stat()
             parts.append(f"{os.path.realpath(target)}:{st.st_size}:{st.st_mtime_ns}")
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = jars or Path(pyspark.__file__).parent / "jars"
     if jars.is_dir():
+        parts.append(os.path.realpath(jars))
         for jar in sorted(jars.iterdir()):
             parts.append(f"{jar.name}:{jar.stat().st_size}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
