@@ -8,8 +8,8 @@ passes these options to every driver JVM it starts while the archive is there.
 
 The archive belongs to one Java and one set of Spark jars in one place: its name holds a
 fingerprint of both, so another install (another Java, another PySpark, another venv) looks
-for its own. The JVM checks
-the archive again when it maps it and runs without it, silently, if anything differs.
+for its own. The JVM checks the archive again when it maps it and runs without it,
+silently, if anything differs.
 """
 
 from __future__ import annotations

@@ -17,15 +17,15 @@ from sessionize.errors import ConfigError, EnvironmentProblem
 # so this bounds a task's memory whatever the length of the lines (docs/operations.md).
 ARROW_BATCH_BYTES = 16 << 20
 
+# Spark's own logging quieted to what an operator needs (the driver JVM reads it at start).
+LOG4J_OPTION = (
+    f"-Dlog4j.configurationFile=file:{os.path.join(os.path.dirname(__file__), 'log4j2.properties')}"
+)
 # The driver JVM's optimizing compiler (C2) waits for ten times its default call and loop
 # counts. A micro-batch runs Spark's analysis and planning over many code paths, each warm
 # but not hot: with the defaults C2 compiles them all in the first few dozen batches, 11-16
 # s of a core on a 1M-event run of 8 batches, competing with the batches on a small machine.
 # Truly hot code still reaches C2 within a few dozen batches (docs/benchmarks.md).
-# Spark's own logging quieted to what an operator needs (the driver JVM reads it at start).
-LOG4J_OPTION = (
-    f"-Dlog4j.configurationFile=file:{os.path.join(os.path.dirname(__file__), 'log4j2.properties')}"
-)
 JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
