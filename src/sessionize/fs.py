@@ -33,6 +33,20 @@ def exists(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def listing(fs: pafs.FileSystem, path: str, recursive: bool = False) -> list[pafs.FileInfo]:
+    """What is in directory `path` (and below it, if `recursive`); nothing if it is absent.
+
+    Arrow forgives a missing directory only if it is still missing when it looks a second
+    time, so a directory that another process creates at that moment raises
+    FileNotFoundError: it exists by then, and is listed again.
+    """
+    selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
+    try:
+        return fs.get_file_info(selector)
+    except FileNotFoundError:
+        return fs.get_file_info(selector)
+
+
 def is_dir(uri: str) -> bool:
     """Whether `uri` names a directory (any filesystem)."""
     fs, path = resolve_fs(uri)

@@ -296,6 +296,31 @@ def test_kill_9_mid_commit_never_leaves_a_partial_version(root):
         start = versions[-1] + 1
 
 
+def _first_commits(root: str, partitions: int) -> None:
+    backend = FilesBackend(root)
+    for p in range(partitions):
+        commit(backend, J, p, -1, 0, {p: [p]})
+
+
+def test_listing_a_partition_while_another_process_creates_it(root):
+    """A reader polling partitions that a writer in another process is committing for the
+    first time sees no versions, then version 0: never an error from listing a directory at
+    the moment it comes into existence."""
+    ctx = multiprocessing.get_context("fork")
+    partitions = 300
+    child = ctx.Process(target=_first_commits, args=(str(root), partitions))
+    child.start()
+    reader = store(root, cache_mb=0)
+    try:
+        for p in range(partitions):
+            deadline = time.monotonic() + 30
+            while not reader.versions(J, p):
+                assert time.monotonic() < deadline and child.exitcode in (None, 0)
+    finally:
+        child.join()
+    assert child.exitcode == 0
+
+
 def test_a_missing_piece_is_a_clear_error(root):
     backend = store(root, snapshot_every=10, cache_mb=0)
     for v in range(5):

@@ -14,12 +14,10 @@ import json
 import os
 import re
 
-import pyarrow.fs as pafs
-
 from sessionize.config import DEFAULT_RULES_RECORD, describe_differences, redact_uri
 from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
-from sessionize.fs import child, location_key, resolve_fs
+from sessionize.fs import child, listing, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.state import StateBackend
@@ -151,10 +149,9 @@ def batch_timestamp_us(checkpoint: str, batch_id: int) -> int:
 def last_committed_batch(checkpoint: str) -> int | None:
     """The highest batch id in Spark's commit log, or None for a new checkpoint."""
     fs, base = resolve_fs(checkpoint)
-    sel = pafs.FileSelector(f"{base}/commits", allow_not_found=True)
     ids = [
         int(i.base_name)
-        for i in fs.get_file_info(sel)
+        for i in listing(fs, f"{base}/commits")
         if re.fullmatch(r"\d+", os.path.basename(i.path))
     ]
     return max(ids) if ids else None

@@ -21,7 +21,7 @@ import re
 import pyarrow.fs as pafs
 
 from sessionize.config import retained_batches
-from sessionize.fs import resolve_fs
+from sessionize.fs import listing, resolve_fs
 
 LOGS = ("commits", "offsets")  # undone in this order: a batch stops counting as done first
 FILE_SOURCE_LOG = "sources/0"
@@ -37,7 +37,7 @@ _STATE_FILE = re.compile(r"(\d+)(?:_[^.]*)?\.(delta|snapshot|zip|changelog)")
 
 
 def _listing(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
-    return fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return listing(fs, path)
 
 
 def _delete(fs: pafs.FileSystem, path: str) -> None:

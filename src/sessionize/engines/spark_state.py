@@ -61,7 +61,6 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -89,7 +88,7 @@ from sessionize.engines.spark_processor import (
     spark_type,
 )
 from sessionize.faults import pause_point
-from sessionize.fs import resolve_fs
+from sessionize.fs import listing, resolve_fs
 from sessionize.mapping import EventMapping
 from sessionize.parsing import parse
 from sessionize.sinks.base import Sink
@@ -234,8 +233,7 @@ class BatchRecords:
     def trim(self, last: int, retain: int = RETAIN) -> None:
         """Delete the records of batches before the `retain` newest up to `last`: no rewind
         goes further back (Spark keeps as many batches of its logs)."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
-        for info in infos:
+        for info in listing(self.fs, self.dir):
             name = info.base_name
             if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) <= last - retain:
                 with contextlib.suppress(FileNotFoundError):
@@ -244,7 +242,7 @@ class BatchRecords:
 
     def drop_after(self, batch: int) -> None:
         """Delete the records of batches after `batch`, newest first (a rewind)."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        infos = listing(self.fs, self.dir)
         ids = [int(i.base_name[:-5]) for i in infos
                if i.base_name.endswith(".json") and i.base_name[:-5].isdigit()]  # fmt: skip
         for b in sorted((b for b in ids if b > batch), reverse=True):

@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sessionize import faults
-from sessionize.fs import delete_dir, exists
+from sessionize.fs import delete_dir, exists, listing
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import views
 from sessionize.sinks.views import batches_root
@@ -68,7 +68,7 @@ def read_manifest(fs: pafs.FileSystem, base: str, name: str) -> Manifest:
     where = f"{compacted_dir(base, name)}/{MANIFESTS}"
     for _ in range(3):  # a manifest replaced between listing and reading: list again
         names = sorted(
-            i.base_name for i in fs.get_file_info(pafs.FileSelector(where, allow_not_found=True))
+            i.base_name for i in listing(fs, where)
             if i.base_name.endswith(".json")
         )  # fmt: skip
         if not names:
@@ -83,9 +83,8 @@ def read_manifest(fs: pafs.FileSystem, base: str, name: str) -> Manifest:
 
 
 def batch_dirs(fs: pafs.FileSystem, base: str, name: str) -> list[int]:
-    sel = pafs.FileSelector(batches_root(base, name), allow_not_found=True)
     return sorted(
-        int(i.base_name.split("=", 1)[1]) for i in fs.get_file_info(sel)
+        int(i.base_name.split("=", 1)[1]) for i in listing(fs, batches_root(base, name))
         if i.type == pafs.FileType.Directory and i.base_name.startswith("batch_id=")
     )  # fmt: skip
 
@@ -104,9 +103,8 @@ def committed_files(fs: pafs.FileSystem, base: str, name: str) -> dict[str, list
     dirs, manifest = committed(fs, base, name)
     files, root = [], batches_root(base, name)
     for b in dirs:
-        sel = pafs.FileSelector(f"{root}/batch_id={b}", allow_not_found=True, recursive=True)
         files += sorted(
-            i.path for i in fs.get_file_info(sel)
+            i.path for i in listing(fs, f"{root}/batch_id={b}", recursive=True)
             if i.type == pafs.FileType.File and i.path.endswith(".parquet")
         )  # fmt: skip
     where = compacted_dir(base, name)
@@ -321,8 +319,7 @@ def _retire_dir(fs: pafs.FileSystem, base: str, name: str, path: str) -> str:
 
 
 def _files_under(fs: pafs.FileSystem, where: str) -> list[pafs.FileInfo]:
-    sel = pafs.FileSelector(where, allow_not_found=True, recursive=True)
-    return [i for i in fs.get_file_info(sel) if i.type == pafs.FileType.File]
+    return [i for i in listing(fs, where, recursive=True) if i.type == pafs.FileType.File]
 
 
 def _batch_rows(fs: pafs.FileSystem, base: str, name: str,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
-from sessionize.fs import delete_dir, without_options
+from sessionize.fs import delete_dir, listing, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks import compaction, staging
 from sessionize.sinks.base import StagedSink, sink_errors
@@ -61,8 +61,7 @@ def _drop_uncommitted(sink: ManifestParquetSink, fs: pafs.FileSystem, base: str)
     dropped = 0
     for name in OUTPUTS:
         keep = {f[len(f"{base}/{name}/"):] for f in sink.committed_files(name)}
-        sel = pafs.FileSelector(f"{base}/{name}", allow_not_found=True, recursive=True)
-        for info in fs.get_file_info(sel):
+        for info in listing(fs, f"{base}/{name}", recursive=True):
             rel = info.path[len(f"{base}/{name}/"):]
             if info.type == pafs.FileType.File and rel.startswith("batch_id=") and rel not in keep:
                 fs.delete_file(info.path)
@@ -71,7 +70,7 @@ def _drop_uncommitted(sink: ManifestParquetSink, fs: pafs.FileSystem, base: str)
 
 
 def _children(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
-    return fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    return listing(fs, directory)
 
 
 def _batch(info: pafs.FileInfo) -> int | None:

@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
-from sessionize.fs import without_options
+from sessionize.fs import listing, without_options
 from sessionize.objectstore import ObjectStoreUri
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
@@ -117,9 +117,8 @@ class ManifestParquetSink(StagedSink):
         where = f"{base}/{name}/{COMMITS}"
         if batch_id is not None:
             where += f"/batch_id={batch_id}"
-        sel = pafs.FileSelector(where, allow_not_found=True, recursive=True)
         latest: dict[int, tuple[int, str]] = {}
-        for info in fs.get_file_info(sel):
+        for info in listing(fs, where, recursive=True):
             if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
                 continue
             batch = int(info.path.rsplit("/", 2)[1].split("=", 1)[1])
@@ -144,10 +143,8 @@ class ManifestParquetSink(StagedSink):
     @staticmethod
     def _drop_uncommitted(fs: pafs.FileSystem, base: str, name: str, batch_id: int,
                           keep: set[str]) -> None:  # fmt: skip
-        sel = pafs.FileSelector(f"{base}/{name}/batch_id={batch_id}", allow_not_found=True,
-                                recursive=True)  # fmt: skip
         prefix = f"{base}/{name}/"
-        for info in fs.get_file_info(sel):
+        for info in listing(fs, f"{base}/{name}/batch_id={batch_id}", recursive=True):
             if info.type == pafs.FileType.File and info.path[len(prefix) :] not in keep:
                 fs.delete_file(info.path)
 

@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sessionize.fs import delete_dir, exists
+from sessionize.fs import delete_dir, exists, listing
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 
 STAGING = "_staging"
@@ -53,9 +53,8 @@ def stage(fs: pafs.FileSystem, base: str, name: str, batch_id: int, partition: i
 
 
 def staged_files(fs: pafs.FileSystem, base: str, name: str, batch_id: int) -> list[str]:
-    sel = pafs.FileSelector(staged_dir(base, name, batch_id), allow_not_found=True, recursive=True)
     return sorted(
-        i.path for i in fs.get_file_info(sel)
+        i.path for i in listing(fs, staged_dir(base, name, batch_id), recursive=True)
         if i.type == pafs.FileType.File and i.path.endswith(".parquet")
     )  # fmt: skip
 
@@ -85,8 +84,9 @@ def read_staged(
 def clear(fs: pafs.FileSystem, base: str, batch_id: int) -> None:
     """Drop what any output (the job's own names) staged for `batch_id`."""
     names = set(OUTPUTS)
-    sel = pafs.FileSelector(f"{base}/{STAGING}", allow_not_found=True)
-    names |= {i.base_name for i in fs.get_file_info(sel) if i.type == pafs.FileType.Directory}
+    names |= {
+        i.base_name for i in listing(fs, f"{base}/{STAGING}") if i.type == pafs.FileType.Directory
+    }
     for name in sorted(names - {"_open"}):
         delete_dir(fs, staged_dir(base, name, batch_id))
 

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sessionize.errors import ConfigError
-from sessionize.fs import resolve_fs
+from sessionize.fs import listing, resolve_fs
 from sessionize.sources.lines import DEFAULT_CHUNK_BYTES, SPARK_SCHEMA, decode_file
 
 # The fixed schema of Spark's binaryFile format (a stream must be given it).
@@ -115,7 +115,7 @@ def unread_files(path: str, seen: set[str]) -> dict[str, int]:
     """Files of the tree the query has not read yet (Spark's rule: no `_`/`.` names)."""
     fs, root = resolve_fs(path)
     count = size = 0
-    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+    for info in listing(fs, root, recursive=True):
         if info.type != pafs.FileType.File:
             continue
         relative = info.path[len(root):].strip("/").split("/")

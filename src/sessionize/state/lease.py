@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 import pyarrow.fs as pafs
 
 from sessionize.errors import LeaseHeld, LeaseLost
-from sessionize.fs import resolve_fs
+from sessionize.fs import listing, resolve_fs
 from sessionize.objectstore import ObjectStoreUri
 
 # How long a silent driver keeps its lease: a driver on another host that stops
@@ -237,13 +237,9 @@ class DirectoryLeaseRecords(LeaseRecords):
         return f"{self.dir}/{epoch:010d}.json"
 
     def latest(self) -> Holder | None:
-        try:
-            infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
-        except FileNotFoundError:  # being created by another driver at this very moment
-            return None
         epochs = [
             int(i.base_name[:-5])
-            for i in infos
+            for i in listing(self.fs, self.dir)
             if i.base_name.endswith(".json") and i.base_name[:-5].isdigit()
         ]
         if not epochs:
@@ -273,8 +269,7 @@ class DirectoryLeaseRecords(LeaseRecords):
         return True
 
     def forget_before(self, epoch: int) -> None:
-        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
-        for info in infos:
+        for info in listing(self.fs, self.dir):
             name = info.base_name
             if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < epoch:
                 with contextlib.suppress(FileNotFoundError):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sessionize.errors import StateError
+from sessionize.fs import listing
 from sessionize.objectstore import ObjectStoreUri, put_if_absent
 from sessionize.state.metrics import StateMetrics
 
@@ -61,7 +62,7 @@ class FilesIO:
     def _list(self, directory: str, io: StateMetrics | None = None) -> list[pafs.FileInfo]:
         count_calls(io)
         try:
-            return self._fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+            return listing(self._fs, directory)
         except (OSError, pa.ArrowException) as e:
             raise self._failed("list", directory, e) from e
 
