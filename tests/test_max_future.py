@@ -68,14 +68,7 @@ def test_store_engine_keeps_the_watermark_and_judges_by_the_offset_log(spark, tm
 
     # Re-execute batch 1 as after a crash, with its logged time set back to 2026-11-01 00:00:
     # the 01:00 event is then more than 30 minutes ahead, whatever the clock says now.
-    chk = Path(opts.checkpoint)
-    offsets = chk / "offsets" / "1"
-    head, meta, *rest = offsets.read_text().split("\n")
-    meta = json.loads(meta)
-    meta["batchTimestampMs"] = _ts("2026-11-01T00:00:00") // 1000
-    offsets.write_text("\n".join([head, json.dumps(meta), *rest]))
-    for name in ("1", ".1.crc"):  # Spark's commit of batch 1 and its checksum
-        (chk / "commits" / name).unlink(missing_ok=True)
+    _uncommit_batch_1(Path(opts.checkpoint), _ts("2026-11-01T00:00:00"))
     again = StreamOptions(**{**opts.__dict__, "max_future_us": 30 * MINUTE})
     records = run_stream(again, spark, on_batch=lambda _: None)
     assert [r["version"] for r in records] == [1]
@@ -85,6 +78,62 @@ def test_store_engine_keeps_the_watermark_and_judges_by_the_offset_log(spark, tm
     )
     # Only the valid 00:08 event of batch 1 moved the watermark, not the 01:00 one.
     assert records[0]["watermark"] == _ts("2026-11-01T00:08:00") - 10 * MINUTE
+
+
+def _uncommit_batch_1(chk: Path, logged_us: int) -> None:
+    """Batch 1 as after a crash before its commit, its time in the offset log `logged_us`."""
+    offsets = chk / "offsets" / "1"
+    head, meta, *rest = offsets.read_text().split("\n")
+    meta = json.loads(meta)
+    meta["batchTimestampMs"] = logged_us // 1000
+    offsets.write_text("\n".join([head, json.dumps(meta), *rest]))
+    for name in ("1", ".1.crc"):  # Spark's commit of batch 1 and its checksum
+        (chk / "commits" / name).unlink(missing_ok=True)
+
+
+def _logged_us(chk: Path, batch: int) -> int:
+    return json.loads((chk / "offsets" / str(batch)).read_text().split("\n")[1])[
+        "batchTimestampMs"
+    ] * 1000
+
+
+def _deep(user: int, when: str) -> str:
+    """A line nested deeper than the block reader reads: Spark's exact path judges it."""
+    deep = "[" * 70 + "1" + "]" * 70
+    return json.dumps({"user_id": user, "event_time": when, "page": {"current": "p"}})[
+        :-2
+    ] + f', "x": {deep}}}}}'
+
+
+def test_each_micro_batch_of_a_query_is_judged_by_its_own_time(spark, tmp_path):
+    """The parse is built once per query and run for every micro-batch of it: each batch is
+    judged by its own time, in the reading task and in Spark's exact path alike. The same
+    query re-executes batch 1 at a logged time of 2026-11-01 00:00, then runs batch 2 now."""
+    _input(tmp_path / "in")
+    opts, _ = _stream(spark, tmp_path, "store")
+    chk = Path(opts.checkpoint)
+    _uncommit_batch_1(chk, _ts("2026-11-01T00:00:00"))
+    later = [_line(4, "2026-11-01T01:30:00Z"), _deep(5, "2026-11-01T01:30:00Z"),
+             _deep(6, "2099-01-01T00:00:00Z"), _line(7, "2099-01-01T00:00:00Z")]  # fmt: skip
+    d = tmp_path / "in" / "event_date=2026-11-01" / "event_hour=02"
+    d.mkdir()
+    (d / "a.json").write_text("\n".join(later) + "\n")
+    again = StreamOptions(**{**opts.__dict__, "max_future_us": 30 * MINUTE})
+    records = run_stream(again, spark, on_batch=lambda _: None)
+    assert [r["version"] for r in records] == [1, 2]
+
+    # The reference: each line against its own batch's logged time (a plain loop).
+    batches = {1: [_line(1, "2026-11-01T00:08:00Z"), _line(3, "2026-11-01T01:00:00Z")],
+               2: later}  # fmt: skip
+    expected = [_line(2, "2099-01-01T00:00:00Z")]  # batch 0's, judged in the first run
+    for batch, lines in batches.items():
+        limit = _logged_us(chk, batch) + 30 * MINUTE
+        expected += [x for x in lines if _ts(json.loads(x)["event_time"][:-1]) > limit]
+    assert _ts("2026-11-01T01:30:00") < _logged_us(chk, 2)  # 01:30 is valid in batch 2 only
+    invalid = read_output(tmp_path / "store" / "out", "invalid_events")
+    assert sorted(invalid["raw"].to_pylist()) == sorted(expected)
+    assert set(invalid["reason"].to_pylist()) == {FUTURE_REASON}
+    assert (records[1]["batch"]["records"], records[1]["batch"]["invalid"]) == (4, 2)
 
 
 def test_spark_engine_never_moves_its_watermark_for_an_invalid_event(spark, tmp_path):

@@ -33,6 +33,7 @@ from pyspark.sql import types as T
 from sessionize.config import MAX_EVENT_GAP_US
 from sessionize.events import blocks
 from sessionize.events import rules as R
+from sessionize.events.batch_time import FROM_JOB, NOW_COLUMN
 from sessionize.events.blocks import EXACT
 from sessionize.events.marks import LATEST, RECORDS, marked_schema
 from sessionize.events.packing import PACKED, packed_schema
@@ -288,7 +289,7 @@ CARRIED = "_carried"
 def parse(
     raw: DataFrame,
     *,
-    now: Column | int | None = None,
+    now: Column | int | str | None = None,
     max_future_us: int | None = None,
     mapping: EventMapping | None = None,
     valid_sources: bool = True,
@@ -304,7 +305,9 @@ def parse(
             with `decode`, what `decode` reads them from (e.g. a listing of files).
         now: The batch's time, as µs since the epoch (the reading task judges
             `max_future_us` itself) or a timestamp column (Spark judges it, and every line
-            crosses back for `raw`).
+            crosses back for `raw`); with `marks`, also `batch_time.FROM_JOB`: the reading
+            task reads it from its job's local property (`batch_time.PROPERTY`), so that
+            the plan holds nothing of the batch.
         max_future_us: With `now`, an event further ahead of it is invalid
             (`event_time too far in the future`, named by the mapped time field).
         mapping: Where the fields are (default: the sample contract).
@@ -340,12 +343,14 @@ def parse(
 
     m = mapping or EventMapping()
     p = blocks.plan(m)
+    if isinstance(now, str) and (now != FROM_JOB or p is None or marks is None):
+        raise ValueError("the batch's time from its job needs the block reader and marks")
     if p is None:
         records = raw if decode is None else raw.mapInArrow(decode, RECORDS_SCHEMA)
         parsed = parse_exact(records, now=now_column(now), max_future_us=max_future_us,
                              mapping=m)  # fmt: skip
         return parsed if valid_sources else invalid_sources(parsed)
-    in_task = isinstance(now, int)
+    in_task = isinstance(now, (int, str))
     judged_here = now is None or in_task  # no line can turn invalid after the reader
     if marks is not None and not judged_here:
         raise ValueError("batch marks need the batch's time as µs, judged where lines are read")
@@ -354,9 +359,13 @@ def parse(
         not judged_here, valid_sources or not judged_here, marks, decode,
     )  # fmt: skip
     schema = p.schema if marks is None else packed_schema(marked_schema(p.schema))
+    if marks is not None:  # the batch's time on the rows, for the exact path
+        schema = schema.append(pa.field(NOW_COLUMN, pa.int64()))
+        now = None if now is None else F.timestamp_micros(F.col(NOW_COLUMN))
+    else:
+        now = now_column(now)
     records = raw if decode is not None else raw.select("value", "error", "source")
     typed = records.mapInArrow(task, from_arrow_schema(schema))
-    now = now_column(now)
     key = (m, marks is not None, valid_sources, _owner(raw))
     if judged_here or max_future_us is None:
         mixed, out = _merged(*key)
@@ -376,7 +385,8 @@ def _merged(m: EventMapping, marked: bool, valid_sources: bool, owner: tuple[str
     marks = [RECORDS, LATEST, PACKED] if marked else []
     carried = F.struct(*names, "reason", "raw", *marks, EXACT).alias(CARRIED)
     mixed = [F.when(F.col(EXACT), F.col("raw")).alias("value"),
-             F.lit(None).cast("string").alias("error"), "source", carried]  # fmt: skip
+             F.lit(None).cast("string").alias("error"), "source", carried,
+             *([NOW_COLUMN] if marked else [])]  # fmt: skip
     read = F.col(CARRIED)
     is_exact, reason = read[EXACT], read["reason"]
     if future is not None:

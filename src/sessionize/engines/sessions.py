@@ -15,6 +15,8 @@ job adds, so that its checkpoints, records and outputs stay as they are:
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -25,8 +27,10 @@ from typing_extensions import override
 from sessionize.config import SessionRules, format_duration
 from sessionize.engines.batch_marks import parse_marked
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
-from sessionize.engines.runner import RETAIN, BatchRequest, Engine, Parser
+from sessionize.engines.plan_once import PlanOnce, is_classic, job_property
+from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult, Engine, Parser
 from sessionize.engines.session_report import SUMMED, session_line
+from sessionize.events import batch_time, blocks
 from sessionize.logic.processor import COUNTERS, DROPPED, SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
@@ -111,6 +115,16 @@ class SessionSettings(KeyedSettings):
         return settings_record(self)
 
 
+def plans_once(parser: Parser) -> bool:
+    """Whether `parser` is `parse` (with options or not) reading through the block reader:
+    its plan with batch marks and `now=batch_time.FROM_JOB` holds nothing of the batch it
+    reads, so that one plan serves every micro-batch of a stream."""
+    options = parser.keywords if isinstance(parser, functools.partial) else {}
+    func = parser.func if isinstance(parser, functools.partial) else parser
+    mapping = options.get("mapping") or EventMapping()
+    return func is parse and "now" not in options and blocks.plan(mapping) is not None
+
+
 class SessionEngine(KeyedEngine):
     """The session job's driver side: the parse, the `open_sessions` refresh, its record."""
 
@@ -128,17 +142,36 @@ class SessionEngine(KeyedEngine):
     ):
         super().__init__(spark, settings, backend, lease)
         self.parser = parser  # raw records -> events and invalid rows (JSON lines by default)
+        self.parse_plan = PlanOnce()
+
+    def _plans_once(self, raw: DataFrame) -> bool:
+        """Whether the batch's parse is built once per query (`engines/plan_once.py`)."""
+        return is_classic(raw) and plans_once(self.parser)
+
+
+    @override
+    def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
+        """The batch's time travels with its job where the parse is built once per query."""
+        now = "" if request.now_us is None else str(request.now_us)
+        with job_property(raw, batch_time.PROPERTY, now if self._plans_once(raw) else None):
+            return super().run(raw, request, previous)
 
     @override
     def _marked(self, raw: DataFrame, request: BatchRequest, marks: pa.Array) -> DataFrame:
         """Events further than `max_future_us` ahead of the batch's time (`request.now_us`)
         are invalid."""
-        # An int `now`: the reading tasks judge `max_future_us` themselves. A valid event's
-        # `source` (its file and line) is never read: it stays behind rather than crossing
-        # back from the reading task and then the shuffle, a file path on every line.
-        return parse_marked(self.parser, raw, marks, now=request.now_us,
-                            max_future_us=self.settings.max_future_us,
-                            valid_sources=False)  # fmt: skip
+        # A `now` the reading tasks get (µs, or from their job): they judge `max_future_us`
+        # themselves. A valid event's `source` (its file and line) is never read: it stays
+        # behind rather than crossing back from the reading task and then the shuffle, a
+        # file path on every line.
+        def build(now: int | str | None) -> Callable[[DataFrame], DataFrame]:
+            return lambda df: parse_marked(self.parser, df, marks, now=now,
+                                           max_future_us=self.settings.max_future_us,
+                                           valid_sources=False)  # fmt: skip
+
+        if self._plans_once(raw):
+            return self.parse_plan.over(raw, build(batch_time.FROM_JOB))
+        return build(request.now_us)(raw)
 
     @override
     def _refresh(self, request: BatchRequest) -> bool:

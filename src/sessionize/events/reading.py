@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sessionize.events import blocks
+from sessionize.events import batch_time, blocks
 from sessionize.events.marks import RECORDS, pass_and_mark
 from sessionize.events.packing import pack
 from sessionize.spark_session import ARROW_BATCH_BYTES
@@ -29,15 +29,17 @@ DECODED_LINES = 10_000
 
 
 def read_task(
-    plan: blocks.BlockPlan, now_us: int | None, max_future_us: int | None, keep_lines: bool,
-    valid_sources: bool, keys: pa.Array | None, decode: Decode | None,
+    plan: blocks.BlockPlan, now_us: int | str | None, max_future_us: int | None,
+    keep_lines: bool, valid_sources: bool, keys: pa.Array | None, decode: Decode | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """The block reader's task (`parsing.parse`): `plan.schema` rows; with `keys`, the
-    rows then the task's marks; with `decode`, the lines it decodes from `batches`.
+    rows then the task's marks, and the batch's time on every row (`NOW_COLUMN`, for the
+    exact path); with `decode`, the lines it decodes from `batches`.
 
-    `keep_lines`: every line keeps its `raw` text (Spark judges the time limit later, so
-    any line may become invalid)."""
+    `now_us`: the batch's time, or `batch_time.FROM_JOB`. `keep_lines`: every line keeps
+    its `raw` text (Spark judges the time limit later, so any line may become invalid)."""
+    now_us = batch_time.now_in_task(now_us)
     if decode is not None:
         batches = bounded(decode(batches))
 
@@ -56,7 +58,9 @@ def read_task(
     # travel as rows, every other row packed by partition (`packing`).
     marked = pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
     finished = [n for n in plan.schema.names if n != blocks.EXACT]
-    yield from pack(marked, keys, "user_id", _packable, finished)
+    for out in pack(marked, keys, "user_id", _packable, finished):
+        now = pa.repeat(pa.scalar(now_us, pa.int64()), out.num_rows)
+        yield out.append_column(batch_time.NOW_COLUMN, now)
 
 
 def bounded(batches: Iterator[pa.RecordBatch],

@@ -1,0 +1,73 @@
+"""A stream's per-batch DataFrame analysed once per query (`engines/plan_once.py`): built over
+the first micro-batch, run over every later one with that batch's input in its place, giving
+the rows that building it anew gives; a plan it cannot take apart is built anew every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sessionize.engines.plan_once import PlanOnce
+
+
+def _files(root: Path, batches: int) -> Path:
+    root.mkdir()
+    for b in range(batches):
+        (root / f"{b}.txt").write_text("".join(f"{b}-{i}-{'x' * i}\n" for i in range(10 + b)))
+    return root
+
+
+def _each_batch(spark, root: Path, chk: Path, build, plan: PlanOnce) -> list[tuple]:
+    """(rows of `plan.over(batch, build)`, rows of `build(batch)`) for every micro-batch of
+    a stream of `root`'s files, one file a batch."""
+    got: list[tuple] = []
+
+    def run(df: DataFrame, batch_id: int) -> None:
+        once = sorted(plan.over(df, build).collect())
+        anew = sorted(build(df).collect())
+        got.append((once, anew))
+
+    query = (
+        spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(str(root))
+        .writeStream.foreachBatch(run).option("checkpointLocation", str(chk))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    return got
+
+
+def test_later_batches_run_on_the_first_batchs_plan_with_their_own_input(spark, tmp_path):
+    builds = []
+
+    def build(df: DataFrame) -> DataFrame:
+        builds.append(1)
+        parts = df.select(F.split("value", "-").alias("p"), F.length("value").alias("n"))
+        steps = parts.select(F.col("p")[0].alias("batch"), "n").where(F.col("n") > 4)
+        return steps.groupBy("batch").agg(F.count("*").alias("lines"), F.sum("n").alias("chars"))
+
+    plan = PlanOnce()
+    got = _each_batch(spark, _files(tmp_path / "in", 3), tmp_path / "chk", build, plan)
+    assert len(got) == 3 and plan.reused == 2
+    assert len(builds) == 1 + 3  # the first batch's plan, and the plans built anew to compare
+    files = []
+    for once, anew in got:
+        assert once == anew
+        b = int(once[0]["batch"])  # the file of this batch (Spark picks the order)
+        files.append(b)
+        # that file's lines: the reference, counted by a plain loop
+        lines = [f"{b}-{i}-{'x' * i}" for i in range(10 + b)]
+        kept = [len(x) for x in lines if len(x) > 4]
+        assert [tuple(r) for r in once] == [(str(b), len(kept), sum(kept))]
+    assert sorted(files) == [0, 1, 2]
+
+
+def test_a_plan_with_two_inputs_is_built_anew_for_every_batch(spark, tmp_path):
+    def build(df: DataFrame) -> DataFrame:
+        return df.join(df.select("value"), "value").select(F.count("*").alias("n"))
+
+    plan = PlanOnce()
+    got = _each_batch(spark, _files(tmp_path / "in", 2), tmp_path / "chk", build, plan)
+    assert plan.reused == 0
+    assert sorted(once[0]['n'] for once, _ in got) == [10, 11]
