@@ -4,12 +4,18 @@ the rows that building it anew gives; a plan it cannot take apart is built anew 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sessionize.engines.plan_once import PlanOnce
+from sessionize.engines.plan_once import PlanOnce, properties_reach_jobs
+from tests.helpers import read_output
 
 
 def _files(root: Path, batches: int) -> Path:
@@ -71,3 +77,44 @@ def test_a_plan_with_two_inputs_is_built_anew_for_every_batch(spark, tmp_path):
     got = _each_batch(spark, _files(tmp_path / "in", 2), tmp_path / "chk", build, plan)
     assert plan.reused == 0
     assert sorted(once[0]['n'] for once, _ in got) == [10, 11]
+
+
+_UNPINNED_STREAM = textwrap.dedent("""
+    import sys
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from sessionize.engines.plan_once import properties_reach_jobs
+    from sessionize.spark_session import get_spark
+
+    spark = get_spark("unpinned", shuffle_partitions=2)
+    print(properties_reach_jobs(spark.range(1)))
+    root = sys.argv[1]
+    opts = StreamOptions(input=f"{root}/in", output=f"{root}/out", checkpoint=f"{root}/chk",
+                         partitions=2, max_files_per_trigger=1, max_future_us=3_600_000_000)
+    print(len(run_stream(opts, spark, on_batch=lambda _: None)))
+""")
+
+
+def test_a_local_property_reaches_the_jobs_of_a_pinned_driver(spark):
+    assert properties_reach_jobs(spark.range(1))  # PySpark's default: the engine plans once
+
+
+def test_a_driver_whose_threads_are_not_pinned_builds_every_batchs_parse(tmp_path):
+    """With PYSPARK_PIN_THREAD=false a local property the batch function sets may miss the
+    job's JVM thread: such a driver builds every batch's parse with its time in the plan."""
+    lines = {
+        "00": [{"user_id": 1, "event_time": "2026-11-01T00:00:00Z"}],
+        "01": [{"user_id": 2, "event_time": "2099-01-01T00:00:00Z"},
+               {"user_id": 3, "event_time": "2026-11-01T01:00:00Z"}],
+    }  # fmt: skip
+    for hour, events in lines.items():
+        d = tmp_path / "in" / "event_date=2026-11-01" / f"event_hour={hour}"
+        d.mkdir(parents=True)
+        text = "".join(json.dumps({**e, "page": {"current": "p"}}) + "\n" for e in events)
+        (d / "a.json").write_text(text)
+    env = {**os.environ, "PYSPARK_PIN_THREAD": "false"}
+    run = subprocess.run([sys.executable, "-c", _UNPINNED_STREAM, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-2:] == ["False", "2"]  # no property reaches a job; 2 batches
+    invalid = read_output(tmp_path / "out", "invalid_events")
+    assert ["2099" in raw for raw in invalid["raw"].to_pylist()] == [True]

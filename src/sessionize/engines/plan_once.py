@@ -33,6 +33,15 @@ def is_classic(df: DataFrame) -> bool:
     return type(df).__module__.startswith("pyspark.sql.classic")
 
 
+def properties_reach_jobs(df: DataFrame) -> bool:
+    """Whether a local property this thread sets reaches the jobs it runs: a classic
+    DataFrame of a gateway that pins each Python thread to one JVM thread (PySpark's default;
+    with `PYSPARK_PIN_THREAD=false` consecutive calls may run on different JVM threads)."""
+    from py4j.clientserver import ClientServer
+
+    return is_classic(df) and isinstance(df.sparkSession.sparkContext._gateway, ClientServer)
+
+
 class PlanOnce:
     """`over(raw, build)`: `build(raw)` for the first micro-batch of a query, then that
     plan with each later batch's `raw` in place of the first one's (`build` is not called).
@@ -100,8 +109,8 @@ def _steps_to(top: Any, leaf: Any) -> list[Any]:
 @contextlib.contextmanager
 def job_property(df: DataFrame, key: str, value: str | None) -> Iterator[None]:
     """Spark local property `key` set to `value` for the jobs this thread runs meanwhile
-    (classic DataFrames only: Spark Connect has no local properties); removed after."""
-    if value is None or not is_classic(df):
+    (where `properties_reach_jobs`: Spark Connect has no local properties); removed after."""
+    if value is None or not properties_reach_jobs(df):
         yield
         return
     context = df.sparkSession.sparkContext

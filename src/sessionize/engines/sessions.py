@@ -27,7 +27,7 @@ from typing_extensions import override
 from sessionize.config import SessionRules, format_duration
 from sessionize.engines.batch_marks import parse_marked
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
-from sessionize.engines.plan_once import PlanOnce, is_classic, job_property
+from sessionize.engines.plan_once import PlanOnce, job_property, properties_reach_jobs
 from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult, Engine, Parser
 from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.events import batch_time, blocks
@@ -146,7 +146,7 @@ class SessionEngine(KeyedEngine):
 
     def _plans_once(self, raw: DataFrame) -> bool:
         """Whether the batch's parse is built once per query (`engines/plan_once.py`)."""
-        return is_classic(raw) and plans_once(self.parser)
+        return properties_reach_jobs(raw) and plans_once(self.parser)
 
 
     @override
