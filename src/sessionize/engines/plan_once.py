@@ -50,8 +50,7 @@ class PlanOnce:
     """
 
     def __init__(self) -> None:
-        self._leaf: Any = None  # the first batch's leaf (a JVM LogicalPlan)
-        self._columns = ""  # its attributes (names and ids) and schema
+        self._columns = ""  # the first batch's leaf: its attributes (names and ids), schema
         self._steps: list[Any] = []  # the plan's steps, from its top down to the leaf
         self.reused = 0  # batches run on the first batch's plan
 
@@ -66,7 +65,7 @@ class PlanOnce:
             return self._with_leaf(raw, leaf)
         built = build(raw)
         steps = _steps_to(built._jdf.queryExecution().analyzed(), leaf)
-        self._leaf, self._columns, self._steps = leaf, columns, steps
+        self._columns, self._steps = columns, steps
         return built
 
     def _with_leaf(self, raw: DataFrame, leaf: Any) -> DataFrame:

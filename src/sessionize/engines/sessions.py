@@ -148,7 +148,6 @@ class SessionEngine(KeyedEngine):
         """Whether the batch's parse is built once per query (`engines/plan_once.py`)."""
         return properties_reach_jobs(raw) and plans_once(self.parser)
 
-
     @override
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
         """The batch's time travels with its job where the parse is built once per query."""

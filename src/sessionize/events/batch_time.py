@@ -22,8 +22,9 @@ def now_in_task(now_us: int | str | None) -> int | None:
     """`now_us`, or with FROM_JOB the time the task's job carries.
 
     Raises:
-        RuntimeError: FROM_JOB in a task whose job carries no time (the driver's
-            `job_time` was not around the job: a bug, not an input).
+        RuntimeError: FROM_JOB in a task whose job carries no time (the driver did not
+            set the property around the job, `engines.plan_once.job_property`: a bug, not
+            an input).
     """
     if now_us != FROM_JOB:
         return now_us  # type: ignore[return-value]
