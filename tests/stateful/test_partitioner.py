@@ -13,10 +13,12 @@ from sessionize.engines.placement import user_partitions
 from sessionize.stateful.partitioner import spark_partitions
 
 # Texts of every length around Murmur3's 4-byte words, multi-byte UTF-8 (whose bytes are
-# negative as Java's signed bytes), and longer than the hashing matrix's width.
+# negative as Java's signed bytes), and longer than the hashing matrix's width. No lone
+# surrogates (category Cs): no UTF-8 holds them, so no Arrow string does; Hypothesis's
+# characters() with a minimal code point draws them unless told not to.
 TEXTS = st.one_of(
     st.text(max_size=12),
-    st.text(alphabet=st.characters(min_codepoint=0x80), max_size=9),
+    st.text(alphabet=st.characters(min_codepoint=0x80, exclude_categories=("Cs",)), max_size=9),
     st.text(min_size=250, max_size=300),
     st.none(),
 )
