@@ -36,10 +36,6 @@ STREAM_CONFS = {"spark.sql.streaming.fileSource.log.cleanupDelay": "0"}
 _STATE_FILE = re.compile(r"(\d+)(?:_[^.]*)?\.(delta|snapshot|zip|changelog)")
 
 
-def _listing(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
-    return listing(fs, path)
-
-
 def _delete(fs: pafs.FileSystem, path: str) -> None:
     """Delete a file and its Hadoop checksum sibling; missing ones are fine."""
     directory, name = path.rsplit("/", 1)
@@ -52,7 +48,7 @@ def log_ids(checkpoint: str, log: str) -> list[int]:
     """The batch ids of one of Spark's logs (`offsets`, `commits`, `sources/0`), ascending."""
     fs, base = resolve_fs(checkpoint)
     ids = []
-    for info in _listing(fs, f"{base}/{log}"):
+    for info in listing(fs, f"{base}/{log}"):
         m = re.fullmatch(r"(\d+)(\.compact)?", info.base_name)
         if m:
             ids.append(int(m.group(1)))
@@ -83,7 +79,7 @@ def file_source_entries(checkpoint: str) -> list[dict]:
 def _file_source_entries(checkpoint: str) -> list[dict]:
     fs, base = resolve_fs(checkpoint)
     entries: dict[str, dict] = {}
-    for info in _listing(fs, f"{base}/{FILE_SOURCE_LOG}"):
+    for info in listing(fs, f"{base}/{FILE_SOURCE_LOG}"):
         if not re.fullmatch(r"\d+(\.compact)?", info.base_name):
             continue
         with fs.open_input_stream(info.path) as f:
@@ -148,7 +144,7 @@ def compact_interval(compacted: list[int], default: int) -> int:
 def _rebuild_up_to(fs, log: str, entries: list[dict], last: int, default: int) -> None:
     """Ensure Spark can read batches 0..last: the newest compacted file at or before `last`
     and the plain files after it, each written from the entries if missing."""
-    present = {i.base_name for i in _listing(fs, log)}
+    present = {i.base_name for i in listing(fs, log)}
     compacted = sorted(int(n.split(".")[0]) for n in present if n.endswith(".compact"))
     span = compact_interval(compacted, default)
     base_compact = ((last + 1) // span) * span - 1
@@ -174,11 +170,11 @@ def spark_state_versions(checkpoint: str) -> dict[int, list[int]]:
     """Spark's state store versions per state partition of the `spark-*` engines."""
     fs, base = resolve_fs(checkpoint)
     out: dict[int, list[int]] = {}
-    for part in _listing(fs, f"{base}/{STATE_DIR}"):
+    for part in listing(fs, f"{base}/{STATE_DIR}"):
         if part.type != pafs.FileType.Directory or not part.base_name.isdigit():
             continue
         versions = set()
-        for info in _listing(fs, part.path):
+        for info in listing(fs, part.path):
             m = _STATE_FILE.fullmatch(info.base_name)
             if m:
                 versions.add(int(m.group(1)))
@@ -191,10 +187,10 @@ def truncate_spark_state(checkpoint: str, after_version: int) -> int:
     partition (`-1`: the whole state); returns how many files went."""
     fs, base = resolve_fs(checkpoint)
     gone = 0
-    for part in _listing(fs, f"{base}/{STATE_DIR}"):
+    for part in listing(fs, f"{base}/{STATE_DIR}"):
         if part.type != pafs.FileType.Directory or not part.base_name.isdigit():
             continue
-        for info in sorted(_listing(fs, part.path), key=lambda i: i.base_name, reverse=True):
+        for info in sorted(listing(fs, part.path), key=lambda i: i.base_name, reverse=True):
             m = _STATE_FILE.fullmatch(info.base_name)
             if m and int(m.group(1)) > after_version:
                 _delete(fs, info.path)

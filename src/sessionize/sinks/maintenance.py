@@ -34,14 +34,14 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
     done = {"trash": 0, "staged_batches": 0, "uncommitted_files": 0, "compaction_files": 0}
     with sink_errors(f"cleaning {without_options(sink.root)}"):
         trash = f"{base}/{staging.TRASH}"
-        done["trash"] = len(_children(fs, trash))
+        done["trash"] = len(listing(fs, trash))
         delete_dir(fs, trash)
         published = {b for name in OUTPUTS for b in sink.published(name)}
         last = max(published, default=-1)
-        open_ = {_batch(i) for i in _children(fs, f"{base}/{staging.STAGING}/_open")}
+        open_ = {_batch(i) for i in listing(fs, f"{base}/{staging.STAGING}/_open")}
         stale = set()
         for name in OUTPUTS:
-            for info in _children(fs, f"{base}/{staging.STAGING}/{name}"):
+            for info in listing(fs, f"{base}/{staging.STAGING}/{name}"):
                 batch = _batch(info)
                 if batch is not None and batch <= last and batch not in open_:
                     delete_dir(fs, info.path)
@@ -67,10 +67,6 @@ def _drop_uncommitted(sink: ManifestParquetSink, fs: pafs.FileSystem, base: str)
                 fs.delete_file(info.path)
                 dropped += 1
     return dropped
-
-
-def _children(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
-    return listing(fs, directory)
 
 
 def _batch(info: pafs.FileInfo) -> int | None:
