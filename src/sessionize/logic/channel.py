@@ -115,9 +115,26 @@ def _predicate(at: int, op: str, arg: str) -> Callable[[Facts], bool] | None:
     return None
 
 
+# The longest host DNS allows (RFC 1035): a longer source is no listed host, nor a name
+# (docs/operations.md, "Bounds"), and is not looked at further.
+MAX_HOST_CHARS = 253
+
+
+@dataclass(frozen=True)
+class SiteList:
+    """One kind's list: names, hosts, `{}`-wildcard bases (`google.{}`: the base, then any
+    suffix), and the most labels a host or a base has (what a lookup needs to try)."""
+
+    names: frozenset[str]
+    hosts: frozenset[str]
+    bases: frozenset[str]
+    host_labels: int
+    base_labels: int
+
+
 @functools.lru_cache(maxsize=1)
-def _lists() -> dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]]:
-    """Per kind: (names, hosts, `{}`-wildcard bases) of the shipped list."""
+def _lists() -> dict[str, SiteList]:
+    """Per kind, the shipped list."""
     data = json.loads(
         resources.files("sessionize.logic").joinpath("data/referers.json").read_text("utf-8")
     )
@@ -131,29 +148,44 @@ def _lists() -> dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]]
                 if "." not in h:
                     continue
                 (bases if h.endswith(".{}") else hosts).add(h.removesuffix(".{}"))
-        out[kind] = (frozenset(names), frozenset(hosts), frozenset(bases))
+
+        def most_labels(found: set[str]) -> int:
+            return max((h.count(".") + 1 for h in found), default=0)
+
+        out[kind] = SiteList(frozenset(names), frozenset(hosts), frozenset(bases),
+                             most_labels(hosts), most_labels(bases))  # fmt: skip
     return out
 
 
-@functools.lru_cache(maxsize=65536)
 def is_kind(source: str, kind: str) -> bool:
     """Whether `source` (a lower-case name or host) is a search engine (`kind="search"`)
-    or a social network (`"social"`) of the shipped list.
+    or a social network (`"social"`) of the shipped list: a listed name, a listed host or
+    any subdomain of one, or a base then any suffix (`google.{}`: `google.co.uk`). A source
+    longer than MAX_HOST_CHARS is neither. Only the suffixes and label runs as long as the
+    list's longest entries are looked up, so the work is linear in the source.
 
     >>> is_kind("news.google.co.uk", "search"), is_kind("facebook", "social")
     (True, True)
     """
-    if kind == "search" and is_kind(source, "social"):
+    return len(source) <= MAX_HOST_CHARS and _listed(source, kind)
+
+
+@functools.lru_cache(maxsize=65536)
+def _listed(source: str, kind: str) -> bool:
+    """`is_kind` of a source no longer than MAX_HOST_CHARS (so the cache stays small)."""
+    if kind == "search" and _listed(source, "social"):
         return False  # both lists name Facebook and MySpace: their visits are social
-    names, hosts, bases = _lists()[kind]
-    if source in names:
+    site = _lists()[kind]
+    if source in site.names:
         return True
     labels = source.split(".")
-    for i in range(len(labels)):
-        if ".".join(labels[i:]) in hosts:
+    n = len(labels)
+    for i in range(max(0, n - site.host_labels), n):
+        if ".".join(labels[i:]) in site.hosts:
             return True
-        for j in range(i + 1, len(labels)):  # `google.{}`: a base, then any suffix
-            if ".".join(labels[i:j]) in bases:
+    for i in range(n):  # a base must leave at least one label for the suffix
+        for j in range(i + 1, min(n, i + 1 + site.base_labels)):
+            if ".".join(labels[i:j]) in site.bases:
                 return True
     return False
 
