@@ -59,6 +59,10 @@ CASES = {
         "'soon' is not a duration",
     ),
     "missing input directory": (lambda root: _stream(root), "is not a directory"),
+    "lateness over a year": (
+        lambda root: [*_stream(_hour(root, "{}").parent), "--lateness", "366d"],
+        "--lateness must be at most 365d",
+    ),
     "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
     "no master answers": (_unanswered_master, "no Spark master answers at 127.0.0.1:"),
     "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),

@@ -49,8 +49,8 @@ def parsed(spark):
         (_line(ctx={"ts": -1000}), ("u1", -1_000_000)),
         (_line(ctx={"ts": "1700000000000"}), "ctx.ts: expected a number"),
         (_line(ctx={"ts": True}), "ctx.ts: expected a number"),
-        (_line(ctx={"ts": 1e20}), "ctx.ts: epoch time out of range (years 0001-9999)"),
-        (_line(ctx={"ts": -1e15}), "ctx.ts: epoch time out of range (years 0001-9999)"),
+        (_line(ctx={"ts": 1e20}), "ctx.ts: epoch time out of range (years 0002-9998)"),
+        (_line(ctx={"ts": -1e15}), "ctx.ts: epoch time out of range (years 0002-9998)"),
         (_line(ctx={}), "missing ctx.ts"),
         (_line(ctx="x"), "ctx: expected an object"),
         # Other mapped fields keep the usual rules, named by their paths.

@@ -31,6 +31,7 @@ from sessionize.parsing import (
     gap_us,
     invalid_sources,
     now_column,
+    out_of_range,
     too_far_ahead,
 )
 from sessionize.schema import STATE_USER_KEY
@@ -43,10 +44,10 @@ SIDE_COLUMNS = ("error", "source", "raw")
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _ATOMIC = (T.StringType, T.BooleanType, T.NumericType, T.DateType, T.TimestampType,
            T.TimestampNTZType, T.NullType)  # fmt: skip
-# Epoch times Spark can hold as timestamps (years 1 to 9999), per time format.
+# Epoch times of the valid years (`rules.TIME_YEARS`), per time format.
 _EPOCH_RANGE = {
-    "epoch-s": (-62_135_596_800, 253_402_300_799),
-    "epoch-ms": (-62_135_596_800_000, 253_402_300_799_999),
+    "epoch-s": (-(-R.MIN_US // 1_000_000), R.MAX_US // 1_000_000),
+    "epoch-ms": (-(-R.MIN_US // 1_000), R.MAX_US // 1_000),
 }
 _INTEGER_TEXT = r"^\s*-?\d{1,19}\s*$"
 
@@ -132,13 +133,17 @@ def _time(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
     if isinstance(dtype, T.NullType):
         return F.lit(None).cast("timestamp"), missing
     if fmt == "iso8601":
+        outside = F.lit(R.time_out_of_range(path))
         if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
-            return column.cast("timestamp"), F.when(column.isNull(), missing)
+            ts = column.cast("timestamp")
+            return ts, F.when(column.isNull(), missing).when(out_of_range(ts), outside)
         if not isinstance(dtype, T.StringType):
             raise _wrong(path, dtype, "a timestamp or an ISO-8601 string (--time-format)")
         ts = F.when(column.rlike(ISO_8601), F.try_to_timestamp(column))
         bad = F.lit(f"{path} is not an ISO-8601 timestamp")
-        return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad)
+        return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad).when(
+            out_of_range(ts), outside
+        )
     if isinstance(dtype, _INTEGRAL):
         number = column.cast("long")
     elif isinstance(dtype, T.StringType):
@@ -149,7 +154,7 @@ def _time(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
     ok = number.between(low, high)
     to_ts = F.timestamp_seconds if fmt == "epoch-s" else F.timestamp_millis
     ts = F.when(ok, to_ts(number))
-    bad = F.lit(f"{path} is not an epoch time ({fmt}, years 1 to 9999)")
+    bad = F.lit(f"{path} is not an epoch time ({fmt}, years {R.TIME_YEARS})")
     return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad)
 
 

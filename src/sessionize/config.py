@@ -7,7 +7,8 @@ import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+
+import numpy as np
 
 from sessionize.durations import _UNIT_US, format_duration, parse_duration
 from sessionize.errors import ConfigError
@@ -27,7 +28,9 @@ def format_instant(us: int | None) -> str | None:
     """Microseconds since the epoch -> `2026-11-01T01:50:00Z` (None stays None)."""
     if us is None:
         return None
-    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # numpy's calendar reaches far beyond Python's years 1-9999, so that a time recorded
+    # before times were bounded (a watermark in the year 0) still prints.
+    return f"{np.datetime_as_string(np.datetime64(int(us), 'us'), unit='s')}Z"
 
 
 def counted(n: int, noun: str) -> str:
@@ -46,6 +49,9 @@ def describe_differences(recorded: Mapping[str, object], current: Mapping[str, o
 
 # The longest gap an event may ask for with `--gap-field` (30 days).
 MAX_EVENT_GAP_US = 30 * _UNIT_US["d"]
+# The longest `--gap`, `--lateness` and `--max-duration` (a year): event times hold the
+# years 0002-9998 (events/rules.py), so every time derived from them holds in 0001-9999.
+MAX_RULE_US = 365 * _UNIT_US["d"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,12 @@ class SessionRules:
             raise ConfigError("--lateness must be zero or positive, e.g. 10m")
         if self.max_duration_us is not None and self.max_duration_us <= 0:
             raise ConfigError("--max-duration must be positive, e.g. 24h")
+        for flag, us in (("--gap", self.gap_us), ("--lateness", self.lateness_us),
+                         ("--max-duration", self.max_duration_us or 0)):  # fmt: skip
+            if us > MAX_RULE_US:
+                raise ConfigError(f"{flag} must be at most 365d (event times are kept within "
+                                  "the years 0002-9998 and what follows from them within "
+                                  "0001-9999)")  # fmt: skip
         check_timezone(self.timezone)
 
     def record(self) -> dict[str, object]:

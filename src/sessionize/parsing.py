@@ -174,7 +174,27 @@ def _time(mapping: EventMapping, j: Column) -> tuple[Column, Column]:
     us = F.round(raw * F.lit(float(R.EPOCH_UNIT_US[mapping.time_format])))
     in_range = us.between(float(R.MIN_US), float(R.MAX_US))
     ts = F.when(in_range, F.timestamp_micros(us.cast("long")))
-    return ts, F.lit(f"{mapping.time}: epoch time out of range (years 0001-9999)")
+    return ts, F.lit(R.bad_time(mapping.time, mapping.time_format))
+
+
+# A `\\uXXXX` escape of a JSON string (after an even run of backslashes): a surrogate pair,
+# then any surrogate left once the pairs are gone (Java's regular expressions).
+_ESCAPE = r"(?<!\\)((?:\\\\)*)\\u"
+_SURROGATE_PAIR = _ESCAPE + r"[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_SURROGATE = _ESCAPE + r"[dD][89a-fA-F][0-9a-fA-F]{2}"
+
+
+def lone_surrogate(line: Column) -> Column:
+    """Whether a JSON line escapes a lone surrogate (`\\ud800`), which Spark would store as
+    `?` and no UTF-8 text can hold."""
+    unpaired = F.regexp_replace(line, _SURROGATE_PAIR, "$1").rlike(_SURROGATE)
+    return line.contains("\\u") & unpaired
+
+
+def out_of_range(ts: Column) -> Column:
+    """Whether a timestamp lies outside the valid years (`rules.TIME_YEARS`)."""
+    us = F.unix_micros(ts)
+    return (us < F.lit(R.MIN_US)) | (us > F.lit(R.MAX_US))
 
 
 def _user_reason(mapping: EventMapping, user: Column) -> Column | None:
@@ -200,12 +220,14 @@ def _reason(
         F.when(value.isNull(), F.lit("unreadable record"))
         .when(F.trim(value) == "", F.lit("empty line"))
         .when(keys.isNull(), F.lit("not a JSON object"))
+        .when(lone_surrogate(value), F.lit(R.LONE_SURROGATE))
         .when(dup.isNotNull(), F.concat(F.lit("duplicate key: "), dup))
         .when(wrong_type.isNotNull(), wrong_type)
         .when(corrupt, F.lit("a field has the wrong type"))
         .when(user.isNull(), F.lit(f"missing {mapping.user}"))
         .when(_leaf(j, mapping.time).isNull(), F.lit(f"missing {mapping.time}"))
         .when(ts.isNull(), bad_time)
+        .when(out_of_range(ts), F.lit(R.time_out_of_range(mapping.time)))
         .when(_leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
     )
     if mapping.gap:
@@ -224,9 +246,14 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
             continue
         kind = _type_of(F.try_parse_json(value), c.value)
         number = _is_integer(kind) | kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT")
-        reason = reason.when(
-            (action == c.action) & _leaf(j, c.value).isNotNull() & ~number,
-            F.lit(f"{c.value}: expected a number"),
+        mine = (action == c.action) & _leaf(j, c.value).isNotNull()
+        # A number beyond doubles (1e309) reads as the text "Infinity": never a value.
+        as_double = _leaf(j, c.value).try_cast("double")
+        finite = as_double.isNotNull() & ~F.isnan(as_double) & ~as_double.isin(
+            float("inf"), float("-inf")
+        )
+        reason = reason.when(mine & ~number, F.lit(f"{c.value}: expected a number")).when(
+            mine & ~finite, F.lit(R.number_out_of_range(c.value))
         )
     return reason
 

@@ -22,6 +22,9 @@ _ISO = re.compile(
     re.ASCII,
 )
 _EPOCH_DAY = date(1970, 1, 1).toordinal()
+# Valid event times: the years 0002-9998, inclusive.
+MIN_US = (date(2, 1, 1).toordinal() - _EPOCH_DAY) * 86_400_000_000
+MAX_US = (date(9999, 1, 1).toordinal() - _EPOCH_DAY) * 86_400_000_000 - 1
 
 
 class _Open(Exception):
@@ -79,7 +82,7 @@ def epoch_us(number: float | int, unit_us: int, limits: bool = True) -> int | No
     rounded = float(Decimal(product).to_integral_value(ROUND_HALF_UP))
     if not limits:
         return int(rounded) if abs(rounded) < 2.0**63 else OPEN
-    if not -62_135_596_800_000_000.0 <= rounded <= 253_402_300_799_999_999.0:
+    if not float(MIN_US) <= rounded <= float(MAX_US):
         return None
     return int(rounded)
 
@@ -107,10 +110,12 @@ def read_line(line: str, m: EventMapping, now_us: int | None, max_future_us: int
         doc = json.loads(line, object_pairs_hook=pairs_hook, parse_constant=_no_constants)
     except (ValueError, RecursionError, _Open):
         return OPEN
-    if seen_twice or _has_surrogate(doc):
-        return OPEN
     if not isinstance(doc, dict):
         return "not a JSON object", None
+    if _has_surrogate(doc):  # json.loads joins the pairs: what is left has no partner
+        return "a string holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)", None
+    if seen_twice:
+        return OPEN
     user_kind = "string" if m.string_keys else "integer"
     time_kind = "string" if m.time_format == "iso8601" else "number"
     wanted = [(m.user, user_kind), (m.time, time_kind), (m.action, "string"), (m.page, "string")]
@@ -156,12 +161,14 @@ def read_line(line: str, m: EventMapping, now_us: int | None, max_future_us: int
             return OPEN
         if us is None:
             return f"{m.time} is not an ISO-8601 timestamp", None
+        if not MIN_US <= us <= MAX_US:
+            return f"{m.time}: time out of range (years 0002-9998)", None
     else:
         us = epoch_us(time, 1_000 if m.time_format == "epoch-ms" else 1_000_000)
         if us == OPEN:
             return OPEN
         if us is None:
-            return f"{m.time}: epoch time out of range (years 0001-9999)", None
+            return f"{m.time}: epoch time out of range (years 0002-9998)", None
     if page is None:
         return f"missing {m.page}", None
     gap = _get(doc, m.gap) if m.gap else None

@@ -50,6 +50,11 @@ iso_times = st.builds(
 )  # fmt: skip
 times = st.one_of(
     iso_times, st.sampled_from(["2026-11-01T10:00:00Z", "2026-11-02T10:00:00.000001Z"]),
+    st.sampled_from(["0001-12-31T23:59:59.999999Z", "0002-01-01T00:00:00Z",
+                     "0002-01-01T00:00:00+00:01", "9998-12-31T23:59:59.999999Z",
+                     "9998-12-31T23:30:00-01:00", "9999-01-01T00:00:00Z"]),  # the valid years' ends
+    st.sampled_from([-62_104_060_800_000, -62_104_060_800_001, 253_370_764_799_999,
+                     253_370_764_800_000]),
     st.integers(-(2**63), 2**63), st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([1_793_527_200_000, 253_402_300_800_000, 0.0005, -0.0015, 1e300]),
     json_values,
@@ -60,6 +65,12 @@ gaps = st.one_of(
     st.floats(allow_nan=False), st.integers(-5, 3_000_000), st.sampled_from([0, 1e-7, 2592000]),
     json_values,
 )  # fmt: skip
+
+
+# String contents: lone surrogates (after an even run of backslashes), pairs, a control
+# character, and escaped backslashes before a `u` (no escape of a surrogate).
+_ESCAPES = ["\\ud800", "\\udc00x", "a\tb", "\\ud83d\\ude00", "\\\\ud800", "\\\\\\ud800",
+            "\\ud800\\ud800\\udc00", "\\uDBFF\\uDFFF", "\\\\\\ud83d\\ude00"]  # fmt: skip
 
 
 def _set(doc: dict, path: str, value: object) -> None:
@@ -99,7 +110,7 @@ def documents(draw, mapping: EventMapping) -> str:
         line = line[:-1] + ', "x": ' + draw(st.sampled_from(["NaN", "Infinity", "-Infinity"])) + "}"
     elif edit == 4:
         line = (
-            line[:-1] + ', "x": "' + draw(st.sampled_from(["\\ud800", "\\udc00x", "a\tb"])) + '"}'
+            line[:-1] + ', "x": "' + draw(st.sampled_from(_ESCAPES)) + '"}'
         )
     elif edit == 5:
         line = draw(st.sampled_from(["", "   ", "\t", "[1]", "42", "null", '"{}"', "{'a': 1}"]))

@@ -307,10 +307,12 @@ def read_block(
     else:
         us = epoch_micros(time.to_numpy(zero_copy_only=False), m.time_format)
     # (whether, reason) in the order of the rules: the first that holds is the reason
+    valid_us = _numbers(us)
     steps = [
         (_nulls(user), R.missing(m.user)),
         (_nulls(time), R.missing(m.time)),
         (_nulls(us), R.bad_time(m.time, m.time_format)),
+        ((valid_us < R.MIN_US) | (valid_us > R.MAX_US), R.time_out_of_range(m.time)),
         (_nulls(page), R.missing(m.page)),
     ]
     if m.gap:
@@ -323,7 +325,7 @@ def read_block(
         steps.append((size == 0, R.empty_key(m.user)))
         steps.append((size > R.KEY_BYTES, R.long_key(m.user)))
     if now_us is not None and max_future_us is not None:
-        steps.append((_numbers(us) > now_us + max_future_us, R.too_far_ahead(m.time)))
+        steps.append((valid_us > now_us + max_future_us, R.too_far_ahead(m.time)))
     has_error = ~_nulls(error)
     early = [(_nulls(values), R.UNREADABLE), (_spaces_only(values, braced), R.EMPTY_LINE)]
     exact = ~read & ~has_error & ~early[0][0] & ~early[1][0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from sessionize.config import MAX_EVENT_GAP_US
+from sessionize.config import MAX_EVENT_GAP_US, MAX_RULE_US
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 
 # JSON types a field is read as. "object": an enclosing object of a dotted path; "any": read
@@ -21,8 +21,14 @@ ARTICLE = {INTEGER: "an integer", STRING: "a string", OBJECT: "an object", NUMBE
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # ISO-8601 date and time; looser forms (e.g. '123' as a year) are not times.
 ISO_8601 = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$"
-# Epoch times map to the years 0001-9999, as ISO-8601 times do (µs).
-MIN_US, MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
+# The event times that are valid, ISO-8601 and epoch alike: the years 0002-9998 (µs,
+# inclusive). Every time derived from one then stays within the years 0001-9999 that
+# Python, Spark and every sink hold: the watermark (`--lateness` before), `closed_at` (at
+# most `--gap` or `--gap-field` after), a local date or midnight in any zone (18 hours).
+TIME_YEARS = "0002-9998"
+MIN_US, MAX_US = -62_104_060_800_000_000, 253_370_764_799_999_999
+# So `--gap`, `--lateness` and `--max-duration` are at most a year.
+assert MAX_RULE_US <= 365 * 86_400_000_000 and MAX_EVENT_GAP_US <= MAX_RULE_US
 EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
 # A string user id that may be a store key: 1 to this many bytes of UTF-8.
 KEY_BYTES = MAX_USER_KEY_BYTES
@@ -35,6 +41,8 @@ UNREADABLE = "unreadable record"
 EMPTY_LINE = "empty line"
 NOT_OBJECT = "not a JSON object"
 WRONG_TYPE = "a field has the wrong type"
+# A `\ud800`-style escape with no partner: Spark would read it as `?`, UTF-8 cannot hold it.
+LONE_SURROGATE = "a string holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)"
 
 
 def missing(path: str) -> str:
@@ -56,7 +64,17 @@ def duplicate(key: str) -> str:
 def bad_time(path: str, time_format: str) -> str:
     if time_format == "iso8601":
         return f"{path} is not an ISO-8601 timestamp"
-    return f"{path}: epoch time out of range (years 0001-9999)"
+    return f"{path}: epoch time out of range (years {TIME_YEARS})"
+
+
+def time_out_of_range(path: str) -> str:
+    """A valid timestamp outside the years TIME_YEARS (epoch times: `bad_time`)."""
+    return f"{path}: time out of range (years {TIME_YEARS})"
+
+
+def number_out_of_range(path: str) -> str:
+    """A JSON number no double holds (`1e309`)."""
+    return f"{path}: number out of range (double)"
 
 
 def too_far_ahead(path: str) -> str:

@@ -4,7 +4,8 @@ ISO-8601: the rule's pattern (`rules.ISO_8601`, ASCII digits; matched in numpy),
 Spark's calendar rules (proleptic Gregorian; month, day, hour 0-23, minute and second 0-59;
 an offset of at most 18:00); a fraction is cut to the microsecond; no offset means UTC.
 Epoch numbers: Spark's `round(x * unit)` in doubles (half away from zero), kept when the
-double lies within the years 0001-9999 (`rules.MIN_US`, `rules.MAX_US`, compared as doubles).
+double lies within the valid years 0002-9998 (`rules.MIN_US`, `rules.MAX_US`, compared as
+doubles).
 """
 
 from __future__ import annotations

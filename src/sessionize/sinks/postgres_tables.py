@@ -20,6 +20,7 @@ import datetime as dt
 import json
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -170,13 +171,56 @@ def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Field) -> lis
     ]
 
 
+# PostgreSQL's text and jsonb cannot hold U+0000: it is written as these four characters,
+# as `invalid_events.raw` writes a byte that is not UTF-8 (docs/reference/outputs.md).
+NUL, NUL_WRITTEN = "\x00", "\\x00"
+
+
+def _texts(array: pa.Array) -> list[pa.Array]:
+    """The string arrays inside `array` (itself, list values, map keys and items, fields)."""
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return [array]
+    if pa.types.is_map(t):
+        return _texts(array.keys) + _texts(array.items)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _texts(array.flatten())
+    if pa.types.is_struct(t):
+        return [a for i in range(t.num_fields) for a in _texts(array.field(i))]
+    return []
+
+
+def _escaped(value: object) -> object:
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_WRITTEN)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_escaped(v) for v in value)
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    return value
+
+
+def without_nul(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`column` with every U+0000 of its strings (at any depth) written as `\\x00`; as it
+    is when it holds none (the usual case: looked for in Arrow, no Python per value)."""
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    texts = _texts(array)
+    if not any(pc.any(pc.match_substring(a, NUL)).as_py() for a in texts if len(a)):
+        return column
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        return pa.chunked_array([pc.replace_substring(array, NUL, NUL_WRITTEN)])
+    return pa.chunked_array([pa.array(_escaped(array.to_pylist()), array.type)])
+
+
 def copy_rows(table: pa.Table) -> tuple[list[str], list[tuple]]:
     """(the PostgreSQL types of `table`'s columns, its rows as tuples) for a binary COPY;
-    JSON columns are wrapped for psycopg's jsonb dumper."""
+    JSON columns are wrapped for psycopg's jsonb dumper; U+0000 is written as `\\x00`."""
     types, columns = [], []
     for field, column in zip(table.schema, table.columns, strict=True):
         kind = pg_type(field.type)
-        values = _python_values(column)
+        values = _python_values(without_nul(column))
         if kind == "jsonb":
             values = [None if v is None else Jsonb(_plain_json(v)) for v in values]
         types.append(kind)

@@ -18,6 +18,7 @@ read to its end, gives one row `unreadable file: ...`, as a JSON file does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Iterator, Mapping
@@ -93,7 +94,22 @@ def _convert(array: pa.Array, kind: str) -> pa.Array:
     raise TypeError(f"expected {_EXPECTED[kind]}, the Parquet file has {t}")
 
 
+def _printable(t: pa.DataType) -> pa.DataType:
+    """`t` with its times as strings: Python's datetime holds only the years 1-9999, and a
+    Parquet file's timestamps may lie anywhere (Arrow prints them all)."""
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_printable(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(_printable(t.value_type)))
+    return t
+
+
 def _rows_json(batch: pa.RecordBatch) -> pa.Array:
+    # Kept as it is where the cast fails: `default=str` below, or the file's unreadable row.
+    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        batch = batch.cast(pa.schema([f.with_type(_printable(f.type)) for f in batch.schema]))
     return pa.array([json.dumps(r, default=str) for r in batch.to_pylist()], pa.string())
 
 
