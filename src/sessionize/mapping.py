@@ -40,8 +40,11 @@ _RESERVED = {
     "source", "kind", "change_value", "gap_us", "url", "referrer", "user_agent",
     "landing_page", "exit_page", "utm_source", "utm_medium", "utm_campaign", "utm_term",
     "utm_content", "gclid", "referrer_host", "channel", "page_view_count", "engaged_time_ms",
-    "engaged", "bounce", "event_counts", "converted", "is_bot", "user_key",
+    "engaged", "bounce", "event_counts", "converted", "is_bot", "user_key", "updated_batch",
+    "part",
 }  # fmt: skip
+# PostgreSQL cuts longer identifiers, so a longer column name would not be its own there.
+MAX_COLUMN_BYTES = 63
 # The schemas of `sessions`: 1 is the columns of checkpoints created before a session
 # carried its traffic source, engagement and conversions; 2 adds them.
 SESSION_COLUMNS = (1, 2)
@@ -97,6 +100,9 @@ class EventMapping:
                     f"--keep-fields: '{name}' cannot name an output column; use letters, "
                     "digits and _ (not a column the outputs already have)"
                 )
+            if len(name.encode()) > MAX_COLUMN_BYTES:
+                raise ConfigError(f"--keep-fields: '{name[:20]}...' is longer than "
+                                  f"{MAX_COLUMN_BYTES} bytes; choose a shorter NAME")  # fmt: skip
         if len({n.lower() for n in names}) != len(names):
             raise ConfigError("--keep-fields: each NAME may appear once")
         _check_conversions(self.content, names)
@@ -212,6 +218,10 @@ def _check_conversions(content: SessionContent, names: list[str]) -> None:
     taken = {n.lower() for n in names} | _RESERVED
     for c in content.conversions:
         for column in (c.name + s for s in (*CONVERSION_SUFFIXES, "_value_json")):
+            if len(column.encode()) > MAX_COLUMN_BYTES:
+                raise ConfigError(f"--conversion {c.name[:20]}...: its column {column[:20]}... "
+                                  f"is longer than {MAX_COLUMN_BYTES} bytes; choose a shorter "
+                                  "NAME")  # fmt: skip
             if column.lower() in taken:
                 raise ConfigError(
                     f"--conversion {c.name}: its column {column} collides with another "

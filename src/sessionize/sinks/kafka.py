@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -60,6 +61,29 @@ def _kafka():
     return confluent_kafka
 
 
+# Kafka's rules for a topic name: these characters, at most 249 of them, not `.` or `..`.
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+_MAX_TOPIC = 249
+# The topics PREFIX.NAME the sink writes: the outputs, `open_sessions`, the batch markers.
+_TOPIC_NAMES = (*OUTPUTS, *REPLACED, MARKERS)
+
+
+def _check_prefix(prefix: str, uri: str) -> None:
+    """Refuse a prefix whose topics Kafka would refuse (before anything is recorded)."""
+    longest = max(len(name) for name in _TOPIC_NAMES) + 1
+    shown = prefix if len(prefix) <= 40 else prefix[:40] + "..."
+    if not _TOPIC_CHARS.fullmatch(prefix) or prefix in (".", ".."):
+        raise ConfigError(
+            f"--output {without_options(uri)}: topic prefix {shown!r}: Kafka topic names "
+            "take only ASCII letters, digits, '.', '_' and '-'"
+        )
+    if len(prefix) + longest > _MAX_TOPIC:
+        raise ConfigError(
+            f"--output {without_options(uri)[:60]}...: a topic prefix of at most "
+            f"{_MAX_TOPIC - longest} characters (Kafka topic names hold {_MAX_TOPIC})"
+        )
+
+
 def is_kafka(output: str) -> bool:
     return output.startswith("kafka://")
 
@@ -81,6 +105,7 @@ class KafkaOutput:
         prefix = parts.path.strip("/")
         if parts.scheme != "kafka" or not parts.netloc or not prefix or "/" in prefix:
             raise ConfigError(f"--output {without_options(uri)}: write {URI_FORM}")
+        _check_prefix(prefix, uri)
         for host in parts.netloc.split(","):
             name, _, port = host.rpartition(":")
             if not name or not port.isdigit():

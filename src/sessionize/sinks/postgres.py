@@ -24,6 +24,7 @@ all the outputs (unlike files, where each output is switched on its own). With
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ from sessionize.state.backends.postgres_pool import ROLLED_BACK, pool_for
 T = TypeVar("T")
 
 DEFAULT_SCHEMA = "sessionize"
+# A schema name PostgreSQL takes as it is: unquoted-style, at most 63 bytes (longer names
+# are cut), `pg_` being reserved for the system's schemas.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OPTIONS = (
     "schema",
     "connect_timeout",
@@ -97,9 +101,10 @@ def parse(uri: str) -> Target:
         )
     given, _ = read_query(parts.query, _OPTIONS, shown_uri)
     schema = given.pop("schema", DEFAULT_SCHEMA)
-    if not schema.replace("_", "a").isalnum() or not schema.islower() or schema[0].isdigit():
+    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
         raise ConfigError(
-            f"--output {shown_uri}: schema={schema!r}: use lower-case letters, digits and '_'"
+            f"--output {shown_uri}: schema={schema[:70]!r}: use lower-case ASCII letters, "
+            "digits and '_', starting with a letter or '_', at most 63, not starting pg_"
         )
     password = unquote(parts.password) if parts.password is not None else None
     if password == "***":  # a recorded location (passwords are never recorded)

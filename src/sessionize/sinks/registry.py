@@ -173,6 +173,9 @@ def _check_postgres(output: str, fmt: str | None) -> None:
             "as tables; leave --output-format out (Delta is for paths and s3://)"
         )
     _postgres_sink()  # refused now, in one line, when the extra is missing
+    from sessionize.sinks.postgres import parse
+
+    parse(output)  # the URI and its schema name, before anything is recorded
 
 
 def _postgres_sink() -> type[Sink]:
