@@ -1,6 +1,6 @@
 """Options a sink or an output would reject at batch 0 are refused before anything is
 recorded: kept field names that are output columns (or too long for PostgreSQL), PostgreSQL
-schema names, Kafka topic prefixes. A refused start leaves no checkpoint behind, so the
+schema names, Kafka topic prefixes, job names. A refused start leaves no checkpoint behind, so the
 corrected command runs."""
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def test_refused_starts_leave_no_checkpoint_then_the_corrected_command_runs(
         (["--output", f"kafka://{broker}/bad prefix"], "Kafka topic names take only"),
         (["--output", f"kafka://{broker}/\"q\""], "Kafka topic names take only"),
         (["--output", f"kafka://{broker}/{'p' * 300}"], "a topic prefix of at most 234"),
+        (["--output", str(tmp_path / "out"), "--job", "a/b"], "job name 'a/b' must be"),
     ]  # fmt: skip
     for flags, fragment in cases:
         _assert_refused(sessionize(*base, *flags, timeout=180), fragment, chk)

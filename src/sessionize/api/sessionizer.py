@@ -50,6 +50,7 @@ from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.mapping import EventMapping
 from sessionize.sinks.kafka import with_staging
 from sessionize.sinks.registry import check_open_sessions, check_output
+from sessionize.state.rows import check_job
 
 KAFKA_STAGING = "kafka-staging"  # where tasks stage rows for a Kafka output without staging=
 OUTPUT_FORMATS = ("parquet", "delta")
@@ -178,6 +179,7 @@ class Sessionizer:
         self.user_type_given = user_type is not None
         if partitions < 1:
             raise ConfigError("partitions must be at least 1")
+        check_job(job)  # the state stores refuse others: refused before anything is recorded
         self.state = state
         self.partitions = partitions
         self.max_future_us = None if max_future is None else duration_us(max_future, "max_future")
