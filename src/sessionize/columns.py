@@ -24,16 +24,10 @@ from sessionize.errors import ConfigError
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
 from sessionize.events import rules as R
+from sessionize.events.checks import bad_gap, gap_us, out_of_range, too_far_ahead
 from sessionize.events.rules import ISO_8601
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
-from sessionize.parsing import (
-    bad_gap,
-    gap_us,
-    invalid_sources,
-    now_column,
-    out_of_range,
-    too_far_ahead,
-)
+from sessionize.parsing import invalid_sources, now_column
 from sessionize.schema import STATE_USER_KEY
 
 if TYPE_CHECKING:
