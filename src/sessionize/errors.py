@@ -27,6 +27,10 @@ class IncompatibleCheckpoint(StateError):
     """A checkpoint or state store was created with settings that differ from this run's."""
 
 
+class OutputOwned(IncompatibleCheckpoint):
+    """The output belongs to another job (its owner record, sinks/owner.py, names it)."""
+
+
 class SinkError(SessionizeError):
     """An output could not be written or published."""
 

@@ -33,10 +33,13 @@ from sessionize.engines.checkpoint import (
 )  # fmt: skip
 from sessionize.engines.choice import engine_for
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings, keyed_sink, settings_record
+from sessionize.engines.ownership import check_run, check_stream, run_owner, stream_claim
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner, start_query
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
+from sessionize.sinks.claim import OwnerClaim
+from sessionize.sinks.owner import STATEFUL_STREAM
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
 from sessionize.stateful.invalid import INVALID_OUTPUT, without_marks
@@ -82,8 +85,10 @@ def start(
     check_resolvable(checkpoint, "--checkpoint")
     spark_trigger = parse_trigger(trigger)
     end_finished(checkpoint)
+    check_stream(checkpoint, output, job, STATEFUL_STREAM, d.name)  # before anything is written
     lease = checkpoint_lease(checkpoint)
     lease.acquire()
+    held = [lease]
     try:
         refuse_if_rewinding(checkpoint)
         store_uri = _absolute(state_uri(state, child(checkpoint, "state")))
@@ -94,6 +99,10 @@ def start(
             **settings_record(settings), "output": output, "output_format": output_format,
             "outputs": list(settings.processor_outputs), "state": recorded_state(state), "job": job,
         })  # fmt: skip
+        writer = output_lease(output)  # the output is this checkpoint's while it runs
+        writer.acquire()
+        held.append(writer)
+        claim = stream_claim(checkpoint, output, job, STATEFUL_STREAM, d.name)
         # What `history`, `rewind` and `status` need besides the settings (no secrets).
         record_paths(checkpoint, {
             "output": redact_uri(output), "output_format": output_format,
@@ -110,15 +119,17 @@ def start(
             describe_input=functools.partial(batch_input, checkpoint),
             batch_time=functools.partial(batch_timestamp_us, checkpoint),
             lease=lease,
+            claim=claim,
         )
         query, restore = start_query(
             df.sparkSession, runner, df, name=f"stateful-{job}", checkpoint=checkpoint,
             trigger=spark_trigger,
         )  # fmt: skip
     except BaseException:
-        lease.release()
+        for taken in reversed(held):
+            taken.release()
         raise
-    ends = [restore, engine.sink.close, lease.release]
+    ends = [restore, engine.sink.close, *(taken.release for taken in reversed(held))]
     return StreamRun(df.sparkSession, query, runner, ends, checkpoint)
 
 
@@ -175,7 +186,8 @@ def stream(
             returned what it did not declare); nothing of that batch is committed.
         ConfigError: A setting is wrong, `df` is not streaming or lacks a column.
         IncompatibleCheckpoint: The checkpoint was created with other settings.
-        LeaseHeld: Another driver runs on this checkpoint.
+        OutputOwned: The output belongs to another job (docs/concepts/outputs.md).
+        LeaseHeld: Another driver runs on this checkpoint or writes the output.
         StateError: The state store is unreachable or does not match the checkpoint.
 
     Example:
@@ -225,7 +237,7 @@ def run(
         `counters`), `totals`.
 
     Raises:
-        ProcessorError, ConfigError, LeaseHeld, StateError: as for `stream`.
+        ProcessorError, ConfigError, OutputOwned, LeaseHeld, StateError: as for `stream`.
 
     Example:
         >>> from sessionize import stateful
@@ -237,13 +249,13 @@ def run(
         raise ConfigError("stateful.run needs a bounded DataFrame; use stateful.stream")
     _check_columns(df, d.key, d.event_time)
     keyed_sink(output, (), output_format)
+    store_uri = _absolute(state_uri(state, child(output, "_state")))
+    settings = _settings(df, processor, store_uri, output, partitions, lateness, job, output_format)
+    owner = run_owner(job, recorded_state(state), d.name)
+    check_run(output, owner, lambda: bool(settings.open_state().job_versions(job)))
     lease = output_lease(output)
     lease.acquire()
     try:
-        store_uri = _absolute(state_uri(state, child(output, "_state")))
-        settings = _settings(
-            df, processor, store_uri, output, partitions, lateness, job, output_format
-        )
         engine = _engine(df, settings, lease)
         versions = engine.backend.job_versions(job)
         last = max(versions) if versions else None
@@ -259,7 +271,8 @@ def run(
                 )
         version = 0 if last is None else last + 1
         request = BatchRequest(version, -1 if last is None else last, first=last is None)
-        runner = BatchRunner(engine, on_batch or _LOG.info, lease=lease)
+        runner = BatchRunner(engine, on_batch or _LOG.info, lease=lease,
+                             claim=OwnerClaim(output, owner))  # fmt: skip
         try:
             return runner.run(df, request)
         finally:

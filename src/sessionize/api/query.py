@@ -52,9 +52,13 @@ def launch(
     lease: Lease,
     metrics: StreamMetrics | None,
     compact_every: int | None = None,
+    claim: Callable[[], None] | None = None,
+    output_lease: Lease | None = None,
 ) -> StreamRun:
     """Start the query of `engine` over the stream `records` with its batch runner;
-    `compact_every`: compact the Parquet output after every N-th batch (`Compactor`)."""
+    `compact_every`: compact the Parquet output after every N-th batch (`Compactor`);
+    `claim` records the output's owner before the first publish; `output_lease`, held since
+    the start, is released with the checkpoint's."""
     # Over Spark Connect the runner runs on the server; the client tails its log.
     def kept() -> MutableSequence[dict]:
         return deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else []
@@ -68,8 +72,11 @@ def launch(
         batch_time=functools.partial(batch_timestamp_us, checkpoint),
         lease=lease,
         records=kept(),
+        claim=claim,
     )
     ends = [engine.sink.close, lease.release]
+    if output_lease is not None:
+        ends.append(output_lease.release)
     if metrics is not None:  # counted where the records are: here, or in the server's log
         if tail is None:
             runner.on_record = metrics.observe

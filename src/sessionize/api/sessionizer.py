@@ -37,12 +37,10 @@ from sessionize.api.recorded import (
 from sessionize.api.stream_start import start_stream
 from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules
-from sessionize.engines.checkpoint import (
-    checkpoint_lease,
-    read_settings,
-)
+from sessionize.engines.checkpoint import checkpoint_lease, read_settings
 from sessionize.engines.choice import engine_for
 from sessionize.engines.metrics import stream_metrics
+from sessionize.engines.ownership import check_stream
 from sessionize.engines.runner import Parser
 from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
@@ -321,7 +319,9 @@ class Sessionizer:
                 type than the checkpoint recorded; the line says which `user_type` to pass.
             IncompatibleCheckpoint: A setting given differs from the checkpoint's record, or
                 the output or input is another; the message names the difference.
-            LeaseHeld: Another driver runs on this checkpoint.
+            OutputOwned: The output belongs to another job (another checkpoint, a batch
+                job); the message names it (docs/concepts/outputs.md, "One owner").
+            LeaseHeld: Another driver runs on this checkpoint or writes the output.
             StateError: The state store is unreachable or does not match the checkpoint.
             EnvironmentProblem: Spark's Python workers cannot import sessionize (raised
                 before the query starts).
@@ -381,6 +381,7 @@ class Sessionizer:
         Raises:
             ConfigError: As for `stream` (and `open_sessions` where it cannot be kept).
             IncompatibleCheckpoint: As for `stream`.
+            OutputOwned: As for `stream`.
             LeaseHeld: As for `stream`.
             StateError: As for `stream`.
 
@@ -404,6 +405,7 @@ class Sessionizer:
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
         end_finished(checkpoint)
+        check_stream(checkpoint, output, self.job)  # before anything is written
         lease = checkpoint_lease(checkpoint)
         lease.acquire()
         metrics = None

@@ -10,10 +10,17 @@ from sessionize.api.inputs import reader
 from sessionize.api.query import StreamRun, launch
 from sessionize.api.workers import check_workers
 from sessionize.config import redact_uri
-from sessionize.engines.checkpoint import check_or_record, record_paths, refuse_if_rewinding
+from sessionize.engines.checkpoint import (
+    check_or_record,
+    output_lease,
+    record_paths,
+    refuse_if_rewinding,
+)
 from sessionize.engines.choice import engine_for
+from sessionize.engines.ownership import stream_claim
 from sessionize.errors import ConfigError
 from sessionize.fs import child
+from sessionize.sinks.registry import record_place
 
 if TYPE_CHECKING:
     from sessionize.api.sessionizer import Sessionizer
@@ -30,6 +37,24 @@ def start_stream(sz: Sessionizer, events, output, checkpoint, trigger, output_fo
     if input_name != "dataframe":  # a DataFrame's source cannot be named
         identity["input"] = redact_uri(input_name)
     check_or_record(checkpoint, {**sz.recorded_settings(output_format), **identity})
+    # The output is this checkpoint's: its lease too, so that no other driver (`maintain`
+    # included) writes it while the stream runs.
+    writer = output_lease(record_place(output))
+    writer.acquire()
+    try:
+        return _launch(sz, events, output, checkpoint, trigger, output_format, progress_log,
+                       on_batch, input_name, lease, writer, metrics, open_sessions,
+                       compact_every, store_uri)  # fmt: skip
+    except BaseException:
+        writer.release()
+        raise
+
+
+def _launch(sz: Sessionizer, events, output, checkpoint, trigger, output_format, progress_log,
+            on_batch, input_name, lease, writer, metrics, open_sessions, compact_every,
+            store_uri) -> StreamRun:  # fmt: skip
+    """The rest of `start_stream`, with the output's lease (`writer`) held."""
+    claim = stream_claim(checkpoint, output, sz.job)  # the job's id, made now if new
     # What `history` and `rewind` need besides the settings (secrets left out).
     record_paths(checkpoint, {
         "input": redact_uri(input_name), "output": redact_uri(output),
@@ -52,4 +77,5 @@ def start_stream(sz: Sessionizer, events, output, checkpoint, trigger, output_fo
         spark, engine, records, job=sz.job, checkpoint=checkpoint, trigger=trigger,
         progress_log=progress_path(progress_log, checkpoint, "progress.jsonl"),
         on_batch=on_batch, lease=lease, metrics=metrics, compact_every=compact_every,
+        claim=claim, output_lease=writer,
     )  # fmt: skip

@@ -26,13 +26,8 @@ from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, recorded_state, state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import DEFAULT_RULES_RECORD, SessionRules, describe_differences, redact_uri
-from sessionize.engines.checkpoint import (
-    OUTPUT_RECORD,
-    comparable,
-    output_lease,
-    recorded,
-    write_record,
-)
+from sessionize.engines.checkpoint import OUTPUT_RECORD, comparable, output_lease, recorded
+from sessionize.engines.ownership import batch_claim, check_batch
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.sessions import SessionEngine, SessionSettings, settings_record
@@ -124,6 +119,8 @@ def run_batch(
     about to run."""
     hours = _hours(opts)
     check_output(opts.output, None)
+    bound = bind_output(opts)  # before anything is written: the output's state and owner
+    check_batch(bound.output, bound.job, recorded_state(bound.state))
     with output_lease(record_place(opts.output)) as lease:
         opts = bind_output(opts)
         check_output(opts.output, opts.output_format)
@@ -178,8 +175,8 @@ def _run(
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
-    if not recorded(record_place(opts.output), OUTPUT_RECORD):
-        write_record(record_place(opts.output), OUTPUT_RECORD, output_record(opts))
+    # The output's record binds it to the state; its id is the job's, the output's owner.
+    claim = batch_claim(opts.output, opts.job, recorded_state(opts.state), output_record(opts))
     committed = backend.job_versions(opts.job)
     first = hour_version(hours[0])
     previous = hour_version(hours[0] - HOUR)
@@ -227,6 +224,7 @@ def _run(
         progress=ProgressLog(log) if log else None,
         describe_input=lambda version: {"path": _hour_path(opts.input, _hour_of(version))},
         lease=lease,
+        claim=claim,
     )
     on_start(len(hours))
     try:

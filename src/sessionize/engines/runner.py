@@ -8,7 +8,8 @@ same steps, in this order, which is what makes the outputs exactly once:
   2. run: drop what an earlier attempt of this batch staged, then the engine's tasks stage
      their rows of the four outputs and commit the batch's state (our store: version V per
      partition; Spark's state store: Spark commits it when the operator's tasks end);
-  3. publish the staged outputs of the batch (sink);
+  3. publish the staged outputs of the batch (sink); before the job's first publish its
+     owner is recorded with the output (`claim`, sinks/owner.py);
   4. write the batch record (the engine's record log: our store's job log, or the
      checkpoint's `sessionize-batches/`);
 
@@ -144,6 +145,8 @@ class BatchRunner:
     batch_time: Callable[[int], int | None] = lambda version: None
     lease: Lease | None = None
     on_record: Callable[[dict], None] | None = None  # each committed record (metrics)
+    # Records the job as the output's owner before its first publish (sinks/owner.py).
+    claim: Callable[[], None] | None = None
     # A continuous stream keeps only its last records (a deque): the progress log has all.
     records: MutableSequence[dict] = field(default_factory=list)
     failure: SessionizeError | None = None
@@ -190,6 +193,8 @@ class BatchRunner:
         self._invalid_reasons = self._reasons_if_all_invalid(result.counters, version)
         pause_point("before-publish", version)
         self._check_lease()
+        if self.claim is not None:
+            self.claim()  # the output's owner, recorded with its first commit
         engine.sink.publish(version)  # step 3
         pause_point("after-publish", version)
         clock.lap("publish")

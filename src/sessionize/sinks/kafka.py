@@ -398,6 +398,23 @@ def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:
     Raises:
         SinkError: the broker does not answer (one line).
     """
+    markers: dict[int, dict[str, int]] = {}
+    for _, body in read_batches_topic(out):
+        if body.get("job") != job:
+            continue  # another job's marker, or the owner record (kafka_owner.py)
+        if body.get("retired"):
+            markers.pop(int(body["batch_id"]), None)
+        else:
+            markers[int(body["batch_id"])] = dict(body["rows"])
+    return markers
+
+
+def read_batches_topic(out: KafkaOutput) -> list[tuple[bytes | None, dict]]:
+    """Every committed record of `PREFIX._batches` (read_committed), in order: (key, body).
+
+    Raises:
+        SinkError: the broker does not answer (one line).
+    """
     kafka = _kafka()
     topic = out.topic(MARKERS)
     consumer = kafka.Consumer({
@@ -405,12 +422,12 @@ def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:
         "isolation.level": "read_committed", "enable.auto.commit": False,
         "enable.partition.eof": True, "auto.offset.reset": "earliest",
     })  # fmt: skip
-    markers: dict[int, dict[str, int]] = {}
+    records: list[tuple[bytes | None, dict]] = []
     try:
         meta = consumer.list_topics(topic, timeout=_TIMEOUT_S)
         info = meta.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
-            return markers  # no batch written yet
+            return records  # no batch written yet
         consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING)
                          for p in info.partitions])  # fmt: skip
         pending = set(info.partitions)
@@ -424,18 +441,12 @@ def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:
                     pending.discard(msg.partition())
                     continue
                 raise SinkError(f"reading {topic} on {out.bootstrap}: {msg.error().str()}")
-            body = json.loads(msg.value())
-            if body.get("job") != job:
-                continue
-            if body.get("retired"):
-                markers.pop(int(body["batch_id"]), None)
-            else:
-                markers[int(body["batch_id"])] = dict(body["rows"])
+            records.append((msg.key(), json.loads(msg.value())))
     except kafka.KafkaException as e:
         raise SinkError(f"reading {topic} on {out.bootstrap}: {_reason(e)}") from e
     finally:
         consumer.close()
-    return markers
+    return records
 
 
 def _send(producer, topic: str, key: bytes | None, value: bytes | None, failures: list[str],

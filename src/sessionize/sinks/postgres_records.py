@@ -1,6 +1,7 @@
-"""What a batch job keeps with its output, for an output in PostgreSQL: the output's lease
-(one driver writes it at a time) and its JSON records (`_sessionize.json`: the state and job
-it goes with), as rows of the output's schema.
+"""What a job keeps with its output, for an output in PostgreSQL: the output's lease (one
+driver writes it at a time), its owner record (`_owner.json`, sinks/owner.py) and a batch
+job's JSON records (`_sessionize.json`: the state and job it goes with), as rows of the
+output's schema.
 
     _sessionize_lease (epoch bigint, holder jsonb)   one row per lease epoch
     _sessionize_records (name text, body jsonb)      one row per record name
@@ -19,7 +20,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from sessionize.sinks.owner import RECORD, Owner, OwnerRecords
 from sessionize.sinks.postgres import Target, connection_errors, parse
+from sessionize.sinks.postgres_tables import BATCHES
 from sessionize.state.lease import Holder, LeaseRecords
 
 T = TypeVar("T")
@@ -87,3 +90,42 @@ def write_record(output: str, name: str, record: dict) -> None:
         "INSERT INTO {} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body"
     ).format(sql.Identifier(target.schema, RECORDS))
     _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))))
+
+
+class PostgresOwnerRecords(OwnerRecords):
+    """The output's owner record as the row `_owner.json` of `_sessionize_records`, created
+    by an INSERT that does nothing where the row exists (of two racing jobs one gets it)."""
+
+    def __init__(self, output: str):
+        self.output = output
+        self.target = parse(output)
+        self.table = sql.Identifier(self.target.schema, RECORDS)
+
+    def read(self) -> Owner | None:
+        body = read_record(self.output, RECORD)
+        return Owner.from_json(json.dumps(body)) if body else None
+
+    def create(self, owner: Owner) -> bool:
+        query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
+        values = (RECORD, Jsonb(json.loads(owner.to_json())))
+        return _run(self.target, "recording the output's owner",
+                    lambda c: c.execute(query, values).rowcount == 1)  # fmt: skip
+
+    def replace(self, owner: Owner) -> None:
+        write_record(self.output, RECORD, json.loads(owner.to_json()))
+
+    def written(self) -> list[str]:
+        """The outputs named by the published batches' rows (`_sessionize_batches`)."""
+        exists = sql.SQL("SELECT to_regclass(%s)")
+        query = sql.SQL("SELECT row_counts FROM {}").format(
+            sql.Identifier(self.target.schema, BATCHES)
+        )
+
+        def names(conn: psycopg.Connection) -> list[str]:
+            found = conn.execute(exists, (f'"{self.target.schema}"."{BATCHES}"',)).fetchone()[0]
+            if found is None:
+                return []
+            return sorted({n for (counts,) in conn.execute(query) for n, rows in counts.items()
+                           if rows})  # fmt: skip
+
+        return _run(self.target, "reading the output's batches", names)

@@ -29,8 +29,8 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
     installed (`fmt` None: the place only).
 
     Raises:
-        ConfigError: another scheme (`foo://`, `kafka://`), or Parquet on `s3://` without
-            the `s3` extra, in one line naming what is written.
+        ConfigError: another scheme (`foo://`, `kafka://`), or `s3://` without the `s3`
+            extra, in one line naming what is written.
 
     >>> check_output("out/")
     """
@@ -52,10 +52,10 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
             f"--output {without_options(output)}: outputs are not written to {scheme}:// "
             f"URIs; give {WRITTEN}"
         )
-    if fmt == "parquet" and importlib.util.find_spec("boto3") is None:
+    if fmt is not None and importlib.util.find_spec("boto3") is None:
         raise ConfigError(
-            "--output s3://: Parquet on s3:// needs the s3 extra: pip install "
-            "'sessionize[s3]' (or use --output-format delta)"
+            "--output s3://: outputs on s3:// need the s3 extra (conditional writes: the "
+            "owner record, the lease, Parquet's commit files): pip install 'sessionize[s3]'"
         )
 
 
