@@ -35,7 +35,11 @@ def s3_stopped() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> str:
-    """host:port of the S3 API server; its credentials are put into the environment."""
+    """host:port of the S3 API server; its credentials are put into the environment. A
+    server already named by SESSIONIZE_TEST_S3 (`source .services/env.sh` of a checkout that
+    runs the services) is used as it is, as tests/state/services_fixtures.py does."""
+    if "SESSIONIZE_TEST_S3" in os.environ:
+        return os.environ["SESSIONIZE_TEST_S3"].removeprefix("http://")
     _script("install")
     _script("start")
     for line in _script("env").splitlines():

@@ -16,8 +16,9 @@ write: two jobs starting on a new prefix within that moment could both claim it.
 
 from __future__ import annotations
 
-import contextlib
 import json
+import time
+import warnings
 
 from sessionize.errors import SinkError
 from sessionize.sinks.kafka import (
@@ -67,31 +68,42 @@ class KafkaOwnerRecords(OwnerRecords):
         else:
             config["enable.idempotence"] = True
         producer = kafka.Producer(config)
-        where = f"Kafka {self.out.bootstrap}/{self.out.prefix}"
+        value = json.dumps({"owner": json.loads(owner.to_json())}).encode()
         try:
             if exactly_once:
                 producer.init_transactions(_TIMEOUT_S)  # fences every other claimer
             if only_if_absent and self.read() is not None:
                 return False
-            failures: list[str] = []
-            if exactly_once:
+            if exactly_once:  # the commit flushes, and fails if another claimer fenced it
                 producer.begin_transaction()
-            value = json.dumps({"owner": json.loads(owner.to_json())}).encode()
-            _send(producer, self.out.topic(MARKERS), KEY, value, failures, partition=0)
-            _flush(producer, failures)
-            if exactly_once:
+                producer.produce(self.out.topic(MARKERS), value=value, key=KEY, partition=0)
                 producer.commit_transaction(_TIMEOUT_S)
+            else:
+                failures: list[str] = []
+                _send(producer, self.out.topic(MARKERS), KEY, value, failures, partition=0)
+                _flush(producer, failures)
         except kafka.KafkaException as e:
-            with contextlib.suppress(Exception):
-                producer.abort_transaction(_TIMEOUT_S)
-            found = self.read() if only_if_absent else None
+            found = self._awaited() if only_if_absent else None
             if found is not None:  # fenced by another claimer, which recorded its owner
                 return found.id == owner.id
+            where = f"Kafka {self.out.bootstrap}/{self.out.prefix}"
             raise SinkError(f"recording the owner of {where}: {_reason(e)}; run the job "
                             "again") from e  # fmt: skip
         finally:
-            _close(producer)
+            with warnings.catch_warnings():  # a fenced producer's close cannot abort: expected
+                warnings.simplefilter("ignore", RuntimeWarning)
+                _close(producer)
         return True
+
+    def _awaited(self) -> Owner | None:
+        """The owner a claimer that fenced this one records, once it has committed (it
+        does so at once, or its transaction times out)."""
+        deadline = time.monotonic() + _TIMEOUT_S
+        while True:
+            found = self.read()
+            if found is not None or time.monotonic() > deadline:
+                return found
+            time.sleep(0.2)
 
 
 def _first_owner(records: list[tuple[bytes | None, dict]]) -> Owner | None:
