@@ -1,16 +1,21 @@
 """`sessionize maintain`: leftovers of interrupted runs go, committed rows stay; Delta tables
-are compacted and vacuumed; a running driver makes it refuse with one line."""
+are compacted and vacuumed; a running driver (a stream included) makes it refuse with one
+line."""
 
 from __future__ import annotations
+
+import time
 
 import pyarrow.fs as pafs
 import pytest
 
 from sessionize.commands.maintain import maintain
+from sessionize.commands.stream import StreamOptions
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError, LeaseHeld
 from sessionize.fs import resolve_fs
-from tests.helpers import cli_env, sessionize
+from sessionize.sources.registry import open_stream
+from tests.helpers import cli_env, generate, sessionize
 from tests.sinks.conftest import make_sink
 from tests.sinks.rows import stage
 from tests.sinks.test_exactly_once import _expected, _seen
@@ -95,3 +100,32 @@ def test_refused_while_a_driver_holds_the_output_or_the_checkpoint(bucket_uri, t
     with checkpoint_lease(str(tmp_path / "chk")), pytest.raises(LeaseHeld):
         maintain(bucket_uri, checkpoint=str(tmp_path / "chk"), say=lambda _line: None)
     maintain(bucket_uri, compact=True, say=lambda _line: None)  # free again
+
+
+def test_compact_waits_for_the_stream_that_writes_the_output(spark, tmp_path):
+    """`maintain --compact` without --checkpoint on a running stream's output: refused in one
+    line (the stream holds the output's lease); once the stream stopped, it compacts."""
+    inp = generate(tmp_path / "in", hours=1, users=40, events_per_hour=400, files_per_hour=2)
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    opts = StreamOptions(input=str(inp), output=str(out), checkpoint=str(chk), partitions=2,
+                         trigger="processing-time=1s", max_files_per_trigger=1)  # fmt: skip
+    run = opts.sessionizer().start(
+        lambda: open_stream(spark, opts.input, opts.input_options(), opts.mapping),
+        output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
+        output_format="parquet", input_name=opts.input, on_batch=lambda _: None,
+    )  # fmt: skip
+    try:
+        while len(run.records) < 2:  # both files published: the stream idles, still running
+            assert run.query.isActive, run.query.exception()
+            time.sleep(0.5)
+        done = sessionize("maintain", "--output", str(out), "--compact", env=cli_env())
+        assert done.returncode == 2, done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"sessionize: error: output {out} is in use by the driver on "), line
+        assert not (out / "_compacted").exists()
+    finally:
+        run.query.stop()
+        run.wait()
+    done = sessionize("maintain", "--output", str(out), "--compact", env=cli_env())
+    assert done.returncode == 0, done.stderr
+    assert "sessions: compacted 2 batches" in done.stdout, done.stdout
