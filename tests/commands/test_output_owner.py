@@ -132,9 +132,10 @@ def test_an_output_without_an_owner_record_goes_to_the_checkpoint_that_wrote_it(
     assert set(read_output(out, "page_views")["batch_id"].to_pylist()) == {0, 1, 2}
     sessions = _each_session_once(out)
 
-    rewind(str(moved), 0, say=lambda _: None)
+    rewind(str(moved), -1, say=lambda _: None)  # every batch undone, the settings forgotten
     run_stream(replace(opts, checkpoint=str(moved)), spark, on_batch=lambda _: None)
-    assert _each_session_once(out) == sessions  # batches 1 and 2 again, in one batch
+    assert _each_session_once(out) == sessions  # the three hours again, in one batch
+    assert set(read_output(out, "page_views")["batch_id"].to_pylist()) == {0}
 
     new = tmp_path / "new-out"
     done = sessionize("maintain", "--output", str(out), "--checkpoint", str(moved),

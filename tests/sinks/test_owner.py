@@ -71,6 +71,12 @@ def test_the_refusal_tells_each_owner_how_to_write_it():
     )
     assert "run `sessionize batch` with that state and job" in refusal("/out", NIGHTLY, [],
                                                                         Claimant(A))  # fmt: skip
+    anew = Owner("e" * 32, STREAM, "sessionize", A.place)  # chk-a removed and made again
+    assert refusal("/out", A, [], Claimant(anew)) == (
+        "output /out belongs to the stream of checkpoint /data/chk-a as it was before it was "
+        "made anew: its batches are not this job's; give this job another --output, or remove "
+        "/out to start it over"
+    )
 
 
 @pytest.fixture(params=["parquet", "parquet-s3", "delta-s3", "postgresql", "kafka"])

@@ -124,6 +124,12 @@ def refusal(shown: str, recorded: Owner | None, written: list[str], me: Claimant
     if recorded is not None:
         if recorded.id is not None and recorded.id == me.id:
             return None
+        if recorded.kind in (STREAM, STATEFUL_STREAM) and recorded.place == me.owner.place:
+            return (  # the checkpoint was removed and made again: another job, same place
+                f"output {shown} belongs to {recorded.describe()} as it was before it was made "
+                f"anew: its batches are not this job's; give this job another --output, or "
+                f"remove {shown} to start it over"
+            )
         return (
             f"output {shown} belongs to {recorded.describe()}, not to "
             f"{me.owner.describe()}: {recorded.way_out()}"
