@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from sessionize.errors import OutputOwned
+from sessionize.errors import ConfigError, OutputOwned, StateError
 from sessionize.sinks.claim import OwnerClaim, check_owner, owner_records
 from sessionize.sinks.owner import BATCH, STATEFUL_RUN, STREAM, Claimant, Owner, refusal
 from tests.sinks.conftest import make_sink
@@ -136,3 +136,14 @@ def test_an_output_written_before_owners_says_what_it_holds(kind, root):
     with pytest.raises(OutputOwned, match=f"holds {', '.join(held)}, written before"):
         check_owner(root, Claimant(FRESH))
     check_owner(root, Claimant(FRESH, lambda: True))  # its own records say it wrote them
+
+
+def test_an_unreadable_record_or_a_file_for_an_output_is_one_line(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_owner.json").write_text('{"id": ')  # cut short
+    with pytest.raises(StateError, match=r"_owner.json is not readable \(.*\): restore it, or"):
+        check_owner(str(out), Claimant(FRESH))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="--output .*/file is a file: give a directory"):
+        check_owner(str(tmp_path / "file"), Claimant(FRESH))

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow.fs as pafs
 
+from sessionize.errors import ConfigError, StateError
 from sessionize.fs import listing, resolve_fs
 from sessionize.objectstore import ObjectStoreUri
 
@@ -175,9 +176,18 @@ class FileOwnerRecords(OwnerRecords):
     def read(self) -> Owner | None:
         try:
             with self.fs.open_input_stream(self.path) as f:
-                return Owner.from_json(f.read())
+                text = f.read()
         except FileNotFoundError:
             return None
+        except NotADirectoryError:
+            raise ConfigError(f"--output {self.root} is a file: give a directory") from None
+        try:
+            return Owner.from_json(text)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise StateError(
+                f"{self.path} is not readable ({e}): restore it, or remove it (the job whose "
+                "own records say it wrote the output takes it again at its next run)"
+            ) from None
 
     def create(self, owner: Owner) -> bool:
         body = owner.to_json().encode()
