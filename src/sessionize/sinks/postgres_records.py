@@ -33,6 +33,8 @@ RECORDS = "_sessionize_records"
 def _run(target: Target, what: str, work: Callable[[psycopg.Connection], T]) -> T:
     with connection_errors(what, target), psycopg.connect(target.conninfo) as conn:
         s = sql.Identifier(target.schema)
+        # Two jobs' first steps on a new schema create it at once: one after the other.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"records:{target.schema}",))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
         conn.execute(
             sql.SQL(
@@ -94,7 +96,8 @@ def write_record(output: str, name: str, record: dict) -> None:
 
 class PostgresOwnerRecords(OwnerRecords):
     """The output's owner record as the row `_owner.json` of `_sessionize_records`, created
-    by an INSERT that does nothing where the row exists (of two racing jobs one gets it)."""
+    by an INSERT that does nothing where the row exists (of two racing jobs one gets it).
+    Reading creates nothing: a job refused at start leaves the schema as it was."""
 
     def __init__(self, output: str):
         self.output = output
@@ -102,8 +105,10 @@ class PostgresOwnerRecords(OwnerRecords):
         self.table = sql.Identifier(self.target.schema, RECORDS)
 
     def read(self) -> Owner | None:
-        body = read_record(self.output, RECORD)
-        return Owner.from_json(json.dumps(body)) if body else None
+        query = sql.SQL("SELECT body FROM {} WHERE name = %s").format(self.table)
+        row = self._if_there(RECORDS, "reading the output's owner",
+                             lambda c: c.execute(query, (RECORD,)).fetchone())  # fmt: skip
+        return Owner.from_json(json.dumps(row[0])) if row else None
 
     def create(self, owner: Owner) -> bool:
         query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
@@ -116,16 +121,19 @@ class PostgresOwnerRecords(OwnerRecords):
 
     def written(self) -> list[str]:
         """The outputs named by the published batches' rows (`_sessionize_batches`)."""
-        exists = sql.SQL("SELECT to_regclass(%s)")
         query = sql.SQL("SELECT row_counts FROM {}").format(
             sql.Identifier(self.target.schema, BATCHES)
         )
 
         def names(conn: psycopg.Connection) -> list[str]:
-            found = conn.execute(exists, (f'"{self.target.schema}"."{BATCHES}"',)).fetchone()[0]
-            if found is None:
-                return []
             return sorted({n for (counts,) in conn.execute(query) for n, rows in counts.items()
                            if rows})  # fmt: skip
 
-        return _run(self.target, "reading the output's batches", names)
+        return self._if_there(BATCHES, "reading the output's batches", names) or []
+
+    def _if_there(self, table: str, what: str, work: Callable[[psycopg.Connection], T]) -> T | None:
+        """`work` where the schema has `table`, else None; creates nothing."""
+        exists = sql.SQL("SELECT to_regclass(%s)")
+        name = f'"{self.target.schema}"."{table}"'
+        with connection_errors(what, self.target), psycopg.connect(self.target.conninfo) as c:
+            return work(c) if c.execute(exists, (name,)).fetchone()[0] is not None else None
