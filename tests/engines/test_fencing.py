@@ -93,8 +93,9 @@ def test_a_driver_that_lost_its_lease_publishes_nothing_more(data, tmp_path):
 @pytest.mark.parametrize("state", ["dynamodb"], indirect=True)
 def test_a_driver_taken_over_mid_batch_is_refused_by_the_store_itself(data, tmp_path, state):  # noqa: F811
     """The first driver stalls inside partition 0's task of batch 1, its state written but
-    not committed, and stops heartbeating (its record is made to look so); a second driver
-    takes the lease over and runs the job to the end. When the first wakes up, the state
+    not committed, and stops heartbeating (its records of the checkpoint's and the output's
+    leases are made to look so); a second driver takes the leases over and runs the job to
+    the end. When the first wakes up, the state
     store itself rejects its commit (the fence of state/lease.py), before any runner check:
     it stops with one line and the outputs are those of one uninterrupted run."""
     root, inp = data
@@ -106,9 +107,10 @@ def test_a_driver_taken_over_mid_batch_is_refused_by_the_store_itself(data, tmp_
     first = start_cli(args, env)
     try:
         wait_for(first, "PAUSED before-state-commit 1")
-        records = DirectoryLeaseRecords(str(run / "chk" / "_lease"))
-        held = records.latest()
-        records.update(Holder(**{**held.__dict__, "host": "elsewhere", "heartbeat": 0.0}))
+        for lease in (run / "chk" / "_lease", run / "out" / "_lease"):
+            records = DirectoryLeaseRecords(str(lease))
+            held = records.latest()
+            records.update(Holder(**{**held.__dict__, "host": "elsewhere", "heartbeat": 0.0}))
         second = sessionize(*args)
         assert second.returncode == 0, second.stderr[-3000:]
         resume.touch()

@@ -65,7 +65,10 @@ def _rewind_is_refused_then_accepted(checkpoint: str, uri: str) -> None:
     assert "\n" not in str(err.value) and "--accept-duplicates" in str(err.value)
     assert rewind_intent(checkpoint) is None  # the stream may go on as it was
     rewind(checkpoint, 0, say=lambda _: None, accept_duplicates=True)
-    markers = read_topic(uri, "_batches")
+    records = read_topic(uri, "_batches")
+    owners = [r["owner"] for r in records if r["key"] == "_owner"]  # beside the markers
+    assert [(o["kind"], o["place"]) for o in owners] == [("stream", checkpoint)]
+    markers = [r for r in records if r["key"] != "_owner"]
     on_kafka = sorted({m["batch_id"] for m in markers if not m.get("retired")})
     assert len(on_kafka) >= 2
     assert sorted(m["batch_id"] for m in markers if m.get("retired")) == on_kafka[1:]

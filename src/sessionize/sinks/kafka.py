@@ -17,6 +17,9 @@ retract records, so `invalidate_from` over batches on Kafka
 (rewind, batch reprocessing) is refused unless the URI says `duplicates=accept`; then those
 batches' markers are retired and the rerun produces them again, next to the first copies.
 
+The same topic holds the prefix's owner, a record keyed `_owner` (kafka_owner.py), which the
+markers' readers skip.
+
 Where the broker has no transactions, `delivery=at-least-once` produces the rows, then the
 marker, without a transaction: after a crash in between, the batch is produced again, and
 each record carries `batch_id` and `position` so that consumers drop the repeats.
