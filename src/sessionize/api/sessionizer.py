@@ -320,7 +320,7 @@ class Sessionizer:
             IncompatibleCheckpoint: A setting given differs from the checkpoint's record, or
                 the output or input is another; the message names the difference.
             OutputOwned: The output belongs to another job (another checkpoint, a batch
-                job); the message names it (docs/concepts/outputs.md, "One owner").
+                job); the message names it (docs/concepts/outputs.md, "One owner per output").
             LeaseHeld: Another driver runs on this checkpoint or writes the output.
             StateError: The state store is unreachable or does not match the checkpoint.
             EnvironmentProblem: Spark's Python workers cannot import sessionize (raised

@@ -9,7 +9,7 @@ same steps, in this order, which is what makes the outputs exactly once:
      their rows of the four outputs and commit the batch's state (our store: version V per
      partition; Spark's state store: Spark commits it when the operator's tasks end);
   3. publish the staged outputs of the batch (sink); before the job's first publish its
-     owner is recorded with the output (`claim`, sinks/owner.py);
+     owner is recorded with the output (`claim`, sinks/claim.py);
   4. write the batch record (the engine's record log: our store's job log, or the
      checkpoint's `sessionize-batches/`);
 
@@ -145,7 +145,7 @@ class BatchRunner:
     batch_time: Callable[[int], int | None] = lambda version: None
     lease: Lease | None = None
     on_record: Callable[[dict], None] | None = None  # each committed record (metrics)
-    # Records the job as the output's owner before its first publish (sinks/owner.py).
+    # Records the job as the output's owner before its first publish (sinks/claim.py).
     claim: Callable[[], None] | None = None
     # A continuous stream keeps only its last records (a deque): the progress log has all.
     records: MutableSequence[dict] = field(default_factory=list)
