@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sessionize.events import blocks
+from sessionize.events import blocks, json_types
 from sessionize.events import rules as R
 from sessionize.events.batch_time import FROM_JOB, NOW_COLUMN
 from sessionize.events.blocks import EXACT
@@ -108,7 +108,7 @@ def _json_path(path: str) -> str:
 def _type_of(v: Column, path: str) -> Column:
     """Spark's name of the JSON type at `path` of variant `v` ('BIGINT', 'STRING',
     'OBJECT<...>', 'VOID' for null), or NULL where the path does not exist."""
-    return F.schema_of_variant(F.variant_get(v, _json_path(path), "variant"))
+    return json_types.type_of(v, _json_path(path), path)  # Spark 3.5: no variant
 
 
 def _is_integer(kind: Column) -> Column:
@@ -129,7 +129,7 @@ def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Colum
     """The first field read whose JSON type is wrong, as `PATH: expected TYPE`, or NULL. A
     corrupt record that the exact parse rejects too is not valid JSON (e.g. a raw control
     character inside a string, which `json_object_keys` skips over)."""
-    v = F.try_parse_json(value)
+    v = json_types.parsed(value)
     out = F.when(v.isNull() & corrupt, F.lit("not a JSON object"))
     for path, expected in fields(mapping):
         if expected == "any":
@@ -147,7 +147,8 @@ def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Colum
 
 def _duplicate(keys: Column) -> Column:
     """The first top-level key that occurs twice, or NULL."""
-    dup = F.filter(keys, lambda k: F.size(F.array_remove(keys, k)) < F.size(keys) - 1)
+    # (array_remove takes a column as the element only from Spark 4.0 on)
+    dup = F.filter(keys, lambda k: F.size(F.filter(keys, lambda o: o != k)) < F.size(keys) - 1)
     return F.when(F.size(F.array_distinct(keys)) < F.size(keys), F.try_element_at(dup, F.lit(1)))
 
 
@@ -224,7 +225,7 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
     for c in mapping.content.conversions:
         if not c.value:
             continue
-        kind = _type_of(F.try_parse_json(value), c.value)
+        kind = _type_of(json_types.parsed(value), c.value)
         number = _is_integer(kind) | kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT")
         mine = (action == c.action) & _leaf(j, c.value).isNotNull()
         # A number beyond doubles (1e309) reads as the text "Infinity": never a value.

@@ -29,8 +29,24 @@ def max_future_option(f):
     )(f)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from sessionize import __version__, spark_version
+
+    click.echo(f"sessionize {__version__} ({spark_version.describe()})")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="sessionize")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show sessionize's version and the PySpark it runs on, then exit.",
+)
 @click.option("--debug", is_flag=True, help="Print the full trace of an unexpected error.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:

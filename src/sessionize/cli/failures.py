@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import click
 
+from sessionize import spark_version
 from sessionize.errors import SessionizeError
 
 DEBUG = False  # set by the CLI's --debug
@@ -161,6 +162,10 @@ def reported(work: Callable[[], object]) -> int:
         report(str(exc), exc)
         return 2
     except Exception as exc:  # from Spark, a backend or a bug: still one line, trace kept
-        report(describe(exc), exc, unexpected=True)
+        problem = spark_version.import_problem(exc)  # no PySpark: what to install
+        if problem is not None:
+            report(str(problem), problem)
+        else:
+            report(describe(exc), exc, unexpected=True)
         return 2
     return 0

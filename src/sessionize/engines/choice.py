@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from pyspark.sql import SparkSession
 from typing_extensions import override
 
+from sessionize import spark_version
 from sessionize.engines.checkpoint import check_agreement
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
 from sessionize.engines.restorable import RestorableState
@@ -136,6 +137,8 @@ class SparkState(EngineKind):
     @override
     def open_state(self, settings: SessionSettings, checkpoint: str,
                    shown_uri: str) -> None:  # fmt: skip
+        if settings.state_uri == "spark-rocksdb":
+            spark_version.require("transform_with_state", "--state spark-rocksdb")
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override

@@ -9,8 +9,9 @@ batch's leaf in place of the first one's, and runs marked as analysed: Spark opt
 plans it anew for each batch, as any DataFrame (a physical plan run twice would reuse its
 shuffle output).
 
-Only a plan that holds nothing of its batch but the leaf may be reused (the batch's time
-travels in a local property of the batch's job: `events/batch_time.py`), only a classic
+Spark 4.0 and later only (`spark_version`): before it, every batch is built anew, as over
+Spark Connect. Only a plan that holds nothing of its batch but the leaf may be reused (the
+batch's time travels in a local property of the batch's job: `events/batch_time.py`), only a classic
 DataFrame has a plan to take (over Spark Connect every batch is built as before), and
 only a plan that reaches the leaf through single-input steps is taken apart; any other is
 built anew for every batch.
@@ -24,6 +25,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from sessionize import spark_version
+
 # The longest chain of single-input steps from the top of a plan to its leaf taken apart.
 MAX_STEPS = 64
 
@@ -31,6 +34,14 @@ MAX_STEPS = 64
 def is_classic(df: DataFrame) -> bool:
     """Whether `df` is a classic DataFrame (a JVM plan of this process), not Spark Connect's."""
     return type(df).__module__.startswith("pyspark.sql.classic")
+
+
+def can_reuse(df: DataFrame) -> bool:
+    """Whether a plan over `df` can be taken apart and reused: a classic DataFrame on a
+    Spark that has the JVM calls `_with_leaf` makes (4.0+, `spark_version`). Before 4.0 the
+    classic DataFrame lives in `pyspark.sql.dataframe`, so `is_classic` alone says no too;
+    the version check says why."""
+    return spark_version.has("plan_once") and is_classic(df)
 
 
 def properties_reach_jobs(df: DataFrame) -> bool:
@@ -56,8 +67,8 @@ class PlanOnce:
 
     def over(self, raw: DataFrame, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
         """`build(raw)`, analysed once per query (see the module)."""
-        if not is_classic(raw):
-            return build(raw)
+        if not can_reuse(raw):
+            return build(raw)  # Spark Connect, or a Spark before 4.0: built every batch
         leaf = raw._jdf.queryExecution().analyzed()
         columns = _columns(leaf)
         if self._steps and columns == self._columns:

@@ -5,8 +5,9 @@ user's stored open events and new events to `logic.advance` (the only implementa
 rules), stores what stays open and returns the outputs as rows of one wide schema (`Shapes.wide`,
 with a `kind` column) for the driver's foreachBatch to split and write.
 
-- `SessionProcessor`: `transformWithState` (Row-based API, RocksDB provider). The open
-  events of a user are a ListState; one event-time timer per user, at its `expires_at`.
+- `SessionProcessor` (`spark_rocksdb.py`, PySpark 4.1+): `transformWithState` (Row-based
+  API, RocksDB provider). The open events of a user are a ListState; one event-time timer
+  per user, at its `expires_at`.
 - `session_step_pandas`: `applyInPandasWithState` (HDFS-backed provider). The open events
   are one state value holding them as an Arrow IPC stream (PySpark 4.3 cannot read back
   array columns of a state schema), with an event-time timeout at `expires_at`.
@@ -38,7 +39,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Row
-from pyspark.sql.streaming import StatefulProcessor
 
 from sessionize.config import SessionRules
 from sessionize.logic import StepResult, advance
@@ -201,58 +201,7 @@ def wide_tuples(sh: Shapes, kind: str, table: pa.Table) -> Iterator[tuple]:
     yield from zip(*cols, strict=True)
 
 
-# ------------------------------------------------------------------ transformWithState
-
-
-class SessionProcessor(StatefulProcessor):
-    """The StatefulProcessor of the spark-rocksdb state."""
-
-    def __init__(self, rules: SessionRules, mapping: EventMapping | None = None):
-        self.rules = rules
-        self.sh = Shapes(mapping or EventMapping())
-
-    def init(self, handle) -> None:
-        self.handle = handle
-        self.open_events = handle.getListState("open_events", self.sh.open_event_ddl)
-
-    def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        valid, invalid = [], []
-        for row in rows:
-            (valid if row[self.sh.reason_pos] is None else invalid).append(row)
-        for values in wide_tuples(self.sh, "invalid_events", _invalid_from_rows(self.sh, invalid)):
-            yield self.sh.out_row(*values)
-        if valid:
-            events = _events_from_rows(self.sh, valid)
-            yield from self._step(key[0], events, timerValues.getCurrentWatermarkInMs(), None)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
-        fired = expiredTimerInfo.getExpiryTimeInMs()
-        wm = timerValues.getCurrentWatermarkInMs()
-        yield from self._step(key[0], self.sh.layout.event.empty_table(), wm, fired)
-
-    def close(self) -> None:
-        pass
-
-    def _step(self, user, events: pa.Table, wm_ms: int, fired: int | None) -> Iterator:
-        state = _state_from_tuples(self.sh, user, list(self.open_events.get()))
-        res = step(self.rules, state, events, wm_ms, self.sh.layout)
-        old, new = _timer(expiry_us(state)), _timer(expiry_us(res.state_puts))
-        if res.state_puts.num_rows:
-            if events.num_rows or res.sessions.num_rows:
-                self.open_events.put(_state_tuples(self.sh, res.state_puts))
-        elif state.num_rows:
-            self.open_events.clear()
-        if fired is not None and new == fired:
-            # Spark deletes the fired timer after this call, which would strand the user's
-            # sessions; cannot happen while the bounds in the module doc hold.
-            raise RuntimeError(f"timer {fired} of user {user} fired without emitting")
-        if old != new:
-            if old is not None and fired is None:
-                self.handle.deleteTimer(old)  # a fired timer is deleted by Spark
-            if new is not None:
-                self.handle.registerTimer(new)
-        for values in step_tuples(self.sh, res, state.num_rows > 0):
-            yield self.sh.out_row(*values)
+# ------------------------------------------------ transformWithState's rows and timers
 
 
 def _timer(expires_us: int | None) -> int | None:

@@ -66,6 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from typing_extensions import override
 
+from sessionize import spark_version
 from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import offset_log
 from sessionize.engines.runner import (
@@ -82,7 +83,6 @@ from sessionize.engines.spark_processor import (
     PANDAS_STATE_DDL,
     STATS,
     STATS_FIELDS,
-    SessionProcessor,
     Shapes,
     session_step_pandas,
     spark_type,
@@ -142,6 +142,9 @@ def session_rows(
     )
     wide_type = spark_type(sh.wide)
     if state == "spark-rocksdb":
+        spark_version.require("transform_with_state", "--state spark-rocksdb")
+        from sessionize.engines.spark_rocksdb import SessionProcessor
+
         return rows.groupBy(KEY).transformWithState(
             SessionProcessor(rules, sh.mapping), wide_type, "Append", "EventTime"
         )

@@ -46,9 +46,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from sessionize.errors import ConfigError, SourceError
+from sessionize.sources.record_source import RecordSource
 from sessionize.sources.uri import (
     LazyClient,
-    RecordSource,
     SourceOptions,
     confluent_kafka,
     decode_records,

@@ -45,11 +45,11 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from sessionize.errors import ConfigError, SourceError
+from sessionize.sources.record_source import RecordSource
 from sessionize.sources.uri import (
     KINESIS_CLIENT_OPTIONS,
     KinesisAddress,
     LazyClient,
-    RecordSource,
     SourceOptions,
     decode_records,
     kinesis_client,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sessionize import spark_version
 from sessionize.errors import ConfigError, EnvironmentProblem
 from sessionize.mapping import EventMapping
 from sessionize.sources.files import check_input as check_tree
@@ -35,7 +36,16 @@ def scheme_of(uri: str) -> str:
     return scheme.lower() if sep and scheme.lower() in _REGISTRY else "files"
 
 
+def check_line(uri: str) -> None:
+    """Refuse a Kafka or Kinesis input in one line on a Spark older than its readers
+    (Python streaming data sources, Spark 4.0)."""
+    scheme = scheme_of(uri)
+    if scheme != "files":
+        spark_version.require("python_stream_sources", f"--input {scheme}://")
+
+
 def stream_opener(uri: str) -> StreamOpener:
+    check_line(uri)
     target, extra = _REGISTRY[scheme_of(uri)]
     module_name, _, name = target.partition(":")
     try:
@@ -52,7 +62,8 @@ def stream_opener(uri: str) -> StreamOpener:
 
 def check_input(uri: str, mapping: EventMapping | None = None) -> None:
     """What can be checked before Spark starts: a file tree must exist, and only a file
-    tree can be Parquet."""
+    tree can be Parquet, and a broker's input needs a Spark that reads it."""
+    check_line(uri)
     if scheme_of(uri) == "files":
         check_tree(uri)
     elif mapping is not None and mapping.input_format == "parquet":

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from sessionize.config import parse_duration
 from sessionize.errors import ConfigError, EnvironmentProblem
@@ -130,23 +129,6 @@ class LazyClient:
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_handle": None}
-
-
-class RecordSource(DataSource):
-    """A Python data source of raw records; subclasses name their format and reader."""
-
-    format: ClassVar[str]
-    reader: ClassVar[type[DataSourceStreamReader]]
-
-    @classmethod
-    def name(cls) -> str:
-        return cls.format
-
-    def schema(self) -> str:
-        return SPARK_SCHEMA
-
-    def streamReader(self, schema) -> DataSourceStreamReader:
-        return self.reader(dict(self.options))
 
 
 def kinesis_client(address: KinesisAddress, options: Mapping[str, str] | None = None):
