@@ -19,14 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def clone(tmp_path):
     shutil.copy(ROOT / "dev", tmp_path / "dev")
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    bin_ = tmp_path / ".venv" / "bin"
-    bin_.mkdir(parents=True)
-    os.symlink(sys.executable, bin_ / "python")
-    # pip logs its arguments; `sessionize demo` says it ran.
-    (bin_ / "pip").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/pip.log\n')
-    (bin_ / "sessionize").write_text("#!/bin/sh\necho demo ran\n")
-    for f in ("pip", "sessionize"):
-        (bin_ / f).chmod(0o755)
+    for venv in (".venv", ".venv-spark3.5"):
+        bin_ = tmp_path / venv / "bin"
+        bin_.mkdir(parents=True)
+        os.symlink(sys.executable, bin_ / "python")
+        # pip logs its venv and arguments; `sessionize demo` says it ran.
+        (bin_ / "pip").write_text(f'#!/bin/sh\necho "{venv} $*" >> {tmp_path}/pip.log\n')
+        (bin_ / "sessionize").write_text(f"#!/bin/sh\necho demo ran in {venv}\n")
+        for f in ("pip", "sessionize"):
+            (bin_ / f).chmod(0o755)
     return tmp_path
 
 
@@ -36,31 +37,40 @@ def _dev(clone: Path, *args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=60)  # fmt: skip
 
 
-def _installs(clone: Path) -> list[str]:
-    """The install commands pip got, pip's own upgrade left out."""
+def _installs(clone: Path, venv: str = ".venv") -> list[str]:
+    """What pip installed editable in `venv`, pip's own upgrade left out."""
     log = clone / "pip.log"
     lines = log.read_text().splitlines() if log.exists() else []
-    return [line.split()[-1] for line in lines if "--upgrade pip" not in line]
+    return [line.split()[-1] for line in lines
+            if line.startswith(f"{venv} ") and "--upgrade pip" not in line]  # fmt: skip
+
+
+def _pins(clone: Path, venv: str) -> list[str]:
+    """The PySpark each install into `venv` asked for."""
+    lines = (clone / "pip.log").read_text().splitlines()
+    return [word for line in lines if line.startswith(f"{venv} ")
+            for word in line.split() if word.startswith("pyspark==")]  # fmt: skip
 
 
 def test_demo_installs_the_package_alone_and_says_so(clone):
     done = _dev(clone, "demo")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "demo ran\n"
-    assert _installs(clone) == ["."]
+    assert done.stdout == "demo ran in .venv\n"
+    assert _installs(clone) == [".[spark]"]
+    assert _pins(clone, ".venv") == ["pyspark==4.3.0"]
     assert "-q" not in (clone / "pip.log").read_text().splitlines()[-1]  # pip shows progress
     assert "dev: installing sessionize" in done.stderr and "dev: installed" in done.stderr
     assert _dev(clone, "demo").stderr == ""  # installed: nothing to do, nothing said
-    assert _installs(clone) == ["."]
+    assert _installs(clone) == [".[spark]"]
 
 
 def test_setup_for_the_tests_after_the_demo_adds_the_test_extras(clone):
     _dev(clone, "demo")
     assert _dev(clone, "setup", "--dev").returncode == 0
-    assert _installs(clone) == [".", ".[dev]"]
+    assert _installs(clone) == [".[spark]", ".[dev]"]
     _dev(clone, "demo")  # the test extras serve the demo too
     _dev(clone, "setup", "--dev")
-    assert _installs(clone) == [".", ".[dev]"]
+    assert _installs(clone) == [".[spark]", ".[dev]"]
 
 
 def test_changed_dependencies_reinstall_and_keep_the_test_extras(clone):
@@ -77,3 +87,29 @@ def test_an_empty_stamp_from_before_means_the_test_extras_are_there(clone):
     _dev(clone, "setup", "--dev")
     _dev(clone, "demo")
     assert _installs(clone) == []
+
+
+def test_another_spark_line_installs_its_pin_in_its_own_venv(clone):
+    assert _dev(clone, "setup", "--dev", "--spark", "3.5").returncode == 0
+    assert _installs(clone, ".venv-spark3.5") == [".[dev]"]
+    assert _pins(clone, ".venv-spark3.5") == ["pyspark==3.5.9"]
+    assert _installs(clone) == []  # the default line's venv is left alone
+    _dev(clone, "setup", "--dev", "--spark", "3.5")
+    assert _installs(clone, ".venv-spark3.5") == [".[dev]"]  # installed: nothing to do
+    done = _dev(clone, "demo", "--spark", "3.5")
+    assert done.stdout == "demo ran in .venv-spark3.5\n"
+
+
+def test_a_changed_pin_reinstalls(clone):
+    _dev(clone, "setup", "--dev")
+    stamp = clone / ".venv" / ".sessionize-installed"
+    stamp.write_text("dev\npyspark==4.2.1\n")  # set up when the default was another pin
+    _dev(clone, "setup", "--dev")
+    assert _pins(clone, ".venv") == ["pyspark==4.3.0", "pyspark==4.3.0"]
+
+
+def test_an_unknown_line_is_one_line():
+    done = subprocess.run(["bash", str(ROOT / "dev"), "setup", "--spark", "3.4"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == "dev: --spark 3.4: give one of 3.5, 4.0, 4.1, 4.2, 4.3\n"
