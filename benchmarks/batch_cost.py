@@ -30,10 +30,10 @@ from bench_common import (
     bench_root,
     input_config,
     run_fresh,
-    session_window_stream,
     warm_spark,
     write_input,
 )
+from peers import peer_of, plain_spark, session_window_stream
 
 _TIME = re.compile(rb'"event_time": "([^"]+)"')
 
@@ -144,7 +144,8 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
 
     from sessionize.commands.stream import StreamOptions, run_stream
 
-    spark = warm_spark(name, partitions)
+    peer = peer_of(name)
+    spark = plain_spark(name, partitions) if peer else warm_spark(name, partitions)
     probe = instrument(spark)
     triggers: dict[int, dict] = {}
 
@@ -159,9 +160,9 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
 
     spark.streams.addListener(Listener())
     if name.startswith("session-window-"):  # the peer: Spark's trigger is all there is
-        session_window_stream(spark, name, inp, work, files=1)
+        session_window_stream(spark, peer.provider, inp, work, files=1, exact=peer.exact)
         time.sleep(1)
-        # One file per batch, in order (Spark counts a file as one input row of the source).
+        # One file per batch, in order.
         sizes = [len(p.read_bytes().splitlines()) for p in sorted(Path(inp).rglob("*.json"))]
         return {"name": name, "jobs": [], "batches": [
             {"version": b, "records": sizes[b], "trigger": t.get("triggerExecution", 0) / 1000}

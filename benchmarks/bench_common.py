@@ -95,44 +95,6 @@ def run_fresh(
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-_PROVIDERS = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
-
-
-def session_window_stream(
-    spark, name: str, inp: str, work: str, files: int | None
-) -> tuple[int, int]:
-    """Spark's own streaming session_window (`session-window-hdfs|rocksdb`) over the same
-    parsed, valid events; returns the lines read and the micro-batches run."""
-    from pyspark.sql import functions as F
-
-    from sessionize.parsing import parse_exact
-    from sessionize.sources.files import file_stream
-
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass", _PROVIDERS[name.split("-")[-1]])
-    options = {"maxFilesPerTrigger": str(files)} if files else {}
-    events = parse_exact(file_stream(spark, inp, options)).where(F.col("reason").isNull())
-    sessions = (
-        events.withWatermark("event_time", "10 minutes")
-        .dropDuplicatesWithinWatermark(["user_id", "event_time", "page"])
-        .groupBy("user_id", F.session_window("event_time", "10 minutes").alias("w"))
-        .agg(F.count(F.lit(1)).alias("event_count"))
-    )
-    query = (
-        sessions.writeStream.format("parquet")
-        .option("path", f"{work}/out")
-        .option("checkpointLocation", f"{work}/chk")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    batches = len({p.batchId for p in query.recentProgress if p.numInputRows})
-    return spark.read.text(inp, recursiveFileLookup=True).count(), batches
-
-
 def process_stats() -> dict[int, list[str]]:
     """Every live process's `/proc/PID/stat` fields after its command name (Linux): index 1
     is the parent's pid, 11-14 the CPU ticks (utime, stime, cutime, cstime)."""

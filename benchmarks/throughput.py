@@ -1,4 +1,4 @@
-"""Throughput of the engines next to a stateless read-parse-write and Spark's session_window.
+"""Throughput of the engines next to Spark's stateless read-parse-write and session_window.
 
     .venv/bin/python benchmarks/throughput.py [--small] [--files-per-trigger 4]
         [--only CONTENDER ...] [--batch-times CONTENDER ...]
@@ -8,7 +8,9 @@ Generates the input once (default 1.03M events of 15k users over 6 hours, 5 file
 process (no JVM or cache carries over), timing only the work: from the first read to the
 last committed write. Every stream reads the same `--files-per-trigger` files per
 micro-batch. Prints events/s per contender and its ratio to the stateless rate and to
-Spark's streaming session_window (HDFS state), all measured in this run; for our engine also
+Spark's streaming session_window (HDFS state), both written as Spark users write them
+(benchmarks/peers.py: Spark's JSON reader with a schema, a plain SparkSession), all measured
+in this run; for our engine also
 the state store's round trips and bytes per partition and micro-batch. Then, for the
 contenders of `--batch-times`, the median time of a 1-event and of a 10k-event micro-batch
 (benchmarks/batch_cost.py, which also breaks it down).
@@ -31,24 +33,31 @@ from bench_common import (
     bench_root,
     input_config,
     run_fresh,
-    session_window_stream,
     warm_spark,
     write_input,
     write_json,
 )  # fmt: skip
+from peers import peer_of, plain_spark, session_window_stream, stateless
 
 from sessionize import jvm_archive
 
 # Contenders, each run in a fresh process on the same input. `store-*` differ only in the
-# state backend; `spark-*` keep state in Spark's state store; `session-window-*` are Spark's
-# built-in streaming aggregation (JVM only: no explicit closes, no page lists, no late or
-# invalid outputs) on Spark's two state stores; `batch-files` runs the same engine once per
-# hour over the whole input.
+# state backend (`store-files-no-archive`: without the driver's class archive, as before
+# `sessionize jvm-archive`); `spark-*` keep state in Spark's state store; `batch-files` runs
+# the same engine once per hour over the whole input. The peers (benchmarks/peers.py) are
+# Spark's jobs as users write them, with Spark's JSON reader: `stateless` reads, keeps the
+# valid events and writes them; `session-window-*` are Spark's streaming aggregation (JVM
+# only: no explicit closes, no page lists, no late or invalid outputs) on Spark's two
+# state stores. Their `-exact` variants read through sessionize's validating parse.
 CONTENDERS = (
-    "stateless", "store-files", "store-postgres", "store-redis", "store-dynamodb",
-    "spark-rocksdb", "spark-hdfs", "session-window-hdfs", "session-window-rocksdb",
-    "batch-files",
+    "stateless", "store-files", "store-files-no-archive", "store-postgres", "store-redis",
+    "store-dynamodb", "spark-rocksdb", "spark-hdfs", "session-window-hdfs",
+    "session-window-rocksdb", "batch-files", "stateless-exact", "session-window-hdfs-exact",
+    "session-window-rocksdb-exact",
 )  # fmt: skip
+# Run only when named (--only): a second look at the same contenders.
+NAMED_ONLY = ("batch-files", "store-files-no-archive", "stateless-exact",
+              "session-window-hdfs-exact", "session-window-rocksdb-exact")  # fmt: skip
 REMOTE_STATE_ENV = {
     "store-postgres": "SESSIONIZE_TEST_POSTGRES",
     "store-redis": "SESSIONIZE_TEST_REDIS",
@@ -60,8 +69,8 @@ SESSION_WINDOW = "session-window-hdfs"  # the peer the ratios name
 def default_contenders() -> list[str]:
     """Every contender whose service is there (the remote stores need theirs)."""
     return [
-        c for c in CONTENDERS
-        if c != "batch-files" and (c not in REMOTE_STATE_ENV or os.environ.get(REMOTE_STATE_ENV[c]))
+        c for c in CONTENDERS if c not in NAMED_ONLY
+        and (c not in REMOTE_STATE_ENV or os.environ.get(REMOTE_STATE_ENV[c]))
     ]  # fmt: skip
 
 
@@ -91,15 +100,22 @@ def run_contender(
     spark_jit: bool = False,
 ) -> dict:
     """Inside the fresh process: run one contender, return its timing (and state I/O)."""
-    spark = warm_spark(name, partitions, spark_jit)
+    contender, peer = name, peer_of(name)
+    if name.endswith("-no-archive"):  # an empty cache: the driver maps no class archive
+        os.environ["SESSIONIZE_JVM_CACHE"] = os.path.join(work, "no-archive")
+        name = name.removesuffix("-no-archive")
+    # A peer runs in a session as a user builds one: the JVM's own compile thresholds, no
+    # class archive (--spark-jit changes only sessionize's contenders).
+    spark = plain_spark(name, partitions) if peer else warm_spark(name, partitions, spark_jit)
     t0 = time.perf_counter()
     io: dict[str, int] = {}
-    if name == "stateless":
-        from sessionize.parsing import parse_exact
-        from sessionize.sources.files import file_batch
-
-        parse_exact(file_batch(spark, [inp])).write.mode("overwrite").parquet(f"{work}/out")
-        events = spark.read.parquet(f"{work}/out").count()
+    if peer and peer.kind == "stateless":
+        events = stateless(spark, inp, work, peer.exact)
+    elif peer:
+        events, batches = session_window_stream(
+            spark, peer.provider, inp, work, files_per_trigger, peer.exact
+        )
+        io = {"batches": batches}
     elif name.startswith(("store-", "spark-")):
         from sessionize.commands.stream import StreamOptions, run_stream
 
@@ -114,9 +130,6 @@ def run_contender(
         records = run_stream(opts, spark, on_batch=lambda _: None)
         events = sum(r["batch"]["records"] for r in records)
         io = _state_io(records, partitions)
-    elif name.startswith("session-window-"):
-        events, batches = session_window_stream(spark, name, inp, work, files_per_trigger)
-        io = {"batches": batches}
     elif name == "batch-files":
         from sessionize.commands.batch import BatchOptions, run_batch
 
@@ -130,7 +143,8 @@ def run_contender(
         io = _state_io(records, partitions)
     else:
         raise SystemExit(f"unknown contender {name}; known: {', '.join(CONTENDERS)}")
-    return {"name": name, "events": events, "seconds": time.perf_counter() - t0, **io}
+    seconds = time.perf_counter() - t0
+    return {"name": contender, "events": events, "seconds": seconds, **io}
 
 
 def _state_io(records: list[dict], partitions: int) -> dict[str, int]:
@@ -227,8 +241,8 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument(
         "--spark-jit", action="store_true",
-        help="every contender's driver JVM with the JVM's default compile thresholds, not "
-        "sessionize's",
+        help="sessionize's contenders' driver JVM with the JVM's default compile thresholds "
+        "(the peers always have them)",
     )  # fmt: skip
     args = ap.parse_args()
     if args.run:
