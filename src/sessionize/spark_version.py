@@ -12,9 +12,10 @@ and nowhere else:
 
     feature                         needs   without it
     spark-rocksdb state             4.1     refused (transformWithState's Row API)
-    kafka:// and kinesis:// inputs  4.0     refused (Python streaming data sources)
+    kafka:// and kinesis:// inputs  4.2     refused (Python streaming sources' admission control)
     the parse analysed once         4.0     the parse built for every micro-batch
     a wrong type named (variant)    4.0     the line read by Python (events/json_types.py)
+    Arrow tables in and out         4.0     through pandas and collected batches (spark_arrow)
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ DEFAULT = "4.3.0"
 # What a feature needs: (major, minor), the reason named in its refusal.
 FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     "transform_with_state": ((4, 1), "transformWithState's Row API"),
-    "python_stream_sources": ((4, 0), "Python streaming data sources"),
+    "python_stream_sources": (
+        (4, 2), "admission control of Python streaming data sources, pyspark.sql.streaming"
+        ".datasource; with Spark's own Kafka connector, pass Sessionizer.stream its DataFrame",
+    ),
     "plan_once": ((4, 0), "the classic Dataset of org.apache.spark.sql.classic"),
     "variant": ((4, 0), "the VARIANT type"),
+    "arrow_frames": ((4, 0), "createDataFrame of an Arrow table, DataFrame.toArrow"),
 }
 
 

@@ -41,6 +41,7 @@ from pyspark.sql import types as T
 from sessionize.engines.batch_marks import split_marks
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
+from sessionize.spark_arrow import frame_of
 from sessionize.state import StateBackend
 from sessionize.stateful.declared import Declared, declared
 from sessionize.stateful.keys import store_keys
@@ -266,7 +267,7 @@ def collect_partitions(
     # SparkContext), so that it runs over Spark Connect too.
     left = sorted(set(range(partitions)) - {c["partition"] for c in counts})
     if left:
-        ids = partitioned.sparkSession.createDataFrame(pa.table({"p": pa.array(left)}))
+        ids = frame_of(partitioned.sparkSession, pa.table({"p": pa.array(left)}))
         rows = ids.repartition(len(left)).mapInArrow(missing(latest), TASK_SCHEMA).collect()
         counts += [r.asDict() for r in rows]
     for c in counts:

@@ -12,6 +12,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sessionize.spark_arrow import arrow_of, frame_of
+
 
 def partition_users(df: DataFrame, partitions: int, key: str = "user_id") -> DataFrame:
     """`df` shuffled into `partitions` partitions by its `key` column (a processor's key)."""
@@ -20,9 +22,9 @@ def partition_users(df: DataFrame, partitions: int, key: str = "user_id") -> Dat
 
 def user_partitions(spark: SparkSession, users: pa.Array, partitions: int) -> np.ndarray:
     """The partition of each of `users` (in their order), as `partition_users` places them."""
-    df = spark.createDataFrame(pa.table({"user_id": users, "i": np.arange(len(users))}))
+    df = frame_of(spark, pa.table({"user_id": users, "i": np.arange(len(users))}))
     placed = partition_users(df, partitions).select("i", F.spark_partition_id().alias("p"))
-    table = placed.toArrow()
+    table = arrow_of(placed)
     out = np.empty(len(users), dtype=np.int64)
     out[table["i"].to_numpy()] = table["p"].to_numpy()
     return out

@@ -1,8 +1,9 @@
 """The Python data source that the Kafka and Kinesis inputs share: raw records (`value`,
 `error`, `source`), a reader per subclass.
 
-Python streaming data sources came with Spark 4.0, so this module is imported only once
-`spark_version.require("python_stream_sources", ...)` has passed (`sources/registry.py`);
+Python streaming data sources with admission control came with Spark 4.2, so this module
+is imported only once `spark_version.require("python_stream_sources", ...)` has passed
+(`sources/registry.py`);
 the URIs and options of `sources/uri.py` need no PySpark.
 """
 

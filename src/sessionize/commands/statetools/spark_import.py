@@ -51,6 +51,7 @@ from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
 from sessionize.schema import STATE_EXPIRY, STATE_USER_KEY, TS
+from sessionize.spark_arrow import arrow_of, frame_of
 from sessionize.spark_session import get_spark
 from sessionize.state import EMPTY_VERSION
 
@@ -122,13 +123,13 @@ def read_spark_state(spark: SparkSession, sj: StateJob, batch: int) -> pa.Table:
     reader = spark.read.format("statestore").option("batchId", batch)
     if sj.state == "spark-rocksdb":
         df = reader.option("stateVarName", "open_events").load(sj.checkpoint)
-        table = df.selectExpr("key.key AS user_id", "list_element.*").toArrow()
+        table = arrow_of(df.selectExpr("key.key AS user_id", "list_element.*"))
         if table.num_rows:
             table = table.append_column("event_time", table["event_us"].cast(TS))
             table = table.append_column(STATE_EXPIRY, table["expires_us"].cast(TS))
     else:
         df = reader.load(sj.checkpoint)
-        blobs = df.selectExpr("value.groupState.open_events AS b").toArrow()["b"].to_pylist()
+        blobs = arrow_of(df.selectExpr("value.groupState.open_events AS b"))["b"].to_pylist()
         parts = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs if b]
         table = pa.concat_tables(parts) if parts else pa.table({})
     if not table.num_rows:
@@ -142,9 +143,7 @@ def read_spark_state(spark: SparkSession, sj: StateJob, batch: int) -> pa.Table:
 def _with_user_keys(spark: SparkSession, rows: pa.Table) -> pa.Table:
     """String ids: each row's store key, hashed by Spark as the engine hashes it."""
     users = pa.table({USER: pc.unique(rows[USER])})
-    keyed = spark.createDataFrame(users).select(
-        USER, F.xxhash64(USER).alias(STATE_USER_KEY)
-    ).toArrow()  # fmt: skip
+    keyed = arrow_of(frame_of(spark, users).select(USER, F.xxhash64(USER).alias(STATE_USER_KEY)))
     return rows.join(keyed, USER)
 
 
