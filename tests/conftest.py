@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from sessionize import spark_version
 from tests.state_params import state  # noqa: F401 - fixture: one run per state backend
 
 # Spark must bind to loopback and run the venv's interpreter in its Python workers.
@@ -32,3 +33,18 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """`@pytest.mark.needs_spark(FEATURE)`: a test of a feature this PySpark line lacks
+    (`spark_version.FEATURES`) is skipped, naming the line it needs; on such a line the
+    feature is refused in one line, which tests/test_spark_lines.py proves."""
+    for item in items:
+        for mark in item.iter_markers("needs_spark"):
+            feature = mark.args[0]
+            if not spark_version.has(feature):
+                (major, minor), reason = spark_version.FEATURES[feature]
+                item.add_marker(pytest.mark.skip(
+                    reason=f"needs Spark {major}.{minor} ({reason.split(';')[0]}); refused on "
+                    "this line (tests/test_spark_lines.py)"
+                ))  # fmt: skip

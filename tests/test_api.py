@@ -31,6 +31,7 @@ from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
 from sessionize.state.lease import DirectoryLeaseRecords
+from sessionize.spark_arrow import arrow_of, frame_of
 from tests.api_data import (
     MAPPED,
     MAPPED_KEEP,
@@ -150,11 +151,11 @@ def test_sessions_of_a_bounded_dataframe_equal_the_reference(spark):
     expected.sort(key=key)
     assert {r["end_reason"] for r in expected} == {"inactivity", "explicit"}
     s = Sessionizer(partitions=PARTITIONS)
-    typed = spark.createDataFrame(pa.Table.from_pylist([_nested(e) for e in events]))
+    typed = frame_of(spark, pa.Table.from_pylist([_nested(e) for e in events]))
     as_json = [json.dumps(_nested(e), default=lambda t: t.isoformat()) for e in events]
     lines = spark.createDataFrame([(line,) for line in as_json], "value string")
     for df in (typed, lines):
-        got = sorted(rows_of(s.sessions(df).sessions.toArrow()), key=key)
+        got = sorted(rows_of(arrow_of(s.sessions(df).sessions)), key=key)
         assert [{k: r[k] for k in expected[0]} for r in got] == expected  # today's columns
 
 

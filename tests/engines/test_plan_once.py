@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -44,6 +45,7 @@ def _each_batch(spark, root: Path, chk: Path, build, plan: PlanOnce) -> list[tup
     return got
 
 
+@pytest.mark.needs_spark("plan_once")
 def test_later_batches_run_on_the_first_batchs_plan_with_their_own_input(spark, tmp_path):
     builds = []
 
@@ -94,6 +96,7 @@ _UNPINNED_STREAM = textwrap.dedent("""
 """)
 
 
+@pytest.mark.needs_spark("plan_once")
 def test_a_local_property_reaches_the_jobs_of_a_pinned_driver(spark):
     assert properties_reach_jobs(spark.range(1))  # PySpark's default: the engine plans once
 

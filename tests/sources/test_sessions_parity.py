@@ -154,6 +154,7 @@ def test_kinesis_multi_shard_stream_gives_the_sessions_of_files(
     assert len(shards) == 3 and all(s["after"] for s in shards.values())
 
 
+@pytest.mark.needs_spark("python_stream_sources")
 def test_stream_command_reads_kafka(work, files_run, kafka_topic):
     """The CLI end to end: `sessionize stream --input kafka://...` in its own process."""
     root = work / "cli"

@@ -53,7 +53,10 @@ def _name(value: Any) -> str:
     if isinstance(value, bool):
         return "BOOLEAN"
     if isinstance(value, int):
-        return "BIGINT" if value in _INT64 else f"DECIMAL({len(str(abs(value)))},0)"
+        digits = len(str(abs(value)))
+        if value in _INT64:
+            return "BIGINT"
+        return f"DECIMAL({digits},0)" if digits <= 38 else "DOUBLE"  # past Spark's decimals
     if isinstance(value, float):
         return "DOUBLE"
     if isinstance(value, str):
