@@ -30,8 +30,8 @@ from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
-from sessionize.state.lease import DirectoryLeaseRecords
 from sessionize.spark_arrow import arrow_of, frame_of
+from sessionize.state.lease import DirectoryLeaseRecords
 from tests.api_data import (
     MAPPED,
     MAPPED_KEEP,
