@@ -8,6 +8,7 @@ sets up; the refusals through the command line run on the lines that refuse."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -33,6 +34,7 @@ def test_the_installed_line_is_read_once_and_shown_by_version():
 @pytest.mark.parametrize(
     ("feature", "what", "needs"),
     [("transform_with_state", "--state spark-rocksdb", "4.1"),
+     ("pandas_with_state", "--state spark-hdfs", "4.0"),
      ("python_stream_sources", "--input kafka://", "4.2"),
      ("plan_once", "the parse analysed once", "4.0")],
 )  # fmt: skip
@@ -49,6 +51,7 @@ def test_a_feature_of_a_newer_line_is_refused_naming_it(monkeypatch, feature, wh
 @pytest.mark.parametrize(
     ("feature", "args"),
     [("transform_with_state", ["--state", "spark-rocksdb"]),
+     ("pandas_with_state", ["--state", "spark-hdfs"]),
      ("python_stream_sources", ["--input", "kafka://127.0.0.1:9/visits"])],
 )  # fmt: skip
 def test_this_line_refuses_what_it_lacks_in_one_line(tmp_path, feature, args):
@@ -130,3 +133,27 @@ def test_arrow_tables_go_in_and_out_with_their_types(spark):
         json.dumps(x, default=str) for x in [t, t, None]
     ]
     assert arrow_of(df.where("user_id > 100")).num_rows == 0
+
+
+def test_without_pyspark_the_generator_runs_and_a_spark_command_says_what_to_install(tmp_path):
+    """PySpark replaced by a package that fails to import, first on PYTHONPATH (the wheel
+    test, tests/packaging, does it for real in a venv without one)."""
+    (tmp_path / "pyspark").mkdir()
+    (tmp_path / "pyspark" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pyspark'\", name='pyspark')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    shown = sessionize("--version", env=env)
+    assert shown.stdout == f"sessionize {__version__} (PySpark not installed)\n"
+    made = sessionize("generate", "--output", str(tmp_path / "in"), "--hours", "1",
+                      "--users", "5", "--events-per-hour", "20", env=env)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for command in (["stream", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"),
+                     "--checkpoint", str(tmp_path / "c")],
+                    ["demo", "--workdir", str(tmp_path / "demo")]):  # fmt: skip
+        done = sessionize(*command, env=env)
+        assert done.returncode == 2
+        assert done.stderr.splitlines() == [
+            "sessionize: error: PySpark is not installed: pip install 'sessionize[spark]' "
+            "(PySpark 4.3.0), or run where the platform's PySpark 3.5 to 4.3 is installed"
+        ], done.stderr

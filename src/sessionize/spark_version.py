@@ -12,6 +12,7 @@ and nowhere else:
 
     feature                         needs   without it
     spark-rocksdb state             4.1     refused (transformWithState's Row API)
+    spark-hdfs state                4.0     refused (3.5's applyInPandasWithState and pyarrow)
     kafka:// and kinesis:// inputs  4.2     refused (Python streaming sources' admission control)
     the parse analysed once         4.0     the parse built for every micro-batch
     a wrong type named (variant)    4.0     the line read by Python (events/json_types.py)
@@ -34,6 +35,9 @@ DEFAULT = "4.3.0"
 # What a feature needs: (major, minor), the reason named in its refusal.
 FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     "transform_with_state": ((4, 1), "transformWithState's Row API"),
+    # PySpark 3.5 slices its Arrow batches at row offsets it reads back as floats (null rows
+    # pad the column), which pyarrow's Cython 3 builds (those numpy 2 needs) refuse.
+    "pandas_with_state": ((4, 0), "applyInPandasWithState with current pyarrow"),
     "python_stream_sources": (
         (4, 2), "admission control of Python streaming data sources, pyspark.sql.streaming"
         ".datasource; with Spark's own Kafka connector, pass Sessionizer.stream its DataFrame",

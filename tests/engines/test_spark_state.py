@@ -32,9 +32,11 @@ from sessionize.schema import OUTPUTS, STATE
 from tests.helpers import OUTPUTS as OUTPUT_NAMES
 from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
 
-# spark-rocksdb needs Spark 4.1 (transformWithState's Row API): older lines run spark-hdfs.
-SPARK_STATES = [s for s in ("spark-rocksdb", "spark-hdfs")
-                if s != "spark-rocksdb" or spark_version.has("transform_with_state")]  # fmt: skip
+# spark-rocksdb needs Spark 4.1, spark-hdfs 4.0 (spark_version): older lines refuse them
+# (tests/test_spark_lines.py) and run what they have.
+SPARK_STATES = [s for s, feature in (("spark-rocksdb", "transform_with_state"),
+                                     ("spark-hdfs", "pandas_with_state"))
+                if spark_version.has(feature)]  # fmt: skip
 ROCKSDB = pytest.mark.needs_spark("transform_with_state")
 MIN = 60_000_000
 T0 = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp()) * 1_000_000

@@ -137,8 +137,7 @@ class SparkState(EngineKind):
     @override
     def open_state(self, settings: SessionSettings, checkpoint: str,
                    shown_uri: str) -> None:  # fmt: skip
-        if settings.state_uri == "spark-rocksdb":
-            spark_version.require("transform_with_state", "--state spark-rocksdb")
+        check_line(settings.state_uri)
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override
@@ -152,6 +151,12 @@ class SparkState(EngineKind):
             settings.state_uri, settings.rules, settings.partitions, checkpoint, sink,
             settings.max_future_us, parser=parser, mapping=settings.mapping,
         )  # fmt: skip
+
+
+def check_line(state: str) -> None:
+    """Refuse a Spark state in one line on a Spark line its operator does not run on."""
+    feature = {"spark-rocksdb": "transform_with_state", "spark-hdfs": "pandas_with_state"}
+    spark_version.require(feature[state], f"--state {state}")
 
 
 # Asked in order; the last owns every state.

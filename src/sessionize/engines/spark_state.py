@@ -149,6 +149,7 @@ def session_rows(
             SessionProcessor(rules, sh.mapping), wide_type, "Append", "EventTime"
         )
     if state == "spark-hdfs":
+        spark_version.require("pandas_with_state", "--state spark-hdfs")
         # The analyzer requires a watermarked input column for event-time timeouts; this
         # one is NULL, so Spark's late-row filter (`column <= watermark`) keeps every row.
         tag = F.lit(None).cast("timestamp").alias("_watermark", metadata={_DELAY_KEY: lateness_ms})
