@@ -16,7 +16,7 @@ and nowhere else:
     kafka:// and kinesis:// inputs  4.2     refused (Python streaming sources' admission control)
     the parse analysed once         4.0     the parse built for every micro-batch
     a wrong type named (variant)    4.0     the line read by Python (events/json_types.py)
-    Arrow tables in and out         4.0     through pandas and collected batches (spark_arrow)
+    Arrow tables in and out         4.0     as rows and collected batches (spark_arrow)
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api.arguments import Duration, duration_us, parse_trigger, progress_path, state_uri
@@ -40,6 +39,7 @@ from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.sinks.claim import OwnerClaim
 from sessionize.sinks.owner import STATEFUL_STREAM
+from sessionize.spark_arrow import arrow_schema
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
 from sessionize.stateful.invalid import INVALID_OUTPUT, without_marks
@@ -332,4 +332,4 @@ def _arrow_schema(df: DataFrame) -> pa.Schema:
     """The input's columns as the partition tasks receive them (timestamps in the session's
     time zone)."""
     zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
-    return without_marks(to_arrow_schema(df.schema, timezone=zone))
+    return without_marks(arrow_schema(df.schema, zone))

@@ -404,6 +404,7 @@ class Sessionizer:
                 open_sessions=open_sessions, compact_every=compact_every,
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
+        engine_for(self.state).check_line(self.state)  # before anything is written
         end_finished(checkpoint)
         check_stream(checkpoint, output, self.job)  # before anything is written
         lease = checkpoint_lease(checkpoint)

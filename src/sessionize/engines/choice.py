@@ -47,6 +47,10 @@ class EngineKind(ABC):
         (`open_sessions`): the refresh after a rewind hands the whole state to the logic, so
         the engine must be able to read all of it."""
 
+    def check_line(self, state: str) -> None:  # noqa: B027 - most engines run on every line
+        """Raises EnvironmentProblem (one line) unless the installed Spark line runs the
+        engine's operator for `state` (`spark_version`)."""
+
     def check_runs_processors(self, state: str) -> None:  # noqa: B027 - most engines do
         """Raises ConfigError (one line) unless the engine runs any `stateful.Processor`
         (else: sessions only)."""
@@ -121,6 +125,11 @@ class SparkState(EngineKind):
         return state in PROVIDERS
 
     @override
+    def check_line(self, state: str) -> None:
+        feature = {"spark-rocksdb": "transform_with_state", "spark-hdfs": "pandas_with_state"}
+        spark_version.require(feature[state], f"--state {state}")
+
+    @override
     def check_replaced_by_key(self) -> None:
         raise replaced.refuse(
             "Spark-managed state (--state spark-*) cannot be read whole to rebuild it",
@@ -137,7 +146,7 @@ class SparkState(EngineKind):
     @override
     def open_state(self, settings: SessionSettings, checkpoint: str,
                    shown_uri: str) -> None:  # fmt: skip
-        check_line(settings.state_uri)
+        self.check_line(settings.state_uri)
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override
@@ -151,12 +160,6 @@ class SparkState(EngineKind):
             settings.state_uri, settings.rules, settings.partitions, checkpoint, sink,
             settings.max_future_us, parser=parser, mapping=settings.mapping,
         )  # fmt: skip
-
-
-def check_line(state: str) -> None:
-    """Refuse a Spark state in one line on a Spark line its operator does not run on."""
-    feature = {"spark-rocksdb": "transform_with_state", "spark-hdfs": "pandas_with_state"}
-    spark_version.require(feature[state], f"--state {state}")
 
 
 # Asked in order; the last owns every state.
