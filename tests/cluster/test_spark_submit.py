@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from tests.cluster.cluster import Cluster
 from tests.helpers import assert_same_as_clean, cli_env
@@ -30,6 +31,8 @@ print("executor imports sessionize from", where)
 """
 
 
+# Building and installing the package into a new venv takes minutes before any Spark.
+@pytest.mark.timeout(1800)
 def test_a_stream_submitted_with_a_packed_venv_equals_the_local_run(data, cluster: Cluster):
     root, inp = data
     work = root / "submit"

@@ -37,6 +37,8 @@ def _env(bin_) -> dict[str, str]:
     return env
 
 
+# Building and installing the package into a new venv takes minutes before any Spark.
+@pytest.mark.timeout(1800)
 def test_the_wheel_installs_without_pyspark_then_beside_pyspark_3_5_and_runs_there(
     spark, tmp_path
 ):
