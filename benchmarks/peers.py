@@ -143,5 +143,10 @@ def session_window_stream(
         .start()
     )
     query.awaitTermination()
-    batches = len({p.batchId for p in query.recentProgress if p.numInputRows})
+    batches = len({_of(p, "batchId") for p in query.recentProgress if _of(p, "numInputRows")})
     return spark.read.text(inp, recursiveFileLookup=True).count(), batches
+
+
+def _of(progress, name: str):
+    """A field of a query's progress: a dict on PySpark 3.5, an object from 4.0 on."""
+    return progress[name] if isinstance(progress, dict) else getattr(progress, name)
