@@ -45,11 +45,11 @@ def arrow_of(df) -> pa.Table:
 
 def arrow_schema(schema, timezone: str) -> pa.Schema:
     """Spark's `schema` as the Arrow schema its Python tasks receive, timestamps in
-    `timezone` (the session's): PySpark 4.0's `to_arrow_schema(timezone=)`, which 3.5 lacks
-    (its timestamps come out in UTC, here set to `timezone`)."""
+    `timezone` (the session's): PySpark 4.2's `to_arrow_schema(timezone=)`, which older lines
+    lack (their timestamps come out in UTC, here set to `timezone`)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    if spark_version.has("arrow_frames"):
+    if spark_version.has("arrow_schema_zone"):
         return to_arrow_schema(schema, timezone=timezone)
     return pa.schema([f.with_type(_in_zone(f.type, timezone)) for f in to_arrow_schema(schema)])
 

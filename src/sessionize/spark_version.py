@@ -45,6 +45,7 @@ FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     "plan_once": ((4, 0), "the classic Dataset of org.apache.spark.sql.classic"),
     "variant": ((4, 0), "the VARIANT type"),
     "arrow_frames": ((4, 0), "createDataFrame of an Arrow table, DataFrame.toArrow"),
+    "arrow_schema_zone": ((4, 2), "to_arrow_schema's timezone"),
 }
 
 
