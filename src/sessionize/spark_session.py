@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import sys
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from sessionize import jvm_archive
+from sessionize import jvm_archive, spark_version
 from sessionize.errors import ConfigError, EnvironmentProblem
 
 # Bytes of lines Spark hands a Python task per Arrow batch (it also stops at 10,000 lines,
@@ -39,16 +40,36 @@ def driver_java_options() -> str:
 
 
 def check_java() -> None:
-    """Fail with one line when there is no Java for Spark to start."""
+    """Fail with one line when there is no Java for Spark to start, or one its line cannot
+    run on (`spark_version`: Spark 3.5's Arrow cannot allocate on Java 21)."""
     home = os.environ.get("JAVA_HOME")
     if home and os.path.exists(os.path.join(home, "bin", "java")):
-        return
+        return _check_java_line(home)
     if shutil.which("java"):
-        return
+        java = os.path.realpath(shutil.which("java") or "java")
+        return _check_java_line(os.path.dirname(os.path.dirname(java)))
     raise EnvironmentProblem(
         "Java 17 is required by Spark and was not found: install it "
         "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
     )
+
+
+def _check_java_line(home: str) -> None:
+    """Refuse a Java newer than 17 in one line under a Spark line that cannot run on it,
+    read from the runtime's `release` file (no process started); unknown means go on."""
+    if spark_version.has("java_21"):
+        return
+    try:
+        with open(os.path.join(home, "release")) as f:
+            found = re.search(r'^JAVA_VERSION="(\d+)', f.read(), re.M)
+    except OSError:
+        return
+    if found and int(found.group(1)) > 17:
+        line = ".".join(map(str, spark_version.installed()))
+        raise EnvironmentProblem(
+            f"PySpark {line} runs on Java 17, not Java {found.group(1)} (its Arrow cannot "
+            "allocate memory there): set JAVA_HOME to a Java 17, or use Spark 4.0+"
+        )
 
 
 def get_spark(

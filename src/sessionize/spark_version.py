@@ -17,6 +17,7 @@ and nowhere else:
     the parse analysed once         4.0     the parse built for every micro-batch
     a wrong type named (variant)    4.0     the line read by Python (events/json_types.py)
     Arrow tables in and out         4.0     as rows and collected batches (spark_arrow)
+    Java 21                         4.0     refused: set JAVA_HOME to a Java 17 (spark_session)
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     "variant": ((4, 0), "the VARIANT type"),
     "arrow_frames": ((4, 0), "createDataFrame of an Arrow table, DataFrame.toArrow"),
     "arrow_schema_zone": ((4, 2), "to_arrow_schema's timezone"),
+    "java_21": ((4, 0), "Java 21: Spark 3.5's Arrow cannot allocate memory there"),
 }
 
 
