@@ -27,7 +27,7 @@ def test_a_postgresql_place_is_named_without_its_password():
     assert location_key(uri) == "postgresql://me@db:5432/app?schema=analytics"
     assert location_key(uri) == location_key("postgresql://me@db:5432/app?schema=analytics")
     assert location_key(uri) != location_key("postgresql://me@db:5432/app?schema=other")
-    assert without_options(uri) == "postgres://me@db:5432/app"
+    assert without_options(uri) == "postgres://me:***@db:5432/app"
     assert without_options("s3://b/x?endpoint_override=h:9") == "s3://b/x"
 
 

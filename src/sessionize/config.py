@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,15 +12,6 @@ import numpy as np
 from sessionize.durations import _UNIT_US, format_duration, parse_duration
 from sessionize.errors import ConfigError
 from sessionize.timezones import zone
-
-_SECRET_PARAM = re.compile(r"([?&][^=&]*(?:password|secret|token|access_key)[^=&]*=)[^&]*", re.I)
-
-
-def redact_uri(uri: str) -> str:
-    """`uri` without its password (`user:pw@` and `:pw@` alike) or secret query parameters
-    (`?secret_key=...`, `password=`, `token=`, `access_key=`), for logs, errors and files."""
-    uri = re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", uri)
-    return _SECRET_PARAM.sub(r"\1***", uri)
 
 
 def format_instant(us: int | None) -> str | None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sessionize.errors import ConfigError
+from sessionize.redaction import redact_uri
 
 
 def resolve_fs(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -59,13 +59,13 @@ def delete_dir(fs: pafs.FileSystem, path: str) -> None:
 
 
 def without_options(uri: str) -> str:
-    """`uri` without its query string and without a password (`user:pw@` -> `user@`), for
+    """`uri` without its query string and its password (`redaction.redact_uri`), for
     messages: an `s3://` URI's endpoint options are noise there, a password a leak.
 
     >>> without_options("postgresql://me:pw@db/app?schema=a")
-    'postgresql://me@db/app'
+    'postgresql://me:***@db/app'
     """
-    return re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1@", uri.split("?", 1)[0])
+    return redact_uri(uri.split("?", 1)[0])
 
 
 def child(uri: str, *parts: str) -> str:

@@ -91,7 +91,7 @@ def test_user_key_of_a_line():
 
 
 def test_redaction_hides_passwords_and_secret_query_parameters():
-    from sessionize.config import redact_uri
+    from sessionize.redaction import redact_uri
 
     uri = "s3://b/p?endpoint_override=h:9&access_key=AK1&secret_key=SK2&scheme=http"
     assert redact_uri(uri) == "s3://b/p?endpoint_override=h:9&access_key=***&secret_key=***&scheme=http"

@@ -18,7 +18,6 @@ from sessionize.api.keyed_source import source
 from sessionize.api.query import StreamRun, end_finished
 from sessionize.api.recorded import recorded_state
 from sessionize.api.workers import check_workers
-from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import (
     batch_input,
     batch_timestamp_us,
@@ -37,6 +36,7 @@ from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner, start_query
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
+from sessionize.redaction import redact_uri
 from sessionize.sinks.claim import OwnerClaim
 from sessionize.sinks.owner import STATEFUL_STREAM
 from sessionize.spark_arrow import arrow_schema

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import recorded
 from sessionize.engines.sessions import state_settings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
+from sessionize.redaction import redact_uri
 
 
 def recorded_state(state: str) -> str:

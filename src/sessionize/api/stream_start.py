@@ -9,7 +9,6 @@ from sessionize.api.arguments import progress_path, state_uri
 from sessionize.api.inputs import reader
 from sessionize.api.query import StreamRun, launch
 from sessionize.api.workers import check_workers
-from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import (
     check_or_record,
     output_lease,
@@ -20,6 +19,7 @@ from sessionize.engines.choice import engine_for
 from sessionize.engines.ownership import stream_claim
 from sessionize.errors import ConfigError
 from sessionize.fs import child
+from sessionize.redaction import redact_uri
 from sessionize.sinks.registry import record_place
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import click
 from sessionize.cli import failures, maintain, reprocess
 from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
 from sessionize.cli.params import DURATION, HOUR, make_rules, rules_options
-from sessionize.config import redact_uri
 from sessionize.errors import ConfigError
+from sessionize.redaction import redact_uri
 
 
 def max_future_option(f):

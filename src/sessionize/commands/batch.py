@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, recorded_state, state_uri
 from sessionize.commands.placement import warn_local_paths
-from sessionize.config import DEFAULT_RULES_RECORD, SessionRules, describe_differences, redact_uri
+from sessionize.config import DEFAULT_RULES_RECORD, SessionRules, describe_differences
 from sessionize.engines.checkpoint import OUTPUT_RECORD, comparable, output_lease, recorded
 from sessionize.engines.ownership import batch_claim, check_batch
 from sessionize.engines.progress import ProgressLog
@@ -34,6 +34,7 @@ from sessionize.engines.sessions import SessionEngine, SessionSettings, settings
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
+from sessionize.redaction import redact_uri
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records

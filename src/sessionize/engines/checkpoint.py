@@ -14,11 +14,13 @@ import json
 import os
 import re
 
-from sessionize.config import DEFAULT_RULES_RECORD, describe_differences, redact_uri
+from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
 from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
 from sessionize.fs import child, listing, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
+from sessionize.places import same_place
+from sessionize.redaction import redact_uri
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.state import StateBackend
 from sessionize.state.lease import Lease, lease_records
@@ -67,7 +69,7 @@ def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
     recorded_settings = read_settings(checkpoint)
     before = {k: comparable(k, v) for k, v in recorded_settings.items()}
     now = {k: comparable(k, v) for k, v in settings.items()}
-    changed = {k for k in now if k in before and before[k] != now[k]}
+    changed = {k for k in now if k in before and not _same(k, before[k], now[k])}
     if changed:
         diffs = describe_differences({k: before[k] for k in changed}, {k: now[k] for k in changed})
         raise IncompatibleCheckpoint(
@@ -92,6 +94,23 @@ def comparable(key: str, value: object) -> object:
     if key == "state" and isinstance(value, str) and value.startswith("files:"):
         return "files:" + location_key(value.removeprefix("files:"))
     return value
+
+
+def same_setting(key: str, a: object, b: object) -> bool:
+    """Whether two values of a recorded setting agree: places as the OS resolves them
+    (a symlink, `..` or a mount of the recorded directory is that directory)."""
+    return _same(key, comparable(key, a), comparable(key, b))
+
+
+def _same(key: str, a: object, b: object) -> bool:
+    """`same_setting` of two values `comparable` gave."""
+    if a == b:
+        return True
+    if key not in (*LOCATIONS, "state") or not (isinstance(a, str) and isinstance(b, str)):
+        return False
+    if key == "state":  # `files:PATH`
+        a, b = a.removeprefix("files:"), b.removeprefix("files:")
+    return os.path.isabs(a) and os.path.isabs(b) and same_place(a, b)
 
 
 def _advice(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing_extensions import override
 
-from sessionize.config import redact_uri
 from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError
 from sessionize.fs import delete_dir, resolve_fs
+from sessionize.redaction import redact_uri
 from sessionize.state import StateBackend, open_backend
 
 

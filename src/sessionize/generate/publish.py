@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, SinkError, translated
+from sessionize.redaction import redact_uri
 from sessionize.sources.uri import confluent_kafka, parse_kafka_uri, parse_kinesis_uri
 from sessionize.sources.uri import kinesis_client as _kinesis_client
 

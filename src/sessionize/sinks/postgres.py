@@ -37,10 +37,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from sessionize import faults
-from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import postgres_location
 from sessionize.mapping import EventMapping
+from sessionize.redaction import redact_uri
 from sessionize.schema import OUTPUTS, Layout, layout
 from sessionize.sinks import postgres_replaced as replaced
 from sessionize.sinks.postgres_tables import (

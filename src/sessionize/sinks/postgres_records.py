@@ -30,24 +30,39 @@ LEASE = "_sessionize_lease"
 RECORDS = "_sessionize_records"
 
 
-def _run(target: Target, what: str, work: Callable[[psycopg.Connection], T]) -> T:
+def _run(
+    target: Target, what: str, work: Callable[[psycopg.Connection], T], missing: T | None = None,
+    *, create: bool = False,
+) -> T:  # fmt: skip
+    """`work(conn)`, after creating the schema and tables when `create` (taking a lease,
+    writing a record); without it a missing table reads as `missing`, so that reading the
+    lease of a moved output (sinks/postgres_move.py) does not create an empty one."""
     with connection_errors(what, target), psycopg.connect(target.conninfo) as conn:
-        s = sql.Identifier(target.schema)
-        # Two jobs' first steps on a new schema create it at once: one after the other.
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"records:{target.schema}",))
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (epoch bigint PRIMARY KEY, holder jsonb NOT NULL)"
-            ).format(sql.Identifier(target.schema, LEASE))
-        )
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, body jsonb NOT NULL)"
-            ).format(sql.Identifier(target.schema, RECORDS))
-        )
-        conn.commit()
-        return work(conn)
+        if create:
+            _create(conn, target.schema)
+        try:
+            return work(conn)
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            if create:
+                raise
+            return missing  # type: ignore[return-value]
+
+
+def _create(conn: psycopg.Connection, schema: str) -> None:
+    # Two jobs' first steps on a new schema create it at once: one after the other.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"records:{schema}",))
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (epoch bigint PRIMARY KEY, holder jsonb NOT NULL)"
+        ).format(sql.Identifier(schema, LEASE))
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, body jsonb NOT NULL)"
+        ).format(sql.Identifier(schema, RECORDS))
+    )
+    conn.commit()
 
 
 class PostgresLeaseRecords(LeaseRecords):
@@ -67,7 +82,7 @@ class PostgresLeaseRecords(LeaseRecords):
         query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
         values = (holder.epoch, Jsonb(json.loads(holder.to_json())))
         return _run(self.target, "taking the output's lease",
-                    lambda c: c.execute(query, values).rowcount == 1)  # fmt: skip
+                    lambda c: c.execute(query, values).rowcount == 1, create=True)  # fmt: skip
 
     def update(self, holder: Holder) -> None:
         query = sql.SQL("UPDATE {} SET holder = %s WHERE epoch = %s").format(self.table)
@@ -91,7 +106,8 @@ def write_record(output: str, name: str, record: dict) -> None:
     query = sql.SQL(
         "INSERT INTO {} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body"
     ).format(sql.Identifier(target.schema, RECORDS))
-    _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))))
+    _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))),
+         create=True)
 
 
 class PostgresOwnerRecords(OwnerRecords):
@@ -114,7 +130,7 @@ class PostgresOwnerRecords(OwnerRecords):
         query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
         values = (RECORD, Jsonb(json.loads(owner.to_json())))
         return _run(self.target, "recording the output's owner",
-                    lambda c: c.execute(query, values).rowcount == 1)  # fmt: skip
+                    lambda c: c.execute(query, values).rowcount == 1, create=True)  # fmt: skip
 
     def replace(self, owner: Owner) -> None:
         write_record(self.output, RECORD, json.loads(owner.to_json()))

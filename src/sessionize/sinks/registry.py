@@ -7,11 +7,11 @@ import importlib.util
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from sessionize.config import redact_uri
 from sessionize.errors import ConfigError
-from sessionize.fs import is_local, resolve_fs, without_options
+from sessionize.fs import is_local, location_key, resolve_fs, without_options
 from sessionize.mapping import EventMapping
-from sessionize.sinks import replaced
+from sessionize.redaction import redact_uri
+from sessionize.sinks import replaced, tree_move
 from sessionize.sinks.base import Sink
 from sessionize.sinks.compaction import committed_dataset as compacted_and_batches
 from sessionize.sinks.delta import DeltaSink
@@ -31,10 +31,12 @@ def check_output(output: str, fmt: str | None = "parquet") -> None:
     Raises:
         ConfigError: another scheme (`foo://`, `kafka://`), or `s3://` without the `s3`
             extra, in one line naming what is written.
+        StateError: a local output whose move was cut short (sinks/tree_move.py).
 
     >>> check_output("out/")
     """
     if is_local(output):
+        tree_move.refuse_if_moving(location_key(output))
         return
     if is_kafka(output):
         KafkaOutput.parse(output)

@@ -43,8 +43,8 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from sessionize.config import redact_uri
 from sessionize.errors import LeaseLost, StateError
+from sessionize.redaction import redact_uri
 from sessionize.state.rows import (
     RowSpec,
     check_job,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sessionize.commands.options import recorded_state, state_uri
 from sessionize.commands.statetools.contents import Shape, StoredRows
-from sessionize.config import SessionRules, redact_uri
+from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import (
     OUTPUT_RECORD,
     checkpoint_lease,
@@ -23,6 +23,7 @@ from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError, LeaseHeld, StateError
 from sessionize.fs import child
 from sessionize.mapping import EventMapping
+from sessionize.redaction import redact_uri
 from sessionize.schema import Layout, layout
 from sessionize.state import StateBackend, layout_rows, open_backend
 from sessionize.state.lease import Lease

@@ -18,10 +18,10 @@ from sessionize.commands.options import recorded_state
 from sessionize.commands.statetools.copy import CopyResult, copy_state
 from sessionize.commands.statetools.job import StateJob, locate
 from sessionize.commands.statetools.switch import already_switched, switch_checkpoint
-from sessionize.config import redact_uri
 from sessionize.engines.placement import user_partitions
 from sessionize.errors import ConfigError
 from sessionize.faults import pause_point
+from sessionize.redaction import redact_uri
 from sessionize.spark_session import get_spark
 
 

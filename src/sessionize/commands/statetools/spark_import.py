@@ -42,7 +42,6 @@ from sessionize.commands.statetools.copy import (
 )
 from sessionize.commands.statetools.job import StateJob, locate
 from sessionize.commands.statetools.switch import already_switched, switch_checkpoint
-from sessionize.config import redact_uri
 from sessionize.engines.checkpoint import last_committed_batch
 from sessionize.engines.placement import user_partitions
 from sessionize.engines.sessions import state_settings
@@ -50,6 +49,7 @@ from sessionize.engines.spark_state import BatchRecords
 from sessionize.errors import StateError
 from sessionize.faults import pause_point
 from sessionize.fs import resolve_fs
+from sessionize.redaction import redact_uri
 from sessionize.schema import STATE_EXPIRY, STATE_USER_KEY, TS
 from sessionize.spark_arrow import arrow_of, frame_of
 from sessionize.spark_session import get_spark

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from sessionize.errors import ConfigError
+from sessionize.redaction import redact_uri
 
 
 def read_query(
@@ -55,6 +56,6 @@ def query_of(owner: object, defaults: dict[str, Any]) -> str:
 
 
 def one_line(error: BaseException, secret: str | None = None) -> str:
-    """The text of `error` on one line, without `secret`."""
+    """The text of `error` on one line, without `secret` or any URI's password."""
     text = " ".join(str(error).split()) or type(error).__name__
-    return text.replace(secret, "***") if secret else text
+    return redact_uri(text, secret)

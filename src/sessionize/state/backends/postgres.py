@@ -35,8 +35,8 @@ import psycopg
 import pyarrow as pa
 from psycopg import sql
 
-from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, StateError
+from sessionize.redaction import redact_uri
 from sessionize.state.backends import postgres_layout as layout
 from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.keyblobs import RowCodec

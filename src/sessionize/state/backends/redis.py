@@ -42,8 +42,8 @@ from redis.backoff import ExponentialBackoff
 from redis.commands.core import Script
 from redis.retry import Retry
 
-from sessionize.config import redact_uri
 from sessionize.errors import ConfigError, StateError
+from sessionize.redaction import redact_uri
 from sessionize.state.backends.common import one_line, query_of, read_query, typed_options
 from sessionize.state.backends.keyblobs import RowCodec, split_prefix
 from sessionize.state.backends.redis_layout import (
