@@ -157,3 +157,12 @@ def test_ctrl_c_prints_one_line_and_the_stream_resumes(tmp_path):
         done.stdout
     )
     assert read_output(tmp_path / "out", "sessions").num_rows == 1  # 00:10, closed once
+
+
+def test_demo_refuses_a_workdir_it_did_not_write_and_deletes_nothing(tmp_path):
+    """`sessionize demo --workdir .` in a project directory deleted it all."""
+    (tmp_path / "notes.txt").write_text("keep me")
+    (tmp_path / "output").mkdir()  # a name a demo writes, beside one it does not
+    done = sessionize("demo", "--workdir", str(tmp_path), timeout=120)
+    _assert_one_line(done, f"--workdir {tmp_path} holds notes.txt, which a demo did not write")
+    assert (tmp_path / "notes.txt").read_text() == "keep me" and (tmp_path / "output").is_dir()

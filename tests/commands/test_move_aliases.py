@@ -102,9 +102,9 @@ def test_a_new_place_inside_the_output_through_a_symlink_is_refused(job):
     """The report: `ln -s out alias; maintain --output out --move-output alias/archive`."""
     before = tree(job / "out")
     (job / "alias").symlink_to(job / "out")
-    for new, says in ((job / "alias" / "archive", "is inside --output"),
-                      (job / "alias", "is --output"),
-                      (job / "elsewhere" / ".." / "out" / "sub", "is inside --output")):  # fmt: skip
+    refusals = [(job / "alias" / "archive", "is inside --output"), (job / "alias", "is --output"),
+                (job / "elsewhere" / ".." / "out" / "sub", "is inside --output")]  # fmt: skip
+    for new, says in refusals:
         line = _one_line(_move(job, str(new)))
         assert says in line and str(job / "out") in line, line
         assert tree(job / "out") == before  # nothing moved, nothing deleted

@@ -191,3 +191,18 @@ def test_spark_rocksdb_rewind_past_a_compacted_source_log_equals_an_uninterrupte
     for name in OUTPUTS:
         assert read_output(run / "out", name).equals(read_output(clean / "out", name)), name
     assert read_output(run / "out", "sessions").num_rows > 0
+
+
+def test_a_progress_log_reached_through_a_symlink_is_trimmed_where_it_is(tmp_path):
+    """The rewrite goes to the link's target: the link stays a link, the target loses the
+    undone batches' lines (it used to be replaced by a regular file at the link's path)."""
+    from sessionize.commands.rewind import _trim_progress
+
+    real = tmp_path / "logs" / "progress.jsonl"
+    real.parent.mkdir()
+    real.write_text("".join(json.dumps({"version": v}) + "\n" for v in range(4)))
+    link = tmp_path / "progress.jsonl"
+    link.symlink_to(real)
+    _trim_progress(str(link), 1)
+    assert link.is_symlink() and link.resolve() == real
+    assert [json.loads(line)["version"] for line in real.read_text().splitlines()] == [0, 1]

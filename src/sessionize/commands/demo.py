@@ -3,6 +3,7 @@ and write the HTML report."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ import numpy as np
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.content import SessionContent, parse_conversion
+from sessionize.errors import ConfigError
 from sessionize.generate.writer import GeneratorConfig, write_files
 from sessionize.mapping import EventMapping
 from sessionize.report import build_report
@@ -47,7 +49,7 @@ def run_demo(
     remote: str | None = None,
 ) -> dict:
     root = Path(workdir).absolute()
-    shutil.rmtree(root, ignore_errors=True)
+    _clear(root)
     mapping = web_mapping()
     cfg = GeneratorConfig(
         start=datetime(2026, 11, 1, tzinfo=UTC),
@@ -104,6 +106,31 @@ def run_demo(
     report = build_report(opts.output, str(root / "report.html"), checkpoint=opts.checkpoint)
     click.echo(f"report: {report.path} (open it in a browser)")
     return summary
+
+
+# What a demo writes in its --workdir: the only entries it deletes there before a new run.
+_DEMO_ENTRIES = {"input", "output", "checkpoint", "report.html"}
+
+
+def _clear(root: Path) -> None:
+    """Recreate a demo's workdir; a directory holding anything a demo did not write (a
+    mistyped `--workdir .` or `~`) is refused, never deleted."""
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--workdir {root} is not a directory: give a new one")
+    found = set(os.listdir(root)) if root.is_dir() else set()
+    foreign = sorted(found - _DEMO_ENTRIES)
+    if foreign:
+        raise ConfigError(
+            f"--workdir {root} holds {', '.join(foreign[:3])}{', ...' * (len(foreign) > 3)}, "
+            "which a demo did not write: give a new or empty directory (a demo deletes the "
+            "input, output and checkpoint of its workdir before it runs)"
+        )
+    for name in sorted(found):
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _echo_traffic(output: str) -> None:

@@ -192,10 +192,12 @@ def _undo(ck: Checkpoint, to_batch: int) -> None:
 
 
 def _trim_progress(path: str, to_batch: int) -> None:
-    """Keep the progress log's lines of batches 0..to_batch (rotated files included)."""
+    """Keep the progress log's lines of batches 0..to_batch (rotated files included). A
+    log reached through a symlink is rewritten where it is: the link stays a link."""
     for name in [path, *glob.glob(f"{path}.[0-9]*")]:
         if not os.path.exists(name):
             continue
+        name = os.path.realpath(name)
         with open(name, encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
         kept = [line for line in lines if _version(line) <= to_batch]
