@@ -63,6 +63,10 @@ CASES = {
         lambda root: [*_stream(_hour(root, "{}").parent), "--lateness", "366d"],
         "--lateness must be at most 365d",
     ),
+    "metrics address without a port": (
+        lambda root: [*_stream(root), "--metrics-host", "0.0.0.0"],
+        "--metrics-host goes with --metrics-port",
+    ),
     "unreachable state backend": (_unreachable_state, "127.0.0.1:9"),
     "no master answers": (_unanswered_master, "no Spark master answers at 127.0.0.1:"),
     "unreadable checkpoint": (_garbled_checkpoint, "sessionize.json is not readable"),

@@ -51,12 +51,14 @@ def test_scraped_during_a_stream_counts_what_it_committed(spark, tmp_path):
                    invalid_rate=0.02)  # fmt: skip
     out, chk = tmp_path / "out", tmp_path / "chk"
     events = open_stream(spark, str(inp), {"maxFilesPerTrigger": "1"})
+    said: list[str] = []
     run = Sessionizer(partitions=2).start(
         events, output=str(out), checkpoint=str(chk), trigger="processing-time=1s",
-        input_name=str(inp), metrics_port=0, on_batch=lambda _: None,
+        input_name=str(inp), metrics_port=0, on_batch=said.append,
     )  # fmt: skip
     try:
         port = run.metrics.port
+        assert said[0] == f"metrics on http://127.0.0.1:{port}/metrics"  # port 0: the one taken
         got = _scrape(port)
         while got.get(("sessionize_batches_committed_total", ())) != 2 or got.get(
             ("sessionize_input_unread_files", ())
@@ -121,6 +123,36 @@ def test_an_input_out_of_reach_says_so_and_the_rest_is_served():
     assert got[("sessionize_input_lag_up", ())] == 0
     assert got[("sessionize_input_lines_total", ())] == 7
     assert got[("sessionize_last_batch_id", ())] == 4
+
+
+def _outward_address() -> str:
+    """An address of this machine other than loopback (the interface a route leaves by)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("10.255.255.255", 1))  # no packet is sent: it only picks the route
+        address = s.getsockname()[0]
+    assert not address.startswith("127."), "this machine needs a network interface"
+    return address
+
+
+def test_the_endpoint_listens_on_loopback_unless_told_and_says_where():
+    outward = _outward_address()
+    for host, reachable in (("127.0.0.1", False), ("0.0.0.0", True)):
+        said: list[str] = []
+        metrics = stream_metrics(0, "j", "chk", "dataframe", {}, host=host, say=said.append)
+        assert metrics is not None
+        try:
+            assert said == [f"metrics on http://{host}:{metrics.port}/metrics"]
+            assert _scrape(metrics.port) is not None
+            try:
+                socket.create_connection((outward, metrics.port), timeout=5).close()
+                answered = True
+            except ConnectionRefusedError:
+                answered = False
+            assert answered == reachable, (host, outward)
+        finally:
+            metrics.close()
+    with pytest.raises(ConfigError, match="--metrics-host 192.0.2.250: cannot listen"):
+        stream_metrics(0, "j", "chk", "dataframe", {}, host="192.0.2.250", say=print)
 
 
 def test_a_port_in_use_is_refused_in_one_line(tmp_path):

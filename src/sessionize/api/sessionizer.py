@@ -273,6 +273,7 @@ class Sessionizer:
         metrics_port: int | None = None,
         open_sessions: bool = False,
         compact_every: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> StreamingQuery:
         """Start sessionizing the streaming DataFrame `events`; returns its StreamingQuery.
 
@@ -304,11 +305,14 @@ class Sessionizer:
             on_batch: Called with each batch's one-line summary (default: the `sessionize`
                 logger).
             metrics_port: Serve Prometheus metrics on this port of this process (0: any
-                free port) while the query runs (engines/metrics.py; extra `metrics`).
+                free port) while the query runs (engines/metrics.py; extra `metrics`); the
+                address is said once to `on_batch` (`metrics on http://HOST:PORT/metrics`).
             open_sessions: Also keep `open_sessions`, the sessions not yet emitted, replaced
                 by user each batch (Delta, PostgreSQL, Kafka; docs/how-to/open-sessions.md).
             compact_every: Local Parquet outputs: after every N-th batch, compact the
                 published batches (`sinks/compaction.py`) before the next batch starts.
+            metrics_host: The address the metrics listen on: this machine only by default;
+                `0.0.0.0` (every interface) for a Prometheus server elsewhere.
 
         Returns:
             Spark's StreamingQuery of the run: `awaitTermination()`, `stop()`, `isActive`.
@@ -335,7 +339,7 @@ class Sessionizer:
             events, output=output, checkpoint=checkpoint, trigger=trigger,
             output_format=output_format, progress_log=progress_log, on_batch=on_batch,
             metrics_port=metrics_port, open_sessions=open_sessions,
-            compact_every=compact_every,
+            compact_every=compact_every, metrics_host=metrics_host,
         ).query  # fmt: skip
 
     def start(
@@ -353,6 +357,7 @@ class Sessionizer:
         source_options: Mapping[str, str] | None = None,
         open_sessions: bool = False,
         compact_every: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> StreamRun:
         """`stream`, returning the run (its query, batch records, `wait()`).
 
@@ -368,6 +373,7 @@ class Sessionizer:
             on_batch: As for `stream`.
             input_name: The `--input` URI (recorded: a checkpoint follows one input), or
                 `dataframe`.
+            metrics_host: As for `stream`.
             metrics_port: As for `stream`; the metrics include the input's lag unless
                 `input_name` is `dataframe`.
             source_options: The input's options, to measure its lag.
@@ -401,6 +407,7 @@ class Sessionizer:
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
                 input_name=input_name, metrics_port=metrics_port, source_options=source_options,
+                metrics_host=metrics_host,
                 open_sessions=open_sessions, compact_every=compact_every,
             )  # fmt: skip
         spark_trigger = parse_trigger(trigger)
@@ -418,7 +425,8 @@ class Sessionizer:
             check_open_sessions(open_sessions, output, output_format)
             check_compactable(output, output_format, compact_every)
             metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
-                                     source_options or {})  # fmt: skip
+                                     source_options or {}, host=metrics_host,
+                                     say=on_batch or _LOG.info)  # fmt: skip
             return start_stream(
                 resolved, events, output, checkpoint, spark_trigger, output_format, progress_log,
                 on_batch or _LOG.info, input_name, lease, metrics, open_sessions, compact_every,

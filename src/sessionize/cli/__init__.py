@@ -264,7 +264,13 @@ def job_settings(
 )
 @click.option(
     "--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
-    help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs.",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs "
+    "(0: any free port); the address is printed first.",
+)  # fmt: skip
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+    help="The address the metrics listen on: 0.0.0.0 for every interface (a Prometheus "
+    "server on another machine).",
 )  # fmt: skip
 @click.option(
     "--compact-every", type=click.IntRange(1), default=None, metavar="N",
@@ -290,10 +296,13 @@ def job_settings(
 @input_format_option
 def stream(
     input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
-    input_format, metrics_port, open_sessions, compact_every, **job,
+    input_format, metrics_port, metrics_host, open_sessions, compact_every, **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
+
+    if metrics_port is None and _given("metrics_host"):
+        raise click.UsageError("--metrics-host goes with --metrics-port")
 
     mapping = pop_mapping(job)
     opts = StreamOptions(
@@ -308,6 +317,7 @@ def stream(
         mapping=replace(mapping, input_format=input_format),
         explicit=given_settings(),
         metrics_port=metrics_port,
+        metrics_host=metrics_host,
         open_sessions=open_sessions,
         compact_every=compact_every,
     )
@@ -464,6 +474,12 @@ def jvm_archive(remove: bool) -> None:
 cli.add_command(reprocess.history)
 cli.add_command(reprocess.rewind)
 cli.add_command(maintain.maintain)
+
+
+def _given(name: str) -> bool:
+    """Whether the running command's option `name` was on the command line."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is click.core.ParameterSource.COMMANDLINE
 
 
 def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

@@ -45,6 +45,7 @@ class StreamOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     mapping: EventMapping = field(default_factory=new_mapping)  # fields, --input-format
     metrics_port: int | None = None  # Prometheus metrics of this process (engines/metrics.py)
+    metrics_host: str = "127.0.0.1"  # the address they listen on
     open_sessions: bool = False  # also the `open_sessions` output, replaced by user
     compact_every: int | None = None  # compact local Parquet outputs every N batches
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
@@ -103,7 +104,7 @@ def run_stream(
     run = sessionizer.start(
         events, output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
         output_format=output_format, progress_log=opts.progress_log, on_batch=on_batch,
-        input_name=opts.input, metrics_port=opts.metrics_port,
+        input_name=opts.input, metrics_port=opts.metrics_port, metrics_host=opts.metrics_host,
         source_options=opts.input_options(), open_sessions=opts.open_sessions,
         compact_every=opts.compact_every,
     )  # fmt: skip

@@ -16,8 +16,10 @@ The client library is the optional extra `metrics` (`prometheus-client`).
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +39,8 @@ BATCH_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 # Rows of each output per batch, by the record's counter that holds them: the session
 # processor's outputs, then the engine's late and invalid rows.
 OUTPUT_COUNTERS = {**OUTPUT_ROWS, LATE: "late", "invalid_events": "invalid"}
+# bind(): the address is not one of this machine's, or no address at all.
+_NOT_HERE = (errno.EADDRNOTAVAIL, socket.EAI_NONAME, socket.EAI_AGAIN)
 MISSING_CLIENT = "--metrics-port needs prometheus-client: pip install 'sessionize[metrics]'"
 
 
@@ -47,10 +51,12 @@ def input_ahead(checkpoint: str, source: str, options: Mapping[str, str]) -> dic
 
 
 def stream_metrics(
-    port: int | None, stream: str, checkpoint: str, source: str, options: Mapping[str, str]
-) -> StreamMetrics | None:
-    """The metrics of a stream served on `port` (None: no metrics); the input's lag is
-    measured unless the input is a DataFrame (`source` is `dataframe`)."""
+    port: int | None, stream: str, checkpoint: str, source: str, options: Mapping[str, str],
+    *, host: str = "127.0.0.1", say: Callable[[str], None] = _LOG.info,
+) -> StreamMetrics | None:  # fmt: skip
+    """The metrics of a stream served on `host`:`port` (None: no metrics; port 0: any free
+    one), its address said in one line; the input's lag is measured unless the input is a
+    DataFrame (`source` is `dataframe`)."""
     if port is None:
         return None
     if not 0 <= port <= 65535:
@@ -59,7 +65,8 @@ def stream_metrics(
         input_ahead, checkpoint, source, dict(options)
     )  # fmt: skip
     metrics = StreamMetrics(stream, lag)
-    metrics.serve(port)
+    metrics.serve(port, host)
+    say(f"metrics on {metrics.url}")
     return metrics
 
 
@@ -97,6 +104,7 @@ class StreamMetrics:
         self.before_scrape = before_scrape
         self.registry: CollectorRegistry = pc.CollectorRegistry()
         self.port: int | None = None
+        self.url: str | None = None  # http://HOST:PORT/metrics, once served
         self._server = None
         self._lock = threading.Lock()
         # First in the registry: a scrape reads the new batches before the counters.
@@ -153,19 +161,23 @@ class StreamMetrics:
             self.last_batch.labels(s).set(record["version"])
             self.last_commit.labels(s).set(time.time())
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Serve `/metrics` on `port` (0: any free port) from a daemon thread; returns the
-        port. Raises ConfigError when the port cannot be bound."""
+    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
+        """Serve `/metrics` on `addr`:`port` (0: any free port) from a daemon thread;
+        returns the port. Raises ConfigError when it cannot listen there."""
         from prometheus_client import start_http_server
 
         try:
             self._server, _ = start_http_server(port, addr, registry=self.registry)
         except OSError as e:
+            what = (f"--metrics-host {addr}" if e.errno in _NOT_HERE
+                    else f"--metrics-port {port}")  # fmt: skip
             raise ConfigError(
-                f"--metrics-port {port}: cannot listen ({e.strerror}); pick another port"
+                f"{what}: cannot listen ({e.strerror or e}); pick another "
+                f"{'address of this machine' if e.errno in _NOT_HERE else 'port'}"
             ) from None
         self.port = self._server.server_address[1]
-        _LOG.info("metrics on http://%s:%d/metrics", addr, self.port)
+        host = self._server.server_address[0]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"
         return self.port
 
     def close(self) -> None:
