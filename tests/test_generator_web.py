@@ -132,3 +132,19 @@ def test_the_cli_writes_web_data(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = [json.loads(x) for p in out.rglob("*.json") for x in p.read_text().splitlines()]
     assert lines and all("url" in o["page"] for o in lines)
+
+
+def test_a_small_run_whose_hours_have_no_purchase_candidate_is_written(tmp_path):
+    """`generate --hours 6 --users 60 --events-per-hour 300 --files-per-hour 2 --web-data`
+    failed with an IndexError on an hour with no visit that could buy."""
+    done = sessionize("generate", "--output", str(tmp_path / "in"), "--hours", "6",
+                      "--users", "60", "--events-per-hour", "300", "--files-per-hour", "2",
+                      "--web-data")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    hours = {p.parent.relative_to(tmp_path / "in") for p in (tmp_path / "in").rglob("*.json")}
+    assert len(hours) == 6
+    bought = defaultdict(int)  # at most one purchase per visit, whatever the hour
+    for obj in _events(Tree(tmp_path / "in")):
+        if obj.get("action") == "purchase":
+            bought[obj["visit_id"]] += 1
+    assert all(n == 1 for n in bought.values()), bought

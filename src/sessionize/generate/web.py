@@ -100,7 +100,9 @@ def add_web_data(
     # One purchase per buying visit: after its candidate with the smallest draw.
     by_visit = candidate[np.lexsort((rng.random(candidate.size), events.visit[candidate]))]
     v = events.visit[by_visit]
-    chosen = np.sort(by_visit[np.r_[True, v[1:] != v[:-1]]])
+    first = np.ones(v.size, bool)  # (an hour may have no candidate at all)
+    first[1:] = v[1:] != v[:-1]
+    chosen = np.sort(by_visit[first])
     t_buy = events.t_ms[chosen] + delay[chosen]
     cents = np.rint(100 * web.VALUE_MEDIAN * np.exp(web.VALUE_SIGMA * rng.standard_normal(
         chosen.size))).astype(np.int64)  # fmt: skip
