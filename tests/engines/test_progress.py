@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from sessionize.engines.progress import ProgressLog, read_progress
 
@@ -35,3 +36,39 @@ def test_a_rerun_batch_keeps_its_last_line(tmp_path):
     log.append({"version": 1, "n": 1})
     log.append({"version": 1, "n": 2})
     assert [(r["version"], r["n"]) for r in read_progress(path)] == [(0, 1), (1, 2)]
+
+
+def test_a_batch_that_reads_two_logged_file_batches_counts_both(spark, tmp_path):
+    """A driver that dies after the file source logged a batch's file and before the offset
+    log names the batch leaves the source's log a batch ahead: the restart reads two log
+    batches (two files) in one query batch, and its record counts both."""
+    import shutil
+
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from tests.helpers import generate
+
+    pool = generate(tmp_path / "pool", hours=1, users=30, events_per_hour=300, files_per_hour=3)
+    files = sorted(pool.rglob("*.json"), key=lambda p: p.stat().st_mtime)
+    inp, chk = tmp_path / "in", tmp_path / "chk"
+
+    def arrive(f: Path) -> None:
+        (inp / f.parent.relative_to(pool)).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, inp / f.relative_to(pool))
+
+    opts = StreamOptions(input=str(inp), output=str(tmp_path / "out"), checkpoint=str(chk),
+                         partitions=2, max_files_per_trigger=1)  # fmt: skip
+    for f in files[:2]:  # batches 0 and 1, a file each
+        arrive(f)
+        run_stream(opts, spark, on_batch=lambda _: None)
+    for log in ("offsets", "commits"):  # as the driver left it: batch 1's file logged only
+        for name in ("1", ".1.crc"):  # (Hadoop's checksum file beside each entry)
+            (chk / log / name).unlink()
+    arrive(files[2])
+    records = run_stream(opts, spark, on_batch=lambda _: None)
+
+    assert [r["version"] for r in records] == [1]
+    lines = sum(len(f.read_text().splitlines()) for f in files[1:])
+    assert records[0]["batch"]["records"] == lines  # the batch read both files
+    assert records[0]["input"]["files"] == 2
+    logged = [json.loads(x) for x in (chk / "progress.jsonl").read_text().splitlines()]
+    assert logged[-1]["version"] == 1 and logged[-1]["input"]["files"] == 2

@@ -17,7 +17,7 @@ import re
 from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
 from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
-from sessionize.fs import child, listing, location_key, resolve_fs
+from sessionize.fs import child, listing, location_key, resolve_fs, without_options
 from sessionize.mapping import DEFAULT_RECORD
 from sessionize.places import same_place
 from sessionize.redaction import redact_uri
@@ -178,20 +178,40 @@ def last_committed_batch(checkpoint: str) -> int | None:
 
 def batch_input(checkpoint: str, batch_id: int) -> dict[str, object]:
     """What batch `batch_id` read, from Spark's logs: the source's end offset as Spark
-    logged it, and for the file source the number of files (plain or compacted log)."""
+    logged it, and for the file source the number of files (plain or compacted log).
+
+    The file source's log numbers its own batches: a batch reads the log's batches after
+    the previous batch's `logOffset` up to its own. They are the query's batch ids until a
+    driver dies between the two logs' writes; the restart then reads two log batches in
+    one query batch."""
     entry = offset_log(checkpoint, batch_id)
     if entry is None:
         return {}
     out: dict[str, object] = {"offsets": entry[1]}
+    end = _log_offset(entry[1])
+    if end is None:
+        return out
+    before = offset_log(checkpoint, batch_id - 1) if batch_id > 0 else None
+    start = _log_offset(before[1]) if before is not None else None
     fs, base = resolve_fs(checkpoint)
-    for name in (f"{batch_id}", f"{batch_id}.compact"):
-        try:
-            with fs.open_input_stream(f"{base}/sources/0/{name}") as f:
-                entries = [json.loads(x) for x in f.read().decode().splitlines()[1:] if x]
-        except FileNotFoundError:
-            continue
-        out["files"] = sum(1 for e in entries if e.get("batchId") == batch_id)
+    for log_batch in range(-1 if start is None else start, end):
+        for name in (f"{log_batch + 1}", f"{log_batch + 1}.compact"):
+            try:
+                with fs.open_input_stream(f"{base}/sources/0/{name}") as f:
+                    lines = f.read().decode().splitlines()[1:]
+            except FileNotFoundError:
+                continue
+            entries = [json.loads(x) for x in lines if x]
+            files = sum(1 for e in entries if e.get("batchId") == log_batch + 1)
+            out["files"] = int(out.get("files", 0)) + files  # type: ignore[call-overload]
     return out
+
+
+def _log_offset(offset: object) -> int | None:
+    """The file source's offset (`{"logOffset": K}`) as K; None for another source."""
+    if isinstance(offset, dict) and isinstance(offset.get("logOffset"), int):
+        return offset["logOffset"]
+    return None
 
 
 def checkpoint_lease(checkpoint: str) -> Lease:
@@ -206,7 +226,7 @@ def output_lease(output: str) -> Lease:
         from sessionize.sinks.postgres_records import PostgresLeaseRecords  # the postgres extra
 
         return Lease(PostgresLeaseRecords(output), f"output {location_key(output)}")
-    return Lease(lease_records(child(output, LEASE_DIR)), f"output {output}")
+    return Lease(lease_records(child(output, LEASE_DIR)), f"output {without_options(output)}")
 
 
 PATHS_FILE = "sessionize-paths.json"
