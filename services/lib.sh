@@ -124,6 +124,10 @@ port_owner() {
 
 running_line() { echo "$NAME: running on 127.0.0.1:$PORT (pid $1, dir ${DIR#"$REPO_ROOT"/})"; }
 
+# What a service sets up in a running server (optional svc_ready): run by every `start`, also
+# when the server runs already, so that a change of it reaches servers started before it.
+svc_settle() { if declare -F svc_ready >/dev/null; then svc_ready; fi; }
+
 # service_main ACTION: dispatch {install|start|stop|status|env}. install/start/stop hold an
 # exclusive lock on .services/NAME/.lock so that concurrent callers do not race.
 service_main() {
@@ -137,12 +141,13 @@ service_main() {
   case ${1:-} in
     install) svc_install ;;
     start)
-      if pid=$(svc_pid); then running_line "$pid"; return 0; fi
+      if pid=$(svc_pid); then svc_settle; running_line "$pid"; return 0; fi
       if port_open "$PORT"; then
         die "port $PORT is taken by another process: $(port_owner "$PORT")"
       fi
       svc_start
       pid=$(svc_pid) || die "started but no server process found"
+      svc_settle
       running_line "$pid" ;;
     stop)
       if pid=$(svc_pid); then

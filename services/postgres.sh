@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # PostgreSQL 15 (Debian's postgresql-15) on 127.0.0.1:25432 for tests: database and superuser
-# role `sessionize`, trust authentication (no password), TCP only (no Unix socket), fsync off
+# role `sessionize`, trust authentication (no password) except for the members of the group
+# role `sessionize_password` (scram-sha-256: the credential tests' roles, whose wrong
+# password must fail), TCP only (no Unix socket), fsync off
 # (data survives stop/start and a server crash, not a machine crash). Data and log in
 # .services/postgres/. Usage: postgres.sh {install|start|stop|status|env}
 set -euo pipefail
@@ -76,6 +78,21 @@ CONF
   [[ -n $(psql_ -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'sessionize'") ]] ||
     psql_ -d postgres -c "CREATE DATABASE sessionize"
   psql_ -d sessionize -c "SELECT 1" >/dev/null
+}
+
+# Members of `sessionize_password` log in with their password; the rule goes first in
+# pg_hba.conf (the first matching line decides) and a reload applies it: no restart, and
+# no other role's authentication changes.
+PASSWORD_RULE="host all +sessionize_password 127.0.0.1/32 scram-sha-256"
+svc_ready() {
+  local hba
+  hba=$(readlink -f "$DIR/data")/pg_hba.conf
+  psql_ -d postgres -c "DO \$\$ BEGIN CREATE ROLE sessionize_password NOLOGIN;
+    EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" >/dev/null
+  if ! as_pg grep -qxF "$PASSWORD_RULE" "$hba"; then
+    as_pg sed -i "1i $PASSWORD_RULE" "$hba"
+    psql_ -d postgres -tAc "SELECT pg_reload_conf()" >/dev/null
+  fi
 }
 
 svc_stop() {

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+from sessionize.errors import ConfigError
+
 MASK = "***"
 # `scheme://user:SECRET@` and `scheme://:SECRET@`; the secret runs to the last `@` before
 # a blank, so an unencoded `@` in it is masked too.
@@ -41,3 +43,43 @@ def redact_uri(text: str, *secrets: str | None) -> str:
             for form in {secret, quote(secret, safe="")}:
                 text = text.replace(form, MASK)
     return text
+
+
+# Schemes whose URIs carry a user and password that a client library reads.
+_CREDENTIALED = ("postgresql", "postgres", "redis", "rediss", "s3")
+
+
+def check_userinfo(uri: str, what: str) -> None:
+    """Refuse a URI whose user or password holds an unencoded reserved character (`@`,
+    `/`, `?`, `#`): clients split such a URI elsewhere than we do, and their errors would
+    show part of the password as a host name or a port.
+
+    Raises:
+        ConfigError: `what` and the URI without its password, and how to encode it.
+
+    >>> check_userinfo("postgresql://me:p%40ss@db/app", "--output")
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme.lower() not in _CREDENTIALED:
+        return
+    # The authority ends at the first / ? or #; a second @, or an @ after its end, means one
+    # of those characters is in the password (or an @ in the query: encoded, it passes too).
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if rest.count("@") > 1 or ("@" not in authority and "@" in rest):
+        postgres = scheme.lower().startswith("postgres")
+        pg = " (or leave it out and set PGPASSWORD)" if postgres else ""
+        raise ConfigError(
+            f"{what} {redact_uri(uri)}: the user or password holds an unencoded @, /, ? or #: "
+            f"percent-encode it (@ as %40, / as %2F, ? as %3F, # as %23, % as %25){pg}"
+        )
+
+
+def needs_secret(uri: str) -> bool:
+    """Whether a recorded URI, its password masked, must be given again with it: a
+    PostgreSQL client finds a missing password itself (PGPASSWORD, ~/.pgpass), the other
+    clients do not.
+
+    >>> needs_secret("postgresql://me:***@db/app"), needs_secret("redis://:***@r:6379/0")
+    (False, True)
+    """
+    return MASK in uri and not uri.lower().startswith(("postgresql://", "postgres://"))

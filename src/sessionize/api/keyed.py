@@ -266,7 +266,8 @@ def run(
             if changed:
                 diffs = "; ".join(f"{k} {recorded[k]!r} (now {now[k]!r})" for k in changed)
                 raise ConfigError(
-                    f"state {state} of job '{job}' was written with {diffs}: run it with "
+                    f"state {redact_uri(state)} of job '{job}' was written with {diffs}: run it "
+                    "with "
                     "what it was written with, or give a new state or job"
                 )
         version = 0 if last is None else last + 1

@@ -17,7 +17,7 @@ from sessionize.engines.sessions import state_settings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.mapping import DEFAULT_RECORD, EventMapping
-from sessionize.redaction import redact_uri
+from sessionize.redaction import needs_secret, redact_uri
 
 
 def recorded_state(state: str) -> str:
@@ -69,7 +69,7 @@ def resolve(
     mine = s.recorded_settings(output_format or "parquet")
     merged = {**mine, **{k: v for k, v in record.items() if k in mine and k not in given}}
     state = str(merged["state"])
-    if "***" in state and "state" not in given:
+    if needs_secret(state) and "state" not in given:
         raise ConfigError(
             f"the recorded state is {state}, without its secret: give it with --state"
         )

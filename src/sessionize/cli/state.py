@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from sessionize.redaction import redact_uri
+
 
 def _job_options(f):
     f = click.option("--job", default=None, help="Job name in the state (batch mode; "
@@ -96,7 +98,7 @@ def export(checkpoint, output, state, job, to, version) -> None:
     sj = _locate(checkpoint, output, state, job)
     at, rows = export_state(sj, to, version)
     what = "open sessions" if sj.processor is None else "state rows"
-    click.echo(f"wrote {rows:,} {what} at version {at} to {to}")
+    click.echo(f"wrote {rows:,} {what} at version {at} to {redact_uri(to)}")
 
 
 @state.command()

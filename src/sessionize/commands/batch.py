@@ -34,7 +34,7 @@ from sessionize.engines.sessions import SessionEngine, SessionSettings, settings
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
-from sessionize.redaction import redact_uri
+from sessionize.redaction import needs_secret, redact_uri
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.registry import batch_records
@@ -144,7 +144,7 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
         return opts  # recorded once the state answered (`_run`)
     mine = output_record(opts)
     taken = {k: v for k, v in before.items() if k in mine and not opts.given(k)}
-    if "***" in str(taken.get("state", "")):
+    if needs_secret(str(taken.get("state", ""))):
         raise ConfigError(
             f"output {without_options(opts.output)} goes with state {taken['state']}, "
             "recorded without its secret: give it with --state"

@@ -22,6 +22,7 @@ from sessionize.engines.runner import ENGINE_TOTALS
 from sessionize.errors import ConfigError
 from sessionize.fs import child, is_dir, location_key
 from sessionize.logic.processor import DROPPED, TOTALED
+from sessionize.redaction import redact_uri
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sources.registry import input_lag
 from sessionize.state.lease import LeaseRecords, lease_records
@@ -40,7 +41,7 @@ def stream_status(
     source = input or paths.get("input")
     out = {
         "checkpoint": checkpoint,
-        "input": source,
+        "input": redact_uri(source) if source else source,
         "output": paths.get("output"),
         "state": settings.get("state"),
         "driver": _driver(child(checkpoint, LEASE_DIR)),

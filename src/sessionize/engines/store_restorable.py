@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing_extensions import override
 
+from sessionize.engines.checkpoint import same_setting
 from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError
 from sessionize.fs import delete_dir, resolve_fs
-from sessionize.redaction import redact_uri
+from sessionize.redaction import needs_secret, redact_uri
 from sessionize.state import StateBackend, open_backend
 
 
@@ -38,7 +39,11 @@ class StoreRestorable(RestorableState):
         if state == "files":
             uri = f"files:{checkpoint.rstrip('/')}/state"
         else:
-            uri = _state_uri(checkpoint, recorded_uri or state, given)
+            # The last run's URI has the options it was given, unless `state migrate` has
+            # switched the checkpoint to another store since.
+            last_run = recorded_uri if recorded_uri and same_setting(
+                "state", redact_uri(recorded_uri), redact_uri(state)) else None  # fmt: skip
+            uri = _state_uri(checkpoint, last_run or state, given)
         return cls(checkpoint, uri, job, under_checkpoint=state == "files", state=state)
 
     @property
@@ -102,7 +107,7 @@ def _state_uri(path: str, recorded_uri: str, given: str | None) -> str:
                 f"({recorded_uri})"
             )
         return given
-    if "***" in recorded_uri:
+    if needs_secret(recorded_uri):
         raise ConfigError(
             f"checkpoint {path} records its state as {recorded_uri}, without the secret: give "
             "it with --state URI"

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.redaction import redact_uri
 from sessionize.sinks.registry import committed_rows
 
 TOP_PAGES = 10
@@ -54,7 +55,8 @@ class Hourly:
 class OutputData:
     """What the report shows of the outputs; empty parts mean no rows were found."""
 
-    root: str
+    root: str  # as shown: without a password
+    found: set[str] = field(default_factory=set)  # the outputs that exist
     sessions: int = 0
     users: int = 0
     page_views: int = 0
@@ -88,7 +90,7 @@ def read_columns(root: str, name: str, columns: list[str]) -> pa.Table | None:
 
 
 def load_outputs(root: str) -> OutputData:
-    data = OutputData(root=root)
+    data = OutputData(root=redact_uri(root))
     sessions = read_columns(root, "sessions", SESSION_COLUMNS)
     if sessions is not None and sessions.num_rows:
         _sessions(data, sessions)
@@ -105,6 +107,9 @@ def load_outputs(root: str) -> OutputData:
         data.invalid = invalid.num_rows
         data.invalid_per_batch = per_batch(invalid["batch_id"])
         data.invalid_reasons = top_counts(invalid["reason"], TOP_REASONS)
+    tables = {"sessions": sessions, "page_views": views, "late_events": late,
+              "invalid_events": invalid}  # fmt: skip
+    data.found = {name for name, table in tables.items() if table is not None}
     ids = [t["batch_id"] for t in (sessions, late, invalid) if t is not None and "batch_id" in
            t.column_names]  # fmt: skip
     if ids:

@@ -104,6 +104,11 @@ class KafkaOutput:
     @staticmethod
     def parse(uri: str) -> KafkaOutput:
         """Raises ConfigError (one line) for a malformed URI or an unknown option."""
+        if "@" in uri.split("?", 1)[0]:
+            raise ConfigError(
+                f"--output {without_options(uri)}: a Kafka output takes no user or password "
+                "(it reaches its brokers without SASL)"
+            )
         parts = urlsplit(uri)
         prefix = parts.path.strip("/")
         if parts.scheme != "kafka" or not parts.netloc or not prefix or "/" in prefix:

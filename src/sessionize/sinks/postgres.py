@@ -40,7 +40,7 @@ from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import postgres_location
 from sessionize.mapping import EventMapping
-from sessionize.redaction import redact_uri
+from sessionize.redaction import check_userinfo, redact_uri
 from sessionize.schema import OUTPUTS, Layout, layout
 from sessionize.sinks import postgres_replaced as replaced
 from sessionize.sinks.postgres_tables import (
@@ -89,11 +89,12 @@ class Target:
 def parse(uri: str) -> Target:
     """Raises ConfigError (one line, no password) for a URI that names no database."""
     shown_uri = redact_uri(uri)
+    check_userinfo(uri, "--output")
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError as e:
-        raise ConfigError(f"--output {shown_uri}: not a valid URI ({e})") from None
+        raise ConfigError(f"--output {shown_uri}: not a valid URI ({redact_uri(str(e))})") from None
     if not parts.hostname or not parts.path.strip("/"):
         raise ConfigError(
             f"--output {shown_uri}: give a host and a database: "
@@ -142,7 +143,7 @@ class PostgresSink:
                 self._copy(conn, staged, _with_batch(table, batch_id, partition))
             return table.num_rows
 
-        return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
+        return self._run(f"staging batch {batch_id} of {name}", stage, create=True, writes=True)
 
     def write_replaced(
         self, name: str, batch_id: int, partition: int, keys: pa.Table, table: pa.Table
@@ -155,7 +156,7 @@ class PostgresSink:
                            self._copy)  # fmt: skip
             return table.num_rows
 
-        return self._run(f"staging batch {batch_id} of {name}", stage, create=True)
+        return self._run(f"staging batch {batch_id} of {name}", stage, create=True, writes=True)
 
     def replaced_as_of(self, name: str) -> int | None:
         return self._run(
@@ -186,7 +187,7 @@ class PostgresSink:
                     (batch_id,),
                 )
 
-        self._run(f"clearing staged batch {batch_id}", clear, create=True)
+        self._run(f"clearing staged batch {batch_id}", clear, create=True, writes=True)
 
     def publish(self, batch_id: int) -> None:
         """One transaction over every output (see the module's docstring)."""
@@ -226,7 +227,8 @@ class PostgresSink:
                         (batch_id, Jsonb(counts)),
                     )
 
-        self._run(f"publishing batch {batch_id} to {self.target.shown}", publish, create=True)
+        self._run(f"publishing batch {batch_id} to {self.target.shown}", publish, create=True,
+                  writes=True)  # fmt: skip
 
     def _publish_output(
         self, conn: psycopg.Connection, name: str, batch_id: int, opened: bool
@@ -370,9 +372,11 @@ class PostgresSink:
         *,
         create: bool = False,
         missing: object = None,
+        writes: bool = False,
     ) -> T:
         """`work(conn)` on a pooled connection, creating the tables first when `create`
-        (else a missing table gives `missing`). A connection idle in the pool may have died
+        (else a missing table gives `missing`); `writes`: a step of a batch's commit, which a
+        restarted job does again. A connection idle in the pool may have died
         with a server restart: then the work (one transaction, idempotent) is retried once
         on a new connection. Database errors become one SinkError line without the
         password."""
@@ -382,8 +386,9 @@ class PostgresSink:
                 self._ensure_tables(conn)
             return work(conn)
 
+        after_lost = _REPUBLISHED if writes else ""
         try:
-            with connection_errors(what, self.target):
+            with connection_errors(what, self.target, after_lost):
                 return pool_for(self.target.conninfo).run(run)
         except SinkError as e:
             if isinstance(e.__cause__, psycopg.errors.UndefinedTable) and not create:
@@ -392,21 +397,19 @@ class PostgresSink:
 
 
 _CONNECTION_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+_REPUBLISHED = " The batch is published again when the job is restarted"
 
 
 @contextmanager
-def connection_errors(what: str, target: Target) -> Iterator[None]:
-    """psycopg's errors as one SinkError line naming `what`, without the password."""
+def connection_errors(what: str, target: Target, after_lost: str = "") -> Iterator[None]:
+    """psycopg's errors as one SinkError line naming `what`, without the password; a lost
+    connection asks whether the server is reachable, then says `after_lost`."""
     try:
         yield
     except psycopg.Error as e:
         detail = one_line(e, target.password)[:300]
-        advice = (
-            ("; is the server reachable? The batch is published again when the job is restarted")
-            if isinstance(e, _CONNECTION_LOST)
-            and not isinstance(e, ROLLED_BACK)
-            else ""
-        )
+        lost = isinstance(e, _CONNECTION_LOST) and not isinstance(e, ROLLED_BACK)
+        advice = f"; is the server reachable?{after_lost}" if lost else ""
         raise SinkError(f"{what} failed: {detail}{advice}") from e
 
 

@@ -117,7 +117,9 @@ def open_sink(
         return _postgres_sink()(output, mapping, open_sessions)
     if fmt == "delta":
         if "://" in output and not output.startswith(("s3://", "file://")):
-            raise ConfigError(f"Delta outputs go to a local path or an s3:// URI, not {output}")
+            raise ConfigError(
+                f"Delta outputs go to a local path or an s3:// URI, not {without_options(output)}"
+            )
 
         return DeltaSink(output, job, mapping, open_sessions)
     if fmt != "parquet":

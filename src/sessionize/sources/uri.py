@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from sessionize.config import parse_duration
 from sessionize.errors import ConfigError, EnvironmentProblem
+from sessionize.redaction import redact_uri
 from sessionize.sources.lines import RECORD_SCHEMA, SPARK_SCHEMA, text_or_error
 
 __all__ = ["RECORD_SCHEMA", "SPARK_SCHEMA"]  # the record contract, re-exported for sources
@@ -68,16 +69,24 @@ class KinesisAddress:
 
 def parse_kafka_uri(uri: str) -> KafkaAddress:
     """`kafka://HOST:PORT[,HOST:PORT]/TOPIC` -> KafkaAddress."""
+    if "@" in uri:
+        raise ConfigError(
+            f"'{redact_uri(uri)}': a Kafka URI takes no user or password: give them as "
+            "options (kafka.sasl.username=..., kafka.sasl.password=..., with "
+            "kafka.security.protocol and kafka.sasl.mechanism)"
+        )
     parts = urlsplit(uri)
     topic = parts.path.lstrip("/")
     if parts.scheme != "kafka" or not parts.netloc or not topic or "/" in topic:
-        raise ConfigError(f"'{uri}' is not a Kafka input: write kafka://HOST:PORT/TOPIC")
+        raise ConfigError(
+            f"'{redact_uri(uri)}' is not a Kafka input: write kafka://HOST:PORT/TOPIC"
+        )
     if parts.query or parts.fragment:
-        raise ConfigError(f"'{uri}': a Kafka URI takes no query; pass options instead")
+        raise ConfigError(f"'{redact_uri(uri)}': a Kafka URI takes no query; pass options instead")
     for host in parts.netloc.split(","):
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit():
-            raise ConfigError(f"'{uri}': broker '{host}' must be HOST:PORT")
+            raise ConfigError(f"'{redact_uri(uri)}': broker '{host}' must be HOST:PORT")
     return KafkaAddress(bootstrap=parts.netloc, topic=topic)
 
 
@@ -86,16 +95,18 @@ def parse_kinesis_uri(uri: str) -> KinesisAddress:
     parts = urlsplit(uri)
     if parts.scheme != "kinesis" or not parts.netloc or parts.path not in ("", "/"):
         raise ConfigError(
-            f"'{uri}' is not a Kinesis input: write kinesis://STREAM"
+            f"'{redact_uri(uri)}' is not a Kinesis input: write kinesis://STREAM"
             "[?endpoint=http://HOST:PORT&region=REGION]"
         )
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(query) - {"endpoint", "region"})
     if unknown:
-        raise ConfigError(f"'{uri}': unknown parameter(s) {unknown}; accepted: endpoint, region")
+        raise ConfigError(
+            f"'{redact_uri(uri)}': unknown parameter(s) {unknown}; accepted: endpoint, region"
+        )
     endpoint = query.get("endpoint") or None
     if endpoint and urlsplit(endpoint).scheme not in ("http", "https"):
-        raise ConfigError(f"'{uri}': endpoint must be an http:// or https:// URL")
+        raise ConfigError(f"'{redact_uri(uri)}': endpoint must be an http:// or https:// URL")
     return KinesisAddress(
         stream=parts.netloc, endpoint=endpoint, region=query.get("region") or None
     )

@@ -23,7 +23,7 @@ from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError, LeaseHeld, StateError
 from sessionize.fs import child
 from sessionize.mapping import EventMapping
-from sessionize.redaction import redact_uri
+from sessionize.redaction import needs_secret, redact_uri
 from sessionize.schema import Layout, layout
 from sessionize.state import StateBackend, layout_rows, open_backend
 from sessionize.state.lease import Lease
@@ -56,7 +56,9 @@ class StateJob:
 
     @property
     def what(self) -> str:
-        return f"checkpoint {self.checkpoint}" if self.checkpoint else f"output {self.output}"
+        if self.checkpoint:
+            return f"checkpoint {self.checkpoint}"
+        return f"output {redact_uri(str(self.output))}"
 
     def check_readable(self) -> None:
         """ConfigError (one line) unless the state tools can read this job's state."""
@@ -131,9 +133,10 @@ def locate(
         return _stream_job(checkpoint, state)
     # The state the output goes with, as its runs recorded it (`commands/batch.py`).
     bound = recorded(str(output), OUTPUT_RECORD)
-    if state is None and "***" in bound.get("state", ""):
+    if state is None and needs_secret(bound.get("state", "")):
         raise ConfigError(
-            f"output {output} goes with state {bound['state']}, recorded without the "
+            f"output {redact_uri(str(output))} goes with state {bound['state']}, recorded "
+            "without the "
             "password: pass --state with the full URI"
         )
     state = state or bound.get("state") or "files"
@@ -154,7 +157,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
             f"checkpoint {checkpoint} runs on state {settings['state']}, not "
             f"{redact_uri(chosen)}: pass that --state (with its password), or none"
         )
-    if "***" in chosen:
+    if needs_secret(chosen):
         raise ConfigError(
             f"checkpoint {checkpoint} records its state without the password: pass "
             "--state with the full URI"

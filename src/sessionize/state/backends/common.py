@@ -16,10 +16,13 @@ def read_query(
 ) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """(the known options of a URI's query string, the unknown ones in order). An unknown
     option is a ConfigError unless `keep_unknown` (options of another layer's URI)."""
+    shown_uri = redact_uri(shown_uri)
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError as e:
-        raise ConfigError(f"state store URI {shown_uri!r} has a bad query string: {e}") from None
+        raise ConfigError(
+            f"state store URI {shown_uri!r} has a bad query string: {redact_uri(str(e))}"
+        ) from None
     options: dict[str, str] = {}
     unknown: list[tuple[str, str]] = []
     for name, value in pairs:
@@ -56,6 +59,12 @@ def query_of(owner: object, defaults: dict[str, Any]) -> str:
 
 
 def one_line(error: BaseException, secret: str | None = None) -> str:
-    """The text of `error` on one line, without `secret` or any URI's password."""
+    """The text of `error` on one line, without `secret` or any URI's password; a
+    PostgreSQL login refused for its password says where the password comes from."""
     text = " ".join(str(error).split()) or type(error).__name__
+    if "password authentication failed" in text or "no password supplied" in text:
+        text += (
+            " (the password comes from the URI, percent-encoded, or else from PGPASSWORD "
+            "or ~/.pgpass)"
+        )
     return redact_uri(text, secret)

@@ -78,6 +78,7 @@ import numpy as np
 import pyarrow as pa
 
 from sessionize.errors import ConfigError, StateError
+from sessionize.redaction import redact_uri
 from sessionize.state.backends import dynamodb_fence as fence
 from sessionize.state.backends import dynamodb_upkeep as upkeep
 from sessionize.state.backends.common import read_query
@@ -171,23 +172,29 @@ class DynamoDBBackend(StateBackend):
     def from_uri(cls, uri: str, spec: RowSpec | None = None) -> DynamoDBBackend:
         parts = urlsplit(uri)
         if parts.scheme.lower() != "dynamodb":
-            raise ConfigError(f"not a DynamoDB URI: {uri!r}")
+            raise ConfigError(f"not a DynamoDB URI: {redact_uri(uri)!r}")
         if "@" in parts.netloc:
             raise ConfigError(
                 "DynamoDB credentials do not belong in the state store URI: use the AWS"
                 " credential chain (environment, profile, instance role)"
             )
         if parts.path.strip("/"):
-            raise ConfigError(f"DynamoDB URI {uri!r}: use dynamodb://TABLE_PREFIX?options")
-        given, _ = read_query(parts.query, list(_DEFAULTS), uri)
+            raise ConfigError(
+                f"DynamoDB URI {redact_uri(uri)!r}: use dynamodb://TABLE_PREFIX?options"
+            )
+        given, _ = read_query(parts.query, list(_DEFAULTS), redact_uri(uri))
         options: dict[str, Any] = dict(given)
         if "create" in given:
             if given["create"].lower() not in ("true", "false", "1", "0"):
-                raise ConfigError(f"create={given['create']!r} in {uri!r}: use true or false")
+                raise ConfigError(
+                    f"create={given['create']!r} in {redact_uri(uri)!r}: use true or false"
+                )
             options["create"] = given["create"].lower() in ("true", "1")
         if "workers" in given:
             if not given["workers"].isdigit():
-                raise ConfigError(f"workers={given['workers']!r} in {uri!r} is not a number")
+                raise ConfigError(
+                    f"workers={given['workers']!r} in {redact_uri(uri)!r} is not a number"
+                )
             options["workers"] = int(given["workers"])
         return cls(parts.netloc, spec=spec, **options)
 

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from sessionize.errors import ConfigError, StateError
+from sessionize.redaction import redact_uri
 from sessionize.state import codec
 from sessionize.state.backends.common import query_of, read_query, typed_options
 from sessionize.state.backends.files_fence import check_fence, raise_fence, read_fence
@@ -130,12 +131,13 @@ class FilesBackend(FilesIO, StateBackend):
         rest, _, query = rest.partition("?")
         remote = bool(FS_URI.match(rest)) and not rest.lower().startswith("file:")
         # a remote filesystem's own URI options pass through to it
-        known, passed = read_query(query, list(cls._DEFAULTS), uri, keep_unknown=remote)
-        options: dict[str, Any] = typed_options(known, cls._DEFAULTS, uri)
+        shown = redact_uri(uri)
+        known, passed = read_query(query, list(cls._DEFAULTS), shown, keep_unknown=remote)
+        options: dict[str, Any] = typed_options(known, cls._DEFAULTS, shown)
         if passed:
             rest = f"{rest}?{urlencode(passed, safe=':/')}"
         if not rest:
-            raise ConfigError(f"state store URI {uri!r} has no path")
+            raise ConfigError(f"state store URI {shown!r} has no path")
         return cls(rest, spec=spec, **options)
 
     def check(self) -> None:
@@ -145,7 +147,9 @@ class FilesBackend(FilesIO, StateBackend):
             self._write(probe, b"ok")  # the way every file is written
             self._fs.delete_file(probe)
         except (OSError, pa.ArrowException) as e:
-            raise StateError(f"state store {self.uri} is not usable: {e}") from e
+            raise StateError(
+                f"state store {self.redacted_uri} is not usable: {redact_uri(str(e))}"
+            ) from e
 
     # ----- paths and small I/O ----------------------------------------------------------
 
@@ -317,7 +321,8 @@ class FilesBackend(FilesIO, StateBackend):
         if not self._publish(record_path, body, seen, metrics):
             self._delete(f"{directory}/{name}", metrics)
             raise StateError(
-                f"version {version} of {job} partition {partition} in {self.uri} was committed "
+                f"version {version} of {job} partition {partition} in {self.redacted_uri} was "
+                "committed "
                 "by another writer at the same time; this commit is dropped: run one driver "
                 "per job"
             )
@@ -434,7 +439,9 @@ class FilesBackend(FilesIO, StateBackend):
             self._make_dir(job_dir(self._root, job))
             self._write(path, body.encode())
         except (OSError, pa.ArrowException) as e:
-            raise StateError(f"cannot write {what} to {self.uri}: {e}") from e
+            raise StateError(
+                f"cannot write {what} to {self.redacted_uri}: {redact_uri(str(e))}"
+            ) from e
 
     def _read_job_settings(self, job: str) -> bytes | None:
         return self._read(job_settings_path(self._root, job))
@@ -457,7 +464,10 @@ class FilesBackend(FilesIO, StateBackend):
         try:
             super().truncate_after(job, version)
         except (OSError, pa.ArrowException) as e:
-            raise StateError(f"cannot truncate {job} after {version} in {self.uri}: {e}") from e
+            raise StateError(
+                f"cannot truncate {job} after {version} in {self.redacted_uri}: "
+                f"{redact_uri(str(e))}"
+            ) from e
 
 
 class FilesVersion(StoredVersion):

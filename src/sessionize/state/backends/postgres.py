@@ -36,7 +36,7 @@ import pyarrow as pa
 from psycopg import sql
 
 from sessionize.errors import ConfigError, StateError
-from sessionize.redaction import redact_uri
+from sessionize.redaction import MASK, check_userinfo, redact_uri
 from sessionize.state.backends import postgres_layout as layout
 from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.keyblobs import RowCodec
@@ -67,11 +67,14 @@ class PostgresBackend(StateBackend):
     # ----- configuration ----------------------------------------------------------------
 
     def _parse(self, uri: str) -> None:
+        check_userinfo(uri, "state store URI")
         try:
             parts = urlsplit(uri)
             port = parts.port
         except ValueError as e:
-            raise ConfigError(f"state store URI {redact_uri(uri)!r} is not valid: {e}") from None
+            raise ConfigError(
+                f"state store URI {redact_uri(uri)!r} is not valid: {redact_uri(str(e))}"
+            ) from None
         if parts.scheme.lower() not in ("postgresql", "postgres"):
             raise ConfigError(f"not a PostgreSQL URI: {redact_uri(uri)!r}")
         if not parts.hostname or not parts.path.strip("/"):
@@ -92,6 +95,8 @@ class PostgresBackend(StateBackend):
         self._options = options
         user = unquote(parts.username) if parts.username else None
         self._password = unquote(parts.password) if parts.password is not None else None
+        if self._password == MASK:  # a recorded URI: the client finds it (PGPASSWORD, .pgpass)
+            self._password = None
         netloc = ""
         if user is not None:
             netloc = quote(user, safe="")

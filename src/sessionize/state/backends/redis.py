@@ -43,7 +43,7 @@ from redis.commands.core import Script
 from redis.retry import Retry
 
 from sessionize.errors import ConfigError, StateError
-from sessionize.redaction import redact_uri
+from sessionize.redaction import check_userinfo, redact_uri
 from sessionize.state.backends.common import one_line, query_of, read_query, typed_options
 from sessionize.state.backends.keyblobs import RowCodec, split_prefix
 from sessionize.state.backends.redis_layout import (
@@ -100,11 +100,14 @@ class RedisBackend(StateBackend):
     # ----- configuration ----------------------------------------------------------------
 
     def _parse(self, uri: str) -> None:
+        check_userinfo(uri, "state store URI")
         try:
             parts = urlsplit(uri)
             parts.port  # noqa: B018 - validates the port
         except ValueError as e:
-            raise ConfigError(f"state store URI {redact_uri(uri)!r} is not valid: {e}") from None
+            raise ConfigError(
+                f"state store URI {redact_uri(uri)!r} is not valid: {redact_uri(str(e))}"
+            ) from None
         if parts.scheme.lower() not in ("redis", "rediss") or not parts.hostname:
             raise ConfigError(f"not a Redis URI: {redact_uri(uri)!r} (redis://HOST:PORT/DB)")
         db = parts.path.strip("/") or "0"
