@@ -81,11 +81,14 @@ def test_arguments_not_given_take_the_recorded_values_and_given_ones_stay():
 
 
 def test_a_recorded_state_without_its_secret_must_be_given():
-    record = {"state": "postgresql://app:***@db/s"}
+    record = {"state": "redis://app:***@db:6379/0"}
     with pytest.raises(ConfigError, match="give it with --state"):
         Sessionizer().resolved(record)
-    s, _ = Sessionizer(state="postgresql://app:pw@db/s").resolved(record)
-    assert s.state == "postgresql://app:pw@db/s"
+    s, _ = Sessionizer(state="redis://app:pw@db:6379/0").resolved(record)
+    assert s.state == "redis://app:pw@db:6379/0"
+    # PostgreSQL's client reads a password left out (PGPASSWORD, ~/.pgpass): used as recorded
+    s, _ = Sessionizer().resolved({"state": "postgresql://app:***@db/s"})
+    assert s.state == "postgresql://app:***@db/s"
 
 
 @pytest.mark.parametrize("uri", ["foo://bucket/x", "hdfs://nn/x"])
