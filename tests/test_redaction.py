@@ -68,3 +68,34 @@ def test_only_a_postgresql_uri_recorded_without_its_password_finds_it_itself():
     assert not needs_secret("postgresql://me:***@db/app?schema=a")  # PGPASSWORD, ~/.pgpass
     assert needs_secret("redis://:***@r:6379/0") and needs_secret("s3://AK:***@b/x")
     assert not needs_secret("redis://r:6379/0")
+
+
+def _parsers():
+    from sessionize.sinks.kafka import KafkaOutput
+    from sessionize.sinks.postgres import parse as postgres_output
+    from sessionize.sources.uri import parse_kafka_uri
+    from sessionize.state.backends.postgres import PostgresBackend
+    from sessionize.state.backends.redis import RedisBackend
+
+    return {
+        "postgresql output": (postgres_output, "postgresql://me:{}@127.0.0.1:1/app"),
+        "postgresql state": (PostgresBackend, "postgresql://me:{}@127.0.0.1:1/app"),
+        "redis state": (RedisBackend, "redis://me:{}@127.0.0.1:1/0"),
+        "kafka input": (parse_kafka_uri, "kafka://me:{}@127.0.0.1:1/topic"),
+        "kafka output": (KafkaOutput.parse, "kafka://me:{}@127.0.0.1:1/prefix?staging=s"),
+    }
+
+
+@pytest.mark.parametrize("where", ["postgresql output", "postgresql state", "redis state",
+                                   "kafka input", "kafka output"])  # fmt: skip
+def test_every_uri_parser_refuses_an_unencoded_password_in_one_line_without_it(where):
+    parse, form = _parsers()[where]
+    password = "hid@den/Pw?x"
+    with pytest.raises(ConfigError) as refused:
+        parse(form.format(password))
+    line = str(refused.value)
+    assert "\n" not in line and not any(p in line for p in _pieces(password)), line
+    if where.startswith("kafka"):
+        assert "takes no user or password" in line
+    else:
+        assert "percent-encode it" in line

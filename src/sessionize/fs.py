@@ -65,7 +65,7 @@ def without_options(uri: str) -> str:
     >>> without_options("postgresql://me:pw@db/app?schema=a")
     'postgresql://me:***@db/app'
     """
-    return redact_uri(uri.split("?", 1)[0])
+    return redact_uri(uri).split("?", 1)[0]  # redacted first: a password may hold a "?"
 
 
 def child(uri: str, *parts: str) -> str:
