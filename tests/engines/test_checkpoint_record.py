@@ -36,6 +36,21 @@ def test_one_output_is_the_same_place_whatever_its_spelling(tmp_path, monkeypatc
         _record(chk, input="in2")
 
 
+def test_a_symlink_to_the_output_is_the_output(tmp_path, monkeypatch):
+    """Places are compared as the system resolves them, not as text."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "st").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "out")
+    (tmp_path / "st-link").symlink_to(tmp_path / "st")
+    chk = tmp_path / "chk"
+    _record(chk, output="out", input="in", state=f"files:{tmp_path}/st")
+    _record(chk, output="alias", state=f"files:{tmp_path}/st-link")
+    (tmp_path / "other").mkdir()
+    with pytest.raises(IncompatibleCheckpoint, match="--move-output"):
+        _record(chk, output="other")
+
+
 def test_object_store_places_compare_without_their_options(tmp_path):
     chk = tmp_path / "chk"
     _record(chk, output="s3://b/out?endpoint_override=127.0.0.1:9000&scheme=http",
