@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import click
 
-from sessionize.cli import failures, maintain, reprocess
+from sessionize.cli import failures, maintain, params, reprocess
 from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
 from sessionize.cli.params import DURATION, HOUR, make_rules, rules_options
 from sessionize.errors import ConfigError
@@ -262,16 +262,7 @@ def job_settings(
     show_default=True,
     help="available-now (process what is there, then exit) or processing-time=30s.",
 )
-@click.option(
-    "--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
-    help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs "
-    "(0: any free port); the address is printed first.",
-)  # fmt: skip
-@click.option(
-    "--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
-    help="The address the metrics listen on: 0.0.0.0 for every interface (a Prometheus "
-    "server on another machine).",
-)  # fmt: skip
+@params.metrics_options
 @click.option(
     "--compact-every", type=click.IntRange(1), default=None, metavar="N",
     help="Local Parquet outputs: after every N-th batch, before the next one starts, move "
@@ -301,8 +292,7 @@ def stream(
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
 
-    if metrics_port is None and _given("metrics_host"):
-        raise click.UsageError("--metrics-host goes with --metrics-port")
+    params.check_metrics_host(metrics_port)
 
     mapping = pop_mapping(job)
     opts = StreamOptions(
@@ -474,12 +464,6 @@ def jvm_archive(remove: bool) -> None:
 cli.add_command(reprocess.history)
 cli.add_command(reprocess.rewind)
 cli.add_command(maintain.maintain)
-
-
-def _given(name: str) -> bool:
-    """Whether the running command's option `name` was on the command line."""
-    source = click.get_current_context().get_parameter_source(name)
-    return source is click.core.ParameterSource.COMMANDLINE
 
 
 def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

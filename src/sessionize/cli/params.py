@@ -72,3 +72,24 @@ def make_rules(
         gap_us=gap, lateness_us=lateness, close_actions=actions, max_duration_us=max_duration,
         timezone=timezone.strip(), split_at_midnight=split_at_midnight,
     )  # fmt: skip
+
+
+def metrics_options(f):
+    """--metrics-port and --metrics-host: the stream's Prometheus endpoint."""
+    f = click.option(
+        "--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+        help="The address the metrics listen on: 0.0.0.0 for every interface (a Prometheus "
+        "server on another machine).",
+    )(f)  # fmt: skip
+    return click.option(
+        "--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+        help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs "
+        "(0: any free port); the address is printed first.",
+    )(f)  # fmt: skip
+
+
+def check_metrics_host(port: int | None) -> None:
+    """--metrics-host given without --metrics-port would match nothing: said."""
+    source = click.get_current_context().get_parameter_source("metrics_host")
+    if port is None and source is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--metrics-host goes with --metrics-port")

@@ -39,15 +39,18 @@ def read_query(
 
 
 def typed_options(
-    options: dict[str, str], defaults: dict[str, Any], shown_uri: str
+    options: dict[str, str], defaults: dict[str, Any], uri: str
 ) -> dict[str, Any]:
-    """`options` converted to the types of their defaults."""
+    """`options` converted to the types of their defaults (a bad one named in one line,
+    with `uri` redacted)."""
     out = {}
     for name, value in options.items():
         try:
             out[name] = type(defaults[name])(value)
         except ValueError:
-            raise ConfigError(f"option {name}={value!r} in {shown_uri!r} is not valid") from None
+            raise ConfigError(
+                f"option {name}={value!r} in {redact_uri(uri)!r} is not valid"
+            ) from None
     return out
 
 

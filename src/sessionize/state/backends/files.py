@@ -131,13 +131,12 @@ class FilesBackend(FilesIO, StateBackend):
         rest, _, query = rest.partition("?")
         remote = bool(FS_URI.match(rest)) and not rest.lower().startswith("file:")
         # a remote filesystem's own URI options pass through to it
-        shown = redact_uri(uri)
-        known, passed = read_query(query, list(cls._DEFAULTS), shown, keep_unknown=remote)
-        options: dict[str, Any] = typed_options(known, cls._DEFAULTS, shown)
+        known, passed = read_query(query, list(cls._DEFAULTS), uri, keep_unknown=remote)
+        options: dict[str, Any] = typed_options(known, cls._DEFAULTS, uri)
         if passed:
             rest = f"{rest}?{urlencode(passed, safe=':/')}"
         if not rest:
-            raise ConfigError(f"state store URI {shown!r} has no path")
+            raise ConfigError(f"state store URI {redact_uri(uri)!r} has no path")
         return cls(rest, spec=spec, **options)
 
     def check(self) -> None:
@@ -147,9 +146,7 @@ class FilesBackend(FilesIO, StateBackend):
             self._write(probe, b"ok")  # the way every file is written
             self._fs.delete_file(probe)
         except (OSError, pa.ArrowException) as e:
-            raise StateError(
-                f"state store {self.redacted_uri} is not usable: {redact_uri(str(e))}"
-            ) from e
+            raise StateError(f"state store {self.redacted_uri} is not usable: {e}") from e
 
     # ----- paths and small I/O ----------------------------------------------------------
 
@@ -439,9 +436,7 @@ class FilesBackend(FilesIO, StateBackend):
             self._make_dir(job_dir(self._root, job))
             self._write(path, body.encode())
         except (OSError, pa.ArrowException) as e:
-            raise StateError(
-                f"cannot write {what} to {self.redacted_uri}: {redact_uri(str(e))}"
-            ) from e
+            raise StateError(f"cannot write {what} to {self.redacted_uri}: {e}") from e
 
     def _read_job_settings(self, job: str) -> bytes | None:
         return self._read(job_settings_path(self._root, job))
@@ -464,10 +459,8 @@ class FilesBackend(FilesIO, StateBackend):
         try:
             super().truncate_after(job, version)
         except (OSError, pa.ArrowException) as e:
-            raise StateError(
-                f"cannot truncate {job} after {version} in {self.redacted_uri}: "
-                f"{redact_uri(str(e))}"
-            ) from e
+            where = f"{job} after {version} in {self.redacted_uri}"
+            raise StateError(f"cannot truncate {where}: {e}") from e
 
 
 class FilesVersion(StoredVersion):

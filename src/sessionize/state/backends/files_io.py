@@ -36,6 +36,7 @@ class FilesIO:
     """File operations of the `files` store on its filesystem `_fs` below `_root`."""
 
     uri: str
+    redacted_uri: str  # the uri for messages (StateBackend's)
     location: str
     _fs: pafs.FileSystem
     _root: str
@@ -48,9 +49,9 @@ class FilesIO:
         """One line for people: what failed, why, and that a rerun resumes."""
         why = " ".join(str(e).split())
         return StateError(
-            f"cannot {verb} {path} in state store {self.uri}: {why}; is the store reachable "
-            "and writable? Run the same command again once it is: the job resumes from its "
-            "last committed state"
+            f"cannot {verb} {path} in state store {self.redacted_uri}: {why}; is the store "
+            "reachable and writable? Run the same command again once it is: the job resumes "
+            "from its last committed state"
         )
 
     def _make_dir(self, directory: str, io: StateMetrics | None = None) -> None:

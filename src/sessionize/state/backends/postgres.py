@@ -67,14 +67,12 @@ class PostgresBackend(StateBackend):
     # ----- configuration ----------------------------------------------------------------
 
     def _parse(self, uri: str) -> None:
-        check_userinfo(uri, "state store URI")
+        check_userinfo(uri, "state store URI")  # after it, no error text holds the password
         try:
             parts = urlsplit(uri)
             port = parts.port
         except ValueError as e:
-            raise ConfigError(
-                f"state store URI {redact_uri(uri)!r} is not valid: {redact_uri(str(e))}"
-            ) from None
+            raise ConfigError(f"state store URI {redact_uri(uri)!r} is not valid: {e}") from None
         if parts.scheme.lower() not in ("postgresql", "postgres"):
             raise ConfigError(f"not a PostgreSQL URI: {redact_uri(uri)!r}")
         if not parts.hostname or not parts.path.strip("/"):
@@ -94,9 +92,9 @@ class PostgresBackend(StateBackend):
         self.schema = options.pop("schema")
         self._options = options
         user = unquote(parts.username) if parts.username else None
-        self._password = unquote(parts.password) if parts.password is not None else None
-        if self._password == MASK:  # a recorded URI: the client finds it (PGPASSWORD, .pgpass)
-            self._password = None
+        # a recorded URI's masked password: the client finds it (PGPASSWORD, ~/.pgpass)
+        masked = parts.password in (None, MASK)
+        self._password = None if masked else unquote(parts.password)
         netloc = ""
         if user is not None:
             netloc = quote(user, safe="")
