@@ -10,7 +10,9 @@ once: the rows sent, the marker not yet) and `published-kafka` (the Kafka sink's
 (the copy is verified and recorded, the checkpoint not yet switched); for a local Parquet
 output NAME, `compacted-files-NAME` and `compacted-manifest-NAME` (compaction generation
 G), and `view-linking-NAME`, `view-built-NAME`, `view-converting-NAME`,
-`view-switched-NAME` and `view-dropping-NAME` (view V, sinks/views.py).
+`view-switched-NAME` and `view-dropping-NAME` (view V, sinks/views.py); a local output's
+move (`maintain --move-output`, sinks/tree_move.py): `move-copying` (after file N),
+`move-copied` and `move-recorded` (0), `move-removing` (after file N).
 
 `SESSIONIZE_PAUSE_AT=after-publish:3` makes the process print `PAUSED after-publish 3`
 and sleep when it reaches that point in batch 3; the test then kills it. With
