@@ -97,6 +97,18 @@ def test_an_unreachable_server_is_one_line_without_the_password():
     message = str(err.value)
     assert "\n" not in message and "is the server reachable?" in message, message
     assert "hunter2pw" not in message, message
+    assert "published again when the job is restarted" in message  # a batch's step
+
+
+def test_a_report_of_an_unreachable_server_says_nothing_of_restarting_a_job(tmp_path):
+    from sessionize.report import build_report
+
+    uri = "postgresql://me:hunter2pw@127.0.0.1:1/db?schema=x&connect_timeout=2"
+    with pytest.raises(SinkError) as err:
+        build_report(uri, str(tmp_path / "r.html"))
+    message = str(err.value)
+    assert "is the server reachable?" in message and "restart" not in message, message
+    assert "hunter2pw" not in message and not (tmp_path / "r.html").exists()
 
 
 def test_tables_have_real_column_types_and_indexes(pg_output):
