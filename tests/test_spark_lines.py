@@ -137,7 +137,7 @@ def test_arrow_tables_go_in_and_out_with_their_types(spark):
 
 def test_without_pyspark_the_generator_runs_and_a_spark_command_says_what_to_install(tmp_path):
     """PySpark replaced by a package that fails to import, first on PYTHONPATH (the wheel
-    test, tests/packaging, does it for real in a venv without one)."""
+    test, tests/distribution, does it for real in a venv without one)."""
     (tmp_path / "pyspark").mkdir()
     (tmp_path / "pyspark" / "__init__.py").write_text(
         "raise ModuleNotFoundError(\"No module named 'pyspark'\", name='pyspark')\n"

@@ -15,8 +15,8 @@ import pyspark
 import pytest
 
 from tests.cluster.cluster import Cluster
+from tests.distribution.builds import build, run, venv
 from tests.helpers import assert_same_as_clean, cli_env
-from tests.packaging.builds import build, run, venv
 
 # The application: the CLI as spark-submit's Python file, then a probe on an executor.
 JOB = """

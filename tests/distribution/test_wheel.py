@@ -14,8 +14,8 @@ import pytest
 from deltalake import DeltaTable
 
 from sessionize import __version__
+from tests.distribution.builds import PLATFORM_PYSPARK, build, pyspark_version, run, venv
 from tests.helpers import OUTPUTS, SORT_KEYS, clean_stream_run, cli_env, read_output, stream_args
-from tests.packaging.builds import PLATFORM_PYSPARK, build, pyspark_version, run, venv
 from tests.state.services_fixtures import service_env
 
 pytestmark = pytest.mark.services
