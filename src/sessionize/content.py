@@ -40,21 +40,33 @@ class Conversion:
 
 
 def parse_conversion(text: str) -> Conversion:
-    """`purchase=order_completed,value=order.total` -> Conversion. Raises ConfigError."""
-    head, _, rest = text.strip().partition(",")
-    name, sep, action = head.partition("=")
+    """`purchase=order_completed,value=order.total` -> Conversion.
+
+    Every part must be understood: a part other than one `value=PATH` after
+    `NAME=ACTION` (`currency=...`, a second `value=`) is refused, named, rather than read
+    as the end of the path.
+
+    Raises:
+        ConfigError: the text is not `NAME=ACTION[,value=PATH]`, naming the part.
+    """
+    grammar = "NAME=ACTION[,value=PATH], e.g. purchase=order_completed,value=order.total"
+    head, *options = (part.strip() for part in text.strip().split(","))
+    name, sep, action = (p.strip() for p in head.partition("="))
+    if not sep or not name or not action or "=" in action:
+        raise ConfigError(f"--conversion '{text}': '{head}' is not NAME=ACTION; write {grammar}")
     value = None
-    if rest.strip():
-        key, vsep, value = rest.strip().partition("=")
-        if key.strip() != "value" or not vsep or not value.strip():
-            value = None
-            sep = ""
-    if not sep or not name.strip() or not action.strip():
-        raise ConfigError(
-            f"--conversion '{text}' is not NAME=ACTION[,value=PATH], e.g. "
-            "purchase=order_completed,value=order.total"
-        )
-    return Conversion(name.strip(), action.strip(), value.strip() if value else None)
+    for part in options:
+        key, vsep, path = (p.strip() for p in part.partition("="))
+        if key != "value" or not vsep or not path or value is not None:
+            why = ("a second value=" if key == "value" and value is not None
+                   else f"'{part}'" if part else "an empty part")  # fmt: skip
+            raise ConfigError(
+                f"--conversion '{text}': {why} is not understood; after NAME=ACTION only "
+                "value=PATH may follow, once (a conversion has no currency: NAME_value "
+                "sums the values as they are)"
+            )
+        value = path
+    return Conversion(name, action, value)
 
 
 @dataclass(frozen=True)

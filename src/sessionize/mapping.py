@@ -194,8 +194,11 @@ def parse_keep(text: str) -> tuple[tuple[str, str], ...]:
         if not item:
             continue
         name, sep, path = item.partition("=")
-        if not sep or not name.strip() or not path.strip():
-            raise ConfigError(f"--keep-fields: '{item}' is not NAME=PATH, e.g. site=source.site")
+        if not sep or not name.strip() or not path.strip() or "=" in path:
+            raise ConfigError(
+                f"--keep-fields: '{item}' is not NAME=PATH, e.g. site=source.site (pairs are "
+                "separated by commas)"
+            )
         pairs.append((name.strip(), path.strip()))
     return tuple(pairs)
 
@@ -232,10 +235,13 @@ def _check_conversions(content: SessionContent, names: list[str]) -> None:
 
 def _check_path(flag: str, path: str) -> None:
     parts = path.split(".")
-    if not path or any(not p or p != p.strip() or "'" in p or "`" in p for p in parts):
+    # `=` and `,` separate the parts of --keep-fields and --conversion: in a path they are
+    # the rest of the option read as a field name, which would match nothing.
+    bad = ("'", "`", "=", ",")
+    if not path or any(not p or p != p.strip() or any(c in p for c in bad) for p in parts):
         raise ConfigError(
             f"{flag} '{path}' is not a dotted path of field names, e.g. page.current "
-            "(no empty names, quotes or surrounding spaces)"
+            "(no empty names, quotes, '=', ',' or surrounding spaces)"
         )
 
 

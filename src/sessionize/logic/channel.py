@@ -35,6 +35,11 @@ import pyarrow.compute as pc
 from sessionize.errors import ConfigError
 
 _PAID = re.compile(r"cpc|ppc|paid.*")
+# A second condition inside one (`source in a|b medium in c`): a comma is missing, and its
+# text would be read as a value or a pattern that matches nothing.
+_ANOTHER_CONDITION = re.compile(
+    r"(^|\s|\|)(source|medium)\s+(not\s+)?(in|is|matches)\s"
+)
 Facts = tuple[str | None, str | None, bool]  # (source, medium, has gclid)
 
 
@@ -82,6 +87,10 @@ def _condition(text: str, where: str) -> Callable[[Facts], bool]:
     if text == "paid":
         return lambda f: f[1] is not None and _PAID.fullmatch(f[1]) is not None
     words = text.split(None, 2)
+    if _ANOTHER_CONDITION.search(text.partition(" ")[2]):
+        raise ConfigError(
+            f"{where}: '{text}' holds two conditions; separate conditions with a comma"
+        )
     if len(words) >= 3 and words[0] in ("source", "medium"):
         at = 0 if words[0] == "source" else 1
         op, rest = words[1], words[2]
