@@ -17,7 +17,7 @@ from sessionize.commands.statetools.job import locate
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.engines.progress import read_progress
-from sessionize.errors import IncompatibleCheckpoint, StateError
+from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.state import open_backend
 from tests.helpers import OUTPUTS, generate, read_output
 from tests.settings_in_records import move_settings_into_records
@@ -122,6 +122,16 @@ def test_missing_input_hour_is_an_empty_hour(spark, tmp_path, state):
     # Sessions open after hour 0 still closed during the empty hour 1.
     assert records[1]["batch"]["sessions_out"] > 0
     assert read_output(tmp_path / "out", "sessions").num_rows > 0
+
+
+def test_a_missing_input_tree_is_refused_before_anything_is_written(tmp_path):
+    """A tree that is not there is a mistake (a typo, an unmounted disk), as `stream` says;
+    only a missing hour inside an existing tree is an empty hour."""
+    opts = BatchOptions(input=str(tmp_path / "no-such-tree"), output=str(tmp_path / "out"),
+                        start=H0, end=H0 + HOUR)  # fmt: skip
+    with pytest.raises(ConfigError, match="--input .*no-such-tree is not a directory"):
+        run_batch(opts, on_hour=lambda _: None)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_partial_reprocess_ends_with_the_command_that_recomputes_the_rest(spark, tmp_path):

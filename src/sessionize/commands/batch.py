@@ -37,6 +37,7 @@ from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
 from sessionize.redaction import needs_secret, redact_uri
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
+from sessionize.sources.files import check_input as check_tree
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
@@ -119,6 +120,7 @@ def run_batch(
     hour (and notes such as a reprocessing); `on_start` the number of hours, once they are
     about to run."""
     hours = _hours(opts)
+    check_tree(opts.input)  # as `stream` does: a missing tree is a mistake, not empty hours
     check_output(opts.output, None)
     bound = bind_output(opts)  # before anything is written: the output's state and owner
     check_batch(bound.output, bound.job, recorded_state(bound.state))
