@@ -134,6 +134,21 @@ def test_a_missing_input_tree_is_refused_before_anything_is_written(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_changed_setting_is_refused_with_a_fresh_start_that_runs(spark, tmp_path):
+    """The refusal names everything a fresh start needs at once: the output goes with its
+    state, so a new state alone would be refused again, for the output."""
+    inp = generate(tmp_path / "in", hours=1, late_rate=0.0)
+    _batch(spark, inp, tmp_path / "out", H0, H0, state="files")
+    changed = BatchOptions(input=str(inp), output=str(tmp_path / "out"), start=H0, end=H0,
+                           partitions=3, rules=SessionRules(gap_us=300_000_000))  # fmt: skip
+    with pytest.raises(IncompatibleCheckpoint, match="--gap 10m .this run: 5m.*; or start "
+                       "over with a new --output$"):  # fmt: skip
+        run_batch(changed, spark, on_hour=lambda _: None)
+    records = run_batch(replace(changed, output=str(tmp_path / "out2")), spark,
+                        on_hour=lambda _: None)  # fmt: skip
+    assert records[0]["batch"]["sessions_out"] > 0
+
+
 def test_a_partial_reprocess_ends_with_the_command_that_recomputes_the_rest(spark, tmp_path):
     inp = generate(tmp_path / "in", hours=3, late_rate=0.0)
     out = tmp_path / "out"

@@ -128,3 +128,26 @@ def test_a_checkpoint_no_filesystem_reads_is_refused():
         check_resolvable("foo://bucket/chk", "--checkpoint")
     check_resolvable("chk/", "--checkpoint")
     check_resolvable("s3://b/chk", "--checkpoint")
+
+
+def test_one_refusal_gives_a_way_for_every_changed_flag_and_a_whole_fresh_start(tmp_path):
+    """Following the refusal is never refused again for a flag it did not name: each
+    changed flag has its way, and a fresh start names all that must be new at once (a
+    store outside the checkpoint keeps the job's batches: a new --job too)."""
+    chk = tmp_path / "chk"
+    _record(chk, output=str(tmp_path / "out"), state="postgresql://me@db/app")
+    with pytest.raises(IncompatibleCheckpoint) as e:
+        check_or_record(str(chk), {**Sessionizer(gap="5m").recorded_settings("parquet"),
+                                   "output": str(tmp_path / "out2"),
+                                   "state": "redis://cache:6379"})  # fmt: skip
+    text = str(e.value)
+    for said in ("--gap 10m (this run: 5m)", "--move-output", "state migrate",
+                 "leave the flag out", "--to-batch -1",
+                 "or start over with a new --checkpoint, a new --output and a new --job"):
+        assert said in text, said  # fmt: skip
+    files = tmp_path / "chk-files"
+    _record(files, output=str(tmp_path / "out"), state="files")
+    with pytest.raises(IncompatibleCheckpoint, match="start over with a new --checkpoint and "
+                       "a new --output$"):  # fmt: skip
+        check_or_record(str(files), {**Sessionizer(gap="5m").recorded_settings("parquet"),
+                                     "output": str(tmp_path / "out"), "state": "files"})

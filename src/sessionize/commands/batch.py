@@ -192,7 +192,7 @@ def _run(
             if resolved.row_spec() != settings.row_spec():
                 backend = open_backend(resolved.state_uri, resolved.row_spec())
             settings = resolved
-        _check_settings(recorded_settings, settings)
+        _check_settings(recorded_settings, settings, opts.state)
     if committed and previous not in committed and first not in committed:
         nxt = version_hour(hour_version(datetime.strptime(str(committed[-1]), "%Y%m%d%H") + HOUR))
         raise StateError(
@@ -252,13 +252,16 @@ def _run(
     return runner.records
 
 
-def _check_settings(recorded: dict | None, settings: SessionSettings) -> None:
+def _check_settings(recorded: dict | None, settings: SessionSettings, state: str) -> None:
     if recorded:  # a state from before mappings could be chosen has the default one
         recorded = {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **recorded}
     diffs = describe_differences(recorded, settings_record(settings)) if recorded else ""
     if diffs:
+        # The output goes with its state (`bind_output`): a fresh start needs both new.
+        fresh = "a new --output" if state == "files" else "a new --output and a new --job"
         raise IncompatibleCheckpoint(
-            f"the state was built with {diffs}: rerun with the same settings, or use a new --state"
+            f"the state was built with {diffs}: leave the flags out to use the recorded "
+            f"values, or give the same ones; or start over with {fresh}"
         )
 
 

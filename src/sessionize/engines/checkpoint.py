@@ -116,27 +116,34 @@ def _same(key: str, a: object, b: object) -> bool:
 def _advice(
     checkpoint: str, changed: set[str], before: dict[str, object], now: dict[str, object]
 ) -> str:
-    """What to do about a refused change, by what changed."""
+    """What to do about a refused change: a way for every changed flag, and a fresh start
+    naming everything that must be new at once, so that following the advice is not
+    refused again for another flag."""
+    ways = []
     if "output" in changed:
-        return (
+        ways.append(
             "its outputs move only deliberately: stop the stream, then run `sessionize "
             f"maintain --output {before['output']} --checkpoint {checkpoint} --move-output "
-            f"{now['output']}`; or rerun with the recorded --output"
+            f"{now['output']}`, or rerun with the recorded --output"
         )
     if "input" in changed:
-        return (
-            "a checkpoint knows what it read of one input only: rerun with the recorded "
-            "--input, or use a new --checkpoint for another input"
+        ways.append("a checkpoint knows what it read of one input only: rerun with the "
+                    "recorded --input")  # fmt: skip
+    if "state" in changed:
+        ways.append("move a state deliberately with `sessionize state migrate`, or rerun with "
+                    "the recorded --state (or leave --state out)")  # fmt: skip
+    others = changed - {"output", "input", "state"}
+    if others:
+        ways.append(
+            f"leave {'these flags' if len(others) > 1 else 'the flag'} out to use the recorded "
+            "values, or give the same ones (`sessionize rewind --checkpoint "
+            f"{checkpoint} --to-batch -1` starts this job over with new ones)"
         )
-    if changed == {"state"}:
-        return (
-            "move a state deliberately with `sessionize state migrate`; or rerun with the "
-            "recorded --state (or leave --state out), or use a new --checkpoint"
-        )
-    return (
-        "leave these flags out to use the recorded values, or give the same ones; or use a "
-        "new --checkpoint"
-    )
+    fresh = "a new --checkpoint and a new --output"
+    if before.get("state") not in (None, "files", "spark-rocksdb", "spark-hdfs"):
+        # a store outside the checkpoint keeps the job's batches: another job there
+        fresh = "a new --checkpoint, a new --output and a new --job"
+    return "; ".join(ways) + f"; or start over with {fresh}"
 
 
 def offset_log(checkpoint: str, batch_id: int) -> tuple[dict, object] | None:
