@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from sessionize.errors import ConfigError
+
+Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_US = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
@@ -34,3 +37,18 @@ def format_duration(us: int) -> str:
         if n:
             parts.append(f"{n}{unit}")
     return "".join(parts) or "0s"
+
+
+def duration_us(value: Duration, name: str) -> int:
+    """`"10m"`, a timedelta, or microseconds -> microseconds; a ConfigError naming `name`
+    for anything else."""
+    if isinstance(value, timedelta):
+        return int(value / timedelta(microseconds=1))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: give a duration like '10m', a timedelta or microseconds")
+    try:
+        return parse_duration(value)
+    except ConfigError as e:
+        raise ConfigError(f"{name}: {e}") from None

@@ -103,3 +103,24 @@ def test_the_sample_keeps_a_again_after_its_window():
         "x", "y", "again, after 2 hours", "z",
     ]  # fmt: skip
     assert run.counters == {"duplicates": 1}
+
+
+def test_run_local_takes_lateness_as_a_duration_like_stream():
+    """`lateness="1h"` (or a timedelta) is the watermark's distance, as `stream` takes it;
+    an event behind it is late, one at it is not."""
+    from datetime import timedelta
+
+    import pytest
+
+    from sessionize.errors import ConfigError
+
+    first = [{"event_id": "a", "event_time": 5 * HOUR_US, "payload": "0"}]
+    then = [{"event_id": "b", "event_time": 4 * HOUR_US - 1, "payload": "1"},
+            {"event_id": "c", "event_time": 4 * HOUR_US, "payload": "2"}]  # fmt: skip
+    split = [b.cast(EVENTS) for b in batches(first + then, [1], _as_ts(EVENTS))]
+    for lateness in ("1h", timedelta(hours=1), HOUR_US):
+        run = run_local(Dedup(hours=1), split, lateness=lateness)
+        assert run.watermark == 4 * HOUR_US
+        assert pairs(run.outputs["late"]) == Counter({("b", 4 * HOUR_US - 1): 1})
+    with pytest.raises(ConfigError, match="lateness: 'an hour' is not a duration"):
+        run_local(Dedup(hours=1), split, lateness="an hour")

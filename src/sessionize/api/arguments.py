@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
 from typing import Any
 
-from sessionize.config import SessionRules, parse_duration
+from sessionize.config import SessionRules
 from sessionize.content import (
     Conversion,
     SessionContent,
@@ -14,6 +13,7 @@ from sessionize.content import (
     read_rules_file,
     split_list,
 )
+from sessionize.durations import Duration, duration_us
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.logic.channel import parse_rules
@@ -22,20 +22,6 @@ from sessionize.mapping import DEFAULT_KEEP, EventMapping, split_keep
 # The arguments of what a session carries (`session_content`).
 CONTENT_ARGS = ("site_hosts", "channel_rules", "page_view_actions", "max_page_time",
                 "ping_action", "heartbeat", "min_visit", "engaged_after", "conversions", "bots")
-
-Duration = str | int | timedelta  # "10m", microseconds, or a timedelta
-
-
-def duration_us(value: Duration, name: str) -> int:
-    """`"10m"`, a timedelta, or microseconds -> microseconds."""
-    if isinstance(value, timedelta):
-        return int(value / timedelta(microseconds=1))
-    if isinstance(value, int):
-        return value
-    try:
-        return parse_duration(value)
-    except ConfigError as e:
-        raise ConfigError(f"{name}: {e}") from None
 
 
 def parse_trigger(text: str) -> dict[str, object]:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.durations import Duration, duration_us
+from sessionize.errors import ConfigError
 from sessionize.stateful.declared import declared
 from sessionize.stateful.processor import Processor
 from sessionize.stateful.step import StepResult, step
@@ -30,28 +32,35 @@ class LocalRun:
 
 
 def run_local(
-    processor: Processor, batches: Iterable[pa.Table], *, lateness_us: int = 0
-) -> LocalRun:
+    processor: Processor, batches: Iterable[pa.Table], *, lateness: Duration = 0,
+    lateness_us: int | None = None,
+) -> LocalRun:  # fmt: skip
     """Run `processor` over `batches`, one micro-batch each, state carried between them.
 
-    The watermark after a batch is the latest event time seen so far minus `lateness_us`
+    The watermark after a batch is the latest event time seen so far minus `lateness`
     (it never goes back); without `event_time` there is none.
 
     Args:
         processor: the processor.
         batches: the input rows of each micro-batch.
-        lateness_us: how far behind the latest event time the watermark stays (us).
+        lateness: how far behind the latest event time the watermark stays, as `stream`
+            takes it: "10m", a timedelta, or microseconds.
+        lateness_us: the same in microseconds (the older spelling; not with `lateness`).
 
     Returns:
         A LocalRun.
 
     Raises:
         ProcessorError: as the core raises it for a wrong processor or update.
+        ConfigError: `lateness` is not a duration, or both spellings are given.
 
     Example:
-        >>> run = run_local(MyProcessor(), [batch0, batch1])  # doctest: +SKIP
+        >>> run = run_local(MyProcessor(), [batch0, batch1], lateness="1h")  # doctest: +SKIP
         >>> run.output("totals").to_pylist()  # doctest: +SKIP
     """
+    if lateness_us is not None and lateness != 0:
+        raise ConfigError("run_local: give lateness or lateness_us, not both")
+    lateness_us = duration_us(lateness, "lateness") if lateness_us is None else lateness_us
     d = declared(processor)
     run = LocalRun(state=d.rows.empty())
     latest: int | None = None
