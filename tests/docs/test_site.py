@@ -53,6 +53,17 @@ def test_the_reference_is_generated_from_the_code(site):
     assert api.count("Raises:") + api.count(">Raises<") >= 2
 
 
+def test_the_cli_reference_shows_real_defaults(site):
+    """An option given no default shows what it is when left out (False, None, required),
+    never click's private sentinel."""
+    html = (site / "reference" / "cli" / "index.html").read_text()
+    assert "UNSET" not in html and "Sentinel" not in html
+    rows = re.findall(r"<tr>\s*<td><code>(--[\w-]+)</code></td>.*?</tr>", html, re.S)
+    assert "--debug" in rows and "--input" in rows
+    row = re.search(r"<code>--debug</code>.*?</tr>", html, re.S).group(0)
+    assert "<code>False</code>" in row
+
+
 def test_the_plots_are_drawn_from_the_benchmarks_json(tmp_path):
     """benchmarks/plot.py on benchmarks/results/*.json gives exactly the committed SVGs."""
     done = subprocess.run(

@@ -510,4 +510,18 @@ def _add_state_tools() -> None:
     cli.add_command(state)
 
 
+def _spell_defaults(command: click.Command) -> None:
+    """Give every option without a default the value it gets when left out (a flag: False,
+    any other: None, which click reads as no value): click keeps a private sentinel there,
+    which the generated reference (mkdocs-click) printed as `Sentinel.UNSET`."""
+    # `--help` too: click makes it once per command, on first use, and keeps it.
+    helper = command.get_help_option(click.Context(command, help_option_names=["-h", "--help"]))
+    for param in [*command.params, *([helper] if helper else [])]:
+        if isinstance(param, click.Option) and "UNSET" in repr(param.default):
+            param.default = False if param.is_flag and not param.multiple else None
+    for sub in getattr(command, "commands", {}).values():
+        _spell_defaults(sub)
+
+
 _add_state_tools()
+_spell_defaults(cli)
