@@ -8,6 +8,7 @@ failed) and releases them; `StreamRun.wait` does the same at once, for the CLI.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections import deque
@@ -140,6 +141,22 @@ class Compactor:
             self.say(f"compacted {batches} batches: {files} files into {out}")
 
 
+@functools.cache
+def _end_runs_at_exit() -> None:
+    """At the interpreter's exit, end every run whose query has ended (its listener removed
+    once its last event arrived) before PySpark stops the JVM: registered once, after the
+    session's gateway, so that it runs before PySpark's own exit hook (last in, first out)."""
+    import atexit
+
+    def end_all() -> None:
+        for run in list(_RUNS.values()):
+            with contextlib.suppress(Exception):  # the session may be gone already
+                if not run.query.isActive:
+                    run.end()
+
+    atexit.register(end_all)
+
+
 def end_finished(checkpoint: str) -> None:
     """Clean up after this process's last query on `checkpoint` if it has ended, now: the
     listener may not have been told yet (a restart right after `awaitTermination`)."""
@@ -179,9 +196,14 @@ class StreamRun:
         self._lock = threading.Lock()
         self.ended = threading.Event()  # set once the lease is released
         self._listener = _OnEnd(str(query.runId), self._end_soon)
+        # Whether the query's terminated event reaches the listener: not when it ended
+        # before the listener was in place.
+        self._told = True
         spark.streams.addListener(self._listener)
         _RUNS[checkpoint] = self
-        if not query.isActive:  # it ended before the listener was in place
+        _end_runs_at_exit()
+        if not query.isActive:
+            self._told = False
             self.end()
 
     @property
@@ -236,11 +258,15 @@ class StreamRun:
         try:
             for cleanup in cleanups:
                 cleanup()
-            if self._tail is not None:
-                # Spark Connect's listener bus joins its event thread while holding the lock
-                # that thread needs to deliver an event: removing the listener while the
-                # query's last event is in flight hangs the process. Remove it once that
-                # event has arrived (none comes for a query that ended before the listener).
+            if self._told:
+                # The query's last events (its last progress, then terminated) are delivered
+                # after `awaitTermination` returns. Remove the listener once they have
+                # arrived: a Python listener still registered when the session stops (a
+                # script's end) makes Spark's listener bus call a Python that is gone
+                # (`ERROR StreamingQueryListenerBus ... Connection refused` and its trace);
+                # and Spark Connect's listener bus joins its event thread while holding the
+                # lock that thread needs to deliver an event, so removing the listener while
+                # the last event is in flight hangs the process.
                 self._listener.terminated.wait(_LAST_EVENT_WAIT_S)
             self._spark.streams.removeListener(self._listener)
         finally:
