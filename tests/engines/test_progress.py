@@ -72,3 +72,23 @@ def test_a_batch_that_reads_two_logged_file_batches_counts_both(spark, tmp_path)
     assert records[0]["input"]["files"] == 2
     logged = [json.loads(x) for x in (chk / "progress.jsonl").read_text().splitlines()]
     assert logged[-1]["version"] == 1 and logged[-1]["input"]["files"] == 2
+
+
+def test_a_run_with_nothing_to_do_says_so_in_one_line(spark, tmp_path):
+    """A stream that finds no new input commits no batch, and says so rather than nothing:
+    a new checkpoint over an empty tree, then a resumed one after its input was read."""
+    from sessionize.commands.stream import StreamOptions, run_stream
+    from tests.helpers import generate
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    opts = StreamOptions(input=str(inp), output=str(tmp_path / "out"),
+                         checkpoint=str(tmp_path / "chk"), partitions=2)  # fmt: skip
+    lines: list[str] = []
+    assert run_stream(opts, spark, on_batch=lines.append) == []
+    assert lines == ["no input yet: no batch to run (the next run starts at batch 0)"]
+    generate(inp, hours=1, users=20, events_per_hour=100, files_per_hour=1)
+    records = run_stream(opts, spark, on_batch=lambda _: None)
+    lines.clear()
+    assert run_stream(opts, spark, on_batch=lines.append) == []
+    assert lines == [f"no new input since batch {records[-1]['version']}: no batch to run"]

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from sessionize.api.remote import ProgressTail, failure_of, quiet
-from sessionize.engines.checkpoint import batch_input, batch_timestamp_us
+from sessionize.engines.checkpoint import batch_input, batch_timestamp_us, last_committed_batch
 from sessionize.engines.metrics import StreamMetrics
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import RETAIN, BatchRunner, Engine, await_query, start_query
@@ -189,6 +189,8 @@ class StreamRun:
     ):
         self.query = query
         self._tail = tail  # over Spark Connect: the records come from the progress log
+        self._say = runner.on_batch if tail is None else tail.on_batch
+        self._checkpoint = checkpoint
         self.runner = runner
         self.metrics: StreamMetrics | None = None  # its endpoint: `metrics.port`
         self._spark = spark
@@ -227,10 +229,20 @@ class StreamRun:
         """
         try:
             if self._tail is None:
-                return await_query(self.query, self.runner)
-            return self._await_remote(self._tail)
+                records = await_query(self.query, self.runner)
+            else:
+                records = self._await_remote(self._tail)
         finally:
             self.end()
+        if not records:  # else a run that found nothing to do would say nothing at all
+            self._say(self._nothing_new())
+        return records
+
+    def _nothing_new(self) -> str:
+        last = last_committed_batch(self._checkpoint)
+        if last is None:
+            return "no input yet: no batch to run (the next run starts at batch 0)"
+        return f"no new input since batch {last}: no batch to run"
 
     def _await_remote(self, tail: ProgressTail) -> list[dict]:
         try:
