@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -16,7 +17,6 @@ from .helpers import (
     assert_exactly_once,
     read_sink,
     run_available_now,
-    unique,
     wait_stream_active,
 )
 
@@ -39,9 +39,9 @@ def source(spark, uri: str, **options: str):
 
 
 @pytest.fixture
-def stream(kinesis_endpoint):
-    """A new 2-shard stream; returns its URI."""
-    uri = f"kinesis://{unique('visits')}?endpoint={kinesis_endpoint}&region=us-east-1"
+def stream(kinesis_endpoint, kinesis_names):
+    """A new 2-shard stream, deleted after the test; returns its URI."""
+    uri = f"kinesis://{kinesis_names('visits')}?endpoint={kinesis_endpoint}&region=us-east-1"
     assert ensure_stream(uri, 2, CREDENTIALS)
     return uri
 
@@ -218,3 +218,41 @@ def test_publish_at_a_rate_in_batches_keyed_by_user(stream, kinesis_client):
     for shard, v in values:
         shard_of.setdefault(json.loads(v)["user_id"], set()).add(shard)
     assert all(len(s) == 1 for s in shard_of.values())
+
+
+def test_a_tests_streams_are_deleted_when_it_ends_and_a_dead_sessions_at_the_next_start(
+    kinesis_client,
+):
+    """What `kinesis_names` and the session fixture do, so that the shared server never
+    fills up with the suite's streams (its account allows 200 shards)."""
+    import subprocess
+    import sys
+
+    from botocore.exceptions import ClientError
+
+    from .conftest import left_by_dead_sessions, made_streams
+
+    def exists(name: str) -> bool:
+        try:
+            kinesis_client.describe_stream_summary(StreamName=name)
+        except ClientError:
+            return False
+        return True
+
+    with made_streams(kinesis_client) as new:
+        name = new("gone")
+        kinesis_client.create_stream(StreamName=name, ShardCount=1)
+        assert exists(name)
+    kinesis_client.get_waiter("stream_not_exists").wait(  # DELETING, then gone
+        StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 20}
+    )
+    assert not exists(name)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    orphan = f"orphan-{dead}-1-abcdef"
+    kinesis_client.create_stream(StreamName=orphan, ShardCount=1)
+    try:
+        assert orphan in left_by_dead_sessions(kinesis_client)
+        assert not any(str(os.getpid()) in n for n in left_by_dead_sessions(kinesis_client))
+    finally:
+        kinesis_client.delete_stream(StreamName=orphan)

@@ -57,7 +57,8 @@ def test_kill_9_mid_run_then_restart_reads_every_record_once(kind, request, spar
         options, stream = {}, kafka_stream
     else:
         endpoint = request.getfixturevalue("kinesis_endpoint")
-        uri = f"kinesis://{unique('kill')}?endpoint={endpoint}&region=us-east-1"
+        name = request.getfixturevalue("kinesis_names")("kill")
+        uri = f"kinesis://{name}?endpoint={endpoint}&region=us-east-1"
         ensure_stream(uri, 3, KINESIS_CREDENTIALS)
 
         def publish(lines):

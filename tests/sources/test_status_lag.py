@@ -35,8 +35,8 @@ def test_kafka_records_not_read_yet_per_partition(spark, tmp_path, kafka_bootstr
     assert set(lag) == {"0", "1"} and sum(lag.values()) == 7
 
 
-def test_kinesis_shards_behind(spark, tmp_path, kinesis_endpoint):
-    uri = f"kinesis://{unique('status')}?endpoint={kinesis_endpoint}&region=us-east-1"
+def test_kinesis_shards_behind(spark, tmp_path, kinesis_endpoint, kinesis_names):
+    uri = f"kinesis://{kinesis_names('status')}?endpoint={kinesis_endpoint}&region=us-east-1"
     publish_kinesis(_lines(5), uri, create_shards=1)
     chk = _run(spark, tmp_path, uri)
     (shard,) = stream_status(chk)["input_ahead"]["lag"].values()
