@@ -86,6 +86,40 @@ def test_readme_is_short_and_points_into_the_site():
         assert (REPO / link).exists(), link
 
 
+def test_readme_names_every_feature_with_its_page():
+    """A reader who stops at the README knows each of these exists, and where to read on."""
+    readme = (REPO / "README.md").read_text()
+    features = readme.split("## Features", 1)[1].split("\n## ", 1)[0]
+    named = {
+        "maximum duration": "concepts/sessions.md#sessions-as-your-analytics-team-defines-them",
+        "local midnight": "concepts/sessions.md#sessions-as-your-analytics-team-defines-them",
+        "when a field changes": "concepts/sessions.md#sessions-as-your-analytics-team",
+        "a gap per event": "concepts/sessions.md#sessions-as-your-analytics-team-defines-them",
+        "landing and exit": "concepts/sessions.md#what-a-session-carries",
+        "a channel": "concepts/sessions.md#what-a-session-carries",
+        "engaged time": "concepts/sessions.md#what-a-session-carries",
+        "conversions": "concepts/sessions.md#what-a-session-carries",
+        "a bot flag": "concepts/sessions.md#what-a-session-carries",
+        "Open sessions": "how-to/open-sessions.md",
+        "PostgreSQL tables": "reference/outputs.md#postgresql-tables",
+        "Kafka topics": "reference/outputs.md#kafka-topics",
+        "sessionize.stateful": "how-to/stateful-job.md",
+        "Prometheus metrics": "operations.md#metrics-and-alerts",
+        "compaction": "operations.md#compacting-parquet-outputs",
+    }
+    items = re.split(r"\n- ", features)
+    for words, page in named.items():
+        item = next((i for i in items if words in i), None)
+        assert item is not None, words
+        assert f"(docs/{page}" in item, (words, page)
+    for link in re.findall(r"\]\((docs/[^)#]+)#([^)]+)\)", readme):
+        html_anchor = link[1]
+        text = (REPO / link[0]).read_text().lower()
+        heading = html_anchor.replace("-", " ")
+        assert any(heading in re.sub(r"[^a-z0-9 ]", "", h.replace("-", " "))
+                   for h in re.findall(r"^#+ (.*)$", text, re.M)), link  # fmt: skip
+
+
 HISTORY = re.compile(
     r"this round|last round|before/now|before / now|when this row was measured"
     r"|\(before\)|\(now\)|used to|no longer|older sessionize|earlier runs",
