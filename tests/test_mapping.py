@@ -47,7 +47,14 @@ def parsed(spark):
         # Epoch ms: JSON numbers; a fraction rounds to the microsecond; before 1970 is a time.
         (_line(ctx={"ts": 1_700_000_000_000.5}), ("u1", _MS * 1000 + 500)),
         (_line(ctx={"ts": -1000}), ("u1", -1_000_000)),
-        (_line(ctx={"ts": "1700000000000"}), "ctx.ts: expected a number"),
+        # A string holding a JSON number is that number; any other string is not one.
+        (_line(ctx={"ts": "1700000000000"}), ("u1", _MS * 1000)),
+        (_line(ctx={"ts": "1700000000000.5"}), ("u1", _MS * 1000 + 500)),
+        (_line(ctx={"ts": "1.7e12"}), ("u1", _MS * 1000)),
+        (_line(ctx={"ts": " 1700000000000"}), "ctx.ts: expected a number"),
+        (_line(ctx={"ts": "NaN"}), "ctx.ts: expected a number"),
+        (_line(ctx={"ts": "1700000000000\n"}), "ctx.ts: expected a number"),
+        (_line(ctx={"ts": "soon"}), "ctx.ts: expected a number"),
         (_line(ctx={"ts": True}), "ctx.ts: expected a number"),
         (_line(ctx={"ts": 1e20}), "ctx.ts: epoch time out of range (years 0002-9998)"),
         (_line(ctx={"ts": -1e15}), "ctx.ts: epoch time out of range (years 0002-9998)"),

@@ -25,6 +25,7 @@ from sessionize.errors import ConfigError
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
 from sessionize.events import rules as R
 from sessionize.events.checks import bad_gap, gap_us, out_of_range, too_far_ahead
+from sessionize.events.number_text import text_number
 from sessionize.events.rules import ISO_8601
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.parsing import invalid_sources, now_column
@@ -138,18 +139,25 @@ def _time(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
         return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad).when(
             out_of_range(ts), outside
         )
+    bad = F.lit(f"{path} is not an epoch time ({fmt}, years {R.TIME_YEARS})")
     if isinstance(dtype, _INTEGRAL):
         number = column.cast("long")
-    elif isinstance(dtype, T.StringType):
-        number = F.when(column.rlike(_INTEGER_TEXT), column.try_cast("long"))
-    else:
-        raise _wrong(path, dtype, f"an integer ({fmt})")
-    low, high = _EPOCH_RANGE[fmt]
-    ok = number.between(low, high)
-    to_ts = F.timestamp_seconds if fmt == "epoch-s" else F.timestamp_millis
-    ts = F.when(ok, to_ts(number))
-    bad = F.lit(f"{path} is not an epoch time ({fmt}, years {R.TIME_YEARS})")
-    return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad)
+        low, high = _EPOCH_RANGE[fmt]
+        to_ts = F.timestamp_seconds if fmt == "epoch-s" else F.timestamp_millis
+        ts = F.when(number.between(low, high), to_ts(number))
+        return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad)
+    if not isinstance(dtype, T.StringType | T.NumericType):
+        raise _wrong(path, dtype, f"a number ({fmt})")
+    # A fraction or a numeric string: read as JSON lines read it (events/number_text.py),
+    # the fraction rounded to the microsecond.
+    text = isinstance(dtype, T.StringType)
+    number = text_number(column) if text else column.cast("double")
+    us = F.round(number * F.lit(float(R.EPOCH_UNIT_US[fmt])))
+    ts = F.when(us.between(float(R.MIN_US), float(R.MAX_US)), F.timestamp_micros(us.cast("long")))
+    reason = F.when(column.isNull(), missing)
+    if text:
+        reason = reason.when(number.isNull(), F.lit(R.expected(path, R.NUMBER)))
+    return ts, reason.when(ts.isNull(), bad)
 
 
 def _string(path: str, column: Column, dtype: T.DataType) -> Column:
@@ -216,8 +224,10 @@ def _carried_columns(
             column, dtype = found
             if isinstance(dtype, T.NumericType):
                 value = column.cast("double").cast("string")
-            elif isinstance(dtype, T.StringType):  # never a number: invalid on conversions
-                bad = (action == c.action) & column.isNotNull()
+            elif isinstance(dtype, T.StringType):  # numeric strings; others: invalid there
+                number = F.when(column.rlike(R.NUMBER_JAVA), column)
+                value = number
+                bad = (action == c.action) & column.isNotNull() & number.isNull()
                 reason = F.coalesce(reason, F.when(bad, F.lit(f"{c.value}: expected a number")))
             else:
                 raise _wrong(c.value, dtype, "a number")
@@ -236,12 +246,17 @@ def _rule_columns(schema: T.StructType, mapping: EventMapping) -> tuple[list[Col
     if mapping.gap:
         found = resolve(schema, mapping.gap)
         seconds = F.lit(None).cast("double")
-        if found is not None and not isinstance(found[1], T.NullType):
+        not_number = F.lit(None).cast("string")
+        if found is not None and isinstance(found[1], T.StringType):  # numeric strings
+            seconds = text_number(found[0])
+            wrong = found[0].isNotNull() & seconds.isNull()
+            not_number = F.when(wrong, F.lit(R.expected(mapping.gap, R.NUMBER)))
+        elif found is not None and not isinstance(found[1], T.NullType):
             if not isinstance(found[1], T.NumericType):
                 raise _wrong(mapping.gap, found[1], "a number of seconds")
             seconds = found[0].cast("double")
         columns.append(gap_us(seconds).alias(GAP_COLUMN))
-        reason = F.when(bad_gap(seconds), F.lit(R.bad_gap(mapping.gap)))
+        reason = F.coalesce(not_number, F.when(bad_gap(seconds), F.lit(R.bad_gap(mapping.gap))))
     return columns, reason
 
 

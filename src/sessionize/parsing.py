@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sessionize.events import blocks, json_types
+from sessionize.events import number_text as N
 from sessionize.events import rules as R
 from sessionize.events.batch_time import FROM_JOB, NOW_COLUMN
 from sessionize.events.blocks import EXACT
@@ -49,12 +50,9 @@ RECORDS_SCHEMA = "value string, error string, source string"
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-_SPARK_TYPES = {
-    R.INTEGER: T.LongType(), R.STRING: T.StringType(), R.NUMBER: T.DoubleType(),
-    R.ANY: T.StringType(),
-}  # fmt: skip
-
-
+# Every other kind is read as a string: a number as its text (`json_number`), since a
+# DoubleType would refuse numeric strings, and a conversion's value as its JSON text.
+_SPARK_TYPES = {R.INTEGER: T.LongType()}
 # Parsed columns of the default mapping, in the order of schema.EVENT.
 EVENT_COLUMNS = layout().event.names
 
@@ -81,7 +79,7 @@ def _json_schema(mapping: EventMapping) -> T.StructType:
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         if kind != "object":
-            node[parts[-1]] = _SPARK_TYPES[kind]
+            node[parts[-1]] = _SPARK_TYPES.get(kind, T.StringType())
         else:
             node.setdefault(parts[-1], {})
 
@@ -115,20 +113,23 @@ def _is_integer(kind: Column) -> Column:
     return kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT")
 
 
-def _wrong_type(kind: Column, expected: str) -> Column:
+def _wrong_type(kind: Column, expected: str, text: Column | None = None) -> Column:
     ok = {
         "integer": _is_integer(kind),
         "string": kind == "STRING",
         "object": kind.startswith("OBJECT"),
-        "number": _is_integer(kind) | kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT"),
+        "number": N.number_kind(kind),
     }[expected]
+    if text is not None:  # a number may be a numeric string
+        ok = ok | N.numeric_string(kind, text)
     return kind.isNotNull() & (kind != "VOID") & ~ok
 
 
-def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Column:
+def _type_reason(mapping: EventMapping, value: Column, corrupt: Column, j: Column) -> Column:
     """The first field read whose JSON type is wrong, as `PATH: expected TYPE`, or NULL. A
     corrupt record that the exact parse rejects too is not valid JSON (e.g. a raw control
-    character inside a string, which `json_object_keys` skips over)."""
+    character inside a string, which `json_object_keys` skips over). A number may be a
+    string holding one (`j`: the parsed struct, a number field read as its text)."""
     v = json_types.parsed(value)
     out = F.when(v.isNull() & corrupt, F.lit("not a JSON object"))
     for path, expected in fields(mapping):
@@ -141,7 +142,8 @@ def _type_reason(mapping: EventMapping, value: Column, corrupt: Column) -> Colum
                 F.lit(f"{path}: integer out of range (64-bit)"),
             )
         wrong = F.lit(f"{path}: expected {R.ARTICLE[expected]}")
-        out = out.when(_wrong_type(kind, expected), wrong)
+        text = _leaf(j, path) if expected == "number" else None
+        out = out.when(_wrong_type(kind, expected, text), wrong)
     return out
 
 
@@ -156,6 +158,10 @@ def _suspect(mapping: EventMapping, j: Column, ts: Column) -> Column:
     """Whether a line may hold a field of the wrong type (see the module doc)."""
     suspect = j["_corrupt_record"].isNotNull() | ts.isNull()
     for path, kind in fields(mapping):
+        if kind == "number":  # read as text: anything but a number (or numeric string)
+            text = _leaf(j, path)
+            suspect = suspect | (text.isNotNull() & N.json_number(text).isNull())
+            continue
         if kind != "string" or path == mapping.time:
             continue  # a valid ISO time starts with a digit; any other type has no valid time
         text = _leaf(j, path)
@@ -170,9 +176,9 @@ def _time(mapping: EventMapping, j: Column) -> tuple[Column, Column]:
     if mapping.time_format == "iso8601":
         ts = F.when(raw.rlike(R.ISO_8601), F.try_to_timestamp(raw))
         return ts, F.lit(f"{mapping.time} is not an ISO-8601 timestamp")
-    # A JSON number of ms or s; a fraction is rounded to the nearest microsecond (a double
-    # holds epoch ms with µs exactly enough for that).
-    us = F.round(raw * F.lit(float(R.EPOCH_UNIT_US[mapping.time_format])))
+    # A JSON number (or numeric string) of ms or s; a fraction is rounded to the nearest
+    # microsecond (a double holds epoch ms with µs exactly enough for that).
+    us = F.round(N.json_number(raw) * F.lit(float(R.EPOCH_UNIT_US[mapping.time_format])))
     in_range = us.between(float(R.MIN_US), float(R.MAX_US))
     ts = F.when(in_range, F.timestamp_micros(us.cast("long")))
     return ts, F.lit(R.bad_time(mapping.time, mapping.time_format))
@@ -212,23 +218,24 @@ def _reason(
         .when(_leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
     )
     if mapping.gap:
-        reason = reason.when(bad_gap(_leaf(j, mapping.gap)), F.lit(R.bad_gap(mapping.gap)))
+        gap = N.json_number(_leaf(j, mapping.gap))
+        reason = reason.when(bad_gap(gap), F.lit(R.bad_gap(mapping.gap)))
     reason = _conversion_reasons(mapping, value, j, reason)
     user_reason = _user_reason(mapping, user)
     return reason if user_reason is None else F.coalesce(reason, user_reason)
 
 
 def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason: Column):
-    """A conversion's event whose value is there but not a JSON number (a string of digits
-    included) is invalid, named by the value's path; other events' values are not read."""
+    """A conversion's event whose value is there but neither a JSON number nor a string
+    holding one is invalid, named by the value's path; other events' values are not read."""
     action = F.coalesce(_leaf(j, mapping.action), F.lit("view"))
     for c in mapping.content.conversions:
         if not c.value:
             continue
         kind = _type_of(json_types.parsed(value), c.value)
-        number = _is_integer(kind) | kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT")
+        number = N.number_kind(kind) | N.numeric_string(kind, _leaf(j, c.value))
         mine = (action == c.action) & _leaf(j, c.value).isNotNull()
-        # A number beyond doubles (1e309) reads as the text "Infinity": never a value.
+        # A number beyond doubles (1e309, or "1e309") reads as Infinity: never a value.
         as_double = _leaf(j, c.value).try_cast("double")
         finite = as_double.isNotNull() & ~F.isnan(as_double) & ~as_double.isin(
             float("inf"), float("-inf")
@@ -461,7 +468,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     # those with no `value`) there is no field to check; else every such row, having no
     # time, would be suspect and pay for the exact parse of nothing.
     wrong = F.when(F.col("value").isNotNull() & suspect,
-                   _type_reason(mapping, F.col("value"), corrupt))  # fmt: skip
+                   _type_reason(mapping, F.col("value"), corrupt, F.col("j")))  # fmt: skip
     steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
@@ -469,6 +476,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     j = F.col("j")
     user = _leaf(j, mapping.user)
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
+    gap = N.json_number(_leaf(j, mapping.gap)) if mapping.gap else None
     output = [
         user.alias("user_id"),
         ts.alias("event_time"),
@@ -476,7 +484,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
         F.coalesce(_leaf(j, mapping.action), F.lit("view")).alias("action"),
         *(_leaf(j, path).alias(name) for name, path in mapping.keep),
         *([_leaf(j, mapping.change).alias(CHANGE_COLUMN)] if mapping.change else []),
-        *([gap_us(_leaf(j, mapping.gap)).alias(GAP_COLUMN)] if mapping.gap else []),
+        *([gap_us(gap).alias(GAP_COLUMN)] if gap is not None else []),
         *(_leaf(j, path).alias(name) for name, path in mapping.last),
         *(_leaf(j, path).alias(name) for name, path in mapping.mapped_pairs),
         *(_leaf(j, c.value).alias(c.value_column) for c in mapping.content.conversions if c.value),

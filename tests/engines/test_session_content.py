@@ -59,14 +59,14 @@ def _write_input(root) -> tuple[int, int]:
                 "technical": {"ua": agent}, "cart": {"id": rng.choice([None, "c1"])},
             }  # fmt: skip
             if action == "buy":
-                event["order"] = {"total": rng.choice([12.5, 3, None])}
+                event["order"] = {"total": rng.choice([12.5, 3, None, "7.25"])}  # text too
             if action == "click":
                 event["order"] = {"total": "not read: not a conversion"}
             bots += agent == BOT
             hour, quarter = (t - H0) // timedelta(hours=1), t.minute // 15
             files.setdefault((hour, quarter), []).append(json.dumps(event))
     bad = {"user_id": 999, "event_time": "2026-11-01T00:30:00Z", "action": "buy",
-           "page": {"current": "a"}, "order": {"total": "12"}}  # fmt: skip
+           "page": {"current": "a"}, "order": {"total": "twelve"}}  # fmt: skip
     files[(0, 2)].append(json.dumps(bad))
     invalid += 1
     for n, ((hour, quarter), lines) in enumerate(sorted(files.items())):
@@ -194,11 +194,13 @@ def test_typed_columns_conversion_values(spark):
     from sessionize.columns import parse_columns
 
     rows = [(1, "2026-11-01T00:00:00Z", "a", "buy", "12"), (2, "2026-11-01T00:00:00Z", "a",
-            "view", "n/a"), (3, "2026-11-01T00:00:00Z", "a", "buy", None)]  # fmt: skip
+            "view", "n/a"), (3, "2026-11-01T00:00:00Z", "a", "buy", None),
+            (4, "2026-11-01T00:00:00Z", "a", "buy", "n/a")]  # fmt: skip
     df = spark.createDataFrame(rows, "user_id long, event_time string, `page.current` string, "
                                "action string, `order.total` string")  # fmt: skip
     out = {r["user_id"]: r for r in parse_columns(df, MAPPING).collect()}
-    assert out[1]["reason"] == "order.total: expected a number"  # a string is never one
+    assert out[1]["reason"] is None and out[1]["purchase_value_json"] == "12"  # numeric string
+    assert out[4]["reason"] == "order.total: expected a number"
     assert out[2]["reason"] is None and out[3]["reason"] is None
     df = spark.createDataFrame([(1, "2026-11-01T00:00:00Z", "a", "buy", 2.5)],
                                "user_id long, event_time string, `page.current` string, "

@@ -87,6 +87,18 @@ def epoch_us(number: float | int, unit_us: int, limits: bool = True) -> int | No
     return int(rounded)
 
 
+# A string holding a JSON number is that number wherever a number is read (written here
+# from JSON's grammar, not taken from the code under test).
+_NUMBER_STRING = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def _number(value: object) -> object:
+    """A numeric string as the float it writes; any other value as it is."""
+    if isinstance(value, str) and _NUMBER_STRING.fullmatch(value):
+        return float(value)
+    return value
+
+
 def _get(doc: dict, path: str) -> object:
     node: object = doc
     for part in path.split("."):
@@ -141,6 +153,7 @@ def read_line(line: str, m: EventMapping, now_us: int | None, max_future_us: int
             return f"{path}: expected an object", None
         if kind == "string" and not isinstance(value, str):
             return f"{path}: expected a string", None
+        value = _number(value) if kind == "number" else value
         if kind == "number" and (isinstance(value, bool) or not isinstance(value, int | float)):
             return f"{path}: expected a number", None
         if kind == "integer":
@@ -164,20 +177,20 @@ def read_line(line: str, m: EventMapping, now_us: int | None, max_future_us: int
         if not MIN_US <= us <= MAX_US:
             return f"{m.time}: time out of range (years 0002-9998)", None
     else:
-        us = epoch_us(time, 1_000 if m.time_format == "epoch-ms" else 1_000_000)
+        us = epoch_us(_number(time), 1_000 if m.time_format == "epoch-ms" else 1_000_000)
         if us == OPEN:
             return OPEN
         if us is None:
             return f"{m.time}: epoch time out of range (years 0002-9998)", None
     if page is None:
         return f"missing {m.page}", None
-    gap = _get(doc, m.gap) if m.gap else None
+    gap = _number(_get(doc, m.gap)) if m.gap else None
     gap_us = None
     if gap is not None:
         gap_us = epoch_us(gap, 1_000_000, limits=False)
         if gap_us == OPEN:
             return OPEN
-        if not 0 < gap_us <= 30 * 86_400_000_000:
+        if gap_us is None or not 0 < gap_us <= 30 * 86_400_000_000:
             return f"{m.gap}: expected a number of seconds above 0 and at most 30 days", None
     if m.string_keys and user == "":
         return f"{m.user}: empty string", None

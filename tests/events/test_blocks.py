@@ -48,6 +48,13 @@ iso_times = st.builds(
     st.sampled_from(["", ".5", ".123456789", ".1234567"]),
     st.sampled_from(["", "Z", "+02:00", "-0530", "+18:00", "+18:01", "+19:00", "z", "+02", "\n"]),
 )  # fmt: skip
+# Numbers written as strings, and strings that look like numbers but are not JSON's.
+number_strings = st.one_of(
+    st.integers(-(2**70), 2**70).map(str), st.floats(allow_nan=False).map(repr),
+    st.sampled_from(["1793527200000", "1793527200000.5", "49.90", "-0", "1e3", "1E+2", "0.0",
+                     "01", "1.", ".5", "+1", " 1", "1 ", "1\n", "NaN", "Infinity", "1e400",
+                     "0x10", "1_000", "", "١٢"]),
+)  # fmt: skip
 times = st.one_of(
     iso_times, st.sampled_from(["2026-11-01T10:00:00Z", "2026-11-02T10:00:00.000001Z"]),
     st.sampled_from(["0001-12-31T23:59:59.999999Z", "0002-01-01T00:00:00Z",
@@ -57,13 +64,13 @@ times = st.one_of(
                      253_370_764_800_000]),
     st.integers(-(2**63), 2**63), st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([1_793_527_200_000, 253_402_300_800_000, 0.0005, -0.0015, 1e300]),
-    json_values,
+    number_strings, json_values,
 )  # fmt: skip
 users = st.one_of(st.integers(-(2**64), 2**64), st.text(max_size=6), json_values)
 pages = st.one_of(st.text(max_size=6), json_values)
 gaps = st.one_of(
     st.floats(allow_nan=False), st.integers(-5, 3_000_000), st.sampled_from([0, 1e-7, 2592000]),
-    json_values,
+    number_strings, st.sampled_from(["60", "90.5", "2592000", "2592000.1"]), json_values,
 )  # fmt: skip
 
 
@@ -259,3 +266,26 @@ def test_a_first_field_the_plan_calls_refused_is_refused_by_pyarrow():
                 line = (prefix + " " + _VALUE_STARTING_WITH.get(char, char + "1") + "}").encode()
                 if not allowed[line[len(prefix) + 1]]:
                     assert isinstance(blocks._read(plan, pa.py_buffer(line)), str), line
+
+
+def test_numeric_strings_are_the_numbers_they_write_in_runs_and_mixed():
+    """A block of epoch times and gaps written as strings is read here, not left line by
+    line to the exact path; numbers and numeric strings may alternate; a string that is
+    not a JSON number is left to the exact path, which names it."""
+    def line(ts, gap=None) -> str:
+        doc = {"who": {"id": "u"}, "ts": ts, "page": {"current": "p"}}
+        return json.dumps(doc if gap is None else {**doc, "idle": {"after": gap}})
+
+    strings = [line(str(1_793_527_200_000 + i), "60") for i in range(5000)]
+    rows = _read(strings, STRING_EPOCH)
+    assert not any(r[blocks.EXACT] for r in rows)
+    assert [r["event_time"] for r in rows[:2]] == [1_793_527_200_000_000, 1_793_527_200_001_000]
+    assert {r["gap_us"] for r in rows} == {"60000000"}
+    mixed = [line("1793527200000.5"), line(1_793_527_200_000), line("1.7935272e12", 90.5),
+             line("abc"), line("NaN"), line(" 1793527200000"), line(1_793_527_200_000, "x")]
+    rows = _read(mixed, STRING_EPOCH)
+    assert [r[blocks.EXACT] for r in rows] == [False, False, False, True, True, True, True]
+    assert [r["event_time"] for r in rows[:3]] == [
+        1_793_527_200_000_500, 1_793_527_200_000_000, 1_793_527_200_000_000,
+    ]  # fmt: skip
+    assert rows[2]["gap_us"] == "90500000"

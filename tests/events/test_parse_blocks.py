@@ -62,10 +62,14 @@ def test_a_conversion_value_mapping_equals_sparks_parse(spark):
         head + ', "action": "view", "order": {"total": "n/a"}}',
         head + "}",
         "not json",
+        head + ', "action": "buy", "order": {"total": "n/a"}}',
+        head + ', "action": "buy", "order": {"total": "49.90"}}',
+        head + ', "action": "buy", "order": {"total": true}}',
     ]
     _same(spark, lines, mapping)
     raw = spark.createDataFrame([(line, None, "s") for line in lines],
                                 "value string, error string, source string")  # fmt: skip
     reasons = [r["reason"] for r in parse(raw, now=NOW_US, max_future_us=DAY_US,
                                           mapping=mapping).collect()]  # fmt: skip
-    assert reasons == [None, "order.total: expected a number", None, None, "not a JSON object"]
+    expected = "order.total: expected a number"
+    assert reasons == [None, None, None, None, "not a JSON object", expected, None, expected]

@@ -12,7 +12,12 @@ its type (both given to pyarrow as `{}`, so every line keeps its row and the col
 no reordering; the second kind would make pyarrow refuse its block after reading the lines
 before it), rows where pyarrow read a NaN or an infinity at any depth (`NaN`, `Inf`,
 `Infinity`: numbers to pyarrow, not to Spark), a time that ends in a line break or names the
-year 0, and a gap too large to be one. What the reader
+year 0, and a gap too large to be one. A number field (an epoch time, a gap) may hold
+numeric strings (`"49.90"`, `rules.NUMBER_TEXT`): pyarrow reads a field as numbers or as
+strings, so a block whose first row holds the other kind is read again with the field as
+that kind (`_switched`; the next block starts as the last one read), the strings turned
+into the numbers they write; a string that is not a number is left to the exact path,
+which names it. What the reader
 accepts is judged here, vectorized, with the reasons and in the order of docs/design.md
 ("Events"): a missing user or time, a time that is not one, a missing page, a bad gap, a
 string id that cannot be a key, a time too far ahead of the batch.
@@ -34,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from sessionize.events import rules as R
+from sessionize.events.number_text import numbers_of_texts
 from sessionize.events.times import (
     epoch_micros,
     exact_times,
@@ -61,7 +67,7 @@ _NULL = pa.scalar(None, pa.string())
 # infinities are numbers to pyarrow), and JSON's spaces, which a value may follow.
 _SPACES = b" \t\r\n"
 _FIRST_BYTES = {
-    "int64": b"-0123456789n" + _SPACES, "double": b"-0123456789nNI" + _SPACES,
+    "int64": b"-0123456789n" + _SPACES, "double": b'-0123456789nNI"' + _SPACES,
     "string": b'"n' + _SPACES, "struct": b"{n" + _SPACES,
 }  # fmt: skip
 # A line nested deeper than this is left to the exact path: Spark's reader refuses deep
@@ -80,15 +86,20 @@ class BlockPlan:
     # (`{"KEY":`, whether pyarrow may accept a value of KEY's type starting with each byte) of the
     # top-level fields read: a line starting so with another byte is certainly refused.
     firsts: tuple[tuple[str, bytes], ...]
+    # The number fields read as JSON strings (numeric strings, `rules.NUMBER_TEXT`): pyarrow
+    # reads a field as numbers or as strings, never both, so a block holding numeric
+    # strings is read again with that field as text (`_switched`).
+    as_text: frozenset[str] = frozenset()
 
 
-def _tree(fields: tuple[tuple[str, str], ...]) -> pa.Schema:
+def _tree(fields: tuple[tuple[str, str], ...], as_text: frozenset[str] = frozenset()) -> pa.Schema:
     tree: dict = {}
     for path, kind in fields:
         node = tree
         parts = path.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
+        kind = R.STRING if path in as_text else kind
         node.setdefault(parts[-1], {} if kind == R.OBJECT else _ARROW_TYPES[kind])
 
     def struct(node: dict) -> list[pa.Field]:
@@ -119,6 +130,34 @@ def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
     return BlockPlan(m, read, rules, pa.schema(out), firsts)
 
 
+@functools.lru_cache(maxsize=64)
+def _with_text(p: BlockPlan, as_text: frozenset[str]) -> BlockPlan:
+    """`p` with the number fields `as_text` read as JSON strings."""
+    read = _tree(R.read_fields(p.mapping), as_text)
+    return BlockPlan(p.mapping, read, p.rules, p.schema, p.firsts, as_text)
+
+
+# pyarrow's refusal of a block whose field holds the other kind than it was told to read.
+_OTHER_KIND = re.compile(r"Column\((/[^)]*)\) changed from (number|string) to (string|number) "
+                         r"in row 0$")  # fmt: skip
+
+
+def _switched(p: BlockPlan, error: str) -> BlockPlan | None:
+    """The plan that reads a number field as the kind pyarrow met in the first row of a
+    refused block (numbers or numeric strings), or None: the block is refused otherwise."""
+    found = _OTHER_KIND.search(error)
+    if found is None:
+        return None
+    column, was, met = found.groups()
+    for r in p.rules:
+        if r.kind == R.NUMBER and "/" + r.path.replace(".", "/") == column:
+            if was == "number" and met == "string" and r.path not in p.as_text:
+                return _with_text(p, p.as_text | {r.path})
+            if was == "string" and met == "number" and r.path in p.as_text:
+                return _with_text(p, p.as_text - {r.path})
+    return None
+
+
 def _kind(kind: pa.DataType) -> str:
     return "struct" if pa.types.is_struct(kind) else str(kind)
 
@@ -140,6 +179,9 @@ def _read(p: BlockPlan, data: pa.Buffer) -> dict[str, pa.Array] | str:
         top = {name: table.column(name).combine_chunks() for name in p.read.names}
         got = {r.path: _leaf(top, r.path) for r in p.rules}
         got[NOT_FINITE] = _not_finite_rows(table)
+        for path in p.as_text:  # numeric strings as numbers; other strings: the exact path
+            got[path], odd = numbers_of_texts(got[path])
+            got[NOT_FINITE] = pc.or_(got[NOT_FINITE], odd)
         return got
     except pa.ArrowException as exc:  # whatever pyarrow fails on goes to the exact path
         return str(exc)
@@ -204,32 +246,39 @@ def _deeper_than(schema: pa.Schema, limit: int) -> bool:
     return False
 
 
-def _accepted(p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
-              out: list[tuple[int, dict[str, pa.Array]]]) -> None:  # fmt: skip
+def _accepted(
+    p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
+    out: list[tuple[int, dict[str, pa.Array]]], switches: int = 0,
+) -> BlockPlan:  # fmt: skip
     """Read lines lo..hi-1 (`ends`: each line's end in `data`, newline included); append
-    (first line, table) of what is read; lines refused alone are left out."""
+    (first line, table) of what is read; lines refused alone are left out. Returns the plan
+    that read last: a block of numeric strings is read with them as text (`_switched`,
+    at most twice per number field and range), and so is the next block."""
     start = 0 if lo == 0 else int(ends[lo - 1])
     got = _read(p, data.slice(start, int(ends[hi - 1]) - start))
     if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
         out.append((lo, got))
-        return
+        return p
+    other = _switched(p, got) if isinstance(got, str) else None
+    if other is not None and switches < 2 * len(p.rules):
+        return _accepted(other, data, ends, lo, hi, out, switches + 1)
     if hi - lo == 1:
-        return
+        return p
     if hi - lo <= _SPLIT_LINES:
         for i in range(lo, hi):
-            _accepted(p, data, ends, i, i + 1, out)
-        return
+            p = _accepted(p, data, ends, i, i + 1, out)
+        return p
     at = _ROW.search(got) if isinstance(got, str) else None
     row = int(at.group(1)) if at else 0
     if 0 < row < hi - lo:  # the rows before it were read; the row itself alone
-        _accepted(p, data, ends, lo, lo + row, out)
-        _accepted(p, data, ends, lo + row, lo + row + 1, out)
+        p = _accepted(p, data, ends, lo, lo + row, out)
+        p = _accepted(p, data, ends, lo + row, lo + row + 1, out)
         if lo + row + 1 < hi:
-            _accepted(p, data, ends, lo + row + 1, hi, out)
-        return
+            p = _accepted(p, data, ends, lo + row + 1, hi, out)
+        return p
     mid = (lo + hi) // 2
-    _accepted(p, data, ends, lo, mid, out)
-    _accepted(p, data, ends, mid, hi, out)
+    p = _accepted(p, data, ends, lo, mid, out)
+    return _accepted(p, data, ends, mid, hi, out)
 
 
 def _leaf(top: dict[str, pa.Array], path: str) -> pa.Array:
@@ -259,8 +308,9 @@ def _parse_lines(
     ends = offsets[1:] - offsets[0] + np.arange(1, n + 1)  # each line's end, its break included
     ends[-1:] -= 1  # the last line has none
     parts: list[tuple[int, dict[str, pa.Array]]] = []
+    reading = p  # the plan of the last block: numeric strings come in runs
     for lo in range(0, n, _BLOCK_LINES):
-        _accepted(p, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
+        reading = _accepted(reading, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
     read = np.zeros(n, bool)
     for first, got in parts:
         read[first : first + len(got[p.mapping.user])] = ~got[NOT_FINITE].to_numpy(

@@ -29,6 +29,14 @@ TIME_YEARS = "0002-9998"
 MIN_US, MAX_US = -62_104_060_800_000_000, 253_370_764_799_999_999
 # So `--gap`, `--lateness` and `--max-duration` are at most a year.
 assert MAX_RULE_US <= 365 * 86_400_000_000 and MAX_EVENT_GAP_US <= MAX_RULE_US
+# A JSON number written as a string: wherever a number is mapped (epoch times, a
+# `--gap-field`, a conversion's value) a string that holds exactly one (`"49.90"`,
+# `"1.7e12"`; no spaces, `+`, `NaN` or `Infinity`) is read as that number. Anchored for RE2
+# and Python (`$`: the end of the text) and for Java (`\z`: Java's `$` also matches
+# before a final line break).
+NUMBER_TEXT = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+NUMBER_RE2 = f"^{NUMBER_TEXT}$"
+NUMBER_JAVA = f"^{NUMBER_TEXT}\\z"
 EPOCH_UNIT_US = {"epoch-ms": 1_000, "epoch-s": 1_000_000}
 # A string user id that may be a store key: 1 to this many bytes of UTF-8.
 KEY_BYTES = MAX_USER_KEY_BYTES

@@ -39,12 +39,18 @@ _BATCH_ROWS = 64 * 1024
 
 
 def _fields(mapping: EventMapping) -> dict[str, tuple[str, bool]]:
-    """path -> (kind, required): what each mapped field must be in a file."""
-    user = "integer" if mapping.user_type == "long" else "string"
-    time = "time" if mapping.time_format == "iso8601" else "integer"
-    out = {mapping.user: (user, True), mapping.time: (time, True), mapping.page: ("string", True)}
-    for path in (mapping.action, *(p for _, p in mapping.keep)):
+    """path -> (kind, required): what each mapped field must be in a file. A number (an
+    epoch time, a gap, a conversion's value) is given as its text, so that a file of
+    numbers and one of numeric strings give one schema (`columns` reads both alike)."""
+    m = mapping
+    user = "integer" if m.user_type == "long" else "string"
+    time = "time" if m.time_format == "iso8601" else "number"
+    out = {m.user: (user, True), m.time: (time, True), m.page: ("string", True)}
+    strings = (m.action, *(p for _, p in (*m.keep, *m.last, *m.mapped_pairs)), m.change)
+    for path in filter(None, strings):
         out.setdefault(path, ("string", False))
+    for path in filter(None, (m.gap, *(c.value for c in m.content.conversions))):
+        out.setdefault(path, ("number", False))
     clash = sorted(set(out) & set(SIDE))
     if clash:
         raise ConfigError(f"a mapped field cannot be named {clash[0]} in Parquet input")
@@ -53,7 +59,8 @@ def _fields(mapping: EventMapping) -> dict[str, tuple[str, bool]]:
 
 def output_schema(mapping: EventMapping) -> pa.Schema:
     """The fixed schema every file's rows are given in: one column per mapped path."""
-    arrow = {"integer": pa.int64(), "string": pa.string(), "time": pa.string()}
+    arrow = {"integer": pa.int64(), "string": pa.string(), "time": pa.string(),
+             "number": pa.string()}  # fmt: skip
     fields = [pa.field(path, arrow[kind]) for path, (kind, _) in _fields(mapping).items()]
     return pa.schema([*fields, *(pa.field(name, pa.string()) for name in SIDE)])
 
@@ -74,7 +81,8 @@ def _find(batch: pa.RecordBatch, path: str) -> pa.Array | None:
     return None
 
 
-_EXPECTED = {"integer": "an integer", "string": "a string", "time": "a timestamp or a string"}
+_EXPECTED = {"integer": "an integer", "string": "a string", "time": "a timestamp or a string",
+             "number": "a number or a string"}  # fmt: skip
 
 
 def _convert(array: pa.Array, kind: str) -> pa.Array:
@@ -85,7 +93,10 @@ def _convert(array: pa.Array, kind: str) -> pa.Array:
     if kind == "integer" and pa.types.is_integer(t):
         return array.cast(pa.int64())  # safe: a uint64 beyond int64 raises
     text = pa.types.is_string(t) or pa.types.is_large_string(t)
-    if text and kind in ("string", "time"):
+    if text and kind in ("string", "time", "number"):
+        return array.cast(pa.string())
+    if kind == "number" and (pa.types.is_integer(t) or pa.types.is_floating(t)
+                             or pa.types.is_decimal(t)):  # fmt: skip
         return array.cast(pa.string())
     if kind == "time" and pa.types.is_timestamp(t):
         # A timestamp without a time zone is UTC, as an ISO-8601 time without an offset.
