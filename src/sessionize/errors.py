@@ -11,6 +11,11 @@ class SessionizeError(Exception):
     """A failure with a message written for the person running the job."""
 
 
+class MappingWarning(UserWarning):
+    """A mapped path matched nothing in a run's first events (engines/mapping_check.py):
+    warned in Python (`warnings`) besides the line the run prints."""
+
+
 class ConfigError(SessionizeError):
     """A flag or setting is wrong; the message says which and what is accepted."""
 

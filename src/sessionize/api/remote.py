@@ -14,7 +14,7 @@ from collections.abc import Callable, MutableSequence
 
 from sessionize.engines.progress import read_progress
 from sessionize.engines.session_report import session_line
-from sessionize.engines.warnings import batch_warnings
+from sessionize.engines.warnings import batch_warnings, mapping_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 
 
@@ -57,6 +57,7 @@ class ProgressTail:
             self.on_batch(session_line(label, record))
             for warning in batch_warnings(label, record, {}):  # reasons stay on the server
                 self.on_batch(warning)
+            mapping_warnings(record, self.on_batch)
 
     def _read(self) -> list[dict]:
         return read_progress(self.path) if self.path else []

@@ -478,6 +478,12 @@ def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clear line on stderr and exit code 2 for every failure."""
+    import warnings
+
+    from sessionize.errors import MappingWarning
+
+    # The run prints these as lines of its own: Python's copy would repeat them.
+    warnings.filterwarnings("ignore", category=MappingWarning)
     failures.DEBUG, failures.COMMAND = False, None
     with failures.StderrLog():
         _run(argv)

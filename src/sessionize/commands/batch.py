@@ -242,6 +242,7 @@ def _run(
                 first=new_state and i == 0,
                 end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
                 now_us=now_us,
+                last=i == len(hours) - 1,  # the mapping is judged by then at the latest
             )
             runner.run(raw, request)
     finally:

@@ -17,6 +17,8 @@ from sessionize.engines.checkpoint import (
     recorded,
     seen_files,
 )
+from sessionize.engines.mapping_check import RECORD_KEY as CHECK_KEY
+from sessionize.engines.mapping_check import warning_lines
 from sessionize.engines.progress import read_progress
 from sessionize.engines.runner import ENGINE_TOTALS
 from sessionize.errors import ConfigError
@@ -88,6 +90,8 @@ def _last(progress_log: str) -> dict:
     if not records:
         return {"last_batch": None}
     last = records[-1]
+    checked = next((r for r in reversed(records) if CHECK_KEY in r), None)
+    unmatched = checked[CHECK_KEY]["unmatched"] if checked else []
     batch = last.get("batch", {})
     totals = last.get("totals", {})
     return {
@@ -99,6 +103,8 @@ def _last(progress_log: str) -> dict:
         "totals": {k: totals.get(k) for k in (*ENGINE_TOTALS, *TOTALED)},
         # a processor's own, summed over the job (a gauge: its value now)
         "counters": totals.get("counters", {}),
+        # the mapped paths the last run's check found in none of its first events
+        **({"unmatched_fields": unmatched} if unmatched else {}),
     }
 
 
@@ -140,6 +146,7 @@ def describe(status: dict) -> list[str]:
         )
         mine = "".join(f", {v:,} {k}" for k, v in sorted(status.get("counters", {}).items()))
         lines.append("totals: " + totals_line(status["totals"]) + mine)
+    lines += warning_lines({CHECK_KEY: {"unmatched": status.get("unmatched_fields", [])}})
     ahead = status.get("input_ahead")
     if ahead and "unread" in ahead:
         u = ahead["unread"]

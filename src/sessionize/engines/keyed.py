@@ -66,6 +66,11 @@ class KeyedSettings:
     epoch: int | None = None  # the driver's lease epoch (state/lease.py); None: unfenced
     output_format: str = "parquet"
 
+    def input_counts(self, rows: pa.Table) -> dict[str, int]:
+        """What the job counts of a partition's valid input rows, added up over the batch
+        (`BatchResult.seen`): nothing for a processor's job."""
+        return {}
+
     @property
     def processor_outputs(self) -> tuple[str, ...]:
         """The processor's outputs: the declared ones and the late output (what its
@@ -235,8 +240,12 @@ class KeyedEngine(Engine):
             self.settings.partitions,
         )  # fmt: skip
         fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
+        seen: dict[str, int] = {}
+        for c in counts:
+            for k, v in c["seen"].items():
+                seen[k] = seen.get(k, 0) + v
         return BatchResult(self._batch(counts, records), basis.plan(latest).watermark_after,
-                           fields)  # fmt: skip
+                           fields, seen)  # fmt: skip
 
     def _marked(self, raw: DataFrame, request: BatchRequest, marks: pa.Array) -> DataFrame:
         """The batch's input rows with the batch marks of `marks`."""

@@ -59,10 +59,12 @@ TASK_FIELDS = ("partition", *CORE_COUNTS, "dropped", *STORE_MEASURES, "records",
 # What a task returns: its counts, and the processor's counters as one JSON text (their
 # names are the processor's). A Spark type, not DDL text: Spark would parse the text in the
 # JVM for every batch's job.
-_TASK_ARROW = pa.schema([*((k, pa.int64()) for k in TASK_FIELDS), ("counters", pa.string())])
+# And what the job counts of its valid input (`PartitionJob.input_counts`), as JSON too.
+_TASK_ARROW = pa.schema([*((k, pa.int64()) for k in TASK_FIELDS), ("counters", pa.string()),
+                         ("seen", pa.string())])  # fmt: skip
 TASK_SCHEMA = T.StructType(
     [*(T.StructField(k, T.LongType()) for k in TASK_FIELDS),
-     T.StructField("counters", T.StringType())]
+     T.StructField("counters", T.StringType()), T.StructField("seen", T.StringType())]
 )  # fmt: skip
 EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
 
@@ -80,6 +82,7 @@ class PartitionJob(Protocol):
     @property
     def invalid_output(self) -> str: ...
     def split_input(self, rows: pa.Table | None) -> tuple[pa.Table, pa.Table]: ...
+    def input_counts(self, rows: pa.Table) -> dict[str, int]: ...
     def open_state(self) -> StateBackend: ...
     def sink(self) -> Sink: ...
 
@@ -169,6 +172,7 @@ def _counts_batch(counts: dict) -> pa.RecordBatch:
     no lines and no latest event time)."""
     columns = {k: [counts.get(k, None if k == "latest" else 0)] for k in TASK_FIELDS}
     columns["counters"] = [json.dumps(counts.get("counters", {}))]
+    columns["seen"] = [json.dumps(counts.get("seen", {}))]
     return pa.RecordBatch.from_pydict(columns, schema=_TASK_ARROW)
 
 
@@ -178,6 +182,7 @@ def run_partition(
     """Steps 1-6 of the module doc for one partition; returns the task's counts."""
     d = declared(settings.processor)
     rows, invalid = settings.split_input(rows)
+    seen = settings.input_counts(rows)
     backend = settings.open_state()
     store = backend.open(settings.job, partition, plan.previous, epoch=settings.epoch)
     try:
@@ -214,7 +219,7 @@ def run_partition(
     counters = {**result.counters, **{g: meta[g] for g in settings.processor.gauges}}
     return {
         "partition": partition, **result.counts, "invalid": invalid.num_rows,
-        "counters": counters,
+        "counters": counters, "seen": seen,
         "store_rows_loaded": m.rows_loaded, "store_rows_written": m.rows_written,
         "state_round_trips": m.round_trips, "state_bytes_read": m.bytes_read,
         "state_bytes_written": m.bytes_written, "state_load_us": int(m.load_ms * 1000),
@@ -272,6 +277,7 @@ def collect_partitions(
         counts += [r.asDict() for r in rows]
     for c in counts:
         c["counters"] = json.loads(c["counters"])
+        c["seen"] = json.loads(c["seen"])
     return counts, records, latest
 
 

@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sessionize.config import retained_batches
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.spark_logs import COMPACT_CONF, STREAM_CONFS
-from sessionize.engines.warnings import batch_warnings
+from sessionize.engines.warnings import batch_warnings, mapping_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
@@ -74,6 +74,7 @@ class BatchRequest:
     first: bool = False
     end_watermark: int | None = None
     now_us: int | None = None  # the batch's time, the same on every attempt (--max-future)
+    last: bool = False  # the run's last batch, known in advance (batch mode's last hour)
 
 
 @dataclass
@@ -83,6 +84,7 @@ class BatchResult:
     counters: dict[str, int]
     watermark: int | None
     fields: dict[str, object] = field(default_factory=dict)  # engine-specific record fields
+    seen: dict[str, int] = field(default_factory=dict)  # what the job counts of its input
 
 
 class Engine(ABC):
@@ -180,6 +182,7 @@ class BatchRunner:
         for warning in batch_warnings(label, record, self._invalid_reasons,
                                       self.engine.invalid_output):  # fmt: skip
             self.on_batch(warning)
+        mapping_warnings(record, self.on_batch)
         return record
 
     def _run(self, raw: DataFrame, request: BatchRequest) -> dict:

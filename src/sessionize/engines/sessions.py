@@ -27,6 +27,8 @@ from typing_extensions import override
 from sessionize.config import SessionRules, format_duration
 from sessionize.engines.batch_marks import parse_marked
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
+from sessionize.engines.mapping_check import RECORD_KEY as CHECK_KEY
+from sessionize.engines.mapping_check import MappingCheck, count_present, input_names
 from sessionize.engines.plan_once import PlanOnce, job_property, properties_reach_jobs
 from sessionize.engines.runner import RETAIN, BatchRequest, BatchResult, Engine, Parser
 from sessionize.engines.session_report import SUMMED, session_line
@@ -100,6 +102,11 @@ class SessionSettings(KeyedSettings):
         return valid.cast(self.input_schema), invalid.cast(INVALID_EVENTS)
 
     @override
+    def input_counts(self, rows: pa.Table) -> dict[str, int]:
+        """The valid events in which each mapped path is present (engines/mapping_check.py)."""
+        return count_present(self.mapping, rows)
+
+    @override
     def row_spec(self) -> RowSpec | None:
         """What the store's rows are (None: the default, schema.STATE)."""
         spec = layout_rows(self.layout)
@@ -143,6 +150,7 @@ class SessionEngine(KeyedEngine):
         super().__init__(spark, settings, backend, lease)
         self.parser = parser  # raw records -> events and invalid rows (JSON lines by default)
         self.parse_plan = PlanOnce()
+        self.mapping_check = MappingCheck(settings.mapping)  # judged once per run
 
     def _plans_once(self, raw: DataFrame) -> bool:
         """Whether the batch's parse is built once per query (`engines/plan_once.py`)."""
@@ -153,7 +161,12 @@ class SessionEngine(KeyedEngine):
         """The batch's time travels with its job where the parse is built once per query."""
         now = "" if request.now_us is None else str(request.now_us)
         with job_property(raw, batch_time.PROPERTY, now if self._plans_once(raw) else None):
-            return super().run(raw, request, previous)
+            result = super().run(raw, request, previous)
+        check = self.mapping_check.after_batch(result.seen, request.last,
+                                               lambda: input_names(raw, self.parser))  # fmt: skip
+        if check is not None:
+            result.fields[CHECK_KEY] = check
+        return result
 
     @override
     def _marked(self, raw: DataFrame, request: BatchRequest, marks: pa.Array) -> DataFrame:

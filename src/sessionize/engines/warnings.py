@@ -1,11 +1,17 @@
 """Warnings printed after a batch's line when its counters show a mistake in the input as a
 whole rather than a few bad events: most events late (a backlog read out of order), or every
-line invalid (a field mapping that does not fit the input). Each is one line saying why and
-what to do; the batch itself is committed as usual."""
+line invalid (a field mapping that does not fit the input), or a mapped path that matched
+nothing (engines/mapping_check.py). Each is one line saying why and what to do; the batch
+itself is committed as usual."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+
 from sessionize.config import counted
+from sessionize.engines.mapping_check import warning_lines
+from sessionize.errors import MappingWarning
 
 # A batch that sends more than this share of its events to late_events gets a warning...
 LATE_SHARE = 0.5
@@ -62,6 +68,15 @@ def invalid_warning(
         f"{common}): if the input's events look right, check the field mapping (--user-field, "
         "--user-type, --time-field, --time-format, --page-field) against one of its lines"
     )
+
+
+def mapping_warnings(record: dict, say: Callable[[str], None]) -> None:
+    """Say each mapped path the batch's record judged to match nothing, in one line each,
+    and warn it in Python too (`MappingWarning`): an API user's `on_batch` may go to a log
+    no one reads."""
+    for line in warning_lines(record):
+        say(line)
+        warnings.warn(line, MappingWarning, stacklevel=2)
 
 
 def batch_warnings(

@@ -246,39 +246,39 @@ def _deeper_than(schema: pa.Schema, limit: int) -> bool:
     return False
 
 
-def _accepted(
-    p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
-    out: list[tuple[int, dict[str, pa.Array]]], switches: int = 0,
-) -> BlockPlan:  # fmt: skip
+def _accepted(p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
+              out: list[tuple[int, dict[str, pa.Array]]]) -> BlockPlan:  # fmt: skip
     """Read lines lo..hi-1 (`ends`: each line's end in `data`, newline included); append
-    (first line, table) of what is read; lines refused alone are left out. Returns the plan
-    that read last: a block of numeric strings is read with them as text (`_switched`,
-    at most twice per number field and range), and so is the next block."""
-    start = 0 if lo == 0 else int(ends[lo - 1])
-    got = _read(p, data.slice(start, int(ends[hi - 1]) - start))
-    if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
-        out.append((lo, got))
-        return p
-    other = _switched(p, got) if isinstance(got, str) else None
-    if other is not None and switches < 2 * len(p.rules):
-        return _accepted(other, data, ends, lo, hi, out, switches + 1)
-    if hi - lo == 1:
-        return p
-    if hi - lo <= _SPLIT_LINES:
-        for i in range(lo, hi):
-            p = _accepted(p, data, ends, i, i + 1, out)
-        return p
-    at = _ROW.search(got) if isinstance(got, str) else None
-    row = int(at.group(1)) if at else 0
-    if 0 < row < hi - lo:  # the rows before it were read; the row itself alone
-        p = _accepted(p, data, ends, lo, lo + row, out)
-        p = _accepted(p, data, ends, lo + row, lo + row + 1, out)
-        if lo + row + 1 < hi:
-            p = _accepted(p, data, ends, lo + row + 1, hi, out)
-        return p
-    mid = (lo + hi) // 2
-    p = _accepted(p, data, ends, lo, mid, out)
-    return _accepted(p, data, ends, mid, hi, out)
+    (first line, table) of what is read, in line order; lines refused alone are left out.
+    Returns the plan that read last: a block of numeric strings is read with them as text
+    (`_switched`, at most twice per number field and range), and so is the next block. A
+    stack of ranges, first range on top, rather than a recursion: lines that alternate
+    numbers and numeric strings split a block at every line."""
+    todo = [(lo, hi, 0)]
+    while todo:
+        lo, hi, switches = todo.pop()
+        start = 0 if lo == 0 else int(ends[lo - 1])
+        got = _read(p, data.slice(start, int(ends[hi - 1]) - start))
+        if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
+            out.append((lo, got))
+            continue
+        other = _switched(p, got) if isinstance(got, str) else None
+        if other is not None and switches < 2 * len(p.rules):
+            p = other
+            todo.append((lo, hi, switches + 1))
+        elif hi - lo == 1:
+            continue
+        elif hi - lo <= _SPLIT_LINES:
+            todo.extend((i, i + 1, 0) for i in range(hi - 1, lo - 1, -1))
+        else:
+            at = _ROW.search(got) if isinstance(got, str) else None
+            row = int(at.group(1)) if at else 0
+            if 0 < row < hi - lo:  # the rows before it were read; the row itself alone
+                todo += [(lo + row + 1, hi, 0)] if lo + row + 1 < hi else []
+                todo += [(lo + row, lo + row + 1, 0), (lo, lo + row, 0)]
+            else:
+                todo += [((lo + hi) // 2, hi, 0), (lo, (lo + hi) // 2, 0)]
+    return p
 
 
 def _leaf(top: dict[str, pa.Array], path: str) -> pa.Array:
