@@ -112,13 +112,13 @@ class SessionRules:
         )
 
 
-def check_timezone(name: str) -> None:
+def check_timezone(name: str, flag: str = "--timezone") -> None:
     """Raise a one-line ConfigError unless `name` is an IANA time zone (`Europe/Paris`)."""
     try:
         zone(name)
     except zoneinfo.ZoneInfoNotFoundError as e:
         raise ConfigError(
-            f"--timezone '{name}' is not an IANA time zone; write it like Europe/Paris or UTC"
+            f"{flag} '{name}' is not an IANA time zone; write it like Europe/Paris or UTC"
         ) from e
 
 

@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from sessionize.api.remote import ProgressTail, failure_of, quiet
 from sessionize.engines.checkpoint import batch_input, batch_timestamp_us, last_committed_batch
+from sessionize.engines.late_cause import tied_files
 from sessionize.engines.metrics import StreamMetrics
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import RETAIN, BatchRunner, Engine, await_query, start_query
@@ -74,6 +75,8 @@ def launch(
         lease=lease,
         records=kept(),
         claim=claim,
+        # a file source's ties of modification times (none for another source: no files)
+        explain_late=lambda version, previous: tied_files(checkpoint, version),
     )
     ends = [engine.sink.close, lease.release]
     if output_lease is not None:

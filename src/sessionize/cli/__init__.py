@@ -325,12 +325,16 @@ def stream(
 )  # fmt: skip
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
+@click.option(
+    "--input-timezone", default="UTC", show_default=True, metavar="ZONE",
+    help="The IANA zone whose wall hours name the hour folders (and --from, --to).",
+)  # fmt: skip
 @job_options
 @spark_options
 @max_future_option
 @mapping_options
 @input_format_option
-def batch(input_, output, from_, to, max_future, input_format, **job):
+def batch(input_, output, from_, to, input_timezone, max_future, input_format, **job):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.commands.batch import BatchOptions, run_batch
 
@@ -338,7 +342,7 @@ def batch(input_, output, from_, to, max_future, input_format, **job):
     opts = BatchOptions(
         input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format), **job_settings(**job),
-        explicit=given_settings(),
+        explicit=given_settings(extra=("input_timezone",)), input_timezone=input_timezone,
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)

@@ -116,13 +116,15 @@ def pop_mapping(params: dict) -> EventMapping:
     )
 
 
-def given_settings() -> frozenset[str]:
-    """The recorded settings (`--gap`, `--state`, the mapping, ...) given on the command
-    line, even at their default value: the others take a checkpoint's or state's record."""
+def given_settings(extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The recorded settings (`--gap`, `--state`, the mapping, ...; and a command's `extra`
+    ones) given on the command line, even at their default value: the others take a
+    checkpoint's or state's record."""
     from click.core import ParameterSource
 
     from sessionize.api.sessionizer import RECORDED
 
     ctx = click.get_current_context()
     defaults = (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-    return frozenset(n for n in RECORDED if ctx.get_parameter_source(n) not in defaults)
+    names = (*RECORDED, *extra)
+    return frozenset(n for n in names if ctx.get_parameter_source(n) not in defaults)

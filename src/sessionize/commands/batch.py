@@ -4,7 +4,9 @@ Hour H reads `INPUT/event_date=D/event_hour=HH`, continues the sessions left ope
 H-1, emits every session with `closed_at` before the end of H (its watermark), and carries
 the rest to H+1 (docs/design.md, "Semantics", item 5). Versions and output batch ids are the hour
 written as the integer YYYYMMDDHH (2026110109 for 2026-11-01T09), so output rows say which
-hour wrote them.
+hour wrote them. The folders, `--from` and `--to` are wall hours of `--input-timezone`
+(default UTC; `sources/hours.py`): on a daylight saving day an hour holds two hours of
+instants, or none and is skipped.
 
 Sequential: H runs only on top of a committed H-1, except the first hour of a new state.
 Reprocessing: `--from H` with H already committed first retires every output batch >= H,
@@ -18,36 +20,46 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pyspark.sql import SparkSession
 
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import engine_settings, progress_path, recorded_state, state_uri
 from sessionize.commands.placement import warn_local_paths
-from sessionize.config import DEFAULT_RULES_RECORD, SessionRules, describe_differences
+from sessionize.config import (
+    DEFAULT_RULES_RECORD,
+    SessionRules,
+    check_timezone,
+    describe_differences,
+)
 from sessionize.engines.checkpoint import OUTPUT_RECORD, comparable, output_lease, recorded
+from sessionize.engines.late_cause import hours_behind
 from sessionize.engines.ownership import batch_claim, check_batch
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner
 from sessionize.engines.sessions import SessionEngine, SessionSettings, settings_record
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
+from sessionize.logic.processor import LATE as LATE_EVENTS
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
 from sessionize.redaction import needs_secret, redact_uri
 from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import check_output, open_sink, record_place
 from sessionize.sources.files import check_input as check_tree
+from sessionize.sources.hours import (
+    FolderHour,
+    folder_hour,
+    folder_hours,
+    folder_path,
+    previous_folder,
+)
 from sessionize.sources.registry import batch_records
 from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
 from sessionize.state.lease import Lease
 
 HOUR = timedelta(hours=1)
-
-
-def hour_version(hour: datetime) -> int:
-    return int(hour.strftime("%Y%m%d%H"))
 
 
 def version_hour(version: int) -> str:
@@ -75,6 +87,11 @@ class BatchOptions:
     # The recorded settings the user gave (flag names, as `api.sessionizer.RECORDED`); the
     # others take the output's and the state's recorded values. None: all were given.
     explicit: frozenset[str] | None = None
+    # The zone whose wall hours name the folders (and --from/--to); the output records it.
+    input_timezone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        check_timezone(self.input_timezone, "--input-timezone")
 
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it; a
@@ -99,15 +116,15 @@ class BatchOptions:
         return self.explicit is None or name in self.explicit
 
 
-def _hours(opts: BatchOptions) -> list[datetime]:
+def _hours(opts: BatchOptions) -> tuple[list[FolderHour], list[datetime]]:
+    """The folders --from..--to (wall hours of --input-timezone), and those it skips."""
     if opts.start.minute or opts.start.second or opts.end < opts.start:
         raise ConfigError("--from must be an hour and --to the same or a later hour")
-    n = int((opts.end - opts.start) / HOUR) + 1
-    return [opts.start + i * HOUR for i in range(n)]
-
-
-def _hour_path(root: str, hour: datetime) -> str:
-    return child(root, f"event_date={hour:%Y-%m-%d}", f"event_hour={hour:%H}")
+    hours, skipped = folder_hours(opts.start, opts.end, opts.input_timezone)
+    if not hours:
+        raise ConfigError(f"--from..--to holds no hour of {opts.input_timezone} (a daylight "
+                          "saving change skips it); give a wider range")  # fmt: skip
+    return hours, skipped
 
 
 def run_batch(
@@ -119,7 +136,10 @@ def run_batch(
     """Run hours --from..--to in order; returns their records. `on_hour` gets one line per
     hour (and notes such as a reprocessing); `on_start` the number of hours, once they are
     about to run."""
-    hours = _hours(opts)
+    hours, skipped = _hours(opts)
+    for name in skipped:
+        on_hour(f"hour {name:%Y-%m-%dT%H} does not exist in {opts.input_timezone} (clocks go "
+                "forward): no folder, skipped")  # fmt: skip
     check_tree(opts.input)  # as `stream` does: a missing tree is a mistake, not empty hours
     check_output(opts.output, None)
     bound = bind_output(opts)  # before anything is written: the output's state and owner
@@ -131,10 +151,11 @@ def run_batch(
 
 
 def output_record(opts: BatchOptions) -> dict[str, str]:
-    """What a batch output is bound to: its state and job (whose hours it holds), and the
-    format its tables are in."""
+    """What a batch output is bound to: its state and job (whose hours it holds), the
+    format its tables are in, and the zone naming its hours (which folder each batch is)."""
     state = recorded_state(opts.state)
-    return {"state": state, "job": opts.job, "output_format": opts.output_format}
+    return {"state": state, "job": opts.job, "output_format": opts.output_format,
+            "input_timezone": opts.input_timezone}  # fmt: skip
 
 
 def bind_output(opts: BatchOptions) -> BatchOptions:
@@ -144,6 +165,7 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
     before = recorded(record_place(opts.output), OUTPUT_RECORD)
     if not before:
         return opts  # recorded once the state answered (`_run`)
+    before = {"input_timezone": "UTC", **before}  # recorded before the zone could be chosen
     mine = output_record(opts)
     taken = {k: v for k, v in before.items() if k in mine and not opts.given(k)}
     if needs_secret(str(taken.get("state", ""))):
@@ -166,7 +188,7 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
 
 def _run(
     opts: BatchOptions,
-    hours: list[datetime],
+    hours: list[FolderHour],
     spark: SparkSession | None,
     on_hour: Callable[[str], None],
     on_start: Callable[[int], None],
@@ -181,8 +203,8 @@ def _run(
     # The output's record binds it to the state; its id is the job's, the output's owner.
     claim = batch_claim(opts.output, opts.job, recorded_state(opts.state), output_record(opts))
     committed = backend.job_versions(opts.job)
-    first = hour_version(hours[0])
-    previous = hour_version(hours[0] - HOUR)
+    first = hours[0].version
+    previous = previous_folder(hours[0].name, opts.input_timezone).version
     if committed:
         recorded_settings = backend.recorded_settings(opts.job)
         if recorded_settings:  # the flags left out take the state's values
@@ -194,7 +216,9 @@ def _run(
             settings = resolved
         _check_settings(recorded_settings, settings, opts.state)
     if committed and previous not in committed and first not in committed:
-        nxt = version_hour(hour_version(datetime.strptime(str(committed[-1]), "%Y%m%d%H") + HOUR))
+        after = _hour_of(committed[-1]) + HOUR
+        nxt = version_hour((folder_hour(after, opts.input_timezone) or
+                            folder_hour(after + HOUR, opts.input_timezone)).version)  # fmt: skip
         raise StateError(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
@@ -225,31 +249,37 @@ def _run(
         on_hour,
         label=_label,
         progress=ProgressLog(log) if log else None,
-        describe_input=lambda version: {"path": _hour_path(opts.input, _hour_of(version))},
+        describe_input=lambda version: {"path": folder_path(opts.input, _hour_of(version)),
+                                        "input_timezone": opts.input_timezone},
         lease=lease,
         claim=claim,
-    )
+        explain_late=lambda version, previous: hours_behind(
+            engine.sink.staged_counts(LATE_EVENTS, version, "event_time"),
+            previous.get("watermark"),
+        ),
+    )  # fmt: skip
     on_start(len(hours))
     try:
         for i, hour in enumerate(hours):
-            path = _hour_path(opts.input, hour)
+            path = folder_path(opts.input, hour.name)
             if not is_dir(path):
-                on_hour(f"hour {hour:%Y-%m-%dT%H}: no input at {path}, treated as an empty hour")
+                on_hour(f"hour {hour.name:%Y-%m-%dT%H}: no input at {path}, treated as an "
+                        "empty hour")  # fmt: skip
             raw = batch_records(spark, [path] if is_dir(path) else [], opts.mapping)
             request = BatchRequest(
-                hour_version(hour),
-                previous=hour_version(hour - HOUR),
+                hour.version,
+                previous=previous_folder(hour.name, opts.input_timezone).version,
                 first=new_state and i == 0,
-                end_watermark=int((hour + HOUR).timestamp() * 1_000_000),
+                end_watermark=hour.end_us,  # the end of its instants
                 now_us=now_us,
                 last=i == len(hours) - 1,  # the mapping is judged by then at the latest
             )
             runner.run(raw, request)
     finally:
         engine.sink.close()
-    later = [v for v in committed if v > hour_version(hours[-1])]
+    later = [v for v in committed if v > hours[-1].version]
     if later:
-        on_hour(_rest_note(opts, settings, hours[-1] + HOUR, _hour_of(later[-1])))
+        on_hour(_rest_note(opts, settings, hours[-1].name + HOUR, _hour_of(later[-1])))
     return runner.records
 
 
@@ -278,6 +308,8 @@ def _rest_note(opts: BatchOptions, run: SessionSettings, start: datetime, end: d
     settings["channel_rules"] = str(settings.get("channel_rules", "")).split("#sha256:")[0]
     flags.update(settings)
     flags["job"] = opts.job
+    if opts.input_timezone != "UTC":
+        flags["input_timezone"] = opts.input_timezone
     flags.update({"from": f"{start:%Y-%m-%dT%H}", "to": f"{end:%Y-%m-%dT%H}"})
     pairs = [*flags.items(), *(("conversion", c) for c in conversions.split(";") if c)]
     command = " ".join(
@@ -292,7 +324,8 @@ def _rest_note(opts: BatchOptions, run: SessionSettings, start: datetime, end: d
 
 
 def _hour_of(version: int) -> datetime:
-    return datetime.strptime(str(version), "%Y%m%d%H").replace(tzinfo=UTC)
+    """The folder's wall hour a version names."""
+    return datetime.strptime(str(version), "%Y%m%d%H")
 
 
 def _label(version: int) -> str:

@@ -15,10 +15,11 @@ from pyspark.sql import DataFrame, SparkSession
 from sessionize.api.sessionizer import Sessionizer, parse_trigger
 from sessionize.commands.options import state_uri
 from sessionize.commands.placement import warn_local_paths
-from sessionize.config import SessionRules
+from sessionize.config import SessionRules, counted
 from sessionize.fs import child
 from sessionize.mapping import EventMapping, new_mapping
-from sessionize.sources.registry import check_input, open_stream
+from sessionize.sources.files import outside_hour_folders
+from sessionize.sources.registry import check_input, open_stream, scheme_of
 from sessionize.spark_session import get_spark
 
 __all__ = ["StreamOptions", "parse_trigger", "run_stream"]
@@ -84,6 +85,12 @@ def run_stream(
     state backend and its agreement with the checkpoint) is checked before Spark starts.
     """
     check_input(opts.input, opts.mapping)
+    if scheme_of(opts.input) == "files":
+        outside = outside_hour_folders(opts.input)
+        if outside:  # a tree laid out by hour is listed through its hour folders
+            on_batch(f"note: {counted(len(outside), 'file')} of {opts.input} outside its "
+                     f"hour folders (event_date=D/event_hour=H/) are not read, e.g. "
+                     f"{outside[0]}")  # fmt: skip
     # The settings left out take the checkpoint's values before Spark starts with them.
     sessionizer, output_format = opts.sessionizer().with_checkpoint(
         opts.checkpoint, None if _left_out(opts, "output_format") else opts.output_format

@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sessionize.config import retained_batches
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.spark_logs import COMPACT_CONF, STREAM_CONFS
-from sessionize.engines.warnings import batch_warnings, mapping_warnings
+from sessionize.engines.warnings import LATE_SHARE, batch_warnings, mapping_warnings
 from sessionize.errors import SessionizeError, raised_in_task
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
@@ -149,6 +149,9 @@ class BatchRunner:
     on_record: Callable[[dict], None] | None = None  # each committed record (metrics)
     # Records the job as the output's owner before its first publish (sinks/claim.py).
     claim: Callable[[], None] | None = None
+    # Why a batch's events are mostly late (engines/late_cause.py), from the batch's
+    # version and the record it builds on; asked only for such a batch.
+    explain_late: Callable[[int, dict], dict] | None = None
     # A continuous stream keeps only its last records (a deque): the progress log has all.
     records: MutableSequence[dict] = field(default_factory=list)
     failure: SessionizeError | None = None
@@ -194,6 +197,7 @@ class BatchRunner:
         result = engine.run(raw, request, previous)  # step 2
         clock.lap("run")
         self._invalid_reasons = self._reasons_if_all_invalid(result.counters, version)
+        late_cause = self._late_cause(result.counters, version, previous)
         pause_point("before-publish", version)
         self._check_lease()
         if self.claim is not None:
@@ -209,6 +213,7 @@ class BatchRunner:
             "batch": result.counters,
             "totals": engine.totals(before, result.counters),
             "input": self.describe_input(version),
+            **({"late_cause": late_cause} if late_cause else {}),
         }
         record["phases_s"] = clock.phases
         record["duration_s"] = clock.total()
@@ -225,6 +230,17 @@ class BatchRunner:
         if not counters["records"] or counters["invalid"] != counters["records"]:
             return {}
         return self.engine.sink.staged_counts(self.engine.invalid_output, version, "reason")
+
+    def _late_cause(self, counters: dict, version: int, previous: dict) -> dict:
+        """Why most of the batch's events are late, while they are still staged ({} for a
+        batch that is not such, or when the cause cannot be read: the warning then says
+        the causes it knows)."""
+        if self.explain_late is None or counters["late"] <= LATE_SHARE * counters["events_in"]:
+            return {}
+        try:
+            return self.explain_late(version, previous)
+        except (OSError, ValueError, KeyError, SessionizeError):
+            return {}
 
     def _check_lease(self) -> None:
         """A driver whose lease was taken over publishes and records nothing more."""

@@ -32,15 +32,50 @@ def late_warning(label: str, record: dict) -> str | None:
         f"warning: {label} sent {b['late']:,} of its {b['events_in']:,} events to "
         "late_events (behind the watermark by more than the allowed lateness)"
     )
-    if "files" in record.get("input", {}):
-        return (
-            f"{head}: files are read in the order of their modification times, and a copy "
-            "that resets them (cp -r) reads a backlog out of order; sessionize a backlog "
-            "with `sessionize batch`, or copy it with `cp -a` to keep the times"
-        )
+    given, cause = record.get("input", {}), record.get("late_cause", {})
+    if "path" in given:  # batch mode: an hour's folder
+        return f"{head}: {_hour_cause(given, cause)}"
+    if "files" in given:
+        return f"{head}: {_file_cause(cause)}"
     return (
         f"{head}: the input arrives far out of event-time order; sessionize a backlog with "
         "`sessionize batch`"
+    )
+
+
+def _hour_cause(given: dict, cause: dict) -> str:
+    """Batch mode: the folders' zone, or the events' times (engines/late_cause.py)."""
+    zone = given.get("input_timezone", "UTC")
+    k = cause.get("hours_behind")
+    if k:
+        return (
+            f"its events lie {counted(k, 'hour')} before the hour whose folder holds them, as "
+            f"in folders named by the wall hours of a zone {k}h ahead of {zone}; give that "
+            "zone as --input-timezone (Europe/Paris is 1h ahead of UTC in winter, 2h in "
+            "summer) and reprocess from the first hour with `sessionize batch --from`"
+        )
+    return (
+        "its events' times lie before the hour whose folder holds them (not by one offset: "
+        f"the folders' zone, {zone}, is not the cause); file events under the hour of "
+        "their times, or check the time field and its offsets, then reprocess from the "
+        "first such hour with `sessionize batch --from`"
+    )
+
+
+def _file_cause(cause: dict) -> str:
+    """A stream of files: a tie of modification times, or times reset or out of order."""
+    tied = cause.get("tied_files")
+    if tied:
+        return (
+            f"{counted(tied, 'file')} of the batch share their modification time with files "
+            "of an earlier batch, and files with equal times are read in path order: name "
+            "files so that path order is the order they are written (e.g. by hour and "
+            "sequence number), or give each its own modification time"
+        )
+    return (
+        "files are read in the order of their modification times, and a copy that resets "
+        "them (cp -r) reads a backlog out of order; sessionize a backlog with `sessionize "
+        "batch`, or copy it with `cp -a` to keep the times"
     )
 
 

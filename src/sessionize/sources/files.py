@@ -3,7 +3,12 @@
 The stream lists the tree recursively on every trigger, so new hours are picked up as
 they land; Spark's file source records the files of each batch in the checkpoint, so a
 re-executed batch reads exactly the same files. Names starting with `_` or `.` are ignored
-(Spark's rule), which keeps writers' temporary files out.
+(Spark's rule), which keeps writers' temporary files out. Spark reads files in the order of
+their modification times, and files with equal times in the order it lists them: a
+directory's listing order (a hash order on most file systems), but a glob's results are
+sorted by path. So a tree laid out by hour is listed through the glob of its hour folders
+(`INPUT/event_date=*/event_hour=*/*`, `listed_path`): files written within the same
+millisecond are then read in path order, not split across batches at random.
 
 Spark lists the files (`binaryFile` format, without its `content` column, so Spark itself
 never opens them); the Python tasks read and decode each file (`lines.decode_file`), so a
@@ -77,7 +82,48 @@ def binary_listing(spark: SparkSession, path: str, options: Mapping[str, str]) -
         .schema(_BINARY_FILE)
         .option("recursiveFileLookup", "true")
     )
-    return reader.options(**dict(options)).load(path)
+    return reader.options(**dict(options)).load(listed_path(path))
+
+
+HOUR_FOLDERS = "event_date=*/event_hour=*/*"
+_GLOB_CHARACTERS = "\\*?[]{}"
+
+
+def listed_path(path: str) -> str:
+    """What Spark lists of the tree `path`: the glob of its hour folders when the tree is
+    laid out by hour (an `event_date=` folder at its top), so that files with equal
+    modification times are read in path order; else the tree itself, recursively."""
+    if not hour_tree(path):
+        return path
+    base, query = (path.split("?", 1) + [""])[:2]
+    escaped = "".join("\\" + c if c in _GLOB_CHARACTERS else c for c in base.rstrip("/"))
+    return f"{escaped}/{HOUR_FOLDERS}" + (f"?{query}" if query else "")
+
+
+def hour_tree(path: str) -> bool:
+    """Whether the tree `path` has an `event_date=` folder at its top."""
+    try:
+        fs, root = resolve_fs(path)
+        return any(info.type == pafs.FileType.Directory and info.base_name.startswith(
+            "event_date=") for info in listing(fs, root))  # fmt: skip
+    except (OSError, ValueError):
+        return False
+
+
+def outside_hour_folders(path: str) -> list[str]:
+    """The files of an hour-laid tree that lie outside its hour folders (directly under
+    the tree or a date folder): not read, since the tree is listed through them."""
+    if not hour_tree(path):
+        return []
+    fs, root = resolve_fs(path)
+    out = []
+    for info in listing(fs, root, recursive=True):
+        relative = info.path[len(root):].strip("/").split("/")
+        if info.type != pafs.FileType.File or len(relative) >= 3:
+            continue
+        if not any(part.startswith(("_", ".")) for part in relative):
+            out.append(info.path)
+    return sorted(out)
 
 
 def listed_batch(spark: SparkSession, paths: list[str]) -> DataFrame:
@@ -115,11 +161,14 @@ def unread_files(path: str, seen: set[str]) -> dict[str, int]:
     """Files of the tree the query has not read yet (Spark's rule: no `_`/`.` names)."""
     fs, root = resolve_fs(path)
     count = size = 0
+    hour_laid = hour_tree(path)
     for info in listing(fs, root, recursive=True):
         if info.type != pafs.FileType.File:
             continue
         relative = info.path[len(root):].strip("/").split("/")
         if any(part.startswith(("_", ".")) for part in relative):
+            continue
+        if hour_laid and len(relative) < 3:  # outside the hour folders: never read
             continue
         if f"file://{info.path}" not in seen and info.path not in seen:
             count += 1
