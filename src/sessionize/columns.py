@@ -30,6 +30,7 @@ from sessionize.events.rules import ISO_8601
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.parsing import invalid_sources, now_column
 from sessionize.schema import STATE_USER_KEY
+from sessionize.spark_casts import try_cast
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,11 +112,11 @@ def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
     if isinstance(dtype, _INTEGRAL):
         return column.cast("long"), F.when(column.isNull(), missing)
     if isinstance(dtype, T.DecimalType) and dtype.scale == 0:
-        value = column.try_cast("long")
+        value = try_cast(column, "long")
         bad = F.lit(f"{path}: integer out of range (64-bit)")
         return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
     if isinstance(dtype, T.StringType):
-        value = F.when(column.rlike(_INTEGER_TEXT), column.try_cast("long"))
+        value = F.when(column.rlike(_INTEGER_TEXT), try_cast(column, "long"))
         bad = F.lit(f"{path}: expected an integer")
         return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
     raise _wrong(path, dtype, "an integer (or --user-type string)")

@@ -40,6 +40,7 @@ from sessionize.events.marks import LATEST, RECORDS, marked_schema
 from sessionize.events.packing import PACKED, packed_schema
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
+from sessionize.spark_casts import try_cast
 
 if TYPE_CHECKING:
     from sessionize.events.reading import Decode
@@ -236,7 +237,7 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
         number = N.number_kind(kind) | N.numeric_string(kind, _leaf(j, c.value))
         mine = (action == c.action) & _leaf(j, c.value).isNotNull()
         # A number beyond doubles (1e309, or "1e309") reads as Infinity: never a value.
-        as_double = _leaf(j, c.value).try_cast("double")
+        as_double = try_cast(_leaf(j, c.value), "double")
         finite = as_double.isNotNull() & ~F.isnan(as_double) & ~as_double.isin(
             float("inf"), float("-inf")
         )

@@ -45,6 +45,7 @@ FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     ),
     "plan_once": ((4, 0), "the classic Dataset of org.apache.spark.sql.classic"),
     "variant": ((4, 0), "the VARIANT type"),
+    "column_try_cast": ((4, 0), "Column.try_cast"),
     "arrow_frames": ((4, 0), "createDataFrame of an Arrow table, DataFrame.toArrow"),
     "arrow_schema_zone": ((4, 2), "to_arrow_schema's timezone"),
     "java_21": ((4, 0), "Java 21: Spark 3.5's Arrow cannot allocate memory there"),

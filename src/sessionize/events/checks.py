@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from sessionize.config import MAX_EVENT_GAP_US
 from sessionize.events import rules as R
+from sessionize.spark_casts import try_cast
 
 # A `\\uXXXX` escape of a JSON string (after an even run of backslashes): a surrogate pair,
 # then any surrogate left once the pairs are gone (Java's regular expressions).
@@ -33,8 +34,8 @@ def out_of_range(ts: Column) -> Column:
 
 def gap_us(seconds: Column) -> Column:
     """A `--gap-field` value (seconds, a double) -> microseconds as decimal digits."""
-    # try_cast: a gap beyond 64 bits of µs is invalid (`bad_gap`), never a failed job
-    return F.round(seconds * F.lit(1e6)).try_cast("long").cast("string")
+    # a TRY cast: a gap beyond 64 bits of µs is invalid (`bad_gap`), never a failed job
+    return try_cast(F.round(seconds * F.lit(1e6)), "long").cast("string")
 
 
 def bad_gap(seconds: Column) -> Column:

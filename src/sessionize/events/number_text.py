@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.events import rules as R
+from sessionize.spark_casts import try_cast
 
 if TYPE_CHECKING:  # PySpark is imported where a Spark expression is built (the block
     from pyspark.sql import Column  # reader's pyarrow part needs none)
@@ -28,7 +29,7 @@ def text_number(text: Column) -> Column:
     """A string column -> the double each numeric string writes, NULL for other strings."""
     from pyspark.sql import functions as F
 
-    return F.when(text.rlike(R.NUMBER_JAVA), text.try_cast("double"))
+    return F.when(text.rlike(R.NUMBER_JAVA), try_cast(text, "double"))
 
 
 def json_number(text: Column) -> Column:
@@ -39,7 +40,7 @@ def json_number(text: Column) -> Column:
 
     out = text_number(text)
     for written, value in _NOT_FINITE_TEXT.items():
-        out = out.when(text == written, F.lit(value).try_cast("double"))
+        out = out.when(text == written, try_cast(F.lit(value), "double"))
     return out
 
 
