@@ -240,9 +240,10 @@ def _rule_columns(schema: T.StructType, mapping: EventMapping) -> tuple[list[Col
     """The `--split-on-change` value (read as a kept field is) and the `--gap-field` value
     (a numeric column of seconds, missing: `--gap`), and why a gap is invalid."""
     columns, reason = [], F.lit(None).cast("string")
-    if mapping.change:
-        found = resolve(schema, mapping.change)
-        value = F.lit(None).cast("string") if found is None else _string(mapping.change, *found)
+    if mapping.change_field:
+        found = resolve(schema, mapping.change_field)
+        value = (F.lit(None).cast("string") if found is None
+                 else _string(mapping.change_field, *found))  # fmt: skip
         columns.append(value.alias(CHANGE_COLUMN))
     if mapping.gap:
         found = resolve(schema, mapping.gap)

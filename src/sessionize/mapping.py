@@ -41,13 +41,20 @@ _RESERVED = {
     "landing_page", "exit_page", "utm_source", "utm_medium", "utm_campaign", "utm_term",
     "utm_content", "gclid", "referrer_host", "channel", "page_view_count", "engaged_time_ms",
     "engaged", "bounce", "event_counts", "converted", "is_bot", "user_key", "updated_batch",
-    "part",
+    "part", "page_view_id", "continues_session_id", "click_id_type", "click_id",
+    "browser_family", "browser_version", "os_family", "device_category", "carried_session",
 }  # fmt: skip
 # PostgreSQL cuts longer identifiers, so a longer column name would not be its own there.
 MAX_COLUMN_BYTES = 63
 # The schemas of `sessions`: 1 is the columns of checkpoints created before a session
-# carried its traffic source, engagement and conversions; 2 adds them.
-SESSION_COLUMNS = (1, 2)
+# carried its traffic source, engagement and conversions; 2 adds them; 3 is GA4's channel
+# group, page-view rows, the `events` output, user agents parsed, click ids and sources
+# kept across split sessions (docs/concepts/sessions.md, "What a session carries").
+SESSION_COLUMNS = (1, 2, 3)
+# The newest schema: what a new checkpoint or batch output gets.
+NEWEST_COLUMNS = 3
+# `--split-on-change` names that read the page URL's query (with schema 3), not a field.
+URL_QUERY_NAMES = ("utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content")
 LAST_PREFIX = "last:"
 # The event columns that carry the values of `--split-on-change` and `--gap-field`.
 CHANGE_COLUMN = "change_value"
@@ -90,7 +97,7 @@ class EventMapping:
         object.__setattr__(self, "keep", tuple((str(n), str(p)) for n, p in self.keep))
         object.__setattr__(self, "last", tuple((str(n), str(p)) for n, p in self.last))
         if self.session_columns not in SESSION_COLUMNS:
-            raise ConfigError("session_columns must be 1 or 2")
+            raise ConfigError("session_columns must be 1, 2 or 3")
         for flag, path in self.fields():
             _check_path(flag, path)
         names = [name for name, _ in self.keep + self.last]
@@ -108,6 +115,9 @@ class EventMapping:
         _check_conversions(self.content, names)
         if self.content.bots == "drop" and not self.user_agent:
             raise ConfigError("--bots drop needs --user-agent-field: where the user agent is")
+        if self.change_query and not self.url:
+            raise ConfigError(f"--split-on-change {self.change} reads the page URL's query: "
+                              "give --url-field too")  # fmt: skip
         _check_tree(self.fields())
 
     def fields(self) -> list[tuple[str, str]]:
@@ -118,12 +128,25 @@ class EventMapping:
             ("--action-field", self.action),
             ("--page-field", self.page),
             *(("--keep-fields", path) for _, path in self.keep),
-            *([("--split-on-change", self.change)] if self.change else []),
+            *([("--split-on-change", self.change_field)] if self.change_field else []),
             *([("--gap-field", self.gap)] if self.gap else []),
             *(("--keep-fields", path) for _, path in self.last),
             *((flag, path) for flag, path in self.mapped()),
             *(("--conversion", c.value) for c in self.content.conversions if c.value),
         ]
+
+    @property
+    def change_query(self) -> str | None:
+        """The `utm_*` name `--split-on-change` reads from the page URL's query (schema 3),
+        as the traffic columns read it; None when it reads a field or is unset."""
+        if self.session_columns >= 3 and self.change in URL_QUERY_NAMES:
+            return self.change
+        return None
+
+    @property
+    def change_field(self) -> str | None:
+        """The path `--split-on-change` reads from the event (None: unset, or the URL's)."""
+        return None if self.change_query else self.change
 
     def mapped(self) -> list[tuple[str, str]]:
         """(flag, path) of the page URL, referrer and user agent fields that are set."""
@@ -264,8 +287,8 @@ def _check_tree(fields: list[tuple[str, str]]) -> None:
 
 def new_mapping() -> EventMapping:
     """The default mapping of a new run: a checkpoint or output it creates carries every
-    `sessions` column (schema 2); a resumed one keeps its recorded schema."""
-    return EventMapping(session_columns=2)
+    `sessions` column (the newest schema); a resumed one keeps its recorded schema."""
+    return EventMapping(session_columns=NEWEST_COLUMNS)
 
 
 DEFAULT_RECORD = {**EventMapping().record(), **DEFAULT_CONTENT_RECORD, "session_columns": "1"}

@@ -484,7 +484,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
         _leaf(j, mapping.page).alias("page"),
         F.coalesce(_leaf(j, mapping.action), F.lit("view")).alias("action"),
         *(_leaf(j, path).alias(name) for name, path in mapping.keep),
-        *([_leaf(j, mapping.change).alias(CHANGE_COLUMN)] if mapping.change else []),
+        *([_leaf(j, mapping.change_field).alias(CHANGE_COLUMN)] if mapping.change_field else []),
         *([gap_us(gap).alias(GAP_COLUMN)] if gap is not None else []),
         *(_leaf(j, path).alias(name) for name, path in mapping.last),
         *(_leaf(j, path).alias(name) for name, path in mapping.mapped_pairs),

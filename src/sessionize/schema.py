@@ -119,8 +119,59 @@ CONTENT = pa.schema(
 )
 
 
-def content_fields(content: SessionContent) -> list[pa.Field]:
-    """The session columns of schema 2 after the kept attributes, in order."""
+# Schema 3 (docs/concepts/sessions.md, "What a session carries"): GA4's channel group, the
+# click id, the session a split one continues, engaged time per page view, user agents.
+CONTENT_3 = pa.schema(
+    [
+        pa.field("landing_page", pa.string()),  # the first page view's (none: null)
+        pa.field("exit_page", pa.string()),
+        *(CONTENT.field(n) for n in ("utm_source", "utm_medium", "utm_campaign", "utm_term",
+                                     "utm_content", "gclid")),  # fmt: skip
+        pa.field("click_id_type", pa.string()),
+        pa.field("click_id", pa.string()),
+        CONTENT.field("referrer_host"),
+        CONTENT.field("channel"),
+        pa.field("continues_session_id", pa.string()),
+        *(CONTENT.field(n) for n in ("page_view_count", "engaged_time_ms", "engaged", "bounce",
+                                     "event_counts", "converted")),  # fmt: skip
+        pa.field("browser_family", pa.string()),
+        pa.field("browser_version", pa.string()),
+        pa.field("os_family", pa.string()),
+        pa.field("device_category", pa.string(), nullable=False),
+    ]
+)
+# Schema 3's `page_views`: a row per page view (an event of `--page-view-actions`).
+PAGE_VIEWS_3 = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.int64(), nullable=False),
+        pa.field("page_view_id", pa.string(), nullable=False),  # SESSION_ID:POSITION
+        pa.field("event_time", TS, nullable=False),
+        pa.field("page", pa.string(), nullable=False),
+        pa.field("position", pa.int32(), nullable=False),  # 1 = the session's first page view
+        pa.field("time_on_page_ms", pa.int64()),
+        pa.field("engaged_time_ms", pa.int64(), nullable=False),
+    ]
+)
+# Schema 3's `events`: every event of an emitted session, whatever its action.
+EVENTS = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.int64(), nullable=False),
+        pa.field("event_time", TS, nullable=False),
+        pa.field("page", pa.string(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("position", pa.int32(), nullable=False),  # 1 = the session's first event
+        pa.field("page_view_id", pa.string()),  # the page view it falls in (none before one)
+    ]
+)
+# The state column of schema 3 that marks a row standing for an emitted session that a
+# later one may continue (logic/continuation.py): that session's id; null on events.
+CARRIED_SESSION = "carried_session"
+
+
+def content_fields(content: SessionContent, version: int = 2) -> list[pa.Field]:
+    """The session columns of schema `version` (2 or 3) after the kept attributes."""
     per_conversion = [
         f
         for c in content.conversions
@@ -130,7 +181,8 @@ def content_fields(content: SessionContent) -> list[pa.Field]:
             pa.field(c.name + "_first_at", TS),
         )
     ]
-    return [*CONTENT, *per_conversion, pa.field("is_bot", pa.bool_(), nullable=False)]
+    base = CONTENT_3 if version >= 3 else CONTENT
+    return [*base, *per_conversion, pa.field("is_bot", pa.bool_(), nullable=False)]
 
 
 # The columns every event has before its kept attributes; the attributes follow, named as
@@ -157,6 +209,13 @@ class Layout:
     mapped: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
     content: SessionContent | None = None
+    version: int = 1
+    change_query: str | None = None
+
+    @property
+    def carries(self) -> bool:
+        """Schema 3: page-view rows, `events`, sources kept across split sessions."""
+        return self.version >= 3 and self.content is not None
 
     @functools.cached_property
     def event(self) -> pa.Schema:
@@ -176,9 +235,17 @@ class Layout:
         return out + ([pa.field(GAP_COLUMN, pa.string())] if self.gap else [])
 
     @functools.cached_property
+    def state_rows(self) -> pa.Schema:
+        """A user's stored rows without the expiry: its open events and, with schema 3, a
+        row standing for the emitted session a later one may continue (`carried_session`)."""
+        if not self.carries:
+            return self.event
+        return self.event.append(pa.field(CARRIED_SESSION, pa.string()))
+
+    @functools.cached_property
     def state(self) -> pa.Schema:
         """A user's open events, as the session logic reads and writes them."""
-        return self.event.append(pa.field(STATE_EXPIRY, TS, nullable=False))
+        return self.state_rows.append(pa.field(STATE_EXPIRY, TS, nullable=False))
 
     @functools.cached_property
     def stored(self) -> pa.Schema:
@@ -202,14 +269,19 @@ class Layout:
         base = self._with_user(SESSIONS, attrs_after="end_reason")
         at = base.get_field_index("session_date")
         extra = [pa.field(n, pa.string()) for n in self.last]
-        extra += content_fields(self.content) if self.content is not None else []
+        extra += content_fields(self.content, self.version) if self.content is not None else []
         for i, f in enumerate(extra):
             base = base.insert(at + i, f)
         return base
 
     @functools.cached_property
     def page_views(self) -> pa.Schema:
-        return self._with_user(PAGE_VIEWS)
+        return self._with_user(PAGE_VIEWS_3 if self.carries else PAGE_VIEWS)
+
+    @functools.cached_property
+    def events(self) -> pa.Schema:
+        """`events` (schema 3): every event of an emitted session."""
+        return self._with_user(EVENTS)
 
     @functools.cached_property
     def late_events(self) -> pa.Schema:
@@ -217,12 +289,15 @@ class Layout:
 
     @functools.cached_property
     def outputs(self) -> dict[str, pa.Schema]:
-        return {
+        out = {
             "sessions": self.sessions,
             "page_views": self.page_views,
             "late_events": self.late_events,
             "invalid_events": INVALID_EVENTS,
         }
+        if self.carries:
+            out["events"] = self.events
+        return out
 
     @functools.cached_property
     def open_sessions(self) -> pa.Schema:
@@ -249,9 +324,10 @@ def layout(mapping: EventMapping | None = None) -> Layout:
     mapping = mapping or EventMapping()
     user = pa.string() if mapping.string_keys else pa.int64()
     return Layout(
-        user, mapping.attributes, bool(mapping.change), bool(mapping.gap),
+        user, mapping.attributes, bool(mapping.change_field), bool(mapping.gap),
         last=tuple(name for name, _ in mapping.last),
         mapped=mapping.mapped_columns,
         values=tuple(c.value_column for c in mapping.content.conversions if c.value),
         content=mapping.content if mapping.session_columns >= 2 else None,
+        version=mapping.session_columns, change_query=mapping.change_query,
     )  # fmt: skip

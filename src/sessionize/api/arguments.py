@@ -17,7 +17,7 @@ from sessionize.durations import Duration, duration_us
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.logic.channel import parse_rules
-from sessionize.mapping import DEFAULT_KEEP, EventMapping, split_keep
+from sessionize.mapping import DEFAULT_KEEP, NEWEST_COLUMNS, EventMapping, split_keep
 
 # The arguments of what a session carries (`session_content`).
 CONTENT_ARGS = ("site_hosts", "channel_rules", "page_view_actions", "max_page_time",
@@ -131,6 +131,6 @@ def event_mapping(args: Mapping[str, Any]) -> EventMapping:
         user_type=args.get("user_type") or default.user_type, keep=tuple(pairs),
         change=args.get("split_on_change") or None, gap=args.get("gap_field") or None,
         url=args.get("url") or None, referrer=args.get("referrer") or None,
-        user_agent=args.get("user_agent") or None, last=last, session_columns=2,
+        user_agent=args.get("user_agent") or None, last=last, session_columns=NEWEST_COLUMNS,
         content=session_content(**{k: args.get(k) for k in CONTENT_ARGS}),
     )  # fmt: skip

@@ -9,6 +9,7 @@ from sessionize.api.arguments import session_content
 from sessionize.cli.params import DURATION
 from sessionize.content import BOT_MODES
 from sessionize.mapping import (
+    NEWEST_COLUMNS,
     TIME_FORMATS,
     USER_TYPES,
     EventMapping,
@@ -111,7 +112,7 @@ def pop_mapping(params: dict) -> EventMapping:
         referrer=(c["referrer_field"] or "").strip() or None,
         user_agent=(c["user_agent_field"] or "").strip() or None,
         last=last,
-        session_columns=2,
+        session_columns=NEWEST_COLUMNS,
         content=content,
     )
 

@@ -17,7 +17,7 @@ from sessionize.config import SessionRules
 from sessionize.content import SessionContent, parse_conversion
 from sessionize.errors import ConfigError
 from sessionize.generate.writer import GeneratorConfig, write_files
-from sessionize.mapping import EventMapping
+from sessionize.mapping import NEWEST_COLUMNS, EventMapping
 from sessionize.report import build_report
 from sessionize.report.traffic import load_traffic
 
@@ -35,7 +35,7 @@ def web_mapping() -> EventMapping:
         'page.url'
     """
     carried = SessionContent(ping_action=WEB_PING, conversions=(parse_conversion(WEB_CONVERSION),))
-    return EventMapping(**WEB_FIELDS, session_columns=2, content=carried)
+    return EventMapping(**WEB_FIELDS, session_columns=NEWEST_COLUMNS, content=carried)
 
 
 def run_demo(

@@ -130,7 +130,7 @@ def field_rules(mapping: EventMapping | None = None) -> tuple[FieldRule, ...]:
         FieldRule("page", m.page, STRING, "page", required=True),
         FieldRule("action", m.action, STRING, "action", default=DEFAULT_ACTION),
         *(FieldRule(name, path, STRING, "keep") for name, path in m.keep),
-        *([FieldRule(CHANGE_COLUMN, m.change, STRING, "change")] if m.change else []),
+        *([FieldRule(CHANGE_COLUMN, m.change_field, STRING, "change")] if m.change_field else []),
         *([FieldRule(GAP_COLUMN, m.gap, NUMBER, "gap")] if m.gap else []),
         *(FieldRule(name, path, STRING, "last") for name, path in m.last),
         *(FieldRule(name, path, STRING, "mapped") for name, path in m.mapped_pairs),

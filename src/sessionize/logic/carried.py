@@ -1,13 +1,18 @@
 """What an emitted session carries from its events (docs/concepts/sessions.md): the `last:`
 kept fields and, with schema 2, landing and exit pages, traffic source and channel,
-engagement, counts and conversions, and `is_bot`.
+engagement, counts and conversions, and `is_bot`; schema 3 adds page views, GA4's channel
+group, click ids, the parsed user agent and sources kept across split sessions.
 
 Every value comes from the session's own events (the traffic source and `is_bot` from its
-first event only), which are all at hand when the session is emitted, whether they arrived
-in one batch or came back from the state: so batch and stream agree.
+first event only; with schema 3 the traffic source from its visit's first event, which the
+state keeps as carry rows: continuation.py), which are all at hand when the session is
+emitted, whether they arrived in one batch or came back from the state: so batch and
+stream agree.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -15,10 +20,18 @@ import pyarrow.compute as pc
 
 from sessionize.content import SessionContent
 from sessionize.logic import engagement
+from sessionize.logic.agents import agent_columns
 from sessionize.logic.bots import is_bot
-from sessionize.logic.channel import channels, rules_of
+from sessionize.logic.channel import channels, ga4_channels, rules_of
 from sessionize.logic.conversions import conversion_columns, event_counts
-from sessionize.logic.traffic import QUERY_COLUMNS, normalize_hosts, traffic_columns
+from sessionize.logic.page_views import PageViews, page_views, per_session
+from sessionize.logic.traffic import (
+    QUERY_COLUMNS,
+    click_id,
+    normalize_hosts,
+    per_distinct,
+    traffic_columns,
+)
 
 
 def last_values(column: pa.Array, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
@@ -97,3 +110,92 @@ def content_columns(
         *per_conversion,
         pa.array(bots, pa.bool_()),
     ]
+
+
+def content_columns_3(
+    rows: pa.Table, events: np.ndarray, time: np.ndarray, starts: np.ndarray,
+    ends: np.ndarray, duration_ms: np.ndarray, content: SessionContent, visit: Visit,
+) -> tuple[list[pa.Array], PageViews]:  # fmt: skip
+    """Schema 3's columns (`schema.content_fields(content, 3)`) of the sessions whose events
+    are the runs `starts[i]..ends[i]` of `events`, and their page views. `visit` gives each
+    session's traffic row, click row and the session it continues (continuation.py)."""
+    n = len(starts)
+    session = np.repeat(np.arange(n), ends - starts + 1)
+
+    def column(name: str) -> pa.Array:
+        return rows[name].take(pa.array(events)).combine_chunks()
+
+    def at_rows(name: str, where: np.ndarray) -> pa.Array:
+        if name not in rows.column_names:
+            return pa.nulls(len(where), pa.string())
+        found = where >= 0
+        return rows[name].take(pa.array(np.maximum(where, 0), mask=~found)).combine_chunks()
+
+    actions = column("action")
+
+    def action_is(names) -> np.ndarray:
+        found = pc.is_in(actions, value_set=pa.array(list(names), pa.string()))
+        return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
+
+    is_view = action_is(content.page_view_actions)
+    is_ping = action_is([content.ping_action]) if content.ping_action else None
+    views = page_views(time, session, starts, is_view, is_ping, content)
+    pv_count = np.bincount(views.session, minlength=n).astype(np.int64)
+    pages = column("page")
+    has_view = pv_count > 0
+    first_pv = np.searchsorted(views.session, np.arange(n))
+    last_pv = np.searchsorted(views.session, np.arange(n), side="right") - 1
+    landing = pages.take(pa.array(views.event[np.minimum(first_pv, max(len(views.event) - 1, 0))]
+                                  if len(views.event) else np.zeros(n, np.int64),
+                                  mask=~has_view))  # fmt: skip
+    exit_ = pages.take(pa.array(views.event[np.maximum(last_pv, 0)] if len(views.event)
+                                else np.zeros(n, np.int64), mask=~has_view))  # fmt: skip
+
+    traffic = traffic_columns(at_rows("url", visit.traffic), at_rows("referrer", visit.traffic),
+                              normalize_hosts(content.site_hosts))  # fmt: skip
+    click_type, click_value = per_distinct(at_rows("url", visit.click), click_id, 2)
+    channel = ga4_channels(
+        traffic["utm_source"], traffic["utm_medium"], traffic["utm_campaign"],
+        traffic["referrer_host"], click_type_of_landing(at_rows("url", visit.traffic)),
+        traffic["gclid"], rules_of(content.channel_rules, 3),
+    )  # fmt: skip
+    engaged_ms = per_session(views.engaged_ms, views.session, n)
+    per_conversion: list[pa.Array] = []
+    converted = np.zeros(n, dtype=bool)
+    for c in content.conversions:
+        values = column(c.value_column) if c.value and c.value_column in rows.column_names else None
+        count, value, first_at = conversion_columns(action_is([c.action]), values, time, session,
+                                                    starts)  # fmt: skip
+        converted |= count > 0
+        per_conversion += [pa.array(count, pa.int64()), value, first_at]
+    engaged = engagement.engaged(duration_ms, pv_count, converted, content.engaged_after_us)
+    first_rows = np.asarray(events)[starts] if n else np.zeros(0, np.int64)
+    agents = agent_columns(at_rows("user_agent", first_rows))
+    bots = agents[3].to_numpy(zero_copy_only=False) == "bot" if n else np.zeros(0, bool)
+    return [
+        landing, exit_,
+        *(traffic[name] for name in QUERY_COLUMNS),
+        click_type, click_value,
+        traffic["referrer_host"], channel, visit.continues,
+        pa.array(pv_count, pa.int64()), pa.array(engaged_ms, pa.int64()),
+        pa.array(engaged, pa.bool_()), pa.array(~engaged, pa.bool_()),
+        event_counts(actions, session, n), pa.array(converted, pa.bool_()),
+        *agents,
+        *per_conversion,
+        pa.array(bots, pa.bool_()),
+    ], views  # fmt: skip
+
+
+def click_type_of_landing(urls: pa.Array) -> pa.Array:
+    """The click id type of each landing URL (GA4's auto-tagging reads the landing's)."""
+    return per_distinct(urls, click_id, 2)[0]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """Per chosen session: the row its traffic comes from, the row its click id comes
+    from (-1: none), and the id of the session it continues (null: none)."""
+
+    traffic: np.ndarray
+    click: np.ndarray
+    continues: pa.Array

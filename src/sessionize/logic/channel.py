@@ -1,22 +1,28 @@
 """A session's channel, from its traffic source, by an ordered rule table.
 
-`source` is the lower-cased `utm_source`, else `referrer_host`; `medium` the lower-cased
-`utm_medium`. The table (`data/channels.txt`, or a `--channel-rules` file of the same
-format) has one rule per line, `CHANNEL = CONDITION, CONDITION, ...`: a rule matches when
-all its conditions hold (none: always), and the first rule that matches wins. Conditions:
+The table has one rule per line, `CHANNEL = CONDITION, CONDITION, ...`: a rule matches when
+all its conditions hold (none: always), and the first rule that matches wins (no rule:
+`Unassigned`). Two tables ship, one per `sessions` schema (a job keeps its schema's):
 
-- `gclid`: the session has a `gclid`;
-- `paid`: `medium` matches `^(cpc|ppc|paid.*)$`;
-- `source is search` / `source is social` (and `is not`): the source is a search engine or
-  a social network, by host (any subdomain of a listed host) or by name;
-- `source in A|B|...`, `medium in ...` (and `not in`): equal to one of the values, `-`
-  standing for null;
-- `source matches REGEX`, `medium matches REGEX`: the whole value matches.
+- schema 3 (`data/channels_ga4.txt`): GA4's default channel group. `source` is the
+  lower-cased `utm_source`, else the referrer host; `medium` the lower-cased `utm_medium`,
+  else `organic` for a search engine's referrer, `referral` for another referrer;
+  `campaign` the lower-cased `utm_campaign`. A Google click id on the landing URL is Google
+  paid traffic, as GA4's auto-tagging makes it (and as it does, it wins over `utm_*`):
+  `gclid`, `gbraid`, `wbraid` give source `google`, medium `cpc`; `dclid` (Display &
+  Video 360, Campaign Manager 360) source `dv360`, medium `cpm`. Site lists: `sites.py`.
+- schema 2 (`data/channels.txt`): `source` is the lower-cased `utm_source`, else
+  `referrer_host`; `medium` the lower-cased `utm_medium`; Matomo's lists as they were
+  (`is_kind`: any subdomain of a listed host, `{}` any suffix).
 
-Search engines and social networks come from `data/referers.json`, made from Matomo's
-searchengine-and-social-list (CC0-1.0; origin and commit in the file); a source on both
-lists (Facebook, MySpace) is a social network. Channels are decided
-once per distinct (source, medium, gclid) of a batch.
+Conditions: `gclid` (the landing URL has one); `paid` (`medium` matches
+`^(cpc|ppc|paid.*)$`; schema 3: GA4's `^(.*cp.*|ppc|retargeting|paid.*)$`);
+`SUBJECT is KIND` / `is not KIND`; `SUBJECT in A|B|...` / `not in` (`-` stands for null);
+`SUBJECT matches REGEX` / `not matches` (the whole value). Subjects: `source`, `medium`,
+and with schema 3 also `campaign`, `utm_source`, `utm_medium`, `utm_campaign`, `referrer`
+(the referrer host) and `click_id` (its type: `gclid`, `fbclid`, ...); kinds: `search`,
+`social`, and with schema 3 `video`, `shopping`. Values compare lower-cased. Channels are
+decided once per distinct traffic source of a batch.
 """
 
 from __future__ import annotations
@@ -27,20 +33,58 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.errors import ConfigError
+from sessionize.logic.sites import KINDS, site_kind
 
 _PAID = re.compile(r"cpc|ppc|paid.*")
+_PAID_GA4 = re.compile(r".*cp.*|ppc|retargeting|paid.*")
+# Google's click ids and the source and medium GA4's auto-tagging gives them.
+GOOGLE_CLICK_IDS = {"gclid": ("google", "cpc"), "gbraid": ("google", "cpc"),
+                    "wbraid": ("google", "cpc"), "dclid": ("dv360", "cpm")}  # fmt: skip
+SUBJECTS = ("source", "medium", "campaign", "utm_source", "utm_medium", "utm_campaign",
+            "referrer", "click_id")  # fmt: skip
+_SUBJECTS_2 = ("source", "medium")
 # A second condition inside one (`source in a|b medium in c`): a comma is missing, and its
 # text would be read as a value or a pattern that matches nothing.
-_ANOTHER_CONDITION = re.compile(
-    r"(^|\s|\|)(source|medium)\s+(not\s+)?(in|is|matches)\s"
-)
-Facts = tuple[str | None, str | None, bool]  # (source, medium, has gclid)
+_ANOTHER_CONDITION = re.compile(rf"(^|\s|\|)({'|'.join(SUBJECTS)})\s+(not\s+)?(in|is|matches)\s")
+
+
+class Facts(NamedTuple):
+    """What the conditions test, lower-cased; `gclid`: the landing URL has one."""
+
+    source: str | None
+    medium: str | None
+    campaign: str | None = None
+    utm_source: str | None = None
+    utm_medium: str | None = None
+    utm_campaign: str | None = None
+    referrer: str | None = None
+    click_id: str | None = None
+    gclid: bool = False
+
+
+def ga4_facts(utm_source: str | None, utm_medium: str | None, utm_campaign: str | None,
+              referrer: str | None, click_id: str | None, gclid: bool) -> Facts:  # fmt: skip
+    """Schema 3's facts of a session's landing (see the module doc); values lower-cased.
+
+    >>> ga4_facts(None, None, None, "google.de", None, False)[:2]
+    ('google.de', 'organic')
+    """
+    source, medium = utm_source, utm_medium
+    if click_id in GOOGLE_CLICK_IDS:
+        source, medium = GOOGLE_CLICK_IDS[click_id]
+    elif source is None and referrer is not None:
+        source = referrer
+        if medium is None:
+            medium = "organic" if site_kind(referrer) == "search" else "referral"
+    return Facts(source, medium, utm_campaign, utm_source, utm_medium, utm_campaign,
+                 referrer, click_id, gclid)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,12 +96,15 @@ class Rule:
         return all(c(facts) for c in self.conditions)
 
 
-def default_rules_text() -> str:
-    return resources.files("sessionize.logic").joinpath("data/channels.txt").read_text("utf-8")
+def default_rules_text(version: int = 3) -> str:
+    """The default table of `sessions` schema `version` (GA4's from 3 on)."""
+    name = "channels_ga4.txt" if version >= 3 else "channels.txt"
+    return resources.files("sessionize.logic").joinpath(f"data/{name}").read_text("utf-8")
 
 
-def parse_rules(text: str, origin: str = "--channel-rules") -> tuple[Rule, ...]:
-    """The rules of a table's text; a ConfigError naming the line that is not a rule.
+def parse_rules(text: str, origin: str = "--channel-rules", version: int = 3) -> tuple[Rule, ...]:
+    """The rules of a table's text for `sessions` schema `version`; a ConfigError naming
+    the line that is not a rule.
 
     >>> parse_rules("Paid = paid\\nOther =")[0].channel
     'Paid'
@@ -71,7 +118,7 @@ def parse_rules(text: str, origin: str = "--channel-rules") -> tuple[Rule, ...]:
         if not sep or not channel.strip():
             raise ConfigError(f"{origin} line {number}: '{line}' is not CHANNEL = CONDITION, ...")
         parsed = tuple(
-            _condition(c.strip(), f"{origin} line {number}")
+            _condition(c.strip(), f"{origin} line {number}", version)
             for c in conditions.split(",")
             if c.strip()
         )
@@ -81,18 +128,20 @@ def parse_rules(text: str, origin: str = "--channel-rules") -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-def _condition(text: str, where: str) -> Callable[[Facts], bool]:
+def _condition(text: str, where: str, version: int = 3) -> Callable[[Facts], bool]:
     if text == "gclid":
-        return lambda f: f[2]
+        return lambda f: f.gclid
     if text == "paid":
-        return lambda f: f[1] is not None and _PAID.fullmatch(f[1]) is not None
+        paid = _PAID_GA4 if version >= 3 else _PAID
+        return lambda f: f.medium is not None and paid.fullmatch(f.medium) is not None
+    subjects = SUBJECTS if version >= 3 else _SUBJECTS_2
     words = text.split(None, 2)
     if _ANOTHER_CONDITION.search(text.partition(" ")[2]):
         raise ConfigError(
             f"{where}: '{text}' holds two conditions; separate conditions with a comma"
         )
-    if len(words) >= 3 and words[0] in ("source", "medium"):
-        at = 0 if words[0] == "source" else 1
+    if len(words) >= 3 and words[0] in subjects:
+        at = SUBJECTS.index(words[0])
         op, rest = words[1], words[2]
         negate = op == "not" or (op == "is" and rest.startswith("not "))
         if op == "not":
@@ -100,16 +149,17 @@ def _condition(text: str, where: str) -> Callable[[Facts], bool]:
             op = "not " + op
         elif op == "is" and negate:
             rest = rest.removeprefix("not ").strip()
-        check = _predicate(at, op.removeprefix("not "), rest.strip())
+        check = _predicate(at, op.removeprefix("not "), rest.strip(), version)
         if check is not None:
             return (lambda f: not check(f)) if negate else check
+    kinds = "|".join(KINDS if version >= 3 else KINDS[:2])
     raise ConfigError(
-        f"{where}: '{text}' is not a condition (gclid, paid, source is search|social, "
-        "source|medium in A|B, source|medium matches REGEX, with `not`)"
+        f"{where}: '{text}' is not a condition (gclid, paid, SUBJECT is {kinds}, "
+        f"SUBJECT in A|B, SUBJECT matches REGEX, with `not`; SUBJECT: {', '.join(subjects)})"
     )
 
 
-def _predicate(at: int, op: str, arg: str) -> Callable[[Facts], bool] | None:
+def _predicate(at: int, op: str, arg: str, version: int) -> Callable[[Facts], bool] | None:
     if op == "in":
         values = {None if v.strip() == "-" else v.strip().lower() for v in arg.split("|")}
         return lambda f: f[at] in values
@@ -119,6 +169,8 @@ def _predicate(at: int, op: str, arg: str) -> Callable[[Facts], bool] | None:
         except re.error:
             return None
         return lambda f: f[at] is not None and pattern.fullmatch(f[at]) is not None
+    if op == "is" and version >= 3 and arg in KINDS:
+        return lambda f: site_kind(f[at]) == arg
     if op == "is" and at == 0 and arg in ("search", "social"):
         return lambda f: f[0] is not None and is_kind(f[0], arg)
     return None
@@ -207,9 +259,12 @@ def channel_of(rules: tuple[Rule, ...], facts: Facts) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def rules_of(text: str | None) -> tuple[Rule, ...]:
-    """The rules of a `--channel-rules` text (None: the default table)."""
-    return parse_rules(text) if text is not None else parse_rules(default_rules_text(), "default")
+def rules_of(text: str | None, version: int = 2) -> tuple[Rule, ...]:
+    """The rules of a `--channel-rules` text (None: the default table of `sessions` schema
+    `version`)."""
+    if text is not None:
+        return parse_rules(text, version=version)
+    return parse_rules(default_rules_text(version), "default", version)
 
 
 def channels(
@@ -225,10 +280,32 @@ def channels(
     key = (src_codes * len(med_values) + med_codes) * 2 + has_gclid
     distinct, inverse = np.unique(key, return_inverse=True)
     decided = [
-        channel_of(rules, (src_values[k // 2 // len(med_values)],
-                           med_values[k // 2 % len(med_values)], bool(k % 2)))
+        channel_of(rules, Facts(src_values[k // 2 // len(med_values)],
+                                med_values[k // 2 % len(med_values)], gclid=bool(k % 2)))
         for k in distinct.tolist()
     ]  # fmt: skip
+    return pa.array(decided, pa.string()).take(pa.array(inverse.reshape(-1)))
+
+
+def ga4_channels(
+    utm_source: pa.Array, utm_medium: pa.Array, utm_campaign: pa.Array,
+    referrer_host: pa.Array, click_id_type: pa.Array, gclid: pa.Array,
+    rules: tuple[Rule, ...],
+) -> pa.Array:  # fmt: skip
+    """Per session, its channel by schema 3's facts (see the module doc), decided once
+    per distinct combination of the inputs."""
+    columns = [pc.utf8_lower(utm_source), pc.utf8_lower(utm_medium), pc.utf8_lower(utm_campaign),
+               referrer_host, click_id_type]  # fmt: skip
+    coded = [_codes(c) for c in columns]
+    has_gclid = pc.is_valid(gclid).to_numpy(zero_copy_only=False).astype(np.int64)
+    stacked = np.stack([c for c, _ in coded] + [has_gclid], axis=1)
+    if len(stacked) == 0:
+        return pa.array([], pa.string())
+    distinct, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    decided = []
+    for row in distinct.tolist():
+        values = [coded[i][1][code] for i, code in enumerate(row[:-1])]
+        decided.append(channel_of(rules, ga4_facts(*values, bool(row[-1]))))
     return pa.array(decided, pa.string()).take(pa.array(inverse.reshape(-1)))
 
 

@@ -24,6 +24,7 @@ from sessionize.stateful import Context, Output, Processor, Update
 
 USER = schema.STATE_KEY
 LATE = "late_events"
+EVENTS = "events"  # schema 3: every event of the emitted sessions
 # What `process` counts per call (Update.counters). `open_sessions` and `open_users` are
 # changes: added up over a job's batches they give the sessions and users open now.
 COUNTERS = ("on_time", "duplicates", "sessions_out", "page_views_out", "open_sessions",
@@ -77,10 +78,12 @@ class SessionProcessor(Processor):
         self.layout = layout or schema.layout()
         self.open_sessions = open_sessions
         lay = self.layout
-        self.state_schema = lay.event
+        self.state_schema = lay.state_rows
         outputs: dict[str, pa.Schema | Output] = {
             "sessions": lay.sessions, "page_views": lay.page_views, LATE: lay.late_events,
         }  # fmt: skip
+        if lay.carries:
+            outputs[EVENTS] = lay.events
         if open_sessions:
             outputs[schema.OPEN_SESSIONS] = Output(lay.open_sessions, mode="replace", key=USER)
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
@@ -115,6 +118,8 @@ class SessionProcessor(Processor):
         )  # fmt: skip
         puts = result.state_puts
         outputs = {"sessions": result.sessions, "page_views": result.page_views}
+        if result.events is not None:
+            outputs[EVENTS] = result.events
         deletes = {}
         if self.open_sessions:
             outputs[schema.OPEN_SESSIONS] = _tagged(result.open_sessions, ctx.batch_id)

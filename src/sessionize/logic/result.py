@@ -48,6 +48,8 @@ class StepResult:
     open events). `state_removes` lists, ascending, the users of the input state that
     have no open events left. With `advance(open_sessions=True)`: `open_sessions` (the
     OPEN_SESSIONS rows of the handed-in users) and `touched` (those users, ascending).
+    With schema 3, `events` (every event of the emitted sessions); `state_puts` then also
+    holds the users' carry rows (logic/continuation.py).
     """
 
     sessions: pa.Table
@@ -58,3 +60,4 @@ class StepResult:
     stats: StepStats
     open_sessions: pa.Table | None = None
     touched: pa.Array | None = None
+    events: pa.Table | None = None  # EVENTS rows of the emitted sessions (schema 3)

@@ -50,9 +50,12 @@ from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
+from sessionize.logic.continuation import Carry, Sources, read_carry
 from sessionize.logic.ids import same_millisecond
 from sessionize.logic.result import StepResult, StepStats
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
+from sessionize.logic.traffic import per_distinct, query_value
+from sessionize.logic.visits import Kept, carry_table, with_visits
 from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
 
 
@@ -81,7 +84,7 @@ def advance(
     """
     _check_watermarks(watermark_before, watermark_after)
     lay = layout or schema.layout()
-    state_events = _conform(state, lay.event)
+    state_events, carry_rows = _split_state(state, lay)
     events = _conform(events, lay.event)
     events, bot_events = _without_bots(events, lay)
 
@@ -99,15 +102,23 @@ def advance(
             late = lay.late_events.empty_table()
 
     n_state = state_events.num_rows
-    rows = pa.concat_tables([state_events, on_time]).combine_chunks()
+    n_events = n_state + on_time.num_rows
+    parts = [state_events, on_time] + ([carry_rows.drop_columns([schema.CARRIED_SESSION])]
+                                       if carry_rows is not None else [])  # fmt: skip
+    rows = pa.concat_tables(parts).combine_chunks()
     user, user_values = _user_codes(rows["user_id"])
     time = _ts_numpy(rows["event_time"])
     page_rank = _string_rank(rows["page"])
     is_close = _is_close(rows["action"], rules.close_actions)
-    change, gap = _rule_columns(rows, rules)
+    change, gap = _rule_columns(rows, rules, lay)
+    carry = None
+    if carry_rows is not None:
+        carry = read_carry(carry_rows[schema.CARRIED_SESSION].combine_chunks(),
+                           carry_rows["action"].combine_chunks(), user[n_events:],
+                           time[n_events:], n_events)  # fmt: skip
 
-    # One sort of the partition's keys: (user_id, event_time, page).
-    order = _sort_order(user, time, page_rank)
+    # One sort of the partition's keys: (user_id, event_time, page); carry rows are no events.
+    order = _sort_order(user[:n_events], time[:n_events], page_rank[:n_events])
     from_state = order[order < n_state]
     open_before = len(
         cut_sessions(
@@ -125,13 +136,17 @@ def advance(
         rows, order, user[order], time[order], is_close[order], rules, watermark_after,
         *(None if c is None else c[order] for c in (change, gap)),
     )  # fmt: skip
-    sessions, page_views = emitted_tables(split, lay)
+    if lay.carries:
+        split = with_visits(split, rules, lay, carry or Carry.empty(), watermark_after,
+                            gap[order] if gap is not None else None)  # fmt: skip
+    sessions, page_views, emitted_events = emitted_tables(split, lay)
     state_puts = _state_table(split, lay)
 
     open_users = np.unique(split.user[~split.row_emitted])
-    state_removes = user_values(
-        np.setdiff1d(np.unique(user[:n_state]), open_users, assume_unique=True)
-    )
+    if split.kept is not None and len(split.kept.user):
+        open_users = np.union1d(open_users, split.kept.user)
+    state_users = np.unique(np.concatenate([user[:n_state], user[n_events:]]))
+    state_removes = user_values(np.setdiff1d(state_users, open_users, assume_unique=True))
     stats = StepStats(
         events_in=events.num_rows,
         on_time=on_time.num_rows,
@@ -145,10 +160,12 @@ def advance(
         bot_events=bot_events,
     )
     if not open_sessions:
-        return StepResult(sessions, page_views, late, state_puts, state_removes, stats)
+        return StepResult(sessions, page_views, late, state_puts, state_removes, stats,
+                          events=emitted_events)  # fmt: skip
     return StepResult(
         sessions, page_views, late, state_puts, state_removes, stats,
         open_sessions=open_session_rows(split, lay), touched=user_values(np.unique(user)),
+        events=emitted_events,
     )  # fmt: skip
 
 
@@ -177,6 +194,12 @@ class _Split:
     rank: np.ndarray
     release: np.ndarray
     emitted: np.ndarray
+    # Schema 3 (continuation.py, with_visits): per session its id, traffic and click rows
+    # and the id of the session it continues; the carry rows the users keep.
+    ids: pa.Array | None = None
+    visit: Sources | None = None
+    continues_id: pa.Array | None = None
+    kept: Kept | None = None
 
     @classmethod
     def of(cls, rows, order, user, time, is_close, rules: SessionRules, watermark_after,
@@ -298,7 +321,17 @@ def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
     table = split.rows.take(pa.array(split.order[pos])).append_column(
         schema.STATE_EXPIRY, _ts(expires[split.session[pos]])
     )
-    return table.cast(lay.state).combine_chunks()
+    if not lay.carries:
+        return table.cast(lay.state).combine_chunks()
+    table = table.append_column(schema.CARRIED_SESSION, pa.nulls(table.num_rows, pa.string()))
+    table = table.select(lay.state.names)
+    if split.kept is None or not len(split.kept.user):
+        return table.cast(lay.state).combine_chunks()
+    carried = carry_table(split, split.kept, expires, lay)
+    both = pa.concat_tables([table.cast(lay.state), carried.cast(lay.state)])
+    # Sorted by user, the carry rows first (a stable sort: each part keeps its order).
+    users = _user_codes(both["user_id"])[0]
+    return both.take(pa.array(np.argsort(users, kind="stable"))).combine_chunks()
 
 
 def _late_table(late_events: pa.Table, watermark: int, lay: schema.Layout) -> pa.Table:
@@ -323,6 +356,20 @@ def _without_bots(events: pa.Table, lay: schema.Layout) -> tuple[pa.Table, int]:
     if not bots.any():
         return events, 0
     return events.filter(pa.array(~bots)), int(bots.sum())
+
+
+def _split_state(state: pa.Table, lay: schema.Layout) -> tuple[pa.Table, pa.Table | None]:
+    """The state's event rows, and with schema 3 its carry rows (continuation.py)."""
+    if not lay.carries:
+        return _conform(state, lay.event), None
+    if schema.CARRIED_SESSION not in state.column_names:
+        raise ValueError(f"state lacks column {schema.CARRIED_SESSION}; expected "
+                         f"{lay.state_rows.names}")  # fmt: skip
+    is_carry = pc.is_valid(state[schema.CARRIED_SESSION])
+    carry = state.filter(is_carry)
+    return (_conform(state.filter(pc.invert(is_carry)), lay.event),
+            _conform(carry, lay.event).append_column(
+                schema.CARRIED_SESSION, carry[schema.CARRIED_SESSION]))  # fmt: skip
 
 
 def _check_watermarks(before: int | None, after: int | None) -> None:
@@ -379,13 +426,20 @@ def _is_close(actions: pa.ChunkedArray, close_actions: tuple[str, ...]) -> np.nd
     return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
 
-def _rule_columns(rows: pa.Table, rules: SessionRules):
+def _rule_columns(rows: pa.Table, rules: SessionRules, lay: schema.Layout):
     """The per-event rules' inputs, when their columns are there: the split-on-change
-    value as a code (equal values, equal codes; -1 for null), and each event's gap in µs
-    (null: `--gap`; parsing wrote it as decimal digits of a positive number)."""
+    value as a code (equal values, equal codes; -1 for null; a `utm_*` name from the URL's
+    query with schema 3), and each event's gap in µs (null: `--gap`; parsing wrote it as
+    decimal digits of a positive number)."""
     change = gap = None
-    if CHANGE_COLUMN in rows.column_names:
+    col = None
+    if lay.change_query is not None and "url" in rows.column_names:
+        name = lay.change_query
+        col = per_distinct(rows["url"].combine_chunks(), lambda u: (query_value(u, name),), 1)[0]
+        col = pa.chunked_array([col])
+    elif CHANGE_COLUMN in rows.column_names:
         col = rows[CHANGE_COLUMN]
+    if col is not None:
         change = np.full(len(col), -1, dtype=np.int64)
         valued = pc.is_valid(col).to_numpy(zero_copy_only=False)
         if valued.any():

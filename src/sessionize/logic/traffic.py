@@ -21,6 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 QUERY_COLUMNS = ("utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "gclid")
+# Ad platforms' click ids (schema 3's `click_id_type`), in the order a URL holding several
+# is read: Google's (Ads; Display & Video 360 and Campaign Manager 360; iOS app and web
+# measurement), Microsoft Advertising's, Meta's, TikTok's, LinkedIn's.
+CLICK_IDS = ("gclid", "dclid", "gbraid", "wbraid", "msclkid", "fbclid", "ttclid", "li_fat_id")
 
 
 def query_values(url: str | None) -> tuple[str | None, ...]:
@@ -29,16 +33,48 @@ def query_values(url: str | None) -> tuple[str | None, ...]:
     >>> query_values("https://a.example/p?UTM_Source=News+Letter&utm_source=x#utm_medium=y")
     ('News Letter', None, None, None, None, None)
     """
+    found = _query(url)
+    return tuple(found.get(name) or None for name in QUERY_COLUMNS)
+
+
+def click_id(url: str | None) -> tuple[str | None, str | None]:
+    """(type, value) of the first of CLICK_IDS with a value in `url`'s query (or Nones).
+
+    >>> click_id("https://a.example/?fbclid=IwAR&gclid=Cj0")
+    ('gclid', 'Cj0')
+    """
+    found = _query(url)
+    for name in CLICK_IDS:
+        if found.get(name):
+            return name, found[name]
+    return None, None
+
+
+def query_value(url: str | None, name: str) -> str | None:
+    """The value of `name` (lower case) in `url`'s query, as QUERY_COLUMNS are read."""
+    return _query(url).get(name) or None
+
+
+def _query(url: str | None) -> dict[str, str]:
+    """`url`'s query string: each key, lower-cased, to its first value."""
     if url is None:
-        return (None,) * len(QUERY_COLUMNS)
+        return {}
     try:
         query = urlsplit(url).query
     except ValueError:  # e.g. an unbalanced `[` in the host
-        return (None,) * len(QUERY_COLUMNS)
+        return {}
     found: dict[str, str] = {}
     for key, value in parse_qsl(query, keep_blank_values=True, errors="replace"):
         found.setdefault(key.lower(), value)
-    return tuple(found.get(name) or None for name in QUERY_COLUMNS)
+    return found
+
+
+def per_distinct(values: pa.Array, read, width: int) -> list[pa.Array]:
+    """`read(value)` (a tuple of `width` strings or None) of each value, as `width` string
+    arrays, each distinct value read once."""
+    codes, distinct = _distinct(values)
+    found = [read(v) for v in distinct]
+    return [pa.array([f[i] for f in found], pa.string()).take(codes) for i in range(width)]
 
 
 def host(url: str | None) -> str | None:
