@@ -165,6 +165,8 @@ EVENTS = pa.schema(
         pa.field("page_view_id", pa.string()),  # the page view it falls in (none before one)
     ]
 )
+OUTPUTS["events"] = EVENTS  # every session output's name; a job's own: Layout.outputs
+
 # The state column of schema 3 that marks a row standing for an emitted session that a
 # later one may continue (logic/continuation.py): that session's id; null on events.
 CARRIED_SESSION = "carried_session"

@@ -81,6 +81,11 @@ class Shapes:
         return [names[0], "event_us", *names[2:], *INVALID_EVENTS.names]
 
     @property
+    def state_strings(self) -> list[str]:
+        """The stored rows' string columns after the time (schema 3: `carried_session` too)."""
+        return self.layout.state_rows.names[2:]
+
+    @property
     def strings(self) -> list[str]:
         """The event's string columns after its time: page, action and the attributes."""
         return self.layout.event.names[2:]
@@ -120,7 +125,8 @@ class Shapes:
     @functools.cached_property
     def open_event_ddl(self) -> str:
         """The open events of a user in Spark's state: an event without its user (the key)."""
-        cols = ["event_us bigint", *(f"`{n}` string" for n in self.strings), "expires_us bigint"]
+        cols = ["event_us bigint", *(f"`{n}` string" for n in self.state_strings),
+                "expires_us bigint"]  # fmt: skip
         return ", ".join(cols)
 
     @property
@@ -163,6 +169,8 @@ def step_tuples(sh: Shapes, res: StepResult, had_state: bool) -> Iterator[tuple]
     yield from wide_tuples(sh, "sessions", res.sessions)
     yield from wide_tuples(sh, "page_views", res.page_views)
     yield from wide_tuples(sh, "late_events", res.late)
+    if res.events is not None:
+        yield from wide_tuples(sh, "events", res.events)
     s = res.stats
     counters = {
         "kind": STATS,
@@ -232,7 +240,7 @@ def _state_from_tuples(sh: Shapes, user, tuples: list[tuple]) -> pa.Table:
     if not tuples:
         return sh.layout.state.empty_table()
     cols = list(zip(*tuples, strict=True))
-    n = len(sh.strings)
+    n = len(sh.state_strings)
     return pa.Table.from_arrays(
         [
             pa.array([user] * len(tuples), sh.user_type),
@@ -248,7 +256,7 @@ def _state_tuples(sh: Shapes, state: pa.Table) -> list[tuple]:
     """State rows of one user -> ListState tuples (the open event DDL)."""
     cols = [
         state["event_time"].cast(pa.int64()).to_pylist(),
-        *(state[name].to_pylist() for name in sh.strings),
+        *(state[name].to_pylist() for name in sh.state_strings),
         state[STATE_EXPIRY].cast(pa.int64()).to_pylist(),
     ]
     return list(zip(*cols, strict=True))

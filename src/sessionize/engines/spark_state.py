@@ -105,13 +105,15 @@ TRIM_EVERY = 10  # batches between clean-ups of the batch records
 _DELAY_KEY = "spark.watermarkDelayMs"
 
 # What every writer task reports to the driver.
-TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", *STATS_FIELDS)
+TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", "events_out",
+                 *STATS_FIELDS)  # fmt: skip
 _TASK_SCHEMA = T.StructType([T.StructField(c, T.LongType()) for c in TASK_COUNTERS])
 _OUTPUT_KIND = {
     "sessions": "sessions_out",
     "page_views": "page_views_out",
     "late_events": "late",
     "invalid_events": "invalid",
+    "events": "events_out",
 }
 
 

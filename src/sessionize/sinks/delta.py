@@ -164,7 +164,7 @@ class DeltaSink(StagedSink):
     def _appended_outputs(self) -> list[tuple[str, pa.Schema]]:
         """The outputs appended per batch, with their columns, in publish order."""
         lay = layout(self.mapping)
-        return [(name, lay.outputs[name]) for name in OUTPUTS]
+        return list(lay.outputs.items())
 
     def _replaced_outputs(self) -> list[tuple[str, pa.Schema, pa.Schema, tuple[str, ...]]]:
         """The outputs replaced by key, published first: name, columns, the staged keys'

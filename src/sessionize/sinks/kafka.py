@@ -202,7 +202,8 @@ class KafkaSink(StagedSink):
             if batch_id in self._markers():
                 staging.close_attempt(fs, base, batch_id)  # on Kafka already: nothing twice
                 return
-            tables = {name: self._staged(fs, base, name, batch_id) for name in OUTPUTS}
+            tables = {name: self._staged(fs, base, name, batch_id)
+                      for name in layout(self.mapping).outputs}  # fmt: skip
             per_user = {name: self._replaced(fs, base, name, batch_id) for name in self._names}
         try:
             self._produce(batch_id, tables, per_user)

@@ -41,7 +41,7 @@ from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import postgres_location
 from sessionize.mapping import EventMapping
 from sessionize.redaction import check_userinfo, redact_uri
-from sessionize.schema import OUTPUTS, Layout, layout
+from sessionize.schema import Layout, layout
 from sessionize.sinks import postgres_replaced as replaced
 from sessionize.sinks.postgres_tables import (
     ATTEMPTS,
@@ -173,7 +173,7 @@ class PostgresSink:
             with conn.transaction():
                 for name in self._replaced:
                     replaced.clear(conn, self.target.schema, name, batch_id)
-                for name in OUTPUTS:
+                for name in self._appended:
                     conn.execute(
                         sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
                             self._table(staged_table(name))
@@ -214,7 +214,7 @@ class PostgresSink:
                     if moved is not None:
                         counts[name] = moved
                     faults.pause_point(f"published-{name}", batch_id)
-                for name in OUTPUTS:
+                for name in self._appended:
                     counts[name] = self._publish_output(conn, name, batch_id, opened)
                     faults.pause_point(f"published-{name}", batch_id)
                 if opened or any(n is not None and n > 0 for n in counts.values()):
@@ -260,7 +260,7 @@ class PostgresSink:
             retired: set[int] = set()
             with conn.transaction():
                 self._lock(conn)
-                for name in OUTPUTS:
+                for name in self._appended:
                     rows = conn.execute(
                         sql.SQL("DELETE FROM {} WHERE batch_id >= %s RETURNING batch_id").format(
                             self._table(name)
@@ -326,6 +326,11 @@ class PostgresSink:
 
     def _schema(self, name: str) -> pa.Schema:
         return layout(self.mapping).outputs[name]
+
+    @property
+    def _appended(self) -> tuple[str, ...]:
+        """The outputs appended per batch: the job's layout's (`events` with schema 3)."""
+        return tuple(layout(self.mapping).outputs)
 
     @property
     def _layout(self) -> Layout:
