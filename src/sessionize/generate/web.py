@@ -8,9 +8,12 @@ so that without it the data stays the same for a seed:
   the kind's query string in `page.url` and its referrer in `page.referrer` (none for direct
   visits and some email clicks); later events carry their page's URL without a query string
   and the previous page's URL as referrer (internal navigation);
-- a user agent per visit in `technical.user_agent`: the browser of the user's device, or for
-  BOT_SHARE of the visits a crawler's (Googlebot, bingbot, AhrefsBot, ...); visits without a
-  `technical` section have none;
+- a user agent per visit in `technical.user_agent`: the browser of the user's device (or for
+  OTHER_BROWSER_P of the visits another browser's), or for BOT_SHARE of the visits a
+  crawler's (Googlebot, bingbot, AhrefsBot, ...); visits without a `technical` section have
+  none;
+- a new campaign (`utm_campaign`) in the URL of a later page view of CAMPAIGN_CHANGE_P of
+  the visits;
 - page pings (action `ping`, same page and URL): every 10 s after a page view while the user
   stays on the page (an exponential time, at most until the user's next event);
 - purchases (action `purchase`, page `checkout`) in a share of the visits that depends on
@@ -46,6 +49,9 @@ def _visit_sources(visits: Visits, users: Users, rng: np.random.Generator):
     )
     bot_agent = web.FIRST_BOT_AGENT + rng.integers(0, len(web.BOT_AGENTS), n)
     agent = np.where(bot, bot_agent, web.AGENT_OF_DEVICE[users.device[visits.user]])
+    other = ~bot & (rng.random(n) < web.OTHER_BROWSER_P)
+    agent[other] = web.FIRST_OTHER_BROWSER + rng.integers(0, len(web.OTHER_BROWSERS),
+                                                          int(other.sum()))  # fmt: skip
     agent = np.where(visits.omit & 4, -1, agent)
     return kind, query, referrer, agent, bot
 
@@ -84,6 +90,10 @@ def add_web_data(
     nxt = _next_same_user(visits.user[events.visit], events.t_ms, end_ms)
     room = nxt - events.t_ms - 1  # an added event must come strictly before the next one
     human = ~bot[events.visit]
+    # A new campaign in the URL of a later page view, in some visits.
+    changed = human & ~landing & (events.action == 0) & (rng.random(n) < web.CAMPAIGN_CHANGE_P)
+    e_query[changed] = web.FIRST_CHANGE + rng.integers(0, len(web.CAMPAIGN_CHANGES),
+                                                       int(changed.sum()))  # fmt: skip
 
     # Pings after page views, while the user stays.
     viewed = human & ((events.action == 0) | (events.action == 3))

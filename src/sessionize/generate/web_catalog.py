@@ -4,7 +4,9 @@ query strings and referrers, page paths, and user agents of browsers and crawler
 Every string is plain ASCII without quotes or backslashes: it goes into JSON text unescaped.
 Query strings carry what real landing URLs do: UTM parameters with `+` and `%20` for spaces,
 upper- and mixed-case keys, a repeated key, an empty value, an invalid `%` escape, a
-`#fragment`, and gclids on paid search.
+`#fragment`, gclids on paid search and the other click ids; the kinds reach every channel of
+GA4's default channel group and the site lists' cases (webmail, the Gmail app, a country's
+Google, a subdomain wildcard); 20 real user agents of browsers, phones, tablets and crawlers.
 """
 
 from __future__ import annotations
@@ -61,12 +63,47 @@ KINDS = (
      ("?utm_source=awin&utm_medium=affiliate&utm_campaign=deals",
       "?utm_source=cashback-site&utm_medium=affiliate&utm_campaign=summer%2Bsale"),
      ("https://www.awin1.com/", "https://cashback-site.example/")),
+    # The rest of GA4's default channel group, and the other click ids (schema 3).
+    ("cross-network", 0.01,
+     ("?utm_source=google&utm_medium=cpc&utm_campaign=pmax-cross-network&gbraid=0AAAAAo1",
+      "?wbraid=CkQKCQiA&utm_campaign=Demand+Gen+cross-network"), ("https://www.google.com/",)),
+    ("paid shopping", 0.01,
+     ("?utm_source=google&utm_medium=cpc&utm_campaign=shopping_spring",
+      "?utm_source=amazon&utm_medium=paid&utm_campaign=sponsored"), (None,)),
+    ("paid video", 0.01,
+     ("?utm_source=youtube&utm_medium=cpv&utm_campaign=launch", "?dclid=CJa6x&utm_source=dv"),
+     ("https://www.youtube.com/",)),
+    ("paid other", 0.01,
+     ("?utm_source=criteo&utm_medium=retargeting&msclkid=9f2b1c",
+      "?utm_source=tiktok&utm_medium=paid_ads&ttclid=E.C.P.1", "?fbclid=IwAR0xYz&utm_medium=cpc",
+      "?li_fat_id=5c3e&utm_source=partner&utm_medium=ppc"), (None,)),
+    ("organic shopping", 0.01, ("", "?utm_source=newsletter&utm_campaign=shop-the-look"),
+     ("https://www.amazon.com/", "https://www.ebay.com/itm/1")),
+    ("organic video", 0.01, ("", "?utm_source=podcast-player&utm_medium=video"),
+     ("https://www.youtube.com/watch?v=x", "https://vimeo.com/123")),
+    ("audio", 0.005, ("?utm_source=spotify&utm_medium=audio&utm_campaign=ads",), (None,)),
+    ("sms", 0.005, ("?utm_source=sms&utm_medium=sms", "?utm_source=twilio&utm_medium=sms"),
+     (None,)),
+    ("mobile push", 0.005,
+     ("?utm_source=app&utm_medium=web-push", "?utm_source=firebase&utm_campaign=reengage",
+      "?utm_source=onesignal&utm_medium=mobile_notification"), (None,)),
+    ("webmail and apps", 0.01, ("",),
+     ("https://mail.google.com/mail/u/0/", "android-app://com.google.android.gm/",
+      "android-app://com.google.android.googlequicksearchbox/", "https://www.google.co.uk/",
+      "https://uk.search.yahoo.com/")),
 )  # fmt: skip
 KIND_P = np.array([k[1] for k in KINDS]) / sum(k[1] for k in KINDS)
 DIRECT = 0
 
+# Landing queries a later page view of CAMPAIGN_CHANGE_P of the human visits carries: a new
+# campaign in the URL mid-visit (`--split-on-change utm_campaign` splits there).
+CAMPAIGN_CHANGES = ("?utm_source=newsletter&utm_medium=email&utm_campaign=flash+sale",
+                    "?utm_source=facebook&utm_medium=paid_social&utm_campaign=retarget")
+CAMPAIGN_CHANGE_P = 0.02
+
 # Flat vocabularies; a kind's entries start at its offset.
-QUERIES: tuple[str, ...] = tuple(q for k in KINDS for q in k[2])
+QUERIES: tuple[str, ...] = (*(q for k in KINDS for q in k[2]), *CAMPAIGN_CHANGES)
+FIRST_CHANGE = len(QUERIES) - len(CAMPAIGN_CHANGES)
 QUERY_START = np.cumsum([0] + [len(k[2]) for k in KINDS])[:-1]
 QUERY_COUNT = np.array([len(k[2]) for k in KINDS])
 REFERRERS: tuple[str | None, ...] = tuple(r for k in KINDS for r in k[3])
@@ -74,7 +111,8 @@ REFERRER_START = np.cumsum([0] + [len(k[3]) for k in KINDS])[:-1]
 REFERRER_COUNT = np.array([len(k[3]) for k in KINDS])
 
 # A conversion rate per kind (purchases per visit); bots never buy.
-PURCHASE_P = np.array([0.03, 0.03, 0.015, 0.06, 0.03, 0.07, 0.03, 0.01, 0.05])
+PURCHASE_P = np.array([0.03, 0.03, 0.015, 0.06, 0.03, 0.07, 0.03, 0.01, 0.05,
+                       0.05, 0.06, 0.02, 0.02, 0.04, 0.02, 0.02, 0.03, 0.04, 0.02])  # fmt: skip
 PURCHASE_NO_VALUE = 0.05  # purchases written without an `order` object
 VALUE_MEDIAN, VALUE_SIGMA = 45.0, 0.8  # order.value, log-normal, in whole cents
 
@@ -122,8 +160,22 @@ BOT_AGENTS = (
     "DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)",
     "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
 )
-AGENTS: tuple[str, ...] = (*BROWSER_AGENTS.values(), *BOT_AGENTS)
-FIRST_BOT_AGENT = len(BROWSER_AGENTS)
+# Other browsers, which OTHER_BROWSER_P of the human visits use instead of their device's.
+OTHER_BROWSERS = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.61",
+    "Mozilla/5.0 (Linux; Android 13; SAMSUNG SM-A536B) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "SamsungBrowser/23.0 Chrome/115.0.0.0 Mobile Safari/537.36",
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 "
+    "Safari/537.36",
+    "Mozilla/5.0 (Linux; Android 11; KFTRWI) AppleWebKit/537.36 (KHTML, like Gecko) Silk/118.4.1 "
+    "like Chrome/118.0.5993.117 Safari/537.36",
+)
+OTHER_BROWSER_P = 0.15
+AGENTS: tuple[str, ...] = (*BROWSER_AGENTS.values(), *OTHER_BROWSERS, *BOT_AGENTS)
+FIRST_OTHER_BROWSER = len(BROWSER_AGENTS)
+FIRST_BOT_AGENT = len(BROWSER_AGENTS) + len(OTHER_BROWSERS)
 BOT_SHARE = 0.03  # of visits
 # The browser agent of each catalog.DEVICE_COMBOS code.
 AGENT_OF_DEVICE = np.array(
