@@ -1,0 +1,84 @@
+"""GA4's channel table as the docs give it, the site lists' entry kinds, and
+`--split-on-change utm_campaign` reading the URL (schema 3)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from sessionize.config import SessionRules
+from sessionize.content import SessionContent
+from sessionize.logic import advance
+from sessionize.logic.channel import default_rules_text
+from sessionize.logic.sites import site_kind
+from sessionize.mapping import EventMapping
+from sessionize.schema import layout
+
+from .helpers import MIN, T0, rows_of
+
+DOCS = Path(__file__).parents[2] / "docs" / "concepts" / "sessions.md"
+
+
+def test_the_docs_channel_table_is_the_shipped_one():
+    """Every row of the docs' GA4 table, in order, is a line of the shipped rules file."""
+    text = DOCS.read_text()
+    section = text.split("### Channels: GA4's default channel group", 1)[1]
+    rows = re.findall(r"^\| \d+ \| ([^|]+) \| (.+?) \| .+\|$", section, re.M)
+    documented = []
+    for channel, rule in rows:
+        rule = rule.replace("\\|", "|").strip()
+        conditions = "" if rule == "(always)" else rule.strip("`")
+        documented.append(f"{channel.strip()} = {conditions}".strip())
+    shipped = [line.strip() for line in default_rules_text(3).splitlines()
+               if line.strip() and not line.startswith("#")]  # fmt: skip
+    assert [d.rstrip("= ").strip() for d in documented] == [s.rstrip("= ").strip() for s in shipped]
+    assert len(rows) == 28
+
+
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        ("google", "search"),  # a name of Google's list
+        ("l.facebook.com", "social"),  # a host of Google's list, exactly
+        ("m.youtube.com", "video"),
+        ("amazon.com", "shopping"),
+        ("mail.google.com", None),  # webmail, which Google lists as search: left out
+        ("mail.yandex.ru", None),
+        ("duckduckgo.com", "search"),  # a host of Matomo's list
+        ("shop.duckduckgo.com", None),  # not its subdomains
+        ("google.de", "search"),  # google.{}: a one-label top-level domain
+        ("google.co.uk", "search"),  # or a second-level one
+        ("com.google.android.gm", None),  # the Gmail app is not google.{}
+        ("google.android.gm", None),
+        ("mail.google.de", None),  # nothing before the base
+        ("uk.search.yahoo.com", "search"),  # {}.search.yahoo.com: any subdomain
+        ("youtube.com", "video"),  # Google's video list wins over Matomo's social one
+        ("x" * 254, None),  # longer than a host can be
+    ],
+)
+def test_site_list_entry_kinds(source, kind):
+    assert site_kind(source) == kind
+
+
+def test_split_on_change_utm_campaign_reads_the_url_query():
+    mapping = EventMapping(url="u", change="utm_campaign", session_columns=3,
+                           content=SessionContent())  # fmt: skip
+    lay = layout(mapping)
+    assert "change_value" not in lay.event.names  # no field is read for it
+    urls = ["https://s.example/?utm_campaign=spring", "https://s.example/p",
+            "https://s.example/?UTM_CAMPAIGN=Spring+Sale", "https://s.example/q"]
+    rows = [{n: None for n in lay.event.names} for _ in urls]
+    for i, (r, u) in enumerate(zip(rows, urls, strict=True)):
+        r.update(user_id=1, event_time=T0 + i * MIN, page=f"/{i}", action="view", u=u, url=u)
+    res = advance(lay.state.empty_table(), pa.Table.from_pylist(rows, lay.event),
+                  rules=SessionRules(gap_us=10 * MIN), watermark_before=None,
+                  watermark_after=T0 + 10**12, layout=lay)  # fmt: skip
+    got = [(s["pages"], s["end_reason"], s["utm_campaign"], s["continues_session_id"])
+           for s in rows_of(res.sessions)]  # fmt: skip
+    assert got == [(["/0", "/1"], "field_change", "spring", None),
+                   (["/2", "/3"], "inactivity", "Spring Sale", None)]  # fmt: skip
+    with pytest.raises(Exception, match="--url-field"):
+        EventMapping(change="utm_campaign", session_columns=3)
