@@ -122,7 +122,8 @@ def kind(source: str | None) -> str | None:
 
 def ref_channel(q: dict, referrer: str | None) -> str:
     """GA4's default channel group, rule by rule (docs/concepts/sessions.md's table)."""
-    source, medium = q.get("utm_source", "").lower() or None, q.get("utm_medium", "").lower() or None
+    source = q.get("utm_source", "").lower() or None
+    medium = q.get("utm_medium", "").lower() or None
     campaign = q.get("utm_campaign", "").lower()
     landing_click = next((c for c in CLICK_IDS if c in q), None)
     if landing_click in ("gclid", "gbraid", "wbraid"):

@@ -127,3 +127,17 @@ def test_a_delta_output_is_read_at_its_current_version(tmp_path):
     d = load_outputs(out)
 
     assert (d.sessions, d.invalid, d.batches) == (4, 4, ["0"])  # 2 partitions x 2 rows
+
+
+def test_bots_sessions_are_left_out_of_the_session_figures_and_counted(tmp_path):
+    out = tmp_path / "out"
+    s = _sessions([0.1, 0.2, 1.5, 2.5], [["a"], ["b", "c"], ["a"], ["c"]],
+                  ["inactivity"] * 4)  # fmt: skip
+    s = s.append_column("is_bot", pa.array([False, True, True, None]))
+    _write(out, "sessions/batch_id=1/session_date=2026-11-01/part-00000.parquet", s)
+    data = load_outputs(str(out))
+    assert (data.sessions, data.bots_left_out) == (2, 2)  # a missing flag is no bot
+    assert sorted(data.entry_pages.labels) == ["a", "c"]
+    assert int(data.sessions_per_hour.counts.sum()) == 2
+    everyone = load_outputs(str(out), with_bots=True)
+    assert (everyone.sessions, everyone.bots_left_out) == (4, 0)

@@ -437,17 +437,21 @@ class HoursBar:
     help="Progress log to plot (default: CHECKPOINT/progress.jsonl, else OUTPUT/_progress.jsonl).",
 )
 @click.option("--to", "to", required=True, help="HTML file to write (one self-contained page).")
-def report(output, checkpoint, progress_log, to) -> None:
+@click.option("--with-bots", is_flag=True,
+              help="Count bots' sessions in the session charts (left out by default).")
+def report(output, checkpoint, progress_log, to, with_bots) -> None:
     """Write an HTML report with plots of the sessions, late and invalid events, and the
     job's progress; it opens offline in any browser."""
     from sessionize.report import build_report
 
-    result = build_report(output, to, checkpoint=checkpoint, progress_log=progress_log)
+    result = build_report(output, to, checkpoint=checkpoint, progress_log=progress_log,
+                          with_bots=with_bots)  # fmt: skip
     if result.progress_missing:
         click.echo(f"note: {result.progress_missing}; the progress plots say so", err=True)
+    left_out = f", {result.bots_left_out:,} bot sessions left out" if result.bots_left_out else ""
     click.echo(
-        f"wrote {result.path} ({result.bytes / 1e3:,.0f} kB, {result.sessions:,} sessions, "
-        f"{result.seconds:.1f}s)"
+        f"wrote {result.path} ({result.bytes / 1e3:,.0f} kB, {result.sessions:,} sessions"
+        f"{left_out}, {result.seconds:.1f}s)"
     )
 
 

@@ -21,6 +21,7 @@ class ReportResult:
     seconds: float
     sessions: int
     progress_missing: str | None
+    bots_left_out: int = 0  # bots' sessions not in the session charts
 
 
 def build_report(
@@ -29,8 +30,10 @@ def build_report(
     *,
     checkpoint: str | None = None,
     progress_log: str | None = None,
+    with_bots: bool = False,
 ) -> ReportResult:
-    """Read OUTPUT (and the progress log), write the HTML report to `to`."""
+    """Read OUTPUT (and the progress log), write the HTML report to `to`. Sessions of bots
+    (`is_bot`) are left out of the session charts and counted, unless `with_bots`."""
     from sessionize.report.data import load_outputs
     from sessionize.report.page import build_page, now
     from sessionize.report.progress import default_path, read_progress
@@ -39,7 +42,7 @@ def build_report(
     t0 = time.perf_counter()
     if not is_postgres(output) and not is_dir(output):
         raise ConfigError(f"--output {output} is not a directory: give a job's output directory")
-    data = load_outputs(output)
+    data = load_outputs(output, with_bots=with_bots)
     if not data.found:
         raise ConfigError(_no_outputs(output))
     progress = read_progress(progress_log or default_path(output, checkpoint))
@@ -63,6 +66,7 @@ def build_report(
         seconds=time.perf_counter() - t0,
         sessions=data.sessions,
         progress_missing=progress.missing,
+        bots_left_out=data.bots_left_out,
     )
 
 

@@ -76,6 +76,7 @@ class OutputData:
     invalid_per_batch: Counts = field(default_factory=lambda: Counts([], []))
     invalid_reasons: Counts = field(default_factory=lambda: Counts([], []))
     batches: list[str] = field(default_factory=list)  # every batch id seen, in order
+    bots_left_out: int = 0  # bots' sessions (`is_bot`) not in the session figures
 
 
 def read_columns(root: str, name: str, columns: list[str]) -> pa.Table | None:
@@ -89,9 +90,17 @@ def read_columns(root: str, name: str, columns: list[str]) -> pa.Table | None:
     return dataset.to_table(columns=present)
 
 
-def load_outputs(root: str) -> OutputData:
+def load_outputs(root: str, with_bots: bool = False) -> OutputData:
+    """The report's figures of the outputs under `root`; bots' sessions (`is_bot`, where
+    the sessions have it) are left out of the session figures and counted, unless
+    `with_bots`, as analytics tools leave known bots out."""
     data = OutputData(root=redact_uri(root))
-    sessions = read_columns(root, "sessions", SESSION_COLUMNS)
+    sessions = read_columns(root, "sessions", [*SESSION_COLUMNS, "is_bot"])
+    if sessions is not None and "is_bot" in sessions.column_names:
+        bots = pc.fill_null(sessions["is_bot"], False)
+        if not with_bots:
+            data.bots_left_out = pc.sum(bots).as_py() or 0
+            sessions = sessions.filter(pc.invert(bots))
     if sessions is not None and sessions.num_rows:
         _sessions(data, sessions)
     views = read_columns(root, "page_views", ["event_time"])

@@ -97,6 +97,7 @@ def build_page(
 def _header(out: OutputData, progress: Progress, generated: datetime) -> str:
     items = [
         ("sessions", out.sessions),
+        *([("bot sessions left out", out.bots_left_out)] if out.bots_left_out else []),
         ("users", out.users),
         ("page views", out.page_views),
         ("late events", out.late),
