@@ -1,11 +1,23 @@
 """What carrying the traffic source, channel, engagement, conversions and `is_bot` costs
 the session logic: `logic.advance` over the same events, today's `sessions` columns (schema
-1) against schema 2 with every option on, alternating, in one process (pure, no Spark).
+1) against schema 2 and schema 3 (GA4's channels, page views and `events`, parsed user
+agents, click ids, sources kept across splits) with every option on, alternating, in one
+process (pure, no Spark).
 
     .venv/bin/python benchmarks/session_content.py [--events 200000 --users 8000 --repeats 4]
+    .venv/bin/python benchmarks/session_content.py --job [--hours 2 --users 6000
+        --events-per-hour 100000 --repeats 3]
 
 Prints each one's CPU seconds per repeat (the first one warms the caches: CrawlerDetect's
-regexes, the referrer lists) and the ratio of the best times.
+regexes, the referrer lists, ua-parser's rules) and the ratio of the best times.
+
+`--job` measures what the content columns cost a whole session job instead: one input of
+`generate --web-data` (the throughput benchmark's mix, with URLs, referrers, user agents,
+pings and purchases), one Spark session, then `sessionize batch` (the store engine, files
+state, local Parquet) over every hour with a plain mapping (schema 1: no URL, referrer or
+user agent read) and with schema 3 (GA4's channels, page views and `events`, user agents,
+click ids, pings, a conversion), alternating, each into a new output; wall seconds per run
+and the ratio of the best runs.
 """
 
 from __future__ import annotations
@@ -33,13 +45,17 @@ URLS = (
 REFERRERS = (None, "https://www.google.com/search?q=x", "https://t.co/a", "https://b{n}.example/")
 AGENTS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/1{n}.0 Safari/537.36",
           "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)")  # fmt: skip
+CONTENT = SessionContent(
+    ping_action="ping", conversions=(Conversion("purchase", "purchase", "order.total"),)
+)
 OFF = EventMapping()
 ON = EventMapping(
     url="page.url", referrer="page.referrer", user_agent="technical.ua",
-    last=(("previous", "page.previous"),), session_columns=2,
-    content=SessionContent(
-        ping_action="ping", conversions=(Conversion("purchase", "purchase", "order.total"),)
-    ),
+    last=(("previous", "page.previous"),), session_columns=2, content=CONTENT,
+)  # fmt: skip
+SCHEMA_3 = EventMapping(
+    url="page.url", referrer="page.referrer", user_agent="technical.ua",
+    last=(("previous", "page.previous"),), session_columns=3, content=CONTENT,
 )  # fmt: skip
 
 
@@ -60,15 +76,69 @@ def events(n: int, users: int) -> list[dict]:
     return out
 
 
+WEB_FIELDS = {"url": "page.url", "referrer": "page.referrer",
+              "user_agent": "technical.user_agent"}  # fmt: skip
+
+
+def job(args: argparse.Namespace) -> None:
+    """The session job with and without the content columns (see the module doc)."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from bench_common import input_config, warm_spark, write_input
+
+    from sessionize.commands.batch import BatchOptions, run_batch
+
+    root = Path(tempfile.mkdtemp(prefix="sessionize-content-"))
+    try:
+        cfg = replace(input_config(args), web_data=True)
+        write_input(cfg, str(root / "in"))
+        spark = warm_spark("content", 2)
+        content = SessionContent(ping_action="ping",
+                                 conversions=(Conversion("purchase", "purchase", "order.value"),))
+        mappings = {"plain (schema 1)": EventMapping(session_columns=1),
+                    "schema 3": EventMapping(**WEB_FIELDS, session_columns=3, content=content)}
+        first = datetime(2026, 11, 1, tzinfo=UTC)
+        last = datetime(2026, 11, 1, args.hours - 1, tzinfo=UTC)
+        seconds: dict[str, list[float]] = {name: [] for name in mappings}
+        for i in range(args.repeats):
+            for name, mapping in mappings.items():
+                out = root / f"out-{i}-{name.split()[0]}"
+                opts = BatchOptions(input=str(root / "in"), output=str(out), start=first,
+                                    end=last, partitions=2, mapping=mapping)  # fmt: skip
+                t0 = time.perf_counter()
+                records = run_batch(opts, spark, lambda _: None)
+                seconds[name].append(time.perf_counter() - t0)
+                events = sum(r["batch"]["records"] for r in records)
+                shutil.rmtree(out, ignore_errors=True)
+        for name, times in seconds.items():
+            print(f"{name}: " + ", ".join(f"{s:.1f}" for s in times) + " s")
+        best = {name: min(times) for name, times in seconds.items()}
+        print(f"schema 3 / plain: {best['schema 3'] / best['plain (schema 1)']:.3f}x "
+              f"({events:,} lines per run, {args.hours} hours)")  # fmt: skip
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--users", type=int, default=8000)
     parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--job", action="store_true", help="time whole batch jobs instead")
+    parser.add_argument("--hours", type=int, default=2)
+    parser.add_argument("--events-per-hour", type=int, default=100_000)
     args = parser.parse_args()
+    if args.job:
+        job(args)
+        return
     rows = events(args.events, args.users)
     tables = {}
-    for name, mapping in (("schema 1", OFF), ("every option on", ON)):
+    runs = (("schema 1", OFF), ("every option on", ON), ("schema 3", SCHEMA_3))
+    for name, mapping in runs:
         lay = layout(mapping)
         table = pa.Table.from_pylist([{c: r.get(c) for c in lay.event.names} for r in rows],
                                      lay.event)  # fmt: skip
@@ -83,7 +153,8 @@ def main() -> None:
     for name, times in seconds.items():
         print(f"{name}: " + ", ".join(f"{s:.3f}" for s in times) + " CPU s")
     best = {name: min(times) for name, times in seconds.items()}
-    print(f"every option on / schema 1: {best['every option on'] / best['schema 1']:.2f}x "
+    print(f"every option on / schema 1: {best['every option on'] / best['schema 1']:.2f}x, "
+          f"schema 3 / schema 1: {best['schema 3'] / best['schema 1']:.2f}x "
           f"({args.events:,} events)")  # fmt: skip
 
 
