@@ -47,7 +47,7 @@ def _site_host(obj: dict) -> str | None:
 
 
 def test_every_event_has_its_pages_url_and_a_referrer_where_it_came_from(tree):
-    path_of = {}
+    path_of, changes = {}, 0
     for obj in _events(tree):
         page = obj["page"]
         url = urlsplit(page["url"])
@@ -57,13 +57,15 @@ def test_every_event_has_its_pages_url_and_a_referrer_where_it_came_from(tree):
         path_of.setdefault(page["current"], url.path)
         assert path_of[page["current"]] == url.path  # one path per page
         if "previous" in page:  # internal navigation: the previous page on this site
-            if obj.get("action") != "purchase":
-                assert not url.query, page
+            if obj.get("action") != "purchase" and url.query:  # a new campaign mid-visit
+                assert "?" + url.query in web_catalog.CAMPAIGN_CHANGES, page
+                changes += 1
             ref = urlsplit(page["referrer"])
             assert ref.hostname == url.hostname and not ref.query, page
             assert ref.path == path_of.get(page["previous"], ref.path)
         else:
             assert page.get("referrer") in web_catalog.REFERRERS, page
+    assert changes  # some visits change campaign in a later page's URL
 
 
 def test_landing_urls_carry_utm_parameters_gclids_and_their_awkward_forms(tree):
