@@ -20,6 +20,7 @@ OUTPUTS = ("sessions", "page_views", "late_events", "invalid_events")
 SORT_KEYS = {
     "sessions": ["user_id", "start_time"],
     "page_views": ["user_id", "event_time", "page"],
+    "events": ["user_id", "event_time", "page"],
     "late_events": ["user_id", "event_time", "page", "action"],
     "invalid_events": ["source", "raw", "reason"],
 }

@@ -79,11 +79,11 @@ def test_sessions_of_string_ids_need_no_user_type(spark):
     assert _shape(str_sessions, lambda u: int(u.removeprefix("u-"))) == _shape(
         int_sessions, int
     )
-    # Every distinct event (user, time, page) is a page view of a closed session.
+    # Every distinct event (user, time, page) is an event of a closed session.
     distinct = {(f"u-{e['anonymous_id']}", e["ts"], e["url"]) for e in events}
-    views = by_str.page_views.toArrow().to_pylist()
-    assert len(views) == len(distinct)
-    assert {(v["user_id"], v["event_time"].timestamp() * 1000 // 1, v["page"]) for v in views} == {
+    rows = by_str.events.toArrow().to_pylist()
+    assert len(rows) == len(distinct)
+    assert {(v["user_id"], v["event_time"].timestamp() * 1000 // 1, v["page"]) for v in rows} == {
         (u, float(t), p) for u, t, p in distinct
     }
     for result in (by_int, by_str):

@@ -85,7 +85,7 @@ def _reference_stream(chk: Path, batches: int, rules: SessionRules) -> dict:
             entries = [json.loads(x) for x in log.read_text().splitlines()[1:] if x]
             logged |= {(e["batchId"], e["path"]) for e in entries}
     state: dict[int, list[dict]] = {}
-    out = {"sessions": [], "page_views": [], "late": [], "duplicates": 0, "invalid": 0}
+    out = {"sessions": [], "events": [], "views": [], "late": [], "duplicates": 0, "invalid": 0}
     watermark, max_seen = None, None
     for batch in range(batches):
         events = []
@@ -106,7 +106,7 @@ def _reference_stream(chk: Path, batches: int, rules: SessionRules) -> dict:
             del state[user]
         for user in {row["user_id"] for row in step["state_puts"]}:
             state[user] = [row for row in step["state_puts"] if row["user_id"] == user]
-        for name in ("sessions", "page_views", "late"):
+        for name in ("sessions", "events", "views", "late"):
             out[name] += step[name]
         out["duplicates"] += step["stats"]["duplicates"]
         watermark = after
@@ -141,7 +141,8 @@ def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     assert set(logged[0]["phases_s"]) == {"plan", "run", "publish"}
     out = tmp_path / "a" / "out"
     totals = records[-1]["totals"]
-    sessions, views = read_output(out, "sessions"), read_output(out, "page_views")
+    sessions, events = read_output(out, "sessions"), read_output(out, "events")
+    views = read_output(out, "page_views")
     invalid, late = read_output(out, "invalid_events"), read_output(out, "late_events")
     state = _open_state_rows(opts, records[-1]["version"])
 
@@ -154,8 +155,10 @@ def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     assert late.num_rows > 0 and _keys(late, late_key) == _keys(want["late"], late_key)
     session_key = ["user_id", "start_time", "closed_at", "event_count"]
     assert _keys(sessions, session_key) == _keys(want["sessions"], session_key)
-    view_key = ["user_id", "event_time", "page", "position", "time_on_page_ms"]
-    assert _keys(views, view_key) == _keys(want["page_views"], view_key)
+    event_key = ["user_id", "event_time", "page", "action", "position", "page_view_id"]
+    assert _keys(events, event_key) == _keys(want["events"], event_key)
+    view_key = ["page_view_id", "event_time", "position", "time_on_page_ms", "engaged_time_ms"]
+    assert views.num_rows > 0 and _keys(views, view_key) == _keys(want["views"], view_key)
     event_key = ["user_id", "event_time", "page"]
     assert _keys(state, event_key) == _keys(want["state"], event_key)
     assert want["duplicates"] > 0
@@ -163,15 +166,15 @@ def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     assert (totals["invalid"], totals["late"], totals["duplicates"], totals["sessions_out"]) == (
         invalid.num_rows, late.num_rows, want["duplicates"], sessions.num_rows
     )  # fmt: skip
-    # Every on-time, deduplicated event is in exactly one emitted page view or open state row.
+    # Every on-time, deduplicated event is in exactly one emitted event row or open state row.
     keys = pa.concat_tables(
         [
-            views.select(["user_id", "event_time", "page"]),
+            events.select(["user_id", "event_time", "page"]),
             state.select(["user_id", "event_time", "page"]),
         ]
     )
     assert keys.group_by(["user_id", "event_time", "page"]).aggregate([]).num_rows == keys.num_rows
-    assert pc.sum(sessions["event_count"]).as_py() == views.num_rows
+    assert pc.sum(sessions["event_count"]).as_py() == events.num_rows
     assert sessions.num_rows > 0
     assert records[-1]["batch"]["open_sessions"] > 0
     assert records[-1]["batch"]["open_users"] == len(pc.unique(state["user_id"]))
@@ -180,6 +183,7 @@ def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     # Plain Spark reads see exactly the same committed rows.
     assert spark.read.parquet(str(out / "sessions")).count() == sessions.num_rows
     assert spark.read.parquet(str(out / "page_views")).count() == views.num_rows
+    assert spark.read.parquet(str(out / "events")).count() == events.num_rows
 
 
 # Batch boundaries are the engine's concern; each store's versions are proven by the
@@ -192,7 +196,7 @@ def test_sessions_do_not_depend_on_micro_batch_size(spark, tmp_path, state):
     )
     _, all_at_once, _ = _run(spark, tmp_path, "big", inp, state=state("big"))
     assert len(one_by_one) > 1 and len(all_at_once) == 1
-    for name in ("sessions", "page_views"):
+    for name in ("sessions", "page_views", "events"):
         a = read_output(tmp_path / "small" / "out", name, with_batch=False)
         b = read_output(tmp_path / "big" / "out", name, with_batch=False)
         assert a.num_rows > 0

@@ -91,6 +91,8 @@ def reference_advance(
             user_events[same[0]] = event
 
     sessions, page_views, state_puts, state_removes = [], [], [], []
+    events_out: list[dict] = []
+    views_out: list[dict] = []
     open_after = 0
     for user in sorted(open_events):
         ordered = sorted(open_events[user], key=lambda e: (e["event_time"], e["page"]))
@@ -106,6 +108,8 @@ def reference_advance(
                 day = local_date(session[0]["event_time"], rules.timezone)
                 sessions.append(session_row(session, closed, reason, sid, day))
                 page_views.extend(page_view_rows(session, closed, sid))
+                events_out.extend(event_rows(session, sid))
+                views_out.extend(view_rows(session, sid))
             else:
                 still_open.append((session, release))
         if still_open:
@@ -132,6 +136,8 @@ def reference_advance(
     return {
         "sessions": sessions,
         "page_views": page_views,
+        "events": events_out,  # schema 3's `events`
+        "views": views_out,  # schema 3's `page_views` (no pings in the reference's events)
         "late": late,
         "state_puts": state_puts,
         "state_removes": state_removes,
@@ -171,4 +177,37 @@ def page_view_rows(session: list[dict], closed: int, sid: str) -> list[dict]:
                 "time_on_page_ms": (until - event["event_time"]) // 1000,
             }
         )
+    return rows
+
+
+# Schema 3 (docs/concepts/sessions.md, "Page views and events"), with the default options:
+# page views are the `view` events; without a ping action a page view's engaged time is the
+# sum over its events of min(next event - this, 30 min), the last event's time not counted.
+MAX_PAGE_TIME_US = 30 * 60_000_000
+
+
+def event_rows(session: list[dict], sid: str) -> list[dict]:
+    rows, views = [], 0
+    for i, event in enumerate(session):
+        views += event["action"] == "view"
+        rows.append({"session_id": sid, "user_id": event["user_id"],
+                     "event_time": event["event_time"], "page": event["page"],
+                     "action": event["action"], "position": i + 1,
+                     "page_view_id": f"{sid}:{views}" if views else None})  # fmt: skip
+    return rows
+
+
+def view_rows(session: list[dict], sid: str) -> list[dict]:
+    at = [i for i, e in enumerate(session) if e["action"] == "view"]
+    rows = []
+    for n, i in enumerate(at):
+        end = at[n + 1] if n + 1 < len(at) else len(session)
+        engaged = sum(min(session[j + 1]["event_time"] - session[j]["event_time"],
+                          MAX_PAGE_TIME_US) for j in range(i, end) if j + 1 < len(session))
+        on_page = (session[at[n + 1]]["event_time"] - session[i]["event_time"]) // 1000 \
+            if n + 1 < len(at) else None  # fmt: skip
+        rows.append({"session_id": sid, "user_id": session[i]["user_id"],
+                     "page_view_id": f"{sid}:{n + 1}", "event_time": session[i]["event_time"],
+                     "page": session[i]["page"], "position": n + 1,
+                     "time_on_page_ms": on_page, "engaged_time_ms": engaged // 1000})
     return rows

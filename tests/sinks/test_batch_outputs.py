@@ -1,5 +1,5 @@
-"""`sessionize batch` writing Delta (local, S3) and Parquet on S3 gives the rows that local
-Parquet gets from the same input."""
+"""`sessionize batch` writing Delta (local, S3), Parquet on S3 and PostgreSQL gives the rows
+that local Parquet gets from the same input, in every output (`events` included)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_batch_outputs_equal_local_parquet(
         run_batch(opts, spark=spark, on_hour=said.append)
         assert any(line.startswith("reprocessing from ") for line in said), said
     assert not (tmp_path / "s3:").exists() and not (tmp_path / "postgresql:").exists()
-    for name in ("sessions", "page_views", "late_events", "invalid_events"):
+    for name in ("sessions", "page_views", "events", "late_events", "invalid_events"):
         got = read_rows(kind, root, name)
         expected = read_rows("parquet", ref, name)
         assert expected.num_rows > 0 or name == "late_events", name  # batch: none late

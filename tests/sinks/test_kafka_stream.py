@@ -46,7 +46,7 @@ def test_stream_to_kafka_equals_the_same_run_to_parquet(spark, tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "chk" / "kafka-staging").is_dir()
-    for name in OUTPUTS:
+    for name in (*OUTPUTS, "events"):
         table: pa.Table = read_output(tmp_path / "pq", name)
         expected = [{k: _iso(v) for k, v in row.items()} for row in table.to_pylist()]
         records = read_topic(uri, name)

@@ -30,13 +30,16 @@ _END_OF_TIME_US = 2**62
 
 @dataclass(frozen=True)
 class SessionsResult:
-    """What `Sessionizer.sessions` gives: three lazy DataFrames of one bounded input.
+    """What `Sessionizer.sessions` gives: lazy DataFrames of one bounded input.
 
     Attributes:
         sessions: the sessions, with the columns of the `sessions` output (no `batch_id`).
-        page_views: every event of those sessions, with the columns of `page_views`.
+        page_views: their page views, with the columns of `page_views` (before schema 3:
+            every event of those sessions).
         invalid: the rows that are not events, with the columns of `invalid_events`
             (`raw`, `reason`, `source`).
+        events: every event of those sessions, with the columns of `events` (schema 3;
+            None before).
 
     Example:
         >>> result = Sessionizer(user="anonymous_id", time="ts").sessions(df)
@@ -46,6 +49,7 @@ class SessionsResult:
     sessions: DataFrame
     page_views: DataFrame
     invalid: DataFrame
+    events: DataFrame | None = None
 
     def __getattr__(self, name: str):
         # `sessions()` returned the sessions DataFrame itself before: say where it went.
@@ -71,7 +75,8 @@ def _emitted_task(rules: SessionRules, lay: Layout, output: str,
         watermark_after=_END_OF_TIME_US,
         layout=lay,
     )
-    emitted = step.sessions if output == "sessions" else step.page_views
+    emitted = {"sessions": step.sessions, "page_views": step.page_views,
+               "events": step.events}[output]  # fmt: skip
     yield from emitted.cast(lay.outputs[output]).to_batches()
 
 
@@ -84,7 +89,8 @@ def bounded_sessions(
     max_future_us: int | None,
     mapping: EventMapping,
 ) -> SessionsResult:
-    """The sessions, page views and invalid rows of `events` (raw records for `parser`).
+    """The sessions, page views, invalid rows and (schema 3) events of `events` (raw
+    records for `parser`).
     Each DataFrame is computed when it is used (the sessions and the page views each run
     the session logic once over the valid events)."""
     parsed = parser(events, now=now_us, max_future_us=max_future_us)
@@ -97,4 +103,5 @@ def bounded_sessions(
         return by_user.mapInArrow(task, from_arrow_schema(lay.outputs[output]))
 
     invalid = parsed.where(F.col("reason").isNotNull()).select(*INVALID_EVENTS.names)
-    return SessionsResult(emitted("sessions"), emitted("page_views"), invalid)
+    events_out = emitted("events") if "events" in lay.outputs else None
+    return SessionsResult(emitted("sessions"), emitted("page_views"), invalid, events_out)

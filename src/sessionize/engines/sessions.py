@@ -36,7 +36,14 @@ from sessionize.events import batch_time, blocks
 from sessionize.logic.processor import COUNTERS, DROPPED, SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.parsing import event_columns, parse
-from sessionize.schema import INVALID_EVENTS, OPEN_SESSIONS, STATE_EXPIRY, Layout, layout
+from sessionize.schema import (
+    CARRIED_SESSION,
+    INVALID_EVENTS,
+    OPEN_SESSIONS,
+    STATE_EXPIRY,
+    Layout,
+    layout,
+)
 from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import open_sink
 from sessionize.state import RowSpec, StateBackend, layout_rows
@@ -74,7 +81,8 @@ class SessionSettings(KeyedSettings):
         lay = layout(mapping)
         return cls(
             processor=SessionProcessor(rules, lay, open_sessions),
-            input_schema=lay.stored.remove(lay.stored.get_field_index(STATE_EXPIRY)),
+            input_schema=pa.schema([f for f in lay.stored if f.name not in (STATE_EXPIRY,
+                                                                            CARRIED_SESSION)]),
             partitions=partitions, state_uri=state_uri, job=job, output=output,
             lateness_us=rules.lateness_us, retain=retain, maintenance_every=maintenance_every,
             epoch=epoch, output_format=output_format, rules=rules, mapping=mapping,
