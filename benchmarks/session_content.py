@@ -16,8 +16,9 @@ regexes, the referrer lists, ua-parser's rules) and the ratio of the best times.
 pings and purchases), one Spark session, then `sessionize batch` (the store engine, files
 state, local Parquet) over every hour with a plain mapping (schema 1: no URL, referrer or
 user agent read) and with schema 3 (GA4's channels, page views and `events`, user agents,
-click ids, pings, a conversion), alternating, each into a new output; wall seconds per run
-and the ratio of the best runs.
+click ids, pings, a conversion counted without its value: a value path sends every line to
+the exact parse, docs/design.md "Events"), alternating, each into a new output; wall
+seconds per run and the ratio of the best runs.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def job(args: argparse.Namespace) -> None:
         write_input(cfg, str(root / "in"))
         spark = warm_spark("content", 2)
         content = SessionContent(ping_action="ping",
-                                 conversions=(Conversion("purchase", "purchase", "order.value"),))
+                                 conversions=(Conversion("purchase", "purchase"),))
         mappings = {"plain (schema 1)": EventMapping(session_columns=1),
                     "schema 3": EventMapping(**WEB_FIELDS, session_columns=3, content=content)}
         first = datetime(2026, 11, 1, tzinfo=UTC)

@@ -14,6 +14,7 @@ distinct landing URLs, not of sessions.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlsplit
 
@@ -56,9 +57,26 @@ def query_value(url: str | None, name: str) -> str | None:
 
 
 def _query(url: str | None) -> dict[str, str]:
-    """`url`'s query string: each key, lower-cased, to its first value."""
-    if url is None:
+    """`url`'s query string: each key, lower-cased, to its first value (a URL without `?`
+    has none; one of at most CACHED_URL_CHARS is parsed once per process)."""
+    if url is None or "?" not in url:
         return {}
+    if len(url) <= CACHED_URL_CHARS:
+        return _cached_query(url)
+    return _parse_query(url)
+
+
+# URLs up to this long are parsed once per process (a bounded cache): landing URLs repeat
+# across batches; a longer one is parsed each time.
+CACHED_URL_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=32768)
+def _cached_query(url: str) -> dict[str, str]:
+    return _parse_query(url)
+
+
+def _parse_query(url: str) -> dict[str, str]:
     try:
         query = urlsplit(url).query
     except ValueError:  # e.g. an unbalanced `[` in the host
@@ -71,9 +89,11 @@ def _query(url: str | None) -> dict[str, str]:
 
 def per_distinct(values: pa.Array, read, width: int) -> list[pa.Array]:
     """`read(value)` (a tuple of `width` strings or None) of each value, as `width` string
-    arrays, each distinct value read once."""
+    arrays, each distinct value read once; `read` reads a query string, so a value without
+    `?` reads as nulls without a call."""
     codes, distinct = _distinct(values)
-    found = [read(v) for v in distinct]
+    nothing = (None,) * width
+    found = [read(v) if v is not None and "?" in v else nothing for v in distinct]
     return [pa.array([f[i] for f in found], pa.string()).take(codes) for i in range(width)]
 
 

@@ -27,7 +27,9 @@ from sessionize.logic.continuation import (
     sources,
 )
 from sessionize.logic.ids import session_ids
-from sessionize.logic.traffic import click_id, per_distinct
+from sessionize.logic.traffic import CLICK_IDS, click_id, per_distinct
+
+CLICK_ID_NAMES = "(" + "|".join(CLICK_IDS) + ")="
 
 _Split = Any  # sessions._Split (sessions.py imports this module)
 
@@ -78,8 +80,13 @@ def _has_click(split: _Split) -> np.ndarray:
     if "url" not in split.rows.column_names or not len(split.order):
         return np.zeros(len(split.order), dtype=bool)
     urls = split.rows["url"].take(pa.array(split.order)).combine_chunks()
-    kind = per_distinct(urls, click_id, 2)[0]
-    return pc.is_valid(kind).to_numpy(zero_copy_only=False).astype(bool)
+    # Only URLs that name a click id are parsed (RE2 over the column first).
+    named = pc.fill_null(pc.match_substring_regex(urls, CLICK_ID_NAMES, ignore_case=True), False)
+    out = named.to_numpy(zero_copy_only=False).astype(bool)
+    if out.any():
+        kind = per_distinct(urls.filter(named), click_id, 2)[0]
+        out[out] = pc.is_valid(kind).to_numpy(zero_copy_only=False).astype(bool)
+    return out
 
 
 def _first_per_session(flag: np.ndarray, session: np.ndarray, k: int) -> np.ndarray:
