@@ -105,6 +105,17 @@ def host(url: str | None) -> str | None:
     """
     if not url:
         return None
+    if len(url) <= CACHED_URL_CHARS:
+        return _cached_host(url)
+    return _host(url)
+
+
+@functools.lru_cache(maxsize=32768)
+def _cached_host(url: str) -> str | None:
+    return _host(url)
+
+
+def _host(url: str) -> str | None:
     try:
         name = urlsplit(url.strip()).hostname
     except ValueError:
