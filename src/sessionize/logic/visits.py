@@ -135,9 +135,9 @@ def _kept(
     users = np.concatenate([cand_user, carry.user[old]])
     until = np.concatenate([cand_until, carry.until[old]])
     held_all = np.concatenate([held, old_held[old]])
-    keep = held_all if watermark_after is None else held_all | (until >= watermark_after)
-    if watermark_after is None:
-        keep = np.ones(len(users), dtype=bool)
+    # An on-time event of a later batch is at or after this batch's watermark.
+    keep = np.ones(len(users), dtype=bool) if watermark_after is None else (
+        held_all | (until >= watermark_after))
     order = np.argsort(users[keep], kind="stable")
     session_id = pa.concat_arrays([cand_id, carry.session_id.filter(pa.array(old))])
     return Kept(
