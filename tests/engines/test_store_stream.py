@@ -101,6 +101,7 @@ def _reference_stream(chk: Path, batches: int, rules: SessionRules) -> dict:
         step = reference_advance(
             [row for rows in state.values() for row in rows], events, gap_us=rules.gap_us,
             close_actions=rules.close_actions, watermark_before=watermark, watermark_after=after,
+            schema3=True,
         )  # fmt: skip
         for user in step["state_removes"]:
             del state[user]

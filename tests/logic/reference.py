@@ -56,9 +56,11 @@ def reference_advance(
     watermark_before: int | None,
     watermark_after: int | None,
     rules: Rules | None = None,
+    schema3: bool = False,
 ) -> dict:
     """Same contract as `advance`; returns a dict of row lists, removes and stats.
-    `rules` (default: `gap_us` and `close_actions` alone) adds the optional rules."""
+    `rules` (default: `gap_us` and `close_actions` alone) adds the optional rules;
+    `schema3` adds schema 3's `events` rows and page views (`views`)."""
     rules = rules or Rules(gap_us, tuple(close_actions))
     columns = [*EVENT_COLUMNS, *(["change_value"] if rules.change else []),
                *(["gap_us"] if rules.gap_field else [])]  # fmt: skip
@@ -136,12 +138,12 @@ def reference_advance(
     return {
         "sessions": sessions,
         "page_views": page_views,
-        "events": events_out,  # schema 3's `events`
-        "views": views_out,  # schema 3's `page_views` (no pings in the reference's events)
         "late": late,
         "state_puts": state_puts,
         "state_removes": state_removes,
         "stats": stats,
+        # schema 3's `events` and `page_views` (no pings in the reference's events)
+        **({"events": events_out, "views": views_out} if schema3 else {}),
     }
 
 
