@@ -29,7 +29,7 @@ from sessionize.api.query import _RUNS
 from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.errors import ConfigError
-from sessionize.mapping import EventMapping
+from sessionize.mapping import NEWEST_COLUMNS, EventMapping
 from sessionize.spark_arrow import arrow_of, frame_of
 from sessionize.state.lease import DirectoryLeaseRecords
 from tests.api_data import (
@@ -193,7 +193,7 @@ def test_parquet_stream_equals_json(spark, json_run, tmp_path):
     opts = StreamOptions(
         input=str(tree), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
         partitions=PARTITIONS, max_files_per_trigger=1,
-        mapping=EventMapping(input_format="parquet", session_columns=2),
+        mapping=EventMapping(input_format="parquet", session_columns=NEWEST_COLUMNS),
     )  # fmt: skip
     records = run_stream(opts, spark, on_batch=lambda _: None)
     assert [r["batch"]["invalid"] for r in records] == [0, 0, 2]

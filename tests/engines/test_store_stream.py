@@ -17,7 +17,9 @@ from pyspark.sql import functions as F
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.engines.progress import read_progress
+from sessionize.schema import layout
 from sessionize.state import open_backend
+from sessionize.state.rows import layout_rows
 from tests.helpers import generate, read_output
 from tests.logic.reference import reference_advance
 
@@ -40,7 +42,7 @@ def _run(spark, tmp_path, name, inp, **kw):
 
 def _open_state_rows(opts: StreamOptions, version: int) -> pa.Table:
     """Every open-session event left in the store at `version`, across partitions."""
-    backend = open_backend(opts.state_uri())
+    backend = open_backend(opts.state_uri(), layout_rows(layout(opts.mapping)))
     tables = []
     for p in range(opts.partitions):
         ps = backend.open(opts.job, p, version)
