@@ -6,6 +6,7 @@ corrected command runs."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -27,8 +28,9 @@ RICH = EventMapping(
 ADDED = {"batch_id", "part", "position"}
 
 
-def test_every_output_column_is_a_name_kept_fields_cannot_take():
-    lay = layout(RICH)
+@pytest.mark.parametrize("version", [2, 3])
+def test_every_output_column_is_a_name_kept_fields_cannot_take(version):
+    lay = layout(replace(RICH, session_columns=version))
     mine = {"site", "cart"} | {c for c in lay.sessions.names if c.startswith("purchase_")}
     mine |= {"purchase_value_json"}
     schemas = [*lay.outputs.values(), lay.open_sessions, lay.stored]
