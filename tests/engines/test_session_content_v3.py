@@ -42,6 +42,20 @@ def batch_run(spark, tmp_path_factory):
     return root, inp
 
 
+def _differences(got: pa.Table, want: pa.Table) -> str:
+    """What differs between two tables of the same rows, for the assertion's message."""
+    if got.num_rows != want.num_rows or got.schema != want.schema:
+        same = got.schema == want.schema
+        return f"{got.num_rows} rows, {want.num_rows} wanted; schemas equal: {same}"
+    out = []
+    for name in got.column_names:
+        a, b = got[name].to_pylist(), want[name].to_pylist()
+        rows = [i for i in range(len(a)) if a[i] != b[i]]
+        if rows:
+            out.append(f"{name}: {len(rows)} rows, e.g. {a[rows[0]]!r} != {b[rows[0]]!r}")
+    return "; ".join(out)
+
+
 def _closed_by(table: pa.Table, sessions: pa.Table, watermark: int, key: str) -> pa.Table:
     """`table`'s rows of the sessions closed before `watermark`."""
     closed = sessions.filter(pc.less(pc.cast(sessions["closed_at"], "int64"), watermark))
@@ -62,7 +76,8 @@ def test_batch_equals_stream_in_every_output(spark, batch_run, tmp_path, state):
     b_sessions = read_output(root / "batch", "sessions", with_batch=False)
     s_sessions = read_output(tmp_path / "out", "sessions", with_batch=False)
     want = _closed_by(b_sessions, b_sessions, watermark, "session_id")
-    assert s_sessions.num_rows > 50 and s_sessions.equals(want)
+    assert s_sessions.num_rows > 50
+    assert s_sessions.equals(want), _differences(s_sessions, want)
     reasons = set(s_sessions["end_reason"].to_pylist())
     assert {"midnight", "max_duration"} <= reasons, reasons
     continued = s_sessions.filter(pc.is_valid(s_sessions["continues_session_id"]))
@@ -70,4 +85,5 @@ def test_batch_equals_stream_in_every_output(spark, batch_run, tmp_path, state):
     for name in ("page_views", "events"):
         b = read_output(root / "batch", name, with_batch=False)
         s = read_output(tmp_path / "out", name, with_batch=False)
-        assert s.num_rows > 0 and s.equals(_closed_by(b, b_sessions, watermark, "x")), name
+        want = _closed_by(b, b_sessions, watermark, "x")
+        assert s.num_rows > 0 and s.equals(want), f"{name}: {_differences(s, want)}"

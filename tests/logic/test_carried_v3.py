@@ -386,7 +386,8 @@ def test_every_new_column_page_view_and_event_match_the_reference(data):
     assert channels >= {"Direct", "Cross-network", "Paid Shopping", "Paid Search", "Paid Social",
                         "Paid Video", "Display", "Paid Other", "Organic Shopping",
                         "Organic Social", "Organic Video", "Organic Search", "Referral", "Email",
-                        "Affiliates", "Audio", "SMS", "Mobile Push Notifications"}, channels
+                        "Affiliates", "Audio", "SMS", "Mobile Push Notifications",
+                        "Unassigned"}, channels
     reasons = {r["end_reason"] for r in expected["sessions"]}
     assert {"midnight", "max_duration"} <= reasons
     assert any(r["continues_session_id"] for r in expected["sessions"])

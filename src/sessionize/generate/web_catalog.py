@@ -91,6 +91,9 @@ KINDS = (
      ("https://mail.google.com/mail/u/0/", "android-app://com.google.android.gm/",
       "android-app://com.google.android.googlequicksearchbox/", "https://www.google.co.uk/",
       "https://uk.search.yahoo.com/")),
+    # A source and medium no rule names: GA4's Unassigned.
+    ("unassigned", 0.005, ("?utm_source=flyer&utm_medium=print&utm_campaign=store-opening",),
+     (None,)),
 )  # fmt: skip
 KIND_P = np.array([k[1] for k in KINDS]) / sum(k[1] for k in KINDS)
 DIRECT = 0
@@ -111,8 +114,9 @@ REFERRER_START = np.cumsum([0] + [len(k[3]) for k in KINDS])[:-1]
 REFERRER_COUNT = np.array([len(k[3]) for k in KINDS])
 
 # A conversion rate per kind (purchases per visit); bots never buy.
-PURCHASE_P = np.array([0.03, 0.03, 0.015, 0.06, 0.03, 0.07, 0.03, 0.01, 0.05,
-                       0.05, 0.06, 0.02, 0.02, 0.04, 0.02, 0.02, 0.03, 0.04, 0.02])  # fmt: skip
+PURCHASE_P = np.array([0.03, 0.03, 0.015, 0.06, 0.03, 0.07, 0.03, 0.01, 0.05, 0.05,
+                       0.06, 0.02, 0.02, 0.04, 0.02, 0.02, 0.03, 0.04, 0.02, 0.02])  # fmt: skip
+assert len(PURCHASE_P) == len(KINDS), "one conversion rate per kind of traffic"
 PURCHASE_NO_VALUE = 0.05  # purchases written without an `order` object
 VALUE_MEDIAN, VALUE_SIGMA = 45.0, 0.8  # order.value, log-normal, in whole cents
 
