@@ -12,8 +12,9 @@ import pytest
 from sessionize.config import SessionRules
 from sessionize.content import SessionContent
 from sessionize.logic import advance
-from sessionize.logic.channel import default_rules_text
+from sessionize.logic.channel import channel_of, default_rules_text, ga4_facts, parse_rules
 from sessionize.logic.sites import site_kind
+from sessionize.logic.traffic import click_id
 from sessionize.mapping import EventMapping
 from sessionize.schema import layout
 
@@ -82,3 +83,18 @@ def test_split_on_change_utm_campaign_reads_the_url_query():
                    (["/2", "/3"], "inactivity", "Spring Sale", None)]  # fmt: skip
     with pytest.raises(Exception, match="--url-field"):
         EventMapping(change="utm_campaign", session_columns=3)
+
+
+def test_a_url_with_several_click_ids_gives_the_first_in_the_documented_order():
+    """docs/concepts/sessions.md's order: Google's ids, then Microsoft's, Meta's, TikTok's,
+    LinkedIn's; a Google id is Google paid traffic whatever the `utm_*` say."""
+    order = ["gclid", "dclid", "gbraid", "wbraid", "msclkid", "fbclid", "ttclid", "li_fat_id"]
+    for first in range(len(order)):
+        held = list(reversed(order[first:]))  # in the URL, the later ids come first
+        url = "https://s.example/?" + "&".join(f"{name}=v{name}" for name in held)
+        assert click_id(url) == (order[first], f"v{order[first]}")
+    rules = parse_rules(default_rules_text(3))
+    facts = ga4_facts("facebook", "paid_social", None, "facebook.com", "gclid", True)
+    assert channel_of(rules, facts) == "Paid Search"
+    facts = ga4_facts("facebook", "paid_social", None, "facebook.com", "fbclid", False)
+    assert channel_of(rules, facts) == "Paid Social"
