@@ -98,3 +98,26 @@ def test_a_url_with_several_click_ids_gives_the_first_in_the_documented_order():
     assert channel_of(rules, facts) == "Paid Search"
     facts = ga4_facts("facebook", "paid_social", None, "facebook.com", "fbclid", False)
     assert channel_of(rules, facts) == "Paid Social"
+
+
+def test_a_job_recorded_with_schema_2_keeps_its_outputs_and_channel_rules():
+    """A checkpoint's recorded mapping reads back with its `session_columns`: schema 2's
+    outputs (no `events`, page views without ids) and schema 2's channel table."""
+    recorded = EventMapping(url="u", referrer="r", session_columns=2,
+                            content=SessionContent()).record()  # fmt: skip
+    old = EventMapping.from_record(recorded)
+    assert old.session_columns == 2
+    lay_2, lay_3 = layout(old), layout(EventMapping(url="u", referrer="r", session_columns=3,
+                                                    content=SessionContent()))  # fmt: skip
+    assert "events" not in lay_2.outputs and "events" in lay_3.outputs
+    assert "page_view_id" not in lay_2.page_views.names
+    channels = []
+    for lay in (lay_2, lay_3):
+        row = {n: None for n in lay.event.names}
+        row.update(user_id=1, event_time=T0, page="/", action="view", u="x",
+                   url="https://s.example/?utm_source=google&utm_medium=cpm")  # fmt: skip
+        res = advance(lay.state.empty_table(), pa.Table.from_pylist([row], lay.event),
+                      rules=SessionRules(gap_us=10 * MIN), watermark_before=None,
+                      watermark_after=T0 + 10**12, layout=lay)  # fmt: skip
+        channels.append(rows_of(res.sessions)[0]["channel"])
+    assert channels == ["Display", "Paid Search"]  # GA4: a paid medium from a search engine
