@@ -35,7 +35,8 @@ def test_the_installed_line_is_read_once_and_shown_by_version():
     ("feature", "what", "needs"),
     [("transform_with_state", "--state spark-rocksdb", "4.1"),
      ("pandas_with_state", "--state spark-hdfs", "4.0"),
-     ("python_stream_sources", "--input kafka://", "4.2"),
+     ("python_stream_sources", "--input kafka://", "4.0"),
+     ("source_admission_control", "the source option maxRecordsPerTrigger", "4.2"),
      ("plan_once", "the parse analysed once", "4.0")],
 )  # fmt: skip
 def test_a_feature_of_a_newer_line_is_refused_naming_it(monkeypatch, feature, what, needs):
@@ -52,11 +53,15 @@ def test_a_feature_of_a_newer_line_is_refused_naming_it(monkeypatch, feature, wh
     ("feature", "args"),
     [("transform_with_state", ["--state", "spark-rocksdb"]),
      ("pandas_with_state", ["--state", "spark-hdfs"]),
-     ("python_stream_sources", ["--input", "kafka://127.0.0.1:9/visits"])],
+     ("python_stream_sources", ["--input", "kafka://127.0.0.1:9/visits"]),
+     ("source_admission_control", ["--input", "kinesis://visits?endpoint=http://127.0.0.1:9",
+                                   "--source-option", "maxRecordsPerTrigger=10"])],
 )  # fmt: skip
 def test_this_line_refuses_what_it_lacks_in_one_line(tmp_path, feature, args):
     if spark_version.has(feature):
         pytest.skip(f"PySpark {pyspark.__version__} has {feature}: its own tests run it")
+    if not spark_version.has("python_stream_sources") and "--input" in args:
+        feature = "python_stream_sources"  # 3.5 refuses the input before its options
     inp = generate(tmp_path / "in", hours=1, users=5, events_per_hour=20)
     base = ["stream", "--input", str(inp), "--output", str(tmp_path / "out"),
             "--checkpoint", str(tmp_path / "chk")]  # fmt: skip

@@ -13,7 +13,10 @@ and nowhere else:
     feature                         needs   without it
     spark-rocksdb state             4.1     refused (transformWithState's Row API)
     spark-hdfs state                4.0     refused (3.5's applyInPandasWithState and pyarrow)
-    kafka:// and kinesis:// inputs  4.2     refused (Python streaming sources' admission control)
+    kafka:// and kinesis:// inputs  4.0     refused (Python streaming data sources): pass
+                                            Sessionizer.stream a platform connector's DataFrame
+    maxRecordsPerTrigger of those   4.2     refused (admission control); each micro-batch
+                                            reads all the input holds (sources/admission.py)
     the parse analysed once         4.0     the parse built for every micro-batch
     a wrong type named (variant)    4.0     the line read by Python (events/json_types.py)
     Arrow tables in and out         4.0     as rows and collected batches (spark_arrow)
@@ -40,8 +43,13 @@ FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     # pad the column), which pyarrow's Cython 3 builds (those numpy 2 needs) refuse.
     "pandas_with_state": ((4, 0), "applyInPandasWithState with current pyarrow"),
     "python_stream_sources": (
-        (4, 2), "admission control of Python streaming data sources, pyspark.sql.streaming"
-        ".datasource; with Spark's own Kafka connector, pass Sessionizer.stream its DataFrame",
+        (4, 0), "Python streaming data sources, pyspark.sql.datasource; with the platform's "
+        "Kafka connector (spark.readStream.format('kafka')), pass Sessionizer.stream its "
+        "DataFrame",
+    ),
+    "source_admission_control": (
+        (4, 2), "admission control of Python streaming data sources; without it every "
+        "micro-batch reads all that the input holds",
     ),
     "plan_once": ((4, 0), "the classic Dataset of org.apache.spark.sql.classic"),
     "variant": ((4, 0), "the VARIANT type"),

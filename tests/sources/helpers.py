@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
+import json
 import os
 import time
 import uuid
@@ -29,6 +31,16 @@ def run_available_now(df, root: Path, timeout: float = 240) -> list[dict]:
         return [p for p in query.recentProgress if p["numInputRows"] > 0]
     finally:
         query.stop()
+
+
+def end_offset(progress: dict) -> dict:
+    """The source's end offset in one micro-batch's progress: JSON text, which PySpark 4.0
+    gives as the text of a Python dict."""
+    text = progress["sources"][0]["endOffset"]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return ast.literal_eval(text)
 
 
 def read_sink(spark, root: Path) -> list[tuple]:

@@ -84,7 +84,7 @@ def run_stream(
     Everything that can be checked without Spark (input, trigger, checkpoint settings, the
     state backend and its agreement with the checkpoint) is checked before Spark starts.
     """
-    check_input(opts.input, opts.mapping)
+    check_input(opts.input, opts.mapping, opts.input_options())
     if scheme_of(opts.input) == "files":
         outside = outside_hour_folders(opts.input)
         if outside:  # a tree laid out by hour is listed through its hour folders

@@ -37,19 +37,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.datasource import InputPartition
 
 from sessionize.errors import ConfigError, SourceError
-from sessionize.sources.record_source import RecordSource
+from sessionize.sources.admission import ReadAllAvailable, ReadLimit, ReadMaxRows
+from sessionize.sources.record_source import RecordReader, RecordSource
 from sessionize.sources.uri import (
-    LazyClient,
     SourceOptions,
+    check_line_options,
     confluent_kafka,
     decode_records,
     parse_kafka_uri,
@@ -98,7 +93,7 @@ class KafkaRange(InputPartition):
         return f"KafkaRange({self.topic}/{self.partition} [{self.start}, {self.end}))"
 
 
-class KafkaStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaStreamReader(RecordReader):
     """Plans offset ranges on the driver; `read` runs on executors.
 
     The instance is pickled to the executors, so clients are created lazily and never
@@ -154,7 +149,7 @@ class KafkaStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvail
             )
         return {p: int(o) for p, o in offset["partitions"].items()}
 
-    def initialOffset(self) -> dict:
+    def first_offset(self) -> dict:
         low, high = self._watermarks()
         return self._offset(low if self.opts.starting_position == "earliest" else high)
 
@@ -165,7 +160,7 @@ class KafkaStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvail
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._watermarks()[1]
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def end_offset(self, start: dict, limit: ReadLimit) -> dict:
         begin = self._start(start)
         low, high = self._watermarks()
         self._latest = high
@@ -197,7 +192,7 @@ class KafkaStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvail
     def reportLatestOffset(self) -> dict | None:
         return None if self._latest is None else self._offset(self._latest)
 
-    def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+    def ranges(self, start: dict, end: dict) -> list[KafkaRange]:
         begin = self._start(start)
         return [
             KafkaRange(self.topic, int(p), begin[p], int(e))
@@ -298,6 +293,7 @@ def kafka_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> D
     """A streaming DataFrame (value, error, source) of the topic in `uri`; see the module doc."""
     address = parse_kafka_uri(uri)
     opts = parse_source_options(options, "kafka")
+    check_line_options(options)
     check_client_config(consumer_config(address.bootstrap, opts.client))
     spark.dataSource.register(KafkaSource)
     return spark.readStream.format(FORMAT).options(**dict(options)).option("uri", uri).load()

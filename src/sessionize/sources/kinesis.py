@@ -36,21 +36,16 @@ import time
 from collections.abc import Iterator, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.datasource import InputPartition
 
 from sessionize.errors import ConfigError, SourceError
-from sessionize.sources.record_source import RecordSource
+from sessionize.sources.admission import ReadAllAvailable, ReadLimit, ReadMaxRows
+from sessionize.sources.record_source import RecordReader, RecordSource
 from sessionize.sources.uri import (
     KINESIS_CLIENT_OPTIONS,
     KinesisAddress,
-    LazyClient,
     SourceOptions,
+    check_line_options,
     decode_records,
     kinesis_client,
     parse_kinesis_uri,
@@ -119,7 +114,7 @@ class _Scanner:
         return found
 
 
-class KinesisStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KinesisStreamReader(RecordReader):
     """Plans sequence-number ranges on the driver; `read` runs on executors.
 
     The instance is pickled to the executors: the boto3 client is created lazily and never
@@ -164,7 +159,7 @@ class KinesisStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAva
             )
         return dict(offset["shards"])
 
-    def initialOffset(self) -> dict:
+    def first_offset(self) -> dict:
         shards = self._shards()
         positions: dict[str, dict] = {}
         for shard_id, shard in shards.items():
@@ -186,7 +181,7 @@ class KinesisStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAva
     def prepareForTriggerAvailableNow(self) -> None:
         self._until_ms = int(time.time() * 1000)
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def end_offset(self, start: dict, limit: ReadLimit) -> dict:
         begin = self._start(start)
         shards = self._shards()
         end: dict[str, dict] = {}
@@ -223,7 +218,7 @@ class KinesisStreamReader(LazyClient, DataSourceStreamReader, SupportsTriggerAva
                 end[shard_id]["closed"] = True
         return self._offset(end)
 
-    def partitions(self, start: dict, end: dict) -> list[KinesisRange]:
+    def ranges(self, start: dict, end: dict) -> list[KinesisRange]:
         begin = self._start(start)
         ranges = []
         for shard_id, position in self._start(end).items():
@@ -313,6 +308,7 @@ def kinesis_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) ->
     """A streaming DataFrame (value, error, source) of the stream in `uri`; see the module doc."""
     parse_kinesis_uri(uri)
     parse_source_options(options, "kinesis", client_keys=KINESIS_CLIENT_OPTIONS)
+    check_line_options(options)
     spark.dataSource.register(KinesisSource)
     return spark.readStream.format(FORMAT).options(**dict(options)).option("uri", uri).load()
 

@@ -19,6 +19,7 @@ from sessionize.errors import ConfigError, EnvironmentProblem
 from sessionize.mapping import EventMapping
 from sessionize.sources.files import check_input as check_tree
 from sessionize.sources.files import unread_files
+from sessionize.sources.uri import check_line_options
 
 StreamOpener = Callable[[SparkSession, str, Mapping[str, str]], DataFrame]
 
@@ -36,12 +37,14 @@ def scheme_of(uri: str) -> str:
     return scheme.lower() if sep and scheme.lower() in _REGISTRY else "files"
 
 
-def check_line(uri: str) -> None:
-    """Refuse a Kafka or Kinesis input in one line on a Spark older than its readers
-    (Python streaming data sources, Spark 4.0)."""
+def check_line(uri: str, options: Mapping[str, str] | None = None) -> None:
+    """Refuse in one line a Kafka or Kinesis input on a Spark older than its readers
+    (Python streaming data sources, Spark 4.0), and its per-trigger cap on a Spark whose
+    Python sources lack admission control (4.2)."""
     scheme = scheme_of(uri)
     if scheme != "files":
         spark_version.require("python_stream_sources", f"--input {scheme}://")
+        check_line_options(options or {})
 
 
 def stream_opener(uri: str) -> StreamOpener:
@@ -60,10 +63,13 @@ def stream_opener(uri: str) -> StreamOpener:
     return getattr(module, name)
 
 
-def check_input(uri: str, mapping: EventMapping | None = None) -> None:
+def check_input(
+    uri: str, mapping: EventMapping | None = None, options: Mapping[str, str] | None = None
+) -> None:
     """What can be checked before Spark starts: a file tree must exist, and only a file
-    tree can be Parquet, and a broker's input needs a Spark that reads it."""
-    check_line(uri)
+    tree can be Parquet, and a broker's input (and its `options`) needs a Spark that reads
+    it."""
+    check_line(uri, options)
     if scheme_of(uri) == "files":
         check_tree(uri)
     elif mapping is not None and mapping.input_format == "parquet":
@@ -86,6 +92,7 @@ def open_stream(
         from sessionize.sources.parquet import parquet_stream
 
         return parquet_stream(spark, uri, options, mapping)
+    check_line(uri, options)
     return stream_opener(uri)(spark, uri, options)
 
 

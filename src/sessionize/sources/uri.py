@@ -11,7 +11,8 @@ Options (names are case-insensitive, as Spark's are):
   without a checkpoint. Partitions or shards that appear later are always read from their
   earliest record.
 - ``maxRecordsPerTrigger``: at most this many records per micro-batch (Spark's admission
-  control); unset means everything available. ``Trigger.AvailableNow`` honours it too.
+  control, Spark 4.2+: refused before, `check_line_options`); unset means everything
+  available. ``Trigger.AvailableNow`` honours it too.
 - ``maxRecordBytes``: payloads larger than this (default 1 MiB) are not decoded; the row gets
   ``value`` NULL and ``error`` ``record too large (N bytes)``.
 - ``readTimeout``: how long an executor keeps trying to read records that the driver has
@@ -33,6 +34,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize import spark_version
 from sessionize.config import parse_duration
 from sessionize.errors import ConfigError, EnvironmentProblem
 from sessionize.redaction import redact_uri
@@ -233,6 +235,15 @@ def parse_source_options(
         read_timeout_s=(parse_duration(timeout) / 1e6 if timeout else DEFAULT_READ_TIMEOUT_S),
         client=client,
     )
+
+
+def check_line_options(options: Mapping[str, str]) -> None:
+    """Refuse, in one line naming Spark 4.2, the per-trigger cap on a line whose Python
+    sources have no admission control (4.0, 4.1): there every micro-batch reads all that
+    the input holds, and nothing else changes."""
+    for key in options:
+        if key.lower() == "maxrecordspertrigger":
+            spark_version.require("source_admission_control", f"the source option {key}")
 
 
 def decode_records(
