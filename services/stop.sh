@@ -11,4 +11,10 @@ if ((!$#)); then
 fi
 rc=0
 for name in "${names[@]}"; do "$here/$name.sh" stop || rc=1; done
+if ((!$#)); then  # the Connect servers of other lines that ./dev test --spark LINE started
+  for dir in "$here"/../.services/spark-connect-*; do
+    [[ -d $dir ]] || continue
+    SESSIONIZE_SPARK_LINE=${dir##*-} "$here/lines/spark-connect.sh" stop || rc=1
+  done
+fi
 exit $rc

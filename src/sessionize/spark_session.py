@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -163,7 +164,9 @@ def _connect(app: str, remote: str, conf: Mapping[str, str], shuffle_partitions:
         from pyspark.sql import SparkSession
         from pyspark.sql.connect.utils import check_dependencies
 
-        check_dependencies()
+        # Before 4.3 it takes the caller's module name (doctests skip themselves by it).
+        takes_name = bool(inspect.signature(check_dependencies).parameters)
+        check_dependencies(*([__name__] if takes_name else []))
     except ImportError as e:
         raise EnvironmentProblem(
             f"--remote needs the Spark Connect client ({e}): pip install 'sessionize[connect]'"
