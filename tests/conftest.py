@@ -35,6 +35,15 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory):
+    """This checkout's wheel (its sdist beside it), built once for every test that installs
+    it (tests/distribution/builds.py)."""
+    from tests.distribution.builds import build
+
+    return build(tmp_path_factory.mktemp("dist"))
+
+
 def pytest_collection_modifyitems(items) -> None:
     """`@pytest.mark.needs_spark(FEATURE)`: a test of a feature this PySpark line lacks
     (`spark_version.FEATURES`) is skipped, naming the line it needs; on such a line the

@@ -15,7 +15,7 @@ import pyspark
 import pytest
 
 from tests.cluster.cluster import Cluster
-from tests.distribution.builds import build, run, venv
+from tests.distribution.builds import run, venv
 from tests.helpers import assert_same_as_clean, cli_env
 
 # The application: the CLI as spark-submit's Python file, then a probe on an executor.
@@ -33,11 +33,13 @@ print("executor imports sessionize from", where)
 
 # Building and installing the package into a new venv takes minutes before any Spark.
 @pytest.mark.timeout(1800)
-def test_a_stream_submitted_with_a_packed_venv_equals_the_local_run(data, cluster: Cluster):
+def test_a_stream_submitted_with_a_packed_venv_equals_the_local_run(
+    data, cluster: Cluster, wheel
+):
     root, inp = data
     work = root / "submit"
     env_dir = venv(work / "venv")
-    run(env_dir / "pip", "install", "-q", build(work / "dist"))  # no PySpark: the cluster's
+    run(env_dir / "pip", "install", "-q", wheel)  # no PySpark: the cluster's
     packed = work / "env.tar.gz"
     run(Path(sys.executable).parent / "venv-pack", "-p", work / "venv", "-o", packed)
     (work / "job.py").write_text(JOB)

@@ -30,9 +30,8 @@ def build(out: Path) -> Path:
 
 
 def venv(path: Path) -> Path:
-    """A new venv with a current pip; returns its bin directory."""
+    """A new venv with the pip of this Python; returns its bin directory."""
     run(sys.executable, "-m", "venv", path)
-    run(path / "bin" / "pip", "install", "-q", "--upgrade", "pip")
     return path / "bin"
 
 

@@ -14,8 +14,9 @@ import pytest
 from deltalake import DeltaTable
 
 from sessionize import __version__
-from tests.distribution.builds import PLATFORM_PYSPARK, build, pyspark_version, run, venv
-from tests.helpers import OUTPUTS, SORT_KEYS, clean_stream_run, cli_env, read_output, stream_args
+from tests.cluster.cluster import clean_local_run, small_input
+from tests.distribution.builds import PLATFORM_PYSPARK, pyspark_version, run, venv
+from tests.helpers import OUTPUTS, SORT_KEYS, cli_env, read_output, stream_args
 from tests.state.services_fixtures import service_env
 
 pytestmark = pytest.mark.services
@@ -40,9 +41,8 @@ def _env(bin_) -> dict[str, str]:
 # Building and installing the package into a new venv takes minutes before any Spark.
 @pytest.mark.timeout(1800)
 def test_the_wheel_installs_without_pyspark_then_beside_pyspark_3_5_and_runs_there(
-    spark, tmp_path
+    spark, tmp_path, wheel
 ):
-    wheel = build(tmp_path / "dist")
     bin_ = venv(tmp_path / "venv")
     run(bin_ / "pip", "install", "-q", wheel)
     env = _env(bin_)
@@ -71,10 +71,11 @@ def test_the_wheel_installs_without_pyspark_then_beside_pyspark_3_5_and_runs_the
     assert shown == f"sessionize {__version__} (PySpark 3.5.9)\n"
 
     demo = run(bin_ / "sessionize", "demo", "--workdir", tmp_path / "demo", "--hours", "1",
-               "--users", "100", "--events-per-hour", "1000", env=env, timeout=900)  # fmt: skip
+               "--users", "50", "--events-per-hour", "500", env=env, timeout=900)  # fmt: skip
     assert (tmp_path / "demo" / "report.html").stat().st_size > 0, demo.stdout
 
-    inp = clean_stream_run(spark, tmp_path)  # this checkout, PySpark 4.3, files, Parquet
+    inp = small_input(tmp_path)  # four micro-batches, the last of late events
+    clean_local_run(spark, inp, tmp_path)  # this checkout, PySpark 4.3, files, Parquet
     redis = f"{service_env('redis')['SESSIONIZE_TEST_REDIS']}?prefix=wheel-{uuid.uuid4().hex}"
     args = [*stream_args(inp, tmp_path / "wheel"), "--state", redis, "--output-format", "delta"]
     run(bin_ / "sessionize", *args, env=env, timeout=900)
