@@ -19,9 +19,11 @@ from tests.cluster.cluster import Cluster
 from tests.helpers import OUTPUTS, assert_same_as_clean, read_output, sessionize
 from tests.test_api import _nested, _random_events
 
-if pyspark.__version__.startswith("3.5."):
-    pytest.skip("PySpark 3.5's package has no Connect server jar and nothing is downloaded "
-                "here: Connect on 3.5 is not tested here", allow_module_level=True)
+pytestmark = pytest.mark.skipif(
+    pyspark.__version__.startswith("3.5."),
+    reason="PySpark 3.5's package has no Connect server jar and nothing is downloaded here: "
+    "Connect on 3.5 is not tested here",
+)
 
 # The input's hour, and two after it without files: partitions Spark runs no task for.
 HOURS = ("2026-11-01T00", "2026-11-01T02")

@@ -13,16 +13,14 @@ from sessionize import spark_version
 from sessionize.errors import ConfigError, SourceError
 from sessionize.generate.publish import ensure_topic, publish_kafka
 
-if not spark_version.has("python_stream_sources"):  # refused on 3.5: test_spark_lines.py
-    pytest.skip(spark_version.FEATURES["python_stream_sources"][1], allow_module_level=True)
-
-from sessionize.sources.admission import ReadAllAvailable, ReadMaxRows  # noqa: E402
-from sessionize.sources.kafka import KafkaRange, KafkaStreamReader, kafka_stream, read_range  # noqa: E402
-from sessionize.sources.uri import parse_source_options  # noqa: E402
+if spark_version.has("python_stream_sources"):  # 3.5 refuses them: test_spark_lines.py
+    from sessionize.sources.admission import ReadAllAvailable, ReadMaxRows
+    from sessionize.sources.kafka import KafkaRange, KafkaStreamReader, kafka_stream, read_range
+    from sessionize.sources.uri import parse_source_options
 
 from .helpers import assert_exactly_once, end_offset, read_sink, run_available_now, unique
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.needs_spark("python_stream_sources")]
 
 
 def event(i: int, tag: str = "e") -> str:

@@ -12,11 +12,9 @@ from sessionize import spark_version
 from sessionize.errors import ConfigError
 from sessionize.generate.publish import ensure_stream, publish_kinesis
 
-if not spark_version.has("python_stream_sources"):  # refused on 3.5: test_spark_lines.py
-    pytest.skip(spark_version.FEATURES["python_stream_sources"][1], allow_module_level=True)
-
-from sessionize.sources.admission import ReadAllAvailable  # noqa: E402
-from sessionize.sources.kinesis import KinesisStreamReader, kinesis_stream  # noqa: E402
+if spark_version.has("python_stream_sources"):  # 3.5 refuses them: test_spark_lines.py
+    from sessionize.sources.admission import ReadAllAvailable
+    from sessionize.sources.kinesis import KinesisStreamReader, kinesis_stream
 
 from .helpers import (
     assert_exactly_once,
@@ -26,7 +24,7 @@ from .helpers import (
     wait_stream_active,
 )
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.needs_spark("python_stream_sources")]
 
 
 def event(i: int, tag: str = "e") -> str:
