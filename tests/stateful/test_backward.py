@@ -24,6 +24,7 @@ from sessionize.commands.statetools.inspect import export_state, key_state, summ
 from sessionize.commands.statetools.job import locate
 from sessionize.commands.statetools.moves import move_state
 from sessionize.commands.status import describe, stream_status
+from sessionize.sinks.outputs import named
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import open_backend
 from tests.s3_fixtures import s3_client
@@ -50,7 +51,7 @@ def _stream(spark, root: Path, state: str = "files", partitions: int = 2) -> Non
 
 def _per_batch(root: Path) -> list[set[tuple]]:
     """The committed batches of `totals` on S3, read through the commit files."""
-    sink = ManifestParquetSink((root / "output").read_text(), ("totals",))
+    sink = ManifestParquetSink((root / "output").read_text(), outputs=named(("totals",)))
     fs, base = sink._fs()
     totals = ds.dataset(
         sink.committed_files("totals"), filesystem=fs, format="parquet",

@@ -10,7 +10,8 @@ from deltalake import DeltaTable
 from examples.running_totals import TOTALS, RunningTotals
 from sessionize import stateful
 from sessionize.errors import ConfigError
-from sessionize.sinks.delta_keyed import KeyedDeltaSink
+from sessionize.sinks.delta import DeltaSink
+from sessionize.sinks.outputs import Outputs, OutputSpec, named
 
 from . import test_running_totals
 from .helpers import ORDER_COLUMNS
@@ -66,7 +67,7 @@ def test_replace_by_key_is_refused_on_parquet_in_one_line(spark, tmp_path):
     assert "output_format='delta'" in str(caught.value) and "\n" not in str(caught.value)
 
 
-def _stage(sink: KeyedDeltaSink, batch_id: int, rows: list[tuple], deleted: list[int]) -> None:
+def _stage(sink: DeltaSink, batch_id: int, rows: list[tuple], deleted: list[int]) -> None:
     table = pa.Table.from_pylist(
         [dict(zip(TOTALS.names, r, strict=True)) for r in rows], schema=TOTALS
     )
@@ -76,8 +77,8 @@ def _stage(sink: KeyedDeltaSink, batch_id: int, rows: list[tuple], deleted: list
 
 
 def test_a_replayed_merge_gives_the_same_table(tmp_path):
-    sink = KeyedDeltaSink(str(tmp_path), "job", schemas=(("latest", TOTALS),),
-                          keys=(("latest", ("customer_id",)),))  # fmt: skip
+    sink = DeltaSink(str(tmp_path), "job",
+                     Outputs((OutputSpec("latest", TOTALS, key=("customer_id",)),)))
     _stage(sink, 0, [(1, 1, 2.0), (2, 1, 1.0), (3, 1, 5.0)], [])
     sink.publish(0)
     for _ in range(2):  # the batch, then its replay after a failure before the state commit
@@ -87,6 +88,6 @@ def test_a_replayed_merge_gives_the_same_table(tmp_path):
         got = DeltaTable(f"{tmp_path}/latest").to_pyarrow_table().to_pylist()
         assert sorted(tuple(r.values()) for r in got) == [(1, 2, 6.0), (3, 1, 5.0)]
     # a sink made from a checkpoint's output names (rewind) finds the replaced table
-    from_names = KeyedDeltaSink(str(tmp_path), "job", schemas=(("latest", None),))
+    from_names = DeltaSink(str(tmp_path), "job", named(("latest",)))
     with pytest.raises(ConfigError, match="latest are replaced by key and cannot be set back"):
         from_names.invalidate_from(1)

@@ -30,7 +30,7 @@ from sessionize.engines.checkpoint import (
     refuse_if_rewinding,
 )  # fmt: skip
 from sessionize.engines.choice import engine_for
-from sessionize.engines.keyed import KeyedEngine, KeyedSettings, keyed_sink, settings_record
+from sessionize.engines.keyed import KeyedEngine, KeyedSettings, settings_record
 from sessionize.engines.ownership import check_run, check_stream, run_owner, stream_claim
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import BatchRequest, BatchRunner, start_query
@@ -38,7 +38,9 @@ from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local, check_resolvable, child
 from sessionize.redaction import redact_uri
 from sessionize.sinks.claim import OwnerClaim
+from sessionize.sinks.kafka import with_staging
 from sessionize.sinks.owner import STATEFUL_STREAM
+from sessionize.sinks.registry import capabilities, check_output, kind_of
 from sessionize.spark_arrow import arrow_schema
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
@@ -81,8 +83,9 @@ def start(
     if not df.isStreaming:
         raise ConfigError("stateful.stream needs a streaming DataFrame; use stateful.run")
     _check_columns(df, d.key, d.event_time)
-    keyed_sink(output, (), output_format)
     check_resolvable(checkpoint, "--checkpoint")
+    output = with_staging(output, child(checkpoint, "kafka-staging"))
+    check_output(output, output_format)
     spark_trigger = parse_trigger(trigger)
     end_finished(checkpoint)
     check_stream(checkpoint, output, job, STATEFUL_STREAM, d.name)  # before anything is written
@@ -248,7 +251,7 @@ def run(
     if df.isStreaming:
         raise ConfigError("stateful.run needs a bounded DataFrame; use stateful.stream")
     _check_columns(df, d.key, d.event_time)
-    keyed_sink(output, (), output_format)
+    check_output(output, output_format)
     store_uri = _absolute(state_uri(state, child(output, "_state")))
     settings = _settings(df, processor, store_uri, output, partitions, lateness, job, output_format)
     owner = run_owner(job, recorded_state(state), d.name)
@@ -306,10 +309,11 @@ def _settings(df, processor, store_uri, output, partitions, lateness, job,
             "invalid rows; give the processor's output another name"
         )
     for name, out in d.outputs.items():
-        if out.mode == "replace" and output_format != "delta":
+        if out.mode == "replace" and not capabilities(output, output_format).replaces_by_key:
             raise ConfigError(
                 f"processor {processor.name}: output '{name}' is replaced by key, which "
-                f"{output_format} outputs cannot do; write the job with output_format='delta'"
+                f"{kind_of(output, output_format)} outputs cannot do; write the job with "
+                "output_format='delta' or to a postgresql://, kafka:// or iceberg:// output"
             )
         if out.partition_by:
             raise ConfigError(

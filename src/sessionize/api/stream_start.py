@@ -20,7 +20,6 @@ from sessionize.engines.ownership import stream_claim
 from sessionize.errors import ConfigError
 from sessionize.fs import child
 from sessionize.redaction import redact_uri
-from sessionize.sinks.registry import record_place
 
 if TYPE_CHECKING:
     from sessionize.api.sessionizer import Sessionizer
@@ -39,7 +38,7 @@ def start_stream(sz: Sessionizer, events, output, checkpoint, trigger, output_fo
     check_or_record(checkpoint, {**sz.recorded_settings(output_format), **identity})
     # The output is this checkpoint's: its lease too, so that no other driver (`maintain`
     # included) writes it while the stream runs.
-    writer = output_lease(record_place(output))
+    writer = output_lease(output)
     writer.acquire()
     try:
         return _launch(sz, events, output, checkpoint, trigger, output_format, progress_log,

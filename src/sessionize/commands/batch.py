@@ -33,7 +33,7 @@ from sessionize.config import (
     check_timezone,
     describe_differences,
 )
-from sessionize.engines.checkpoint import OUTPUT_RECORD, comparable, output_lease, recorded
+from sessionize.engines.checkpoint import OUTPUT_RECORD, comparable, output_lease, output_records
 from sessionize.engines.late_cause import hours_behind
 from sessionize.engines.ownership import batch_claim, check_batch
 from sessionize.engines.progress import ProgressLog
@@ -44,8 +44,7 @@ from sessionize.fs import child, is_dir, without_options
 from sessionize.logic.processor import LATE as LATE_EVENTS
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
 from sessionize.redaction import needs_secret, redact_uri
-from sessionize.sinks.postgres_uri import is_postgres
-from sessionize.sinks.registry import check_output, open_sink, record_place
+from sessionize.sinks.registry import capabilities, check_output, open_sink, record_place
 from sessionize.sources.files import check_input as check_tree
 from sessionize.sources.hours import (
     FolderHour,
@@ -96,7 +95,7 @@ class BatchOptions:
     def state_uri(self) -> str:
         """`files` keeps the store next to the outputs, under `_state` (readers skip it; a
         Kafka output: under its staging place); a PostgreSQL output has no directory for it."""
-        if self.state == "files" and is_postgres(self.output):
+        if self.state == "files" and capabilities(self.output).keeps_records:
             raise ConfigError(
                 "--state files keeps the state under the output, which a PostgreSQL output "
                 "has no directory for: give --state files:PATH or --state postgresql://..."
@@ -144,7 +143,7 @@ def run_batch(
     check_output(opts.output, None)
     bound = bind_output(opts)  # before anything is written: the output's state and owner
     check_batch(bound.output, bound.job, recorded_state(bound.state))
-    with output_lease(record_place(opts.output)) as lease:
+    with output_lease(opts.output) as lease:
         opts = bind_output(opts)
         check_output(opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
@@ -162,7 +161,7 @@ def bind_output(opts: BatchOptions) -> BatchOptions:
     """`opts` with the state, job and output format the output recorded at its first run
     (when not given). A batch output continues the sessions its state holds open:
     another state on the same output is refused, as another output on a checkpoint is."""
-    before = recorded(record_place(opts.output), OUTPUT_RECORD)
+    before = output_records(opts.output).read(OUTPUT_RECORD)
     if not before:
         return opts  # recorded once the state answered (`_run`)
     before = {"input_timezone": "UTC", **before}  # recorded before the zone could be chosen

@@ -20,7 +20,7 @@ from sessionize.engines.checkpoint import (
     offset_log,
     recorded,
 )
-from sessionize.engines.keyed import keyed_sink, with_invalid
+from sessionize.engines.keyed import with_invalid
 from sessionize.engines.locate import restorable_state
 from sessionize.engines.progress import read_progress
 from sessionize.engines.restorable import RestorableState
@@ -30,7 +30,8 @@ from sessionize.errors import ConfigError
 from sessionize.fs import is_dir
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.base import Sink
-from sessionize.sinks.registry import accepting_duplicates, open_sink
+from sessionize.sinks.outputs import named
+from sessionize.sinks.registry import open_sink
 
 
 @dataclass
@@ -52,11 +53,11 @@ class Checkpoint:
         if not output:
             return None
         fmt = self.paths.get("output_format") or self.settings.get("output_format", "parquet")
+        outputs = None  # a session job's
         if "processor" in self.settings:
-            sink = keyed_sink(output, self.outputs, fmt, job=self.job)
-        else:
-            sink = open_sink(output, fmt, job=self.job)
-        return accepting_duplicates(sink) if self.accept_duplicates else sink
+            outputs = named(self.outputs, record_key=self.settings.get("key"))
+        sink = open_sink(output, fmt, job=self.job, outputs=outputs)
+        return sink.accepting_duplicates() if self.accept_duplicates else sink
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -14,13 +14,12 @@ from contextlib import ExitStack
 
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
-from sessionize.fs import is_dir, is_local, location_key, without_options
+from sessionize.fs import is_dir, is_local, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.compaction import TARGET_MB
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
 from sessionize.sinks.parquet import ParquetSink
-from sessionize.sinks.postgres_uri import is_postgres
 from sessionize.sinks.registry import open_sink
 
 
@@ -55,11 +54,9 @@ def maintain(
 
     >>> maintain("out/", compact=True)  # doctest: +SKIP
     """
-    if is_postgres(output):
-        raise ConfigError(
-            f"--output {location_key(output)}: PostgreSQL outputs leave nothing to clean "
-            "(a publish drops its staged rows; VACUUM is the server's)"
-        )
+    nothing = open_sink(output).nothing_to_maintain()
+    if nothing is not None:
+        raise ConfigError(nothing)
     if not is_dir(output):
         raise ConfigError(f"--output {without_options(output)} is not a directory")
     with ExitStack() as held:

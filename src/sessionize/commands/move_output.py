@@ -41,7 +41,7 @@ from sessionize.fs import is_local, location_key
 from sessionize.places import same_place, within
 from sessionize.redaction import redact_uri
 from sessionize.sinks import tree_move
-from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.sinks.registry import capabilities
 
 _STAYS = frozenset({LEASE_DIR})  # the old output's lease stays with it, and goes with it
 
@@ -69,7 +69,7 @@ def move_output(
     >>> move_output("out/", "archive/out", checkpoint="chk/")  # doctest: +SKIP
     'moved /data/out to /data/archive/out (412 files, 3.1 MB, hard links); ...'
     """
-    if is_postgres(output) or is_postgres(new):
+    if _in_database(output) or _in_database(new):
         return _move_postgres(output, new, checkpoint, say)
     if not (is_local(output) and is_local(new)):
         raise ConfigError(
@@ -176,7 +176,7 @@ def _drop_old(old: str) -> None:
 def _move_postgres(output: str, new: str, checkpoint: str | None,
                    say: Callable[[str], None]) -> str:  # fmt: skip
     """A PostgreSQL output to another schema of its database (sinks/postgres_move.py)."""
-    if not (is_postgres(output) and is_postgres(new)):
+    if not (_in_database(output) and _in_database(new)):
         raise ConfigError(
             f"--move-output {redact_uri(new)}: a PostgreSQL output moves only to another "
             "schema of its database (--move-output postgresql://USER@HOST/DB?schema=NEW), "
@@ -208,3 +208,8 @@ def _record(checkpoint: str, to: str) -> None:
     paths = recorded(checkpoint, PATHS_FILE)
     if paths:
         write_record(checkpoint, PATHS_FILE, {**paths, "output": to})
+
+
+def _in_database(output: str) -> bool:
+    """An output that keeps its records in its own storage (PostgreSQL): it moves there."""
+    return "://" in output and capabilities(output).keeps_records

@@ -54,7 +54,6 @@ from sessionize.engines.spark_logs import (
 from sessionize.errors import ConfigError, StateError
 from sessionize.faults import pause_point
 from sessionize.fs import delete_dir, is_dir, resolve_fs
-from sessionize.sinks.registry import check_retractable
 
 
 @dataclass
@@ -98,7 +97,9 @@ def rewind(
         if accept_duplicates:
             ck.accept_duplicates = True
         else:  # before the intent: a refused rewind leaves the stream as it was
-            check_retractable(ck.sink(), to_batch + 1, "add --accept-duplicates")
+            sink = ck.sink()
+            if sink is not None:
+                sink.check_retractable(to_batch + 1, "add --accept-duplicates")
         started = time.perf_counter()
         write_rewind_intent(checkpoint, {
             "to_batch": to_batch, "undo": plan.batches, "settings": ck.settings,

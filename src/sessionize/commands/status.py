@@ -25,7 +25,7 @@ from sessionize.errors import ConfigError
 from sessionize.fs import child, is_dir, location_key
 from sessionize.logic.processor import DROPPED, TOTALED
 from sessionize.redaction import redact_uri
-from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import input_lag
 from sessionize.state.lease import LeaseRecords, lease_records
 
@@ -59,7 +59,8 @@ def stream_status(
 
 def batch_status(output: str) -> dict:
     """The status of the hourly batch job writing to `output`."""
-    if is_postgres(output):  # its lease is in its schema; a progress log only if given
+    sink = open_sink(output)
+    if sink.capabilities.keeps_records:  # its lease is there; a progress log only if given
         return {"output": location_key(output), "driver": _holder(output_lease(output).records)}
     if not is_dir(output):
         raise ConfigError(f"--output {output} is not a directory")

@@ -1,4 +1,9 @@
-"""What a checkpoint was created with, and Spark's own progress in it.
+"""A stream's checkpoint: where it is, what it was created with, Spark's own progress in it.
+
+`Checkpoint` is made once from `--checkpoint` (`Checkpoint.at`: the only place that reads
+the string) and passed on: its place, file system, records (`sessionize.json`,
+`sessionize-paths.json`, ...), lease and the paths below it. The functions below take it,
+or a path (made into one at once).
 
 A checkpoint belongs to one configuration: the engine and state, the session rules and the
 partition count are part of the state (sessions split and expire by them, and keys are
@@ -10,27 +15,101 @@ out as flags, instead of silently mixing two semantics.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
 
 from sessionize.config import DEFAULT_RULES_RECORD, describe_differences
 from sessionize.engines.spark_logs import file_source_entries
 from sessionize.errors import IncompatibleCheckpoint, StateError
-from sessionize.fs import child, listing, location_key, resolve_fs, without_options
+from sessionize.fs import check_resolvable, child, listing, location_key, resolve_fs
 from sessionize.mapping import DEFAULT_RECORD
 from sessionize.places import same_place
 from sessionize.redaction import redact_uri
-from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.sinks.registry import open_sink
 from sessionize.state import StateBackend
-from sessionize.state.lease import Lease, lease_records
+from sessionize.state.lease import Lease
+from sessionize.state.records import LEASE_DIR, FileRecords, Records
 
 FILE = "sessionize.json"
-LEASE_DIR = "_lease"  # under a checkpoint, or a batch job's output
 OUTPUT_RECORD = "_sessionize.json"  # in a batch job's output: the state it goes with
+__all__ = ["LEASE_DIR", "Checkpoint"]
 
 
-def read_settings(checkpoint: str) -> dict[str, object]:
+@dataclass(frozen=True)
+class Checkpoint:
+    """A stream's checkpoint: Spark's logs and our records in one directory (local, HDFS
+    or another pyarrow file system). Pickles as its place.
+
+    >>> Checkpoint.at("chk/").child("state").endswith("/chk/state")
+    True
+    """
+
+    place: str  # as given, with the options that reach it
+
+    @staticmethod
+    def at(place: str, flag: str = "--checkpoint") -> Checkpoint:
+        """The checkpoint at `place`, a path or URI a pyarrow file system reads.
+
+        Raises:
+            ConfigError: a scheme no file system reads, naming `flag`.
+        """
+        check_resolvable(place, flag)
+        return Checkpoint(place)
+
+    @staticmethod
+    def of(checkpoint: Checkpoint | str) -> Checkpoint:
+        """`checkpoint` as a Checkpoint (a path is made into one)."""
+        return checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint(checkpoint)
+
+    @functools.cached_property
+    def _resolved(self) -> tuple[pafs.FileSystem, str]:
+        return resolve_fs(self.place)
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        return self._resolved[0]
+
+    @property
+    def base(self) -> str:
+        """The checkpoint's path on `fs`."""
+        return self._resolved[1]
+
+    @functools.cached_property
+    def records(self) -> Records:
+        return FileRecords(self.place)
+
+    @property
+    def key(self) -> str:
+        """One spelling of its place (fs.location_key), as owners and records name it."""
+        return location_key(self.place)
+
+    def child(self, *parts: str) -> str:
+        """The path or URI of `parts` below the checkpoint (options kept at the end)."""
+        return child(self.place, *parts)
+
+    def lease(self) -> Lease:
+        """One driver at a time runs its query (state/lease.py)."""
+        return Lease(self.records.lease_records(), f"checkpoint {self.place}")
+
+    def __str__(self) -> str:
+        return self.place
+
+    def __getstate__(self) -> dict:
+        return {"place": self.place}
+
+    def __setstate__(self, state: dict) -> None:
+        object.__setattr__(self, "place", state["place"])
+
+
+CheckpointLike = Checkpoint | str
+
+
+def read_settings(checkpoint: CheckpointLike) -> dict[str, object]:
     """The settings `checkpoint` recorded ({} for a new one). A checkpoint from before
     mappings and the optional session rules could be chosen has the default ones (unset
     rules); one from before it recorded its output and input has those of its last run
@@ -54,7 +133,7 @@ def read_settings(checkpoint: str) -> dict[str, object]:
     return {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **older, **settings}
 
 
-def check_or_record(checkpoint: str, settings: dict[str, object]) -> None:
+def check_or_record(checkpoint: CheckpointLike, settings: dict[str, object]) -> None:
     """Record `settings` in a new checkpoint, or refuse if it was created with others.
 
     A setting the checkpoint does not mention (recorded before the setting existed) is
@@ -114,7 +193,8 @@ def _same(key: str, a: object, b: object) -> bool:
 
 
 def _advice(
-    checkpoint: str, changed: set[str], before: dict[str, object], now: dict[str, object]
+    checkpoint: CheckpointLike, changed: set[str], before: dict[str, object],
+    now: dict[str, object],
 ) -> str:
     """What to do about a refused change: a way for every changed flag, and a fresh start
     naming everything that must be new at once, so that following the advice is not
@@ -146,13 +226,13 @@ def _advice(
     return "; ".join(ways) + f"; or start over with {fresh}"
 
 
-def offset_log(checkpoint: str, batch_id: int) -> tuple[dict, object] | None:
+def offset_log(checkpoint: CheckpointLike, batch_id: int) -> tuple[dict, object] | None:
     """Spark's offset log entry of a batch: (its metadata, the source's end offset), or None
     when the batch was never planned. The metadata holds `batchTimestampMs` and
     `batchWatermarkMs`; a re-executed batch reuses the entry."""
-    fs, base = resolve_fs(checkpoint)
+    ck = Checkpoint.of(checkpoint)
     try:
-        with fs.open_input_stream(f"{base}/offsets/{batch_id}") as f:
+        with ck.fs.open_input_stream(f"{ck.base}/offsets/{batch_id}") as f:
             lines = f.read().decode().splitlines()
     except FileNotFoundError:
         return None
@@ -160,7 +240,7 @@ def offset_log(checkpoint: str, batch_id: int) -> tuple[dict, object] | None:
     return json.loads(lines[1]), offsets
 
 
-def batch_timestamp_us(checkpoint: str, batch_id: int) -> int:
+def batch_timestamp_us(checkpoint: CheckpointLike, batch_id: int) -> int:
     """The time Spark fixed for a batch in its offset log (`batchTimestampMs`), in µs.
 
     A re-executed batch reuses its logged offsets and this time, so rules that compare
@@ -172,18 +252,18 @@ def batch_timestamp_us(checkpoint: str, batch_id: int) -> int:
     return int(entry[0]["batchTimestampMs"]) * 1000
 
 
-def last_committed_batch(checkpoint: str) -> int | None:
+def last_committed_batch(checkpoint: CheckpointLike) -> int | None:
     """The highest batch id in Spark's commit log, or None for a new checkpoint."""
-    fs, base = resolve_fs(checkpoint)
+    ck = Checkpoint.of(checkpoint)
     ids = [
         int(i.base_name)
-        for i in listing(fs, f"{base}/commits")
+        for i in listing(ck.fs, f"{ck.base}/commits")
         if re.fullmatch(r"\d+", os.path.basename(i.path))
     ]
     return max(ids) if ids else None
 
 
-def batch_input(checkpoint: str, batch_id: int) -> dict[str, object]:
+def batch_input(checkpoint: CheckpointLike, batch_id: int) -> dict[str, object]:
     """What batch `batch_id` read, from Spark's logs: the source's end offset as Spark
     logged it, and for the file source the number of files (plain or compacted log).
 
@@ -200,7 +280,8 @@ def batch_input(checkpoint: str, batch_id: int) -> dict[str, object]:
         return out
     before = offset_log(checkpoint, batch_id - 1) if batch_id > 0 else None
     start = _log_offset(before[1]) if before is not None else None
-    fs, base = resolve_fs(checkpoint)
+    ck = Checkpoint.of(checkpoint)
+    fs, base = ck.fs, ck.base
     for log_batch in range(-1 if start is None else start, end):
         for name in (f"{log_batch + 1}", f"{log_batch + 1}.compact"):
             try:
@@ -221,97 +302,74 @@ def _log_offset(offset: object) -> int | None:
     return None
 
 
-def checkpoint_lease(checkpoint: str) -> Lease:
+def checkpoint_lease(checkpoint: CheckpointLike) -> Lease:
     """The lease of a checkpoint: one driver at a time runs its query (state/lease.py)."""
-    return Lease(lease_records(child(checkpoint, LEASE_DIR)), f"checkpoint {checkpoint}")
+    return Checkpoint.of(checkpoint).lease()
+
+
+def output_records(output: str) -> Records:
+    """Where a batch job keeps its records and lease for `output`: where its sink says
+    (the output's directory, a Kafka output's staging place, a PostgreSQL schema)."""
+    return open_sink(output).records()
 
 
 def output_lease(output: str) -> Lease:
-    """The lease of a batch job's output (local, `s3://` or PostgreSQL): one driver writes it
-    at a time."""
-    if is_postgres(output):
-        from sessionize.sinks.postgres_records import PostgresLeaseRecords  # the postgres extra
-
-        return Lease(PostgresLeaseRecords(output), f"output {location_key(output)}")
-    return Lease(lease_records(child(output, LEASE_DIR)), f"output {without_options(output)}")
+    """The lease of an output: one driver writes it at a time."""
+    return output_records(output).lease("output")
 
 
 PATHS_FILE = "sessionize-paths.json"
 
 
-def record_paths(checkpoint: str, paths: dict[str, str]) -> None:
+def record_paths(checkpoint: CheckpointLike, paths: dict[str, str]) -> None:
     """Where the last run read and wrote, as given (with the options that reach them: tools
     read it); `sessionize.json` holds the places that are compared between runs."""
     write_record(checkpoint, PATHS_FILE, paths)
 
 
-def write_record(checkpoint: str, name: str, record: dict) -> None:
-    """A JSON file of the checkpoint, written aside and renamed into place: a crash leaves
-    the old record or the new one. A PostgreSQL output keeps its records as rows."""
-    if is_postgres(checkpoint):
-        from sessionize.sinks import postgres_records
-
-        postgres_records.write_record(checkpoint, name, record)
-        return
-    fs, base = resolve_fs(checkpoint)
-    fs.create_dir(base, recursive=True)
-    tmp = f"{base}/.{name}.tmp"
-    with fs.open_output_stream(tmp) as f:
-        f.write(json.dumps(record, indent=2, sort_keys=True).encode())
-    fs.move(tmp, f"{base}/{name}")
+def write_record(checkpoint: CheckpointLike, name: str, record: dict) -> None:
+    """A JSON record of the checkpoint, written aside and renamed into place: a crash leaves
+    the old record or the new one."""
+    Checkpoint.of(checkpoint).records.write(name, record)
 
 
-def recorded(checkpoint: str, name: str = FILE) -> dict:
-    """A JSON file of the checkpoint (`sessionize.json` by default); {} when it is missing.
-    A PostgreSQL output keeps its records as rows."""
-    if is_postgres(checkpoint):
-        from sessionize.sinks import postgres_records
-
-        return postgres_records.read_record(checkpoint, name)
-    fs, base = resolve_fs(checkpoint)
-    try:
-        with fs.open_input_stream(f"{base}/{name}") as f:
-            return json.loads(f.read())
-    except FileNotFoundError:
-        return {}
+def recorded(checkpoint: CheckpointLike, name: str = FILE) -> dict:
+    """A JSON record of the checkpoint (`sessionize.json` by default); {} when missing."""
+    return Checkpoint.of(checkpoint).records.read(name)
 
 
-def last_offsets(checkpoint: str) -> dict | None:
+def last_offsets(checkpoint: CheckpointLike) -> dict | None:
     """The source's end offset of the last committed batch, as Spark logged it."""
     last = last_committed_batch(checkpoint)
     return None if last is None else batch_input(checkpoint, last).get("offsets")
 
 
-def seen_files(checkpoint: str) -> set[str]:
+def seen_files(checkpoint: CheckpointLike) -> set[str]:
     """Every file the file source has taken into a batch (its log, compacted or not)."""
-    return {e["path"] for e in file_source_entries(checkpoint)}
+    return {e["path"] for e in file_source_entries(str(checkpoint))}
 
 
 REWIND_FILE = "sessionize-rewind.json"
 
 
-def rewind_intent(checkpoint: str) -> dict | None:
+def rewind_intent(checkpoint: CheckpointLike) -> dict | None:
     """The record of a rewind that started and has not finished, or None."""
     return recorded(checkpoint, REWIND_FILE) or None
 
 
-def write_rewind_intent(checkpoint: str, intent: dict) -> None:
+def write_rewind_intent(checkpoint: CheckpointLike, intent: dict) -> None:
     """Written whole (aside, then moved) before a rewind changes anything."""
-    fs, base = resolve_fs(checkpoint)
-    tmp = f"{base}/.{REWIND_FILE}.tmp"
-    with fs.open_output_stream(tmp) as f:
-        f.write(json.dumps(intent, indent=2, sort_keys=True).encode())
-    fs.move(tmp, f"{base}/{REWIND_FILE}")
+    write_record(checkpoint, REWIND_FILE, intent)
 
 
-def clear_rewind_intent(checkpoint: str) -> None:
+def clear_rewind_intent(checkpoint: CheckpointLike) -> None:
     """The last step of a rewind."""
-    fs, base = resolve_fs(checkpoint)
+    ck = Checkpoint.of(checkpoint)
     with contextlib.suppress(FileNotFoundError):
-        fs.delete_file(f"{base}/{REWIND_FILE}")
+        ck.fs.delete_file(f"{ck.base}/{REWIND_FILE}")
 
 
-def refuse_if_rewinding(checkpoint: str) -> None:
+def refuse_if_rewinding(checkpoint: CheckpointLike) -> None:
     """A query must not start on a checkpoint whose rewind was interrupted half way."""
     intent = rewind_intent(checkpoint)
     if intent is not None:
@@ -334,7 +392,7 @@ def processor_record(recorded: dict | None) -> dict:
     return {**_PROCESSOR_RECORD_DEFAULTS, **recorded} if recorded else {}
 
 
-def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> None:
+def check_or_record_processor(checkpoint: CheckpointLike, settings: dict[str, object]) -> None:
     """Record a stateful job's `settings` (its processor's name, key, state schema,
     parameters, partitions, lateness, output) in a new checkpoint, or refuse, in one line
     naming every difference, a checkpoint created with others or by a session job."""
@@ -358,7 +416,9 @@ def check_or_record_processor(checkpoint: str, settings: dict[str, object]) -> N
         write_record(checkpoint, FILE, {**before, **settings})
 
 
-def check_agreement(backend: StateBackend, checkpoint: str, store_uri: str, job: str) -> None:
+def check_agreement(
+    backend: StateBackend, checkpoint: CheckpointLike, store_uri: str, job: str
+) -> None:
     """Spark's commit log and the store's job log must point at the same batch."""
     spark_last = last_committed_batch(checkpoint)
     versions = backend.job_versions(job)

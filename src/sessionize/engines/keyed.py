@@ -31,11 +31,10 @@ from sessionize.engines.partition import (
 )
 from sessionize.engines.placement import partition_users
 from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine
-from sessionize.errors import ConfigError, StateError
-from sessionize.sinks.base import Sink, StagedSink
-from sessionize.sinks.delta_keyed import KeyedDeltaSink
-from sessionize.sinks.parquet import ParquetSink
-from sessionize.sinks.parquet_s3 import ManifestParquetSink
+from sessionize.errors import StateError
+from sessionize.sinks.base import Sink
+from sessionize.sinks.outputs import Outputs, OutputSpec
+from sessionize.sinks.registry import open_sink
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
 from sessionize.stateful.declared import declared
@@ -105,9 +104,22 @@ class KeyedSettings:
     def open_state(self) -> StateBackend:
         return open_backend(self.state_uri, self.row_spec())
 
+    def outputs(self) -> Outputs:
+        """What the job writes, as every sink takes it: the processor's declared outputs
+        (replaced by key first), its late output and the invalid rows."""
+        d = declared(self.processor)
+        specs = [OutputSpec(name, out.schema, key=out.key if out.mode == "replace" else (),
+                            partition_by=out.partition_by)
+                 for name, out in d.outputs.items()]  # fmt: skip
+        if d.late_output and d.late_output not in d.outputs:
+            specs.append(OutputSpec(d.late_output, d.late_schema(self.input_schema)))
+        specs.append(OutputSpec(INVALID_OUTPUT, INVALID_SCHEMA))
+        ordered = [s for s in specs if s.replaced] + [s for s in specs if not s.replaced]
+        return Outputs(tuple(ordered), record_key=d.key)
+
     def sink(self) -> Sink:
         """Where the outputs go."""
-        return settings_sink(self)
+        return open_sink(self.output, self.output_format, job=self.job, outputs=self.outputs())
 
     def record(self) -> dict[str, object]:
         """The job's settings as the store keeps them once: what a restart compares."""
@@ -117,40 +129,6 @@ class KeyedSettings:
 def with_invalid(outputs: tuple[str, ...]) -> tuple[str, ...]:
     """A processor job's outputs as published: `outputs` and the invalid rows."""
     return outputs if INVALID_OUTPUT in outputs else (*outputs, INVALID_OUTPUT)
-
-
-def keyed_sink(
-    output: str, names: tuple[str, ...], output_format: str = "parquet", job: str = ""
-) -> StagedSink:
-    """The sink of a processor's outputs: Parquet at a local path (one directory per output
-    and batch) or on `s3://` (commit files per batch), or Delta tables at either (see
-    `settings_sink` for the Delta sink of a job). Raises ConfigError for another format or
-    place, in one line."""
-    local = "://" not in output or output.startswith("file://")
-    if output_format not in ("parquet", "delta") or not (local or output.startswith("s3://")):
-        raise ConfigError(
-            f"stateful jobs write parquet or delta to a local path or s3://, not {output_format} "
-            f"at {output}"
-        )
-    if output_format == "delta":
-        return KeyedDeltaSink(output, job, schemas=tuple((name, None) for name in names))
-    return ParquetSink(output, names) if local else ManifestParquetSink(output, names)
-
-
-def settings_sink(settings: KeyedSettings) -> StagedSink:
-    """The sink of the job's outputs; a Delta sink knows every output's schema (its table is
-    created from it) and the key of the outputs replaced by key."""
-    if settings.output_format != "delta":
-        return keyed_sink(settings.output, settings.output_names, settings.output_format,
-                          settings.job)  # fmt: skip
-    d = declared(settings.processor)
-    schemas = {name: out.schema for name, out in d.outputs.items()}
-    if d.late_output and d.late_output not in schemas:
-        schemas[d.late_output] = d.late_schema(settings.input_schema)
-    schemas[INVALID_OUTPUT] = INVALID_SCHEMA
-    keys = tuple((name, out.key) for name, out in d.outputs.items() if out.mode == "replace")
-    return KeyedDeltaSink(settings.output, settings.job, schemas=tuple(schemas.items()),
-                          keys=keys)  # fmt: skip
 
 
 def fence_store(backend: StateBackend, settings: KeyedSettings, lease: Lease) -> KeyedSettings:

@@ -20,13 +20,13 @@ from sessionize.engines.checkpoint import (
     PATHS_FILE,
     comparable,
     last_committed_batch,
+    output_records,
     recorded,
     write_record,
 )
 from sessionize.fs import location_key
 from sessionize.sinks.claim import OwnerClaim, check_owner
 from sessionize.sinks.owner import BATCH, STATEFUL_RUN, STREAM, Claimant, Owner, new_id
-from sessionize.sinks.registry import record_place
 
 ID_FILE = "sessionize-id.json"  # in a checkpoint: the stream's id
 
@@ -68,14 +68,14 @@ def _stream_wrote(checkpoint: str, output: str) -> bool:
     was = recorded(checkpoint).get("output") or recorded(checkpoint, PATHS_FILE).get("output")
     if was is None or comparable("output", was) != comparable("output", output):
         return False
-    if recorded(record_place(output), OUTPUT_RECORD):
+    if output_records(output).read(OUTPUT_RECORD):
         return False  # a batch job wrote it (a stream may have too: the batch job keeps it)
     return last_committed_batch(checkpoint) is not None
 
 
 def batch_owner(output: str, job: str, state: str) -> Owner:
     """The owner a batch job is: the id its output record holds (None: not made yet)."""
-    bound = recorded(record_place(output), OUTPUT_RECORD)
+    bound = output_records(output).read(OUTPUT_RECORD)
     return Owner(bound.get("id"), BATCH, job, state)
 
 
@@ -86,16 +86,16 @@ def check_batch(output: str, job: str, state: str) -> None:
     Raises:
         OutputOwned: one line naming the owner and what to do.
     """
-    written = bool(recorded(record_place(output), OUTPUT_RECORD))
+    written = bool(output_records(output).read(OUTPUT_RECORD))
     check_owner(output, Claimant(batch_owner(output, job, state), lambda: written))
 
 
 def batch_claim(output: str, job: str, state: str, record: dict) -> OwnerClaim:
     """The batch job's output record (`record`, with the id made now if it has none),
     written where it is new or lacks the id, and the claim of its first publish."""
-    before = recorded(record_place(output), OUTPUT_RECORD)
+    before = output_records(output).read(OUTPUT_RECORD)
     if not before.get("id"):
-        write_record(record_place(output), OUTPUT_RECORD, {**record, **before, "id": new_id()})
+        output_records(output).write(OUTPUT_RECORD, {**record, **before, "id": new_id()})
     return OwnerClaim(output, batch_owner(output, job, state))
 
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import is_dir
-from sessionize.redaction import redact_uri
-from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.sinks.registry import open_sink
 
 
 @dataclass(frozen=True)
@@ -40,11 +39,12 @@ def build_report(
     from sessionize.report.traffic import load_traffic
 
     t0 = time.perf_counter()
-    if not is_postgres(output) and not is_dir(output):
+    sink = open_sink(output)
+    if not sink.capabilities.keeps_records and not is_dir(output):
         raise ConfigError(f"--output {output} is not a directory: give a job's output directory")
     data = load_outputs(output, with_bots=with_bots)
     if not data.found:
-        raise ConfigError(_no_outputs(output))
+        raise ConfigError(sink.no_outputs())
     progress = read_progress(progress_log or default_path(output, checkpoint))
     traffic = load_traffic(output)
     html = build_page(data, progress, generated=now(), traffic=traffic).encode()
@@ -67,21 +67,4 @@ def build_report(
         sessions=data.sessions,
         progress_missing=progress.missing,
         bots_left_out=data.bots_left_out,
-    )
-
-
-def _no_outputs(output: str) -> str:
-    """Why a report of `output` would be empty, and what to check."""
-    if is_postgres(output):
-        from sessionize.sinks.postgres import parse  # the postgres extra
-
-        target = parse(output)
-        return (
-            f"--output {target.shown} holds no sessionize output: schema {target.schema} has "
-            "no sessions table; give the schema= the job writes (default sessionize)"
-        )
-    return (
-        f"--output {redact_uri(output)} holds no sessionize output (no sessions, page_views, "
-        "late_events or invalid_events yet): give the --output of a job that has published "
-        "a batch"
     )

@@ -1,15 +1,20 @@
-"""The sink interface the engines call (`registry.open_sink` chooses one by output format).
+"""The sink interface the engines call (`registry.open_sink` finds a sink by its output's
+scheme and format).
 
 Tasks call `write_part` (stage their rows); the driver calls `clear_staging` before a batch
 runs, `publish` after its tasks finished, and `invalidate_from` when reprocessing. A sink
 pickles as its configuration (it is sent to Spark tasks), never as an open connection.
+Every sink is made from the output's URI, the job's name and the job's declared outputs
+(sinks/outputs.py), and declares what it can do (`Capabilities`): the layers above ask
+those, never which sink it is.
 """
 
 from __future__ import annotations
 
 import sys
 from contextlib import AbstractContextManager
-from typing import Protocol
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,12 +23,68 @@ import pyarrow.fs as pafs
 
 from sessionize.errors import SinkError, translated
 from sessionize.fs import resolve_fs
+from sessionize.redaction import redact_uri
 from sessionize.sinks import staging
+from sessionize.sinks.outputs import Outputs
+from sessionize.sinks.owner import FileOwnerRecords, OwnerRecords
 from sessionize.sinks.replaced import keys_name
+from sessionize.state.records import FileRecords, Records
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a sink can do, declared once on its class.
+
+    Args:
+        keeps_records: it keeps the job's records (the output's lease and owner, a batch
+            job's binding to its state) in its own storage, not in a directory
+            (PostgreSQL's tables): a `files` state cannot live under it.
+        replaces_by_key: it keeps outputs replaced by key (`open_sessions`, a
+            processor's `Output(mode="replace")`).
+        retracts: it removes published batches (rewind, reprocessing); Kafka cannot.
+        compacts: `compact` merges its published batches (local Parquet).
+    """
+
+    keeps_records: bool = False
+    replaces_by_key: bool = False
+    retracts: bool = True
+    compacts: bool = False
 
 
 class Sink(Protocol):
     root: str
+    job: str
+    outputs: Outputs
+    capabilities: ClassVar[Capabilities]
+
+    def records(self) -> Records:
+        """Where a batch job writing this output keeps its records and lease."""
+        ...
+
+    def owner_records(self) -> OwnerRecords:
+        """Where the output keeps its owner record (sinks/owner.py)."""
+        ...
+
+    def check(self) -> None:
+        """At a job's start, before anything is recorded: the output answers and can be
+        written (a broker's transactions, a catalog). Raises SinkError in one line."""
+        ...
+
+    def check_retractable(self, batch_id: int, accept_hint: str = "") -> None:
+        """Before removing batches >= batch_id: refuse (one line naming `accept_hint`)
+        when they cannot be retracted."""
+        ...
+
+    def accepting_duplicates(self) -> Sink:
+        """This sink told that repeated records are accepted (where it cannot retract)."""
+        ...
+
+    def committed(self, name: str) -> ds.Dataset | None:
+        """Output `name` as its readers see it (None when it is not there).
+
+        Raises:
+            ConfigError: an output read with its own clients (Kafka's consumers)."""
+        ...
 
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
         """Stage one task's rows of output `name` (idempotent per partition); rows written."""
@@ -104,9 +165,54 @@ def _is_storage_error(exc: Exception) -> bool:
 
 
 class StagedSink:
-    """What the sinks that stage task files under `ROOT/_staging` share (`staging.py`)."""
+    """What the sinks that stage task files under `ROOT/_staging` share (`staging.py`),
+    and the defaults of a sink whose records are files at its root."""
 
     root: str
+    job: str
+    outputs: Outputs
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @classmethod
+    def check_place(cls, uri: str) -> None:
+        """Before anything else: the URI names a place this sink writes (no I/O).
+
+        Raises:
+            ConfigError: one line naming what is wrong.
+        """
+
+    @property
+    def record_place(self) -> str:
+        """The directory of a batch job's records and lease."""
+        return self.root
+
+    def records(self) -> Records:
+        return FileRecords(self.record_place)
+
+    def owner_records(self) -> OwnerRecords:
+        return FileOwnerRecords(self.root)
+
+    def check(self) -> None:
+        """A file output needs no probe: its writes say what is wrong."""
+
+    def check_retractable(self, batch_id: int, accept_hint: str = "") -> None:
+        """Batches of files and tables can be removed."""
+
+    def accepting_duplicates(self) -> StagedSink:
+        return self
+
+    def nothing_to_maintain(self) -> str | None:
+        """Why `sessionize maintain` has nothing to do on this output (None: it cleans,
+        compacts or vacuums it)."""
+        return None
+
+    def no_outputs(self) -> str:
+        """The line of a reader (`report`) that finds no output here: what to check."""
+        return (
+            f"--output {redact_uri(self.root)} holds no sessionize output (no "
+            f"{', '.join(self.outputs.names[:-1])} or {self.outputs.names[-1]} yet): give "
+            "the --output of a job that has published a batch"
+        )
 
     def _fs(self) -> tuple[pafs.FileSystem, str]:
         return resolve_fs(self.root)

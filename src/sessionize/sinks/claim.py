@@ -8,27 +8,18 @@ from dataclasses import dataclass
 
 from sessionize.errors import OutputOwned
 from sessionize.fs import location_key, without_options
-from sessionize.sinks.kafka import is_kafka
-from sessionize.sinks.owner import Claimant, FileOwnerRecords, Owner, OwnerRecords, refusal
-from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.sinks.owner import Claimant, Owner, OwnerRecords, refusal
+from sessionize.sinks.registry import open_sink
 
 
 def owner_records(output: str) -> OwnerRecords:
-    """The owner records of `output` (a local path or URI, PostgreSQL, Kafka)."""
-    if is_postgres(output):
-        from sessionize.sinks.postgres_records import PostgresOwnerRecords  # postgres extra
-
-        return PostgresOwnerRecords(output)
-    if is_kafka(output):
-        from sessionize.sinks.kafka_owner import KafkaOwnerRecords
-
-        return KafkaOwnerRecords(output)
-    return FileOwnerRecords(output)
+    """The owner records of `output`, where its sink keeps them."""
+    return open_sink(output).owner_records()
 
 
 def shown(output: str) -> str:
     """An output as messages name it: one spelling of its place, no secrets."""
-    if is_kafka(output):
+    if output.startswith(("kafka://", "iceberg://")):  # a topic prefix, a namespace
         return without_options(output)
     return location_key(output)
 

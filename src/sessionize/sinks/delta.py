@@ -22,20 +22,21 @@ them. `compact_and_vacuum` is the maintenance step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from sessionize import faults
+from sessionize.errors import ConfigError
 from sessionize.fs import without_options
-from sessionize.mapping import EventMapping
 from sessionize.objectstore import ObjectStoreUri
-from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS, layout
 from sessionize.sinks import staging
-from sessionize.sinks.base import StagedSink
+from sessionize.sinks.base import Capabilities, StagedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
-from sessionize.sinks.replaced import KEY, REPLACED, key_schema, keys_name
+from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
+from sessionize.sinks.replaced import keys_name
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {
@@ -46,12 +47,25 @@ TABLE_PROPERTIES = {
 
 @dataclass(frozen=True)
 class DeltaSink(StagedSink):
-    """Pickles as (root, job); tables are opened per call."""
+    """Pickles as (root, job, outputs); tables are opened per call. An appended output's
+    table is created from its schema plus `batch_id`; an output replaced by key has its
+    declared columns only."""
 
     root: str
-    job: str
-    mapping: EventMapping | None = None  # the outputs' columns (None: the default mapping)
-    open_sessions: bool = False  # also the `open_sessions` table, replaced by user
+    job: str = "sessionize"
+    outputs: Outputs = field(default_factory=session_outputs)
+    capabilities = Capabilities(replaces_by_key=True)
+
+    @classmethod
+    def check_place(cls, uri: str) -> None:
+        if "://" in uri and not uri.startswith(("s3://", "file://")):
+            raise ConfigError(
+                f"Delta outputs go to a local path or an s3:// URI, not {without_options(uri)}"
+            )
+
+    def committed(self, name: str) -> ds.Dataset | None:
+        dt = self.table(name)
+        return None if dt is None else dt.to_pyarrow_dataset()
 
     # -- locations -------------------------------------------------------------------------
     def table_uri(self, name: str) -> str:
@@ -79,17 +93,19 @@ class DeltaSink(StagedSink):
             opened = staging.attempt_open(fs, base, batch_id)
             # Replaced outputs first: a session leaves `open_sessions` before it enters
             # `sessions`, so a reader may miss it for a moment but never sees it twice.
-            for name, schema, key_columns, key in self._replaced_outputs():
-                rows = staging.read_staged(fs, base, name, batch_id, schema)
-                keys = staging.read_staged(fs, base, keys_name(name), batch_id, key_columns)
+            for spec in self.outputs.replaced:
+                name = spec.name
+                rows = staging.read_staged(fs, base, name, batch_id, spec.schema)
+                keys = staging.read_staged(fs, base, keys_name(name), batch_id,
+                                           spec.key_schema())  # fmt: skip
                 replace_by_key(self, name, batch_id, keys.drop_columns(["batch_id"]),
                                rows.drop_columns(["batch_id"]), replay=opened,
-                               key=key)  # fmt: skip
+                               key=spec.key)  # fmt: skip
                 faults.pause_point(f"published-{name}", batch_id)
-            for name, schema in self._appended_outputs():
-                rows = staging.read_staged(fs, base, name, batch_id, schema)
-                self._commit(name, batch_id, rows, replay=opened or rows.num_rows > 0)
-                faults.pause_point(f"published-{name}", batch_id)
+            for spec in self.outputs.appended:
+                rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
+                self._commit(spec, batch_id, rows, replay=opened or rows.num_rows > 0)
+                faults.pause_point(f"published-{spec.name}", batch_id)
             staging.close_attempt(fs, base, batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
@@ -99,9 +115,17 @@ class DeltaSink(StagedSink):
         transaction version covers is skipped when nothing new was staged)."""
         from deltalake import CommitProperties, Transaction
 
+        kept = [n for n in self.outputs.names if self._replaced(n) and n not in self._rebuilt]
+        if kept:
+            raise ConfigError(
+                f"output(s) {', '.join(kept)} are replaced by key and cannot be set back "
+                f"to batch {batch_id - 1}; write the job to a new output instead"
+            )
         retired: set[int] = set()
         with _errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
-            for name, _ in self._appended_outputs():
+            for name in self.outputs.names:
+                if self._replaced(name):
+                    continue
                 dt = self.table(name)
                 if dt is None:
                     continue
@@ -113,7 +137,7 @@ class DeltaSink(StagedSink):
                     )
                     dt.delete(f"batch_id >= {batch_id}", commit_properties=props)
                     retired |= set(found)
-            for name in self._rebuilt_outputs():
+            for name in self._rebuilt:
                 clear_replaced(self, name)
         return sorted(retired)
 
@@ -133,13 +157,16 @@ class DeltaSink(StagedSink):
         return int(rows["n"][0].as_py())
 
     def published(self, name: str) -> list[int]:
+        if self._replaced(name):
+            return []
         dt = self.table(name)
         return _batch_ids(dt, 0) if dt is not None else []
 
     # -- commits ---------------------------------------------------------------------------
-    def _commit(self, name: str, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
+    def _commit(self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
+        name = spec.name
         dt = self.table(name)
         if dt is not None and not replay:
             done = dt.transaction_version(self.job)
@@ -154,33 +181,31 @@ class DeltaSink(StagedSink):
             rows,
             mode="overwrite",
             predicate=f"batch_id = {batch_id}",
-            partition_by=self._partition_by(name),
+            partition_by=list(spec.partition_by) or None,
             configuration=TABLE_PROPERTIES if dt is None else None,
             storage_options=self.storage_options() if dt is None else None,
             commit_properties=props,
         )
 
-    # -- the outputs (a processor's sink, delta_keyed.py, names its own) ---------------------
-    def _appended_outputs(self) -> list[tuple[str, pa.Schema]]:
-        """The outputs appended per batch, with their columns, in publish order."""
-        lay = layout(self.mapping)
-        return list(lay.outputs.items())
-
-    def _replaced_outputs(self) -> list[tuple[str, pa.Schema, pa.Schema, tuple[str, ...]]]:
-        """The outputs replaced by key, published first: name, columns, the staged keys'
-        columns and the key."""
-        if not self.open_sessions:
-            return []
-        lay = layout(self.mapping)
-        return [(name, lay.open_sessions, key_schema(lay), (KEY,)) for name in REPLACED]
-
-    def _rebuilt_outputs(self) -> tuple[str, ...]:
+    # -- the outputs ---------------------------------------------------------------------
+    @property
+    def _rebuilt(self) -> tuple[str, ...]:
         """The outputs replaced by key that removing batches empties for a rebuild (whether
         or not this run keeps them: a table left by an earlier run must not outlive them)."""
-        return REPLACED
+        return self.outputs.rebuilt
 
-    def _partition_by(self, name: str) -> list[str] | None:
-        return list(OUTPUT_PARTITIONS.get(name, ())) or None
+    def _replaced(self, name: str) -> bool:
+        """Whether `name` is replaced by key: declared so, or known by name only (a sink
+        made from a checkpoint's output names) and its table has no `batch_id`."""
+        if name in self.outputs and self.outputs.spec(name).replaced:
+            return True
+        if name in self._rebuilt:
+            return True
+        known = name in self.outputs and self.outputs.schema(name) is not None
+        if known:
+            return False
+        dt = self.table(name)
+        return dt is not None and "batch_id" not in [f.name for f in dt.schema().fields]
 
 
 def _batch_ids(dt, first: int) -> list[int]:
@@ -201,7 +226,7 @@ def compact_and_vacuum(
     `retention_hours` uses (None: no vacuum); readers of older versions lose them."""
     out = {}
     with _errors(f"compacting Delta tables under {without_options(sink.root)}"):
-        for name in OUTPUTS:
+        for name in sink.outputs.names:
             dt = sink.table(name)
             if dt is None:
                 continue

@@ -14,8 +14,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from sessionize.sinks.replaced import KEY
-
 DeltaSink = Any  # sinks/delta.py's, which imports this module
 
 _OP = "_sessionize_op"
@@ -29,7 +27,7 @@ def replace_by_key(
     rows: pa.Table,
     *,
     replay: bool,
-    key: tuple[str, ...] = (KEY,),
+    key: tuple[str, ...],
 ) -> None:
     """Replace the rows of `keys` (columns `key`) in table `name` by `rows`, in one commit."""
     from deltalake import CommitProperties, Transaction, write_deltalake

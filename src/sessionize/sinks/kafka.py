@@ -27,138 +27,71 @@ each record carries `batch_id` and `position` so that consumers drop the repeats
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 
 from sessionize import faults
-from sessionize.errors import ConfigError, EnvironmentProblem, SinkError
+from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import without_options
-from sessionize.mapping import EventMapping
-from sessionize.schema import OUTPUTS, layout
 from sessionize.sinks import staging
-from sessionize.sinks.base import StagedSink, sink_errors
+from sessionize.sinks.base import Capabilities, StagedSink, sink_errors
+from sessionize.sinks.kafka_client import (  # noqa: F401 - KafkaOutput, with_staging re-exported
+    _OPEN,
+    _TIMEOUT_S,
+    MARKERS,
+    URI_FORM,
+    KafkaOutput,
+    _check_prefix,
+    _close,
+    _flush,
+    _kafka,
+    _no_transactions,
+    _reason,
+    _send,
+    is_kafka,
+    read_markers,
+    with_staging,
+)
 from sessionize.sinks.kafka_records import encode, per_key_records
-from sessionize.sinks.replaced import REPLACED, key_schema, keys_name
-
-MARKERS = "_batches"  # PREFIX._batches: one marker per batch on Kafka
-DELIVERIES = ("exactly-once", "at-least-once")
-_OPTIONS = ("staging", "delivery", "duplicates")
-_TIMEOUT_S = 30.0
-URI_FORM = "kafka://HOST:PORT[,HOST:PORT]/PREFIX?staging=DIR"
-
-
-def _kafka():
-    try:
-        import confluent_kafka
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise EnvironmentProblem(
-            "writing Kafka needs confluent-kafka: pip install 'sessionize[kafka]'"
-        ) from e
-    return confluent_kafka
-
-
-# Kafka's rules for a topic name: these characters, at most 249 of them, not `.` or `..`.
-_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
-_MAX_TOPIC = 249
-# The topics PREFIX.NAME the sink writes: the outputs, `open_sessions`, the batch markers.
-_TOPIC_NAMES = (*OUTPUTS, *REPLACED, MARKERS)
-
-
-def _check_prefix(prefix: str, uri: str) -> None:
-    """Refuse a prefix whose topics Kafka would refuse (before anything is recorded)."""
-    longest = max(len(name) for name in _TOPIC_NAMES) + 1
-    shown = prefix if len(prefix) <= 40 else prefix[:40] + "..."
-    if not _TOPIC_CHARS.fullmatch(prefix) or prefix in (".", ".."):
-        raise ConfigError(
-            f"--output {without_options(uri)}: topic prefix {shown!r}: Kafka topic names "
-            "take only ASCII letters, digits, '.', '_' and '-'"
-        )
-    if len(prefix) + longest > _MAX_TOPIC:
-        raise ConfigError(
-            f"--output {without_options(uri)[:60]}...: a topic prefix of at most "
-            f"{_MAX_TOPIC - longest} characters (Kafka topic names hold {_MAX_TOPIC})"
-        )
-
-
-def is_kafka(output: str) -> bool:
-    return output.startswith("kafka://")
-
-
-@dataclass(frozen=True)
-class KafkaOutput:
-    """A parsed `--output kafka://...`."""
-
-    bootstrap: str
-    prefix: str
-    staging: str | None
-    delivery: str = "exactly-once"
-    accept_duplicates: bool = False
-
-    @staticmethod
-    def parse(uri: str) -> KafkaOutput:
-        """Raises ConfigError (one line) for a malformed URI or an unknown option."""
-        if "@" in uri.split("?", 1)[0]:
-            raise ConfigError(
-                f"--output {without_options(uri)}: a Kafka output takes no user or password "
-                "(it reaches its brokers without SASL)"
-            )
-        parts = urlsplit(uri)
-        prefix = parts.path.strip("/")
-        if parts.scheme != "kafka" or not parts.netloc or not prefix or "/" in prefix:
-            raise ConfigError(f"--output {without_options(uri)}: write {URI_FORM}")
-        _check_prefix(prefix, uri)
-        for host in parts.netloc.split(","):
-            name, _, port = host.rpartition(":")
-            if not name or not port.isdigit():
-                raise ConfigError(f"--output {without_options(uri)}: broker '{host}' must be "
-                                  "HOST:PORT")  # fmt: skip
-        query = dict(parse_qsl(parts.query, keep_blank_values=True))
-        unknown = sorted(set(query) - set(_OPTIONS))
-        if unknown:
-            raise ConfigError(f"--output {without_options(uri)}: unknown option(s) {unknown}; "
-                              f"accepted: {', '.join(_OPTIONS)}")  # fmt: skip
-        delivery = query.get("delivery", "exactly-once")
-        if delivery not in DELIVERIES:
-            raise ConfigError(f"--output {without_options(uri)}: delivery must be one of "
-                              f"{', '.join(DELIVERIES)}")  # fmt: skip
-        duplicates = query.get("duplicates", "refuse")
-        if duplicates not in ("refuse", "accept"):
-            raise ConfigError(f"--output {without_options(uri)}: duplicates must be refuse or "
-                              "accept")  # fmt: skip
-        return KafkaOutput(parts.netloc, prefix, query.get("staging") or None, delivery,
-                           duplicates == "accept")  # fmt: skip
-
-    def topic(self, name: str) -> str:
-        return f"{self.prefix}.{name}"
-
-
-def with_staging(output: str, staging_dir: str) -> str:
-    """`output` with `staging=staging_dir` added when it names no staging place."""
-    if not is_kafka(output) or KafkaOutput.parse(output).staging:
-        return output
-    return f"{output}{'&' if '?' in output else '?'}staging={staging_dir}"
+from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
+from sessionize.sinks.replaced import keys_name
 
 
 @dataclass(frozen=True)
 class KafkaSink(StagedSink):
-    """Pickles as its URI and settings; producers and consumers open on the driver only."""
+    """Pickles as its URI, job and outputs; producers and consumers open on the driver
+    only. A topic per output, `PREFIX.NAME`; an output replaced by key (`open_sessions`)
+    is one record per touched key, for a log-compacted topic."""
 
     uri: str
     job: str = "sessionize"
-    mapping: EventMapping | None = None
-    open_sessions: bool = False  # also PREFIX.open_sessions: per user, compacted
+    outputs: Outputs = field(default_factory=session_outputs)
     root: str = field(init=False)  # the staging place (StagedSink stages under it)
     _live: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    capabilities = Capabilities(replaces_by_key=True, retracts=False)
+
+    @classmethod
+    def check_place(cls, uri: str) -> None:
+        KafkaOutput.parse(uri)
+
+    def owner_records(self):  # -> kafka_owner.KafkaOwnerRecords
+        from sessionize.sinks.kafka_owner import KafkaOwnerRecords
+
+        return KafkaOwnerRecords(self.uri)
+
+    def committed(self, name: str):
+        raise ConfigError(
+            f"{without_options(self.uri)}: Kafka outputs are read with a Kafka consumer "
+            "(isolation.level=read_committed), not by this command"
+        )
 
     def __post_init__(self) -> None:
         out = self.output
+        _check_prefix(out.prefix, self.uri, self.outputs.names)
         if out.staging is None:
             raise ConfigError(
                 f"--output {without_options(self.uri)}: name where Spark tasks stage rows "
@@ -168,8 +101,7 @@ class KafkaSink(StagedSink):
         object.__setattr__(self, "root", out.staging)
 
     def __getstate__(self) -> dict:
-        return {"uri": self.uri, "job": self.job, "mapping": self.mapping, "root": self.root,
-                "open_sessions": self.open_sessions}  # fmt: skip
+        return {"uri": self.uri, "job": self.job, "outputs": self.outputs, "root": self.root}
 
     def __setstate__(self, state: dict) -> None:
         for k, v in {**state, "_live": {}}.items():
@@ -202,9 +134,10 @@ class KafkaSink(StagedSink):
             if batch_id in self._markers():
                 staging.close_attempt(fs, base, batch_id)  # on Kafka already: nothing twice
                 return
-            tables = {name: self._staged(fs, base, name, batch_id)
-                      for name in layout(self.mapping).outputs}  # fmt: skip
-            per_user = {name: self._replaced(fs, base, name, batch_id) for name in self._names}
+            tables = {spec.name: self._staged(fs, base, spec, batch_id)
+                      for spec in self.outputs.appended}  # fmt: skip
+            per_user = {spec.name: self._replaced(fs, base, spec, batch_id)
+                        for spec in self.outputs.replaced}  # fmt: skip
         try:
             self._produce(batch_id, tables, per_user)
         except _kafka().KafkaException as e:
@@ -241,7 +174,7 @@ class KafkaSink(StagedSink):
         if self.output.accept_duplicates:
             return self
         joined = f"{self.uri}{'&' if '?' in self.uri else '?'}duplicates=accept"
-        return KafkaSink(joined, self.job, self.mapping, self.open_sessions)
+        return KafkaSink(joined, self.job, self.outputs)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         self.check_retractable(batch_id)
@@ -263,20 +196,14 @@ class KafkaSink(StagedSink):
         return sorted(b for b, rows in self._markers().items() if rows.get(name, 0))
 
     # -- producing --------------------------------------------------------------------------
-    def _staged(self, fs, base: str, name: str, batch_id: int) -> pa.Table:
-        schema = layout(self.mapping).outputs[name]
-        return staging.read_staged(fs, base, name, batch_id, schema)
+    def _staged(self, fs, base: str, spec: OutputSpec, batch_id: int) -> pa.Table:
+        return staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
 
-    @property
-    def _names(self) -> tuple[str, ...]:
-        return REPLACED if self.open_sessions else ()
-
-    def _replaced(self, fs, base: str, name: str, batch_id: int) -> list[tuple[bytes, Any]]:
-        lay = layout(self.mapping)
-        rows = staging.read_staged(fs, base, name, batch_id, lay.open_sessions)
-        keys = staging.read_staged(fs, base, keys_name(name), batch_id, key_schema(lay))
+    def _replaced(self, fs, base: str, spec: OutputSpec, batch_id: int) -> list[tuple[bytes, Any]]:
+        rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
+        keys = staging.read_staged(fs, base, keys_name(spec.name), batch_id, spec.key_schema())
         return per_key_records(keys.drop_columns(["batch_id"]), rows.drop_columns(["batch_id"]),
-                               batch_id)  # fmt: skip
+                               batch_id, spec.name, spec.key)  # fmt: skip
 
     def _produce(self, batch_id: int, tables: dict[str, pa.Table],
                  per_user: dict[str, list[tuple[bytes, bytes | None]]]) -> None:  # fmt: skip
@@ -292,7 +219,8 @@ class KafkaSink(StagedSink):
                 for key, value in records:
                     _send(producer, out.topic(name), key, value, failures)
             for name, table in tables.items():
-                for key, value in encode(table, positions=not exactly_once):
+                for key, value in encode(table, positions=not exactly_once,
+                                         key=self.outputs.record_key):  # fmt: skip
                     _send(producer, out.topic(name), key, value, failures)
             if not exactly_once:  # the rows first, then the marker that says they are there
                 _flush(producer, failures)
@@ -382,116 +310,3 @@ class KafkaSink(StagedSink):
         return self._live["markers"]
 
 
-# Producers still open, closed at exit: a librdkafka producer left to the interpreter's
-# shutdown, its broker gone, can corrupt the heap while its threads still reconnect.
-_OPEN: set[Any] = set()
-
-
-def _close(producer) -> None:
-    _OPEN.discard(producer)
-    producer.purge()
-    producer.close()
-
-
-@atexit.register
-def _close_open() -> None:
-    for producer in list(_OPEN):
-        with contextlib.suppress(Exception):
-            _close(producer)
-
-
-def read_markers(out: KafkaOutput, job: str) -> dict[int, dict[str, int]]:
-    """The committed markers of job `job` in `PREFIX._batches`: {batch: rows per output},
-    retired ones left out (jobs writing one prefix each have their own batches).
-
-    Raises:
-        SinkError: the broker does not answer (one line).
-    """
-    markers: dict[int, dict[str, int]] = {}
-    for _, body in read_batches_topic(out):
-        if body.get("job") != job:
-            continue  # another job's marker, or the owner record (kafka_owner.py)
-        if body.get("retired"):
-            markers.pop(int(body["batch_id"]), None)
-        else:
-            markers[int(body["batch_id"])] = dict(body["rows"])
-    return markers
-
-
-def read_batches_topic(out: KafkaOutput) -> list[tuple[bytes | None, dict]]:
-    """Every committed record of `PREFIX._batches` (read_committed), in order: (key, body).
-
-    Raises:
-        SinkError: the broker does not answer (one line).
-    """
-    kafka = _kafka()
-    topic = out.topic(MARKERS)
-    consumer = kafka.Consumer({
-        "bootstrap.servers": out.bootstrap, "group.id": "sessionize-markers",
-        "isolation.level": "read_committed", "enable.auto.commit": False,
-        "enable.partition.eof": True, "auto.offset.reset": "earliest",
-    })  # fmt: skip
-    records: list[tuple[bytes | None, dict]] = []
-    try:
-        meta = consumer.list_topics(topic, timeout=_TIMEOUT_S)
-        info = meta.topics.get(topic)
-        if info is None or info.error is not None or not info.partitions:
-            return records  # no batch written yet
-        consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING)
-                         for p in info.partitions])  # fmt: skip
-        pending = set(info.partitions)
-        while pending:
-            msg = consumer.poll(_TIMEOUT_S)
-            if msg is None:
-                raise SinkError(f"reading {topic} on {out.bootstrap}: no answer in "
-                                f"{_TIMEOUT_S:g}s; is the broker up?")  # fmt: skip
-            if msg.error() is not None:
-                if msg.error().code() == kafka.KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                    continue
-                raise SinkError(f"reading {topic} on {out.bootstrap}: {msg.error().str()}")
-            records.append((msg.key(), json.loads(msg.value())))
-    except kafka.KafkaException as e:
-        raise SinkError(f"reading {topic} on {out.bootstrap}: {_reason(e)}") from e
-    finally:
-        consumer.close()
-    return records
-
-
-def _send(producer, topic: str, key: bytes | None, value: bytes | None, failures: list[str],
-          partition: int | None = None) -> None:  # fmt: skip
-    def delivered(err, _msg) -> None:
-        if err is not None:
-            failures.append(err.str())
-
-    kwargs = {} if partition is None else {"partition": partition}
-    while True:
-        try:
-            producer.produce(topic, value=value, key=key, on_delivery=delivered, **kwargs)
-            break
-        except BufferError:  # the local queue is full: let it drain
-            producer.poll(0.1)
-    producer.poll(0)
-
-
-def _flush(producer, failures: list[str]) -> None:
-    left = producer.flush(_TIMEOUT_S)
-    if left or failures:
-        kafka = _kafka()
-        why = failures[0] if failures else f"{left} records not delivered in {_TIMEOUT_S:g}s"
-        raise kafka.KafkaException(kafka.KafkaError(kafka.KafkaError._FAIL, why))
-
-
-def _reason(e: Exception) -> str:
-    err = e.args[0] if e.args else e
-    text = err.str() if hasattr(err, "str") else str(err)
-    return " ".join(text.split())[:300]
-
-
-def _no_transactions(out: KafkaOutput, e: Exception) -> str:
-    return (
-        f"Kafka {out.bootstrap} did not start a transaction ({_reason(e)}): without "
-        "transactions outputs are not exactly once; if the broker does not support them, "
-        "add delivery=at-least-once to the URI (records then carry batch_id and position "
-        "to drop repeats)"
-    )

@@ -21,7 +21,7 @@ import time
 import warnings
 
 from sessionize.errors import SinkError
-from sessionize.sinks.kafka import (
+from sessionize.sinks.kafka_client import (
     MARKERS,
     KafkaOutput,
     _close,

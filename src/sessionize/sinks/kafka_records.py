@@ -1,4 +1,4 @@
-"""Output rows -> Kafka records: JSON values keyed by `user_id`.
+"""Output rows -> Kafka records: JSON values keyed by the job's key column (`user_id`).
 
 Timestamps become ISO-8601 strings in UTC with microseconds (`2026-11-01T23:58:00.000000Z`),
 dates `YYYY-MM-DD`, lists JSON arrays, maps JSON objects (keys as strings). Every value carries
@@ -69,16 +69,19 @@ def _iso(value: dt.datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes | None, bytes]]:
+def encode(
+    table: pa.Table, *, positions: bool = False, key: str | None = KEY
+) -> Iterator[tuple[bytes | None, bytes]]:
     """(key, value) of each row of `table` (which holds `batch_id`), in row order.
 
     Args:
         table: One output's rows of one batch, with its `batch_id` column.
         positions: Add `position` (the row's index in `table`) to each value.
+        key: The column that keys the records (the job's key: `user_id` for sessions).
 
     Returns:
-        An iterator of (key, value): the key is `user_id` as text (None when the output has no
-        user, as `invalid_events`), the value a JSON object.
+        An iterator of (key, value): the key is the `key` column as text (None when the
+        output has no such column, as `invalid_events`), the value a JSON object.
 
     Example:
         >>> t = pa.table({"user_id": [7], "batch_id": [3]})
@@ -93,7 +96,7 @@ def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes 
         ) from e
     names = table.schema.names
     columns = [_json_column(table[name]) for name in names]
-    keys = table[KEY].to_pylist() if KEY in names else [None] * table.num_rows
+    keys = table[key].to_pylist() if key in names else [None] * table.num_rows
     for position, (key, row) in enumerate(zip(keys, zip(*columns, strict=True), strict=True)):
         value: dict[str, Any] = dict(zip(names, row, strict=True))
         if positions:
@@ -102,12 +105,13 @@ def encode(table: pa.Table, *, positions: bool = False) -> Iterator[tuple[bytes 
 
 
 def per_key_records(
-    keys: pa.Table, rows: pa.Table, batch_id: int
-) -> list[tuple[bytes, bytes | None]]:
-    """An output replaced by key (`open_sessions`) as one record per touched key: the key's
-    rows as a JSON list, `{"user_id": K, "batch_id": B, "open_sessions": [...]}`, or a
-    tombstone (value None) when it has none left, so that a log-compacted topic keeps each
-    user's latest record only.
+    keys: pa.Table, rows: pa.Table, batch_id: int, name: str = "open_sessions",
+    key: tuple[str, ...] = (KEY,),
+) -> list[tuple[bytes, bytes | None]]:  # fmt: skip
+    """An output `name` replaced by `key` as one record per touched key: the key's rows as
+    a JSON list, `{"user_id": K, "batch_id": B, "open_sessions": [...]}`, or a tombstone
+    (value None) when it has none left, so that a log-compacted topic keeps each key's
+    latest record only. A key of several columns is keyed by their values as a JSON list.
 
     Example:
         >>> keys = pa.table({"user_id": [1, 2]})
@@ -117,16 +121,22 @@ def per_key_records(
     """
     import orjson
 
+    def key_of(values: tuple) -> bytes:
+        return str(values[0]).encode() if len(values) == 1 else orjson.dumps(list(values))
+
     by_key: dict[bytes, list[bytes]] = {}
-    for key, value in encode(rows):
-        by_key.setdefault(key or b"", []).append(value)
+    key_columns = [rows[c].to_pylist() for c in key]
+    for values, (_, value) in zip(zip(*key_columns, strict=True), encode(rows, key=None),
+                                  strict=True):  # fmt: skip
+        by_key.setdefault(key_of(values), []).append(value)
     out: list[tuple[bytes, bytes | None]] = []
-    for user in keys[KEY].to_pylist():
-        key = str(user).encode()
-        values = by_key.get(key)
-        if values is None:
-            out.append((key, None))
+    touched = [keys[c].to_pylist() for c in key]
+    for values in zip(*touched, strict=True):
+        record_key = key_of(values)
+        found = by_key.get(record_key)
+        if found is None:
+            out.append((record_key, None))
             continue
-        head = orjson.dumps({KEY: user, "batch_id": batch_id})[:-1]
-        out.append((key, head + b',"open_sessions":[' + b",".join(values) + b"]}"))
+        head = orjson.dumps({**dict(zip(key, values, strict=True)), "batch_id": batch_id})[:-1]
+        out.append((record_key, head + f',"{name}":['.encode() + b",".join(found) + b"]}"))
     return out

@@ -20,27 +20,50 @@ symlink to a view of them and the compacted files (views.py), switched after eac
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sessionize import faults
-from sessionize.errors import SinkError
-from sessionize.fs import delete_dir, exists
-from sessionize.schema import OUTPUTS
-from sessionize.sinks import compaction, staging, views
-from sessionize.sinks.base import StagedSink, sink_errors
+from sessionize.errors import ConfigError, SinkError
+from sessionize.fs import delete_dir, exists, location_key, without_options
+from sessionize.sinks import compaction, staging, tree_move, views
+from sessionize.sinks.base import Capabilities, StagedSink, sink_errors
+from sessionize.sinks.outputs import Outputs, session_outputs
 
 
 @dataclass(frozen=True)
 class ParquetSink(StagedSink):
-    """Pickles as its root URI and output names; executors open their own filesystem
+    """Pickles as its root URI, job and outputs; executors open their own filesystem
     handle. `outputs`: the job's outputs (default: the session outputs)."""
 
     root: str
-    outputs: tuple[str, ...] = tuple(OUTPUTS)
+    job: str = "sessionize"
+    outputs: Outputs = field(default_factory=session_outputs)
+    capabilities = Capabilities(compacts=True)
+
+    @classmethod
+    def check_place(cls, uri: str) -> None:
+        """A local output whose move was cut short is refused (sinks/tree_move.py)."""
+        tree_move.refuse_if_moving(location_key(uri))
+
+    def committed(self, name: str) -> ds.Dataset | None:
+        """The batch directories and the compacted files (compaction.py), each row once."""
+        fs, base = self._fs()
+        try:
+            return compaction.committed_dataset(fs, base, name)
+        except (FileNotFoundError, pa.ArrowInvalid):
+            return None
+
+    def _names(self) -> tuple[str, ...]:
+        if any(spec.replaced for spec in self.outputs.specs):
+            raise ConfigError(
+                f"--output {without_options(self.root)}: a Parquet output cannot replace rows "
+                "by key; use Delta (output_format='delta'), PostgreSQL, Kafka or Iceberg"
+            )
+        return self.outputs.names
 
     @staticmethod
     def batch_dir(base: str, name: str, batch_id: int) -> str:
@@ -61,7 +84,7 @@ class ParquetSink(StagedSink):
         """
         fs, base = self._fs()
         opened = staging.attempt_open(fs, base, batch_id)
-        for name in self.outputs:
+        for name in self._names():
             staged = staging.staged_dir(base, name, batch_id)
             final = self.batch_dir(base, name, batch_id)
             has_rows = exists(fs, staged)
@@ -80,7 +103,7 @@ class ParquetSink(StagedSink):
     def invalidate_from(self, batch_id: int) -> list[int]:
         fs, base = self._fs()
         retired = set()
-        for name in self.outputs:
+        for name in self._names():
             for b in reversed(self.published(name)):
                 if b >= batch_id:
                     self._retire(fs, base, name, self.batch_dir(base, name, b))
@@ -122,7 +145,7 @@ class ParquetSink(StagedSink):
         compacted files of about `target_mb` (compaction.py); {output: what was done}."""
         fs, base = self._fs()
         return {name: compaction.compact(fs, base, name, upto=upto, target_mb=target_mb)
-                for name in self.outputs}  # fmt: skip
+                for name in self._names()}  # fmt: skip
 
     @staticmethod
     def _retire(fs: pafs.FileSystem, base: str, name: str, path: str) -> None:

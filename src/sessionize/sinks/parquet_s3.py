@@ -21,9 +21,10 @@ again) that batch's rows partially or twice.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -33,20 +34,37 @@ from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import listing, without_options
 from sessionize.objectstore import ObjectStoreUri
-from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
 from sessionize.sinks import staging
 from sessionize.sinks.base import StagedSink, sink_errors
+from sessionize.sinks.outputs import Outputs, session_outputs
 
 COMMITS = "_commits"
 
 
 @dataclass(frozen=True)
 class ManifestParquetSink(StagedSink):
-    """Pickles as its root URI and output names; executors open their own filesystem
+    """Pickles as its root URI, job and outputs; executors open their own filesystem
     handle. `outputs`: the job's outputs (default: the session outputs)."""
 
     root: str
-    outputs: tuple[str, ...] = tuple(OUTPUTS)
+    job: str = "sessionize"
+    outputs: Outputs = field(default_factory=session_outputs)
+
+    @classmethod
+    def check_place(cls, uri: str) -> None:
+        """Its owner record, lease and commit files are conditional PUTs (boto3)."""
+        if importlib.util.find_spec("boto3") is None:
+            raise ConfigError(
+                "--output s3://: outputs on s3:// need the s3 extra (conditional writes: the "
+                "owner record, the lease, Parquet's commit files): pip install 'sessionize[s3]'"
+            )
+
+    def committed(self, name: str) -> ds.Dataset | None:
+        try:
+            data = committed_dataset(self.root, name, self.outputs)
+        except (FileNotFoundError, pa.ArrowInvalid):
+            return None
+        return data if data.files else None
 
     def _store(self) -> ObjectStoreUri:
         store = ObjectStoreUri.parse(self.root)
@@ -58,7 +76,7 @@ class ManifestParquetSink(StagedSink):
         fs, base = self._fs()
         with sink_errors(f"publishing batch {batch_id} under {without_options(self.root)}"):
             opened = staging.attempt_open(fs, base, batch_id)
-            for name in self.outputs:
+            for name in self.outputs.names:
                 staged_root = staging.staged_dir(base, name, batch_id)
                 staged = staging.staged_files(fs, base, name, batch_id)
                 last = self._commits(fs, base, name, batch_id).get(batch_id)
@@ -81,7 +99,7 @@ class ManifestParquetSink(StagedSink):
         fs, base = self._fs()
         retired = set()
         with sink_errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
-            for name in self.outputs:
+            for name in self.outputs.names:
                 commits = self._commits(fs, base, name)
                 for b, (version, files) in sorted(commits.items(), reverse=True):
                     if b >= batch_id and files:
@@ -154,13 +172,16 @@ def read_committed(root: str, name: str) -> pa.Table:
     return committed_dataset(root, name).to_table()
 
 
-def committed_dataset(root: str, name: str) -> ds.Dataset:
-    """The files of every committed batch of output `name` (Parquet on s3://) as a dataset."""
-    sink = ManifestParquetSink(root)
+def committed_dataset(root: str, name: str, outputs: Outputs | None = None) -> ds.Dataset:
+    """The files of every committed batch of output `name` (Parquet on s3://) as a dataset;
+    `outputs` says its partition columns (default: the session outputs')."""
+    outputs = outputs or session_outputs()
+    sink = ManifestParquetSink(root, outputs=outputs)
     fs, base = sink._fs()
-    schema = OUTPUTS[name]
     parts = [pa.field("batch_id", pa.int64())]
-    parts += [schema.field(p) for p in OUTPUT_PARTITIONS.get(name, ())]
+    if name in outputs:
+        spec = outputs.spec(name)
+        parts += [spec.schema.field(p) for p in spec.partition_by if spec.schema is not None]
     dataset = ds.dataset(
         sink.committed_files(name), filesystem=fs, format="parquet",
         partitioning=ds.partitioning(pa.schema(parts), flavor="hive"),

@@ -1,10 +1,6 @@
 """The outputs as PostgreSQL tables, committed exactly once (`--output postgresql://...`).
 
-URI: `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?schema=analytics` (prefer PGPASSWORD or
-~/.pgpass to a password in the URI: a password is never logged, shown in an error or
-recorded). Options: `schema` (created if missing; default `sessionize`) and the libpq
-options `connect_timeout` (default 5 s), `sslmode`, `sslrootcert`, `sslcert`, `sslkey`,
-`application_name`. The tables are in `postgres_tables.py`.
+The URI and its options: `postgres_target.py`. The tables are in `postgres_tables.py`.
 
 A task stages its rows of each output with one transaction: delete what this (batch,
 partition) staged before, then a binary COPY (a retried task replaces its rows). The
@@ -24,12 +20,9 @@ all the outputs (unlike files, where each output is switched on its own). With
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
-from urllib.parse import unquote, urlencode, urlsplit
 
 import psycopg
 import pyarrow as pa
@@ -38,11 +31,9 @@ from psycopg.types.json import Jsonb
 
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
-from sessionize.fs import postgres_location
-from sessionize.mapping import EventMapping
-from sessionize.redaction import check_userinfo, redact_uri
-from sessionize.schema import Layout, layout
 from sessionize.sinks import postgres_replaced as replaced
+from sessionize.sinks.base import Capabilities
+from sessionize.sinks.outputs import Outputs, session_outputs
 from sessionize.sinks.postgres_tables import (
     ATTEMPTS,
     BATCHES,
@@ -52,81 +43,81 @@ from sessionize.sinks.postgres_tables import (
     staged_table,
     to_arrow,
 )
-from sessionize.sinks.postgres_uri import SCHEMES, is_postgres  # noqa: F401 - re-exported
-from sessionize.sinks.replaced import KEY, REPLACED
-from sessionize.state.backends.common import one_line, read_query
-from sessionize.state.backends.postgres_pool import ROLLED_BACK, pool_for
+from sessionize.sinks.postgres_target import (  # noqa: F401 - parse and Target re-exported
+    REPUBLISHED,
+    Target,
+    connection_errors,
+    parse,
+)
+from sessionize.state.backends.postgres_pool import pool_for
 
 T = TypeVar("T")
 
-DEFAULT_SCHEMA = "sessionize"
-# A schema name PostgreSQL takes as it is: unquoted-style, at most 63 bytes (longer names
-# are cut), `pg_` being reserved for the system's schemas.
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_OPTIONS = (
-    "schema",
-    "connect_timeout",
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "application_name",
-)
-_READY: set[tuple[str, str, bool]] = set()  # (conninfo, schema, open_sessions) made, here
+_READY: set[tuple[str, str, Outputs]] = set()  # (conninfo, schema, outputs) made, here
 
-
-
-@dataclass(frozen=True)
-class Target:
-    """A parsed output URI: what to connect to, and how to name it without secrets."""
-
-    conninfo: str
-    schema: str
-    password: str | None
-    shown: str  # postgresql://user@host:port/db?schema=S, for messages
-
-
-def parse(uri: str) -> Target:
-    """Raises ConfigError (one line, no password) for a URI that names no database."""
-    shown_uri = redact_uri(uri)
-    check_userinfo(uri, "--output")
-    try:
-        parts = urlsplit(uri)
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError as e:
-        raise ConfigError(f"--output {shown_uri}: not a valid URI ({redact_uri(str(e))})") from None
-    if not parts.hostname or not parts.path.strip("/"):
-        raise ConfigError(
-            f"--output {shown_uri}: give a host and a database: "
-            "postgresql://USER@HOST[:PORT]/DB?schema=NAME"
-        )
-    given, _ = read_query(parts.query, _OPTIONS, shown_uri)
-    schema = given.pop("schema", DEFAULT_SCHEMA)
-    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
-        raise ConfigError(
-            f"--output {shown_uri}: schema={schema[:70]!r}: use lower-case ASCII letters, "
-            "digits and '_', starting with a letter or '_', at most 63, not starting pg_"
-        )
-    password = unquote(parts.password) if parts.password is not None else None
-    if password == "***":  # a recorded location (passwords are never recorded)
-        password = None
-        uri = uri.replace(":***@", "@", 1)
-    base = uri.split("?", 1)[0]
-    conninfo = f"{base}?{urlencode({'connect_timeout': '5', **given})}"
-    return Target(conninfo, schema, password, postgres_location(uri))
 
 
 @dataclass(frozen=True)
 class PostgresSink:
-    """Pickles as its URI and mapping; every process opens its own connections (pooled)."""
+    """Pickles as its URI, job and outputs; every process opens its own connections
+    (pooled). A table per output, created from its declared columns plus `batch_id`; an
+    output replaced by key has its declared columns only, indexed by its key."""
 
     root: str
-    mapping: EventMapping | None = None  # the outputs' columns (None: the default mapping)
-    open_sessions: bool = False  # also the `open_sessions` table, replaced by user
+    job: str = "sessionize"
+    outputs: Outputs = field(default_factory=session_outputs)
+    capabilities = Capabilities(keeps_records=True, replaces_by_key=True)
 
     @functools.cached_property
     def target(self) -> Target:
         return parse(self.root)
+
+    @classmethod
+    def check_place(cls, uri: str) -> None:
+        """The URI and its schema name, before anything is recorded."""
+        parse(uri)
+
+    @property
+    def record_place(self) -> str:
+        return self.root
+
+    def records(self):  # -> postgres_records.PostgresRecords
+        from sessionize.sinks.postgres_records import PostgresRecords
+
+        return PostgresRecords(self.root)
+
+    def owner_records(self):  # -> postgres_records.PostgresOwnerRecords
+        from sessionize.sinks.postgres_records import PostgresOwnerRecords
+
+        return PostgresOwnerRecords(self.root)
+
+    def check(self) -> None:
+        """Nothing to probe: a connection error is one line at the first write."""
+
+    def check_retractable(self, batch_id: int, accept_hint: str = "") -> None:
+        """Batches of tables can be removed."""
+
+    def accepting_duplicates(self) -> PostgresSink:
+        return self
+
+    def nothing_to_maintain(self) -> str | None:
+        return (
+            f"--output {self.target.shown}: PostgreSQL outputs leave nothing to clean "
+            "(a publish drops its staged rows; VACUUM is the server's)"
+        )
+
+    def no_outputs(self) -> str:
+        return (
+            f"--output {self.target.shown} holds no sessionize output: schema "
+            f"{self.target.schema} has no sessions table; give the schema= the job writes "
+            "(default sessionize)"
+        )
+
+    def committed(self, name: str):  # -> ds.Dataset | None
+        import pyarrow.dataset as ds
+
+        table = self.read(name)
+        return None if table is None else ds.dataset(table)
 
     # -- the Sink protocol -----------------------------------------------------------------
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
@@ -148,7 +139,7 @@ class PostgresSink:
     def write_replaced(
         self, name: str, batch_id: int, partition: int, keys: pa.Table, table: pa.Table
     ) -> int:
-        keyed = keys.select([KEY])
+        keyed = keys.select(list(self.outputs.spec(name).key))
         rows = [_with_batch(t, batch_id, partition) for t in (keyed, table)]
 
         def stage(conn: psycopg.Connection) -> int:
@@ -206,11 +197,12 @@ class PostgresSink:
                     is not None
                 )
                 counts: dict[str, int] = {}
-                for name in self._replaced:
-                    columns = self._layout.open_sessions.names
+                for spec in self.outputs.replaced:
+                    name = spec.name
                     moved = replaced.publish(
-                        conn, self.target.schema, name, columns, batch_id, opened
-                    )
+                        conn, self.target.schema, name, self._schema(name).names, spec.key,
+                        batch_id, opened,
+                    )  # fmt: skip
                     if moved is not None:
                         counts[name] = moved
                     faults.pause_point(f"published-{name}", batch_id)
@@ -256,6 +248,13 @@ class PostgresSink:
         return moved
 
     def invalidate_from(self, batch_id: int) -> list[int]:
+        kept = [s.name for s in self.outputs.replaced if s.name not in self.outputs.rebuilt]
+        if kept:
+            raise ConfigError(
+                f"output(s) {', '.join(kept)} are replaced by key and cannot be set back "
+                f"to batch {batch_id - 1}; write the job to a new output instead"
+            )
+
         def invalidate(conn: psycopg.Connection) -> list[int]:
             retired: set[int] = set()
             with conn.transaction():
@@ -272,7 +271,7 @@ class PostgresSink:
                     sql.SQL("DELETE FROM {} WHERE batch_id >= %s").format(self._table(BATCHES)),
                     (batch_id,),
                 )
-                for name in REPLACED:
+                for name in self.outputs.rebuilt:
                     replaced.retire(conn, self.target.schema, name)
             return sorted(retired)
 
@@ -325,20 +324,18 @@ class PostgresSink:
         return sql.Identifier(self.target.schema, name)
 
     def _schema(self, name: str) -> pa.Schema:
-        return layout(self.mapping).outputs[name]
+        schema = self.outputs.schema(name)
+        if schema is None:
+            raise ConfigError(f"output {name}: its columns are not known to this command")
+        return schema
 
     @property
     def _appended(self) -> tuple[str, ...]:
-        """The outputs appended per batch: the job's layout's (`events` with schema 3)."""
-        return tuple(layout(self.mapping).outputs)
-
-    @property
-    def _layout(self) -> Layout:
-        return layout(self.mapping)
+        return tuple(s.name for s in self.outputs.appended)
 
     @property
     def _replaced(self) -> tuple[str, ...]:
-        return REPLACED if self.open_sessions else ()
+        return tuple(s.name for s in self.outputs.replaced)
 
     def _lock(self, conn: psycopg.Connection) -> None:
         """Publishes and invalidations of one schema take turns."""
@@ -356,14 +353,15 @@ class PostgresSink:
                 copy.write_row(row)
 
     def _ensure_tables(self, conn: psycopg.Connection) -> None:
-        key = (self.target.conninfo, self.target.schema, self.open_sessions)
+        key = (self.target.conninfo, self.target.schema, self.outputs)
         if key in _READY:
             return
-        lay = self._layout
-        statements = ddl(self.target.schema, lay.outputs)
-        for name in self._replaced:
-            user = lay.open_sessions.field(KEY)
-            statements += replaced_ddl(self.target.schema, name, lay.open_sessions, user)
+        appended = {s.name: s.schema for s in self.outputs.appended if s.schema is not None}
+        statements = ddl(self.target.schema, appended)
+        for spec in self.outputs.replaced:
+            assert spec.schema is not None, spec.name
+            statements += replaced_ddl(self.target.schema, spec.name, spec.schema,
+                                       spec.key_schema())  # fmt: skip
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("sessionize:ddl",))
             for statement in statements:
@@ -391,7 +389,7 @@ class PostgresSink:
                 self._ensure_tables(conn)
             return work(conn)
 
-        after_lost = _REPUBLISHED if writes else ""
+        after_lost = REPUBLISHED if writes else ""
         try:
             with connection_errors(what, self.target, after_lost):
                 return pool_for(self.target.conninfo).run(run)
@@ -399,23 +397,6 @@ class PostgresSink:
             if isinstance(e.__cause__, psycopg.errors.UndefinedTable) and not create:
                 return missing  # type: ignore[return-value]
             raise
-
-
-_CONNECTION_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
-_REPUBLISHED = " The batch is published again when the job is restarted"
-
-
-@contextmanager
-def connection_errors(what: str, target: Target, after_lost: str = "") -> Iterator[None]:
-    """psycopg's errors as one SinkError line naming `what`, without the password; a lost
-    connection asks whether the server is reachable, then says `after_lost`."""
-    try:
-        yield
-    except psycopg.Error as e:
-        detail = one_line(e, target.password)[:300]
-        lost = isinstance(e, _CONNECTION_LOST) and not isinstance(e, ROLLED_BACK)
-        advice = f"; is the server reachable?{after_lost}" if lost else ""
-        raise SinkError(f"{what} failed: {detail}{advice}") from e
 
 
 def _with_batch(table: pa.Table, batch_id: int, partition: int) -> pa.Table:

@@ -18,8 +18,8 @@ from psycopg.types.json import Jsonb
 
 from sessionize.errors import ConfigError
 from sessionize.schema import OUTPUTS
-from sessionize.sinks.postgres import Target, connection_errors, parse
 from sessionize.sinks.postgres_records import LEASE, RECORDS, read_record
+from sessionize.sinks.postgres_target import Target, connection_errors, parse
 from sessionize.sinks.replaced import REPLACED
 
 _OURS = sorted({*OUTPUTS, *REPLACED})

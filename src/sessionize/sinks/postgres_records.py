@@ -21,9 +21,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from sessionize.sinks.owner import RECORD, Owner, OwnerRecords
-from sessionize.sinks.postgres import Target, connection_errors, parse
 from sessionize.sinks.postgres_tables import BATCHES
-from sessionize.state.lease import Holder, LeaseRecords
+from sessionize.sinks.postgres_target import Target, connection_errors, parse
+from sessionize.state.lease import Holder, Lease, LeaseRecords
+from sessionize.state.records import Records
 
 T = TypeVar("T")
 LEASE = "_sessionize_lease"
@@ -108,6 +109,30 @@ def write_record(output: str, name: str, record: dict) -> None:
     ).format(sql.Identifier(target.schema, RECORDS))
     _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))),
          create=True)
+
+
+class PostgresRecords(Records):
+    """A job's records kept with a PostgreSQL output: rows of `_sessionize_records`, and
+    its lease's epochs in `_sessionize_lease`."""
+
+    def __init__(self, output: str):
+        self.place = output
+
+    def read(self, name: str) -> dict:
+        return read_record(self.place, name)
+
+    def write(self, name: str, record: dict) -> None:
+        write_record(self.place, name, record)
+
+    def lease_records(self) -> LeaseRecords:
+        return PostgresLeaseRecords(self.place)
+
+    def lease(self, what: str) -> Lease:
+        return Lease(self.lease_records(), f"{what} {parse(self.place).shown}")
+
+    @property
+    def shown(self) -> str:
+        return parse(self.place).shown
 
 
 class PostgresOwnerRecords(OwnerRecords):

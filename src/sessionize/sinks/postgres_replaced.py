@@ -16,7 +16,7 @@ import pyarrow as pa
 from psycopg import sql
 
 from sessionize.sinks.postgres_tables import REPLACED_AT, staged_table
-from sessionize.sinks.replaced import KEY, keys_name
+from sessionize.sinks.replaced import keys_name
 
 
 def stage(conn: psycopg.Connection, schema: str, name: str, batch_id: int, partition: int,
@@ -42,7 +42,7 @@ def clear(conn: psycopg.Connection, schema: str, name: str, batch_id: int) -> No
 
 
 def publish(conn: psycopg.Connection, schema: str, name: str, columns: list[str],
-            batch_id: int, opened: bool) -> int | None:  # fmt: skip
+            key: tuple[str, ...], batch_id: int, opened: bool) -> int | None:  # fmt: skip
     """Replace the touched keys' rows by the staged ones (inside the caller's transaction);
     the rows inserted, or None when the batch was published already (nothing staged)."""
     final = sql.Identifier(schema, name)
@@ -53,10 +53,10 @@ def publish(conn: psycopg.Connection, schema: str, name: str, columns: list[str]
     ).fetchone()[0]
     if not (has_keys or opened):
         return None
-    key = sql.Identifier(KEY)
+    key_columns = sql.SQL(", ").join(map(sql.Identifier, key))
     conn.execute(
-        sql.SQL("DELETE FROM {} WHERE {} IN (SELECT {} FROM {} WHERE batch_id = %s)").format(
-            final, key, key, keys
+        sql.SQL("DELETE FROM {} WHERE ({}) IN (SELECT {} FROM {} WHERE batch_id = %s)").format(
+            final, key_columns, key_columns, keys
         ),
         (batch_id,),
     )

@@ -138,9 +138,10 @@ def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
     return out
 
 
-def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Field) -> list[sql.Composed]:
+def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Schema) -> list[sql.Composed]:
     """The tables of an output replaced by key (`open_sessions`, sinks/replaced.py): the
-    output (indexed by the key), its staged rows, the staged keys, and the batch it is as of."""
+    output (indexed by the key), its staged rows, the staged keys (`key`: their columns),
+    and the batch it is as of."""
     def columns(fields) -> sql.Composable:
         return sql.SQL(", ").join(
             sql.SQL("{} {}{}").format(sql.Identifier(f.name), sql.SQL(pg_type(f.type)),
@@ -158,10 +159,11 @@ def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Field) -> lis
         ),
         sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(final, columns(arrow)),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-            sql.Identifier(f"{name}_by_{key.name}"), final, sql.Identifier(key.name)
-        ),
+            sql.Identifier(f"{name}_by_{'_'.join(key.names)}"), final,
+            sql.SQL(", ").join(map(sql.Identifier, key.names)),
+        ),  # fmt: skip
         sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(staged, columns(arrow), staging),
-        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(keys, columns([key]), staging),
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(keys, columns(key), staging),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (batch_id, part)").format(
             sql.Identifier(f"{staged_table(name)}_by_batch"), staged
         ),

@@ -1,80 +1,162 @@
-"""Output format and URI -> sink."""
+"""Output URI and format -> sink, imported lazily (as the state stores' registry).
+
+A sink is found by its output's scheme (`postgresql://`, `kafka://`, `iceberg://`) or, for
+a file output (a local path, `file://`, `s3://`), by its format (`parquet`, `delta`). Each
+entry is "module:Class" plus the extra to install; a sink declares what it can do on its
+class (`base.Capabilities`), so the layers above ask the sink, never which one it is. A
+new sink is one module, one line here and a fixture of the sink contract suite
+(tests/sinks/conftest.py).
+"""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+from urllib.parse import urlsplit
 
-import pyarrow as pa
 import pyarrow.dataset as ds
 
-from sessionize.errors import ConfigError
-from sessionize.fs import is_local, location_key, resolve_fs, without_options
+from sessionize.errors import ConfigError, EnvironmentProblem
+from sessionize.fs import is_local, without_options
 from sessionize.mapping import EventMapping
 from sessionize.redaction import redact_uri
-from sessionize.sinks import replaced, tree_move
-from sessionize.sinks.base import Sink
-from sessionize.sinks.compaction import committed_dataset as compacted_and_batches
-from sessionize.sinks.delta import DeltaSink
-from sessionize.sinks.kafka import KafkaOutput, KafkaSink, is_kafka
-from sessionize.sinks.parquet import ParquetSink
-from sessionize.sinks.parquet_s3 import ManifestParquetSink, committed_dataset
-from sessionize.sinks.postgres_uri import is_postgres
+from sessionize.sinks import replaced
+from sessionize.sinks.base import Capabilities, Sink
+from sessionize.sinks.outputs import Outputs, session_outputs
 
+# kind -> ("module:Class", the extra its imports need, or None)
+_REGISTRY: dict[str, tuple[str, str | None]] = {
+    "parquet": ("sessionize.sinks.parquet:ParquetSink", None),
+    "parquet-s3": ("sessionize.sinks.parquet_s3:ManifestParquetSink", "s3"),
+    "delta": ("sessionize.sinks.delta:DeltaSink", None),
+    "postgresql": ("sessionize.sinks.postgres:PostgresSink", "postgres"),
+    "kafka": ("sessionize.sinks.kafka:KafkaSink", "kafka"),
+    "iceberg": ("sessionize.sinks.iceberg:IcebergSink", "iceberg"),
+}
+# URI schemes whose sink writes its own kind of storage (a format does not apply).
+_SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "kafka": "kafka",
+            "iceberg": "iceberg"}  # fmt: skip
 FORMATS = ("parquet", "delta")
-WRITTEN = "a local path, file://, s3://, postgresql:// or kafka://"  # where outputs are written
+WRITTEN = "a local path, file://, s3://, postgresql://, kafka:// or iceberg://"
 
 
-def check_output(output: str, fmt: str | None = "parquet") -> None:
-    """Before a job starts: `--output` is a place we write, with what writing it needs
-    installed (`fmt` None: the place only).
+def kind_of(output: str, fmt: str | None = "parquet") -> str:
+    """The registry's kind for `--output` and `--output-format` (None: the place only).
 
     Raises:
-        ConfigError: another scheme (`foo://`, `kafka://`), or `s3://` without the `s3`
-            extra, in one line naming what is written.
-        StateError: a local output whose move was cut short (sinks/tree_move.py).
+        ConfigError: a scheme no sink writes, a format a scheme's sink does not take, or
+            an unknown format, in one line.
 
-    >>> check_output("out/")
+    >>> kind_of("out/"), kind_of("s3://b/out", "delta"), kind_of("kafka://h:9092/web")
+    ('parquet', 'delta', 'kafka')
     """
-    if is_local(output):
-        tree_move.refuse_if_moving(location_key(output))
-        return
-    if is_kafka(output):
-        KafkaOutput.parse(output)
-        if fmt is not None:
-            if fmt != "parquet":
-                raise ConfigError("--output kafka://: records are JSON; leave --output-format out")
-            KafkaSink(output).check()  # the broker answers, with transactions if needed
-        return
-    if is_postgres(output):
-        _check_postgres(output, fmt)
-        return
-    if not output.startswith("s3://"):
-        scheme = output.split("://", 1)[0]
+    scheme = urlsplit(output).scheme.lower() if "://" in output else ""
+    if scheme in _SCHEMES:
+        if fmt not in (None, "parquet"):  # parquet: the default, given or not
+            raise ConfigError(
+                f"--output {without_options(redact_uri(output))}: {_SCHEMES[scheme]} outputs "
+                "have their own format; leave --output-format out (Delta is for paths and s3://)"
+            )
+        return _SCHEMES[scheme]
+    if not (is_local(output) or scheme == "s3"):
         raise ConfigError(
             f"--output {without_options(output)}: outputs are not written to {scheme}:// "
             f"URIs; give {WRITTEN}"
         )
-    if fmt is not None and importlib.util.find_spec("boto3") is None:
+    fmt = fmt or "parquet"
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt == "parquet" and scheme == "s3":
+        return "parquet-s3"
+    return fmt
+
+
+def register(kind: str, target: str, extra: str | None = None) -> None:
+    """Map `kind` to a sink class given as "module:Class" (imported on first use)."""
+    _REGISTRY[kind] = (target, extra)
+
+
+def sink_class(kind: str) -> type[Sink]:
+    """The sink class of `kind`, imported now.
+
+    Raises:
+        ConfigError: its extra is not installed, in one line naming it.
+    """
+    target, extra = _REGISTRY[kind]
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        if e.name == module_name or extra is None:
+            raise EnvironmentProblem(f"the {kind} output is not available: {e}") from e
         raise ConfigError(
-            "--output s3://: outputs on s3:// need the s3 extra (conditional writes: the "
-            "owner record, the lease, Parquet's commit files): pip install 'sessionize[s3]'"
-        )
+            f"a {kind} output needs the {extra} extra: pip install 'sessionize[{extra}]'"
+        ) from None
+    return getattr(module, class_name)
+
+
+def check_output(output: str, fmt: str | None = "parquet") -> None:
+    """Before a job starts: `--output` is a place a sink writes, with what writing it needs
+    installed (`fmt` None: the place only, before the format is resolved).
+
+    Raises:
+        ConfigError: another scheme, a format its sink does not take, a missing extra, a
+            malformed URI, in one line naming what is written.
+        StateError: a local output whose move was cut short (sinks/tree_move.py).
+
+    >>> check_output("out/")
+    """
+    kind = kind_of(output, fmt)
+    if fmt is None and kind == "parquet-s3":
+        return  # the extra is asked for once the format is known
+    sink_class(kind).check_place(output)  # type: ignore[attr-defined]
+    if fmt is not None:
+        open_sink(output, fmt).check()  # a broker answers, with transactions if needed
+
+
+def capabilities(output: str, fmt: str = "parquet") -> Capabilities:
+    """What the sink of `--output` and `--output-format` can do (its class's declaration).
+
+    >>> capabilities("out/").replaces_by_key, capabilities("out/", "delta").replaces_by_key
+    (False, True)
+    """
+    return sink_class(kind_of(output, fmt)).capabilities
 
 
 def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
-    """Before a job starts: `--open-sessions` needs an output that replaces rows by user
+    """Before a job starts: `--open-sessions` needs an output that replaces rows by key
     (the engine must feed it too: engines.choice, `check_replaced_by_key`).
 
     Raises:
-        ConfigError: a Parquet output, in one line naming what to use.
+        ConfigError: an output that cannot, in one line naming those that can.
     """
-    if wanted:
-        open_sink(output, fmt, open_sessions=True)
+    if wanted and not capabilities(output, fmt).replaces_by_key:
+        raise replaced.refuse(
+            f"a {kind_of(output, fmt)} output cannot replace rows by user",
+            "use --output-format delta, a postgresql://, kafka:// or iceberg:// output",
+        )
+
+
+def open_sink(
+    output: str, fmt: str = "parquet", *, job: str = "sessionize",
+    outputs: Outputs | None = None, mapping: EventMapping | None = None,
+    open_sessions: bool = False,
+) -> Sink:  # fmt: skip
+    """The sink for `--output` and `--output-format`, writing `outputs` (default: the
+    session outputs of `mapping`, with `open_sessions` replaced by user when asked); `job`
+    names the writer in a table's commits and a topic's markers.
+
+    Raises:
+        ConfigError: as `check_output`.
+    """
+    kind = kind_of(output, fmt)
+    cls = sink_class(kind)
+    cls.check_place(output)  # type: ignore[attr-defined]
+    return cls(output, job, outputs or session_outputs(mapping, open_sessions))  # type: ignore[call-arg]
 
 
 def record_place(output: str) -> str:
-    """Where a batch job keeps its records and lease for `output`: the output itself, or a
-    Kafka output's staging place (`?staging=DIR`, required there).
+    """Where a batch job keeps its records for `output` (the output itself; a Kafka
+    output's staging place, `?staging=DIR`, required there).
 
     Raises:
         ConfigError: a Kafka output that names no staging place.
@@ -82,114 +164,19 @@ def record_place(output: str) -> str:
     >>> record_place("kafka://broker:9092/web?staging=/data/web-staging")
     '/data/web-staging'
     """
-    if is_kafka(output):
-        return KafkaSink(output).root
-    return output
-
-
-def check_retractable(sink: Sink | None, batch_id: int, accept_hint: str) -> None:
-    """Before removing batches >= batch_id: refuse when the output cannot retract them
-    (Kafka), naming `accept_hint` (how the user accepts duplicates)."""
-    if isinstance(sink, KafkaSink):
-        sink.check_retractable(batch_id, accept_hint)
-
-
-def accepting_duplicates(sink: Sink | None) -> Sink | None:
-    """`sink` told that repeated records are accepted (only a Kafka output is asked)."""
-    return sink.accepting_duplicates() if isinstance(sink, KafkaSink) else sink
-
-
-def open_sink(
-    output: str, fmt: str = "parquet", *, job: str = "sessionize",
-    mapping: EventMapping | None = None, open_sessions: bool = False,
-) -> Sink:  # fmt: skip
-    """The sink for `--output` and `--output-format`; `job` names the writer in Delta logs,
-    `mapping` decides the outputs' columns (Delta tables are created with them);
-    `open_sessions` adds that output, replaced by user each batch.
-
-    Raises:
-        ConfigError: an output that cannot hold it, in one line naming one that can.
-    """
-    if is_kafka(output):
-        return KafkaSink(output, job, mapping, open_sessions)
-    if is_postgres(output):
-        _check_postgres(output, fmt)
-        return _postgres_sink()(output, mapping, open_sessions)
-    if fmt == "delta":
-        if "://" in output and not output.startswith(("s3://", "file://")):
-            raise ConfigError(
-                f"Delta outputs go to a local path or an s3:// URI, not {without_options(output)}"
-            )
-
-        return DeltaSink(output, job, mapping, open_sessions)
-    if fmt != "parquet":
-        raise ConfigError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
-    if open_sessions:
-        raise replaced.refuse(
-            "a Parquet output cannot replace rows by user",
-            "use --output-format delta, a postgresql:// or a kafka:// output",
-        )
-    if output.startswith("s3://"):
-        return ManifestParquetSink(output)
-    return ParquetSink(output)
+    return open_sink(output).record_place  # type: ignore[attr-defined]
 
 
 def committed_rows(output: str, name: str) -> ds.Dataset | None:
-    """Output `name` under `output` as its readers should see it, whatever format wrote it:
-    a Delta table's current version, the committed batches of Parquet on s3:// (its commit
-    files), PostgreSQL tables, or local Parquet's batch directories. None when the output
-    is not there.
+    """Output `name` under `output` as its readers should see it, whatever wrote it: a
+    table's current version (Delta, Iceberg, PostgreSQL), the committed batches of Parquet
+    on s3:// (its commit files), local Parquet's batch directories and compacted files.
+    None when the output is not there.
 
     Raises:
         ConfigError: a Kafka output (its records are read with a Kafka consumer)."""
-    if is_kafka(output):
-        raise ConfigError(
-            f"{without_options(output)}: Kafka outputs are read with a Kafka consumer "
-            "(isolation.level=read_committed), not by this command"
-        )
-    if is_postgres(output):
-        table = _postgres_sink()(output).read(name)
-        return None if table is None else ds.dataset(table)
-    delta = DeltaSink(output, "reader").table(name)
-    if delta is not None:
-        return delta.to_pyarrow_dataset()
-    try:
-        if output.startswith("s3://"):
-            data = committed_dataset(output, name)
-            return data if data.files else None
-        return local_committed(output, name)
-    except (FileNotFoundError, pa.ArrowInvalid):
-        return None
-
-
-def local_committed(output: str, name: str) -> ds.Dataset | None:
-    """Local Parquet: the batch directories and the compacted files (sinks/compaction.py),
-    each row once."""
-    fs, base = resolve_fs(output)
-    return compacted_and_batches(fs, base, name)
-
-
-def _check_postgres(output: str, fmt: str | None) -> None:
-    """A PostgreSQL output is tables of its own: the file formats do not apply to it."""
-    if fmt == "delta":
-        raise ConfigError(
-            f"--output {without_options(redact_uri(output))}: a PostgreSQL output is written "
-            "as tables; leave --output-format out (Delta is for paths and s3://)"
-        )
-    _postgres_sink()  # refused now, in one line, when the extra is missing
-    from sessionize.sinks.postgres import parse
-
-    parse(output)  # the URI and its schema name, before anything is recorded
-
-
-def _postgres_sink() -> type[Sink]:
-    """The PostgreSQL sink class, imported when an output needs it (the postgres extra)."""
-    try:
-        from sessionize.sinks.postgres import PostgresSink
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != "psycopg":
-            raise
-        raise ConfigError(
-            "a PostgreSQL output needs the postgres extra: pip install 'sessionize[postgres]'"
-        ) from None
-    return PostgresSink
+    if kind_of(output, None) in ("parquet", "parquet-s3"):  # read in the format it holds
+        table = open_sink(output, "delta", job="reader").committed(name)
+        if table is not None:
+            return table
+    return open_sink(output).committed(name)
