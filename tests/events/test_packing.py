@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from sessionize.events import packing
 from sessionize.events.packing import PACKED, pack, unpack
-from sessionize.stateful.partitioner import spark_partitions
+from sessionize.core.partitioner import spark_partitions
 
 KEYS = pa.array([100, 101, 102, 103])  # a key per partition, as if Spark placed key i in i
 

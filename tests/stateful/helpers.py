@@ -8,7 +8,7 @@ import pyarrow as pa
 import xxhash
 
 from sessionize import stateful
-from sessionize.stateful.step import StepResult, step
+from sessionize.core.step import StepResult, step
 
 TS = pa.timestamp("us", tz="UTC")
 NEVER = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z

@@ -10,8 +10,8 @@ from sessionize import stateful
 from sessionize.errors import ProcessorError
 from sessionize.mapping import EventMapping
 from sessionize.schema import STATE, layout
-from sessionize.stateful.declared import declared
-from sessionize.stateful.keys import store_keys
+from sessionize.core.declared import declared
+from sessionize.core.keys import store_keys
 
 from .helpers import TS, Probe, StringProbe, spark_xxhash64
 

@@ -171,7 +171,7 @@ def test_an_unsupported_column_type_is_refused_in_one_line():
 
 
 def test_rows_marked_invalid_or_without_key_or_time_are_set_aside_with_their_reason():
-    from sessionize.stateful.invalid import split_invalid
+    from sessionize.core.invalid import split_invalid
 
     rows = [  # (k, t, _raw, _reason, _source)
         (1, 10, None, None, None), (None, 11, None, None, None), (2, None, None, None, None),

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pytest
 
 from sessionize import stateful
-from sessionize.stateful.step import step
+from sessionize.core.step import step
 
 from .helpers import (
     NEVER,

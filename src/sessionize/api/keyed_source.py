@@ -13,11 +13,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from sessionize.core.invalid import MARKS
 from sessionize.errors import ConfigError
 from sessionize.sources.files import check_input, decode_listed, is_listing, listed_files
 from sessionize.sources.registry import open_stream, scheme_of
 from sessionize.sources.typed import RecordDecoder, marked_schema, typed_task
-from sessionize.stateful.invalid import MARKS
 
 
 def source(

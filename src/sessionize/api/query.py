@@ -14,6 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -26,8 +27,7 @@ from sessionize.engines.metrics import StreamMetrics
 from sessionize.engines.progress import ProgressLog
 from sessionize.engines.runner import RETAIN, BatchRunner, Engine, await_query, start_query
 from sessionize.errors import ConfigError
-from sessionize.fs import is_local
-from sessionize.sinks.parquet import ParquetSink
+from sessionize.sinks.registry import capabilities
 from sessionize.spark_session import is_connect
 from sessionize.state.lease import Lease
 
@@ -56,16 +56,20 @@ def launch(
     compact_every: int | None = None,
     claim: Callable[[], None] | None = None,
     output_lease: Lease | None = None,
+    name: str | None = None,
 ) -> StreamRun:
     """Start the query of `engine` over the stream `records` with its batch runner;
-    `compact_every`: compact the Parquet output after every N-th batch (`Compactor`);
-    `claim` records the output's owner before the first publish; `output_lease`, held since
-    the start, is released with the checkpoint's."""
+    `compact_every`: compact the output after every N-th batch (`Compactor`, where the
+    sink compacts); `claim` records the output's owner before the first publish;
+    `output_lease`, held since the start, is released with the checkpoint's; `name`: the
+    query's (default `sessionize-JOB`)."""
     # Over Spark Connect the runner runs on the server; the client tails its log.
     def kept() -> MutableSequence[dict]:
         return deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else []
 
-    tail = ProgressTail(progress_log, on_batch, kept()) if is_connect(spark) else None
+    tail = None
+    if is_connect(spark):
+        tail = ProgressTail(progress_log, on_batch, kept(), line=engine.progress_line)
     runner = BatchRunner(
         engine,
         on_batch if tail is None else quiet,
@@ -90,7 +94,8 @@ def launch(
     if compact_every:  # where the runner runs: on the driver, or in the Connect server
         runner.on_record = Compactor(engine.sink, compact_every, runner.on_record, runner.on_batch)
     query, restore = start_query(
-        spark, runner, records, name=f"sessionize-{job}", checkpoint=checkpoint, trigger=trigger
+        spark, runner, records, name=name or f"sessionize-{job}", checkpoint=checkpoint,
+        trigger=trigger,
     )
     run = StreamRun(spark, query, runner, [restore, *ends], checkpoint, tail)
     run.metrics = metrics
@@ -107,7 +112,7 @@ def check_compactable(output: str, output_format: str, compact_every: int | None
         return
     if compact_every < 1:
         raise ConfigError(f"--compact-every {compact_every}: give a number of batches, 1 or more")
-    if output_format != "parquet" or not is_local(output):
+    if not capabilities(output, output_format).compacts:
         raise ConfigError(
             "--compact-every compacts local Parquet outputs; compact Delta tables with "
             "`sessionize maintain --compact` while the stream is stopped"
@@ -120,7 +125,7 @@ class Compactor:
     the published batches up to it (sinks/compaction.py), before the next batch starts. A
     failed compaction is one line: the stream goes on, and the next one finishes it."""
 
-    sink: ParquetSink
+    sink: Any  # a sink that compacts (`Capabilities.compacts`: local Parquet)
     every: int
     then: Callable[[dict], None] | None = None
     say: Callable[[str], None] = print

@@ -30,9 +30,11 @@ class ProgressTail:
         path: str | None,
         on_batch: Callable[[str], None],
         records: MutableSequence[dict] | None = None,  # a deque keeps only the last ones
+        line: Callable[[str, dict], str] = session_line,  # the engine's `progress_line`
     ):
         self.path = path
         self.on_batch = on_batch
+        self.line = line
         self.records: MutableSequence[dict] = [] if records is None else records
         self.on_record: Callable[[dict], None] | None = None  # each new record (metrics)
         self._seen = {_key(r) for r in self._read()}  # logged before this run
@@ -54,7 +56,7 @@ class ProgressTail:
             if self.on_record is not None:
                 self.on_record(record)
             label = f"batch {record['version']}"
-            self.on_batch(session_line(label, record))
+            self.on_batch(self.line(label, record))
             for warning in batch_warnings(label, record, {}):  # reasons stay on the server
                 self.on_batch(warning)
             mapping_warnings(record, self.on_batch)

@@ -17,16 +17,17 @@ from collections.abc import Callable, Iterable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from sessionize.api import launcher
 from sessionize.api.arguments import (
     Duration,
     duration_us,
     event_mapping,
-    parse_trigger,
     session_rules,
 )
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, settle_key_type
-from sessionize.api.query import StreamRun, check_compactable, end_finished
+from sessionize.api.launcher import StreamPlaces
+from sessionize.api.query import StreamRun
 from sessionize.api.recorded import (
     RECORDED,
     RECORDED_ARGS,
@@ -34,23 +35,17 @@ from sessionize.api.recorded import (
     resolve,
     settings_record,
 )
-from sessionize.api.stream_start import start_stream
+from sessionize.api.stream_jobs import SessionStream
 from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules
-from sessionize.engines.checkpoint import checkpoint_lease, read_settings
-from sessionize.engines.choice import engine_for
-from sessionize.engines.metrics import stream_metrics
-from sessionize.engines.ownership import check_stream
+from sessionize.engines.checkpoint import Checkpoint, read_settings
 from sessionize.engines.runner import Parser
 from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
-from sessionize.fs import absolute_local, check_resolvable, child
+from sessionize.fs import absolute_local
 from sessionize.mapping import EventMapping
-from sessionize.sinks.kafka import with_staging
-from sessionize.sinks.registry import check_open_sessions, check_output
 from sessionize.state.rows import check_job
 
-KAFKA_STAGING = "kafka-staging"  # where tasks stage rows for a Kafka output without staging=
 OUTPUT_FORMATS = ("parquet", "delta")
 _LOG = logging.getLogger("sessionize")
 
@@ -214,7 +209,9 @@ class Sessionizer:
         """
         return resolve(self, record, output_format)
 
-    def with_checkpoint(self, checkpoint: str, output_format: str | None = None) -> Resolved:
+    def with_checkpoint(
+        self, checkpoint: Checkpoint | str, output_format: str | None = None
+    ) -> Resolved:
         """`resolved` against the settings `checkpoint` recorded (none for a new one)."""
         return self.resolved(read_settings(checkpoint), output_format)
 
@@ -397,45 +394,23 @@ class Sessionizer:
         """
         if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
-        check_resolvable(checkpoint, "--checkpoint")
-        output = with_staging(output, child(checkpoint, KAFKA_STAGING))
-        check_output(output, output_format)  # the place; its format once resolved, below
+        ck = Checkpoint.at(checkpoint)
         if not self.user_type_given:  # the DataFrame's user column decides: build it now
             events = events() if callable(events) else events
-            settled = self._for_input(events, recorded_user_type(checkpoint))
-            return settled.start(
+            return self._for_input(events, recorded_user_type(ck)).start(
                 events, output=output, checkpoint=checkpoint, trigger=trigger,
                 output_format=output_format, progress_log=progress_log, on_batch=on_batch,
                 input_name=input_name, metrics_port=metrics_port, source_options=source_options,
-                metrics_host=metrics_host,
-                open_sessions=open_sessions, compact_every=compact_every,
+                metrics_host=metrics_host, open_sessions=open_sessions,
+                compact_every=compact_every,
             )  # fmt: skip
-        spark_trigger = parse_trigger(trigger)
-        engine_for(self.state).check_line(self.state)  # before anything is written
-        end_finished(checkpoint)
-        check_stream(checkpoint, output, self.job)  # before anything is written
-        lease = checkpoint_lease(checkpoint)
-        lease.acquire()
-        metrics = None
-        try:
-            resolved, output_format = self.with_checkpoint(checkpoint, output_format)
-            check_output(output, output_format)
-            if open_sessions:  # replaced by user: the engine feeds it, the output keeps it
-                engine_for(self.state).check_replaced_by_key()
-            check_open_sessions(open_sessions, output, output_format)
-            check_compactable(output, output_format, compact_every)
-            metrics = stream_metrics(metrics_port, self.job, checkpoint, input_name,
-                                     source_options or {}, host=metrics_host,
-                                     say=on_batch or _LOG.info)  # fmt: skip
-            return start_stream(
-                resolved, events, output, checkpoint, spark_trigger, output_format, progress_log,
-                on_batch or _LOG.info, input_name, lease, metrics, open_sessions, compact_every,
-            )  # fmt: skip
-        except BaseException:
-            lease.release()
-            if metrics is not None:
-                metrics.close()
-            raise
+        places = StreamPlaces(
+            output=output, checkpoint=ck, trigger=trigger, output_format=output_format,
+            progress_log=progress_log, on_batch=on_batch, input_name=input_name,
+            source_options=source_options or {}, metrics_port=metrics_port,
+            metrics_host=metrics_host, compact_every=compact_every,
+        )  # fmt: skip
+        return launcher.start(SessionStream(self, events, open_sessions), places)
 
     def engine_settings(self, state_uri: str, output: str, output_format: str,
                         open_sessions: bool = False) -> SessionSettings:  # fmt: skip

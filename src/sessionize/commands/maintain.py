@@ -14,12 +14,11 @@ from contextlib import ExitStack
 
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
-from sessionize.fs import is_dir, is_local, without_options
+from sessionize.fs import is_dir, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks.compaction import TARGET_MB
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
-from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.registry import open_sink
 
 
@@ -70,7 +69,7 @@ def maintain(
                 f"{without_options(output)} holds no Delta table"
             )
         sink = open_sink(output, "delta" if delta else "parquet", job="maintain")
-        if compact and not delta and not (isinstance(sink, ParquetSink) and is_local(output)):
+        if compact and not delta and not sink.capabilities.compacts:
             raise ConfigError(
                 f"--compact: {without_options(output)} is Parquet on an object store or a "
                 "remote filesystem, which is not compacted; write it as Delta "
@@ -87,7 +86,7 @@ def maintain(
             report["tables"] = tables = compact_and_vacuum(sink, vacuum_hours, compact=compact)
             for name, done in tables.items():
                 say(f"{name}: {_describe(done)}")
-        if compact and isinstance(sink, ParquetSink):
+        if compact and sink.capabilities.compacts:
             report["compacted"] = done = sink.compact(target_mb=target_file_mb)
             for name, counts in done.items():
                 say(f"{name}: compacted {counts['batches']} batches, {counts['files_in']} "

@@ -28,9 +28,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from sessionize.core.partitioner import spark_partitions
 from sessionize.events.marks import LATEST, RECORDS, pass_and_mark
 from sessionize.events.packing import PACKED, pack, unpack
-from sessionize.stateful.partitioner import spark_partitions
 
 # Candidates tried per partition when looking for a key that lands in each one: with
 # 64 per partition, the chance that one partition gets none is about e^-64.

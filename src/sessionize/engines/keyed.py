@@ -21,6 +21,9 @@ from pyspark.sql import DataFrame, SparkSession
 from typing_extensions import override
 
 from sessionize.config import format_duration, format_instant
+from sessionize.core.declared import declared
+from sessionize.core.invalid import INVALID_OUTPUT, INVALID_SCHEMA, split_invalid
+from sessionize.core.processor import Processor
 from sessionize.engines.batch_marks import mark_keys, with_marks
 from sessionize.engines.partition import (
     CORE_COUNTS,
@@ -37,9 +40,6 @@ from sessionize.sinks.outputs import Outputs, OutputSpec
 from sessionize.sinks.registry import open_sink
 from sessionize.state import EMPTY_VERSION, RowSpec, StateBackend, open_backend
 from sessionize.state.lease import Lease
-from sessionize.stateful.declared import declared
-from sessionize.stateful.invalid import INVALID_OUTPUT, INVALID_SCHEMA, split_invalid
-from sessionize.stateful.processor import Processor
 
 # Summed over the life of a job besides the processor's own counters.
 KEYED_TOTALS = ("records", "invalid", "events_in", "late")

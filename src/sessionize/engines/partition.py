@@ -38,16 +38,16 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from sessionize.core.declared import Declared, declared
+from sessionize.core.keys import store_keys
+from sessionize.core.partitioner import spark_partitions
+from sessionize.core.processor import Processor
+from sessionize.core.step import StepResult, step
 from sessionize.engines.batch_marks import split_marks
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
 from sessionize.spark_arrow import frame_of
 from sessionize.state import StateBackend
-from sessionize.stateful.declared import Declared, declared
-from sessionize.stateful.keys import store_keys
-from sessionize.stateful.partitioner import spark_partitions
-from sessionize.stateful.processor import Processor
-from sessionize.stateful.step import StepResult, step
 
 # The core's counts of a partition (stateful/step.py), then the store's own measures.
 CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",

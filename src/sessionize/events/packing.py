@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sessionize.stateful.partitioner import placed_here, spark_partitions
+from sessionize.core.partitioner import placed_here, spark_partitions
 
 PACKED = "_packed_rows"  # an Arrow IPC stream of rows of the partition the row's key is in
 FLUSH_ROWS = 65_536

@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 
 from sessionize import schema
 from sessionize.config import SessionRules, format_duration
+from sessionize.core import Context, Output, Processor, Update
 from sessionize.logic.bots import is_bot
 from sessionize.logic.sessions import advance
-from sessionize.stateful import Context, Output, Processor, Update
 
 USER = schema.STATE_KEY
 LATE = "late_events"

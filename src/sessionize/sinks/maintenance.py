@@ -50,7 +50,7 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
         if isinstance(sink, ManifestParquetSink):
             done["uncommitted_files"] = _drop_uncommitted(sink, fs, base)
         if isinstance(sink, ParquetSink):
-            for name in sink.outputs:
+            for name in sink.outputs.names:
                 finished = compaction.finish(fs, base, name)
                 done["compaction_files"] += sum(finished.values())
                 compaction.refresh_view(fs, base, name)

@@ -26,8 +26,8 @@ from typing import Annotated, Any
 import msgspec
 import pyarrow as pa
 
+from sessionize.core.invalid import RAW, REASON, SOURCE
 from sessionize.errors import ConfigError
-from sessionize.stateful.invalid import RAW, REASON, SOURCE
 
 _UTC = dt.UTC
 _ARTICLE = {int: "an integer", float: "a number", str: "a string", bool: "a boolean",

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize.config import SessionRules
+from sessionize.core.declared import NEVER_US
 from sessionize.logic import advance
 from sessionize.schema import STATE_EXPIRY, Layout, layout
 from sessionize.state import RowSpec, StateBackend
-from sessionize.stateful.declared import NEVER_US
 
 # Every key expires before this, a processor's key without a timer too (its "never" is
 # 9999-12-31T23:59:59.999999Z): `expiring(FAR_FUTURE_US)` lists all keys.

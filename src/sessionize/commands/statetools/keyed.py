@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sessionize.commands.statetools.contents import PartitionContents, StoredRows
+from sessionize.core.declared import NEVER_US
 from sessionize.errors import ConfigError
 from sessionize.fs import resolve_fs
-from sessionize.stateful.declared import NEVER_US
 
 
 def shown(rows: pa.Table, shape: StoredRows) -> pa.Table:

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sessionize.stateful.declared import NEVER_US
+from sessionize.core.declared import NEVER_US
 
 
 def due_mask(timer_us: np.ndarray, watermark_after: int | None) -> np.ndarray:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from sessionize.stateful.context import Context
-    from sessionize.stateful.update import Update
+    from sessionize.core.context import Context
+    from sessionize.core.update import Update
 
 OutputMode = Literal["append", "replace"]
 

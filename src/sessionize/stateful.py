@@ -1,26 +1,29 @@
-"""The keyed core's public API: a `Processor` declares its key, event time, state and
-outputs, and turns the state and rows of a partition's keys into an `Update`, once per
-partition and micro-batch, vectorized (docs/design.md, "The keyed core").
+"""`sessionize.stateful`: your own keyed, stateful job with sessionize's guarantees.
 
-`stream` and `run` run a processor on Spark with the state in our store (files,
-PostgreSQL, Redis, DynamoDB), exactly once; `run_local` runs one over micro-batches in
-memory, without Spark: for trying a processor and for its tests.
+The core's API (`Processor`, `Output`, `Update`, `Context`, `run_local`: sessionize.core)
+and the ways to run a processor on Spark with the state in our store (files, PostgreSQL,
+Redis, DynamoDB), exactly once: `stream` and `start` (a stream, through the one launcher
+every job starts through: api/launcher.py), `run` (one bounded batch) and `source` (our
+sources as a DataFrame of a schema). These four import PySpark when called, so that
+`from sessionize import stateful` and `run_local` work without it.
+
+    >>> from sessionize import stateful
+    >>> sorted(n for n in stateful.__all__ if n.islower())
+    ['run', 'run_local', 'source', 'start', 'stream']
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessionize.errors import ProcessorError
-from sessionize.stateful.context import Context
-from sessionize.stateful.local import LocalRun, run_local
-from sessionize.stateful.processor import Output, Processor
-from sessionize.stateful.update import Update
+from sessionize.core import Context, LocalRun, Output, Processor, ProcessorError, Update, run_local
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from sessionize.api.query import StreamRun
 
 __all__ = [
     "Context", "LocalRun", "Output", "Processor", "ProcessorError", "Update", "run",
@@ -28,9 +31,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-# The core stays below Spark: these four reach the engine (sessionize.api.keyed, declared
-# as the one exception in the import contracts) only when called.
-def stream(df: Any, processor: Processor, **settings: Any) -> StreamingQuery:
+def stream(df: DataFrame, processor: Processor, **settings: Any) -> StreamingQuery:
     """Run `processor` over a streaming DataFrame on the store engine, exactly once:
     `sessionize.api.keyed.stream` documents the settings."""
     from sessionize.api.keyed import stream as _stream
@@ -38,7 +39,7 @@ def stream(df: Any, processor: Processor, **settings: Any) -> StreamingQuery:
     return _stream(df, processor, **settings)
 
 
-def start(df: Any, processor: Processor, **settings: Any) -> Any:
+def start(df: DataFrame, processor: Processor, **settings: Any) -> StreamRun:
     """`stream`, returning the run (`query`, `records`, `wait()`):
     `sessionize.api.keyed.start`."""
     from sessionize.api.keyed import start as _start
@@ -46,7 +47,7 @@ def start(df: Any, processor: Processor, **settings: Any) -> Any:
     return _start(df, processor, **settings)
 
 
-def run(df: Any, processor: Processor, **settings: Any) -> dict:
+def run(df: DataFrame, processor: Processor, **settings: Any) -> dict:
     """Run `processor` over a bounded DataFrame as one batch, the next version of its
     state: `sessionize.api.keyed.run` documents the settings."""
     from sessionize.api.keyed import run as _run
@@ -58,6 +59,6 @@ def source(spark: SparkSession, input: str, schema: pa.Schema, **settings: Any) 
     """Our sources (a file tree, `kafka://`, `kinesis://`) as a DataFrame of `schema`'s
     columns, records that do not fit marked invalid with a reason:
     `sessionize.api.keyed_source.source` documents the settings."""
-    from sessionize.api.keyed import source as _source
+    from sessionize.api.keyed_source import source as _source
 
     return _source(spark, input, schema, **settings)

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.core.declared import declared
+from sessionize.core.processor import Processor
+from sessionize.core.step import StepResult, step
 from sessionize.durations import Duration, duration_us
 from sessionize.errors import ConfigError
-from sessionize.stateful.declared import declared
-from sessionize.stateful.processor import Processor
-from sessionize.stateful.step import StepResult, step
 
 
 @dataclass

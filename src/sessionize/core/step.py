@@ -26,14 +26,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.core.checks import Checked, check_update
+from sessionize.core.conform import conform
+from sessionize.core.context import Context
+from sessionize.core.declared import NEVER_US, TIMER_TYPE, WATERMARK, Declared, declared
+from sessionize.core.keys import store_keys
+from sessionize.core.processor import Processor
+from sessionize.core.timers import due_mask, per_key, timers_after
 from sessionize.errors import ProcessorError
-from sessionize.stateful.checks import Checked, check_update
-from sessionize.stateful.conform import conform
-from sessionize.stateful.context import Context
-from sessionize.stateful.declared import NEVER_US, TIMER_TYPE, WATERMARK, Declared, declared
-from sessionize.stateful.keys import store_keys
-from sessionize.stateful.processor import Processor
-from sessionize.stateful.timers import due_mask, per_key, timers_after
 
 
 @dataclass(frozen=True)

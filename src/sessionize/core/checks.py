@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.core.conform import conform
+from sessionize.core.declared import NEVER_US, Declared
+from sessionize.core.update import Update
 from sessionize.errors import ProcessorError
-from sessionize.stateful.conform import conform
-from sessionize.stateful.declared import NEVER_US, Declared
-from sessionize.stateful.update import Update
 
 AT = "at"
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from sessionize.core.processor import Output, Processor
 from sessionize.errors import ConfigError, ProcessorError
 from sessionize.state.rows import RowSpec
-from sessionize.stateful.processor import Output, Processor
 
 TIMER_TYPE = pa.timestamp("us", tz="UTC")
 NEVER_US = 253_402_300_799_999_999

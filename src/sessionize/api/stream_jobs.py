@@ -1,0 +1,153 @@
+"""The two kinds of stream the launcher starts (api/launcher.py): a session job (a
+`Sessionizer` over events) and any processor's job (`stateful.stream`). Each says only
+what differs: its checks, its record in the checkpoint, its state and its engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+
+from sessionize.api.arguments import state_uri
+from sessionize.api.inputs import reader
+from sessionize.api.launcher import Started, StreamJob, StreamPlaces
+from sessionize.api.processor_settings import ProcessorSettings
+from sessionize.api.recorded import recorded_state
+from sessionize.api.workers import check_workers
+from sessionize.engines.checkpoint import (
+    Checkpoint,
+    check_agreement,
+    check_or_record,
+    check_or_record_processor,
+)
+from sessionize.engines.choice import engine_for
+from sessionize.engines.keyed import settings_record
+from sessionize.errors import ConfigError
+from sessionize.redaction import redact_uri
+from sessionize.sinks.owner import STATEFUL_STREAM, STREAM
+from sessionize.sinks.registry import check_open_sessions
+from sessionize.state.lease import Lease
+
+if TYPE_CHECKING:
+    from sessionize.api.sessionizer import Sessionizer
+
+
+@dataclass
+class SessionStream(StreamJob):
+    """A `Sessionizer` over a stream of events (a DataFrame, or a function that builds it
+    once the checks that need no Spark have passed)."""
+
+    sessionizer: Sessionizer
+    events: DataFrame | Callable[[], DataFrame]
+    open_sessions: bool = False
+    owner_kind: str = STREAM
+
+    @property
+    def job(self) -> str:  # type: ignore[override]
+        return self.sessionizer.job
+
+    @property
+    def state(self) -> str:  # type: ignore[override]
+        return self.sessionizer.state
+
+    def check(self, places: StreamPlaces) -> None:
+        engine_for(self.state).check_line(self.state)
+
+    def resolved(self, places: StreamPlaces) -> tuple[SessionStream, str]:
+        s, output_format = self.sessionizer.with_checkpoint(
+            places.checkpoint, places.output_format
+        )
+        return replace(self, sessionizer=s), output_format
+
+    def check_outputs(self, places: StreamPlaces, output_format: str) -> None:
+        if self.open_sessions:  # replaced by user: the engine feeds it, the output keeps it
+            engine_for(self.state).check_replaced_by_key()
+        check_open_sessions(self.open_sessions, places.output, output_format)
+
+    def record(self, places: StreamPlaces, output_format: str) -> None:
+        identity = {"output": places.output}
+        if places.input_name != "dataframe":  # a DataFrame's source cannot be named
+            identity["input"] = redact_uri(places.input_name)
+        settings = self.sessionizer.recorded_settings(output_format)
+        check_or_record(places.checkpoint, {**settings, **identity})
+
+    def recorded_input(self, places: StreamPlaces) -> dict[str, str]:
+        return {"input": redact_uri(places.input_name)}
+
+    def store_uri(self, checkpoint: Checkpoint) -> str:
+        return state_uri(self.state, checkpoint.child("state"))
+
+    def start_engine(self, places: StreamPlaces, output_format: str, lease: Lease) -> Started:
+        s, ck = self.sessionizer, places.checkpoint
+        store_uri = self.store_uri(ck)
+        # The engine of the state: ours opens and checks its store now, before Spark starts.
+        kind = engine_for(s.state)
+        settings = s.engine_settings(store_uri, places.output, output_format, self.open_sessions)
+        state = kind.open_state(settings, ck, store_uri)
+        df = self.events() if callable(self.events) else self.events
+        if not df.isStreaming:
+            raise ConfigError(
+                "stream() needs a streaming DataFrame; use sessions() for a bounded one"
+            )
+        records, parser = reader(df, s.mapping)
+        spark = df.sparkSession
+        check_workers(spark)
+        engine = kind.session_engine(spark, settings, state, checkpoint=ck.place, parser=parser,
+                                     lease=lease)  # fmt: skip
+        return Started(spark, engine, records)
+
+
+@dataclass
+class ProcessorStream(StreamJob):
+    """A `stateful.Processor` over a streaming DataFrame with its key (and event time)."""
+
+    df: DataFrame
+    settings: ProcessorSettings
+    owner_kind: str = STATEFUL_STREAM
+
+    @property
+    def job(self) -> str:  # type: ignore[override]
+        return self.settings.job
+
+    @property
+    def state(self) -> str:  # type: ignore[override]
+        return self.settings.state
+
+    @property
+    def processor(self) -> str | None:  # type: ignore[override]
+        return self.settings.declared.name
+
+    def check(self, places: StreamPlaces) -> None:
+        engine_for(self.state).check_runs_processors(self.state)
+        if not self.df.isStreaming:
+            raise ConfigError("stateful.stream needs a streaming DataFrame; use stateful.run")
+        self.settings.check_columns(self.df)
+
+    def resolved(self, places: StreamPlaces) -> tuple[ProcessorStream, str]:
+        return self, places.output_format or "parquet"
+
+    def check_outputs(self, places: StreamPlaces, output_format: str) -> None:
+        self.settings.check_outputs(places.output, output_format)
+
+    def record(self, places: StreamPlaces, output_format: str) -> None:
+        keyed = self.settings.keyed(self.df, self.store_uri(places.checkpoint), places.output,
+                                    output_format)  # fmt: skip
+        check_or_record_processor(places.checkpoint, {
+            **settings_record(keyed), "output": places.output, "output_format": output_format,
+            "outputs": list(keyed.processor_outputs), "state": recorded_state(self.state),
+            "job": self.job,
+        })  # fmt: skip
+
+    def store_uri(self, checkpoint: Checkpoint) -> str:
+        return self.settings.store_uri(checkpoint.child("state"))
+
+    def start_engine(self, places: StreamPlaces, output_format: str, lease: Lease) -> Started:
+        ck = places.checkpoint
+        store_uri = self.store_uri(ck)
+        keyed = self.settings.keyed(self.df, store_uri, places.output, output_format)
+        engine = engine_for(store_uri).keyed_engine(self.df.sparkSession, keyed, lease)
+        check_agreement(engine.backend, ck, store_uri, self.job)
+        check_workers(self.df.sparkSession)
+        return Started(self.df.sparkSession, engine, self.df)
