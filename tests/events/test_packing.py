@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.core.partitioner import spark_partitions
 from sessionize.events import packing
 from sessionize.events.packing import PACKED, pack, unpack
-from sessionize.core.partitioner import spark_partitions
 
 KEYS = pa.array([100, 101, 102, 103])  # a key per partition, as if Spark placed key i in i
 

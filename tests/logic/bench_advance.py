@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from sessionize import schema
 from sessionize.config import SessionRules
+from sessionize.core.step import step
 from sessionize.logic import advance
 from sessionize.logic.processor import SessionProcessor
-from sessionize.core.step import step
 
 HOUR_US = 3_600_000_000
 T0 = 1_570_000_000_000_000

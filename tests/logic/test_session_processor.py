@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from sessionize import schema
 from sessionize.config import SessionRules
+from sessionize.core.declared import declared
+from sessionize.core.keys import store_keys
+from sessionize.core.step import step
 from sessionize.logic import advance
 from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.state import layout_rows
-from sessionize.core.declared import declared
-from sessionize.core.keys import store_keys
-from sessionize.core.step import step
 
 from .helpers import MIN, RULES, T0, ev, events_table, rows_of, run_reference
 from .test_logic_properties import FAR, SETTINGS, rules_with, steps_with_watermarks

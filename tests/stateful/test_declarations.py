@@ -7,11 +7,11 @@ import pyarrow as pa
 import pytest
 
 from sessionize import stateful
+from sessionize.core.declared import declared
+from sessionize.core.keys import store_keys
 from sessionize.errors import ProcessorError
 from sessionize.mapping import EventMapping
 from sessionize.schema import STATE, layout
-from sessionize.core.declared import declared
-from sessionize.core.keys import store_keys
 
 from .helpers import TS, Probe, StringProbe, spark_xxhash64
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessionize.engines.placement import user_partitions
 from sessionize.core.partitioner import spark_partitions
+from sessionize.engines.placement import user_partitions
 
 # Texts of every length around Murmur3's 4-byte words, multi-byte UTF-8 (whose bytes are
 # negative as Java's signed bytes), and longer than the hashing matrix's width. No lone

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sessionize.api.sessionizer import Sessionizer, parse_trigger
+from sessionize.api.arguments import parse_trigger
+from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules, counted

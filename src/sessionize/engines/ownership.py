@@ -18,31 +18,33 @@ from collections.abc import Callable
 from sessionize.engines.checkpoint import (
     OUTPUT_RECORD,
     PATHS_FILE,
+    Checkpoint,
+    CheckpointLike,
     comparable,
     last_committed_batch,
     output_records,
     recorded,
     write_record,
 )
-from sessionize.fs import location_key
 from sessionize.sinks.claim import OwnerClaim, check_owner
 from sessionize.sinks.owner import BATCH, STATEFUL_RUN, STREAM, Claimant, Owner, new_id
 
 ID_FILE = "sessionize-id.json"  # in a checkpoint: the stream's id
 
 
-def checkpoint_id(checkpoint: str) -> str | None:
+def checkpoint_id(checkpoint: CheckpointLike) -> str | None:
     """The id of the stream of `checkpoint` (None: none made yet)."""
     return recorded(checkpoint, ID_FILE).get("id")
 
 
-def stream_owner(checkpoint: str, job: str, kind: str = STREAM,
+def stream_owner(checkpoint: CheckpointLike, job: str, kind: str = STREAM,
                  processor: str | None = None) -> Owner:  # fmt: skip
     """The owner a stream of `checkpoint` is (its id None while it has none)."""
-    return Owner(checkpoint_id(checkpoint), kind, job, location_key(checkpoint), processor)
+    ck = Checkpoint.of(checkpoint)
+    return Owner(checkpoint_id(ck), kind, job, ck.key, processor)
 
 
-def check_stream(checkpoint: str, output: str, job: str, kind: str = STREAM,
+def check_stream(checkpoint: CheckpointLike, output: str, job: str, kind: str = STREAM,
                  processor: str | None = None) -> None:  # fmt: skip
     """Before a stream takes its leases: refuse an output another job owns.
 
@@ -53,7 +55,7 @@ def check_stream(checkpoint: str, output: str, job: str, kind: str = STREAM,
     check_owner(output, Claimant(owner, lambda: _stream_wrote(checkpoint, output)))
 
 
-def stream_claim(checkpoint: str, output: str, job: str, kind: str = STREAM,
+def stream_claim(checkpoint: CheckpointLike, output: str, job: str, kind: str = STREAM,
                  processor: str | None = None) -> OwnerClaim:  # fmt: skip
     """Once the start is accepted (its lease held): the stream's id, made now for a new
     checkpoint, and the claim its batch runner makes before its first publish."""
@@ -62,7 +64,7 @@ def stream_claim(checkpoint: str, output: str, job: str, kind: str = STREAM,
     return OwnerClaim(output, stream_owner(checkpoint, job, kind, processor))
 
 
-def _stream_wrote(checkpoint: str, output: str) -> bool:
+def _stream_wrote(checkpoint: CheckpointLike, output: str) -> bool:
     """The checkpoint records `output` and committed a batch, and no batch job's record is
     with the output: the stream wrote it before outputs recorded their owner."""
     was = recorded(checkpoint).get("output") or recorded(checkpoint, PATHS_FILE).get("output")
