@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 EXTRAS = {"psycopg": "postgres", "confluent_kafka": "kafka", "redis": "redis",
-          "prometheus_client": "metrics"}  # fmt: skip
+          "prometheus_client": "metrics", "pyiceberg": "iceberg"}  # fmt: skip
 
 PROBE = """
 import sys
@@ -19,10 +19,11 @@ from sessionize.errors import ConfigError
 from sessionize.sinks.registry import check_output
 missing = [m for m in {modules!r} if m in sys.modules and sys.modules[m].__file__]
 assert not missing, missing
-try:
-    check_output("postgresql://me@127.0.0.1:1/db")
-except ConfigError as exc:
-    print(exc)
+for output in ("postgresql://me@127.0.0.1:1/db", "iceberg://web?uri=sqlite:///c.db&warehouse=w"):
+    try:
+        check_output(output)
+    except ConfigError as exc:
+        print(exc)
 """
 
 
@@ -38,4 +39,6 @@ def test_commands_load_without_the_extras_and_name_the_one_an_output_needs(tmp_p
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("pip install 'sessionize[postgres]'"), done.stdout
+    postgres, iceberg = done.stdout.strip().splitlines()
+    assert postgres.endswith("pip install 'sessionize[postgres]'"), done.stdout
+    assert iceberg == "iceberg outputs need the iceberg extra: pip install 'sessionize[iceberg]'"

@@ -1,6 +1,7 @@
 """Sinks under test: local Parquet, Parquet on S3, Delta local and Delta on S3 (the S3
-server and buckets: tests/s3_fixtures.py), and PostgreSQL tables (a schema of their own per
-test, on the server of services/postgres.sh)."""
+server and buckets: tests/s3_fixtures.py), PostgreSQL tables (a schema of their own per
+test, on the server of services/postgres.sh), Kafka topics and Iceberg tables (a SQLite
+catalog and a warehouse in the test's directory)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from sessionize.sinks.base import Sink
 from sessionize.sinks.registry import committed_rows, open_sink
 from tests.s3_fixtures import REPO, S3_SCRIPT, bucket_uri, s3_client, s3_endpoint  # noqa: F401
 
-KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql", "kafka")
+KINDS = ("parquet", "parquet-s3", "delta", "delta-s3", "postgresql", "kafka", "iceberg")
 
 
 def kill_when_paused(module: str, *args: str, point: str) -> None:
@@ -53,7 +54,15 @@ def root(kind, tmp_path, request) -> str:
         from tests.sinks.kafka_consumer import kafka_uri
 
         return kafka_uri(tmp_path)
+    if kind == "iceberg":
+        return iceberg_uri(tmp_path)
     return str(tmp_path / "out")
+
+
+def iceberg_uri(tmp_path) -> str:
+    """An Iceberg output: a namespace of its own in a SQLite catalog under `tmp_path`."""
+    return (f"iceberg://web_{uuid.uuid4().hex[:8]}?uri=sqlite:///{tmp_path}/catalog.db"
+            f"&warehouse=file://{tmp_path}/warehouse")  # fmt: skip
 
 
 @pytest.fixture
@@ -102,6 +111,8 @@ def read_rows(kind: str, root: str, name: str) -> pa.Table:
         records = read_topic(root, name)
         columns = ["batch_id", "raw" if name == "invalid_events" else "session_id"]
         return pa.table({c: [r[c] for r in records] for c in columns}) if records else pa.table({})
+    if kind == "iceberg":
+        return iceberg_rows(root, name)
     if kind == "parquet-s3":
         from sessionize.sinks.parquet_s3 import read_committed
 
@@ -136,3 +147,19 @@ def _pg_rows(uri: str, name: str) -> pa.Table:
         names = [d.name for d in cur.description]
         rows = cur.fetchall()
     return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+
+
+def iceberg_rows(uri: str, name: str) -> pa.Table:
+    """Table NAMESPACE.`name` as pyiceberg reads its current snapshot, through the catalog
+    the URI names (empty when the table is not there)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    parts = urlsplit(uri)
+    catalog = SqlCatalog("default", **dict(parse_qsl(parts.query)))
+    try:
+        return catalog.load_table((parts.netloc, name)).scan().to_arrow()
+    except NoSuchTableError:
+        return pa.table({})

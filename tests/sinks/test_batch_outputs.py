@@ -1,5 +1,5 @@
-"""`sessionize batch` writing Delta (local, S3), Parquet on S3 and PostgreSQL gives the rows
-that local Parquet gets from the same input, in every output (`events` included)."""
+"""`sessionize batch` writing Delta (local, S3), Parquet on S3, PostgreSQL and Iceberg gives
+the rows that local Parquet gets from the same input, in every output (`events` included)."""
 
 from __future__ import annotations
 
@@ -57,15 +57,15 @@ def data_and_reference(spark, tmp_path_factory):
     return data, ref
 
 
-@pytest.mark.parametrize("kind", ["delta", "delta-s3", "parquet-s3", "postgresql"])
+@pytest.mark.parametrize("kind", ["delta", "delta-s3", "parquet-s3", "postgresql", "iceberg"])
 def test_batch_outputs_equal_local_parquet(
     kind, root, data_and_reference, spark, tmp_path, monkeypatch
 ):
     data, ref = data_and_reference
     monkeypatch.chdir(tmp_path)  # where a URI mistaken for a local path would land
     # On S3 the state is the default `files`: under OUTPUT/_state, on S3 too.
-    # A PostgreSQL output is written with the default format.
-    fmt = "parquet" if kind == "postgresql" else kind.removesuffix("-s3")
+    # PostgreSQL and Iceberg outputs are written with the default format.
+    fmt = "parquet" if kind in ("postgresql", "iceberg") else kind.removesuffix("-s3")
     _run(spark, data, root, fmt, "files" if kind.endswith("-s3") else f"files:{tmp_path}/state")
     if kind == "postgresql":
         # The same hours again, the state taken from the output's record (in its schema):

@@ -1,4 +1,4 @@
-"""The outputs replaced by user (`open_sessions`) on Delta (local, S3) and PostgreSQL:
+"""The outputs replaced by user (`open_sessions`) on Delta (local, S3), PostgreSQL and Iceberg:
 replaced by key, kill -9 at its commit steps, a rerun, and a removal of batches."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from tests.sinks.conftest import kill_when_paused, read_rows
 from tests.sinks.open_rows import OPEN_AFTER, open_sink_of, publish
 
-KINDS = ("delta", "delta-s3", "postgresql")
+KINDS = ("delta", "delta-s3", "postgresql", "iceberg")
 
 
 @pytest.fixture(params=KINDS)

@@ -79,7 +79,7 @@ def test_the_refusal_tells_each_owner_how_to_write_it():
     )
 
 
-@pytest.fixture(params=["parquet", "parquet-s3", "delta-s3", "postgresql", "kafka"])
+@pytest.fixture(params=["parquet", "parquet-s3", "delta-s3", "postgresql", "kafka", "iceberg"])
 def kind(request) -> str:
     return request.param
 
@@ -120,7 +120,7 @@ def test_the_owner_is_recorded_once_and_kept(kind, root):
 
 
 @pytest.mark.parametrize("kind", ["parquet", "parquet-s3", "delta", "delta-s3", "postgresql",
-                                  "kafka"])  # fmt: skip
+                                  "kafka", "iceberg"])  # fmt: skip
 def test_an_output_written_before_owners_says_what_it_holds(kind, root):
     """What the commits of each sink say, with no owner record: the outputs with batches."""
     sink = make_sink(kind, root)
@@ -130,7 +130,7 @@ def test_an_output_written_before_owners_says_what_it_holds(kind, root):
     sink.close()
     assert owner_records(root).read() is None
     held = ["invalid_events", "sessions"]
-    if kind.startswith("delta"):  # a Delta batch commits to every table, empty or not
+    if kind.startswith("delta") or kind == "iceberg":  # a batch commits to every table
         held = ["invalid_events", "late_events", "page_views", "sessions"]
     assert owner_records(root).written() == held
     with pytest.raises(OutputOwned, match=f"holds {', '.join(held)}, written before"):

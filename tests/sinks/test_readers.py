@@ -1,5 +1,7 @@
 """Outputs as other readers see them: DuckDB and Polars globs over local Parquet while batches
-are published, and DuckDB's `delta_scan` next to deltalake's reader on the Delta tables."""
+are published, DuckDB's `delta_scan` next to deltalake's reader on the Delta tables, and
+pyiceberg and DuckDB's `iceberg_scan` polling Iceberg tables while batches are committed.
+(Spark's Iceberg runtime is a Maven jar, which this test environment cannot fetch.)"""
 
 from __future__ import annotations
 
@@ -18,15 +20,20 @@ from tests.sinks.rows import stage
 ROWS_PER_BATCH = 6  # rows.stage: 2 partitions x 3 rows
 
 
-def duckdb_with_delta() -> duckdb.DuckDBPyConnection:
-    """DuckDB with the delta extension from the duckdb-extension-delta package (no download)."""
-    import duckdb_extension_delta
+def duckdb_with(*names: str) -> duckdb.DuckDBPyConnection:
+    """DuckDB with extensions from their duckdb-extension-NAME packages (no download)."""
+    import importlib
 
-    base = os.path.dirname(duckdb_extension_delta.__file__)
-    (path,) = glob.glob(f"{base}/extensions/v{duckdb.__version__}/delta.duckdb_extension")
     con = duckdb.connect(config={"autoinstall_known_extensions": False})
-    con.execute(f"LOAD '{path}'")
+    for name in names:
+        base = os.path.dirname(importlib.import_module(f"duckdb_extension_{name}").__file__)
+        (path,) = glob.glob(f"{base}/extensions/v{duckdb.__version__}/{name}.duckdb_extension")
+        con.execute(f"LOAD '{path}'")
     return con
+
+
+def duckdb_with_delta() -> duckdb.DuckDBPyConnection:
+    return duckdb_with("delta")
 
 
 def _check(counts: Counter, ids: list[str], reader: str) -> None:
@@ -99,3 +106,52 @@ def test_duckdb_delta_scan_reads_what_deltalake_reads_before_and_after_compactio
     assert len(sink.table("sessions").file_uris()) < files_before
     assert report["sessions"]["vacuumed_files"] > 0
     assert seen_by_both() == expected
+
+
+def test_iceberg_readers_see_whole_batches_while_batches_are_committed(tmp_path):
+    """pyiceberg's scan and DuckDB's `iceberg_scan` of the table's current metadata, polled
+    while batches are committed (one replayed), see whole batches, each row once."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from tests.sinks.conftest import iceberg_uri
+
+    uri = iceberg_uri(tmp_path)
+    sink = open_sink(uri, job="j")
+    namespace = sink.output.namespace
+    catalog = SqlCatalog("default", uri=f"sqlite:///{tmp_path}/catalog.db",
+                         warehouse=f"file://{tmp_path}/warehouse")  # fmt: skip
+    batches = [*range(8), 5]  # batch 5 published again, as after a crash
+    for b in batches[:1]:
+        sink.clear_staging(b)
+        stage(sink, b, "t")
+        sink.publish(b)
+    done = threading.Event()
+
+    def publish_loop() -> None:
+        try:
+            for b in batches[1:]:
+                sink.clear_staging(b)
+                stage(sink, b, "t")
+                sink.publish(b)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=publish_loop)
+    writer.start()
+    con = duckdb_with("avro", "iceberg")
+    reads = 0
+    try:
+        while not done.is_set() or reads < 2:
+            table = catalog.load_table((namespace, "sessions"))
+            t = table.scan(selected_fields=("batch_id", "session_id")).to_arrow()
+            ids = t["session_id"].to_pylist()
+            _check(Counter(t["batch_id"].to_pylist()), ids, "pyiceberg")
+            rows = con.sql(f"SELECT batch_id, session_id FROM "
+                           f"iceberg_scan('{table.metadata_location}')").fetchall()  # fmt: skip
+            _check(Counter(b for b, _ in rows), [s for _, s in rows], "DuckDB iceberg_scan")
+            reads += 1
+    finally:
+        writer.join()
+    final = catalog.load_table((namespace, "sessions"))
+    got = con.sql(f"SELECT count(*) FROM iceberg_scan('{final.metadata_location}')")
+    assert got.fetchone()[0] == 8 * ROWS_PER_BATCH

@@ -224,7 +224,8 @@ class FileOwnerRecords(OwnerRecords):
 
     def written(self) -> list[str]:
         """The outputs under the root with a committed batch: Parquet's batch directories
-        (or, compacted, its view's symlink), an S3 output's commit files, a Delta log."""
+        (or, compacted, its view's symlink), an S3 output's commit files, a Delta log, an
+        Iceberg table (its metadata, in the namespace's directory of the warehouse)."""
         found = []
         local = isinstance(self.fs, pafs.LocalFileSystem)
         for info in listing(self.fs, self.base):
@@ -237,7 +238,8 @@ class FileOwnerRecords(OwnerRecords):
             if info.type != pafs.FileType.Directory:
                 continue
             inside = {i.base_name for i in listing(self.fs, info.path)}
-            if "_delta_log" in inside or "_commits" in inside or any(
+            # A Delta log, S3 commit files, an Iceberg table's metadata, batch directories.
+            if {"_delta_log", "_commits", "metadata"} & inside or any(
                 n.startswith("batch_id=") for n in inside
             ):
                 found.append(name)

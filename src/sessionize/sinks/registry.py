@@ -89,7 +89,7 @@ def sink_class(kind: str) -> type[Sink]:
         if e.name == module_name or extra is None:
             raise EnvironmentProblem(f"the {kind} output is not available: {e}") from e
         raise ConfigError(
-            f"a {kind} output needs the {extra} extra: pip install 'sessionize[{extra}]'"
+            f"{kind} outputs need the {extra} extra: pip install 'sessionize[{extra}]'"
         ) from None
     return getattr(module, class_name)
 
