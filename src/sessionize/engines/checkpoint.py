@@ -30,7 +30,7 @@ from sessionize.fs import check_resolvable, child, listing, location_key, resolv
 from sessionize.mapping import DEFAULT_RECORD
 from sessionize.places import same_place
 from sessionize.redaction import redact_uri
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import sink_at
 from sessionize.state import StateBackend
 from sessionize.state.lease import Lease
 from sessionize.state.records import LEASE_DIR, FileRecords, Records
@@ -310,7 +310,7 @@ def checkpoint_lease(checkpoint: CheckpointLike) -> Lease:
 def output_records(output: str) -> Records:
     """Where a batch job keeps its records and lease for `output`: where its sink says
     (the output's directory, a Kafka output's staging place, a PostgreSQL schema)."""
-    return open_sink(output).records()
+    return sink_at(output).records()
 
 
 def output_lease(output: str) -> Lease:

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from sessionize.errors import OutputOwned
 from sessionize.fs import location_key, without_options
 from sessionize.sinks.owner import Claimant, Owner, OwnerRecords, refusal
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import sink_at
 
 
 def owner_records(output: str) -> OwnerRecords:
     """The owner records of `output`, where its sink keeps them."""
-    return open_sink(output).owner_records()
+    return sink_at(output).owner_records()
 
 
 def shown(output: str) -> str:

@@ -149,9 +149,16 @@ def open_sink(
         ConfigError: as `check_output`.
     """
     kind = kind_of(output, fmt)
-    cls = sink_class(kind)
-    cls.check_place(output)  # type: ignore[attr-defined]
-    return cls(output, job, outputs or session_outputs(mapping, open_sessions))  # type: ignore[call-arg]
+    sink_class(kind).check_place(output)  # type: ignore[attr-defined]
+    return sink_at(output, fmt, job=job, outputs=outputs or session_outputs(mapping, open_sessions))
+
+
+def sink_at(output: str, fmt: str = "parquet", *, job: str = "sessionize",
+            outputs: Outputs | None = None) -> Sink:  # fmt: skip
+    """The sink of `output` without the checks of its place: for its records and leases,
+    which tools (a move completing one cut short) reach whatever state the place is in."""
+    cls = sink_class(kind_of(output, fmt))
+    return cls(output, job, outputs or session_outputs())  # type: ignore[call-arg]
 
 
 def record_place(output: str) -> str:
