@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyspark.sql import DataFrame
 
@@ -24,14 +24,31 @@ from sessionize.engines.checkpoint import (
 )
 from sessionize.engines.choice import engine_for
 from sessionize.engines.keyed import settings_record
+from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
+from sessionize.mapping import EventMapping
 from sessionize.redaction import redact_uri
 from sessionize.sinks.owner import STATEFUL_STREAM, STREAM
 from sessionize.sinks.registry import check_open_sessions
 from sessionize.state.lease import Lease
 
-if TYPE_CHECKING:
-    from sessionize.api.sessionizer import Sessionizer
+
+class SessionJob(Protocol):
+    """What a session stream needs of its `Sessionizer` (api/sessionizer.py), which starts
+    it: the job's settings, resolved against the checkpoint's record."""
+
+    job: str
+    state: str
+    mapping: EventMapping
+
+    def with_checkpoint(
+        self, checkpoint: Checkpoint | str, output_format: str | None = None
+    ) -> tuple[SessionJob, str]: ...
+
+    def recorded_settings(self, output_format: str) -> dict[str, object]: ...
+
+    def engine_settings(self, state_uri: str, output: str, output_format: str,
+                        open_sessions: bool = False) -> SessionSettings: ...  # fmt: skip
 
 
 @dataclass
@@ -39,7 +56,7 @@ class SessionStream(StreamJob):
     """A `Sessionizer` over a stream of events (a DataFrame, or a function that builds it
     once the checks that need no Spark have passed)."""
 
-    sessionizer: Sessionizer
+    sessionizer: SessionJob
     events: DataFrame | Callable[[], DataFrame]
     open_sessions: bool = False
     owner_kind: str = STREAM
