@@ -21,7 +21,7 @@ from sessionize.core import Context, LocalRun, Output, Processor, ProcessorError
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from sessionize.api.query import StreamRun
 
@@ -47,7 +47,7 @@ def start(df: DataFrame, processor: Processor, **settings: Any) -> StreamRun:
     return _start(df, processor, **settings)
 
 
-def run(df: DataFrame, processor: Processor, **settings: Any) -> dict:
+def run(df: DataFrame, processor: Processor, **settings: Any) -> dict[str, Any]:
     """Run `processor` over a bounded DataFrame as one batch, the next version of its
     state: `sessionize.api.keyed.run` documents the settings."""
     from sessionize.api.keyed import run as _run

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from sessionize.engines.checkpoint import recorded
+from sessionize.engines.checkpoint import CheckpointLike, recorded
 from sessionize.engines.sessions import state_settings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
@@ -90,7 +90,7 @@ def resolve(
     return out, str(merged["output_format"])
 
 
-def recorded_user_type(checkpoint: str) -> str | None:
+def recorded_user_type(checkpoint: CheckpointLike) -> str | None:
     """The user key type a checkpoint recorded (None for a new one). An unreadable record is
     left for the settings check to report."""
     try:

@@ -5,7 +5,7 @@ and what was wrong."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,8 @@ from sessionize.core.conform import conform
 from sessionize.core.declared import NEVER_US, Declared
 from sessionize.core.update import Update
 from sessionize.errors import ProcessorError
+
+Fail = Callable[[str], ProcessorError]  # makes the error naming the processor
 
 AT = "at"
 
@@ -67,7 +69,7 @@ def check_update(update: Any, d: Declared, given: pa.Array) -> Checked:
                    _counters(update.counters, fail))  # fmt: skip
 
 
-def _declared(tables: Any, field: str, d: Declared, fail) -> dict[str, Any]:
+def _declared(tables: Any, field: str, d: Declared, fail: Fail) -> dict[str, Any]:
     if tables is None:
         return {}
     if not isinstance(tables, Mapping):
@@ -78,7 +80,7 @@ def _declared(tables: Any, field: str, d: Declared, fail) -> dict[str, Any]:
     return dict(tables)
 
 
-def _keys(values: Any, d: Declared, fail) -> pa.Array:
+def _keys(values: Any, d: Declared, fail: Fail) -> pa.Array:
     if values is None:
         return pa.array([], d.key_type)
     try:
@@ -93,13 +95,13 @@ def _keys(values: Any, d: Declared, fail) -> pa.Array:
     return array.unique()
 
 
-def _only_given(keys: Any, given: pa.Array, what: str, fail) -> None:
+def _only_given(keys: Any, given: pa.Array, what: str, fail: Fail) -> None:
     unknown = pc.invert(pc.is_in(keys, value_set=given))
     if pc.any(unknown).as_py():
         raise fail(f"{what} key(s) {_sample(pc.filter(keys, unknown))} it was not given")
 
 
-def _timers(timers: Any, d: Declared, given: pa.Array, fail) -> tuple[pa.Array, np.ndarray]:
+def _timers(timers: Any, d: Declared, given: pa.Array, fail: Fail) -> tuple[pa.Array, np.ndarray]:
     if timers is None:
         return pa.array([], d.key_type), np.empty(0, np.int64)
     if d.event_time is None and (not isinstance(timers, pa.Table) or timers.num_rows):
@@ -132,7 +134,7 @@ def _repeated(keys: pa.Array) -> pa.Array:
     return counts.field("values").filter(pc.greater(counts.field("counts"), 1))
 
 
-def _counters(counters: Any, fail) -> dict[str, int]:
+def _counters(counters: Any, fail: Fail) -> dict[str, int]:
     if counters is None:
         return {}
     if not isinstance(counters, Mapping):

@@ -11,6 +11,7 @@ and `user_key` with string ids) is the stored form of a processor with those nam
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -44,7 +45,7 @@ class Declared:
 
     @property
     def string_keys(self) -> bool:
-        return pa.types.is_string(self.key_type)
+        return bool(pa.types.is_string(self.key_type))
 
     def late_schema(self, rows: pa.Schema) -> pa.Schema:
         """The late output's columns: as declared, else the input's plus `watermark`."""
@@ -110,7 +111,7 @@ def declared(processor: Processor) -> Declared:
     )  # fmt: skip
 
 
-def _output(name: object, value: object, fail) -> Output:
+def _output(name: object, value: object, fail: Callable[[str], Exception]) -> Output:
     if not isinstance(name, str) or not _OUTPUT_NAME.match(name):
         raise fail(f"output name {name!r} must be letters, digits and _, starting with a letter")
     if isinstance(value, pa.Schema):

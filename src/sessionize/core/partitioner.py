@@ -24,7 +24,7 @@ _MATRIX_BYTES = 256
 def placed_here(kind: pa.DataType) -> bool:
     """Whether `spark_partitions` computes Spark's placement of keys of this Arrow type
     (Spark's LongType and StringType)."""
-    return kind == pa.int64() or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    return bool(kind == pa.int64() or pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
 def spark_partitions(keys: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
@@ -66,11 +66,12 @@ def _mix(h: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 def _finish(h: np.ndarray, length: np.ndarray | int) -> np.ndarray:
     h = h ^ np.asarray(length, np.uint32)
-    h ^= h >> np.uint32(16)
-    h *= np.uint32(0x85EBCA6B)
-    h ^= h >> np.uint32(13)
-    h *= np.uint32(0xC2B2AE35)
-    return h ^ (h >> np.uint32(16))
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    out: np.ndarray = h ^ (h >> np.uint32(16))
+    return out
 
 
 def _hash_longs(values: np.ndarray) -> np.ndarray:

@@ -102,7 +102,7 @@ def step(
         rows = rows.take(pc.sort_indices(rows, order))
 
     outputs = {name: out.schema.empty_table() for name, out in d.outputs.items()}
-    if late is not None:
+    if late is not None and d.late_output is not None:
         outputs[d.late_output] = late
     counts = {"rows": rows.num_rows + (late.num_rows if late is not None else 0),
               "late": late.num_rows if late is not None else 0,

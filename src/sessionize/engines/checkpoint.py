@@ -321,7 +321,7 @@ def output_lease(output: str) -> Lease:
 PATHS_FILE = "sessionize-paths.json"
 
 
-def record_paths(checkpoint: CheckpointLike, paths: dict[str, str]) -> None:
+def record_paths(checkpoint: CheckpointLike, paths: dict[str, str | None]) -> None:
     """Where the last run read and wrote, as given (with the options that reach them: tools
     read it); `sessionize.json` holds the places that are compared between runs."""
     write_record(checkpoint, PATHS_FILE, paths)

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from typing_extensions import override
 
 from sessionize import spark_version
-from sessionize.engines.checkpoint import check_agreement
+from sessionize.engines.checkpoint import CheckpointLike, check_agreement
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
 from sessionize.engines.restorable import RestorableState
 from sessionize.engines.runner import Engine, Parser
@@ -56,7 +56,7 @@ class EngineKind(ABC):
         (else: sessions only)."""
 
     @abstractmethod
-    def open_state(self, settings: SessionSettings, checkpoint: str,
+    def open_state(self, settings: SessionSettings, checkpoint: CheckpointLike,
                    shown_uri: str) -> StateBackend | None:  # fmt: skip
         """Before Spark starts: open a session job's state and check that it goes with
         `checkpoint` (`shown_uri`: the state as messages name it). Returns what
@@ -91,7 +91,7 @@ class OurStore(EngineKind):
         return True  # every state no other engine claims
 
     @override
-    def open_state(self, settings: SessionSettings, checkpoint: str,
+    def open_state(self, settings: SessionSettings, checkpoint: CheckpointLike,
                    shown_uri: str) -> StateBackend:  # fmt: skip
         backend = settings.open_state()
         backend.check()
@@ -144,7 +144,7 @@ class SparkState(EngineKind):
         )
 
     @override
-    def open_state(self, settings: SessionSettings, checkpoint: str,
+    def open_state(self, settings: SessionSettings, checkpoint: CheckpointLike,
                    shown_uri: str) -> None:  # fmt: skip
         self.check_line(settings.state_uri)
         return None  # the state is Spark's, in the checkpoint: Spark opens it

@@ -46,7 +46,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, TableAlreadyExistsError
-from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, Or
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    EqualTo,
+    GreaterThanOrEqual,
+    In,
+    Or,
+)
 from pyiceberg.table import Table
 
 from sessionize import faults
@@ -176,7 +184,7 @@ class IcebergSink(StagedSink):
                 if found and table is not None:
                     props = self._summary(batch_id - 1, {"sessionize.retired_from": str(batch_id)})
                     with _quiet(), table.transaction() as tx:
-                        tx.delete(GreaterThanOrEqual("batch_id", batch_id), props)
+                        tx.delete(_from_batch(batch_id), props)
                     retired |= set(found)
             for name in self.outputs.rebuilt:
                 table = self._table(name)
@@ -194,8 +202,7 @@ class IcebergSink(StagedSink):
         table = self._table(name)
         if table is None:
             return 0
-        scan = table.scan(row_filter=GreaterThanOrEqual("batch_id", batch_id),
-                          selected_fields=("batch_id",))  # fmt: skip
+        scan = table.scan(row_filter=_from_batch(batch_id), selected_fields=("batch_id",))
         return scan.to_arrow().num_rows
 
     def published(self, name: str) -> list[int]:
@@ -206,17 +213,17 @@ class IcebergSink(StagedSink):
     # -- commits ---------------------------------------------------------------------------
     def _append(self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
         """The batch's rows of an appended output: one transaction (delete, append)."""
-        table = self._table(spec.name, create=spec)
+        table = self._created(spec)
         if not replay and _at_least(self._done(table), batch_id):
             return  # this batch's commit is in the table already and nothing new was staged
         with _quiet(), table.transaction() as tx:
-            tx.delete(EqualTo("batch_id", batch_id), self._summary(batch_id))
+            tx.delete(_equal("batch_id", batch_id), self._summary(batch_id))
             tx.append(self._conformed(table, rows), self._summary(batch_id))
 
     def _replace(self, spec: OutputSpec, batch_id: int, keys: pa.Table, rows: pa.Table, *,
                  replay: bool) -> None:  # fmt: skip
         """Replace the rows of the touched `keys` by `rows`, in one transaction."""
-        table = self._table(spec.name, create=spec)
+        table = self._created(spec)
         if not replay and _at_least(self._done(table), batch_id):
             return  # committed already, and nothing new was staged
         with _quiet(), table.transaction() as tx:
@@ -244,8 +251,7 @@ class IcebergSink(StagedSink):
         table = self._table(name)
         if table is None or "batch_id" not in table.schema().column_names:
             return []
-        scan = table.scan(row_filter=GreaterThanOrEqual("batch_id", first),
-                          selected_fields=("batch_id",))  # fmt: skip
+        scan = table.scan(row_filter=_from_batch(first), selected_fields=("batch_id",))
         return sorted(pc.unique(scan.to_arrow()["batch_id"]).to_pylist())
 
     @staticmethod
@@ -258,15 +264,21 @@ class IcebergSink(StagedSink):
     def _catalog(self) -> SqlCatalog:
         return _catalog(self.output.properties)
 
-    def _table(self, name: str, create: OutputSpec | None = None) -> Table | None:
-        """Table NAMESPACE.`name`; created from `create`'s columns (plus `batch_id` for an
-        appended output) and partitions when missing and asked."""
-        catalog, identifier = self._catalog(), (self.output.namespace, name)
+    def _table(self, name: str) -> Table | None:
+        """Table NAMESPACE.`name` (None: not there yet)."""
         try:
-            return catalog.load_table(identifier)
+            return self._catalog().load_table((self.output.namespace, name))
         except (NoSuchTableError, NoSuchNamespaceError):
-            if create is None:
-                return None
+            return None
+
+    def _created(self, create: OutputSpec) -> Table:
+        """Table NAMESPACE.NAME of output `create`; created from its columns (plus
+        `batch_id` for an appended output) and partitions when missing."""
+        name = create.name
+        table = self._table(name)
+        if table is not None:
+            return table
+        catalog, identifier = self._catalog(), (self.output.namespace, name)
         catalog.create_namespace_if_not_exists(self.output.namespace)
         schema = create.schema
         if schema is None:
@@ -317,14 +329,27 @@ def _at_least(done: int | None, batch_id: int) -> bool:
     return done is not None and done >= batch_id
 
 
-def _key_filter(keys: pa.Table, key: tuple[str, ...]):
+# pyiceberg 0.12's predicates take (term, literal) positionally; their pydantic base hides
+# that __init__ from type checkers, hence the ignores.
+def _equal(column: str, value: object) -> BooleanExpression:
+    return EqualTo(column, value)  # type: ignore[call-arg, arg-type]
+
+
+def _from_batch(batch_id: int) -> BooleanExpression:
+    return GreaterThanOrEqual("batch_id", batch_id)  # type: ignore[call-arg, arg-type]
+
+
+def _key_filter(keys: pa.Table, key: tuple[str, ...]) -> BooleanExpression:
     """The rows of the touched keys, as an Iceberg row filter."""
     if len(key) == 1:
-        return In(key[0], keys[key[0]].to_pylist())
+        return In(key[0], keys[key[0]].to_pylist())  # type: ignore[call-arg, arg-type]
     rows = zip(*(keys[c].to_pylist() for c in key), strict=True)
-    terms = [functools.reduce(And, [EqualTo(c, v) for c, v in zip(key, row, strict=True)])
-             for row in rows]  # fmt: skip
+    terms = [_all([_equal(c, v) for c, v in zip(key, row, strict=True)]) for row in rows]
     return functools.reduce(Or, terms)
+
+
+def _all(terms: list[BooleanExpression]) -> BooleanExpression:
+    return functools.reduce(And, terms)
 
 
 @contextmanager
