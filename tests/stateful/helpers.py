@@ -8,7 +8,7 @@ import pyarrow as pa
 import xxhash
 
 from sessionize import stateful
-from sessionize.core.step import StepResult, step
+from sessionize.core.step import PartitionStep, step
 
 TS = pa.timestamp("us", tz="UTC")
 NEVER = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
@@ -78,12 +78,12 @@ def run(
     before: int | None = None,
     after: int | None = None,
     batch_id: int = 0,
-) -> StepResult:
+) -> PartitionStep:
     return step(processor, state, rows, batch_id=batch_id, partition=3,
                 watermark_before=before, watermark_after=after)  # fmt: skip
 
 
-def as_rows(result: StepResult, processor: stateful.Processor) -> list[tuple]:
+def as_rows(result: PartitionStep, processor: stateful.Processor) -> list[tuple]:
     """The puts as sorted (k, v, timer_us or None)."""
     t = result.puts.column(processor.timer_column).cast(pa.int64()).to_pylist()
     out = zip(result.puts.column("k").to_pylist(), result.puts.column("v").to_pylist(), t,

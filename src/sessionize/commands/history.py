@@ -35,7 +35,7 @@ from sessionize.sinks.registry import open_sink
 
 
 @dataclass
-class Checkpoint:
+class RecordedCheckpoint:
     """A stream's checkpoint and what its runs recorded in it (settings and paths)."""
 
     path: str
@@ -73,7 +73,7 @@ class Checkpoint:
 
 def open_checkpoint(
     path: str, state: str | None = None, settings: dict | None = None
-) -> Checkpoint:
+) -> RecordedCheckpoint:
     """The checkpoint at `path`; `state` gives the state URI when the recorded one had its
     password hidden (it must name the same store); `settings` stand in for a
     `sessionize.json` that is gone."""
@@ -83,20 +83,20 @@ def open_checkpoint(
     if not settings:
         raise ConfigError(f"{path} is not a sessionize checkpoint (no {FILE})")
     paths = recorded(path, PATHS_FILE)
-    return Checkpoint(
+    return RecordedCheckpoint(
         path, settings, paths, restorable_state(path, settings, paths.get("state"), state)
     )
 
 
 @dataclass
-class History:
+class BatchHistory:
     committed: list[int]  # Spark's commit log
     restorable: list[int]
     batches: list[dict] = field(default_factory=list)  # one per restorable batch
     oldest_reason: str = ""
 
 
-def batch_history(ck: Checkpoint) -> History:
+def batch_history(ck: RecordedCheckpoint) -> BatchHistory:
     """The restorable committed batches, with what each read and wrote."""
     committed = log_ids(ck.path, "commits")
     offsets = set(log_ids(ck.path, "offsets"))
@@ -108,7 +108,7 @@ def batch_history(ck: Checkpoint) -> History:
         ok = {b for b in ok if b >= floor}
     ok = ck.state.restorable(ok)
     restorable = sorted(ok)
-    history = History(committed, restorable)
+    history = BatchHistory(committed, restorable)
     history.oldest_reason = _reason(committed, restorable, limits, min(offsets, default=0))
     progress = {}
     log = ck.progress_log()
@@ -119,7 +119,7 @@ def batch_history(ck: Checkpoint) -> History:
     return history
 
 
-def _state_limits(ck: Checkpoint, committed: list[int]) -> dict[str, int]:
+def _state_limits(ck: RecordedCheckpoint, committed: list[int]) -> dict[str, int]:
     """The oldest batch each kept part of the state still allows, by what keeps it."""
     if not committed:
         return {}
@@ -141,7 +141,7 @@ def _reason(committed: list[int], restorable: list[int], limits: dict[str, int],
     return f"{what} keep the last {RETAIN} batches (retention); older ones are gone"
 
 
-def _describe(ck: Checkpoint, b: int, progress: dict | None) -> dict:
+def _describe(ck: RecordedCheckpoint, b: int, progress: dict | None) -> dict:
     record = progress or ck.state.record(b) or {}
     counters = record.get("batch", {})
     entry = offset_log(ck.path, b)
@@ -184,7 +184,7 @@ def describe_read(read: dict, previous: object) -> str:
     return "input unknown"
 
 
-def history_lines(ck: Checkpoint, history: History) -> list[str]:
+def history_lines(ck: RecordedCheckpoint, history: BatchHistory) -> list[str]:
     lines = []
     for b in history.batches:
         made = f"{_n(b['sessions_out'])} sessions out"

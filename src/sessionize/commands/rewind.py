@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sessionize.commands.history import (
-    Checkpoint,
+    RecordedCheckpoint,
     batch_history,
     open_checkpoint,
 )
@@ -115,7 +115,7 @@ def rewind(
         return plan
 
 
-def _check_target(ck: Checkpoint, to_batch: int) -> None:
+def _check_target(ck: RecordedCheckpoint, to_batch: int) -> None:
     if to_batch == -1:
         return
     history = batch_history(ck)
@@ -134,7 +134,7 @@ def _check_target(ck: Checkpoint, to_batch: int) -> None:
         )
 
 
-def _plan(ck: Checkpoint, to_batch: int) -> RewindPlan:
+def _plan(ck: RecordedCheckpoint, to_batch: int) -> RewindPlan:
     planned = set(log_ids(ck.path, "offsets")) | set(log_ids(ck.path, "commits"))
     batches = sorted(b for b in planned if b > to_batch)
     files = sum(1 for e in file_source_entries(ck.path) if e["batchId"] > to_batch)
@@ -170,7 +170,7 @@ def plan_lines(plan: RewindPlan) -> list[str]:
     ]
 
 
-def _undo(ck: Checkpoint, to_batch: int) -> None:
+def _undo(ck: RecordedCheckpoint, to_batch: int) -> None:
     sink = ck.sink()
     if sink is not None:
         sink.invalidate_from(to_batch + 1)  # step 3

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from sessionize.core.declared import declared
 from sessionize.core.processor import Processor
-from sessionize.core.step import StepResult, step
+from sessionize.core.step import PartitionStep, step
 from sessionize.durations import Duration, duration_us
 from sessionize.errors import ConfigError
 
@@ -81,7 +81,7 @@ def run_local(
     return run
 
 
-def _apply(run: LocalRun, result: StepResult, store_key: str) -> None:
+def _apply(run: LocalRun, result: PartitionStep, store_key: str) -> None:
     assert run.state is not None
     replaced = pa.concat_arrays([result.removes, result.puts.column(store_key).combine_chunks()])
     kept = run.state.filter(pc.invert(pc.is_in(run.state.column(store_key), value_set=replaced)))

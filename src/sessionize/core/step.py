@@ -37,7 +37,7 @@ from sessionize.errors import ProcessorError
 
 
 @dataclass(frozen=True)
-class StepResult:
+class PartitionStep:
     """What the engine writes for one partition and batch."""
 
     puts: pa.Table  # stored rows (Declared.rows) of every store key to replace, whole
@@ -58,7 +58,7 @@ def step(
     watermark_before: int | None,
     watermark_after: int | None,
     every_key: bool = False,
-) -> StepResult:
+) -> PartitionStep:
     """Advance one partition of `processor` by one micro-batch.
 
     Args:
@@ -110,7 +110,7 @@ def step(
               "dropped": dropped}  # fmt: skip
     if len(given) == 0:
         empty = d.rows.empty()
-        return StepResult(empty, pa.array([], pa.int64()), outputs, {}, {},
+        return PartitionStep(empty, pa.array([], pa.int64()), outputs, {}, {},
                           {**counts, "state_rows_written": 0, "state_keys_removed": 0})  # fmt: skip
 
     ctx = Context(batch_id, partition, watermark_before, watermark_after, due)
@@ -124,7 +124,7 @@ def step(
     for name, table in checked.outputs.items():
         outputs[name] = pa.concat_tables([outputs[name], table]) if name in outputs else table
     counts |= {"state_rows_written": puts.num_rows, "state_keys_removed": len(removes)}
-    return StepResult(puts, removes, outputs, checked.deletes, checked.counters, counts)
+    return PartitionStep(puts, removes, outputs, checked.deletes, checked.counters, counts)
 
 
 def _stored_changes(

@@ -42,7 +42,7 @@ from sessionize.core.declared import Declared, declared
 from sessionize.core.keys import store_keys
 from sessionize.core.partitioner import spark_partitions
 from sessionize.core.processor import Processor
-from sessionize.core.step import StepResult, step
+from sessionize.core.step import PartitionStep, step
 from sessionize.engines.batch_marks import split_marks
 from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
@@ -235,7 +235,7 @@ def _input_store_keys(rows: pa.Table, d: Declared) -> pa.Int64Array:
     return store_keys(rows.column(d.key))
 
 
-def _stage(sink, d: Declared, version: int, partition: int, result: StepResult) -> None:
+def _stage(sink, d: Declared, version: int, partition: int, result: PartitionStep) -> None:
     """Step 5: every output's rows; for an output replaced by key, also the keys whose rows
     the batch replaces (those it wrote and those it deleted), once each."""
     for name, table in result.outputs.items():

@@ -27,7 +27,7 @@ from sessionize.engines.spark_processor import (
 from sessionize.mapping import EventMapping
 
 
-class SessionProcessor(StatefulProcessor):
+class RocksSessionProcessor(StatefulProcessor):
     """The StatefulProcessor of the spark-rocksdb state."""
 
     def __init__(self, rules: SessionRules, mapping: EventMapping | None = None):

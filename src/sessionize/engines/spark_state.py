@@ -6,7 +6,7 @@ One streaming query, one source, one sink:
       -> withWatermark(event_time, lateness)
       -> project: event time as µs (the operator sees no watermarked column), and a key:
          the user id, or 0 ("" for string ids) for an invalid line without one
-      -> groupBy(key).transformWithState(SessionProcessor, EventTime)     spark-rocksdb
+      -> groupBy(key).transformWithState(RocksSessionProcessor, EventTime)     spark-rocksdb
                      .applyInPandasWithState(..., EventTimeTimeout)       spark-hdfs
          rows of one wide schema: sessions, page_views, late_events, invalid_events, stats
       -> foreachBatch: split by kind, stage per task, publish per batch id
@@ -145,10 +145,10 @@ def session_rows(
     wide_type = spark_type(sh.wide)
     if state == "spark-rocksdb":
         spark_version.require("transform_with_state", "--state spark-rocksdb")
-        from sessionize.engines.spark_rocksdb import SessionProcessor
+        from sessionize.engines.spark_rocksdb import RocksSessionProcessor
 
         return rows.groupBy(KEY).transformWithState(
-            SessionProcessor(rules, sh.mapping), wide_type, "Append", "EventTime"
+            RocksSessionProcessor(rules, sh.mapping), wide_type, "Append", "EventTime"
         )
     if state == "spark-hdfs":
         spark_version.require("pandas_with_state", "--state spark-hdfs")

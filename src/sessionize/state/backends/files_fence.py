@@ -23,7 +23,7 @@ from sessionize.state.metrics import StateMetrics
 KEEP_MARKS = 3  # older marks are deleted when the fence is raised
 
 
-class FilesBackend(Protocol):
+class FencedFiles(Protocol):
     """The file operations of `files.FilesBackend` the fence uses."""
 
     _root: str
@@ -35,13 +35,13 @@ class FilesBackend(Protocol):
     def _delete(self, path: str, io: StateMetrics | None = None) -> None: ...
 
 
-def read_fence(backend: FilesBackend, job: str, io: StateMetrics | None = None) -> int:
+def read_fence(backend: FencedFiles, job: str, io: StateMetrics | None = None) -> int:
     listing = backend._list(fence_dir(backend._root, job), io)
     return max((int(m.group(1)) for i in listing if (m := FENCE_MARK.match(i.base_name))),
                default=0)  # fmt: skip
 
 
-def raise_fence(backend: FilesBackend, job: str, epoch: int) -> int:
+def raise_fence(backend: FencedFiles, job: str, epoch: int) -> int:
     directory = fence_dir(backend._root, job)
     backend._make_dir(directory)
     backend._write(f"{directory}/{version_name(epoch)}", b"")
@@ -54,7 +54,7 @@ def raise_fence(backend: FilesBackend, job: str, epoch: int) -> int:
 
 
 def check_fence(
-    backend: FilesBackend, job: str, epoch: int | None, io: StateMetrics | None = None
+    backend: FencedFiles, job: str, epoch: int | None, io: StateMetrics | None = None
 ) -> None:
     """fenced_error if `epoch` (None: unfenced) is below the job's fence."""
     if epoch is None:
