@@ -395,22 +395,17 @@ class Sessionizer:
         if output_format is not None and output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
         ck = Checkpoint.at(checkpoint)
-        if not self.user_type_given:  # the DataFrame's user column decides: build it now
-            events = events() if callable(events) else events
-            return self._for_input(events, recorded_user_type(ck)).start(
-                events, output=output, checkpoint=checkpoint, trigger=trigger,
-                output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-                input_name=input_name, metrics_port=metrics_port, source_options=source_options,
-                metrics_host=metrics_host, open_sessions=open_sessions,
-                compact_every=compact_every,
-            )  # fmt: skip
         places = StreamPlaces(
             output=output, checkpoint=ck, trigger=trigger, output_format=output_format,
             progress_log=progress_log, on_batch=on_batch, input_name=input_name,
             source_options=source_options or {}, metrics_port=metrics_port,
             metrics_host=metrics_host, compact_every=compact_every,
         )  # fmt: skip
-        return launcher.start(SessionStream(self, events, open_sessions), places)
+        sessionizer = self
+        if not self.user_type_given:  # the DataFrame's user column decides: build it now
+            events = events() if callable(events) else events
+            sessionizer = self._for_input(events, recorded_user_type(ck))
+        return launcher.start(SessionStream(sessionizer, events, open_sessions), places)
 
     def engine_settings(self, state_uri: str, output: str, output_format: str,
                         open_sessions: bool = False) -> SessionSettings:  # fmt: skip
