@@ -110,7 +110,8 @@ def test_a_recorded_state_without_its_secret_must_be_given():
 def test_an_output_we_do_not_write_is_one_line_naming_what_we_write(uri):
     with pytest.raises(ConfigError) as e:
         check_output(uri)
-    assert "give a local path, file://, s3://, postgresql:// or kafka://" in str(e.value)
+    written = "give a local path, file://, s3://, postgresql://, kafka:// or iceberg://"
+    assert written in str(e.value)
     for fine in ("out", "/tmp/out/", "file:///tmp/out", "s3://b/x?scheme=http"):
         check_output(fine, "delta")
 

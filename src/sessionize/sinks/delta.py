@@ -22,6 +22,7 @@ them. `compact_and_vacuum` is the maintenance step.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -61,6 +62,11 @@ class DeltaSink(StagedSink):
         if "://" in uri and not uri.startswith(("s3://", "file://")):
             raise ConfigError(
                 f"Delta outputs go to a local path or an s3:// URI, not {without_options(uri)}"
+            )
+        if uri.startswith("s3://") and importlib.util.find_spec("boto3") is None:
+            raise ConfigError(
+                "--output s3://: outputs on s3:// need the s3 extra (conditional writes: the "
+                "owner record, the lease): pip install 'sessionize[s3]'"
             )
 
     def committed(self, name: str) -> ds.Dataset | None:
