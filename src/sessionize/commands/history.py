@@ -28,7 +28,8 @@ from sessionize.engines.runner import RETAIN, RETAIN_CONF
 from sessionize.engines.spark_logs import log_ids
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir
-from sessionize.schema import OUTPUTS
+from sessionize.mapping import EventMapping
+from sessionize.schema import layout
 from sessionize.sinks.base import Sink
 from sessionize.sinks.outputs import named
 from sessionize.sinks.registry import open_sink
@@ -53,10 +54,12 @@ class RecordedCheckpoint:
         if not output:
             return None
         fmt = self.paths.get("output_format") or self.settings.get("output_format", "parquet")
-        outputs = None  # a session job's
+        outputs, mapping = None, None
         if "processor" in self.settings:
             outputs = named(self.outputs, record_key=self.settings.get("key"))
-        sink = open_sink(output, fmt, job=self.job, outputs=outputs)
+        else:  # a session job's: those of its recorded schema (3 adds `events`)
+            mapping = EventMapping.from_record(self.settings)
+        sink = open_sink(output, fmt, job=self.job, outputs=outputs, mapping=mapping)
         return sink.accepting_duplicates() if self.accept_duplicates else sink
 
     @property
@@ -65,7 +68,7 @@ class RecordedCheckpoint:
         (older records name only the processor's), or the sessions'."""
         if "processor" in self.settings:
             return with_invalid(tuple(self.settings.get("outputs") or ()))
-        return OUTPUTS
+        return tuple(layout(EventMapping.from_record(self.settings)).outputs)
 
     def progress_log(self) -> str | None:
         return self.paths.get("progress_log") or progress_path(None, self.path, "progress.jsonl")
