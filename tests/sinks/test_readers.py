@@ -42,17 +42,13 @@ def _check(counts: Counter, ids: list[str], reader: str) -> None:
     assert not partial, f"{reader} saw part of a batch: {partial}"
 
 
-def test_glob_readers_see_whole_batches_while_batches_are_published(tmp_path):
-    root = str(tmp_path)
-    sink = open_sink(root)
-    sink.clear_staging(0)
-    stage(sink, 0, "t")
-    sink.publish(0)
+def _publishing(sink, batches) -> tuple[threading.Thread, threading.Event]:
+    """Stage and publish `batches` in a thread; the event is set once it has stopped."""
     done = threading.Event()
 
     def publish_loop() -> None:
         try:
-            for b in range(1, 30):
+            for b in batches:
                 sink.clear_staging(b)
                 stage(sink, b, "t")
                 sink.publish(b)
@@ -61,6 +57,16 @@ def test_glob_readers_see_whole_batches_while_batches_are_published(tmp_path):
 
     writer = threading.Thread(target=publish_loop)
     writer.start()
+    return writer, done
+
+
+def test_glob_readers_see_whole_batches_while_batches_are_published(tmp_path):
+    root = str(tmp_path)
+    sink = open_sink(root)
+    sink.clear_staging(0)
+    stage(sink, 0, "t")
+    sink.publish(0)
+    writer, done = _publishing(sink, range(1, 30))
     pattern = f"{root}/sessions/**/*.parquet"
     con = duckdb.connect()
     reads = 0
@@ -125,19 +131,7 @@ def test_iceberg_readers_see_whole_batches_while_batches_are_committed(tmp_path)
         sink.clear_staging(b)
         stage(sink, b, "t")
         sink.publish(b)
-    done = threading.Event()
-
-    def publish_loop() -> None:
-        try:
-            for b in batches[1:]:
-                sink.clear_staging(b)
-                stage(sink, b, "t")
-                sink.publish(b)
-        finally:
-            done.set()
-
-    writer = threading.Thread(target=publish_loop)
-    writer.start()
+    writer, done = _publishing(sink, batches[1:])
     con = duckdb_with("avro", "iceberg")
     reads = 0
     try:
