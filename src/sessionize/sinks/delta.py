@@ -37,7 +37,6 @@ from sessionize.sinks.base import Capabilities, StagedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
 from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
-from sessionize.sinks.replaced import keys_name
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {
@@ -100,14 +99,10 @@ class DeltaSink(StagedSink):
             # Replaced outputs first: a session leaves `open_sessions` before it enters
             # `sessions`, so a reader may miss it for a moment but never sees it twice.
             for spec in self.outputs.replaced:
-                name = spec.name
-                rows = staging.read_staged(fs, base, name, batch_id, spec.schema)
-                keys = staging.read_staged(fs, base, keys_name(name), batch_id,
-                                           spec.key_schema())  # fmt: skip
-                replace_by_key(self, name, batch_id, keys.drop_columns(["batch_id"]),
-                               rows.drop_columns(["batch_id"]), replay=opened,
+                keys, rows = staging.read_replacement(fs, base, spec, batch_id)
+                replace_by_key(self, spec.name, batch_id, keys, rows, replay=opened,
                                key=spec.key)  # fmt: skip
-                faults.pause_point(f"published-{name}", batch_id)
+                faults.pause_point(f"published-{spec.name}", batch_id)
             for spec in self.outputs.appended:
                 rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
                 self._commit(spec, batch_id, rows, replay=opened or rows.num_rows > 0)

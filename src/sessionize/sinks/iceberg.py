@@ -63,7 +63,6 @@ from sessionize.redaction import redact_uri
 from sessionize.sinks import staging
 from sessionize.sinks.base import Capabilities, StagedSink, sink_errors
 from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
-from sessionize.sinks.replaced import keys_name
 
 URI_FORM = "iceberg://NAMESPACE?uri=CATALOG_URI&warehouse=WAREHOUSE"
 _NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -155,11 +154,8 @@ class IcebergSink(StagedSink):
         with self._errors(f"publishing batch {batch_id} to"):
             opened = staging.attempt_open(fs, base, batch_id)
             for spec in self.outputs.replaced:
-                rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
-                keys = staging.read_staged(fs, base, keys_name(spec.name), batch_id,
-                                           spec.key_schema())  # fmt: skip
-                self._replace(spec, batch_id, keys.drop_columns(["batch_id"]),
-                              rows.drop_columns(["batch_id"]), replay=opened)  # fmt: skip
+                keys, rows = staging.read_replacement(fs, base, spec, batch_id)
+                self._replace(spec, batch_id, keys, rows, replay=opened)
                 faults.pause_point(f"published-{spec.name}", batch_id)
             for spec in self.outputs.appended:
                 rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)

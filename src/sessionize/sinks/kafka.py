@@ -58,7 +58,6 @@ from sessionize.sinks.kafka_client import (  # noqa: F401 - KafkaOutput, with_st
 )
 from sessionize.sinks.kafka_records import encode, per_key_records
 from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
-from sessionize.sinks.replaced import keys_name
 
 
 @dataclass(frozen=True)
@@ -200,10 +199,8 @@ class KafkaSink(StagedSink):
         return staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
 
     def _replaced(self, fs, base: str, spec: OutputSpec, batch_id: int) -> list[tuple[bytes, Any]]:
-        rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
-        keys = staging.read_staged(fs, base, keys_name(spec.name), batch_id, spec.key_schema())
-        return per_key_records(keys.drop_columns(["batch_id"]), rows.drop_columns(["batch_id"]),
-                               batch_id, spec.name, spec.key)  # fmt: skip
+        keys, rows = staging.read_replacement(fs, base, spec, batch_id)
+        return per_key_records(keys, rows, batch_id, spec.name, spec.key)
 
     def _produce(self, batch_id: int, tables: dict[str, pa.Table],
                  per_user: dict[str, list[tuple[bytes, bytes | None]]]) -> None:  # fmt: skip

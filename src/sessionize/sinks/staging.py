@@ -8,6 +8,7 @@ publishes, so no reader of an output ever lists a staged file.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +18,10 @@ import pyarrow.parquet as pq
 
 from sessionize.fs import delete_dir, exists, listing
 from sessionize.schema import OUTPUT_PARTITIONS, OUTPUTS
+from sessionize.sinks.replaced import keys_name
+
+if TYPE_CHECKING:
+    from sessionize.sinks.outputs import OutputSpec
 
 STAGING = "_staging"
 TRASH = "_trash"
@@ -57,6 +62,16 @@ def staged_files(fs: pafs.FileSystem, base: str, name: str, batch_id: int) -> li
         i.path for i in listing(fs, staged_dir(base, name, batch_id), recursive=True)
         if i.type == pafs.FileType.File and i.path.endswith(".parquet")
     )  # fmt: skip
+
+
+def read_replacement(
+    fs: pafs.FileSystem, base: str, spec: OutputSpec, batch_id: int
+) -> tuple[pa.Table, pa.Table]:
+    """The staged (keys, rows) of an output replaced by key, without `batch_id`: the keys
+    the batch touched and the rows they hold now."""
+    rows = read_staged(fs, base, spec.name, batch_id, spec.schema)
+    keys = read_staged(fs, base, keys_name(spec.name), batch_id, spec.key_schema())
+    return keys.drop_columns(["batch_id"]), rows.drop_columns(["batch_id"])
 
 
 def read_staged(
