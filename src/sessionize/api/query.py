@@ -161,8 +161,21 @@ def _end_runs_at_exit() -> None:
             with contextlib.suppress(Exception):  # the session may be gone already
                 if not run.query.isActive:
                     run.end()
+                    run.drain_listener_bus()
 
     atexit.register(end_all)
+
+
+def _drain_listener_bus(spark) -> None:
+    """Wait until Spark's listener bus has delivered what it holds. The terminated event
+    reaches the Python listener before the callback's reply goes back to the JVM: a script
+    that exits in between leaves the bus writing to a closed socket (`ERROR
+    StreamingQueryListenerBus ... Received empty command` and its trace). Spark Connect has
+    no listener bus in this process: nothing to wait for."""
+    with contextlib.suppress(Exception):  # Connect, or a bus still busy: exit anyway
+        jsc = getattr(spark, "_jsc", None)
+        if jsc is not None:
+            jsc.sc().listenerBus().waitUntilEmpty(int(_LAST_EVENT_WAIT_S * 1000))
 
 
 def end_finished(checkpoint: str) -> None:
@@ -274,6 +287,7 @@ class StreamRun:
         with self._lock:
             cleanups, self._cleanups = self._cleanups, []
         if not cleanups:
+            self.ended.wait(2 * _LAST_EVENT_WAIT_S)  # another thread is ending it
             return
         try:
             for cleanup in cleanups:
@@ -291,6 +305,10 @@ class StreamRun:
             self._spark.streams.removeListener(self._listener)
         finally:
             self.ended.set()
+
+    def drain_listener_bus(self) -> None:
+        """At exit: wait until Spark has delivered its last listener events."""
+        _drain_listener_bus(self._spark)
 
     def _end_soon(self) -> None:
         # Listener callbacks run on Spark's listener bus: do the work on another thread.
