@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.errors import ConfigError
 
 # The ISO-8601 rule of JSON input, shared so that both inputs accept the same times.
@@ -27,7 +28,7 @@ from sessionize.events import rules as R
 from sessionize.events.checks import bad_gap, gap_us, out_of_range, too_far_ahead
 from sessionize.events.number_text import text_number
 from sessionize.events.rules import ISO_8601
-from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
+from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
 from sessionize.parsing import invalid_sources, now_column
 from sessionize.schema import STATE_USER_KEY
 from sessionize.spark_casts import try_cast

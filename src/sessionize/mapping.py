@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sessionize.base_schema import MAPPED_COLUMNS, RESERVED_COLUMNS
 from sessionize.content import (
     CONVERSION_SUFFIXES,
     DEFAULT_CONTENT_RECORD,
@@ -32,18 +33,6 @@ DEFAULT_KEEP = (
     ("language", "technical.lang"),
     ("device_type", "technical.device.type"),
 )
-# Columns every event and output already has: a kept attribute cannot take these names.
-_RESERVED = {
-    "user_id", "event_time", "page", "action", "expires_at", "watermark", "session_id",
-    "start_time", "end_time", "closed_at", "duration_ms", "event_count", "pages",
-    "end_reason", "session_date", "batch_id", "position", "time_on_page_ms", "raw", "reason",
-    "source", "kind", "change_value", "gap_us", "url", "referrer", "user_agent",
-    "landing_page", "exit_page", "utm_source", "utm_medium", "utm_campaign", "utm_term",
-    "utm_content", "gclid", "referrer_host", "channel", "page_view_count", "engaged_time_ms",
-    "engaged", "bounce", "event_counts", "converted", "is_bot", "user_key", "updated_batch",
-    "part", "page_view_id", "continues_session_id", "click_id_type", "click_id",
-    "browser_family", "browser_version", "os_family", "device_category", "carried_session",
-}  # fmt: skip
 # PostgreSQL cuts longer identifiers, so a longer column name would not be its own there.
 MAX_COLUMN_BYTES = 63
 # The schemas of `sessions`: 1 is the columns of checkpoints created before a session
@@ -56,9 +45,6 @@ NEWEST_COLUMNS = 3
 # `--split-on-change` names that read the page URL's query (with schema 3), not a field.
 URL_QUERY_NAMES = ("utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content")
 LAST_PREFIX = "last:"
-# The event columns that carry the values of `--split-on-change` and `--gap-field`.
-CHANGE_COLUMN = "change_value"
-GAP_COLUMN = "gap_us"
 
 
 @dataclass(frozen=True)
@@ -102,7 +88,7 @@ class EventMapping:
             _check_path(flag, path)
         names = [name for name, _ in self.keep + self.last]
         for name in names:
-            if not name.isidentifier() or name.lower() in _RESERVED:
+            if not name.isidentifier() or name.lower() in RESERVED_COLUMNS:
                 raise ConfigError(
                     f"--keep-fields: '{name}' cannot name an output column; use letters, "
                     "digits and _ (not a column the outputs already have)"
@@ -157,8 +143,8 @@ class EventMapping:
     @property
     def mapped_pairs(self) -> tuple[tuple[str, str], ...]:
         """(event column, path) of the mapped URL, referrer and user agent, in order."""
-        names = (("url", self.url), ("referrer", self.referrer), ("user_agent", self.user_agent))
-        return tuple((name, path) for name, path in names if path)
+        paths = (self.url, self.referrer, self.user_agent)
+        return tuple((name, path) for name, path in zip(MAPPED_COLUMNS, paths, strict=True) if path)
 
     @property
     def mapped_columns(self) -> tuple[str, ...]:
@@ -241,7 +227,7 @@ def format_keep(keep: tuple[tuple[str, str], ...], last: tuple[tuple[str, str], 
 
 def _check_conversions(content: SessionContent, names: list[str]) -> None:
     """A conversion's columns may not collide with another column (refused at start)."""
-    taken = {n.lower() for n in names} | _RESERVED
+    taken = {n.lower() for n in names} | RESERVED_COLUMNS
     for c in content.conversions:
         for column in (c.name + s for s in (*CONVERSION_SUFFIXES, "_value_json")):
             if len(column.encode()) > MAX_COLUMN_BYTES:

@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.events import blocks, json_types
 from sessionize.events import number_text as N
 from sessionize.events import rules as R
@@ -38,7 +39,7 @@ from sessionize.events.blocks import EXACT
 from sessionize.events.checks import bad_gap, gap_us, lone_surrogate, out_of_range, too_far_ahead
 from sessionize.events.marks import LATEST, RECORDS, marked_schema
 from sessionize.events.packing import PACKED, packed_schema
-from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
+from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 from sessionize.spark_casts import try_cast
 

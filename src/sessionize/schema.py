@@ -1,4 +1,5 @@
-"""Arrow schemas of events, state and the four outputs (docs/design.md, "Events" and "Outputs").
+"""Arrow schemas of events, state and the outputs of one event mapping (docs/design.md, "Events"
+and "Outputs"): `base_schema`'s, shaped by the user id's type and the kept attributes.
 
 Timestamps are microseconds in UTC everywhere, as in Spark. Partition columns
 (`batch_id`, `session_date`) live in directory names, not in the Parquet files.
@@ -11,166 +12,42 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from sessionize.base_schema import (
+    CARRIED_SESSION,
+    CHANGE_COLUMN,
+    CONTENT,
+    CONTENT_3,
+    CORE,
+    EVENT,
+    EVENT_KEY,
+    EVENTS,
+    GAP_COLUMN,
+    INVALID_EVENTS,
+    IS_BOT,
+    LATE_EVENTS,
+    OPEN_SESSIONS,
+    OUTPUT_PARTITIONS,
+    OUTPUTS,
+    PAGE_VIEWS,
+    PAGE_VIEWS_3,
+    SESSIONS,
+    STATE,
+    STATE_EXPIRY,
+    STATE_KEY,
+    STATE_USER_KEY,
+    TS,
+    UPDATED_BATCH,
+)
 from sessionize.content import SessionContent
-from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, EventMapping
+from sessionize.mapping import EventMapping
 
-TS = pa.timestamp("us", tz="UTC")
-
-# A parsed, valid event: what the session logic consumes.
-EVENT = pa.schema(
-    [
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
-        pa.field("action", pa.string(), nullable=False),
-        pa.field("site", pa.string()),
-        pa.field("api_version", pa.string()),
-        pa.field("browser", pa.string()),
-        pa.field("language", pa.string()),
-        pa.field("device_type", pa.string()),
-    ]
-)
-EVENT_KEY = ("user_id", "event_time", "page")
-
-# State rows: the events of a user's open sessions, plus the user's expiry time
-# (the earliest `closed_at` among its open sessions), equal on all rows of a user.
-STATE = EVENT.append(pa.field("expires_at", TS, nullable=False))
-STATE_KEY = "user_id"
-STATE_EXPIRY = "expires_at"
-OPEN_SESSIONS = "open_sessions"  # the output replaced by user_id each batch (--open-sessions)
-UPDATED_BATCH = "updated_batch"
-
-SESSIONS = pa.schema(
-    [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("start_time", TS, nullable=False),
-        pa.field("end_time", TS, nullable=False),
-        pa.field("closed_at", TS, nullable=False),
-        pa.field("duration_ms", pa.int64(), nullable=False),
-        pa.field("event_count", pa.int64(), nullable=False),
-        pa.field("pages", pa.list_(pa.string()), nullable=False),
-        pa.field("end_reason", pa.string(), nullable=False),
-        pa.field("site", pa.string()),
-        pa.field("api_version", pa.string()),
-        pa.field("browser", pa.string()),
-        pa.field("language", pa.string()),
-        pa.field("device_type", pa.string()),
-        # Partition column: UTC date of start_time.
-        pa.field("session_date", pa.date32(), nullable=False),
-    ]
-)
-
-PAGE_VIEWS = pa.schema(
-    [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
-        pa.field("position", pa.int32(), nullable=False),  # 1 = first page of the session
-        pa.field("time_on_page_ms", pa.int64(), nullable=False),
-    ]
-)
-
-LATE_EVENTS = EVENT.append(pa.field("watermark", TS, nullable=False))
-
-# `raw` is the line as read. Bytes that are not UTF-8 are escaped as Python's
-# `backslashreplace` does (0xff -> the text `\xff`) rather than kept in a binary column, so
-# that `raw` stays a valid string column every Parquet reader can read and print.
-INVALID_EVENTS = pa.schema(
-    [
-        pa.field("raw", pa.string()),
-        pa.field("reason", pa.string(), nullable=False),
-        pa.field("source", pa.string()),  # file path, or topic/partition/offset
-    ]
-)
-
-OUTPUTS: dict[str, pa.Schema] = {
-    "sessions": SESSIONS,
-    "page_views": PAGE_VIEWS,
-    "late_events": LATE_EVENTS,
-    "invalid_events": INVALID_EVENTS,
-}
-# Partition columns of each output below its batch directory.
-OUTPUT_PARTITIONS: dict[str, tuple[str, ...]] = {"sessions": ("session_date",)}
-
-
-# What a session carries from its events (schema 2, docs/concepts/sessions.md), before
-# each conversion's columns and `is_bot`.
-CONTENT = pa.schema(
-    [
-        pa.field("landing_page", pa.string(), nullable=False),
-        pa.field("exit_page", pa.string(), nullable=False),
-        pa.field("utm_source", pa.string()),
-        pa.field("utm_medium", pa.string()),
-        pa.field("utm_campaign", pa.string()),
-        pa.field("utm_term", pa.string()),
-        pa.field("utm_content", pa.string()),
-        pa.field("gclid", pa.string()),
-        pa.field("referrer_host", pa.string()),
-        pa.field("channel", pa.string(), nullable=False),
-        pa.field("page_view_count", pa.int64(), nullable=False),
-        pa.field("engaged_time_ms", pa.int64(), nullable=False),
-        pa.field("engaged", pa.bool_(), nullable=False),
-        pa.field("bounce", pa.bool_(), nullable=False),
-        pa.field("event_counts", pa.map_(pa.string(), pa.int64()), nullable=False),
-        pa.field("converted", pa.bool_(), nullable=False),
-    ]
-)
-
-
-# Schema 3 (docs/concepts/sessions.md, "What a session carries"): GA4's channel group, the
-# click id, the session a split one continues, engaged time per page view, user agents.
-CONTENT_3 = pa.schema(
-    [
-        pa.field("landing_page", pa.string()),  # the first page view's (none: null)
-        pa.field("exit_page", pa.string()),
-        *(CONTENT.field(n) for n in ("utm_source", "utm_medium", "utm_campaign", "utm_term",
-                                     "utm_content", "gclid")),  # fmt: skip
-        pa.field("click_id_type", pa.string()),
-        pa.field("click_id", pa.string()),
-        CONTENT.field("referrer_host"),
-        CONTENT.field("channel"),
-        pa.field("continues_session_id", pa.string()),
-        *(CONTENT.field(n) for n in ("page_view_count", "engaged_time_ms", "engaged", "bounce",
-                                     "event_counts", "converted")),  # fmt: skip
-        pa.field("browser_family", pa.string()),
-        pa.field("browser_version", pa.string()),
-        pa.field("os_family", pa.string()),
-        pa.field("device_category", pa.string(), nullable=False),
-    ]
-)
-# Schema 3's `page_views`: a row per page view (an event of `--page-view-actions`).
-PAGE_VIEWS_3 = pa.schema(
-    [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("page_view_id", pa.string(), nullable=False),  # SESSION_ID:POSITION
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
-        pa.field("position", pa.int32(), nullable=False),  # 1 = the session's first page view
-        pa.field("time_on_page_ms", pa.int64()),
-        pa.field("engaged_time_ms", pa.int64(), nullable=False),
-    ]
-)
-# Schema 3's `events`: every event of an emitted session, whatever its action.
-EVENTS = pa.schema(
-    [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
-        pa.field("action", pa.string(), nullable=False),
-        pa.field("position", pa.int32(), nullable=False),  # 1 = the session's first event
-        pa.field("page_view_id", pa.string()),  # the page view it falls in (none before one)
-    ]
-)
-OUTPUTS["events"] = EVENTS  # every session output's name; a job's own: Layout.outputs
-
-# The state column of schema 3 that marks a row standing for an emitted session that a
-# later one may continue (logic/continuation.py): that session's id; null on events.
-CARRIED_SESSION = "carried_session"
-
+# The fixed schemas are read from here too, as they always were.
+__all__ = [
+    "CARRIED_SESSION", "CONTENT", "CONTENT_3", "CORE", "EVENT", "EVENT_KEY", "EVENTS",
+    "INVALID_EVENTS", "LATE_EVENTS", "OPEN_SESSIONS", "OUTPUT_PARTITIONS", "OUTPUTS",
+    "PAGE_VIEWS", "PAGE_VIEWS_3", "SESSIONS", "STATE", "STATE_EXPIRY", "STATE_KEY",
+    "STATE_USER_KEY", "TS", "UPDATED_BATCH", "Layout", "content_fields", "layout",
+]  # fmt: skip
 
 def content_fields(content: SessionContent, version: int = 2) -> list[pa.Field]:
     """The session columns of schema `version` (2 or 3) after the kept attributes."""
@@ -184,13 +61,9 @@ def content_fields(content: SessionContent, version: int = 2) -> list[pa.Field]:
         )
     ]
     base = CONTENT_3 if version >= 3 else CONTENT
-    return [*base, *per_conversion, pa.field("is_bot", pa.bool_(), nullable=False)]
+    return [*base, *per_conversion, pa.field(IS_BOT, pa.bool_(), nullable=False)]
 
 
-# The columns every event has before its kept attributes; the attributes follow, named as
-# the mapping's `keep` names them (the default: the five above).
-CORE = 4
-STATE_USER_KEY = "user_key"
 
 
 @dataclass(frozen=True)

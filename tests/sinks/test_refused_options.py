@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import pytest
 
+from sessionize.base_schema import RESERVED_COLUMNS
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.content import Conversion, SessionContent
 from sessionize.errors import ConfigError
-from sessionize.mapping import _RESERVED, EventMapping
+from sessionize.mapping import EventMapping
 from sessionize.schema import layout
 from tests.helpers import sessionize
 
@@ -35,7 +36,7 @@ def test_every_output_column_is_a_name_kept_fields_cannot_take(version):
     mine |= {"purchase_value_json"}
     schemas = [*lay.outputs.values(), lay.open_sessions, lay.stored]
     columns = {name for schema in schemas for name in schema.names} | ADDED
-    assert columns - mine <= _RESERVED, sorted(columns - mine - _RESERVED)
+    assert columns - mine <= RESERVED_COLUMNS, sorted(columns - mine - RESERVED_COLUMNS)
 
 
 @pytest.mark.parametrize(("keep", "conversion"), [

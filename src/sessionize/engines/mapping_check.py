@@ -29,8 +29,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.events.rules import DEFAULT_ACTION
-from sessionize.mapping import CHANGE_COLUMN, DEFAULT_KEEP, GAP_COLUMN, EventMapping
+from sessionize.mapping import DEFAULT_KEEP, EventMapping
 from sessionize.parsing import RECORDS_SCHEMA, parse
 
 # The run's valid events after which the mapping is judged (a batch run: at its end too).

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from sessionize.base_schema import GAP_COLUMN
 from sessionize.core.keys import store_keys
 from sessionize.events import rules as R
 from sessionize.events.number_text import numbers_of_texts
@@ -48,7 +49,7 @@ from sessionize.events.times import (
     iso_micros,
     string_offsets,
 )
-from sessionize.mapping import GAP_COLUMN, EventMapping
+from sessionize.mapping import EventMapping
 
 EXACT = "_exact"  # True: the line is left to the exact path
 NOT_FINITE = ""  # the rows of a call of pyarrow.json holding a NaN or an infinity

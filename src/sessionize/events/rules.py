@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.config import MAX_EVENT_GAP_US, MAX_RULE_US
-from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN, MAX_USER_KEY_BYTES, EventMapping
+from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
 
 # JSON types a field is read as. "object": an enclosing object of a dotted path; "any": read
 # as its JSON text and typed later (a conversion's value, checked on its events only).

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.config import SessionRules
 from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
@@ -56,7 +57,6 @@ from sessionize.logic.result import StepResult, StepStats
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.traffic import per_distinct, query_value
 from sessionize.logic.visits import Kept, carry_table, with_visits
-from sessionize.mapping import CHANGE_COLUMN, GAP_COLUMN
 
 
 def advance(
