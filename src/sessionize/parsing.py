@@ -23,7 +23,7 @@ contract); reasons name the field by its path in the input.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -348,34 +348,37 @@ def parse(
     p = blocks.plan(m)
     if isinstance(now, str) and (now != FROM_JOB or p is None or marks is None):
         raise ValueError("the batch's time from its job needs the block reader and marks")
+    # From here `now` is a string only with the block reader and marks (refused above).
     if p is None:
         records = raw if decode is None else raw.mapInArrow(decode, RECORDS_SCHEMA)
-        parsed = parse_exact(records, now=now_column(now), max_future_us=max_future_us,
-                             mapping=m)  # fmt: skip
+        parsed = parse_exact(records, now=now_column(cast("Column | int | None", now)),
+                             max_future_us=max_future_us, mapping=m)  # fmt: skip
         return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, (int, str))
     judged_here = now is None or in_task  # no line can turn invalid after the reader
     if marks is not None and not judged_here:
         raise ValueError("batch marks need the batch's time as µs, judged where lines are read")
     task = functools.partial(
-        read_task, p, now if in_task else None, max_future_us if in_task else None,
+        read_task, p, now if isinstance(now, (int, str)) else None,
+        max_future_us if in_task else None,
         not judged_here, valid_sources or not judged_here, marks, decode,
     )  # fmt: skip
     schema = p.schema if marks is None else packed_schema(marked_schema(p.schema))
     if marks is not None:  # the batch's time on the rows, for the exact path
         schema = schema.append(pa.field(NOW_COLUMN, pa.int64()))
-        now = None if now is None else F.timestamp_micros(F.col(NOW_COLUMN))
+        now_at = None if now is None else F.timestamp_micros(F.col(NOW_COLUMN))
     else:
-        now = now_column(now)
+        now_at = now_column(cast("Column | int | None", now))
     records = raw if decode is not None else raw.select("value", "error", "source")
     typed = records.mapInArrow(task, from_arrow_schema(schema))
     key = (m, marks is not None, valid_sources, _owner(raw))
     if judged_here or max_future_us is None:
         mixed, out = _merged(*key)
     else:  # Spark judges the time limit: a column of the batch's time
+        assert now_at is not None  # a column: an int or a string is judged here
         mixed, out = _merged.__wrapped__(*key, too_far_ahead(F.col(CARRIED)["event_time"],
-                                                             now, max_future_us))  # fmt: skip
-    parsed = parse_exact(typed.select(*mixed), now=now, max_future_us=max_future_us, mapping=m)
+                                                             now_at, max_future_us))  # fmt: skip
+    parsed = parse_exact(typed.select(*mixed), now=now_at, max_future_us=max_future_us, mapping=m)
     return _exact_marks(parsed.select(*out), marks) if marks is not None else parsed.select(*out)
 
 

@@ -216,8 +216,11 @@ def _run(
         _check_settings(recorded_settings, settings, opts.state)
     if committed and previous not in committed and first not in committed:
         after = _hour_of(committed[-1]) + HOUR
-        nxt = version_hour((folder_hour(after, opts.input_timezone) or
-                            folder_hour(after + HOUR, opts.input_timezone)).version)  # fmt: skip
+        # One of two consecutive wall hours exists, whatever the zone's gaps.
+        tz = opts.input_timezone
+        found = folder_hour(after, tz) or folder_hour(after + HOUR, tz)
+        assert found is not None
+        nxt = version_hour(found.version)
         raise StateError(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
@@ -279,7 +282,7 @@ def _run(
     later = [v for v in committed if v > hours[-1].version]
     if later:
         on_hour(_rest_note(opts, settings, hours[-1].name + HOUR, _hour_of(later[-1])))
-    return runner.records
+    return list(runner.records)
 
 
 def _check_settings(recorded: dict | None, settings: SessionSettings, state: str) -> None:

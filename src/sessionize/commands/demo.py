@@ -35,7 +35,10 @@ def web_mapping() -> EventMapping:
         'page.url'
     """
     carried = SessionContent(ping_action=WEB_PING, conversions=(parse_conversion(WEB_CONVERSION),))
-    return EventMapping(**WEB_FIELDS, session_columns=NEWEST_COLUMNS, content=carried)
+    return EventMapping(
+        url=WEB_FIELDS["url"], referrer=WEB_FIELDS["referrer"],
+        user_agent=WEB_FIELDS["user_agent"], session_columns=NEWEST_COLUMNS, content=carried,
+    )  # fmt: skip
 
 
 def run_demo(

@@ -103,7 +103,9 @@ def _workload(work: str, archive: str) -> None:
                          checkpoint=f"{work}/checkpoint", state="files", partitions=2,
                          max_files_per_trigger=1)  # fmt: skip
     run_stream(opts, spark, on_batch=lambda _: None)
-    jvm = SparkContext._gateway.proc  # the driver JVM, started by this process
+    gateway = SparkContext._gateway
+    assert gateway is not None  # the session above started it
+    jvm = gateway.proc  # the driver JVM, started by this process
     spark.stop()
     jvm.stdin.close()  # Spark's gateway exits on the end of its input, writing the archive
     jvm.wait(timeout=_TIMEOUT_S)

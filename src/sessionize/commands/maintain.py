@@ -16,9 +16,11 @@ from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir, without_options
 from sessionize.schema import OUTPUTS
+from sessionize.sinks.base import StagedSink
 from sessionize.sinks.compaction import TARGET_MB
 from sessionize.sinks.delta import DeltaSink, compact_and_vacuum
 from sessionize.sinks.maintenance import clean_leftovers
+from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.registry import open_sink
 
 
@@ -75,6 +77,8 @@ def maintain(
                 "remote filesystem, which is not compacted; write it as Delta "
                 "(--output-format delta) to compact it"
             )
+        # A file sink, since it had something to maintain; only local Parquet compacts.
+        assert isinstance(sink, StagedSink)
         report: dict = {"format": "delta" if delta else "parquet"}
         report["leftovers"] = left = clean_leftovers(sink)
         say(
@@ -83,10 +87,12 @@ def maintain(
             "uncommitted files"
         )
         if delta and (compact or vacuum_hours is not None):
+            assert isinstance(sink, DeltaSink)
             report["tables"] = tables = compact_and_vacuum(sink, vacuum_hours, compact=compact)
             for name, done in tables.items():
                 say(f"{name}: {_describe(done)}")
         if compact and sink.capabilities.compacts:
+            assert isinstance(sink, ParquetSink)
             report["compacted"] = done = sink.compact(target_mb=target_file_mb)
             for name, counts in done.items():
                 say(f"{name}: compacted {counts['batches']} batches, {counts['files_in']} "

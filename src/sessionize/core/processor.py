@@ -102,8 +102,10 @@ class Processor(ABC):
 
     key: ClassVar[str]
     event_time: ClassVar[str | None] = None
-    state_schema: ClassVar[pa.Schema]
-    outputs: ClassVar[Mapping[str, pa.Schema | Output]] = {}
+    # Class attributes, or set per instance by a processor whose schemas depend on its
+    # arguments (the session processor's on its event mapping).
+    state_schema: pa.Schema
+    outputs: Mapping[str, pa.Schema | Output] = {}
     late_output: ClassVar[str] = "late"
     sorted_rows: ClassVar[bool] = True
     gauges: ClassVar[tuple[str, ...]] = ()

@@ -20,6 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow.fs as pafs
 
@@ -341,7 +342,7 @@ def recorded(checkpoint: CheckpointLike, name: str = FILE) -> dict:
 def last_offsets(checkpoint: CheckpointLike) -> dict | None:
     """The source's end offset of the last committed batch, as Spark logged it."""
     last = last_committed_batch(checkpoint)
-    return None if last is None else batch_input(checkpoint, last).get("offsets")
+    return None if last is None else cast(dict | None, batch_input(checkpoint, last).get("offsets"))
 
 
 def seen_files(checkpoint: CheckpointLike) -> set[str]:

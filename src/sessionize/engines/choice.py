@@ -156,6 +156,7 @@ class SparkState(EngineKind):
     ) -> Engine:  # fmt: skip
         sink = open_sink(settings.output, settings.output_format, job=settings.job,
                          mapping=settings.mapping)  # fmt: skip
+        assert settings.rules is not None  # a session job's settings
         return SparkStateEngine(
             settings.state_uri, settings.rules, settings.partitions, checkpoint, sink,
             settings.max_future_us, parser=parser, mapping=settings.mapping,

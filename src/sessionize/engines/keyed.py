@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import functools
 from dataclasses import dataclass, replace
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -108,8 +109,10 @@ class KeyedSettings:
         """What the job writes, as every sink takes it: the processor's declared outputs
         (replaced by key first), its late output and the invalid rows."""
         d = declared(self.processor)
-        specs = [OutputSpec(name, out.schema, key=out.key if out.mode == "replace" else (),
-                            partition_by=out.partition_by)
+        # An Output holds its key and partition columns as tuples (`Output.__post_init__`).
+        specs = [OutputSpec(name, out.schema,
+                            key=cast(tuple[str, ...], out.key) if out.mode == "replace" else (),
+                            partition_by=cast(tuple[str, ...], out.partition_by))
                  for name, out in d.outputs.items()]  # fmt: skip
         if d.late_output and d.late_output not in d.outputs:
             specs.append(OutputSpec(d.late_output, d.late_schema(self.input_schema)))
@@ -217,7 +220,10 @@ class KeyedEngine(Engine):
             lambda latest: functools.partial(missing_task, self.settings, basis.plan(latest)),
             self.settings.partitions,
         )  # fmt: skip
-        fields = {"previous": basis.previous, "max_event_time": basis.latest_event(latest)}
+        fields: dict[str, object] = {
+            "previous": basis.previous,
+            "max_event_time": basis.latest_event(latest),
+        }
         seen: dict[str, int] = {}
         for c in counts:
             for k, v in c["seen"].items():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sessionize.engines.spark_logs import file_source_entries
 
@@ -27,7 +28,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SAME_OFFSET = 0.9
 
 
-def hours_behind(times: Mapping[object, int], watermark_us: int | None) -> dict:
+def hours_behind(times: Mapping[Any, int], watermark_us: int | None) -> dict:
     """From the late events' times (time -> events) and the watermark they missed:
     `{"hours_behind": k}` when nearly all lie within the k-th hour before it, else
     `{"hours_behind": None, "most_hours_behind": n}`."""

@@ -31,6 +31,8 @@ from sessionize.logic.processor import LATE, OUTPUT_ROWS
 from sessionize.sources.registry import input_lag
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     from prometheus_client.registry import CollectorRegistry
 
 _LOG = logging.getLogger("sessionize")
@@ -105,7 +107,7 @@ class StreamMetrics:
         self.registry: CollectorRegistry = pc.CollectorRegistry()
         self.port: int | None = None
         self.url: str | None = None  # http://HOST:PORT/metrics, once served
-        self._server = None
+        self._server: WSGIServer | None = None
         self._lock = threading.Lock()
         # First in the registry: a scrape reads the new batches before the counters.
         self.registry.register(_LagCollector(self))
@@ -167,7 +169,7 @@ class StreamMetrics:
         from prometheus_client import start_http_server
 
         try:
-            self._server, _ = start_http_server(port, addr, registry=self.registry)
+            server, _ = start_http_server(port, addr, registry=self.registry)
         except OSError as e:
             what = (f"--metrics-host {addr}" if e.errno in _NOT_HERE
                     else f"--metrics-port {port}")  # fmt: skip
@@ -175,8 +177,9 @@ class StreamMetrics:
                 f"{what}: cannot listen ({e.strerror or e}); pick another "
                 f"{'address of this machine' if e.errno in _NOT_HERE else 'port'}"
             ) from None
-        self.port = self._server.server_address[1]
-        host = self._server.server_address[0]
+        self._server = server
+        self.port = server.server_address[1]
+        host = str(server.server_address[0])
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"
         return self.port
 

@@ -72,13 +72,20 @@ EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires be
 class PartitionJob(Protocol):
     """What a partition task needs of a job's settings (engines/keyed.py `KeyedSettings`)."""
 
-    processor: Processor
-    job: str
-    partitions: int
-    epoch: int | None  # the driver's lease epoch: the store refuses older ones' commits
-    retain: int
-    maintenance_every: int
-
+    # Read-only: the settings are frozen.
+    @property
+    def processor(self) -> Processor: ...
+    @property
+    def job(self) -> str: ...
+    @property
+    def partitions(self) -> int: ...
+    # The driver's lease epoch: the store refuses older ones' commits.
+    @property
+    def epoch(self) -> int | None: ...
+    @property
+    def retain(self) -> int: ...
+    @property
+    def maintenance_every(self) -> int: ...
     @property
     def invalid_output(self) -> str: ...
     def split_input(self, rows: pa.Table | None) -> tuple[pa.Table, pa.Table]: ...
@@ -120,7 +127,7 @@ class BatchBasis:
         mode fixes it at the end of the hour; it never goes back."""
         max_event = self.latest_event(latest)
         if self.end_watermark is not None:
-            after = self.end_watermark
+            after: int | None = self.end_watermark
         elif max_event is None:
             after = self.watermark_before
         else:
@@ -134,7 +141,9 @@ def partition_task(settings: PartitionJob, basis: BatchBasis,
     """The Spark task of one partition: step 0, then `run_partition`; one row of counts."""
     from pyspark import TaskContext
 
-    partition = TaskContext.get().partitionId()
+    context = TaskContext.get()
+    assert context is not None  # a Spark task's
+    partition = context.partitionId()
     received = list(batches)
     rows, records, latest = split_marks(pa.Table.from_batches(received) if received else None)
     check_placement(rows, declared(settings.processor).key, partition, settings.partitions)

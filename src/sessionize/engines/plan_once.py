@@ -81,6 +81,7 @@ class PlanOnce:
 
     def _with_leaf(self, raw: DataFrame, leaf: Any) -> DataFrame:
         jvm = raw.sparkSession._jvm
+        assert jvm is not None  # a classic session's (plans are reused there only)
         plan = leaf
         for step in reversed(self._steps):
             plan = step.withNewChildren(jvm.org.apache.spark.api.python.PythonUtils.toSeq([plan]))
@@ -104,7 +105,8 @@ def _columns(leaf: Any) -> str:
 def _steps_to(top: Any, leaf: Any) -> list[Any]:
     """The steps from `top` down to `leaf`, each with `leaf` as its only input somewhere
     below it ([]: not such a chain, the plan is not reused)."""
-    steps, node = [], top
+    steps: list[Any] = []
+    node = top
     for _ in range(MAX_STEPS):
         if node.equals(leaf):
             return steps

@@ -28,6 +28,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, MutableSequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -91,7 +92,11 @@ class Engine(ABC):
     """What the runner needs from an engine: its sink, its record log and step 2."""
 
     sink: Sink
-    invalid_output: str = "invalid_events"  # the output of the input's invalid records
+
+    @property
+    def invalid_output(self) -> str:
+        """The output of the input's invalid records."""
+        return "invalid_events"
 
     @abstractmethod
     def previous_record(self, request: BatchRequest) -> dict:
@@ -270,7 +275,7 @@ def start_query(
     *,
     name: str,
     checkpoint: str,
-    trigger: Mapping[str, object],
+    trigger: Mapping[str, Any],
 ) -> tuple[StreamingQuery, Callable[[], None]]:
     """Start `runner` over the stream `raw`; returns the query and the function that
     restores the session's settings once it has ended.

@@ -147,8 +147,8 @@ def _rebuild_up_to(fs, log: str, entries: list[dict], last: int, default: int) -
     present = {i.base_name for i in listing(fs, log)}
     compacted = sorted(int(n.split(".")[0]) for n in present if n.endswith(".compact"))
     span = compact_interval(compacted, default)
-    base_compact = ((last + 1) // span) * span - 1
-    base_compact = base_compact if base_compact >= 0 else None
+    newest_compact = ((last + 1) // span) * span - 1
+    base_compact = newest_compact if newest_compact >= 0 else None
     todo: list[tuple[str, list[dict]]] = []
     if base_compact is not None:
         todo.append((f"{base_compact}.compact",

@@ -181,7 +181,7 @@ def step_tuples(sh: Shapes, res: StepResult, had_state: bool) -> Iterator[tuple]
         "open_sessions_delta": s.open_sessions_after - s.open_sessions_before,
         "open_users_delta": int(res.state_puts.num_rows > 0) - int(had_state),
     }
-    row = [None] * len(sh.wide)
+    row: list[object] = [None] * len(sh.wide)
     for name, value in counters.items():
         row[sh.pos[name]] = value
     yield tuple(row)

@@ -39,7 +39,8 @@ class RocksSessionProcessor(StatefulProcessor):
         self.open_events = handle.getListState("open_events", self.sh.open_event_ddl)
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        valid, invalid = [], []
+        valid: list[pa.Table] = []
+        invalid: list[pa.Table] = []
         for row in rows:
             (valid if row[self.sh.reason_pos] is None else invalid).append(row)
         for values in wide_tuples(self.sh, "invalid_events", _invalid_from_rows(self.sh, invalid)):

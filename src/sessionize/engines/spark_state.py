@@ -175,7 +175,9 @@ def _write_task(
     """Stage this task's rows of each output (step 1); yield its counters."""
     from pyspark import TaskContext
 
-    partition = TaskContext.get().partitionId()
+    context = TaskContext.get()
+    assert context is not None  # a Spark task's
+    partition = context.partitionId()
     received = [b for b in batches if b.num_rows]
     wide = (
         pa.Table.from_batches(received).cast(sh.wide) if received else sh.wide.empty_table()

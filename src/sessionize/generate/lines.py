@@ -255,8 +255,8 @@ class HourLines:
         if kind == 5:
             return f'{{"user_id": "{uid}", "event_time": "{ts}' + rest
         # kind 6, bad timestamp: month 13, hour 25, or not a timestamp at all
-        forms = (ts[:5] + "13" + ts[7:], ts[:11] + "25" + ts[13:], *_BAD_TIMES)
-        bad = forms[int(x * len(forms))]
+        times = (ts[:5] + "13" + ts[7:], ts[:11] + "25" + ts[13:], *_BAD_TIMES)
+        bad = times[int(x * len(times))]
         return f'{{"user_id": {uid}, "event_time": "{bad}' + rest
 
 
@@ -265,6 +265,7 @@ def _web_page_end(events: Events, rows: np.ndarray, site: np.ndarray) -> list[pa
     URL on internal navigation), previous page, the purchase's order, newline. Each piece is
     one take from a vocabulary: joining nested pieces would copy every line's bytes again."""
     w = events.web
+    assert w is not None  # called for events with web data only
     page, prev = events.page[rows].astype(np.int64), events.prev[rows].astype(np.int64)
     on_site = site.astype(np.int64) * len(cat.PAGES)
     ref = w.referrer[rows].astype(np.int64)

@@ -44,7 +44,7 @@ def local_midnights(cfg: GeneratorConfig, zone: str) -> list[int]:
     lo = cfg.start_us // 1000 + MIDNIGHT_SIDE_MS[1]
     hi = cfg.end_us // 1000 - MIDNIGHT_SIDE_MS[1]
     day = cfg.start.astimezone(tz).date()
-    out = []
+    out: list[int] = []
     while True:
         at = datetime.combine(day, time(0), tzinfo=tz).astimezone(UTC)
         ms = int(at.timestamp() * 1000)
@@ -168,4 +168,4 @@ def add_rule_data(
     order = np.argsort(cols["t_ms"], kind="stable")
     cols = {f: c[order] for f, c in cols.items()}
     campaign, gap = _fields(cols["visit"], cols["t_ms"], all_visits.user.size, rng)
-    return all_users, all_visits, Events(**cols, campaign=campaign, gap=gap)
+    return all_users, all_visits, Events(**cols, campaign=campaign, gap=gap)  # type: ignore[arg-type]

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -168,9 +168,9 @@ def _predicate(at: int, op: str, arg: str, version: int) -> Callable[[Facts], bo
             pattern = re.compile(arg)
         except re.error:
             return None
-        return lambda f: f[at] is not None and pattern.fullmatch(f[at]) is not None
+        return lambda f: f[at] is not None and pattern.fullmatch(cast(str, f[at])) is not None
     if op == "is" and version >= 3 and arg in KINDS:
-        return lambda f: site_kind(f[at]) == arg
+        return lambda f: site_kind(cast(str | None, f[at])) == arg
     if op == "is" and at == 0 and arg in ("search", "social"):
         return lambda f: f[0] is not None and is_kind(f[0], arg)
     return None
@@ -201,7 +201,9 @@ def _lists() -> dict[str, SiteList]:
     )
     out = {}
     for kind in ("search", "social"):
-        names, hosts, bases = set(), set(), set()
+        names: set[str] = set()
+        hosts: set[str] = set()
+        bases: set[str] = set()
         for name, patterns in data[kind].items():
             names.add(name.lower())
             for pattern in patterns:
@@ -305,7 +307,9 @@ def ga4_channels(
     decided = []
     for row in distinct.tolist():
         values = [coded[i][1][code] for i, code in enumerate(row[:-1])]
-        decided.append(channel_of(rules, ga4_facts(*values, bool(row[-1]))))
+        source, medium, campaign, referrer, click = values
+        facts = ga4_facts(source, medium, campaign, referrer, click, bool(row[-1]))
+        decided.append(channel_of(rules, facts))
     return pa.array(decided, pa.string()).take(pa.array(inverse.reshape(-1)))
 
 

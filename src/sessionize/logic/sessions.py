@@ -285,7 +285,7 @@ def _sort_order(user: np.ndarray, time: np.ndarray, page_rank: np.ndarray) -> np
     if _bits(u) + _bits(t) + pb > 64:
         u = np.unique(user, return_inverse=True)[1].reshape(-1).astype(np.uint64)
     ub, tb = _bits(u), _bits(t)
-    if t is None or ub + tb + pb > 64:
+    if t is None or u is None or ub + tb + pb > 64:
         return np.lexsort((page_rank, time, user))
     key = (u.astype(np.uint64) << np.uint64(tb + pb)) | (t.astype(np.uint64) << np.uint64(pb))
     return np.argsort(key | page_rank.astype(np.uint64))

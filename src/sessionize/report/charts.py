@@ -44,13 +44,15 @@ def render(
     chart_id: str, draw: Callable[[Figure], None], *, height: float = HEIGHT, wide: bool = False
 ) -> str:
     """Draw into a new figure and return its `<svg>` element (XML prolog dropped)."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart_id}):
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart_id}):  # type: ignore[dict-item]
         fig = Figure(figsize=(WIDE if wide else WIDTH, height), layout="constrained")
         draw(fig)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    return text[_SVG_START.search(text).start() :]
+    start = _SVG_START.search(text)
+    assert start is not None  # matplotlib's SVG always has its element
+    return text[start.start() :]
 
 
 def thousands(ax: Axes, axis: str = "y") -> None:

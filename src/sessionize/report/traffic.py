@@ -94,11 +94,13 @@ def load_traffic(root: str) -> Traffic:
         return part in traffic.missing
 
     if not absent("bots", "is_bot"):
+        assert t is not None  # rows and the column: read above
         bot = pc.fill_null(t["is_bot"], False)
         n_bot = pc.sum(bot).as_py() or 0
         traffic.bots = Counts(["human", "bot"], [t.num_rows - n_bot, n_bot])
         t = t.filter(pc.invert(bot))  # the other figures count human sessions only
     if not absent("channels", "channel"):
+        assert t is not None
         traffic.channels = _channels(t["channel"])
     if not absent("rates", "start_time", "bounce", "engaged_time_ms"):
         traffic.rates = hourly_rates(t)

@@ -126,6 +126,15 @@ class Sink(Protocol):
         """The batch ids visible in output `name`."""
         ...
 
+    def nothing_to_maintain(self) -> str | None:
+        """Why `sessionize maintain` has nothing to do on this output (None: it cleans,
+        compacts or vacuums it)."""
+        ...
+
+    def no_outputs(self) -> str:
+        """The line of a reader (`report`) that finds no output here: what to check."""
+        ...
+
     def staged_counts(self, name: str, batch_id: int, column: str) -> dict[str, int]:
         """How many staged rows of output `name` in `batch_id` hold each value of `column`
         (before `publish`)."""
@@ -200,6 +209,10 @@ class StagedSink:
 
     def accepting_duplicates(self) -> StagedSink:
         return self
+
+    def published(self, name: str) -> list[int]:
+        """The batch ids visible in output `name` (each sink's own)."""
+        raise NotImplementedError
 
     def nothing_to_maintain(self) -> str | None:
         """Why `sessionize maintain` has nothing to do on this output (None: it cleans,

@@ -213,8 +213,8 @@ class KafkaSink(StagedSink):
         try:
             failures: list[str] = []
             for name, records in per_user.items():  # a user's record, or a tombstone
-                for key, value in records:
-                    _send(producer, out.topic(name), key, value, failures)
+                for user, record in records:
+                    _send(producer, out.topic(name), user, record, failures)
             for name, table in tables.items():
                 for key, value in encode(table, positions=not exactly_once,
                                          key=self.outputs.record_key):  # fmt: skip

@@ -62,7 +62,10 @@ class KafkaOwnerRecords(OwnerRecords):
     def _produce(self, owner: Owner, *, only_if_absent: bool) -> bool:
         kafka = _kafka()
         exactly_once = self.out.delivery == "exactly-once"
-        config = {"bootstrap.servers": self.out.bootstrap, "client.id": "sessionize-owner"}
+        config: dict[str, str | bool] = {
+            "bootstrap.servers": self.out.bootstrap,
+            "client.id": "sessionize-owner",
+        }
         if exactly_once:
             config["transactional.id"] = f"sessionize.{self.out.prefix}._owner"
         else:

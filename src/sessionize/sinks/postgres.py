@@ -49,7 +49,7 @@ from sessionize.sinks.postgres_target import (  # noqa: F401 - parse and Target 
     connection_errors,
     parse,
 )
-from sessionize.state.backends.postgres_pool import pool_for
+from sessionize.state.backends.postgres_pool import pool_for, scalar
 
 T = TypeVar("T")
 
@@ -140,11 +140,11 @@ class PostgresSink:
         self, name: str, batch_id: int, partition: int, keys: pa.Table, table: pa.Table
     ) -> int:
         keyed = keys.select(list(self.outputs.spec(name).key))
-        rows = [_with_batch(t, batch_id, partition) for t in (keyed, table)]
+        keyed_rows, rows = (_with_batch(t, batch_id, partition) for t in (keyed, table))
 
         def stage(conn: psycopg.Connection) -> int:
-            replaced.stage(conn, self.target.schema, name, batch_id, partition, *rows,
-                           self._copy)  # fmt: skip
+            replaced.stage(conn, self.target.schema, name, batch_id, partition, keyed_rows,
+                           rows, self._copy)  # fmt: skip
             return table.num_rows
 
         return self._run(f"staging batch {batch_id} of {name}", stage, create=True, writes=True)
@@ -231,10 +231,10 @@ class PostgresSink:
         columns = sql.SQL(", ").join(
             sql.Identifier(c) for c in [*self._schema(name).names, "batch_id"]
         )
-        has_rows = conn.execute(
+        has_rows = scalar(conn.execute(
             sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(staged),
             (batch_id,),
-        ).fetchone()[0]
+        ))
         if not (has_rows or opened):
             return 0
         conn.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(final), (batch_id,))
@@ -282,7 +282,7 @@ class PostgresSink:
         query = sql.SQL("SELECT count(*) FROM {} WHERE batch_id >= %s").format(self._table(name))
         return self._run(
             f"counting rows of {name}",
-            lambda c: c.execute(query, (batch_id,)).fetchone()[0],
+            lambda c: scalar(c.execute(query, (batch_id,))),
             missing=0,
         )
 

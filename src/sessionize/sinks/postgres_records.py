@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from sessionize.sinks.owner import RECORD, Owner, OwnerRecords
 from sessionize.sinks.postgres_tables import BATCHES
 from sessionize.sinks.postgres_target import Target, connection_errors, parse
+from sessionize.state.backends.postgres_pool import scalar
 from sessionize.state.lease import Holder, Lease, LeaseRecords
 from sessionize.state.records import Records
 
@@ -177,4 +178,4 @@ class PostgresOwnerRecords(OwnerRecords):
         exists = sql.SQL("SELECT to_regclass(%s)")
         name = f'"{self.target.schema}"."{table}"'
         with connection_errors(what, self.target), psycopg.connect(self.target.conninfo) as c:
-            return work(c) if c.execute(exists, (name,)).fetchone()[0] is not None else None
+            return work(c) if scalar(c.execute(exists, (name,))) is not None else None

@@ -17,6 +17,7 @@ from psycopg import sql
 
 from sessionize.sinks.postgres_tables import REPLACED_AT, staged_table
 from sessionize.sinks.replaced import keys_name
+from sessionize.state.backends.postgres_pool import scalar
 
 
 def stage(conn: psycopg.Connection, schema: str, name: str, batch_id: int, partition: int,
@@ -48,9 +49,9 @@ def publish(conn: psycopg.Connection, schema: str, name: str, columns: list[str]
     final = sql.Identifier(schema, name)
     staged = sql.Identifier(schema, staged_table(name))
     keys = sql.Identifier(schema, staged_table(keys_name(name)))
-    has_keys = conn.execute(
+    has_keys = scalar(conn.execute(
         sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(keys), (batch_id,)
-    ).fetchone()[0]
+    ))
     if not (has_keys or opened):
         return None
     key_columns = sql.SQL(", ").join(map(sql.Identifier, key))
@@ -81,9 +82,9 @@ def publish(conn: psycopg.Connection, schema: str, name: str, columns: list[str]
 def retire(conn: psycopg.Connection, schema: str, name: str) -> None:
     """Empty the output and forget its batch (inside the caller's transaction), if it is
     there: it is rebuilt by the next batch."""
-    there = conn.execute(
+    there = scalar(conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{REPLACED_AT}"',)
-    ).fetchone()[0]
+    ))
     if not there:
         return
     conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, name)))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -257,10 +259,10 @@ def _plain_json(value: object) -> object:
     return value
 
 
-def to_arrow(columns: list[tuple[str, str]], rows: list[tuple]) -> pa.Table:
+def to_arrow(columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> pa.Table:
     """Rows fetched from an output table, with its (name, udt_name) columns, as Arrow."""
     schema = pa.schema([pa.field(n, arrow_type(u)) for n, u in columns])
-    data = list(zip(*rows, strict=True)) if rows else [[] for _ in columns]
+    data: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[] for _ in columns]
     arrays = []
     for field, values in zip(schema, data, strict=True):
         if pa.types.is_string(field.type):

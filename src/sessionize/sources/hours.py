@@ -45,14 +45,20 @@ def folder_hour(name: datetime, tz: str) -> FolderHour | None:
     return FolderHour(wall, _us(start), _us(end))
 
 
-def folder_hours(first: datetime, last: datetime, tz: str) -> tuple[list[FolderHour], list]:
+def folder_hours(
+    first: datetime, last: datetime, tz: str
+) -> tuple[list[FolderHour], list[datetime]]:
     """(the folders from wall hour `first` to `last`, inclusive, in order; the wall hours
     between them that the zone skips)."""
-    hours, skipped = [], []
+    hours: list[FolderHour] = []
+    skipped: list[datetime] = []
     name = first.replace(tzinfo=None)
     while name <= last.replace(tzinfo=None):
         found = folder_hour(name, tz)
-        (hours if found else skipped).append(found or name)
+        if found:
+            hours.append(found)
+        else:
+            skipped.append(name)
         name += HOUR
     return hours, skipped
 

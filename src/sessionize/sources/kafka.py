@@ -210,7 +210,7 @@ class KafkaStreamReader(RecordReader):
 
     # ---- executor side -----------------------------------------------------------------
 
-    def read(self, partition: KafkaRange) -> Iterator:
+    def read(self, partition: KafkaRange) -> Iterator:  # type: ignore[override]  # our plan's
         return read_range(self.config, partition, self.opts)
 
 
@@ -286,7 +286,7 @@ class KafkaSource(RecordSource):
     """`spark.readStream.format("sessionize_kafka").option("uri", "kafka://H:P/T")`."""
 
     format = FORMAT
-    reader = KafkaStreamReader
+    stream_reader = KafkaStreamReader
 
 
 def kafka_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> DataFrame:

@@ -232,7 +232,7 @@ class KinesisStreamReader(RecordReader):
 
     # ---- executor side -----------------------------------------------------------------
 
-    def read(self, partition: KinesisRange) -> Iterator:
+    def read(self, partition: KinesisRange) -> Iterator:  # type: ignore[override]  # our plan's
         return read_range(self._client(), partition, self.opts)
 
 
@@ -246,7 +246,7 @@ def _scan_fairly(scanners: Mapping[str, _Scanner], budget: int | None) -> None:
         for shard_id in list(active):
             if left is not None and left <= 0:
                 break
-            found = scanners[shard_id].advance(share if left is None else min(share, left))
+            found = scanners[shard_id].advance(None if left is None else min(share or 1, left))
             if left is not None:
                 left -= found
             if scanners[shard_id].finished:
@@ -301,7 +301,7 @@ class KinesisSource(RecordSource):
     """`spark.readStream.format("sessionize_kinesis").option("uri", "kinesis://STREAM?...")`."""
 
     format = FORMAT
-    reader = KinesisStreamReader
+    stream_reader = KinesisStreamReader
 
 
 def kinesis_stream(spark: SparkSession, uri: str, options: Mapping[str, str]) -> DataFrame:

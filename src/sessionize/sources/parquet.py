@@ -165,7 +165,7 @@ def read_file(path: str, mapping: EventMapping) -> Iterator[pa.RecordBatch]:
     except (OSError, pa.ArrowException) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         error = f"unreadable file: {first} after {rows} rows"
-        one = {name: [None] for name in schema.names}
+        one: dict[str, list[str | None]] = {name: [None] for name in schema.names}
         one.update(error=[error], source=[path])
         yield pa.RecordBatch.from_pydict(one, schema=schema)
 

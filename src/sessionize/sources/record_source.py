@@ -15,7 +15,7 @@ offset is read once per reader, so that the start Spark logs is the one planned 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -31,6 +31,10 @@ class RecordReader(LazyClient, DataSourceStreamReader, SupportsTriggerAvailableN
 
     _initial: dict | None = None  # the initial offset, read once
     _planned: dict | None = None  # the end of the last batch Spark planned with this reader
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        """Each source's reader parses the options Spark hands its data source."""
+        raise NotImplementedError
 
     def first_offset(self) -> dict:
         raise NotImplementedError
@@ -61,7 +65,7 @@ class RecordSource(DataSource):
     """A Python data source of raw records; subclasses name their format and reader."""
 
     format: ClassVar[str]
-    reader: ClassVar[type[RecordReader]]
+    stream_reader: ClassVar[type[RecordReader]]  # not `reader`: DataSource.reader reads a batch
 
     @classmethod
     def name(cls) -> str:
@@ -71,4 +75,4 @@ class RecordSource(DataSource):
         return SPARK_SCHEMA
 
     def streamReader(self, schema) -> DataSourceStreamReader:
-        return self.reader(dict(self.options))
+        return self.stream_reader(dict(self.options))

@@ -64,7 +64,7 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
         if sj.processor is not None:  # keys, rows, next timer
             count, oldest = part.rows.num_rows, keyed.next_timer_us(part.rows, sj.processor)
         else:
-            count = open_sessions(part.rows, sj.rules, sj.layout).num_rows
+            count = open_sessions(part.rows, sj.session_rules, sj.layout).num_rows
             oldest = pc.min(part.rows["event_time"].cast(pa.int64())).as_py()
         out.append(PartitionSummary(
             part.partition, versions, part.users, count,
@@ -87,7 +87,7 @@ def user_sessions(sj: StateJob, user: str, version: int | None = None) -> pa.Tab
         raise ConfigError(f"--user '{user}': this job's user ids are {want} values") from None
     _, _, parts = read_state(sj, version)
     rows = pa.concat_tables([p.rows.filter(pc.equal(p.rows[USER], value)) for p in parts])
-    return open_sessions(rows, sj.rules, sj.layout)
+    return open_sessions(rows, sj.session_rules, sj.layout)
 
 
 def key_state(sj: StateJob, key: str, version: int | None = None) -> pa.Table:
@@ -111,7 +111,7 @@ def export_sessions(sj: StateJob, to: str, version: int | None = None) -> tuple[
     """Write the open sessions at `version` to the Parquet file `to`; (version, rows)."""
     _, version, parts = read_state(sj, version)
     schema = export_schema(sj.layout)
-    tables = [open_sessions(p.rows, sj.rules, sj.layout) for p in parts]
+    tables = [open_sessions(p.rows, sj.session_rules, sj.layout) for p in parts]
     table = pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
     table = table.sort_by([("user_id", "ascending"), ("start_time", "ascending")])
     fs, path = resolve_fs(to)
@@ -150,7 +150,7 @@ def _span(versions: list[int]) -> str:
     return f"{len(versions)} ({versions[0]}..{versions[-1]})"
 
 
-def _commit_times(sj: StateJob) -> dict[int, str]:
+def _commit_times(sj: StateJob) -> dict[int, str | None]:
     """Commit time per version, from the job's progress log (if it is a local file)."""
     if sj.checkpoint:
         path = progress_path(None, sj.checkpoint, "progress.jsonl")

@@ -46,8 +46,17 @@ class StateJob:
 
     @property
     def layout(self) -> Layout:
+        return layout(self.session_mapping)
+
+    @property
+    def session_rules(self) -> SessionRules:
+        assert self.rules is not None, "a session job's"
+        return self.rules
+
+    @property
+    def session_mapping(self) -> EventMapping:
         assert self.mapping is not None, "a session job's"
-        return layout(self.mapping)
+        return self.mapping
 
     @property
     def shape(self) -> Shape:

@@ -93,7 +93,8 @@ def import_spark_state(
                 tx.commit(batch, partition_meta(part, sj.rules, sj.layout))
             pause_point("state-copy-partition", p)
         copied = verify(target, sj.job, batch, tables, sj.layout)
-        target.write_job_settings(sj.job, state_settings(sj.rules, count, sj.mapping))
+        settings = state_settings(sj.session_rules, count, sj.session_mapping)
+        target.write_job_settings(sj.job, settings)
         target.write_job_record(sj.job, batch, record)
         pause_point("before-switch", batch)
         switch_checkpoint(checkpoint, recorded_state(to), count)
@@ -160,7 +161,7 @@ def job_record(sj: StateJob, batch: int) -> dict:
         "version": batch,
         "previous": batch - 1,
         "watermark": watermark,
-        "max_event_time": None if watermark is None else watermark + sj.rules.lateness_us,
+        "max_event_time": None if watermark is None else watermark + sj.session_rules.lateness_us,
         "batch": spark_record.get("batch", {}),
         "totals": spark_record.get("totals", {}),
         "imported_from": sj.state,

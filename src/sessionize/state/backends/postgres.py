@@ -41,7 +41,7 @@ from sessionize.state.backends import postgres_layout as layout
 from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.keyblobs import RowCodec
 from sessionize.state.backends.postgres_layout import copy_chunks, ddl, in_schema, pg_array
-from sessionize.state.backends.postgres_pool import pool_for
+from sessionize.state.backends.postgres_pool import pool_for, scalar
 from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
 from sessionize.state.stored import StoredVersion
@@ -321,9 +321,9 @@ class PostgresBackend(StateBackend):
         conn.execute(
             self._sql("DELETE FROM {versions} WHERE pid = %s AND version > %s"), (pid, after)
         )
-        left = conn.execute(
+        left = scalar(conn.execute(
             self._sql("SELECT EXISTS (SELECT 1 FROM {versions} WHERE pid = %s)"), (pid,)
-        ).fetchone()[0]
+        ))
         if not left:  # nothing restorable remains: drop rows maintenance had kept
             conn.execute(self._sql("DELETE FROM {state} WHERE pid = %s"), (pid,))
         return 4 + (not left)

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from sessionize.state.backends.keyblobs import Encoded
+from sessionize.state.backends.postgres_pool import scalar
 
 TABLES = ("partitions", "versions", "state", "job_records", "job_settings", "fences")
 
@@ -119,7 +120,7 @@ def raise_fence(conn: psycopg.Connection, schema: str, job: str, epoch: int) -> 
         "INSERT INTO {fences} AS f (job, epoch) VALUES (%s, %s) ON CONFLICT (job)"
         " DO UPDATE SET epoch = greatest(f.epoch, EXCLUDED.epoch) RETURNING epoch"
     )  # fmt: skip
-    return conn.execute(query, (job, epoch)).fetchone()[0]
+    return scalar(conn.execute(query, (job, epoch)))
 
 
 def pg_array(keys: np.ndarray) -> str:

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -109,3 +109,10 @@ def pool_for(conninfo: str) -> ConnectionPool:
         if pool is None:
             pool = _POOLS[conninfo] = ConnectionPool(conninfo)
         return pool
+
+
+def scalar(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first value of a query's one row (`SELECT EXISTS ...`, `count(*)`, ...)."""
+    row = cursor.fetchone()
+    assert row is not None, "a query that always returns one row"
+    return row[0]
