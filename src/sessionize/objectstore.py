@@ -15,6 +15,7 @@ import functools
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from sessionize.errors import EnvironmentProblem
@@ -60,7 +61,7 @@ class ObjectStoreUri:
             opts["AWS_REGION"] = region
         return opts
 
-    def client(self):  # -> botocore S3 client
+    def client(self) -> Any:  # a botocore S3 client
         """A boto3 client for what pyarrow cannot do (conditional writes); one per endpoint
         and process, as botocore clients are safe to share between threads."""
         return _client(self.endpoint, os.getpid())

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from time import perf_counter
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import pyarrow as pa
 
@@ -82,7 +82,7 @@ class StateBackend(ABC):
     def from_uri(cls, uri: str, spec: RowSpec | None = None) -> StateBackend:
         """Build from a URI of this backend's scheme; ConfigError on anything unknown."""
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         if self.spec.is_default:
             return (type(self).from_uri, (self.uri,))
         return (type(self).from_uri, (self.uri, self.spec))
@@ -177,7 +177,7 @@ class StateBackend(ABC):
     # ----- the job commit log ------------------------------------------------------------
 
     def write_job_record(
-        self, job: str, version: int, record: dict, *, epoch: int | None = None
+        self, job: str, version: int, record: dict[str, Any], *, epoch: int | None = None
     ) -> None:
         """Store the driver's record (a JSON-able dict) for `version`; overwrites. With
         `epoch`, LeaseLost (and nothing written) if a newer epoch fenced the job."""
@@ -189,7 +189,7 @@ class StateBackend(ABC):
             raise StateError(f"job record of {job} version {version} is not JSON-able: {e}") from e
         self._write_job_record(job, version, body, epoch)
 
-    def read_job_record(self, job: str, version: int) -> dict | None:
+    def read_job_record(self, job: str, version: int) -> dict[str, Any] | None:
         """The record of `version`, or None if there is none."""
         check_job(job)
         check_version(version)
@@ -197,7 +197,7 @@ class StateBackend(ABC):
         if body is None:
             return None
         try:
-            return json.loads(body)
+            return cast(dict[str, Any], json.loads(body))
         except ValueError as e:
             raise StateError(
                 f"job record {job}/{version} in {self.redacted_uri} is unreadable"
@@ -217,7 +217,9 @@ class StateBackend(ABC):
 
     # ----- the job's settings ------------------------------------------------------------
 
-    def write_job_settings(self, job: str, settings: dict, *, epoch: int | None = None) -> None:
+    def write_job_settings(
+        self, job: str, settings: dict[str, Any], *, epoch: int | None = None
+    ) -> None:
         """Store the job's settings (a JSON-able dict): one entry per job, beside its job
         records, which do not repeat them; overwrites. With `epoch`, LeaseLost (and nothing
         written) if a newer epoch fenced the job."""
@@ -228,18 +230,18 @@ class StateBackend(ABC):
             raise StateError(f"settings of job {job} are not JSON-able: {e}") from e
         self._write_job_settings(job, body, epoch)
 
-    def read_job_settings(self, job: str) -> dict | None:
+    def read_job_settings(self, job: str) -> dict[str, Any] | None:
         """The job's settings entry, or None if there is none."""
         check_job(job)
         body = self._read_job_settings(job)
         if body is None:
             return None
         try:
-            return json.loads(body)
+            return cast(dict[str, Any], json.loads(body))
         except ValueError as e:
             raise StateError(f"settings of job {job} in {self.redacted_uri} are unreadable") from e
 
-    def recorded_settings(self, job: str) -> dict | None:
+    def recorded_settings(self, job: str) -> dict[str, Any] | None:
         """The settings the job's state was written with: its settings entry or, in a store
         whose job records carry the settings instead, those of the newest record. None for
         a job without either."""
@@ -260,7 +262,7 @@ class StateBackend(ABC):
     @abstractmethod
     def _commit(
         self, stored: StoredVersion, version: int, puts: pa.Table, removes: pa.Int64Array,
-        meta: dict,
+        meta: dict[str, Any],
     ) -> None:  # fmt: skip
         """Publish `version` = `stored`'s version with all rows of each key in `puts`
         replaced by its rows there and the keys in `removes` (disjoint from the keys of

@@ -34,7 +34,7 @@ class CacheEntry:
 
     @property
     def nbytes(self) -> int:
-        return self.state.nbytes
+        return int(self.state.nbytes)
 
 
 class PartitionCache:

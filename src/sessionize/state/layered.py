@@ -19,6 +19,7 @@ earlier keeps reading the layers it was opened on while later commits build new 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +39,7 @@ def _sorted_member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
         return np.zeros(len(values), bool)
     pos = np.searchsorted(sorted_set, values)
     pos[pos == len(sorted_set)] = 0
-    return sorted_set[pos] == values
+    return cast(np.ndarray, sorted_set[pos] == values)
 
 
 def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
@@ -48,13 +49,13 @@ def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     if not total:
         return _EMPTY
     offsets = np.cumsum(counts) - counts
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
+    return cast(np.ndarray, np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts))
 
 
 def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    return column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return cast(np.ndarray, column.cast(pa.int64()).to_numpy(zero_copy_only=False))
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class Layer:
     @property
     def nbytes(self) -> int:
         arrays = (self.unique, self.exp_min, self.exp_keys)  # `keys` is the table's column
-        return self.table.nbytes + sum(a.nbytes for a in arrays)
+        return int(self.table.nbytes + sum(a.nbytes for a in arrays))
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -180,12 +181,12 @@ class Lease:
             pass  # at once for a restart on this host; the failure that ended the run shows
         self.holder = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # A copy (the foreachBatch function over Spark Connect runs on the server) checks
         # and fences with the same holder; the heartbeat stays with the driver that took it.
         return {**self.__dict__, "_stop": None, "_thread": None}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._stop = threading.Event()
 
@@ -193,7 +194,7 @@ class Lease:
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def _beat(self) -> None:
@@ -209,7 +210,7 @@ class Lease:
                 continue
 
 
-def _with(holder: Holder, **changes) -> Holder:
+def _with(holder: Holder, **changes: Any) -> Holder:
     return Holder(**{**asdict(holder), **changes})
 
 

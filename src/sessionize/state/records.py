@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from typing import Any, cast
 
 from sessionize.fs import child, resolve_fs, without_options
 from sessionize.state.lease import Lease, LeaseRecords, lease_records
@@ -26,11 +27,11 @@ class Records(ABC):
     place: str  # as given (with the options that reach it)
 
     @abstractmethod
-    def read(self, name: str) -> dict:
+    def read(self, name: str) -> dict[str, Any]:
         """The record `name`; {} when there is none."""
 
     @abstractmethod
-    def write(self, name: str, record: dict) -> None:
+    def write(self, name: str, record: dict[str, Any]) -> None:
         """Replace the record `name` whole (a reader sees the old one or the new one)."""
 
     @abstractmethod
@@ -55,14 +56,14 @@ class FileRecords(Records):
         self.place = place
         self.fs, self.base = resolve_fs(place)
 
-    def read(self, name: str) -> dict:
+    def read(self, name: str) -> dict[str, Any]:
         try:
             with self.fs.open_input_stream(f"{self.base}/{name}") as f:
-                return json.loads(f.read())
+                return cast(dict[str, Any], json.loads(f.read()))
         except FileNotFoundError:
             return {}
 
-    def write(self, name: str, record: dict) -> None:
+    def write(self, name: str, record: dict[str, Any]) -> None:
         self.fs.create_dir(self.base, recursive=True)
         tmp = f"{self.base}/.{name}.tmp"
         with self.fs.open_output_stream(tmp) as f:

@@ -63,7 +63,8 @@ def backend_class(scheme: str) -> type[StateBackend]:
             f"the '{scheme}' state store needs extra packages: pip install 'sessionize[{extra}]'"
             f" ({e})"
         ) from e
-    return getattr(module, class_name)
+    backend: type[StateBackend] = getattr(module, class_name)
+    return backend
 
 
 def open_backend(uri: str, spec: RowSpec | None = None) -> StateBackend:

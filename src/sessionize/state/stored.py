@@ -8,7 +8,7 @@ empty state, the hand-over of a commit to the backend).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -23,7 +23,7 @@ class VersionWriter(Protocol):
 
     def _commit(
         self, stored: StoredVersion, version: int, puts: pa.Table, removes: pa.Int64Array,
-        meta: dict,
+        meta: dict[str, Any],
     ) -> None: ...  # fmt: skip
 
 
@@ -37,7 +37,7 @@ class StoredVersion(ABC):
     """
 
     def __init__(self, backend: VersionWriter, job: str, partition: int, version: int,
-                 meta: dict):  # fmt: skip
+                 meta: dict[str, Any]):  # fmt: skip
         self.backend = backend
         self.spec = backend.spec
         self.job = job
@@ -63,7 +63,9 @@ class StoredVersion(ABC):
             return no_keys()
         return self._read_expiring(upto_us)
 
-    def write(self, version: int, puts: pa.Table, removes: pa.Int64Array, meta: dict) -> None:
+    def write(
+        self, version: int, puts: pa.Table, removes: pa.Int64Array, meta: dict[str, Any]
+    ) -> None:
         """Publish `version` on top of this one: see `StateBackend._commit`."""
         self.backend._commit(self, version, puts, removes, meta)
 

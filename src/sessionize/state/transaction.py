@@ -23,8 +23,9 @@ import datetime as dt
 import enum
 import functools
 import json
+from collections.abc import Callable
 from time import perf_counter
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,11 +81,17 @@ class WriteBuffer:
         return self.puts.filter(mask).column(self.spec.key).combine_chunks().unique()
 
 
-def _operation(method):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _operation(
+    method: Callable[Concatenate[PartitionState, P], R],
+) -> Callable[Concatenate[PartitionState, P], R]:
     """Require an OPEN transaction; any exception fails it for good."""
 
     @functools.wraps(method)
-    def wrapper(self: PartitionState, *args, **kwargs):
+    def wrapper(self: PartitionState, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.state is not TxState.OPEN:
             raise StateError(
                 f"state transaction of {self.job}/{self.partition} at version {self.version}"
@@ -126,7 +133,7 @@ class PartitionState:
         return self._stored.version
 
     @property
-    def meta(self) -> dict:
+    def meta(self) -> dict[str, Any]:
         """The dict committed with the loaded version ({} for -1)."""
         return self._stored.meta
 
@@ -183,7 +190,7 @@ class PartitionState:
             self._buffer.remove(keys)
 
     @_operation
-    def commit(self, version: int, meta: dict | None = None) -> None:
+    def commit(self, version: int, meta: dict[str, Any] | None = None) -> None:
         """Publish the staged writes as `version` (> the loaded version), with `meta`
         (a JSON-able dict), atomically. Committing a version that already exists replaces
         it (a re-executed batch), and supersedes any later versions."""
@@ -236,7 +243,7 @@ class PartitionState:
     def __enter__(self) -> PartitionState:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.state is TxState.OPEN:
             self.abort()
 

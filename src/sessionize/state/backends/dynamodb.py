@@ -71,7 +71,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode, urlsplit
 
 import numpy as np
@@ -201,7 +201,9 @@ class DynamoDBBackend(StateBackend):
     def check(self) -> None:
         self.client.ensure_table()
 
-    def _records(self, job: str, partition: int, metrics: StateMetrics | None) -> dict[int, dict]:
+    def _records(
+        self, job: str, partition: int, metrics: StateMetrics | None
+    ) -> dict[int, dict[str, Any]]:
         """The version records of a partition: version -> item."""
         what = f"reading versions of {job}/{partition}"
         items = self.client.query(partition_pk(job, partition), metrics, what, prefix="v")
@@ -251,10 +253,10 @@ class DynamoDBBackend(StateBackend):
         job, partition = stored.job, stored.partition
         need = [(key_pk(job, partition, k), sk) for k, e in entries for sk in e.chunk_sks()]
         chunks = self.client.get_items(need, stored.metrics, "reading big values") if need else {}
-        out = []
+        out: list[bytes] = []
         for k, e in entries:
             if not e.chunks:
-                out.append(e.value)
+                out.append(cast(bytes, e.value))  # held in the entry itself
                 continue
             parts = [chunks.get((key_pk(job, partition, k), sk)) for sk in e.chunk_sks()]
             if any(c is None for c in parts):
@@ -262,14 +264,20 @@ class DynamoDBBackend(StateBackend):
                     f"state of key {k} in {job}/partition={partition} at version {e.version} is"
                     " incomplete: a chunk item is missing"
                 )
-            value = b"".join(c["d"]["B"] for c in parts)
+            value = b"".join(c["d"]["B"] for c in parts if c is not None)
             stored.metrics.bytes_read += len(value)
             out.append(value)
         return out
 
     def _commit(
-        self, stored: DynamoDBVersion, version: int, puts: pa.Table, removes: pa.Array, meta: dict
+        self,
+        stored: StoredVersion,
+        version: int,
+        puts: pa.Table,
+        removes: pa.Array,
+        meta: dict[str, Any],
     ) -> None:
+        assert isinstance(stored, DynamoDBVersion)  # what this backend's _open_version made
         job, partition, base = stored.job, stored.partition, stored.version
         metrics = stored.metrics
         what = f"committing version {version} of {job}/{partition}"
@@ -307,7 +315,7 @@ class DynamoDBBackend(StateBackend):
             )
         ]
         changes += [(k, Entry(version, token, 0, -1, 0, None)) for k in removed.tolist()]
-        writes: list[dict] = []
+        writes: list[dict[str, Any]] = []
         if not records:  # the partition's first version (again): list the partition
             writes.append(put_request({"pk": job, "sk": partition_sk(partition)}))
         stale: list[tuple[str, str]] = []
@@ -328,6 +336,7 @@ class DynamoDBBackend(StateBackend):
             xe, old_xe = lowest_expiry(entries), old.lowest_expiry()
             index_writes += 0 if xe == old_xe else 1 if None in (xe, old_xe) else 2
             if lowers(old, entries, seen):
+                assert xe is not None  # lowered: it holds a value
                 lowered.append((k, xe))
             if new.removed:
                 gone.append(k)
@@ -408,7 +417,9 @@ class DynamoDBBackend(StateBackend):
         self._put_job_item(job, {"sk": JOB_SETTINGS_SK, "js": body}, epoch,
                            f"writing the settings of job {job}")  # fmt: skip
 
-    def _put_job_item(self, job: str, attributes: dict, epoch: int | None, what: str) -> None:
+    def _put_job_item(
+        self, job: str, attributes: dict[str, Any], epoch: int | None, what: str
+    ) -> None:
         """Put an item of the job's log (a record, the settings) unless fenced."""
         fence.check_fence(self.client, job, job, epoch, None)
         item = put_request({"pk": job, **attributes})
@@ -445,7 +456,7 @@ class DynamoDBVersion(StoredVersion):
     """A partition at a version: key items are read on demand and kept for the commit."""
 
     def __init__(self, backend: DynamoDBBackend, job: str, partition: int, version: int,
-                 meta: dict, seen: History = NO_HISTORY):  # fmt: skip
+                 meta: dict[str, Any], seen: History = NO_HISTORY):  # fmt: skip
         super().__init__(backend, job, partition, version, meta)
         self.backend: DynamoDBBackend = backend
         self.seen = seen

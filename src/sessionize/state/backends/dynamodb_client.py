@@ -47,7 +47,7 @@ class BatchedClient:
         self._lock = threading.Lock()
 
     @property
-    def client(self):
+    def client(self) -> Any:  # a boto3 DynamoDB client
         pid = os.getpid()
         if self._client is None or self._client_pid != pid:
             with self._lock:
@@ -93,7 +93,7 @@ class BatchedClient:
         if self._ready:
             return
 
-        def ensure(client) -> None:
+        def ensure(client: Any) -> None:
             # Errors are told apart by code: the classes under client.exceptions are built
             # lazily and may differ between threads that raced to build them.
             name, hash_key, range_key = self.index
@@ -146,31 +146,35 @@ class BatchedClient:
         self.call(f"opening table {self.table}", ensure)
         self._ready = True
 
-    def parallel(self, work: Callable[[Any], Any], chunks: list) -> list:
+    def parallel(self, work: Callable[[Any], Any], chunks: list[Any]) -> list[Any]:
         """[work(chunk) for chunk in chunks], on the worker threads."""
         if len(chunks) <= 1:
             return [work(c) for c in chunks]
         self.client  # noqa: B018 - a forked child gets its own client and threads first
+        assert self._executor is not None  # made above for more than one chunk
         return list(self._executor.map(work, chunks))
 
     def get_items(
         self, keys: list[tuple[str, str]], metrics: StateMetrics | None, what: str
-    ) -> dict[tuple[str, str], dict]:
+    ) -> dict[tuple[str, str], dict[str, Any]]:
         """Items by (pk, sk), read consistently, 100 per BatchGetItem, retrying unprocessed
         keys with backoff."""
         self.ensure_table()
         chunks = [keys[i : i + GET_BATCH] for i in range(0, len(keys), GET_BATCH)]
 
-        def get(chunk: list[tuple[str, str]]) -> tuple[list[dict], int]:
+        def get(chunk: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], int]:
             request = {
                 self.table: {
                     "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in chunk],
                     "ConsistentRead": True,
                 }
             }
-            found: list[dict] = []
+            found: list[dict[str, Any]] = []
             for attempt in range(MAX_ATTEMPTS):
-                reply = self.call(what, lambda c, r=request: c.batch_get_item(RequestItems=r))
+                def get(c: Any, r: dict[str, Any] = request) -> Any:
+                    return c.batch_get_item(RequestItems=r)
+
+                reply = self.call(what, get)
                 found += reply.get("Responses", {}).get(self.table, [])
                 request = reply.get("UnprocessedKeys") or {}
                 if not request:
@@ -178,7 +182,7 @@ class BatchedClient:
                 _backoff(attempt)
             raise StateError(f"DynamoDB state store {self.where}: {what}: keys stayed unprocessed")
 
-        out: dict[tuple[str, str], dict] = {}
+        out: dict[tuple[str, str], dict[str, Any]] = {}
         for found, trips in self.parallel(get, chunks):
             if metrics is not None:
                 metrics.round_trips += trips
@@ -187,7 +191,9 @@ class BatchedClient:
                 out[(item["pk"]["S"], item["sk"]["S"])] = item
         return out
 
-    def write(self, requests: list[dict], metrics: StateMetrics | None, what: str) -> None:
+    def write(
+        self, requests: list[dict[str, Any]], metrics: StateMetrics | None, what: str
+    ) -> None:
         """PutRequest/DeleteRequest entries, 25 per BatchWriteItem (in parallel), retrying
         unprocessed items with backoff. Order among them is not kept."""
         if not requests:
@@ -195,17 +201,18 @@ class BatchedClient:
         self.ensure_table()
         chunks = [requests[i : i + WRITE_BATCH] for i in range(0, len(requests), WRITE_BATCH)]
 
-        def write(chunk: list[dict]) -> int:
+        def write(chunk: list[dict[str, Any]]) -> int:
             pending = {self.table: chunk}
             for attempt in range(MAX_ATTEMPTS):
-                reply = self.call(what, lambda c, r=pending: c.batch_write_item(RequestItems=r))
+                def put(c: Any, r: dict[str, Any] = pending) -> Any:
+                    return c.batch_write_item(RequestItems=r)
+
+                reply = self.call(what, put)
                 pending = reply.get("UnprocessedItems") or {}
                 if not pending:
                     return attempt + 1
                 _backoff(attempt)
-            raise StateError(
-                f"DynamoDB state store {self.where}: {what}: items stayed unprocessed"
-            )
+            raise StateError(f"DynamoDB state store {self.where}: {what}: items stayed unprocessed")
 
         trips = sum(self.parallel(write, chunks))
         if metrics is not None:
@@ -215,8 +222,8 @@ class BatchedClient:
 
     def query(self, pk: str, metrics: StateMetrics | None, what: str, *, below: str | None = None,
               prefix: str | None = None, projection: str | None = None,
-              on_index: bool = False, where: tuple[str, dict] | None = None
-              ) -> list[dict]:  # fmt: skip
+              on_index: bool = False, where: tuple[str, dict[str, Any]] | None = None
+              ) -> list[dict[str, Any]]:  # fmt: skip
         """All items of `pk` (with sk < `below`, or sk beginning with `prefix`; those the
         filter `where` = (expression, its values) keeps), consistently; `on_index`: of the
         index, by its hash and range key (eventually consistent: the only reads an index
@@ -224,7 +231,7 @@ class BatchedClient:
         self.ensure_table()
         hash_key, range_key = self.index[1:] if on_index else ("pk", "sk")
         condition = f"{hash_key} = :pk"
-        values: dict[str, dict] = {":pk": {"S": pk}}
+        values: dict[str, dict[str, Any]] = {":pk": {"S": pk}}
         if below is not None and prefix is not None:
             condition += f" AND {range_key} BETWEEN :lo AND :sk"  # `below` itself is no key
             values[":lo"] = {"S": prefix}
@@ -248,9 +255,9 @@ class BatchedClient:
             values.update(where[1])
         if projection:
             request["ProjectionExpression"] = projection
-        items: list[dict] = []
+        items: list[dict[str, Any]] = []
         while True:
-            reply = self.call(what, lambda c, r=dict(request): c.query(**r))
+            reply = self.call(what, lambda c: c.query(**request))
             if metrics is not None:
                 metrics.round_trips += 1
             items += reply.get("Items", [])
@@ -258,15 +265,16 @@ class BatchedClient:
                 return items
             request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
-    def put_one(self, item: dict, what: str, *, condition: str | None = None,
-                values: dict | None = None) -> bool:  # fmt: skip
+    def put_one(self, item: dict[str, Any], what: str, *, condition: str | None = None,
+                values: dict[str, Any] | None = None) -> bool:  # fmt: skip
         """PutItem of an item in the wire format ({"pk": {"S": ...}, ...}); with a
         `condition` (and its `values`), False and nothing written where it does not hold."""
         self.ensure_table()
         request: dict[str, Any] = {"TableName": self.table, "Item": item}
         if condition is not None:
             request.update(ConditionExpression=condition, ExpressionAttributeValues=values or {})
-        return self.call(what, lambda c: _unless_condition_fails(lambda: c.put_item(**request)))
+        put = self.call(what, lambda c: _unless_condition_fails(lambda: c.put_item(**request)))
+        return bool(put)
 
     def raise_number(self, pk: str, sk: str, attribute: str, value: int, what: str) -> int:
         """Set a number attribute to max(its value, `value`) in one conditional update; the
@@ -298,14 +306,14 @@ def count(metrics: StateMetrics, name: str, n: int) -> None:
     metrics.extra[name] = metrics.extra.get(name, 0) + n
 
 
-def request_bytes(request: dict) -> int:
+def request_bytes(request: dict[str, Any]) -> int:
     """The size DynamoDB bills for the item a Put or Delete request writes: attribute names
     and values (numbers counted by their digits)."""
     put = request.get("PutRequest")
     item = put["Item"] if put else request["DeleteRequest"]["Key"]
     size = 0
     for name, value in item.items():
-        (kind, v), = value.items()
+        ((kind, v),) = value.items()
         size += len(name.encode()) + (len(v) if kind == "B" else len(str(v).encode()))
     return size
 
@@ -322,7 +330,7 @@ def _unless_condition_fails(request: Callable[[], Any]) -> bool:
 
 
 def _error_code(e: botocore.exceptions.ClientError) -> str:
-    return e.response.get("Error", {}).get("Code", "")
+    return str(e.response.get("Error", {}).get("Code", ""))
 
 
 def _backoff(attempt: int) -> None:

@@ -12,6 +12,8 @@ fence before it opened any state, so its own commit of that version, later, repl
 
 from __future__ import annotations
 
+from typing import Any
+
 from sessionize.state.backends.dynamodb_client import BatchedClient
 from sessionize.state.base import fenced_error
 from sessionize.state.metrics import StateMetrics
@@ -40,7 +42,7 @@ def check_fence(
 
 
 def put_unless_newer(
-    client: BatchedClient, item: dict, job: str, epoch: int | None, what: str
+    client: BatchedClient, item: dict[str, Any], job: str, epoch: int | None, what: str
 ) -> None:
     """Put a version or job record carrying `epoch`, unless a newer epoch wrote it."""
     mine = epoch or 0

@@ -43,6 +43,7 @@ record of its version (`History`); a key's value at V is its newest entry that c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ class History:
 NO_HISTORY = History({}, None)
 
 
-def history(records: dict[int, dict], upto: int) -> History:
+def history(records: dict[int, dict[str, Any]], upto: int) -> History:
     """The history seen from version `upto` (-1: nothing counts), given the version records
     (version -> item)."""
     if upto == EMPTY_VERSION or not records:
@@ -190,7 +191,7 @@ def lowest_expiry(entries: list[Entry]) -> int | None:
     return min((e.expiry for e in entries if not e.removed), default=None)
 
 
-def parse_key_item(key: int, raw: dict | None) -> KeyItem:
+def parse_key_item(key: int, raw: dict[str, Any] | None) -> KeyItem:
     item = KeyItem(key)
     if not raw or "h" not in raw:
         return item
@@ -223,9 +224,9 @@ def needed_entries(old: KeyItem, base: int, seen: History) -> list[Entry]:
 # ----- write requests ---------------------------------------------------------------------------
 
 
-def put_request(attributes: dict) -> dict:
+def put_request(attributes: dict[str, Any]) -> dict[str, Any]:
     """A PutRequest of an item given as {name: bytes | int | str}."""
-    item = {}
+    item: dict[str, dict[str, Any]] = {}
     for name, value in attributes.items():
         if isinstance(value, bytes):
             item[name] = {"B": value}
@@ -236,11 +237,11 @@ def put_request(attributes: dict) -> dict:
     return {"PutRequest": {"Item": item}}
 
 
-def delete_request(pk: str, sk: str) -> dict:
+def delete_request(pk: str, sk: str) -> dict[str, Any]:
     return {"DeleteRequest": {"Key": {"pk": {"S": pk}, "sk": {"S": sk}}}}
 
 
-def key_item_request(job: str, partition: int, key: int, entries: list[Entry]) -> dict:
+def key_item_request(job: str, partition: int, key: int, entries: list[Entry]) -> dict[str, Any]:
     """The put of a key item holding `entries`, with its expiry index attributes."""
     listing = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
     inline = b"".join(e.value for e in entries if e.value is not None) or b"-"
@@ -253,7 +254,7 @@ def key_item_request(job: str, partition: int, key: int, entries: list[Entry]) -
     return {"PutRequest": {"Item": item}}
 
 
-def key_writes(job: str, partition: int, key: int, entries: list[Entry]) -> list[dict]:
+def key_writes(job: str, partition: int, key: int, entries: list[Entry]) -> list[dict[str, Any]]:
     """Put requests for the key item with `entries`, moving values out to chunk items if
     the item would be too big."""
     pk = key_pk(job, partition, key)
@@ -293,15 +294,17 @@ def lowers(old: KeyItem, entries: list[Entry], seen: History) -> bool:
     return before is None or new < before or not all(seen.counts(e) for e in old.entries)
 
 
-def change_requests(job: str, partition: int, version: int, token: str,
-                    lowered: list[tuple[int, int]], removed: list[int]) -> list[dict]:  # fmt: skip
+def change_requests(
+    job: str, partition: int, version: int, token: str, lowered: list[tuple[int, int]],
+    removed: list[int],
+) -> list[dict[str, Any]]:
     """The change items of an attempt: (key, new xe) of the keys it lowered, by xe, with the
     lowest xe of the item as xm (N, if it holds any); keys it removed."""
     pairs = np.array(sorted(lowered, key=lambda p: p[1]), dtype="<i8").reshape(-1, 2)
     gone = np.array(removed, dtype="<i8")
     n, out = CHANGES_PER_ITEM, []
     for i in range(0, max(len(lowered), len(removed)), n):
-        item = {
+        item: dict[str, Any] = {
             "pk": partition_pk(job, partition), "sk": change_sk(version, token, i // n),
             "lo": pairs[i : i + n].tobytes() or b"-", "rm": gone[i : i + n].tobytes() or b"-",
         }  # fmt: skip
@@ -311,7 +314,7 @@ def change_requests(job: str, partition: int, version: int, token: str,
     return out
 
 
-def parse_change(item: dict) -> tuple[int, str, dict[int, int], list[int]]:
+def parse_change(item: dict[str, Any]) -> tuple[int, str, dict[int, int], list[int]]:
     """(version, token, {key: xe} lowered, keys removed) of a change item."""
     version, token, _ = item["sk"]["S"][1:].split(".")
     lo, rm = (item.get(a, {}).get("B", b"-") for a in ("lo", "rm"))
@@ -322,7 +325,7 @@ def parse_change(item: dict) -> tuple[int, str, dict[int, int], list[int]]:
 
 def intent_requests(
     job: str, partition: int, version: int, token: str, keys: np.ndarray
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The intent items of an attempt that may touch `keys`."""
     per_item = CHUNK_BYTES // 8
     return [
@@ -334,7 +337,8 @@ def intent_requests(
     ]  # fmt: skip
 
 
-def intent_keys(intent: dict) -> list[int]:
+def intent_keys(intent: dict[str, Any]) -> list[int]:
     """The keys an intent item lists."""
     data = intent["ks"]["B"]
-    return np.frombuffer(b"" if data == b"-" else data, dtype="<i8").tolist()
+    keys: list[int] = np.frombuffer(b"" if data == b"-" else data, dtype="<i8").tolist()
+    return keys

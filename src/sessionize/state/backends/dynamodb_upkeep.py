@@ -4,6 +4,8 @@ retained version sees (see `dynamodb` for when each runs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sessionize.state.backends.dynamodb_client import BatchedClient
 from sessionize.state.backends.dynamodb_layout import (
     INDEX_SHARDS,
@@ -55,7 +57,7 @@ def drop_items(
 
 
 def bury(client: BatchedClient, job: str, partition: int, keys: set[int],
-         records: dict[int, dict], keep_from: int) -> None:  # fmt: skip
+         records: dict[int, dict[str, Any]], keep_from: int) -> None:  # fmt: skip
     """Delete the items of the keys removed at or before keep_from that no retained
     version sees."""
     what = f"maintenance of {job}/{partition}"

@@ -253,8 +253,14 @@ class FilesBackend(FilesIO, StateBackend):
         return stored
 
     def _commit(
-        self, stored: FilesVersion, version: int, puts: pa.Table, removes: pa.Array, meta: dict
+        self,
+        stored: StoredVersion,
+        version: int,
+        puts: pa.Table,
+        removes: pa.Array,
+        meta: dict[str, Any],
     ) -> None:
+        assert isinstance(stored, FilesVersion)  # what this backend's _open_version made
         spec = self.spec
         job, partition = stored.job, stored.partition
         metrics = stored.metrics
@@ -405,9 +411,10 @@ class FilesBackend(FilesIO, StateBackend):
         for info in listing:
             data = DATA_FILE.match(info.base_name)
             temp = TEMP_FILE.match(info.base_name)
-            if not (data or temp):
+            found = data or temp
+            if found is None:
                 continue
-            v = int((data or temp).group(1))
+            v = int(found.group(1))
             if data and v in needed and live.get(v) == data.group(2):
                 continue
             young = info.mtime is not None and now - info.mtime.timestamp() < ORPHAN_GRACE_S

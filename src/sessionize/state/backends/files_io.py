@@ -35,7 +35,6 @@ def count_calls(io: StateMetrics | None, calls: int = 1) -> None:
 class FilesIO:
     """File operations of the `files` store on its filesystem `_fs` below `_root`."""
 
-    uri: str
     redacted_uri: str  # the uri for messages (StateBackend's)
     location: str
     _fs: pafs.FileSystem
@@ -73,7 +72,7 @@ class FilesIO:
         count_calls(io)
         try:
             with self._fs.open_input_stream(path) as f:
-                data = f.read()
+                data: bytes = f.read()
             if io is not None:
                 io.bytes_read += len(data)
             return data

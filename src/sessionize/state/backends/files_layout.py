@@ -24,6 +24,7 @@ digits, new for every commit.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
@@ -93,18 +94,18 @@ class CommitRecord:
     kind: str  # "delta" | "snapshot"
     file: str
     depth: int  # deltas since the last snapshot (0 for a snapshot)
-    meta: dict
+    meta: dict[str, Any]
     rows: int
     keys: int
     bytes: int
     chain_rows: int = 0  # rows in the deltas since the snapshot, this one's included
 
-    def to_json(self, **extra: Any) -> bytes:
+    def to_json(self, **extra: Any) -> builtins.bytes:  # `bytes` is a field here
         body = {"format": FORMAT, **self.__dict__, **extra}
         return json.dumps(body, sort_keys=True, allow_nan=False).encode()
 
     @classmethod
-    def from_json(cls, data: bytes, where: str) -> CommitRecord:
+    def from_json(cls, data: builtins.bytes, where: str) -> CommitRecord:
         try:
             body = json.loads(data)
             if body.get("format") != FORMAT:

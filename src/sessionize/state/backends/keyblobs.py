@@ -27,7 +27,9 @@ loop: correct for any schema, but slower; `RowCodec.vectorized` tells which path
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -82,7 +84,8 @@ class Encoded:
         return int(sum(_data_size(c) for c in self.blobs.chunks))
 
     def blob_list(self) -> list[bytes]:
-        return self.blobs.to_pylist()
+        blobs: list[bytes] = self.blobs.to_pylist()
+        return blobs
 
 
 class RowCodec:
@@ -174,7 +177,7 @@ class RowCodec:
 
     # ----- decode ----------------------------------------------------------------------
 
-    def decode(self, keys: np.ndarray, blobs: pa.Array | pa.ChunkedArray | list) -> pa.Table:
+    def decode(self, keys: np.ndarray, blobs: pa.Array | pa.ChunkedArray | list[Any]) -> pa.Table:
         """The rows of `keys` from their blobs (aligned, no nulls), grouped by key in that
         order. StateError if a blob is not one of this spec's."""
         keys = np.asarray(keys, dtype=np.int64)
@@ -338,7 +341,7 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
     return out
 
 
-def _segment(data, offsets: np.ndarray, base: int = 0) -> pa.Array:
+def _segment(data: Any, offsets: np.ndarray, base: int = 0) -> pa.Array:
     """A binary array over `data[base:]` (numpy uint8 array or pa.Buffer) whose element i is
     bytes offsets[i]..offsets[i+1] (relative to base): no copy."""
     buf = data if isinstance(data, pa.Buffer) else pa.py_buffer(np.ascontiguousarray(data))
@@ -391,7 +394,9 @@ def _flat(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(_var_data(arr), dtype=np.uint8)[offs[0] : offs[-1]]
 
 
-def _chunk_bounds(table: pa.Table, starts: np.ndarray, counts: np.ndarray):
+def _chunk_bounds(
+    table: pa.Table, starts: np.ndarray, counts: np.ndarray
+) -> Iterator[tuple[int, int]]:
     """Key ranges [lo, hi) whose rows take at most ~_CHUNK_BYTES in memory."""
     nkeys = len(starts)
     if table.nbytes <= _CHUNK_BYTES or nkeys <= 1:

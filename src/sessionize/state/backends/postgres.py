@@ -24,10 +24,11 @@ ended.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import numpy as np
@@ -94,7 +95,7 @@ class PostgresBackend(StateBackend):
         user = unquote(parts.username) if parts.username else None
         # a recorded URI's masked password: the client finds it (PGPASSWORD, ~/.pgpass)
         masked = parts.password in (None, MASK)
-        self._password = None if masked else unquote(parts.password)
+        self._password = None if masked or parts.password is None else unquote(parts.password)
         netloc = ""
         if user is not None:
             netloc = quote(user, safe="")
@@ -174,8 +175,9 @@ class PostgresBackend(StateBackend):
         ).fetchone()
         if row is None:
             return None
-        self._partition_ids[(job, partition)] = row[0]
-        return row[0]
+        found: int = row[0]
+        self._partition_ids[(job, partition)] = found
+        return found
 
     def _lock_partition(self, conn: psycopg.Connection, pid: int) -> None:
         """Serialize the writers of a partition until the end of the SQL transaction."""
@@ -210,7 +212,7 @@ class PostgresBackend(StateBackend):
         if version == EMPTY_VERSION:
             return PostgresVersion(self, job, partition, version, {}, None, 0, 0)
 
-        def load(conn: psycopg.Connection):
+        def load(conn: psycopg.Connection) -> tuple[Any, list[int] | None]:
             row = conn.execute(
                 self._sql(
                     "SELECT p.pid, v.meta::text, v.keys, v.bytes FROM {versions} v"
@@ -230,8 +232,14 @@ class PostgresBackend(StateBackend):
         return stored
 
     def _commit(
-        self, stored: PostgresVersion, version: int, puts: pa.Table, removes: pa.Array, meta: dict
+        self,
+        stored: StoredVersion,
+        version: int,
+        puts: pa.Table,
+        removes: pa.Array,
+        meta: dict[str, Any],
     ) -> None:
+        assert isinstance(stored, PostgresVersion)  # what this backend's _open_version made
         job, partition, base = stored.job, stored.partition, stored.version
         encoded = self.codec.encode(puts)
         changed = np.concatenate([encoded.keys, removes.to_numpy(zero_copy_only=False)])
@@ -241,6 +249,7 @@ class PostgresBackend(StateBackend):
             trips = 0
             with conn.transaction():
                 pid = self._partition_id(conn, job, partition, create=True)
+                assert pid is not None  # created if missing
                 self._lock_partition(conn, pid)
                 trips += self._check_fence(conn, job, stored.epoch)
                 rows = conn.execute(
@@ -261,7 +270,7 @@ class PostgresBackend(StateBackend):
                     later = True  # the empty state: whatever is stored goes
                 if later:
                     trips += self._drop_after(conn, pid, base)
-                closed, closed_bytes = conn.execute(
+                closed_row = conn.execute(
                     self._sql(
                         "WITH c AS (UPDATE {state} SET valid_to = %s"
                         " WHERE pid = %s AND valid_to IS NULL AND key = ANY(%s::bigint[])"
@@ -270,6 +279,8 @@ class PostgresBackend(StateBackend):
                     ),
                     (version, pid, pg_array(changed)),
                 ).fetchone()
+                assert closed_row is not None  # an aggregate: one row
+                closed, closed_bytes = closed_row
                 trips += 1
                 written = 0
                 if len(encoded.keys):
@@ -321,9 +332,11 @@ class PostgresBackend(StateBackend):
         conn.execute(
             self._sql("DELETE FROM {versions} WHERE pid = %s AND version > %s"), (pid, after)
         )
-        left = scalar(conn.execute(
-            self._sql("SELECT EXISTS (SELECT 1 FROM {versions} WHERE pid = %s)"), (pid,)
-        ))
+        left = scalar(
+            conn.execute(
+                self._sql("SELECT EXISTS (SELECT 1 FROM {versions} WHERE pid = %s)"), (pid,)
+            )
+        )
         if not left:  # nothing restorable remains: drop rows maintenance had kept
             conn.execute(self._sql("DELETE FROM {state} WHERE pid = %s"), (pid,))
         return 4 + (not left)
@@ -379,7 +392,7 @@ class PostgresBackend(StateBackend):
                                   f"writing the settings of job {job}")  # fmt: skip
 
     def _write_unless_fenced(self, job: str, epoch: int | None, query: sql.Composed,
-                             params: tuple, what: str) -> None:  # fmt: skip
+                             params: tuple[Any, ...], what: str) -> None:  # fmt: skip
         """Run the write `query` of the job's log (a record, the settings) in a transaction
         that first checks the fence."""
 
@@ -415,7 +428,6 @@ class PostgresBackend(StateBackend):
         return self._run(f"reading the fence of {job}",
                          lambda c: layout.fence_of(c, self.schema, job, lock=False))  # fmt: skip
 
-
     def _read_job_record(self, job: str, version: int) -> str | None:
         query = self._sql("SELECT record::text FROM {job_records} WHERE job = %s AND version = %s")
         row = self._run(f"reading job record {job}/{version}",
@@ -440,7 +452,7 @@ class PostgresVersion(StoredVersion):
     """A partition at a version: reads are SQL queries on the rows valid at that version."""
 
     def __init__(self, backend: PostgresBackend, job: str, partition: int, version: int,
-                 meta: dict, pid: int | None, keys: int, nbytes: int):  # fmt: skip
+                 meta: dict[str, Any], pid: int | None, keys: int, nbytes: int):  # fmt: skip
         super().__init__(backend, job, partition, version, meta)
         self.backend: PostgresBackend = backend
         self.pid = pid
@@ -463,7 +475,7 @@ class PostgresVersion(StoredVersion):
             params = (self.pid, pg_array(chunk), version, version)
             got = backend._run(
                 f"reading {len(chunk)} keys of {self.job}/{self.partition} at version {version}",
-                lambda c, p=params: c.cursor(binary=True).execute(query, p).fetchone(),
+                functools.partial(_binary_row, query=query, params=params),
             )
             self.metrics.round_trips += 1
             found = np.frombuffer(got[0], dtype=">i8").astype(np.int64)
@@ -493,7 +505,14 @@ class PostgresVersion(StoredVersion):
         params = {"pid": self.pid, "upto": upto_us, "v": self.version}
         got = backend._run(
             f"reading expiring keys of {self.job}/{self.partition}",
-            lambda c: c.cursor(binary=True).execute(query, params).fetchone(),
+            functools.partial(_binary_row, query=query, params=params),
         )
         self.metrics.round_trips += 1
         return pa.array(np.frombuffer(got[0], dtype=">i8").astype(np.int64))
+
+
+def _binary_row(conn: psycopg.Connection, *, query: sql.Composed, params: Any) -> tuple[Any, ...]:
+    """The one row of an aggregate query, its values in binary."""
+    row = conn.cursor(binary=True).execute(query, params).fetchone()
+    assert row is not None  # an aggregate: one row
+    return row

@@ -120,7 +120,7 @@ def raise_fence(conn: psycopg.Connection, schema: str, job: str, epoch: int) -> 
         "INSERT INTO {fences} AS f (job, epoch) VALUES (%s, %s) ON CONFLICT (job)"
         " DO UPDATE SET epoch = greatest(f.epoch, EXCLUDED.epoch) RETURNING epoch"
     )  # fmt: skip
-    return scalar(conn.execute(query, (job, epoch)))
+    return int(scalar(conn.execute(query, (job, epoch))))
 
 
 def pg_array(keys: np.ndarray) -> str:
@@ -130,7 +130,7 @@ def pg_array(keys: np.ndarray) -> str:
         return "{}"
     as_text = pc.cast(pa.array(np.asarray(keys, dtype=np.int64)), pa.string())
     joined = pc.binary_join(pa.ListArray.from_arrays([0, len(as_text)], as_text), ",")
-    return "{" + joined[0].as_py() + "}"
+    return "{" + str(joined[0].as_py()) + "}"
 
 
 def copy_chunks(pid: int, version: int, encoded: Encoded) -> Iterator[bytes | memoryview]:

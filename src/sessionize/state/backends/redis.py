@@ -31,8 +31,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -74,6 +76,8 @@ def script_source(name: str) -> str:
     folder = resources.files(__package__) / "redis_scripts"
     return (folder / "common.lua").read_text() + (folder / f"{name}.lua").read_text()
 
+
+T = TypeVar("T")
 
 class _BaseGone(StateError):
     """The version a commit was built on is no longer committed."""
@@ -151,7 +155,7 @@ class RedisBackend(StateBackend):
             self._client = client
         return self._client
 
-    def _call(self, what: str, work):
+    def _call(self, what: str, work: Callable[[redis.Redis], T]) -> T:
         try:
             return work(self.client)
         except redis.ResponseError as e:
@@ -172,17 +176,17 @@ class RedisBackend(StateBackend):
         text = one_line(e, self._password)
         return StateError(f"Redis state store {self.redacted_uri}: {what} failed: {text}")
 
-    def _eval(self, pipe, name: str, keys: list[str], args: list) -> None:
+    def _eval(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
         """Add script `name` to the pipeline (EVALSHA: the pipeline does not check first
         whether the server knows it, which would cost a round trip; `_execute` does)."""
         self.client  # noqa: B018 - registers the scripts with the client
         pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
 
-    def _execute(self, what: str, build) -> list:
+    def _execute(self, what: str, build: Callable[[Any], object]) -> list[Any]:
         """Run the commands `build(pipe)` adds, as one pipeline (one round trip); load the
         scripts and run it again if the server did not know them (after a restart)."""
 
-        def run(r: redis.Redis) -> list:
+        def run(r: redis.Redis) -> list[Any]:
             for attempt in (1, 2):
                 pipe = r.pipeline(transaction=False)
                 build(pipe)
@@ -214,7 +218,7 @@ class RedisBackend(StateBackend):
     def _versions(self, job: str, partition: int) -> list[int]:
         key = self._partition_keys(job, partition)[2]
         got = self._call("listing versions", lambda r: r.zrange(key, 0, -1))
-        return sorted(int(v) for v in got)
+        return sorted(int(cast(bytes, v)) for v in got)
 
     def _partitions(self, job: str) -> list[int]:
         parts = sorted(
@@ -235,7 +239,7 @@ class RedisBackend(StateBackend):
         _, _, versions, info = self._partition_keys(job, partition)
         member = str(version)
 
-        def build(pipe):
+        def build(pipe: Any) -> None:
             pipe.zscore(versions, member)
             pipe.hmget(info, f"m:{member}", f"k:{member}", f"b:{member}")
 
@@ -249,14 +253,20 @@ class RedisBackend(StateBackend):
         return stored
 
     def _commit(
-        self, stored: RedisVersion, version: int, puts: pa.Table, removes: pa.Array, meta: dict
+        self,
+        stored: StoredVersion,
+        version: int,
+        puts: pa.Table,
+        removes: pa.Array,
+        meta: dict[str, Any],
     ) -> None:
+        assert isinstance(stored, RedisVersion)  # what this backend's _open_version made
         job, partition = stored.job, stored.partition
         encoded = self.codec.encode(puts)
         values = values_of(encoded.expiry, encoded.blobs)
         put_keys = key_strings(encoded.keys)
         removed = key_strings(removes.to_numpy(zero_copy_only=False))
-        fields: list = [None] * (2 * (len(put_keys) + len(removed)))
+        fields: list[Any] = [None] * (2 * (len(put_keys) + len(removed)))
         fields[0 : 2 * len(put_keys) : 2] = put_keys
         fields[1 : 2 * len(put_keys) : 2] = values
         fields[2 * len(put_keys) :: 2] = removed
@@ -265,7 +275,7 @@ class RedisBackend(StateBackend):
         meta_text = json.dumps(meta, allow_nan=False)
         keys = [*self._partition_keys(job, partition), stage]
 
-        def build(pipe):
+        def build(pipe: Any) -> None:
             pipe.sadd(self._job_key(job, "parts"), partition)
             for lo in range(0, len(fields), 2 * PAIRS_PER_HSET):
                 pipe.execute_command("HSET", stage, *fields[lo : lo + 2 * PAIRS_PER_HSET])
@@ -328,16 +338,19 @@ class RedisBackend(StateBackend):
 
     def _read_job_settings(self, job: str) -> bytes | None:
         key = self._job_key(job, "job")
-        return self._call(f"reading the settings of job {job}", lambda r: r.hget(key, "settings"))
+        got = self._call(f"reading the settings of job {job}", lambda r: r.hget(key, "settings"))
+        return cast(bytes | None, got)  # the client returns bytes (no decode_responses)
 
     # ----- the fence: a `fence` field in the job's and each partition's hash ---------------
 
     def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
         hashes = [self._job_key(job, "fence")]
         hashes += [self._partition_keys(job, p)[3] for p in partitions]  # their `info`
-        fences = self._execute(f"fencing {job}", lambda pipe: [
-            self._eval(pipe, "fence", [key], ["", str(epoch)]) for key in hashes
-        ])  # fmt: skip
+        def build(pipe: Any) -> None:
+            for key in hashes:
+                self._eval(pipe, "fence", [key], ["", str(epoch)])
+
+        fences = self._execute(f"fencing {job}", build)
         return max(int(f) for f in fences)
 
     def _read_fence(self, job: str) -> int:
@@ -347,7 +360,7 @@ class RedisBackend(StateBackend):
     def _read_job_record(self, job: str, version: int) -> bytes | None:
         key = self._job_key(job, "records")
         what = f"reading job record {job}/{version}"
-        return self._call(what, lambda r: r.hget(key, str(version)))
+        return cast(bytes | None, self._call(what, lambda r: r.hget(key, str(version))))
 
     def _job_versions(self, job: str) -> list[int]:
         key = self._job_key(job, "records")
@@ -366,7 +379,7 @@ def _epoch_arg(epoch: int | None) -> str:
 
 class RedisVersion(StoredVersion):
     def __init__(self, backend: RedisBackend, job: str, partition: int, version: int,
-                 meta: dict, keys: int, nbytes: int):  # fmt: skip
+                 meta: dict[str, Any], keys: int, nbytes: int):  # fmt: skip
         super().__init__(backend, job, partition, version, meta)
         self.backend: RedisBackend = backend
         self.metrics.keys = keys
@@ -378,7 +391,7 @@ class RedisVersion(StoredVersion):
         script_keys = backend._partition_keys(self.job, self.partition)
         args = [backend._undo_prefix(self.job, self.partition), str(self.version)]
 
-        def build(pipe):
+        def build(pipe: Any) -> None:
             for lo in range(0, len(names), KEYS_PER_CALL):
                 backend._eval(pipe, "read", script_keys, [*args, *names[lo : lo + KEYS_PER_CALL]])
 

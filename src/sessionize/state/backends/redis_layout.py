@@ -85,4 +85,6 @@ def values_of(expiry: np.ndarray, blobs: pa.ChunkedArray) -> list[bytes]:
 
 
 def key_strings(keys: np.ndarray) -> list[str]:
-    return pc.cast(pa.array(np.asarray(keys, dtype=np.int64)), pa.string()).to_pylist()
+    as_strings = pc.cast(pa.array(np.asarray(keys, dtype=np.int64)), pa.string())
+    strings: list[str] = as_strings.to_pylist()
+    return strings
