@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, cast
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.events import blocks, json_types
@@ -39,6 +38,7 @@ from sessionize.events.blocks import EXACT
 from sessionize.events.checks import bad_gap, gap_us, lone_surrogate, out_of_range, too_far_ahead
 from sessionize.events.marks import LATEST, RECORDS, marked_schema
 from sessionize.events.packing import PACKED, packed_schema
+from sessionize.events.type_checks import json_schema, leaf, type_of, type_reason
 from sessionize.mapping import MAX_USER_KEY_BYTES, EventMapping
 from sessionize.schema import STATE_USER_KEY, layout
 from sessionize.spark_casts import try_cast
@@ -52,9 +52,6 @@ RECORDS_SCHEMA = "value string, error string, source string"
 # How Spark renders a non-string JSON value read as a string starts: a number, an object,
 # an array; or it is a boolean.
 _NON_STRING_START = ["-", *"0123456789", "{", "["]
-# Every other kind is read as a string: a number as its text (`json_number`), since a
-# DoubleType would refuse numeric strings, and a conversion's value as its JSON text.
-_SPARK_TYPES = {R.INTEGER: T.LongType()}
 # Parsed columns of the default mapping, in the order of schema.EVENT.
 EVENT_COLUMNS = layout().event.names
 
@@ -72,83 +69,6 @@ def fields(mapping: EventMapping | None = None) -> tuple[tuple[str, str], ...]:
     return R.read_fields(mapping)
 
 
-def _json_schema(mapping: EventMapping) -> T.StructType:
-    """The `from_json` schema of every field read, nested as the paths are."""
-    tree: dict = {}
-    for path, kind in fields(mapping):
-        node = tree
-        parts = path.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        if kind != "object":
-            node[parts[-1]] = _SPARK_TYPES.get(kind, T.StringType())
-        else:
-            node.setdefault(parts[-1], {})
-
-    def struct(node: dict) -> T.StructType:
-        return T.StructType(
-            [T.StructField(k, struct(v) if isinstance(v, dict) else v) for k, v in node.items()]
-        )
-
-    top = struct(tree)
-    return top.add(T.StructField("_corrupt_record", T.StringType()))
-
-
-def _leaf(j: Column, path: str) -> Column:
-    col = j
-    for part in path.split("."):
-        col = col[part]
-    return col
-
-
-def _json_path(path: str) -> str:
-    return "$" + "".join(f"['{part}']" for part in path.split("."))
-
-
-def _type_of(v: Column, path: str) -> Column:
-    """Spark's name of the JSON type at `path` of variant `v` ('BIGINT', 'STRING',
-    'OBJECT<...>', 'VOID' for null), or NULL where the path does not exist."""
-    return json_types.type_of(v, _json_path(path), path)  # Spark 3.5: no variant
-
-
-def _is_integer(kind: Column) -> Column:
-    return kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT")
-
-
-def _wrong_type(kind: Column, expected: str, text: Column | None = None) -> Column:
-    ok = {
-        "integer": _is_integer(kind),
-        "string": kind == "STRING",
-        "object": kind.startswith("OBJECT"),
-        "number": N.number_kind(kind),
-    }[expected]
-    if text is not None:  # a number may be a numeric string
-        ok = ok | N.numeric_string(kind, text)
-    return kind.isNotNull() & (kind != "VOID") & ~ok
-
-
-def _type_reason(mapping: EventMapping, value: Column, corrupt: Column, j: Column) -> Column:
-    """The first field read whose JSON type is wrong, as `PATH: expected TYPE`, or NULL. A
-    corrupt record that the exact parse rejects too is not valid JSON (e.g. a raw control
-    character inside a string, which `json_object_keys` skips over). A number may be a
-    string holding one (`j`: the parsed struct, a number field read as its text)."""
-    v = json_types.parsed(value)
-    out = F.when(v.isNull() & corrupt, F.lit("not a JSON object"))
-    for path, expected in fields(mapping):
-        if expected == "any":
-            continue
-        kind = _type_of(v, path)
-        if expected == "integer":  # an integer that does not fit in 64 bits
-            out = out.when(
-                kind.startswith("DECIMAL") & kind.endswith(",0)"),
-                F.lit(f"{path}: integer out of range (64-bit)"),
-            )
-        wrong = F.lit(f"{path}: expected {R.ARTICLE[expected]}")
-        text = _leaf(j, path) if expected == "number" else None
-        out = out.when(_wrong_type(kind, expected, text), wrong)
-    return out
-
-
 def _duplicate(keys: Column) -> Column:
     """The first top-level key that occurs twice, or NULL."""
     # (array_remove takes a column as the element only from Spark 4.0 on)
@@ -161,12 +81,12 @@ def _suspect(mapping: EventMapping, j: Column, ts: Column) -> Column:
     suspect = j["_corrupt_record"].isNotNull() | ts.isNull()
     for path, kind in fields(mapping):
         if kind == "number":  # read as text: anything but a number (or numeric string)
-            text = _leaf(j, path)
+            text = leaf(j, path)
             suspect = suspect | (text.isNotNull() & N.json_number(text).isNull())
             continue
         if kind != "string" or path == mapping.time:
             continue  # a valid ISO time starts with a digit; any other type has no valid time
-        text = _leaf(j, path)
+        text = leaf(j, path)
         looks = F.substring(text, 1, 1).isin(_NON_STRING_START) | text.isin("true", "false")
         suspect = suspect | F.coalesce(looks, F.lit(False))
     return suspect
@@ -174,7 +94,7 @@ def _suspect(mapping: EventMapping, j: Column, ts: Column) -> Column:
 
 def _time(mapping: EventMapping, j: Column) -> tuple[Column, Column]:
     """(the event time as a timestamp or NULL, why a present time is not valid)."""
-    raw = _leaf(j, mapping.time)
+    raw = leaf(j, mapping.time)
     if mapping.time_format == "iso8601":
         ts = F.when(raw.rlike(R.ISO_8601), F.try_to_timestamp(raw))
         return ts, F.lit(f"{mapping.time} is not an ISO-8601 timestamp")
@@ -204,7 +124,7 @@ def _reason(
     """Why a line is invalid, or NULL when it is a valid event; first failing rule wins."""
     corrupt = j["_corrupt_record"].isNotNull()
     dup = _duplicate(keys)
-    user = _leaf(j, mapping.user)
+    user = leaf(j, mapping.user)
     reason = (
         F.when(value.isNull(), F.lit("unreadable record"))
         .when(F.trim(value) == "", F.lit("empty line"))
@@ -214,13 +134,13 @@ def _reason(
         .when(wrong_type.isNotNull(), wrong_type)
         .when(corrupt, F.lit("a field has the wrong type"))
         .when(user.isNull(), F.lit(f"missing {mapping.user}"))
-        .when(_leaf(j, mapping.time).isNull(), F.lit(f"missing {mapping.time}"))
+        .when(leaf(j, mapping.time).isNull(), F.lit(f"missing {mapping.time}"))
         .when(ts.isNull(), bad_time)
         .when(out_of_range(ts), F.lit(R.time_out_of_range(mapping.time)))
-        .when(_leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
+        .when(leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
     )
     if mapping.gap:
-        gap = N.json_number(_leaf(j, mapping.gap))
+        gap = N.json_number(leaf(j, mapping.gap))
         reason = reason.when(bad_gap(gap), F.lit(R.bad_gap(mapping.gap)))
     reason = _conversion_reasons(mapping, value, j, reason)
     user_reason = _user_reason(mapping, user)
@@ -230,15 +150,15 @@ def _reason(
 def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason: Column):
     """A conversion's event whose value is there but neither a JSON number nor a string
     holding one is invalid, named by the value's path; other events' values are not read."""
-    action = F.coalesce(_leaf(j, mapping.action), F.lit("view"))
+    action = F.coalesce(leaf(j, mapping.action), F.lit("view"))
     for c in mapping.content.conversions:
         if not c.value:
             continue
-        kind = _type_of(json_types.parsed(value), c.value)
-        number = N.number_kind(kind) | N.numeric_string(kind, _leaf(j, c.value))
-        mine = (action == c.action) & _leaf(j, c.value).isNotNull()
+        kind = type_of(json_types.parsed(value), c.value)
+        number = N.number_kind(kind) | N.numeric_string(kind, leaf(j, c.value))
+        mine = (action == c.action) & leaf(j, c.value).isNotNull()
         # A number beyond doubles (1e309, or "1e309") reads as Infinity: never a value.
-        as_double = try_cast(_leaf(j, c.value), "double")
+        as_double = try_cast(leaf(j, c.value), "double")
         finite = as_double.isNotNull() & ~F.isnan(as_double) & ~as_double.isin(
             float("inf"), float("-inf")
         )
@@ -454,7 +374,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     (projections before `reason`, `reason` without the time limit, the final projection)."""
     j = F.from_json(
         "value",
-        _json_schema(mapping),
+        json_schema(mapping),
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"},
     )
     # Each step is its own projection, so that what later steps use several times (the
@@ -473,26 +393,26 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     # those with no `value`) there is no field to check; else every such row, having no
     # time, would be suspect and pay for the exact parse of nothing.
     wrong = F.when(F.col("value").isNotNull() & suspect,
-                   _type_reason(mapping, F.col("value"), corrupt, F.col("j")))  # fmt: skip
+                   type_reason(mapping, F.col("value"), corrupt, F.col("j")))  # fmt: skip
     steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
     )
     j = F.col("j")
-    user = _leaf(j, mapping.user)
+    user = leaf(j, mapping.user)
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
-    gap = N.json_number(_leaf(j, mapping.gap)) if mapping.gap else None
+    gap = N.json_number(leaf(j, mapping.gap)) if mapping.gap else None
     output = [
         user.alias("user_id"),
         ts.alias("event_time"),
-        _leaf(j, mapping.page).alias("page"),
-        F.coalesce(_leaf(j, mapping.action), F.lit("view")).alias("action"),
-        *(_leaf(j, path).alias(name) for name, path in mapping.keep),
-        *([_leaf(j, mapping.change_field).alias(CHANGE_COLUMN)] if mapping.change_field else []),
+        leaf(j, mapping.page).alias("page"),
+        F.coalesce(leaf(j, mapping.action), F.lit("view")).alias("action"),
+        *(leaf(j, path).alias(name) for name, path in mapping.keep),
+        *([leaf(j, mapping.change_field).alias(CHANGE_COLUMN)] if mapping.change_field else []),
         *([gap_us(gap).alias(GAP_COLUMN)] if gap is not None else []),
-        *(_leaf(j, path).alias(name) for name, path in mapping.last),
-        *(_leaf(j, path).alias(name) for name, path in mapping.mapped_pairs),
-        *(_leaf(j, c.value).alias(c.value_column) for c in mapping.content.conversions if c.value),
+        *(leaf(j, path).alias(name) for name, path in mapping.last),
+        *(leaf(j, path).alias(name) for name, path in mapping.mapped_pairs),
+        *(leaf(j, c.value).alias(c.value_column) for c in mapping.content.conversions if c.value),
         *key,
         "reason",
         F.when(F.col("reason").isNotNull(), F.col("value")).alias("raw"),

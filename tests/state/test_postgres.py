@@ -11,7 +11,7 @@ import pytest
 
 from sessionize.errors import ConfigError, StateError
 from sessionize.state import open_backend
-from sessionize.state.backends import postgres
+from sessionize.state.backends import postgres, postgres_version
 from sessionize.state.backends.postgres import PostgresBackend
 
 from .contract import StateBackendContract
@@ -77,7 +77,7 @@ class TestPostgresContract(StateBackendContract):
 
 class TestPostgresChecks(RemoteBackendChecks, CredentialChecks):
     service = "postgres"
-    read_chunk = postgres.KEYS_PER_QUERY
+    read_chunk = postgres_version.KEYS_PER_QUERY
 
     def commit_trip_bound(self, keys: int) -> int:
         return 1 + 8  # open, then the commit transaction's statements

@@ -1,4 +1,4 @@
-"""The JSON type of a field of a line, as the exact parse names it (`parsing._type_reason`).
+"""The JSON type of a field of a line, as the exact parse names it (`type_checks.type_reason`).
 
 On Spark 4.0+ a line is read as a variant (`try_parse_json`) and a field's type is
 `schema_of_variant` of it: 'BIGINT', 'DECIMAL(20,0)', 'STRING', 'BOOLEAN', 'VOID' (a JSON

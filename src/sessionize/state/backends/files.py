@@ -68,6 +68,7 @@ from sessionize.state.backends.files_layout import (
     partition_dir,
     resolve_location,
 )
+from sessionize.state.backends.files_version import FilesVersion
 from sessionize.state.base import StateBackend, version_error
 from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
 from sessionize.state.layered import LayeredState
@@ -468,33 +469,3 @@ class FilesBackend(FilesIO, StateBackend):
         except (OSError, pa.ArrowException) as e:
             where = f"{job} after {version} in {self.redacted_uri}"
             raise StateError(f"cannot truncate {where}: {e}") from e
-
-
-class FilesVersion(StoredVersion):
-    """A partition loaded in full: reads are in-memory index lookups (no I/O)."""
-
-    def __init__(
-        self,
-        backend: FilesBackend,
-        job: str,
-        partition: int,
-        record: CommitRecord | None,  # None: the empty state
-        state: LayeredState,
-    ):
-        version = record.version if record else EMPTY_VERSION
-        super().__init__(backend, job, partition, version, record.meta if record else {})
-        self.token = record.token if record else None
-        self.depth = record.depth if record else 0
-        self.chain_rows = record.chain_rows if record else 0
-        self.state = state
-        self.metrics.keys = record.keys if record else 0
-        self.metrics.bytes = record.bytes if record else 0
-
-    def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
-        return self.state.read(keys.to_numpy(zero_copy_only=False))
-
-    def _read_expiring(self, upto_us: int) -> pa.Int64Array:
-        return pa.array(self.state.expiring(upto_us), pa.int64())
-
-    def close(self) -> None:
-        self.state = LayeredState.empty(self.spec)

@@ -24,7 +24,6 @@ ended.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from sessionize.state.backends.common import one_line, read_query
 from sessionize.state.backends.keyblobs import RowCodec
 from sessionize.state.backends.postgres_layout import copy_chunks, ddl, in_schema, pg_array
 from sessionize.state.backends.postgres_pool import pool_for, scalar
+from sessionize.state.backends.postgres_version import PostgresVersion
 from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
 from sessionize.state.stored import StoredVersion
@@ -52,7 +52,6 @@ T = TypeVar("T")
 _LIBPQ_OPTIONS = ("connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey",
                   "application_name")  # fmt: skip
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-KEYS_PER_QUERY = 20_000
 _READY: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables exist, this process
 
 
@@ -446,73 +445,3 @@ class PostgresBackend(StateBackend):
         query = self._sql("DELETE FROM {job_records} WHERE job = %s AND version = ANY(%s)")
         self._run(f"deleting job records of {job}",
                   lambda c: c.execute(query, (job, sorted(versions))))  # fmt: skip
-
-
-class PostgresVersion(StoredVersion):
-    """A partition at a version: reads are SQL queries on the rows valid at that version."""
-
-    def __init__(self, backend: PostgresBackend, job: str, partition: int, version: int,
-                 meta: dict[str, Any], pid: int | None, keys: int, nbytes: int):  # fmt: skip
-        super().__init__(backend, job, partition, version, meta)
-        self.backend: PostgresBackend = backend
-        self.pid = pid
-        self.metrics.keys = keys
-        self.metrics.bytes = nbytes
-
-    def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
-        backend = self.backend
-        query = backend._sql(
-            "SELECT coalesce(string_agg(int8send(key), ''::bytea), ''::bytea),"
-            " coalesce(string_agg(int4send(octet_length(data)), ''::bytea), ''::bytea),"
-            " coalesce(string_agg(data, ''::bytea), ''::bytea)"
-            " FROM {state} WHERE pid = %s AND key = ANY(%s::bigint[])"
-            " AND valid_from <= %s AND (valid_to IS NULL OR valid_to > %s)"
-        )
-        version = self.version
-        parts = []
-        for lo in range(0, len(keys), KEYS_PER_QUERY):
-            chunk = keys.slice(lo, KEYS_PER_QUERY).to_numpy()
-            params = (self.pid, pg_array(chunk), version, version)
-            got = backend._run(
-                f"reading {len(chunk)} keys of {self.job}/{self.partition} at version {version}",
-                functools.partial(_binary_row, query=query, params=params),
-            )
-            self.metrics.round_trips += 1
-            found = np.frombuffer(got[0], dtype=">i8").astype(np.int64)
-            lengths = np.frombuffer(got[1], dtype=">i4").astype(np.int64)
-            offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-            np.cumsum(lengths, out=offsets[1:])
-            data = got[2]
-            blobs = pa.Array.from_buffers(
-                pa.binary(), len(found), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-            )
-            self.metrics.bytes_read += len(data)
-            parts.append(backend.codec.decode(found, blobs))
-        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        self.metrics.rows_loaded += table.num_rows
-        return table
-
-    def _read_expiring(self, upto_us: int) -> pa.Int64Array:
-        backend = self.backend
-        query = backend._sql(
-            "SELECT coalesce(string_agg(int8send(key), ''::bytea), ''::bytea) FROM ("
-            " SELECT key FROM {state} WHERE pid = %(pid)s AND valid_to IS NULL"
-            "  AND expires_us < %(upto)s AND valid_from <= %(v)s"
-            " UNION ALL"
-            " SELECT key FROM {state} WHERE pid = %(pid)s AND valid_to > %(v)s"
-            "  AND valid_from <= %(v)s AND expires_us < %(upto)s) k"
-        )
-        params = {"pid": self.pid, "upto": upto_us, "v": self.version}
-        got = backend._run(
-            f"reading expiring keys of {self.job}/{self.partition}",
-            functools.partial(_binary_row, query=query, params=params),
-        )
-        self.metrics.round_trips += 1
-        return pa.array(np.frombuffer(got[0], dtype=">i8").astype(np.int64))
-
-
-def _binary_row(conn: psycopg.Connection, *, query: sql.Composed, params: Any) -> tuple[Any, ...]:
-    """The one row of an aggregate query, its values in binary."""
-    row = conn.cursor(binary=True).execute(query, params).fetchone()
-    assert row is not None  # an aggregate: one row
-    return row
