@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from time import perf_counter
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import pyarrow as pa
 
@@ -52,11 +52,13 @@ from sessionize.state.rows import (
     check_retain,
     check_version,
 )
-from sessionize.state.stored import StoredVersion
+from sessionize.state.stored import Meta, StoredVersion
 from sessionize.state.transaction import PartitionState
 
+V = TypeVar("V", bound=StoredVersion)
 
-class StateBackend(ABC):
+
+class StateBackend(ABC, Generic[V]):
     """A versioned, batched state store for many (job, partition) pairs.
 
     The public methods check their arguments and are shared logic on top of the abstract
@@ -79,7 +81,7 @@ class StateBackend(ABC):
 
     @classmethod
     @abstractmethod
-    def from_uri(cls, uri: str, spec: RowSpec | None = None) -> StateBackend:
+    def from_uri(cls, uri: str, spec: RowSpec | None = None) -> StateBackend[V]:
         """Build from a URI of this backend's scheme; ConfigError on anything unknown."""
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -255,15 +257,14 @@ class StateBackend(ABC):
     # ----- storage primitives: partitions (arguments already checked) ------------------
 
     @abstractmethod
-    def _open_version(self, job: str, partition: int, version: int) -> StoredVersion:
+    def _open_version(self, job: str, partition: int, version: int) -> V:
         """The partition at a committed `version` (or the empty state for -1).
         StateError (`version_error`) if it is not restorable."""
 
     @abstractmethod
     def _commit(
-        self, stored: StoredVersion, version: int, puts: pa.Table, removes: pa.Int64Array,
-        meta: dict[str, Any],
-    ) -> None:  # fmt: skip
+        self, stored: V, version: int, puts: pa.Table, removes: pa.Int64Array, meta: Meta
+    ) -> None:
         """Publish `version` = `stored`'s version with all rows of each key in `puts`
         replaced by its rows there and the keys in `removes` (disjoint from the keys of
         `puts`) deleted, plus `meta` (a JSON-able dict), atomically: after a crash either

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from typing import Any
 
 from sessionize.errors import ConfigError, EnvironmentProblem
 from sessionize.state.base import StateBackend
@@ -44,7 +45,7 @@ def scheme_of(uri: str) -> str:
     return m.group(1).lower()
 
 
-def backend_class(scheme: str) -> type[StateBackend]:
+def backend_class(scheme: str) -> type[StateBackend[Any]]:
     try:
         target, extra = _REGISTRY[scheme]
     except KeyError:
@@ -63,11 +64,11 @@ def backend_class(scheme: str) -> type[StateBackend]:
             f"the '{scheme}' state store needs extra packages: pip install 'sessionize[{extra}]'"
             f" ({e})"
         ) from e
-    backend: type[StateBackend] = getattr(module, class_name)
+    backend: type[StateBackend[Any]] = getattr(module, class_name)
     return backend
 
 
-def open_backend(uri: str, spec: RowSpec | None = None) -> StateBackend:
+def open_backend(uri: str, spec: RowSpec | None = None) -> StateBackend[Any]:
     """The backend for `uri`: `files:/abs/path`, a plain path, `file:///abs/path`,
     `files:s3://bucket/prefix` (any pyarrow filesystem), `postgresql://...`, `redis://...`,
     `dynamodb://...`. Options go in the query string, e.g. `files:/data/state?snapshot_every=20`.

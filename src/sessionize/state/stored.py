@@ -15,16 +15,19 @@ import pyarrow as pa
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.rows import EMPTY_VERSION, RowSpec, no_keys
 
+# A version's `meta`: the JSON-able dict committed with it.
+Meta = dict[str, Any]
+
 
 class VersionWriter(Protocol):
-    """What publishes the next version of a `StoredVersion`: its `StateBackend`."""
+    """What publishes the next version of a `StoredVersion`: its `StateBackend` (whose
+    `_commit` takes the versions of its own kind, hence `Any`)."""
 
     spec: RowSpec
 
     def _commit(
-        self, stored: StoredVersion, version: int, puts: pa.Table, removes: pa.Int64Array,
-        meta: dict[str, Any],
-    ) -> None: ...  # fmt: skip
+        self, stored: Any, version: int, puts: pa.Table, removes: pa.Int64Array, meta: Meta
+    ) -> None: ...
 
 
 class StoredVersion(ABC):

@@ -113,13 +113,13 @@ from sessionize.state.backends.keyblobs import RowCodec
 from sessionize.state.base import StateBackend, base_gone_error, version_error
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
-from sessionize.state.stored import StoredVersion
+from sessionize.state.stored import Meta
 
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]{3,200}$")
 _DEFAULTS: dict[str, Any] = {"region": None, "endpoint": None, "create": True, "workers": 8}
 
 
-class DynamoDBBackend(StateBackend):
+class DynamoDBBackend(StateBackend[DynamoDBVersion]):
     scheme = "dynamodb"
 
     def __init__(
@@ -263,14 +263,8 @@ class DynamoDBBackend(StateBackend):
         return out
 
     def _commit(
-        self,
-        stored: StoredVersion,
-        version: int,
-        puts: pa.Table,
-        removes: pa.Array,
-        meta: dict[str, Any],
+        self, stored: DynamoDBVersion, version: int, puts: pa.Table, removes: pa.Array, meta: Meta
     ) -> None:
-        assert isinstance(stored, DynamoDBVersion)  # what this backend's _open_version made
         job, partition, base = stored.job, stored.partition, stored.version
         metrics = stored.metrics
         what = f"committing version {version} of {job}/{partition}"

@@ -74,7 +74,7 @@ from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
 from sessionize.state.layered import LayeredState
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
-from sessionize.state.stored import StoredVersion
+from sessionize.state.stored import Meta
 
 # Unreferenced data files younger than this, of versions still retained, may belong to a
 # commit in progress and are left alone by maintenance.
@@ -84,7 +84,7 @@ ORPHAN_GRACE_S = 3600.0
 SNAPSHOT_MIN_ROWS = 100_000
 
 
-class FilesBackend(FilesIO, StateBackend):
+class FilesBackend(FilesIO, StateBackend[FilesVersion]):
     scheme = "files"
 
     def __init__(
@@ -254,14 +254,8 @@ class FilesBackend(FilesIO, StateBackend):
         return stored
 
     def _commit(
-        self,
-        stored: StoredVersion,
-        version: int,
-        puts: pa.Table,
-        removes: pa.Array,
-        meta: dict[str, Any],
+        self, stored: FilesVersion, version: int, puts: pa.Table, removes: pa.Array, meta: Meta
     ) -> None:
-        assert isinstance(stored, FilesVersion)  # what this backend's _open_version made
         spec = self.spec
         job, partition = stored.job, stored.partition
         metrics = stored.metrics

@@ -45,7 +45,7 @@ from sessionize.state.backends.postgres_pool import pool_for, scalar
 from sessionize.state.backends.postgres_version import PostgresVersion
 from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
-from sessionize.state.stored import StoredVersion
+from sessionize.state.stored import Meta
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _READY: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables exist, this process
 
 
-class PostgresBackend(StateBackend):
+class PostgresBackend(StateBackend[PostgresVersion]):
     scheme = "postgresql"
 
     def __init__(self, uri: str, *, spec: RowSpec | None = None):
@@ -231,14 +231,8 @@ class PostgresBackend(StateBackend):
         return stored
 
     def _commit(
-        self,
-        stored: StoredVersion,
-        version: int,
-        puts: pa.Table,
-        removes: pa.Array,
-        meta: dict[str, Any],
+        self, stored: PostgresVersion, version: int, puts: pa.Table, removes: pa.Array, meta: Meta
     ) -> None:
-        assert isinstance(stored, PostgresVersion)  # what this backend's _open_version made
         job, partition, base = stored.job, stored.partition, stored.version
         encoded = self.codec.encode(puts)
         changed = np.concatenate([encoded.keys, removes.to_numpy(zero_copy_only=False)])

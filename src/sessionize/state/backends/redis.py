@@ -61,7 +61,7 @@ from sessionize.state.backends.redis_layout import (
 )
 from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
 from sessionize.state.rows import EMPTY_VERSION, RowSpec, no_keys
-from sessionize.state.stored import StoredVersion
+from sessionize.state.stored import Meta, StoredVersion
 
 KEYS_PER_CALL = 4_000
 PAIRS_PER_HSET = 2_000
@@ -91,7 +91,7 @@ class _Fenced(StateError):
         self.fence = int(reply.rsplit(" ", 1)[-1])
 
 
-class RedisBackend(StateBackend):
+class RedisBackend(StateBackend["RedisVersion"]):  # defined below
     scheme = "redis"
 
     def __init__(self, uri: str, *, spec: RowSpec | None = None):
@@ -253,14 +253,8 @@ class RedisBackend(StateBackend):
         return stored
 
     def _commit(
-        self,
-        stored: StoredVersion,
-        version: int,
-        puts: pa.Table,
-        removes: pa.Array,
-        meta: dict[str, Any],
+        self, stored: RedisVersion, version: int, puts: pa.Table, removes: pa.Array, meta: Meta
     ) -> None:
-        assert isinstance(stored, RedisVersion)  # what this backend's _open_version made
         job, partition = stored.job, stored.partition
         encoded = self.codec.encode(puts)
         values = values_of(encoded.expiry, encoded.blobs)
