@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -41,13 +41,14 @@ from pyspark.sql import types as T
 from sessionize.core.declared import Declared, declared
 from sessionize.core.keys import store_keys
 from sessionize.core.partitioner import spark_partitions
-from sessionize.core.processor import Processor
 from sessionize.core.step import PartitionStep, step
 from sessionize.engines.batch_marks import split_marks
 from sessionize.faults import pause_point
-from sessionize.sinks.base import Sink
 from sessionize.spark_arrow import frame_of
-from sessionize.state import StateBackend
+
+if TYPE_CHECKING:
+    # A partition task reads the job's settings; keyed.py runs the tasks (no import at run time).
+    from sessionize.engines.keyed import KeyedSettings
 
 # The core's counts of a partition (stateful/step.py), then the store's own measures.
 CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",
@@ -59,7 +60,7 @@ TASK_FIELDS = ("partition", *CORE_COUNTS, "dropped", *STORE_MEASURES, "records",
 # What a task returns: its counts, and the processor's counters as one JSON text (their
 # names are the processor's). A Spark type, not DDL text: Spark would parse the text in the
 # JVM for every batch's job.
-# And what the job counts of its valid input (`PartitionJob.input_counts`), as JSON too.
+# And what the job counts of its valid input (`KeyedSettings.input_counts`), as JSON too.
 _TASK_ARROW = pa.schema([*((k, pa.int64()) for k in TASK_FIELDS), ("counters", pa.string()),
                          ("seen", pa.string())])  # fmt: skip
 TASK_SCHEMA = T.StructType(
@@ -67,31 +68,6 @@ TASK_SCHEMA = T.StructType(
      T.StructField("counters", T.StringType()), T.StructField("seen", T.StringType())]
 )  # fmt: skip
 EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
-
-
-class PartitionJob(Protocol):
-    """What a partition task needs of a job's settings (engines/keyed.py `KeyedSettings`)."""
-
-    # Read-only: the settings are frozen.
-    @property
-    def processor(self) -> Processor: ...
-    @property
-    def job(self) -> str: ...
-    @property
-    def partitions(self) -> int: ...
-    # The driver's lease epoch: the store refuses older ones' commits.
-    @property
-    def epoch(self) -> int | None: ...
-    @property
-    def retain(self) -> int: ...
-    @property
-    def maintenance_every(self) -> int: ...
-    @property
-    def invalid_output(self) -> str: ...
-    def split_input(self, rows: pa.Table | None) -> tuple[pa.Table, pa.Table]: ...
-    def input_counts(self, rows: pa.Table) -> dict[str, int]: ...
-    def open_state(self) -> StateBackend: ...
-    def sink(self) -> Sink: ...
 
 
 @dataclass(frozen=True)
@@ -136,7 +112,7 @@ class BatchBasis:
         return BatchPlan(self.version, self.previous, self.watermark_before, after, self.refresh)
 
 
-def partition_task(settings: PartitionJob, basis: BatchBasis,
+def partition_task(settings: KeyedSettings, basis: BatchBasis,
                    batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """The Spark task of one partition: step 0, then `run_partition`; one row of counts."""
     from pyspark import TaskContext
@@ -168,7 +144,7 @@ def check_placement(rows: pa.Table | None, key: str, partition: int, partitions:
         )
 
 
-def missing_task(settings: PartitionJob, plan: BatchPlan,
+def missing_task(settings: KeyedSettings, plan: BatchPlan,
                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """Run the partitions named in `batches` (column `p`) with no rows."""
     for batch in batches:
@@ -186,7 +162,7 @@ def _counts_batch(counts: dict) -> pa.RecordBatch:
 
 
 def run_partition(
-    settings: PartitionJob, plan: BatchPlan, partition: int, rows: pa.Table | None
+    settings: KeyedSettings, plan: BatchPlan, partition: int, rows: pa.Table | None
 ) -> dict:
     """Steps 1-6 of the module doc for one partition; returns the task's counts."""
     d = declared(settings.processor)
