@@ -71,8 +71,7 @@ class Probe:
         jobs = self.store.jobsList(None)  # a Scala Seq
         run = [jobs.apply(i) for i in range(jobs.size())]
         stages = sum(j.stageIds().size() - j.numSkippedStages() for j in run)
-        self.last_jobs = [f"{j.name()} ({j.stageIds().size() - j.numSkippedStages()})"
-                          for j in run]
+        self.last_jobs = [f"{j.name()} ({j.stageIds().size() - j.numSkippedStages()})" for j in run]
         return len(run), stages
 
     def count(self, owner, name: str, label: str) -> None:
@@ -164,30 +163,49 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
         time.sleep(1)
         # One file per batch, in order.
         sizes = [len(p.read_bytes().splitlines()) for p in sorted(Path(inp).rglob("*.json"))]
-        return {"name": name, "jobs": [], "batches": [
-            {"version": b, "records": sizes[b], "trigger": t.get("triggerExecution", 0) / 1000}
-            for b, t in sorted(triggers.items()) if t.get("rows")
-        ]}  # fmt: skip
+        return {
+            "name": name,
+            "jobs": [],
+            "batches": [
+                {"version": b, "records": sizes[b], "trigger": t.get("triggerExecution", 0) / 1000}
+                for b, t in sorted(triggers.items())
+                if t.get("rows")
+            ],
+        }
     opts = StreamOptions(
-        input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions,
-        max_files_per_trigger=1, state=name,
-    )  # fmt: skip
+        input=inp,
+        output=f"{work}/out",
+        checkpoint=f"{work}/chk",
+        partitions=partitions,
+        max_files_per_trigger=1,
+        state=name,
+    )
     records = run_stream(opts, spark, on_batch=lambda _: None)
     time.sleep(1)  # the listener's last events arrive asynchronously
     out = []
     for record, phases in zip(records, probe.batches, strict=True):
         spark_ms = triggers.get(record["version"], {})
         spark_parts = {  # Spark's own steps of the trigger, besides foreachBatch
-            f"spark: {k}": v / 1000 for k, v in spark_ms.items()
+            f"spark: {k}": v / 1000
+            for k, v in spark_ms.items()
             if k not in ("rows", "triggerExecution", "addBatch")
-        }  # fmt: skip
-        out.append({
-            "version": record["version"], "records": record["batch"]["records"],
-            "trigger": spark_ms.get("triggerExecution", 0) / 1000,
-            "foreachBatch": spark_ms.get("addBatch", 0) / 1000, **spark_parts, **phases,
-        })  # fmt: skip
-    return {"name": name, "batches": out, "jobs": probe.last_jobs[:12],
-            "floor": floor_job(spark, partitions)}  # fmt: skip
+        }
+        out.append(
+            {
+                "version": record["version"],
+                "records": record["batch"]["records"],
+                "trigger": spark_ms.get("triggerExecution", 0) / 1000,
+                "foreachBatch": spark_ms.get("addBatch", 0) / 1000,
+                **spark_parts,
+                **phases,
+            }
+        )
+    return {
+        "name": name,
+        "batches": out,
+        "jobs": probe.last_jobs[:12],
+        "floor": floor_job(spark, partitions),
+    }
 
 
 def floor_job(spark, partitions: int, runs: int = 7) -> float:
@@ -206,7 +224,8 @@ def floor_job(spark, partitions: int, runs: int = 7) -> float:
     for _ in range(runs):
         t0 = time.perf_counter()
         one.mapInArrow(same, "k long").repartition(partitions, "k").mapInArrow(
-            count, "n long").collect()  # fmt: skip
+            count, "n long"
+        ).collect()
         times.append(time.perf_counter() - t0)
     return statistics.median(times[2:])
 
@@ -228,8 +247,11 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=6, help="pairs of big and 1-event batches")
     ap.add_argument("--big", type=int, default=10_000)
     ap.add_argument("--users", type=int, default=15_000)
-    ap.add_argument("--state", default="files",
-                    help="a --state of the stream, or session-window-hdfs|rocksdb: Spark's own")
+    ap.add_argument(
+        "--state",
+        default="files",
+        help="a --state of the stream, or session-window-hdfs|rocksdb: Spark's own",
+    )
     add_run_args(ap)
     args = ap.parse_args()
     if args.run:
@@ -242,13 +264,15 @@ def main() -> None:
         )
         write_input(cfg, str(root / "gen"))
         write_batches(root / "gen", root / "input", args.batches, args.big)
-        result = run_fresh(__file__, args.state, str(root / "input"), str(root / "work"),
-                           args.partitions)  # fmt: skip
+        result = run_fresh(
+            __file__, args.state, str(root / "input"), str(root / "work"), args.partitions
+        )
         print("latest Spark jobs (stages run):", *result["jobs"], sep="\n  ")
         print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
         if "floor" in result:
-            print(f"Spark's floor, a 1-row job of the batch's shape (median s): "
-                  f"{result['floor']:.3f}")  # fmt: skip
+            print(
+                f"Spark's floor, a 1-row job of the batch's shape (median s): {result['floor']:.3f}"
+            )
         for size, medians in summarize(result["batches"]).items():
             print(f"{args.state}, {size} (median s per batch; jobs, stages per batch):")
             for k, v in medians.items():

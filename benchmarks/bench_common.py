@@ -86,10 +86,24 @@ def run_fresh(
     env = dict(os.environ)
     env.setdefault("SESSIONIZE_SPARK_MASTER", "local[2]")
     out = subprocess.run(
-        [sys.executable, script, "--run", name, "--input", inp, "--work", work,
-         "--partitions", str(partitions), *(extra or [])],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            script,
+            "--run",
+            name,
+            "--input",
+            inp,
+            "--work",
+            work,
+            "--partitions",
+            str(partitions),
+            *(extra or []),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -70,8 +70,10 @@ def main() -> None:
     start = time.process_time()
     CrawlerDetect().is_crawler("a" * 2048)
     library = time.process_time() - start
-    print(f"  CrawlerDetect's own matcher, 2 KB of 'a': {library * 1e3:.0f} ms, "
-          f"{library / per:.0f} ordinary agents")
+    print(
+        f"  CrawlerDetect's own matcher, 2 KB of 'a': {library * 1e3:.0f} ms, "
+        f"{library / per:.0f} ordinary agents"
+    )
 
     hosts = [f"www{i}.example{i % 97}.com" for i in range(n)]
 

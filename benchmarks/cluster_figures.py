@@ -35,15 +35,24 @@ def main() -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     root = Path(tempfile.mkdtemp(prefix="sessionize-figures-"))
     cfg = GeneratorConfig(
-        start=datetime(2026, 11, 1, tzinfo=UTC), hours=args.hours, users=20_000,
-        events_per_hour=args.events_per_hour, seed=3, duplicate_rate=0.01, late_rate=0.0,
-        invalid_rate=0.001, close_rate=0.1, files_per_hour=2,
-    )  # fmt: skip
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        hours=args.hours,
+        users=20_000,
+        events_per_hour=args.events_per_hour,
+        seed=3,
+        duplicate_rate=0.01,
+        late_rate=0.0,
+        invalid_rate=0.001,
+        close_rate=0.1,
+        files_per_hour=2,
+    )
     write_files(cfg, str(root / "in"))
     spark = (
-        SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC").getOrCreate()
-    )  # fmt: skip
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     raw = spark.read.text(str(root / "in"), recursiveFileLookup=True).select(
         "value", F.lit(None).cast("string").alias("error"), F.lit("f").alias("source")
@@ -60,17 +69,26 @@ def main() -> None:
     rules = SessionRules()
     wm = pc.max(events["event_time"]).value - rules.lateness_us
     state = lay.state.empty_table()
-    advance(state, events.slice(0, 1000), rules=rules, watermark_before=None,
-            watermark_after=wm, layout=lay)  # fmt: skip
+    advance(
+        state,
+        events.slice(0, 1000),
+        rules=rules,
+        watermark_before=None,
+        watermark_after=wm,
+        layout=lay,
+    )
     t0 = time.perf_counter()
-    step = advance(state, events, rules=rules, watermark_before=None, watermark_after=wm,
-                   layout=lay)  # fmt: skip
+    step = advance(
+        state, events, rules=rules, watermark_before=None, watermark_after=wm, layout=lay
+    )
     t_logic = time.perf_counter() - t0
-    print(f"lines {n:,}; parse on 1 core {n / t_parse:,.0f} lines/s ({t_parse:.2f}s); "
-          f"session logic on 1 core {events.num_rows / t_logic:,.0f} events/s "
-          f"({t_logic:.2f}s, {step.sessions.num_rows:,} sessions, "
-          f"{step.state_puts.num_rows:,} open-state rows, "
-          f"{step.state_puts.nbytes / max(1, step.state_puts.num_rows):.0f} B/row in memory)")
+    print(
+        f"lines {n:,}; parse on 1 core {n / t_parse:,.0f} lines/s ({t_parse:.2f}s); "
+        f"session logic on 1 core {events.num_rows / t_logic:,.0f} events/s "
+        f"({t_logic:.2f}s, {step.sessions.num_rows:,} sessions, "
+        f"{step.state_puts.num_rows:,} open-state rows, "
+        f"{step.state_puts.nbytes / max(1, step.state_puts.num_rows):.0f} B/row in memory)"
+    )
     spark.stop()
 
 

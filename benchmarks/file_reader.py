@@ -23,9 +23,10 @@ from sessionize.spark_session import get_spark
 def _text(spark, path):
     df = spark.read.format("text").option("recursiveFileLookup", "true").load(path)
     return df.select(
-        "value", F.lit(None).cast("string").alias("error"),
+        "value",
+        F.lit(None).cast("string").alias("error"),
         F.col("_metadata.file_path").alias("source"),
-    )  # fmt: skip
+    )
 
 
 def _count(raw) -> tuple[int, int]:
@@ -52,8 +53,10 @@ def main() -> None:
             counts = _count(make())
             times.append(time.perf_counter() - t0)
         best[name] = min(times)
-        print(f"{name}: {counts[0]:,} lines, {counts[1]:,} valid, best {best[name]:.2f}s "
-              f"({counts[0] / best[name]:,.0f} lines/s)")  # fmt: skip
+        print(
+            f"{name}: {counts[0]:,} lines, {counts[1]:,} valid, best {best[name]:.2f}s "
+            f"({counts[0] / best[name]:,.0f} lines/s)"
+        )
     print(f"files / text time ratio: {best['files'] / best['text']:.2f}")
 
 

@@ -39,7 +39,7 @@ from bench_common import (
     run_fresh,
     warm_spark,
     write_input,
-)  # fmt: skip
+)
 
 CONTENDERS = ("files", "kafka", "files-read", "kafka-read")
 DEFAULT = ("files", "kafka")
@@ -49,6 +49,7 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     """Inside the fresh process: run one contender, return its timing."""
     from sessionize.commands.stream import StreamOptions, run_stream
     from sessionize.sources.registry import open_stream
+
     spark = warm_spark(name, partitions)
     opts = StreamOptions(
         input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions
@@ -106,7 +107,6 @@ def main() -> None:
             "no broker: pass --kafka kafka://HOST:PORT or run services/start.sh kafka and "
             "source .services/env.sh"
         )
-
 
     with bench_root("sessionize-kafka-bench-") as root:
         _compare(args, root)

@@ -40,6 +40,7 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
 # The orders as every contender reads them: Spark's JSON reader with this schema.
 COLUMNS = "customer_id long, amount double"
 
+
 def write_orders(inp: Path, orders: int, customers: int, files: int) -> None:
     rng = np.random.default_rng(7)
     inp.mkdir(parents=True)
@@ -69,13 +70,27 @@ def run_one(name: str, inp: str, work: str, partitions: int, per_trigger: int) -
     out, chk = f"{work}/out", f"{work}/chk"
     start = time.perf_counter()
     if name == "ours":
-        run = stateful.start(rows, RunningTotals(), output=out, checkpoint=chk, state="files",
-                             partitions=partitions, on_batch=lambda line: None)  # fmt: skip
+        run = stateful.start(
+            rows,
+            RunningTotals(),
+            output=out,
+            checkpoint=chk,
+            state="files",
+            partitions=partitions,
+            on_batch=lambda line: None,
+        )
         batches = len(run.wait())
     else:
-        query = _spark_totals(rows, name).writeStream.outputMode("update").foreachBatch(
-            lambda df, batch_id: df.write.mode("append").parquet(f"{out}/batch_id={batch_id}")
-        ).option("checkpointLocation", chk).trigger(availableNow=True).start()
+        query = (
+            _spark_totals(rows, name)
+            .writeStream.outputMode("update")
+            .foreachBatch(
+                lambda df, batch_id: df.write.mode("append").parquet(f"{out}/batch_id={batch_id}")
+            )
+            .option("checkpointLocation", chk)
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         batches = len(query.recentProgress)
     return {"name": name, "seconds": time.perf_counter() - start, "batches": batches}
@@ -100,9 +115,12 @@ def _spark_totals(rows, name: str):
         yield pd.DataFrame({"customer_id": [key[0]], "orders": [orders], "total": [total]})
 
     return rows.groupBy("customer_id").applyInPandasWithState(
-        totals, "customer_id long, orders long, total double", "orders long, total double",
-        "Update", GroupStateTimeout.NoTimeout,
-    )  # fmt: skip
+        totals,
+        "customer_id long, orders long, total double",
+        "orders long, total double",
+        "Update",
+        GroupStateTimeout.NoTimeout,
+    )
 
 
 def main() -> None:
@@ -118,34 +136,53 @@ def main() -> None:
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.run:
-        result = run_one(args.run, args.input, args.work, args.partitions,
-                         args.files_per_trigger)  # fmt: skip
+        result = run_one(args.run, args.input, args.work, args.partitions, args.files_per_trigger)
         print(json.dumps(result))
         return
     with tempfile.TemporaryDirectory(prefix="keyed-bench-") as tmp:
         inp = Path(tmp) / "orders"
         write_orders(inp, args.orders, args.customers, args.files)
-        print(f"{args.orders:,} orders of {args.customers:,} customers in {args.files} files, "
-              f"{args.files_per_trigger} per trigger, {args.partitions} partitions; "
-              f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        print(
+            f"{args.orders:,} orders of {args.customers:,} customers in {args.files} files, "
+            f"{args.files_per_trigger} per trigger, {args.partitions} partitions; "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
         results = []
         for name in args.only:
-            env = {**os.environ, "SESSIONIZE_SPARK_MASTER": os.environ.get(
-                "SESSIONIZE_SPARK_MASTER", "local[2]")}  # fmt: skip
+            env = {
+                **os.environ,
+                "SESSIONIZE_SPARK_MASTER": os.environ.get("SESSIONIZE_SPARK_MASTER", "local[2]"),
+            }
             done = subprocess.run(
-                [sys.executable, __file__, "--run", name, "--input", str(inp),
-                 "--work", f"{tmp}/{name}", "--partitions", str(args.partitions),
-                 "--files-per-trigger", str(args.files_per_trigger)],
-                capture_output=True, text=True, env=env, check=False,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    __file__,
+                    "--run",
+                    name,
+                    "--input",
+                    str(inp),
+                    "--work",
+                    f"{tmp}/{name}",
+                    "--partitions",
+                    str(args.partitions),
+                    "--files-per-trigger",
+                    str(args.files_per_trigger),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
             if done.returncode != 0:
                 raise SystemExit(f"{name} failed:\n{done.stderr[-4000:]}")
             results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         ours = next((r["seconds"] for r in results if r["name"] == "ours"), None)
         for r in results:
             ratio = f"{r['seconds'] / ours:.2f}x ours" if ours else ""
-            print(f"{r['name']:>13}: {r['seconds']:7.1f} s  {args.orders / r['seconds']:>10,.0f} "
-                  f"orders/s  {r['batches']} batches  {ratio}")  # fmt: skip
+            print(
+                f"{r['name']:>13}: {r['seconds']:7.1f} s  {args.orders / r['seconds']:>10,.0f} "
+                f"orders/s  {r['batches']} batches  {ratio}"
+            )
 
 
 if __name__ == "__main__":

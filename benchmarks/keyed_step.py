@@ -56,9 +56,12 @@ def direct(batches: list[pa.Table]) -> dict:
     totals: dict = {}
     for batch in batches:
         agg = batch.group_by("customer_id").aggregate([("amount", "count"), ("amount", "sum")])
-        for c, n, s in zip(agg.column("customer_id").to_pylist(),
-                           agg.column("amount_count").to_pylist(),
-                           agg.column("amount_sum").to_pylist(), strict=True):  # fmt: skip
+        for c, n, s in zip(
+            agg.column("customer_id").to_pylist(),
+            agg.column("amount_count").to_pylist(),
+            agg.column("amount_sum").to_pylist(),
+            strict=True,
+        ):
             was = totals.get(c, (0, 0.0))
             totals[c] = (was[0] + n, was[1] + s)
     return totals
@@ -67,8 +70,9 @@ def direct(batches: list[pa.Table]) -> dict:
 def loop(batches: list[pa.Table]) -> dict:
     totals: dict = {}
     for batch in batches:
-        for c, a in zip(batch.column("customer_id").to_pylist(),
-                        batch.column("amount").to_pylist(), strict=True):  # fmt: skip
+        for c, a in zip(
+            batch.column("customer_id").to_pylist(), batch.column("amount").to_pylist(), strict=True
+        ):
             was = totals.get(c, (0, 0.0))
             totals[c] = (was[0] + 1, was[1] + a)
     return totals
@@ -87,8 +91,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     args = parser.parse_args()
     print(f"{args.orders} orders of {args.customers} customers in {args.batches} batches")
-    print(f"{'keys':<8}{'core s':>9}{'direct s':>10}{'loop s':>9}{'core/direct':>13}"
-          f"{'loop/core':>11}")  # fmt: skip
+    print(
+        f"{'keys':<8}{'core s':>9}{'direct s':>10}{'loop s':>9}{'core/direct':>13}{'loop/core':>11}"
+    )
     for strings, processor in ((False, RunningTotals()), (True, StringTotals())):
         table = orders(args.orders, args.customers, strings)
         size = -(-table.num_rows // args.batches)
@@ -97,8 +102,10 @@ def main() -> None:
         t_direct, want = timed(direct, batches)
         t_loop, again = timed(loop, batches)
         assert got == want == again, "the three ways disagree"
-        print(f"{'string' if strings else 'int64':<8}{t_core:>9.2f}{t_direct:>10.2f}"
-              f"{t_loop:>9.2f}{t_core / t_direct:>13.2f}{t_loop / t_core:>11.2f}")  # fmt: skip
+        print(
+            f"{'string' if strings else 'int64':<8}{t_core:>9.2f}{t_direct:>10.2f}"
+            f"{t_loop:>9.2f}{t_core / t_direct:>13.2f}{t_loop / t_core:>11.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -70,12 +70,23 @@ def steps(spark, root: str) -> dict:
     keys = mark_keys(PARTITIONS, layout().user_type)
 
     def parsed(marks=None):
-        return parse(file_batch(spark, [root]), now=now_us, max_future_us=MAX_FUTURE_US,
-                     valid_sources=False, marks=marks)  # fmt: skip
+        return parse(
+            file_batch(spark, [root]),
+            now=now_us,
+            max_future_us=MAX_FUTURE_US,
+            valid_sources=False,
+            marks=marks,
+        )
 
     def one_task():
-        return parse(listed_files(spark, [root]), now=now_us, max_future_us=MAX_FUTURE_US,
-                     valid_sources=False, marks=keys, decode=decode_listed)  # fmt: skip
+        return parse(
+            listed_files(spark, [root]),
+            now=now_us,
+            max_future_us=MAX_FUTURE_US,
+            valid_sources=False,
+            marks=keys,
+            decode=decode_listed,
+        )
 
     return {
         "read": lambda: file_batch(spark, [root]).count(),
@@ -84,8 +95,9 @@ def steps(spark, root: str) -> dict:
         "marks (own pass)": lambda: with_marks(parsed(), keys).count(),
         "marks": lambda: parsed(keys).count(),
         "shuffle write": lambda: partition_users(parsed(keys), PARTITIONS).count(),
-        "shuffle write (own pass)": lambda: partition_users(with_marks(parsed(), keys),
-                                                            PARTITIONS).count(),
+        "shuffle write (own pass)": lambda: partition_users(
+            with_marks(parsed(), keys), PARTITIONS
+        ).count(),
         "marks (one task)": lambda: one_task().count(),
         "shuffle write (one task)": lambda: partition_users(one_task(), PARTITIONS).count(),
     }
@@ -117,18 +129,28 @@ def main() -> None:
             job()
             rounds[name].append(time.perf_counter() - t0)
             cpu[name].append(_cpu_seconds() - c0)
-            print(f"  {name}: {rounds[name][-1]:.2f} s, {cpu[name][-1]:.2f} s of CPU "
-                  f"(load {_load()})", flush=True)  # fmt: skip
+            print(
+                f"  {name}: {rounds[name][-1]:.2f} s, {cpu[name][-1]:.2f} s of CPU "
+                f"(load {_load()})",
+                flush=True,
+            )
     best = {name: min(times) for name, times in rounds.items()}
     print(f"{lines:,} lines, local[1], best of {args.repeat}")
-    previous = {"parse (exact)": "read", "parse": "read", "marks (own pass)": "parse",
-                "marks": "parse", "shuffle write": "marks",
-                "shuffle write (own pass)": "marks (own pass)"}  # fmt: skip
+    previous = {
+        "parse (exact)": "read",
+        "parse": "read",
+        "marks (own pass)": "parse",
+        "marks": "parse",
+        "shuffle write": "marks",
+        "shuffle write (own pass)": "marks (own pass)",
+    }
     for name, seconds in best.items():
         before = previous.get(name)
         added = seconds - best[before] if before in best else seconds
-        print(f"{name:<26}{lines / seconds:>10,.0f} lines/s  "
-              f"+{added * 1e5 / lines:.2f} s per 100k lines")  # fmt: skip
+        print(
+            f"{name:<26}{lines / seconds:>10,.0f} lines/s  "
+            f"+{added * 1e5 / lines:.2f} s per 100k lines"
+        )
     for step in ("marks", "shuffle write"):
         if step not in best or f"{step} (one task)" not in best:
             continue
@@ -136,9 +158,11 @@ def main() -> None:
         ratio = best[step] / best[one]
         median = statistics.median(rounds[step]) / statistics.median(rounds[one])
         cpu_ratio = statistics.median(cpu[step]) / statistics.median(cpu[one])
-        print(f"{step}, one task / two tasks: {ratio:.2f}x the lines per second "
-              f"(best of each), {median:.2f}x (median of each), {cpu_ratio:.2f}x the lines "
-              "per CPU second (median of each)")  # fmt: skip
+        print(
+            f"{step}, one task / two tasks: {ratio:.2f}x the lines per second "
+            f"(best of each), {median:.2f}x (median of each), {cpu_ratio:.2f}x the lines "
+            "per CPU second (median of each)"
+        )
 
 
 if __name__ == "__main__":

@@ -73,9 +73,11 @@ def main() -> None:
     cfg = input_config(args)
     write_input(cfg, str(work / "in"))
     spark = get_spark("objbench", master="local[2]", shuffle_partitions=PARTITIONS)
-    print(f"{'run':<18} {'batches':>7} {'events':>7} {'seconds':>7} {'events/s':>8} "
-          f"{'vs local':>8}  S3 requests per batch (per batch and partition): "
-          "outputs, state")  # fmt: skip
+    print(
+        f"{'run':<18} {'batches':>7} {'events':>7} {'seconds':>7} {'events/s':>8} "
+        f"{'vs local':>8}  S3 requests per batch (per batch and partition): "
+        "outputs, state"
+    )
     base_rate = None
     chosen = [(name, RUNS[name]) for name in args.runs.split(",")]
     runs = [("warm-up", RUNS["parquet-local"]), *chosen]  # JVM and Python workers
@@ -84,11 +86,14 @@ def main() -> None:
         client.create_bucket(Bucket=bucket)
         s3 = f"s3://{bucket}/{{}}?{query}"
         opts = StreamOptions(
-            input=str(work / "in"), checkpoint=str(work / name / "chk"),
+            input=str(work / "in"),
+            checkpoint=str(work / name / "chk"),
             output=s3.format("out") if out_s3 else str(work / name / "out"),
             state=f"files:{s3.format('state')}" if state_s3 else "files",
-            partitions=PARTITIONS, max_files_per_trigger=1, output_format=fmt,
-        )  # fmt: skip
+            partitions=PARTITIONS,
+            max_files_per_trigger=1,
+            output_format=fmt,
+        )
         before = _requests(bucket, "out/"), _requests(bucket, "state/")
         t0 = time.perf_counter()
         records = run_stream(opts, spark, on_batch=lambda _line: None)
@@ -101,8 +106,11 @@ def main() -> None:
         base_rate = base_rate or rate
         n = max(len(records), 1)
         cells = ", ".join(f"{r / n:.0f} ({r / n / PARTITIONS:.1f})" for r in requests)
-        print(f"{name:<18} {len(records):>7} {events:>7} {seconds:>7.1f} {rate:>8.0f} "
-              f"{rate / base_rate:>8.2f}  {cells}", flush=True)  # fmt: skip
+        print(
+            f"{name:<18} {len(records):>7} {events:>7} {seconds:>7.1f} {rate:>8.0f} "
+            f"{rate / base_rate:>8.2f}  {cells}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -70,9 +70,11 @@ def spark_session():
     from sessionize.spark_session import get_spark
 
     spark = get_spark(
-        "parse-speed", master="local[1]", shuffle_partitions=1,
+        "parse-speed",
+        master="local[1]",
+        shuffle_partitions=1,
         conf={"spark.ui.showConsoleProgress": "false"},
-    )  # fmt: skip
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -131,16 +133,22 @@ def main() -> None:
     for _ in range(args.repeat):
         rate, valid, exact = blocks_rate(batches)
         best["blocks"] = max(best["blocks"], rate)
-        print(f"  blocks (CPU): {rate:,.0f} lines/s, {valid:,} valid, {exact:,} left to the "
-              f"exact path (load {_load()})", flush=True)  # fmt: skip
+        print(
+            f"  blocks (CPU): {rate:,.0f} lines/s, {valid:,} valid, {exact:,} left to the "
+            f"exact path (load {_load()})",
+            flush=True,
+        )
         rate, valid = spark_rate(spark, raw, lines)
         best["spark"] = max(best["spark"], rate)
-        print(f"  spark local[1]: {rate:,.0f} lines/s, {valid:,} valid (load {_load()})",
-              flush=True)  # fmt: skip
+        print(
+            f"  spark local[1]: {rate:,.0f} lines/s, {valid:,} valid (load {_load()})", flush=True
+        )
         rate, valid = spark_blocks_rate(spark, raw, lines)
         best["spark-blocks"] = max(best["spark-blocks"], rate)
-        print(f"  spark-blocks local[1]: {rate:,.0f} lines/s, {valid:,} valid (load {_load()})",
-              flush=True)  # fmt: skip
+        print(
+            f"  spark-blocks local[1]: {rate:,.0f} lines/s, {valid:,} valid (load {_load()})",
+            flush=True,
+        )
     spark.stop()
     for name, rate in best.items():
         print(f"{name}: {rate:,.0f} lines/s")

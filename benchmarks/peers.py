@@ -82,13 +82,17 @@ def _events(frame):
     from pyspark.sql import functions as F
 
     return frame.where(
-        F.col("user_id").isNotNull() & F.col("event_time").isNotNull()
+        F.col("user_id").isNotNull()
+        & F.col("event_time").isNotNull()
         & F.col("page.current").isNotNull()
     ).select(
-        "user_id", "event_time", F.coalesce("action", F.lit("view")).alias("action"),
-        F.col("page.current").alias("page"), F.col("source.site").alias("site"),
+        "user_id",
+        "event_time",
+        F.coalesce("action", F.lit("view")).alias("action"),
+        F.col("page.current").alias("page"),
+        F.col("source.site").alias("site"),
         F.col("technical.browser").alias("browser"),
-    )  # fmt: skip
+    )
 
 
 def _exact_events(frame):

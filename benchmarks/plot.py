@@ -59,8 +59,12 @@ def state_size_chart(results: list[dict], out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for backend in dict.fromkeys(r["backend"] for r in results):
         rows = sorted((r for r in results if r["backend"] == backend), key=lambda r: r["keys"])
-        ax.plot([r["keys"] for r in rows], [r["batch_ms"] for r in rows], marker="o",
-                label=BACKENDS.get(backend, backend))  # fmt: skip
+        ax.plot(
+            [r["keys"] for r in rows],
+            [r["batch_ms"] for r in rows],
+            marker="o",
+            label=BACKENDS.get(backend, backend),
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("open users in the partition")
@@ -83,12 +87,16 @@ def draw(results: Path, to: Path) -> list[Path]:
     to.mkdir(parents=True, exist_ok=True)
     done = []
     plots = {
-        "throughput.json": ("throughput.svg", lambda r, o: rates_chart(
-            r, "1M events, 8 micro-batches, 2 cores", o)),
-        "throughput-day.json": ("stores.svg", lambda r, o: rates_chart(
-            r, "A day of events in 24 micro-batches, 2 cores", o)),
+        "throughput.json": (
+            "throughput.svg",
+            lambda r, o: rates_chart(r, "1M events, 8 micro-batches, 2 cores", o),
+        ),
+        "throughput-day.json": (
+            "stores.svg",
+            lambda r, o: rates_chart(r, "A day of events in 24 micro-batches, 2 cores", o),
+        ),
         "state_backends.json": ("state_size.svg", state_size_chart),
-    }  # fmt: skip
+    }
     for source, (name, plot) in plots.items():
         if (results / source).exists():
             plot(_results(results / source), to / name)

@@ -25,9 +25,11 @@ from sessionize.schema import INVALID_EVENTS, LATE_EVENTS, PAGE_VIEWS, SESSIONS
 
 T0 = 1_793_491_200_000_000  # 2026-11-01T00:00Z in µs
 HOUR = 3_600_000_000
-PAGES = (["home", "cart", "checkout", "about", "contact"]
-         + [f"category {i}" for i in range(40)]
-         + [f"article {i}" for i in range(400)])  # fmt: skip
+PAGES = (
+    ["home", "cart", "checkout", "about", "contact"]
+    + [f"category {i}" for i in range(40)]
+    + [f"article {i}" for i in range(400)]
+)
 BATCHES = 24
 
 
@@ -60,10 +62,12 @@ def sessions_table(rng: np.random.Generator, n: int) -> tuple[pa.Table, pa.Table
             "event_count": counts,
             "pages": pages,
             "end_reason": np.where(explicit, "explicit", "inactivity"),
-            **{c: pa.nulls(n, pa.string()) for c in
-               ("site", "api_version", "browser", "language", "device_type")},
+            **{
+                c: pa.nulls(n, pa.string())
+                for c in ("site", "api_version", "browser", "language", "device_type")
+            },
         }
-    ).cast(pa.schema([f for f in SESSIONS if f.name != "session_date"]))  # fmt: skip
+    ).cast(pa.schema([f for f in SESSIONS if f.name != "session_date"]))
     views = pa.table(
         {
             "session_id": ids.take(pa.array(owner)),
@@ -96,19 +100,30 @@ def write_outputs(root: Path, sessions: pa.Table, views: pa.Table, rng) -> None:
         pq.write_table(late, path / "part-00000.parquet")
         k = int(rng.integers(0, 100))
         reasons = rng.choice(["not a JSON object", "missing user_id", "missing page.current"], k)
-        invalid = pa.table({"raw": ["x"] * k, "reason": reasons, "source": ["f"] * k},
-                           schema=INVALID_EVENTS)  # fmt: skip
+        invalid = pa.table(
+            {"raw": ["x"] * k, "reason": reasons, "source": ["f"] * k}, schema=INVALID_EVENTS
+        )
         path = root / "invalid_events" / f"batch_id={b}"
         path.mkdir(parents=True)
         pq.write_table(invalid, path / "part-00000.parquet")
     at = datetime(2026, 11, 22, tzinfo=UTC)
     with open(root / "_progress.jsonl", "w") as f:
         for b in range(BATCHES):
-            batch = {"records": int((view_batch == b).sum()), "open_sessions": 5000 + b,
-                     "state_bytes_read": 10**7, "state_bytes_written": 2 * 10**7}  # fmt: skip
-            row = {"version": b, "watermark": None, "batch": batch, "totals": {},
-                   "duration_s": 30.0, "committed_at": (at + b * timedelta(minutes=1)).isoformat()}
-            f.write(json.dumps(row) + "\n")  # fmt: skip
+            batch = {
+                "records": int((view_batch == b).sum()),
+                "open_sessions": 5000 + b,
+                "state_bytes_read": 10**7,
+                "state_bytes_written": 2 * 10**7,
+            }
+            row = {
+                "version": b,
+                "watermark": None,
+                "batch": batch,
+                "totals": {},
+                "duration_s": 30.0,
+                "committed_at": (at + b * timedelta(minutes=1)).isoformat(),
+            }
+            f.write(json.dumps(row) + "\n")
 
 
 def main() -> None:
@@ -122,8 +137,10 @@ def main() -> None:
     rng = np.random.default_rng(1)
     sessions, views = sessions_table(rng, args.sessions)
     write_outputs(root / "out", sessions, views, rng)
-    print(f"wrote {sessions.num_rows:,} sessions, {views.num_rows:,} page views "
-          f"in {time.perf_counter() - t:.1f}s")  # fmt: skip
+    print(
+        f"wrote {sessions.num_rows:,} sessions, {views.num_rows:,} page views "
+        f"in {time.perf_counter() - t:.1f}s"
+    )
 
     import matplotlib  # noqa: F401 - imported before timing: a one-off cost of any process
 
@@ -137,9 +154,11 @@ def main() -> None:
     cpu = time.process_time()
     result = build_report(str(root / "out"), str(root / "report.html"))
     total_cpu = time.process_time() - cpu
-    print(f"read and aggregate: {read:.2f}s ({read_cpu:.2f} CPU s); whole report: "
-          f"{result.seconds:.2f}s ({total_cpu:.2f} CPU s) for {result.sessions:,} sessions, "
-          f"{result.bytes / 1e3:,.0f} kB")  # fmt: skip
+    print(
+        f"read and aggregate: {read:.2f}s ({read_cpu:.2f} CPU s); whole report: "
+        f"{result.seconds:.2f}s ({total_cpu:.2f} CPU s) for {result.sessions:,} sessions, "
+        f"{result.bytes / 1e3:,.0f} kB"
+    )
     print(f"report: {result.path}")
 
 

@@ -30,15 +30,23 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rewind-bench-"))
     cfg = GeneratorConfig(
-        start=datetime(2026, 11, 1, tzinfo=UTC), hours=args.hours, users=40,
-        events_per_hour=120, files_per_hour=args.files_per_hour, late_rate=0.01, seed=3,
-    )  # fmt: skip
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        hours=args.hours,
+        users=40,
+        events_per_hour=120,
+        files_per_hour=args.files_per_hour,
+        late_rate=0.01,
+        seed=3,
+    )
     write_files(cfg, str(root / "in"))
     opts = StreamOptions(
-        input=str(root / "in"), output=str(root / "run" / "out"),
-        checkpoint=str(root / "run" / "chk"), partitions=4,
-        max_files_per_trigger=1, output_format=args.output_format,
-    )  # fmt: skip
+        input=str(root / "in"),
+        output=str(root / "run" / "out"),
+        checkpoint=str(root / "run" / "chk"),
+        partitions=4,
+        max_files_per_trigger=1,
+        output_format=args.output_format,
+    )
     t0 = time.perf_counter()
     last = run_stream(opts, on_batch=lambda _: None)[-1]["version"]
     print(f"stream: {last + 1} batches in {time.perf_counter() - t0:.0f}s")

@@ -47,20 +47,30 @@ URLS = (
     "https://shop.example/{p}?utm_source=newsletter&utm_medium=email",
 )
 REFERRERS = (None, "https://www.google.com/search?q=x", "https://t.co/a", "https://b{n}.example/")
-AGENTS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/1{n}.0 Safari/537.36",
-          "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)")  # fmt: skip
+AGENTS = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/1{n}.0 Safari/537.36",
+    "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+)
 CONTENT = SessionContent(
     ping_action="ping", conversions=(Conversion("purchase", "purchase", "order.total"),)
 )
 OFF = EventMapping()
 ON = EventMapping(
-    url="page.url", referrer="page.referrer", user_agent="technical.ua",
-    last=(("previous", "page.previous"),), session_columns=2, content=CONTENT,
-)  # fmt: skip
+    url="page.url",
+    referrer="page.referrer",
+    user_agent="technical.ua",
+    last=(("previous", "page.previous"),),
+    session_columns=2,
+    content=CONTENT,
+)
 SCHEMA_3 = EventMapping(
-    url="page.url", referrer="page.referrer", user_agent="technical.ua",
-    last=(("previous", "page.previous"),), session_columns=3, content=CONTENT,
-)  # fmt: skip
+    url="page.url",
+    referrer="page.referrer",
+    user_agent="technical.ua",
+    last=(("previous", "page.previous"),),
+    session_columns=3,
+    content=CONTENT,
+)
 
 
 def events(n: int, users: int) -> list[dict]:
@@ -68,15 +78,19 @@ def events(n: int, users: int) -> list[dict]:
     out = []
     for _ in range(n):
         k = rng.randrange(100)
-        out.append({
-            "user_id": rng.randrange(users), "event_time": T0 + rng.randrange(HOUR),
-            "page": f"p{k}", "action": "purchase" if k < 3 else "ping" if k < 30 else "view",
-            "url": rng.choice(URLS).format(p=k, n=k % 7),
-            "referrer": (rng.choice(REFERRERS) or "").format(n=k % 50) or None,
-            "user_agent": AGENTS[k % 50 == 0].format(n=k % 30),
-            "previous": f"p{k}" if k % 2 else None,
-            "purchase_value_json": str(k) if k < 3 else None,
-        })  # fmt: skip
+        out.append(
+            {
+                "user_id": rng.randrange(users),
+                "event_time": T0 + rng.randrange(HOUR),
+                "page": f"p{k}",
+                "action": "purchase" if k < 3 else "ping" if k < 30 else "view",
+                "url": rng.choice(URLS).format(p=k, n=k % 7),
+                "referrer": (rng.choice(REFERRERS) or "").format(n=k % 50) or None,
+                "user_agent": AGENTS[k % 50 == 0].format(n=k % 30),
+                "previous": f"p{k}" if k % 2 else None,
+                "purchase_value_json": str(k) if k < 3 else None,
+            }
+        )
     return out
 
 
@@ -105,8 +119,7 @@ def tree_cpu_seconds() -> float:
     return sum(times.get(p, 0) for p in mine) / os.sysconf("SC_CLK_TCK")
 
 
-WEB_FIELDS = {"url": "page.url", "referrer": "page.referrer",
-              "user_agent": "technical.user_agent"}  # fmt: skip
+WEB_FIELDS = {"url": "page.url", "referrer": "page.referrer", "user_agent": "technical.user_agent"}
 
 
 def job(args: argparse.Namespace) -> None:
@@ -126,11 +139,14 @@ def job(args: argparse.Namespace) -> None:
         cfg = replace(input_config(args), web_data=True)
         write_input(cfg, str(root / "in"))
         spark = warm_spark("content", 2)
-        content = SessionContent(ping_action="ping",
-                                 conversions=(Conversion("purchase", "purchase"),))
-        mappings = {"plain (schema 1)": EventMapping(session_columns=1),
-                    "schema 1 reading the fields": EventMapping(**WEB_FIELDS, session_columns=1),
-                    "schema 3": EventMapping(**WEB_FIELDS, session_columns=3, content=content)}
+        content = SessionContent(
+            ping_action="ping", conversions=(Conversion("purchase", "purchase"),)
+        )
+        mappings = {
+            "plain (schema 1)": EventMapping(session_columns=1),
+            "schema 1 reading the fields": EventMapping(**WEB_FIELDS, session_columns=1),
+            "schema 3": EventMapping(**WEB_FIELDS, session_columns=3, content=content),
+        }
         first = datetime(2026, 11, 1, tzinfo=UTC)
         last = datetime(2026, 11, 1, args.hours - 1, tzinfo=UTC)
         seconds: dict[str, list[float]] = {name: [] for name in mappings}
@@ -138,8 +154,14 @@ def job(args: argparse.Namespace) -> None:
         for i in range(args.repeats):
             for name, mapping in mappings.items():
                 out = root / f"out-{i}-{name.split()[0]}"
-                opts = BatchOptions(input=str(root / "in"), output=str(out), start=first,
-                                    end=last, partitions=2, mapping=mapping)  # fmt: skip
+                opts = BatchOptions(
+                    input=str(root / "in"),
+                    output=str(out),
+                    start=first,
+                    end=last,
+                    partitions=2,
+                    mapping=mapping,
+                )
                 t0, c0 = time.perf_counter(), tree_cpu_seconds()
                 records = run_batch(opts, spark, lambda _: None)
                 seconds[name].append(time.perf_counter() - t0)
@@ -147,14 +169,21 @@ def job(args: argparse.Namespace) -> None:
                 events = sum(r["batch"]["records"] for r in records)
                 shutil.rmtree(out, ignore_errors=True)
         for name in mappings:
-            print(f"{name}: " + ", ".join(f"{s:.1f}" for s in seconds[name]) + " s wall; "
-                  + ", ".join(f"{s:.1f}" for s in cpu[name]) + " s CPU")  # fmt: skip
+            print(
+                f"{name}: "
+                + ", ".join(f"{s:.1f}" for s in seconds[name])
+                + " s wall; "
+                + ", ".join(f"{s:.1f}" for s in cpu[name])
+                + " s CPU"
+            )
         for what, measured in (("wall", seconds), ("CPU", cpu)):
             best = {name: min(times) for name, times in measured.items()}
-            print(f"{what}: schema 3 / plain: {best['schema 3'] / best['plain (schema 1)']:.3f}x, "
-                  f"schema 3 / schema 1 reading the fields: "
-                  f"{best['schema 3'] / best['schema 1 reading the fields']:.3f}x "
-                  f"({events:,} lines per run, {args.hours} hours)")  # fmt: skip
+            print(
+                f"{what}: schema 3 / plain: {best['schema 3'] / best['plain (schema 1)']:.3f}x, "
+                f"schema 3 / schema 1 reading the fields: "
+                f"{best['schema 3'] / best['schema 1 reading the fields']:.3f}x "
+                f"({events:,} lines per run, {args.hours} hours)"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -176,22 +205,31 @@ def main() -> None:
     runs = (("schema 1", OFF), ("every option on", ON), ("schema 3", SCHEMA_3))
     for name, mapping in runs:
         lay = layout(mapping)
-        table = pa.Table.from_pylist([{c: r.get(c) for c in lay.event.names} for r in rows],
-                                     lay.event)  # fmt: skip
+        table = pa.Table.from_pylist(
+            [{c: r.get(c) for c in lay.event.names} for r in rows], lay.event
+        )
         tables[name] = (lay, table)
     seconds: dict[str, list[float]] = {name: [] for name in tables}
     for _ in range(args.repeats):
         for name, (lay, table) in tables.items():
             start = time.process_time()
-            advance(lay.state.empty_table(), table, rules=SessionRules(), watermark_before=None,
-                    watermark_after=T0 + 10 * HOUR, layout=lay)  # fmt: skip
+            advance(
+                lay.state.empty_table(),
+                table,
+                rules=SessionRules(),
+                watermark_before=None,
+                watermark_after=T0 + 10 * HOUR,
+                layout=lay,
+            )
             seconds[name].append(time.process_time() - start)
     for name, times in seconds.items():
         print(f"{name}: " + ", ".join(f"{s:.3f}" for s in times) + " CPU s")
     best = {name: min(times) for name, times in seconds.items()}
-    print(f"every option on / schema 1: {best['every option on'] / best['schema 1']:.2f}x, "
-          f"schema 3 / schema 1: {best['schema 3'] / best['schema 1']:.2f}x "
-          f"({args.events:,} events)")  # fmt: skip
+    print(
+        f"every option on / schema 1: {best['every option on'] / best['schema 1']:.2f}x, "
+        f"schema 3 / schema 1: {best['schema 3'] / best['schema 1']:.2f}x "
+        f"({args.events:,} events)"
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,12 @@ def _table(name: str, n: int, seed: int) -> pa.Table:
 
 
 def batch_tables(sessions: int) -> dict[str, list[pa.Table]]:
-    sizes = {"sessions": sessions, "page_views": 5 * sessions, "late_events": sessions // 100,
-             "invalid_events": sessions // 1000}  # fmt: skip
+    sizes = {
+        "sessions": sessions,
+        "page_views": 5 * sessions,
+        "late_events": sessions // 100,
+        "invalid_events": sessions // 1000,
+    }
     return {
         name: [_table(name, n // PARTITIONS, p) for p in range(PARTITIONS)]
         for name, n in sizes.items()
@@ -93,8 +97,12 @@ def measure(kind: str, root: str, tables: dict, batches: int) -> dict:
         stage_req.append(r1 - r0)
         publish_req.append(r2 - r1)
     med = statistics.median
-    return {"stage_s": med(stage_s), "publish_s": med(publish_s),
-            "stage_requests": med(stage_req), "publish_requests": med(publish_req)}  # fmt: skip
+    return {
+        "stage_s": med(stage_s),
+        "publish_s": med(publish_s),
+        "stage_requests": med(stage_req),
+        "publish_requests": med(publish_req),
+    }
 
 
 def main() -> None:
@@ -104,17 +112,21 @@ def main() -> None:
     args = ap.parse_args()
     subprocess.run([str(REPO / "services" / "s3.sh"), "start"], check=True, capture_output=True)
     tables = batch_tables(args.sessions)
-    print(f"batch: {args.sessions} sessions, {PARTITIONS} partitions x {len(tables)} outputs; "
-          f"median of {args.batches} batches")  # fmt: skip
+    print(
+        f"batch: {args.sessions} sessions, {PARTITIONS} partitions x {len(tables)} outputs; "
+        f"median of {args.batches} batches"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("parquet", "delta", "parquet-s3", "delta-s3"):
             root = s3_root() if kind.endswith("-s3") else f"{tmp}/{kind}"
             m = measure(kind, root, tables, args.batches)
             req = ""
             if kind.endswith("-s3"):
-                req = (f"  S3 requests: stage {m['stage_requests']:.0f} "
-                       f"(per partition {m['stage_requests'] / PARTITIONS:.1f}), "
-                       f"publish {m['publish_requests']:.0f}")  # fmt: skip
+                req = (
+                    f"  S3 requests: stage {m['stage_requests']:.0f} "
+                    f"(per partition {m['stage_requests'] / PARTITIONS:.1f}), "
+                    f"publish {m['publish_requests']:.0f}"
+                )
             print(f"{kind:11s} stage {m['stage_s']:6.2f} s  publish {m['publish_s']:6.2f} s{req}")
 
 

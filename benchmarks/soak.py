@@ -82,8 +82,13 @@ def live_heap_kb(pid: int) -> int | None:
     holds, whereas its RSS also counts heap it committed and has not given back yet."""
     try:
         subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=60, check=True)
-        info = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True,
-                              text=True, timeout=60, check=True).stdout  # fmt: skip
+        info = subprocess.run(
+            ["jcmd", str(pid), "GC.heap_info"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     used = re.search(r"heap\s+total \d+K, used (\d+)K", info)
@@ -100,13 +105,16 @@ def processes(driver: int) -> dict[str, float]:
     workers = [_proc_status(p) for p in (descendants(jvm_pids[0]) if jvm_pids else [])]
     workers = [w for w in workers if "VmRSS" in w]  # a worker exiting has no memory left
     return {
-        "driver_py_rss_kb": py.get("VmRSS", 0), "driver_py_fds": py.get("fds", 0),
+        "driver_py_rss_kb": py.get("VmRSS", 0),
+        "driver_py_fds": py.get("fds", 0),
         "driver_py_threads": py.get("Threads", 0),
-        "driver_jvm_rss_kb": jvm.get("VmRSS", 0), "driver_jvm_fds": jvm.get("fds", 0),
+        "driver_jvm_rss_kb": jvm.get("VmRSS", 0),
+        "driver_jvm_fds": jvm.get("fds", 0),
         "driver_jvm_threads": jvm.get("Threads", 0),
         **({"driver_jvm_heap_kb": heap} if heap is not None else {}),
-        "workers": len(workers), "workers_rss_kb": sum(w["VmRSS"] for w in workers),
-    }  # fmt: skip
+        "workers": len(workers),
+        "workers_rss_kb": sum(w["VmRSS"] for w in workers),
+    }
 
 
 def tree(path: Path, skip: tuple[str, ...] = ()) -> tuple[float, int]:
@@ -132,8 +140,10 @@ def slope(xs: list[float], ys: list[float]) -> float:
     the median does not, while a steady growth moves every pairwise slope."""
     pairs = sorted(
         (ys[j] - ys[i]) / (xs[j] - xs[i])
-        for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]
-    )  # fmt: skip
+        for i in range(len(xs))
+        for j in range(i + 1, len(xs))
+        if xs[j] != xs[i]
+    )
     if not pairs:
         return 0.0
     mid = len(pairs) // 2
@@ -165,12 +175,16 @@ class Feeder:
         for _ in range(self.events):
             t = self.clock + timedelta(seconds=self.rng.random() * span)
             action = "browser_close" if self.rng.random() < 0.05 else "view"
-            out.append(json.dumps({
-                "user_id": 100_000 + self.rng.randrange(self.users),
-                "event_time": t.isoformat(timespec="milliseconds"),
-                "action": action,
-                "page": {"current": f"page {self.rng.randrange(50)}"},
-            }))  # fmt: skip
+            out.append(
+                json.dumps(
+                    {
+                        "user_id": 100_000 + self.rng.randrange(self.users),
+                        "event_time": t.isoformat(timespec="milliseconds"),
+                        "action": action,
+                        "page": {"current": f"page {self.rng.randrange(50)}"},
+                    }
+                )
+            )
         return out
 
     def feed(self) -> None:
@@ -180,8 +194,10 @@ class Feeder:
                 self._producer.produce(self.topic, line.encode())
             self._producer.flush()
         else:
-            hour = Path(self.target) / f"event_date={self.clock:%Y-%m-%d}" / (
-                f"event_hour={self.clock:%H}"
+            hour = (
+                Path(self.target)
+                / f"event_date={self.clock:%Y-%m-%d}"
+                / (f"event_hour={self.clock:%H}")
             )
             hour.mkdir(parents=True, exist_ok=True)
             tmp = hour / f".part-{self.written:06d}.json.tmp"  # hidden from Spark until renamed
@@ -221,13 +237,28 @@ def run(args: argparse.Namespace, work: Path) -> tuple[list[dict], dict[str, flo
     port = _free_port()
     chk, out = work / "chk", work / "out"
     cmd = [
-        sys.executable, "-m", "sessionize", "stream", "--input", inp, "--output", str(out),
-        "--checkpoint", str(chk), "--trigger", f"processing-time={args.trigger}",
-        "--partitions", str(args.partitions), "--metrics-port", str(port),
-        "--conf", "spark.ui.enabled=false",
+        sys.executable,
+        "-m",
+        "sessionize",
+        "stream",
+        "--input",
+        inp,
+        "--output",
+        str(out),
+        "--checkpoint",
+        str(chk),
+        "--trigger",
+        f"processing-time={args.trigger}",
+        "--partitions",
+        str(args.partitions),
+        "--metrics-port",
+        str(port),
+        "--conf",
+        "spark.ui.enabled=false",
         # The store's home stays CHK/state; `--snapshot-every` shortens its delta chains.
-        "--state", f"files:{chk}/state?snapshot_every={args.snapshot_every}",
-    ]  # fmt: skip
+        "--state",
+        f"files:{chk}/state?snapshot_every={args.snapshot_every}",
+    ]
     if not inp.startswith("kafka://"):
         cmd += ["--max-files-per-trigger", "1"]
     if args.compact_every:
@@ -280,17 +311,24 @@ def sample(batches: int, driver: int, chk: Path, out: Path, durations: list[floa
     log_kb = sum(p.stat().st_size for p in chk.glob("progress.jsonl*")) / 1024
     # a compacted output's OUT/NAME (a symlink) and its views are hard links of the files
     # under _batches and _compacted: counted there, once
-    entries = [p for p in out.iterdir() if p.is_dir() and not p.is_symlink()
-               and p.name != "_views"] if out.exists() else []  # fmt: skip
+    entries = (
+        [p for p in out.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "_views"]
+        if out.exists()
+        else []
+    )
     outputs = {p.name: tree(p)[1] for p in entries}
     return {
-        "batches": batches, **processes(driver),
-        "checkpoint_kb": round(ck_kb, 1), "checkpoint_files": ck_files,
-        "state_kb": round(st_kb, 1), "state_files": st_files,
+        "batches": batches,
+        **processes(driver),
+        "checkpoint_kb": round(ck_kb, 1),
+        "checkpoint_files": ck_files,
+        "state_kb": round(st_kb, 1),
+        "state_files": st_files,
         "progress_log_kb": round(log_kb, 1),
-        "output_files": sum(outputs.values()), **{f"{k}_files": v for k, v in outputs.items()},
+        "output_files": sum(outputs.values()),
+        **{f"{k}_files": v for k, v in outputs.items()},
         "batch_s": round(sum(durations) / len(durations), 3) if durations else None,
-    }  # fmt: skip
+    }
 
 
 def judge(samples: list[dict], warmup: float) -> dict[str, float]:
@@ -343,8 +381,12 @@ def main() -> None:
     ap.add_argument("--sim-seconds", type=int, default=30, help="simulated time per batch")
     ap.add_argument("--trigger", default="200ms")
     ap.add_argument("--partitions", type=int, default=2)
-    ap.add_argument("--snapshot-every", type=int, default=50,
-                    help="the files store's longest delta chain (state kept: retained + this)")
+    ap.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=50,
+        help="the files store's longest delta chain (state kept: retained + this)",
+    )
     ap.add_argument("--warmup", type=float, default=0.25, help="share of batches left out")
     ap.add_argument("--json", help="write the samples and slopes here")
     ap.add_argument("--keep", help="work directory to keep (default: a temporary one)")
@@ -360,17 +402,27 @@ def main() -> None:
             samples, slopes = run(args, Path(tmp))
     failed = {k: v for k, v in slopes.items() if k in FLAT and v > FLAT[k]}
     if "driver_jvm_heap_kb" not in slopes:
-        print("driver_jvm_heap_kb not sampled: `jcmd` (part of the JDK) was not found or did "
-              "not answer (Debian: apt-get install openjdk-17-jdk-headless)")
-    print(f"load {os.getloadavg()[0]:.2f}; slopes per batch over the last "
-          f"{1 - args.warmup:.0%} of {samples[-1]['batches']} batches:")  # fmt: skip
+        print(
+            "driver_jvm_heap_kb not sampled: `jcmd` (part of the JDK) was not found or did "
+            "not answer (Debian: apt-get install openjdk-17-jdk-headless)"
+        )
+    print(
+        f"load {os.getloadavg()[0]:.2f}; slopes per batch over the last "
+        f"{1 - args.warmup:.0%} of {samples[-1]['batches']} batches:"
+    )
     for key, value in slopes.items():
         limit = f"(limit {FLAT[key]:g})" if key in FLAT else ""
         mark = "GROWS " if key in failed else ""
         print(f"  {mark}{key:24s} {value:+12.4f} {limit}")
     if args.json:
-        doc = {"benchmark": "soak", "load": list(os.getloadavg()), "args": vars(args),
-               "samples": samples, "slopes": slopes, "grows": sorted(failed)}  # fmt: skip
+        doc = {
+            "benchmark": "soak",
+            "load": list(os.getloadavg()),
+            "args": vars(args),
+            "samples": samples,
+            "slopes": slopes,
+            "grows": sorted(failed),
+        }
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
     if args.plot:
         plot(samples, slopes, args.plot, args.warmup)

@@ -170,9 +170,12 @@ def make_backends(names: list[str]) -> dict[str, tuple[Callable[[bool], StateBac
 
 
 def run(
-    make: Callable[[bool], StateBackend], n: int, rows: int, batches: int,
+    make: Callable[[bool], StateBackend],
+    n: int,
+    rows: int,
+    batches: int,
     touched: int | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """With `touched`, each batch touches that many users (half known, half new) and about
     half as many expire, whatever `n` is: the state grows, the work per batch does not."""
     rng = np.random.default_rng(7)
@@ -191,8 +194,11 @@ def run(
     ps.put_many(table)
     ps.commit(0)
     m = ps.metrics()
-    out = {"initial_ms": (time.perf_counter() - t) * 1000, "initial_trips": m.round_trips,
-           "initial_bytes": m.bytes_written}  # fmt: skip
+    out = {
+        "initial_ms": (time.perf_counter() - t) * 1000,
+        "initial_trips": m.round_trips,
+        "initial_bytes": m.bytes_written,
+    }
 
     next_key = n
     times, trips, written, per_key = [], [], [], []
@@ -222,16 +228,26 @@ def run(
         written.append(m.bytes_written)
         changed = len(batch_users) + len(gone)
         if "items_written" in m.extra:  # stores that count the items (rows) they write
-            per_key.append((m.extra["items_written"] / changed,
-                            m.extra["item_bytes_written"] / changed,
-                            m.extra.get("index_writes", 0) / changed))  # fmt: skip
+            per_key.append(
+                (
+                    m.extra["items_written"] / changed,
+                    m.extra["item_bytes_written"] / changed,
+                    m.extra.get("index_writes", 0) / changed,
+                )
+            )
     if per_key:
-        out.update(items_per_key=statistics.median(i for i, _, _ in per_key),
-                   item_bytes_per_key=statistics.median(b for _, b, _ in per_key),
-                   index_per_key=statistics.median(x for _, _, x in per_key))  # fmt: skip
-    out.update(batch_ms=statistics.median(times), batch_trips=statistics.median(trips),
-               batch_bytes=statistics.median(written), batch_mean_ms=statistics.mean(times),
-               batch_max_ms=max(times))  # fmt: skip
+        out.update(
+            items_per_key=statistics.median(i for i, _, _ in per_key),
+            item_bytes_per_key=statistics.median(b for _, b, _ in per_key),
+            index_per_key=statistics.median(x for _, _, x in per_key),
+        )
+    out.update(
+        batch_ms=statistics.median(times),
+        batch_trips=statistics.median(trips),
+        batch_bytes=statistics.median(written),
+        batch_mean_ms=statistics.mean(times),
+        batch_max_ms=max(times),
+    )
 
     for step, version in (("cold", batches), ("restore", 0)):
         fresh = make(False)
@@ -250,8 +266,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5)
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--backends", nargs="+", default=["files", "postgres", "redis", "dynamodb"])
-    ap.add_argument("--touched", type=int, default=None,
-                    help="users per batch, the same for every state size (default: 10%%)")
+    ap.add_argument(
+        "--touched",
+        type=int,
+        default=None,
+        help="users per batch, the same for every state size (default: 10%%)",
+    )
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
     args = ap.parse_args()
     backends = make_backends(args.backends)
@@ -267,10 +287,12 @@ def main() -> None:
     if args.json:
         rows = [{"backend": name, "keys": n, **r} for (name, n), r in results.items()]
         write_json(args.json, "state_backends", rows)
-    head = (f"{'backend':<9} {'keys':>6} {'init ms':>8} {'trips':>5} {'MB':>6} | {'batch ms':>8}"
-            f" {'trips':>5} {'KB':>7} {'x files':>7} {'mean':>7} {'max':>7}"
-            f" | {'cold ms':>7} {'trips':>5}"
-            f" | {'restore ms':>10} {'trips':>5}")  # fmt: skip
+    head = (
+        f"{'backend':<9} {'keys':>6} {'init ms':>8} {'trips':>5} {'MB':>6} | {'batch ms':>8}"
+        f" {'trips':>5} {'KB':>7} {'x files':>7} {'mean':>7} {'max':>7}"
+        f" | {'cold ms':>7} {'trips':>5}"
+        f" | {'restore ms':>10} {'trips':>5}"
+    )
     print(head)
     print("-" * len(head))
     for (name, n), r in results.items():
@@ -285,9 +307,11 @@ def main() -> None:
         )
     for (name, n), r in results.items():
         if "items_per_key" in r:
-            print(f"{name} {n} keys: per changed key and batch {r['items_per_key']:.3f} items"
-                  f" written, {r['item_bytes_per_key']:.0f} item bytes; index writes made by"
-                  f" the server {r['index_per_key']:.3f}")
+            print(
+                f"{name} {n} keys: per changed key and batch {r['items_per_key']:.3f} items"
+                f" written, {r['item_bytes_per_key']:.0f} item bytes; index writes made by"
+                f" the server {r['index_per_key']:.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,12 @@ def build(backend, users: int, rows: int, partitions: int) -> None:
         with backend.open(JOB, p, -1) as tx:
             tx.put_many(state_rows(keys[keys % partitions == p], rows, AT, rng))
             tx.commit(VERSION, {})
-    settings = {"gap": "10m", "lateness": "10m", "close_actions": "browser_close",
-                "partitions": partitions}  # fmt: skip
+    settings = {
+        "gap": "10m",
+        "lateness": "10m",
+        "close_actions": "browser_close",
+        "partitions": partitions,
+    }
     backend.write_job_settings(JOB, settings)
     backend.write_job_record(JOB, VERSION, {"version": VERSION})
 
@@ -70,18 +74,28 @@ def main() -> None:
             spark = spark or SparkSession.builder.master("local[2]").getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             assign = functools.partial(user_partitions, spark)
-            runs.append((f"repartition {args.partitions}->{args.repartition}",
-                         args.repartition, assign))  # fmt: skip
+            runs.append(
+                (f"repartition {args.partitions}->{args.repartition}", args.repartition, assign)
+            )
         for label, count, assign in runs:
             make, clean = make_backends([dst])[dst]
             cleanups.append(clean)
             result = copy_state(
-                sources[src], make(False), JOB, VERSION, partitions_in=args.partitions,
-                partitions_out=count, rules=rules, assign=assign, on_line=lambda _: None,
-            )  # fmt: skip
+                sources[src],
+                make(False),
+                JOB,
+                VERSION,
+                partitions_in=args.partitions,
+                partitions_out=count,
+                rules=rules,
+                assign=assign,
+                on_line=lambda _: None,
+            )
             per_million = result.seconds * 1e6 / args.users
-            print(f"{label} {src} -> {dst}: {result.seconds:.1f}s for {result.users:,} users, "
-                  f"{per_million:.0f}s per million")  # fmt: skip
+            print(
+                f"{label} {src} -> {dst}: {result.seconds:.1f}s for {result.users:,} users, "
+                f"{per_million:.0f}s per million"
+            )
     for clean in cleanups:
         clean()
 

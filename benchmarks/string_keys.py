@@ -25,7 +25,7 @@ from bench_common import (
     run_fresh,
     warm_spark,
     write_input,
-)  # fmt: skip
+)
 
 _USER = re.compile(rb'^\{"user_id": (-?\d+)', re.MULTILINE)
 
@@ -45,12 +45,17 @@ def run_contender(name: str, inp: str, work: str, partitions: int) -> dict:
     commit."""
     from sessionize.commands.stream import StreamOptions, run_stream
     from sessionize.mapping import EventMapping
+
     spark = warm_spark(name, partitions)
     t0 = time.perf_counter()
     opts = StreamOptions(
-        input=inp, output=f"{work}/out", checkpoint=f"{work}/chk", partitions=partitions,
-        max_files_per_trigger=2, mapping=EventMapping(user_type=name),
-    )  # fmt: skip
+        input=inp,
+        output=f"{work}/out",
+        checkpoint=f"{work}/chk",
+        partitions=partitions,
+        max_files_per_trigger=2,
+        mapping=EventMapping(user_type=name),
+    )
     records = run_stream(opts, spark, on_batch=lambda _: None)
     return {
         "name": name,

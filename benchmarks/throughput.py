@@ -36,7 +36,7 @@ from bench_common import (
     warm_spark,
     write_input,
     write_json,
-)  # fmt: skip
+)
 from peers import peer_of, plain_spark, session_window_stream, stateless
 
 from sessionize import jvm_archive
@@ -50,14 +50,29 @@ from sessionize import jvm_archive
 # only: no explicit closes, no page lists, no late or invalid outputs) on Spark's two
 # state stores. Their `-exact` variants read through sessionize's validating parse.
 CONTENDERS = (
-    "stateless", "store-files", "store-files-no-archive", "store-postgres", "store-redis",
-    "store-dynamodb", "spark-rocksdb", "spark-hdfs", "session-window-hdfs",
-    "session-window-rocksdb", "batch-files", "stateless-exact", "session-window-hdfs-exact",
+    "stateless",
+    "store-files",
+    "store-files-no-archive",
+    "store-postgres",
+    "store-redis",
+    "store-dynamodb",
+    "spark-rocksdb",
+    "spark-hdfs",
+    "session-window-hdfs",
+    "session-window-rocksdb",
+    "batch-files",
+    "stateless-exact",
+    "session-window-hdfs-exact",
     "session-window-rocksdb-exact",
-)  # fmt: skip
+)
 # Run only when named (--only): a second look at the same contenders.
-NAMED_ONLY = ("batch-files", "store-files-no-archive", "stateless-exact",
-              "session-window-hdfs-exact", "session-window-rocksdb-exact")  # fmt: skip
+NAMED_ONLY = (
+    "batch-files",
+    "store-files-no-archive",
+    "stateless-exact",
+    "session-window-hdfs-exact",
+    "session-window-rocksdb-exact",
+)
 REMOTE_STATE_ENV = {
     "store-postgres": "SESSIONIZE_TEST_POSTGRES",
     "store-redis": "SESSIONIZE_TEST_REDIS",
@@ -69,9 +84,11 @@ SESSION_WINDOW = "session-window-hdfs"  # the peer the ratios name
 def default_contenders() -> list[str]:
     """Every contender whose service is there (the remote stores need theirs)."""
     return [
-        c for c in CONTENDERS if c not in NAMED_ONLY
+        c
+        for c in CONTENDERS
+        if c not in NAMED_ONLY
         and (c not in REMOTE_STATE_ENV or os.environ.get(REMOTE_STATE_ENV[c]))
-    ]  # fmt: skip
+    ]
 
 
 def state_uri(name: str) -> str:
@@ -227,29 +244,40 @@ def main() -> None:
     add_run_args(ap)
     ap.add_argument("--small", action="store_true", help="a quick run on a small input")
     ap.add_argument(
-        "--files-per-trigger", type=int, nargs="+", default=[4],
+        "--files-per-trigger",
+        type=int,
+        nargs="+",
+        default=[4],
         help="files per micro-batch; several values run every contender at each, in this "
         "run; 0: one micro-batch for the whole input",
-    )  # fmt: skip
+    )
     ap.add_argument("--only", nargs="*", choices=CONTENDERS)
     streams = [c for c in CONTENDERS if c.startswith(("store-", "spark-", "session-window-"))]
     ap.add_argument("--batch-times", nargs="*", default=["store-files"], choices=streams)
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON (plot.py)")
     ap.add_argument(
-        "--repeat", type=positive, default=1, metavar="N",
+        "--repeat",
+        type=positive,
+        default=1,
+        metavar="N",
         help="run every contender N times, taking turns, and rate each by its median run",
-    )  # fmt: skip
+    )
     ap.add_argument(
-        "--spark-jit", action="store_true",
+        "--spark-jit",
+        action="store_true",
         help="sessionize's contenders' driver JVM with the JVM's default compile thresholds "
         "(the peers always have them)",
-    )  # fmt: skip
+    )
     args = ap.parse_args()
     if args.run:
         result = run_contender(
-            args.run, args.input, args.work, args.partitions, args.files_per_trigger[0] or None,
+            args.run,
+            args.input,
+            args.work,
+            args.partitions,
+            args.files_per_trigger[0] or None,
             args.spark_jit,
-        )  # fmt: skip
+        )
         print(json.dumps(result))
         return
     if args.small:
@@ -270,12 +298,15 @@ def main() -> None:
                     work = root / name
                     extra = ["--files-per-trigger", str(files), *["--spark-jit"] * args.spark_jit]
                     runs[name].append(
-                        run_fresh(__file__, name, str(root / "input"), str(work), args.partitions,
-                                  extra)  # fmt: skip
+                        run_fresh(
+                            __file__, name, str(root / "input"), str(work), args.partitions, extra
+                        )
                     )
                     shutil.rmtree(work, ignore_errors=True)
-                    print(f"  {name} done (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"  {name} done (load {' '.join(f'{x:.2f}' for x in os.getloadavg())})",
+                        flush=True,
+                    )
             results = [median_run(runs[name]) for name in names]
             print_rates(results)
             if args.json:

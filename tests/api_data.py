@@ -18,17 +18,27 @@ import pyarrow.parquet as pq
 # The mapped layout: other names, epoch-ms times, attributes in other structs.
 MAPPED = dict(user="uid", time="ts", page="url", action="type", time_format="epoch-ms")
 MAPPED_KEEP = {
-    "site": "src.site", "api_version": "src.api", "browser": "tech.browser",
-    "language": "tech.lang", "device_type": "tech.device_type",
-}  # fmt: skip
+    "site": "src.site",
+    "api_version": "src.api",
+    "browser": "tech.browser",
+    "language": "tech.lang",
+    "device_type": "tech.device_type",
+}
 MAPPED_SCHEMA = pa.schema(
     [
-        ("uid", pa.int64()), ("ts", pa.int64()), ("url", pa.string()), ("type", pa.string()),
+        ("uid", pa.int64()),
+        ("ts", pa.int64()),
+        ("url", pa.string()),
+        ("type", pa.string()),
         ("src", pa.struct([("site", pa.string()), ("api", pa.string())])),
-        ("tech", pa.struct([("browser", pa.string()), ("lang", pa.string()),
-                            ("device_type", pa.string())])),
+        (
+            "tech",
+            pa.struct(
+                [("browser", pa.string()), ("lang", pa.string()), ("device_type", pa.string())]
+            ),
+        ),
     ]
-)  # fmt: skip
+)
 
 
 def _time(text: str) -> datetime:
@@ -48,9 +58,12 @@ def mapped_row(e: dict) -> dict:
         "url": e["page"]["current"],
         "type": e.get("action"),
         "src": {"site": source.get("site"), "api": source.get("api_version")},
-        "tech": {"browser": tech.get("browser"), "lang": tech.get("lang"),
-                 "device_type": (tech.get("device") or {}).get("type")},
-    }  # fmt: skip
+        "tech": {
+            "browser": tech.get("browser"),
+            "lang": tech.get("lang"),
+            "device_type": (tech.get("device") or {}).get("type"),
+        },
+    }
 
 
 def json_files(root: Path) -> list[Path]:

@@ -53,7 +53,9 @@ def pytest_collection_modifyitems(items) -> None:
             feature = mark.args[0]
             if not spark_version.has(feature):
                 (major, minor), reason = spark_version.FEATURES[feature]
-                item.add_marker(pytest.mark.skip(
-                    reason=f"needs Spark {major}.{minor} ({reason.split(';')[0]}); refused on "
-                    "this line (tests/test_spark_lines.py)"
-                ))  # fmt: skip
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"needs Spark {major}.{minor} ({reason.split(';')[0]}); refused on "
+                        "this line (tests/test_spark_lines.py)"
+                    )
+                )

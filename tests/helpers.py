@@ -28,10 +28,17 @@ SORT_KEYS = {
 
 def generate(path: Path, **overrides) -> Path:
     cfg = dict(
-        start=datetime(2026, 11, 1, tzinfo=UTC), hours=3, users=300, events_per_hour=3000,
-        seed=11, duplicate_rate=0.02, late_rate=0.0, invalid_rate=0.002, close_rate=0.1,
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        hours=3,
+        users=300,
+        events_per_hour=3000,
+        seed=11,
+        duplicate_rate=0.02,
+        late_rate=0.0,
+        invalid_rate=0.002,
+        close_rate=0.1,
         files_per_hour=2,
-    )  # fmt: skip
+    )
     cfg.update(overrides)
     write_files(GeneratorConfig(**cfg), str(path))
     return path
@@ -70,8 +77,11 @@ def sessionize(*args: str, env: dict[str, str] | None = None, timeout: float = 3
     """Run `python -m sessionize ARGS` to completion."""
     return subprocess.run(
         [sys.executable, "-m", "sessionize", *args],
-        capture_output=True, text=True, timeout=timeout, env=env or cli_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or cli_env(),
+    )
 
 
 def start_cli(args: list[str], env: dict[str, str], *, merged: bool = True):
@@ -79,9 +89,12 @@ def start_cli(args: list[str], env: dict[str, str], *, merged: bool = True):
     Spark tasks print there)."""
     return subprocess.Popen(
         [sys.executable, "-m", "sessionize", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
-        text=True, env=env, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def wait_for(proc: subprocess.Popen, marker: str, timeout: float = 300) -> str:
@@ -116,9 +129,18 @@ def run_until_killed(args: list[str], marker: str, env: dict[str, str], timeout:
 def stream_args(inp: Path, root: Path) -> list[str]:
     """`sessionize stream` over `inp` writing under `root`, one file per micro-batch."""
     return [
-        "stream", "--input", str(inp), "--output", str(root / "out"),
-        "--checkpoint", str(root / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
-    ]  # fmt: skip
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(root / "out"),
+        "--checkpoint",
+        str(root / "chk"),
+        "--partitions",
+        "3",
+        "--max-files-per-trigger",
+        "1",
+    ]
 
 
 def clean_stream_run(spark, root: Path) -> Path:
@@ -126,9 +148,12 @@ def clean_stream_run(spark, root: Path) -> Path:
     this process, with the CLI's defaults): what a crashed or contested run must equal."""
     inp = generate(root / "in", hours=2, invalid_rate=0.01, late_rate=0.01)
     clean = StreamOptions(
-        input=str(inp), output=str(root / "clean" / "out"),
-        checkpoint=str(root / "clean" / "chk"), partitions=3, max_files_per_trigger=1,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(root / "clean" / "out"),
+        checkpoint=str(root / "clean" / "chk"),
+        partitions=3,
+        max_files_per_trigger=1,
+    )
     run_stream(clean, spark, on_batch=lambda _: None)
     return inp
 

@@ -14,17 +14,36 @@ from tests.logic.reference import reference_advance
 
 # The mapping of layout B, and the same as flags.
 MAPPING_B = EventMapping(
-    user="anonymous_id", time="ts", page="url", action="type", time_format="epoch-ms",
+    user="anonymous_id",
+    time="ts",
+    page="url",
+    action="type",
+    time_format="epoch-ms",
     user_type="string",
-    keep=(("site", "ctx.site"), ("api_version", "ctx.v"), ("browser", "ua.name"),
-          ("language", "ua.lang"), ("device_type", "ua.device")),
-)  # fmt: skip
+    keep=(
+        ("site", "ctx.site"),
+        ("api_version", "ctx.v"),
+        ("browser", "ua.name"),
+        ("language", "ua.lang"),
+        ("device_type", "ua.device"),
+    ),
+)
 FLAGS_B = [
-    "--user-field", "anonymous_id", "--user-type", "string", "--time-field", "ts",
-    "--time-format", "epoch-ms", "--page-field", "url", "--action-field", "type",
+    "--user-field",
+    "anonymous_id",
+    "--user-type",
+    "string",
+    "--time-field",
+    "ts",
+    "--time-format",
+    "epoch-ms",
+    "--page-field",
+    "url",
+    "--action-field",
+    "type",
     "--keep-fields",
     "site=ctx.site,api_version=ctx.v,browser=ua.name,language=ua.lang,device_type=ua.device",
-]  # fmt: skip
+]
 GAP_US = LATENESS_US = 10 * 60_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -50,13 +69,19 @@ def read_events(root: Path) -> list[dict]:
         for line in path.read_text().splitlines():
             e = json.loads(line)
             src, tech = e.get("source", {}), e.get("technical", {})
-            out.append({
-                "user_id": e["user_id"], "event_time": _us(e["event_time"]),
-                "page": e["page"]["current"], "action": e.get("action", "view"),
-                "site": src.get("site"), "api_version": src.get("api_version"),
-                "browser": tech.get("browser"), "language": tech.get("lang"),
-                "device_type": tech.get("device", {}).get("type"),
-            })  # fmt: skip
+            out.append(
+                {
+                    "user_id": e["user_id"],
+                    "event_time": _us(e["event_time"]),
+                    "page": e["page"]["current"],
+                    "action": e.get("action", "view"),
+                    "site": src.get("site"),
+                    "api_version": src.get("api_version"),
+                    "browser": tech.get("browser"),
+                    "language": tech.get("lang"),
+                    "device_type": tech.get("device", {}).get("type"),
+                }
+            )
     return out
 
 
@@ -72,9 +97,12 @@ def write_layout_b(src: Path, dst: Path) -> Path:
                 "ts": _us(e["event_time"]) // 1000,
                 "url": e["page"]["current"],
                 "ctx": {"site": src_.get("site"), "v": src_.get("api_version")},
-                "ua": {"name": tech.get("browser"), "lang": tech.get("lang"),
-                       "device": tech.get("device", {}).get("type")},
-            }  # fmt: skip
+                "ua": {
+                    "name": tech.get("browser"),
+                    "lang": tech.get("lang"),
+                    "device": tech.get("device", {}).get("type"),
+                },
+            }
             if "action" in e:
                 b["type"] = e["action"]
             lines.append(json.dumps(b, ensure_ascii=False))
@@ -92,9 +120,13 @@ def expected(events: list[dict], watermark: int, *, string_keys: bool) -> dict[s
     if string_keys:
         events = [{**e, "user_id": key_of(e["user_id"])} for e in events]
     ref = reference_advance(
-        [], events, gap_us=GAP_US, close_actions=("browser_close",),
-        watermark_before=None, watermark_after=watermark,
-    )  # fmt: skip
+        [],
+        events,
+        gap_us=GAP_US,
+        close_actions=("browser_close",),
+        watermark_before=None,
+        watermark_after=watermark,
+    )
     # The reference writes session ids as the product does (string users escaped).
     out = {"sessions": ref["sessions"], "page_views": ref["page_views"]}
     return {k: sorted(rows, key=_row_key) for k, rows in out.items()}

@@ -38,7 +38,10 @@ class Polled:
 
 @contextmanager
 def polling_sessions(
-    sessions: Path, whole: Counter, retires: bool = False, spark: SparkSession | None = None,
+    sessions: Path,
+    whole: Counter,
+    retires: bool = False,
+    spark: SparkSession | None = None,
     committed: Callable[[], set[int]] | None = None,
 ) -> Iterator[Polled]:
     """Poll `sessions` until the block ends; `whole` is each batch's session count in a
@@ -53,8 +56,7 @@ def polling_sessions(
         polled.readers += ("Spark",)
 
     def check(reader: str, table: pa.Table, before: set[int] | None) -> None:
-        keys = list(zip(table["user_id"].to_pylist(), table["start_time"].to_pylist(),
-                        strict=True))  # fmt: skip
+        keys = list(zip(table["user_id"].to_pylist(), table["start_time"].to_pylist(), strict=True))
         if len(keys) != len(set(keys)):
             polled.problems.append(f"{reader} saw a session twice")
         seen = Counter(table["batch_id"].to_pylist())
@@ -66,8 +68,10 @@ def polling_sessions(
 
     def poll() -> None:
         con = duckdb.connect()
-        query = (f"SELECT {', '.join(COLUMNS)} FROM read_parquet("
-                 f"'{sessions}/**/*.parquet', hive_partitioning=true)")  # fmt: skip
+        query = (
+            f"SELECT {', '.join(COLUMNS)} FROM read_parquet("
+            f"'{sessions}/**/*.parquet', hive_partitioning=true)"
+        )
         rounds = 0
         while not done.wait(0.05):  # a pause between reads leaves the writer its share
             if not has_files():  # a glob over no file at all fails in Polars

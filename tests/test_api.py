@@ -53,12 +53,16 @@ def json_run(spark, tmp_path_factory) -> tuple[Path, Path]:
     """Two hourly JSON files (no invalid or late lines) and the CLI's stream over them, one
     file per micro-batch: what every other input of the same events must give."""
     root = tmp_path_factory.mktemp("api")
-    inp = generate(root / "in", hours=2, users=60, events_per_hour=400, files_per_hour=1,
-                   invalid_rate=0.0)  # fmt: skip
+    inp = generate(
+        root / "in", hours=2, users=60, events_per_hour=400, files_per_hour=1, invalid_rate=0.0
+    )
     opts = StreamOptions(
-        input=str(inp), output=str(root / "ref" / "out"), checkpoint=str(root / "ref" / "chk"),
-        partitions=PARTITIONS, max_files_per_trigger=1,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(root / "ref" / "out"),
+        checkpoint=str(root / "ref" / "chk"),
+        partitions=PARTITIONS,
+        max_files_per_trigger=1,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
     assert read_output(root / "ref" / "out", "sessions").num_rows > 0
     return inp, root / "ref" / "out"
@@ -118,14 +122,19 @@ def _random_events(seed: int, users: int = 30, n: int = 600) -> list[dict]:
         if events and rng.random() < 0.05:
             events.append(dict(rng.choice(events)))
             continue
-        events.append({
-            "user_id": rng.randrange(1, users + 1),
-            "event_time": t0 + rng.randrange(0, 3 * 3_600_000) * 1000,
-            "page": rng.choice("abcdef"),
-            "action": rng.choices(["view", "click", "browser_close"], [8, 3, 1])[0],
-            "site": rng.choice(["s1", "s2", None]), "api_version": "v1",
-            "browser": rng.choice(["b1", "b2"]), "language": "en", "device_type": None,
-        })  # fmt: skip
+        events.append(
+            {
+                "user_id": rng.randrange(1, users + 1),
+                "event_time": t0 + rng.randrange(0, 3 * 3_600_000) * 1000,
+                "page": rng.choice("abcdef"),
+                "action": rng.choices(["view", "click", "browser_close"], [8, 3, 1])[0],
+                "site": rng.choice(["s1", "s2", None]),
+                "api_version": "v1",
+                "browser": rng.choice(["b1", "b2"]),
+                "language": "en",
+                "device_type": None,
+            }
+        )
     return events
 
 
@@ -134,19 +143,27 @@ def _nested(e: dict) -> dict:
     return {
         "user_id": e["user_id"],
         "event_time": datetime.fromtimestamp(e["event_time"] / 1e6, UTC),
-        "page": {"current": e["page"]}, "action": e["action"],
+        "page": {"current": e["page"]},
+        "action": e["action"],
         "source": {"site": e["site"], "api_version": e["api_version"]},
-        "technical": {"browser": e["browser"], "lang": e["language"],
-                      "device": {"type": e["device_type"]}},
-    }  # fmt: skip
+        "technical": {
+            "browser": e["browser"],
+            "lang": e["language"],
+            "device": {"type": e["device_type"]},
+        },
+    }
 
 
 def test_sessions_of_a_bounded_dataframe_equal_the_reference(spark):
     events = _random_events(seed=5)
     expected = reference_advance(
-        [], events, gap_us=600_000_000, close_actions=("browser_close",),
-        watermark_before=None, watermark_after=2**62,
-    )["sessions"]  # fmt: skip
+        [],
+        events,
+        gap_us=600_000_000,
+        close_actions=("browser_close",),
+        watermark_before=None,
+        watermark_after=2**62,
+    )["sessions"]
     key = lambda r: (r["user_id"], r["start_time"])  # noqa: E731
     expected.sort(key=key)
     assert {r["end_reason"] for r in expected} == {"inactivity", "explicit"}
@@ -191,10 +208,13 @@ def test_parquet_stream_equals_json(spark, json_run, tmp_path):
     tree = parquet_tree(inp, tmp_path / "pq")
     bad = _bad_file(tree, sorted(tree.rglob("*.parquet"))[-1])
     opts = StreamOptions(
-        input=str(tree), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        partitions=PARTITIONS, max_files_per_trigger=1,
+        input=str(tree),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        partitions=PARTITIONS,
+        max_files_per_trigger=1,
         mapping=EventMapping(input_format="parquet", session_columns=NEWEST_COLUMNS),
-    )  # fmt: skip
+    )
     records = run_stream(opts, spark, on_batch=lambda _: None)
     assert [r["batch"]["invalid"] for r in records] == [0, 0, 2]
     _same(tmp_path / "out", ref, ("sessions", "page_views", "late_events"))
@@ -207,9 +227,13 @@ def test_parquet_batch_equals_json(spark, json_run, tmp_path):
     bad = _bad_file(tree, sorted(tree.rglob("*.parquet"))[-1])
     for name, root, fmt in (("json", inp, "json"), ("parquet", tree, "parquet")):
         opts = BatchOptions(
-            input=str(root), output=str(tmp_path / name), start=HOURS[0], end=HOURS[1],
-            partitions=PARTITIONS, mapping=EventMapping(input_format=fmt),
-        )  # fmt: skip
+            input=str(root),
+            output=str(tmp_path / name),
+            start=HOURS[0],
+            end=HOURS[1],
+            partitions=PARTITIONS,
+            mapping=EventMapping(input_format=fmt),
+        )
         run_batch(opts, spark, on_hour=lambda _: None)
     _same(tmp_path / "parquet", tmp_path / "json", ("sessions", "page_views", "late_events"))
     assert read_output(tmp_path / "json", "sessions").num_rows > 0
@@ -225,9 +249,13 @@ def test_stream_compacting_every_batch_equals_the_run_without(spark, json_run, t
     inp, ref = json_run
     out = tmp_path / "out"
     opts = StreamOptions(
-        input=str(inp), output=str(out), checkpoint=str(tmp_path / "chk"),
-        partitions=PARTITIONS, max_files_per_trigger=1, compact_every=1,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(out),
+        checkpoint=str(tmp_path / "chk"),
+        partitions=PARTITIONS,
+        max_files_per_trigger=1,
+        compact_every=1,
+    )
     lines: list[str] = []
     records = run_stream(opts, spark, on_batch=lines.append)
     assert len(records) == 2 and sum("compacted" in line for line in lines) == 2, lines

@@ -40,8 +40,10 @@ def test_a_script_that_awaits_its_stream_ends_without_a_listener_left(tmp_path):
     script.write_text(SCRIPT)
     done = subprocess.run(
         [sys.executable, str(script), str(inp), str(tmp_path / "out"), str(tmp_path / "chk")],
-        capture_output=True, text=True, env=cli_env(PYSPARK_PYTHON=sys.executable),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=cli_env(PYSPARK_PYTHON=sys.executable),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "python listeners at exit: 0" in done.stdout, done.stdout
     assert "StreamingQueryListenerBus" not in done.stderr

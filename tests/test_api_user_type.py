@@ -24,8 +24,15 @@ from sessionize.engines.checkpoint import check_or_record
 from sessionize.errors import ConfigError
 from tests.helpers import read_output
 
-FIELDS = dict(user="anonymous_id", time="ts", page="url", action="type",
-              time_format="epoch-ms", keep={}, partitions=2)  # fmt: skip
+FIELDS = dict(
+    user="anonymous_id",
+    time="ts",
+    page="url",
+    action="type",
+    time_format="epoch-ms",
+    keep={},
+    partitions=2,
+)
 T0_MS = 1_793_491_200_000  # 2026-11-01T00:00Z
 
 
@@ -38,12 +45,14 @@ def _events(seed: int, users: int = 12, n: int = 300) -> list[dict]:
         if events and rng.random() < 0.05:
             events.append(dict(rng.choice(events)))
             continue
-        events.append({
-            "anonymous_id": rng.randrange(1, users + 1),
-            "ts": T0_MS + rng.randrange(0, 2 * 3_600_000),
-            "url": rng.choice("abcd"),
-            "type": rng.choices(["view", "click", "browser_close"], [8, 3, 1])[0],
-        })  # fmt: skip
+        events.append(
+            {
+                "anonymous_id": rng.randrange(1, users + 1),
+                "ts": T0_MS + rng.randrange(0, 2 * 3_600_000),
+                "url": rng.choice("abcd"),
+                "type": rng.choices(["view", "click", "browser_close"], [8, 3, 1])[0],
+            }
+        )
     return events
 
 
@@ -52,8 +61,9 @@ def _string_ids(events: list[dict]) -> list[dict]:
 
 
 def _table(events: list[dict], id_type: pa.DataType) -> pa.Table:
-    schema = pa.schema([("anonymous_id", id_type), ("ts", pa.int64()), ("url", pa.string()),
-                        ("type", pa.string())])  # fmt: skip
+    schema = pa.schema(
+        [("anonymous_id", id_type), ("ts", pa.int64()), ("url", pa.string()), ("type", pa.string())]
+    )
     return pa.Table.from_pylist(events, schema)
 
 
@@ -76,9 +86,7 @@ def test_sessions_of_string_ids_need_no_user_type(spark):
     int_sessions = by_int.sessions.toArrow().to_pylist()
     str_sessions = by_str.sessions.toArrow().to_pylist()
     assert len(int_sessions) > 20
-    assert _shape(str_sessions, lambda u: int(u.removeprefix("u-"))) == _shape(
-        int_sessions, int
-    )
+    assert _shape(str_sessions, lambda u: int(u.removeprefix("u-"))) == _shape(int_sessions, int)
     # Every distinct event (user, time, page) is an event of a closed session.
     distinct = {(f"u-{e['anonymous_id']}", e["ts"], e["url"]) for e in events}
     rows = by_str.events.toArrow().to_pylist()

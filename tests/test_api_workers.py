@@ -47,8 +47,14 @@ def test_workers_without_sessionize_are_one_line_naming_pyspark_python(tmp_path:
     me = Path(sys.executable)
     workers = str(me.with_name("python" if me.name != "python" else "python3"))
     assert workers != sys.executable
-    done = subprocess.run([sys.executable, str(job), workers], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=550)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(job), workers],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=550,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-2:] == [
         "error: Spark's Python workers cannot import sessionize (they run python3): start "

@@ -52,8 +52,10 @@ _GZ_LINES = [event(user_id=i) for i in range(120)]
 _GZ = gzip.compress(lines(*_GZ_LINES))
 _GZ_CUT = _GZ[: len(_GZ) // 2]
 _GZ_READ = sum(
-    1 for line in gzip.GzipFile(fileobj=__import__("io").BytesIO(_GZ_CUT)).read1(1 << 30)
-    .split(b"\n")[:-1]  # fmt: skip
+    1
+    for line in gzip.GzipFile(fileobj=__import__("io").BytesIO(_GZ_CUT))
+    .read1(1 << 30)
+    .split(b"\n")[:-1]
 )
 DEEP = "[" * 5000 + "]" * 5000
 BIG_PAD = "x" * (3 << 20)
@@ -62,12 +64,11 @@ BIG_PAD = "x" * (3 << 20)
 CASES: dict[str, tuple[bytes, list[str | None]]] = {
     "valid.json": (lines(GOOD, event(action="click")), [OK, OK]),
     "strings_that_look_like_other_types.json": (
-        lines(event(page={"current": "5"}, action="true", source={"site": "{x}"})), [OK]
+        lines(event(page={"current": "5"}, action="true", source={"site": "{x}"})),
+        [OK],
     ),
     "not_object_array.json": (lines("[1, 2]"), ["not a JSON object"]),
-    "not_object_scalars.json": (
-        lines("42", '"text"', "null", "true"), ["not a JSON object"] * 4
-    ),
+    "not_object_scalars.json": (lines("42", '"text"', "null", "true"), ["not a JSON object"] * 4),
     "syntax_error.json": (lines('{"user_id": 1, "event_time": '), ["not a JSON object"]),
     "user_id_string.json": (lines(event(user_id="12")), ["user_id: expected an integer"]),
     "user_id_float.json": (lines(event(user_id=1.5)), ["user_id: expected an integer"]),
@@ -78,49 +79,56 @@ CASES: dict[str, tuple[bytes, list[str | None]]] = {
     ),
     "user_id_null.json": (lines(event(user_id=None)), ["missing user_id"]),
     "event_time_number.json": (
-        lines(event(event_time=1761991200)), ["event_time: expected a string"]
+        lines(event(event_time=1761991200)),
+        ["event_time: expected a string"],
     ),
     "event_time_null.json": (lines(event(event_time=None)), ["missing event_time"]),
     "action_object.json": (lines(event(action={"a": 1})), ["action: expected a string"]),
     "page_string.json": (lines(event(page="home")), ["page: expected an object"]),
     "page_current_number.json": (
-        lines(event(page={"current": 5})), ["page.current: expected a string"]
+        lines(event(page={"current": 5})),
+        ["page.current: expected a string"],
     ),
     "page_current_missing.json": (lines(event(page={})), ["missing page.current"]),
     "source_array.json": (lines(event(source=["a"])), ["source: expected an object"]),
     "source_site_bool.json": (
-        lines(event(source={"site": False})), ["source.site: expected a string"]
+        lines(event(source={"site": False})),
+        ["source.site: expected a string"],
     ),
     "source_api_version_number.json": (
-        lines(event(source={"api_version": 3})), ["source.api_version: expected a string"]
+        lines(event(source={"api_version": 3})),
+        ["source.api_version: expected a string"],
     ),
     "technical_string.json": (lines(event(technical="x")), ["technical: expected an object"]),
     "technical_browser_object.json": (
-        lines(event(technical={"browser": {}})), ["technical.browser: expected a string"]
+        lines(event(technical={"browser": {}})),
+        ["technical.browser: expected a string"],
     ),
     "technical_lang_number.json": (
-        lines(event(technical={"lang": 1})), ["technical.lang: expected a string"]
+        lines(event(technical={"lang": 1})),
+        ["technical.lang: expected a string"],
     ),
     "technical_device_string.json": (
-        lines(event(technical={"device": "phone"})), ["technical.device: expected an object"]
+        lines(event(technical={"device": "phone"})),
+        ["technical.device: expected an object"],
     ),
     "technical_device_type_array.json": (
         lines(event(technical={"device": {"type": []}})),
         ["technical.device.type: expected a string"],
     ),
-    "duplicate_key.json": (
-        lines(raw_event(extra=', "user_id": 8')), ["duplicate key: user_id"]
-    ),
+    "duplicate_key.json": (lines(raw_event(extra=', "user_id": 8')), ["duplicate key: user_id"]),
     "nul_byte.json": (
         lines(raw_event(extra=', "x": "a\x00b"'), event(page={"current": "a\u0000b"})),
         ["not a JSON object", OK],
     ),
-    "deep_nesting.json": (lines(DEEP, raw_event(extra=f', "x": {DEEP}')), [
-        "not a JSON object", "not a JSON object",
-    ]),  # fmt: skip
-    "multi_megabyte.json": (
-        lines(event(pad=BIG_PAD), BIG_PAD), [OK, "not a JSON object"]
+    "deep_nesting.json": (
+        lines(DEEP, raw_event(extra=f', "x": {DEEP}')),
+        [
+            "not a JSON object",
+            "not a JSON object",
+        ],
     ),
+    "multi_megabyte.json": (lines(event(pad=BIG_PAD), BIG_PAD), [OK, "not a JSON object"]),
     "bom.json": (b"\xef\xbb\xbf" + lines(GOOD, GOOD), [OK, OK]),
     "crlf.json": (lines(GOOD, GOOD).replace(b"\n", b"\r\n"), [OK, OK]),
     "lone_cr.json": ((GOOD + "\r" + GOOD).encode(), [OK, OK]),
@@ -133,10 +141,13 @@ CASES: dict[str, tuple[bytes, list[str | None]]] = {
         [OK, "not UTF-8 (byte 21)", "not UTF-8 (byte 0)"],
     ),
     "time_not_iso.json": (
-        lines(event(event_time="yesterday"), event(event_time="2026-13-45T99:99:99"),
-              event(event_time="+10000-01-01T00:00:00")),
+        lines(
+            event(event_time="yesterday"),
+            event(event_time="2026-13-45T99:99:99"),
+            event(event_time="+10000-01-01T00:00:00"),
+        ),
         ["event_time is not an ISO-8601 timestamp"] * 3,
-    ),  # fmt: skip
+    ),
     "time_far_past.json": (lines(event(event_time="1900-01-01T00:00:00Z")), [OK]),
     "time_future.json": (
         lines(
@@ -165,8 +176,9 @@ def results(spark, tmp_path_factory) -> dict[str, list[dict]]:
     for name, (content, _) in CASES.items():
         (root / name).write_bytes(content)
     now = F.lit(NOW.replace(tzinfo=None)).cast("timestamp")
-    parsed = parse(listed_files(spark, [str(root)]), now=now, max_future_us=MAX_FUTURE_US,
-                   decode=decode_listed)  # fmt: skip
+    parsed = parse(
+        listed_files(spark, [str(root)]), now=now, max_future_us=MAX_FUTURE_US, decode=decode_listed
+    )
     by_file: dict[str, list[dict]] = {}
     for row in parsed.collect():
         by_file.setdefault(row["source"].rsplit("/", 1)[-1], []).append(row.asDict())

@@ -52,9 +52,13 @@ def test_batch_sessions_equal_stream_sessions(spark, tmp_path, state):
     assert [r["version"] for r in logged] == [2026110100, 2026110101, 2026110102]
     assert logged[1]["input"]["path"].endswith("event_date=2026-11-01/event_hour=01")
     stream = StreamOptions(
-        input=str(inp), output=str(tmp_path / "stream"), checkpoint=str(tmp_path / "chk"),
-        partitions=3, max_files_per_trigger=1, state=state("stream"),
-    )  # fmt: skip
+        input=str(inp),
+        output=str(tmp_path / "stream"),
+        checkpoint=str(tmp_path / "chk"),
+        partitions=3,
+        max_files_per_trigger=1,
+        state=state("stream"),
+    )
     records = run_stream(stream, spark, on_batch=lambda _: None)
     assert records[-1]["totals"]["late"] == 0
     watermark = records[-1]["watermark"]
@@ -127,8 +131,9 @@ def test_missing_input_hour_is_an_empty_hour(spark, tmp_path, state):
 def test_a_missing_input_tree_is_refused_before_anything_is_written(tmp_path):
     """A tree that is not there is a mistake (a typo, an unmounted disk), as `stream` says;
     only a missing hour inside an existing tree is an empty hour."""
-    opts = BatchOptions(input=str(tmp_path / "no-such-tree"), output=str(tmp_path / "out"),
-                        start=H0, end=H0 + HOUR)  # fmt: skip
+    opts = BatchOptions(
+        input=str(tmp_path / "no-such-tree"), output=str(tmp_path / "out"), start=H0, end=H0 + HOUR
+    )
     with pytest.raises(ConfigError, match="--input .*no-such-tree is not a directory"):
         run_batch(opts, on_hour=lambda _: None)
     assert not (tmp_path / "out").exists()
@@ -139,13 +144,22 @@ def test_a_changed_setting_is_refused_with_a_fresh_start_that_runs(spark, tmp_pa
     state, so a new state alone would be refused again, for the output."""
     inp = generate(tmp_path / "in", hours=1, late_rate=0.0)
     _batch(spark, inp, tmp_path / "out", H0, H0, state="files")
-    changed = BatchOptions(input=str(inp), output=str(tmp_path / "out"), start=H0, end=H0,
-                           partitions=3, rules=SessionRules(gap_us=300_000_000))  # fmt: skip
-    with pytest.raises(IncompatibleCheckpoint, match="--gap 10m .this run: 5m.*; or start "
-                       "over with a new --output$"):  # fmt: skip
+    changed = BatchOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        start=H0,
+        end=H0,
+        partitions=3,
+        rules=SessionRules(gap_us=300_000_000),
+    )
+    with pytest.raises(
+        IncompatibleCheckpoint,
+        match="--gap 10m .this run: 5m.*; or start over with a new --output$",
+    ):
         run_batch(changed, spark, on_hour=lambda _: None)
-    records = run_batch(replace(changed, output=str(tmp_path / "out2")), spark,
-                        on_hour=lambda _: None)  # fmt: skip
+    records = run_batch(
+        replace(changed, output=str(tmp_path / "out2")), spark, on_hour=lambda _: None
+    )
     assert records[0]["batch"]["sessions_out"] > 0
 
 
@@ -172,12 +186,20 @@ def test_batch_flags_left_out_take_the_output_s_state_and_the_state_s_settings(s
     a flag given with another value, even the default, is refused naming it."""
     inp = generate(tmp_path / "in", hours=2, users=40, events_per_hour=300, files_per_hour=1)
     out, state = tmp_path / "out", f"files:{tmp_path / 'st'}"
-    first = BatchOptions(input=str(inp), output=str(out), start=H0, end=H0, state=state,
-                         rules=SessionRules(gap_us=300_000_000), partitions=3)  # fmt: skip
+    first = BatchOptions(
+        input=str(inp),
+        output=str(out),
+        start=H0,
+        end=H0,
+        state=state,
+        rules=SessionRules(gap_us=300_000_000),
+        partitions=3,
+    )
     run_batch(first, spark, on_hour=lambda _: None)
     move_settings_into_records(tmp_path / "st", "sessionize")
-    left_out = BatchOptions(input=str(inp), output=str(out), start=H0 + HOUR, end=H0 + HOUR,
-                            explicit=frozenset())  # fmt: skip
+    left_out = BatchOptions(
+        input=str(inp), output=str(out), start=H0 + HOUR, end=H0 + HOUR, explicit=frozenset()
+    )
     run_batch(left_out, spark, on_hour=lambda _: None)
     backend = open_backend(state)
     assert backend.job_versions("sessionize") == [2026110100, 2026110101]

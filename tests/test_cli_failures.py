@@ -22,8 +22,11 @@ def _hour(root: Path, *lines: str) -> Path:
 
 
 def _stream(root: Path, **flags: str) -> list[str]:
-    args = {"--input": str(root / "in"), "--output": str(root / "out"),
-            "--checkpoint": str(root / "ck")}  # fmt: skip
+    args = {
+        "--input": str(root / "in"),
+        "--output": str(root / "out"),
+        "--checkpoint": str(root / "ck"),
+    }
     args.update(flags)
     return ["stream", *(x for kv in args.items() for x in kv)]
 
@@ -81,10 +84,13 @@ CASES = {
     ),
     # --input-format reaches the command (test_api.py runs Parquet input in-process).
     "parquet from a broker": (
-        lambda root: [*_stream(root, **{"--input": "kafka://127.0.0.1:9/t"}),
-                      "--input-format", "parquet"],
+        lambda root: [
+            *_stream(root, **{"--input": "kafka://127.0.0.1:9/t"}),
+            "--input-format",
+            "parquet",
+        ],
         "--input-format parquet reads a file tree",
-    ),  # fmt: skip
+    ),
 }
 
 

@@ -55,8 +55,13 @@ class Sweep:
             (root / d).mkdir()
 
     def secrets(self) -> list[str]:
-        forms = {self.pg_password, quote(self.pg_password, safe=""), self.redis_password,
-                 self.sasl_password, self.wrong}  # fmt: skip
+        forms = {
+            self.pg_password,
+            quote(self.pg_password, safe=""),
+            self.redis_password,
+            self.sasl_password,
+            self.wrong,
+        }
         return sorted(forms)
 
     def pg(self, schema: str, password: str | None = None) -> str:
@@ -71,17 +76,25 @@ class Sweep:
 
     def env(self, **extra: str) -> dict[str, str]:
         tmp = self.root / "tmp"
-        env = cli_env(TMPDIR=str(tmp), SPARK_LOCAL_DIRS=str(self.root / "spark-local"),
-                      SPARK_SUBMIT_OPTS=f"{SHORT_JVM_OPTS} -Djava.io.tmpdir={tmp}")  # fmt: skip
+        env = cli_env(
+            TMPDIR=str(tmp),
+            SPARK_LOCAL_DIRS=str(self.root / "spark-local"),
+            SPARK_SUBMIT_OPTS=f"{SHORT_JVM_OPTS} -Djava.io.tmpdir={tmp}",
+        )
         env.pop("PGPASSWORD", None)
         return {**env, **extra}
 
     def run(self, *args: str, fails: str | None = None, **env: str) -> str:
         """`sessionize ARGS` in the run's directory; its stdout. `fails`: it must end in
         one line on stderr holding this text, with exit code 2; that line is returned."""
-        done = subprocess.run([sys.executable, "-m", "sessionize", *args],
-                              capture_output=True, text=True, timeout=600, cwd=self.root,
-                              env=self.env(**env))  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "sessionize", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=self.root,
+            env=self.env(**env),
+        )
         self.printed += [done.stdout, done.stderr]
         if fails is None:
             assert done.returncode == 0, (args, done.stderr[-3000:])
@@ -97,8 +110,11 @@ class Sweep:
 def sweep(tmp_path):
     s = Sweep(tmp_path)
     with psycopg.connect(s.pg_admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE sessionize_password")
-                     .format(sql.Identifier(s.role), sql.Literal(s.pg_password)))  # fmt: skip
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} IN ROLE sessionize_password").format(
+                sql.Identifier(s.role), sql.Literal(s.pg_password)
+            )
+        )
         conn.execute(f"GRANT CREATE ON DATABASE sessionize TO {s.role}")
         rule = conn.execute(
             "SELECT auth_method FROM pg_hba_file_rules WHERE '+sessionize_password' = "
@@ -109,8 +125,13 @@ def sweep(tmp_path):
         "run services/start.sh postgres (it adds the rule to a running server too)"
     )
     admin = redis.Redis.from_url(s.redis_admin)
-    admin.acl_setuser(s.redis_user, enabled=True, passwords=[f"+{s.redis_password}"],
-                      keys=["*"], commands=["+@all"])  # fmt: skip
+    admin.acl_setuser(
+        s.redis_user,
+        enabled=True,
+        passwords=[f"+{s.redis_password}"],
+        keys=["*"],
+        commands=["+@all"],
+    )
     try:
         yield s
     finally:
@@ -133,36 +154,91 @@ def test_no_command_writes_or_prints_a_password(spark, sweep, capfd):
         psycopg.connect(s.pg(schema="x", password=s.wrong).split("?")[0]).close()
 
     # generate: a Kafka URI takes no credentials; the input for the jobs
-    s.run("generate", "--kafka", f"kafka://u:{s.sasl_password}@{s.kafka[8:]}/t{s.tag}",
-          fails="takes no user or password")  # fmt: skip
-    s.run("generate", "--output", "in", "--hours", "1", "--users", "40",
-          "--events-per-hour", "400", "--files-per-hour", "2")  # fmt: skip
+    s.run(
+        "generate",
+        "--kafka",
+        f"kafka://u:{s.sasl_password}@{s.kafka[8:]}/t{s.tag}",
+        fails="takes no user or password",
+    )
+    s.run(
+        "generate",
+        "--output",
+        "in",
+        "--hours",
+        "1",
+        "--users",
+        "40",
+        "--events-per-hour",
+        "400",
+        "--files-per-hour",
+        "2",
+    )
     topic = f"{s.kafka}/sweep-{s.tag}"
-    s.run("generate", "--kafka", topic, "--hours", "1", "--users", "40",
-          "--events-per-hour", "400")  # fmt: skip
+    s.run("generate", "--kafka", topic, "--hours", "1", "--users", "40", "--events-per-hour", "400")
 
     # stream: Kafka with SASL options -> PostgreSQL output and state, metrics on any port
-    sasl = ["--source-option", "kafka.sasl.username=u",
-            "--source-option", f"kafka.sasl.password={s.sasl_password}"]  # fmt: skip
-    said = s.run("stream", "--input", topic, *sasl, "--output", s.pg("out"),
-                 "--state", s.pg("st"), "--checkpoint", "chk", "--partitions", "2",
-                 "--source-option", "maxRecordsPerTrigger=250", "--metrics-port", "0")  # fmt: skip
+    sasl = [
+        "--source-option",
+        "kafka.sasl.username=u",
+        "--source-option",
+        f"kafka.sasl.password={s.sasl_password}",
+    ]
+    said = s.run(
+        "stream",
+        "--input",
+        topic,
+        *sasl,
+        "--output",
+        s.pg("out"),
+        "--state",
+        s.pg("st"),
+        "--checkpoint",
+        "chk",
+        "--partitions",
+        "2",
+        "--source-option",
+        "maxRecordsPerTrigger=250",
+        "--metrics-port",
+        "0",
+    )
     assert said.startswith("metrics on http://127.0.0.1:"), said
     # an unencoded reserved character in a password is refused before any client sees it
-    s.run("stream", "--input", "in", "--output", "o2", "--checkpoint", "chk2",
-          "--state", f"postgresql://{s.role}:{s.pg_password}@{s.pg_host}",
-          fails="percent-encode it")  # fmt: skip
+    s.run(
+        "stream",
+        "--input",
+        "in",
+        "--output",
+        "o2",
+        "--checkpoint",
+        "chk2",
+        "--state",
+        f"postgresql://{s.role}:{s.pg_password}@{s.pg_host}",
+        fails="percent-encode it",
+    )
 
     # batch: files -> PostgreSQL output, Redis state
-    s.run("batch", "--input", "in", "--from", "2026-11-01T00", "--output", s.pg("bout"),
-          "--state", s.redis("bst"), "--partitions", "2")  # fmt: skip
+    s.run(
+        "batch",
+        "--input",
+        "in",
+        "--from",
+        "2026-11-01T00",
+        "--output",
+        s.pg("bout"),
+        "--state",
+        s.redis("bst"),
+        "--partitions",
+        "2",
+    )
 
     # the Python API, in this process: PostgreSQL state and output
     said_api: list[str] = []
     Sessionizer(state=s.pg("api_st"), partitions=2).start(
         spark.readStream.text(str(root / "in"), recursiveFileLookup=True),
-        output=s.pg("api_out"), checkpoint=str(root / "chk-api"), on_batch=said_api.append,
-    ).wait()  # fmt: skip
+        output=s.pg("api_out"),
+        checkpoint=str(root / "chk-api"),
+        on_batch=said_api.append,
+    ).wait()
     s.printed += [*said_api, *capfd.readouterr()]
 
     # status, history, report: the checkpoint holds the passwords masked (PGPASSWORD then)
@@ -172,32 +248,52 @@ def test_no_command_writes_or_prints_a_password(spark, sweep, capfd):
     s.run("status", "--output", s.pg("bout"))
     assert "batch 1" in s.run("history", "--checkpoint", "chk", **pgpassword)
     s.run("history", "--checkpoint", "chk", fails="password")
-    s.run("history", "--checkpoint", "chk", "--state", s.pg("st", s.wrong),
-          fails="password authentication failed")  # fmt: skip
+    s.run(
+        "history",
+        "--checkpoint",
+        "chk",
+        "--state",
+        s.pg("st", s.wrong),
+        fails="password authentication failed",
+    )
     s.run("report", "--output", s.pg("out"), "--checkpoint", "chk", "--to", "report.html")
     s.run("report", "--output", s.pg("out", ""), "--to", "report-env.html", **pgpassword)
     s.run("report", "--output", s.pg("typo"), "--to", "r.html", fails="no sessions table")
-    refused = s.run("report", "--output", s.pg("out", s.wrong), "--to", "r.html",
-                    fails="password authentication failed")  # fmt: skip
+    refused = s.run(
+        "report",
+        "--output",
+        s.pg("out", s.wrong),
+        "--to",
+        "r.html",
+        fails="password authentication failed",
+    )
     assert "PGPASSWORD" in refused and "restart" not in refused, refused  # a report is no job
 
     # the state tools
     s.run("state", "inspect", "--checkpoint", "chk", **pgpassword)
     s.run("state", "export", "--checkpoint", "chk", "--state", s.pg("st"), "--to", "open.parquet")
     s.run("state", "inspect", "--output", s.pg("bout"), "--state", s.redis("bst"))
-    s.run("state", "import", "--checkpoint", "chk", "--to", s.pg("imp"), fails="not Spark's",
-          **pgpassword)  # fmt: skip
+    s.run(
+        "state",
+        "import",
+        "--checkpoint",
+        "chk",
+        "--to",
+        s.pg("imp"),
+        fails="not Spark's",
+        **pgpassword,
+    )
     s.run("rewind", "--checkpoint", "chk", "--to-batch", "0", **pgpassword)
-    s.run("state", "migrate", "--checkpoint", "chk", "--state", s.pg("st"),
-          "--to", s.redis("mig"))  # fmt: skip
+    s.run("state", "migrate", "--checkpoint", "chk", "--state", s.pg("st"), "--to", s.redis("mig"))
     # the state now in Redis, recorded masked: given again
     s.run("state", "inspect", "--checkpoint", "chk", "--state", s.redis("mig"))
     s.run("history", "--checkpoint", "chk", fails="give it with --state")
 
     # upkeep
     s.run("maintain", "--output", s.pg("out"), fails="leave nothing to clean")
-    s.run("maintain", "--output", s.pg("out"), "--checkpoint", "chk",
-          "--move-output", s.pg("moved"))  # fmt: skip
+    s.run(
+        "maintain", "--output", s.pg("out"), "--checkpoint", "chk", "--move-output", s.pg("moved")
+    )
 
     leaks = _search(s)
     assert not leaks, leaks
@@ -207,8 +303,9 @@ def test_no_command_writes_or_prints_a_password(spark, sweep, capfd):
 def _search(s: Sweep) -> list[str]:
     """Where a secret appears: printed text, files under the run's directory, records."""
     secrets = [x.encode() for x in s.secrets()]
-    found = [f"printed: {text[:200]!r}" for text in s.printed
-             if any(x in text.encode() for x in secrets)]  # fmt: skip
+    found = [
+        f"printed: {text[:200]!r}" for text in s.printed if any(x in text.encode() for x in secrets)
+    ]
     files = [p for p in s.root.rglob("*") if p.is_file() and not p.is_symlink()]
     names = {p.name for p in files}
     assert {"progress.jsonl", "sessionize-paths.json", "report.html", "open.parquet"} <= names
@@ -226,8 +323,15 @@ def _search(s: Sweep) -> list[str]:
     client = redis.Redis.from_url(s.redis_admin)
     for key in client.scan_iter(f"*{s.tag}*", count=1000):
         kind = client.type(key)
-        value = (client.hgetall(key) if kind == b"hash" else client.get(key)
-                 if kind == b"string" else client.zrange(key, 0, -1) if kind == b"zset" else b"")
+        value = (
+            client.hgetall(key)
+            if kind == b"hash"
+            else client.get(key)
+            if kind == b"string"
+            else client.zrange(key, 0, -1)
+            if kind == b"zset"
+            else b""
+        )
         if any(x in repr(value).encode() for x in secrets):
             found.append(f"redis {key!r}")
     client.close()

@@ -33,23 +33,32 @@ def clone(tmp_path):
 
 def _dev(clone: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable}
-    return subprocess.run(["bash", str(clone / "dev"), *args], capture_output=True, text=True,
-                          env=env, timeout=60)  # fmt: skip
+    return subprocess.run(
+        ["bash", str(clone / "dev"), *args], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 def _installs(clone: Path, venv: str = ".venv") -> list[str]:
     """What pip installed editable in `venv`, pip's own upgrade left out."""
     log = clone / "pip.log"
     lines = log.read_text().splitlines() if log.exists() else []
-    return [line.split()[-1] for line in lines
-            if line.startswith(f"{venv} ") and "--upgrade pip" not in line]  # fmt: skip
+    return [
+        line.split()[-1]
+        for line in lines
+        if line.startswith(f"{venv} ") and "--upgrade pip" not in line
+    ]
 
 
 def _pins(clone: Path, venv: str) -> list[str]:
     """The PySpark each install into `venv` asked for."""
     lines = (clone / "pip.log").read_text().splitlines()
-    return [word for line in lines if line.startswith(f"{venv} ")
-            for word in line.split() if word.startswith("pyspark==")]  # fmt: skip
+    return [
+        word
+        for line in lines
+        if line.startswith(f"{venv} ")
+        for word in line.split()
+        if word.startswith("pyspark==")
+    ]
 
 
 def test_demo_installs_the_package_alone_and_says_so(clone):
@@ -109,7 +118,11 @@ def test_a_changed_pin_reinstalls(clone):
 
 
 def test_an_unknown_line_is_one_line():
-    done = subprocess.run(["bash", str(ROOT / "dev"), "setup", "--spark", "3.4"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(ROOT / "dev"), "setup", "--spark", "3.4"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr == "dev: --spark 3.4: give one of 3.5, 4.0, 4.1, 4.2, 4.3\n"

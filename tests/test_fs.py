@@ -17,7 +17,10 @@ def test_child_keeps_a_uri_query_at_the_end():
     assert child(uri, "_lease") == (
         "s3://bucket/out/_lease?endpoint_override=127.0.0.1:29900&scheme=http"
     )
-    assert child("s3://bucket/out", "sessions", "/batch_id=1/") == "s3://bucket/out/sessions/batch_id=1"
+    assert (
+        child("s3://bucket/out", "sessions", "/batch_id=1/")
+        == "s3://bucket/out/sessions/batch_id=1"
+    )
     assert child("/data/out/", "_state") == "/data/out/_state"
     assert child("/data/a?b", "x") == "/data/a?b/x"  # a local name may hold a "?"
 

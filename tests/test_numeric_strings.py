@@ -23,12 +23,19 @@ from sessionize.parsing import parse, parse_exact
 from sessionize.sources.parquet import parquet_batch
 
 MAPPING = EventMapping(
-    user="uid", time="ts", time_format="epoch-ms", page="url", action="type", keep=(),
-    gap="gap_s", session_columns=2,
+    user="uid",
+    time="ts",
+    time_format="epoch-ms",
+    page="url",
+    action="type",
+    keep=(),
+    gap="gap_s",
+    session_columns=2,
     content=SessionContent(conversions=(Conversion("purchase", "buy", "revenue"),)),
-)  # fmt: skip
-TIMES_ONLY = EventMapping(user="uid", time="ts", time_format="epoch-ms", page="url",
-                          action="type", keep=(), gap="gap_s")  # fmt: skip
+)
+TIMES_ONLY = EventMapping(
+    user="uid", time="ts", time_format="epoch-ms", page="url", action="type", keep=(), gap="gap_s"
+)
 # (ts, gap_s, type, revenue) as the input writes them; None: absent.
 EVENTS = [
     (1_793_527_200_000, 60, "view", None),
@@ -93,19 +100,20 @@ def _got(rows) -> list[tuple]:
             continue
         # The value column carries every event's text; a conversion reads it on its own.
         value = r.get("purchase_value_json") if EVENTS[uid][2] == "buy" else None
-        out.append((uid, r["event_time_us"], r["gap_us"],
-                    None if value is None else float(value)))  # fmt: skip
+        out.append((uid, r["event_time_us"], r["gap_us"], None if value is None else float(value)))
     return out
 
 
 def _collect(df) -> list[tuple]:
-    return _got(r.asDict() for r in df.withColumn("event_time_us",
-                                                  F.unix_micros("event_time")).collect())
+    return _got(
+        r.asDict() for r in df.withColumn("event_time_us", F.unix_micros("event_time")).collect()
+    )
 
 
 def _raw(spark):
-    return spark.createDataFrame([(line, None, "s") for line in _lines()],
-                                 "value string, error string, source string")  # fmt: skip
+    return spark.createDataFrame(
+        [(line, None, "s") for line in _lines()], "value string, error string, source string"
+    )
 
 
 def test_json_lines_read_numeric_strings_on_both_paths(spark):
@@ -117,58 +125,95 @@ def test_json_lines_read_numeric_strings_on_both_paths(spark):
 
 
 def test_a_dataframe_of_string_columns_reads_as_json_lines(spark):
-    rows = [(uid, None if ts is None else str(ts), "/p", kind,
-             None if gap is None else str(gap), None if rev is None else str(rev))
-            for uid, (ts, gap, kind, rev) in enumerate(EVENTS)]  # fmt: skip
-    df = spark.createDataFrame(rows, "uid long, ts string, url string, type string, "
-                               "gap_s string, revenue string")  # fmt: skip
+    rows = [
+        (
+            uid,
+            None if ts is None else str(ts),
+            "/p",
+            kind,
+            None if gap is None else str(gap),
+            None if rev is None else str(rev),
+        )
+        for uid, (ts, gap, kind, rev) in enumerate(EVENTS)
+    ]
+    df = spark.createDataFrame(
+        rows, "uid long, ts string, url string, type string, gap_s string, revenue string"
+    )
     assert _collect(parse_columns(df, MAPPING)) == _expected()
 
 
 def test_parquet_files_of_numbers_and_of_numeric_strings_read_alike(spark, tmp_path):
     """One file holds the numbers as strings, another as numbers (where they are): the
     rows are those of the JSON lines."""
+
     def column(i: int) -> list:
         return [e[i] for e in EVENTS]
 
-    strings = pa.table({
-        "uid": list(range(len(EVENTS))), "ts": [str(t) for t in column(0)], "url": ["/p"] * 10,
-        "type": column(2), "gap_s": [None if g is None else str(g) for g in column(1)],
-        "revenue": [None if r is None else str(r) for r in column(3)],
-    })  # fmt: skip
+    strings = pa.table(
+        {
+            "uid": list(range(len(EVENTS))),
+            "ts": [str(t) for t in column(0)],
+            "url": ["/p"] * 10,
+            "type": column(2),
+            "gap_s": [None if g is None else str(g) for g in column(1)],
+            "revenue": [None if r is None else str(r) for r in column(3)],
+        }
+    )
     pq.write_table(strings, tmp_path / "strings.parquet")
-    numeric = [i for i, e in enumerate(EVENTS)
-               if all(not isinstance(v, str) for v in (e[0], e[1]))]  # fmt: skip
-    numbers = pa.table({
-        "uid": pa.array(numeric, pa.int64()), "ts": pa.array([EVENTS[i][0] for i in numeric]),
-        "url": ["/p"] * len(numeric), "type": [EVENTS[i][2] for i in numeric],
-        "gap_s": pa.array([EVENTS[i][1] for i in numeric], pa.float64()),
-        "revenue": pa.array([None] * len(numeric), pa.float64()),
-    })  # fmt: skip
+    numeric = [i for i, e in enumerate(EVENTS) if all(not isinstance(v, str) for v in (e[0], e[1]))]
+    numbers = pa.table(
+        {
+            "uid": pa.array(numeric, pa.int64()),
+            "ts": pa.array([EVENTS[i][0] for i in numeric]),
+            "url": ["/p"] * len(numeric),
+            "type": [EVENTS[i][2] for i in numeric],
+            "gap_s": pa.array([EVENTS[i][1] for i in numeric], pa.float64()),
+            "revenue": pa.array([None] * len(numeric), pa.float64()),
+        }
+    )
     pq.write_table(numbers, tmp_path / "numbers.parquet")
-    got = _collect(parse_columns(parquet_batch(spark, [str(tmp_path / "strings.parquet")],
-                                               MAPPING), MAPPING))  # fmt: skip
+    got = _collect(
+        parse_columns(parquet_batch(spark, [str(tmp_path / "strings.parquet")], MAPPING), MAPPING)
+    )
     assert got == _expected()
-    got = _collect(parse_columns(parquet_batch(spark, [str(tmp_path / "numbers.parquet")],
-                                               MAPPING), MAPPING))  # fmt: skip
+    got = _collect(
+        parse_columns(parquet_batch(spark, [str(tmp_path / "numbers.parquet")], MAPPING), MAPPING)
+    )
     want = [e for e in _expected(values=False) if e[0] in numeric]  # no revenue there
     assert [g[:3] for g in got] == [w[:3] for w in want]
 
 
 @pytest.mark.parametrize("as_text", [0, 1, 24])
-def test_revenue_inferred_as_text_by_spark_read_json_counts_every_purchase(spark, tmp_path,
-                                                                           as_text):
+def test_revenue_inferred_as_text_by_spark_read_json_counts_every_purchase(
+    spark, tmp_path, as_text
+):
     """`spark.read.json` infers a column of strings as soon as one value is a string: the
     purchases still count, with their values."""
     values = [round(10 + i * 1.25, 2) for i in range(24)]
-    lines = [json.dumps({"uid": 1, "ts": 1_793_527_200_000 + i * 60_000, "url": f"/p{i}",
-                         "type": "buy", "revenue": str(v) if i < as_text else v})
-             for i, v in enumerate(values)]  # fmt: skip
+    lines = [
+        json.dumps(
+            {
+                "uid": 1,
+                "ts": 1_793_527_200_000 + i * 60_000,
+                "url": f"/p{i}",
+                "type": "buy",
+                "revenue": str(v) if i < as_text else v,
+            }
+        )
+        for i, v in enumerate(values)
+    ]
     (tmp_path / "e.json").write_text("\n".join(lines) + "\n")
     df = spark.read.json(str(tmp_path / "e.json"))
-    result = Sessionizer(user="uid", time="ts", time_format="epoch-ms", page="url",
-                         action="type", keep={}, conversions=["purchase=buy,value=revenue"],
-                         partitions=1).sessions(df)  # fmt: skip
+    result = Sessionizer(
+        user="uid",
+        time="ts",
+        time_format="epoch-ms",
+        page="url",
+        action="type",
+        keep={},
+        conversions=["purchase=buy,value=revenue"],
+        partitions=1,
+    ).sessions(df)
     assert result.invalid.count() == 0
     (session,) = result.sessions.collect()
     assert session["purchase_count"] == 24

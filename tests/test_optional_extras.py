@@ -8,8 +8,13 @@ import os
 import subprocess
 import sys
 
-EXTRAS = {"psycopg": "postgres", "confluent_kafka": "kafka", "redis": "redis",
-          "prometheus_client": "metrics", "pyiceberg": "iceberg"}  # fmt: skip
+EXTRAS = {
+    "psycopg": "postgres",
+    "confluent_kafka": "kafka",
+    "redis": "redis",
+    "prometheus_client": "metrics",
+    "pyiceberg": "iceberg",
+}
 
 PROBE = """
 import sys
@@ -36,8 +41,11 @@ def test_commands_load_without_the_extras_and_name_the_one_an_output_needs(tmp_p
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(modules=list(EXTRAS))],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     postgres, iceberg = done.stdout.strip().splitlines()
     assert postgres.endswith("pip install 'sessionize[postgres]'"), done.stdout

@@ -38,9 +38,18 @@ def test_a_bind_mount_of_the_directory_is_that_directory(tmp_path):
         f"within('{tmp_path}/elsewhere', '{out}'))"
     )
     done = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", f'mount --bind "{out}" "{mount}" && "$0" -c "$1"',
-         sys.executable, check],
-        capture_output=True, text=True, env={**os.environ},
-    )  # fmt: skip
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            f'mount --bind "{out}" "{mount}" && "$0" -c "$1"',
+            sys.executable,
+            check,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "False"]

@@ -14,8 +14,15 @@ from sessionize.engines.progress import ProgressLog
 
 
 def _record(version: int) -> dict:
-    batch = {"records": 10 + version, "invalid": 1, "events_in": 9 + version, "late": 0,
-             "duplicates": 0, "sessions_out": 2, "open_sessions": 3}  # fmt: skip
+    batch = {
+        "records": 10 + version,
+        "invalid": 1,
+        "events_in": 9 + version,
+        "late": 0,
+        "duplicates": 0,
+        "sessions_out": 2,
+        "open_sessions": 3,
+    }
     return {"version": version, "watermark": None, "batch": batch, "duration_s": 0.5}
 
 

@@ -59,8 +59,13 @@ def _pieces(password: str) -> list[str]:
 
 
 def test_encoded_passwords_and_uris_without_one_pass():
-    for uri in ("postgresql://me:p%40ss%2Fw@db/app?schema=a", "postgresql://db/app",
-                "redis://r:6379/0", "s3://bucket/x", "kafka://h:1/t"):  # fmt: skip
+    for uri in (
+        "postgresql://me:p%40ss%2Fw@db/app?schema=a",
+        "postgresql://db/app",
+        "redis://r:6379/0",
+        "s3://bucket/x",
+        "kafka://h:1/t",
+    ):
         check_userinfo(uri, "--output")
 
 
@@ -86,8 +91,9 @@ def _parsers():
     }
 
 
-@pytest.mark.parametrize("where", ["postgresql output", "postgresql state", "redis state",
-                                   "kafka input", "kafka output"])  # fmt: skip
+@pytest.mark.parametrize(
+    "where", ["postgresql output", "postgresql state", "redis state", "kafka input", "kafka output"]
+)
 def test_every_uri_parser_refuses_an_unencoded_password_in_one_line_without_it(where):
     parse, form = _parsers()[where]
     password = "hid@den/Pw?x"

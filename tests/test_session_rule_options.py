@@ -33,19 +33,30 @@ def test_bad_values_are_refused_naming_the_flag():
     ],
 )
 def test_cli_says_what_is_wrong_in_one_line(tmp_path, flags, message):
-    r = sessionize("stream", "--input", str(tmp_path), "--output", str(tmp_path / "out"),
-                   "--checkpoint", str(tmp_path / "chk"), *flags, env=cli_env(),
-                   timeout=120)  # fmt: skip
+    r = sessionize(
+        "stream",
+        "--input",
+        str(tmp_path),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "chk"),
+        *flags,
+        env=cli_env(),
+        timeout=120,
+    )
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert message in r.stderr
 
 
 def _settings(chk, **kw) -> dict:
-    rules = {k: kw.pop(k) for k in list(kw) if k in ("max_duration_us", "timezone",
-                                                    "split_at_midnight")}  # fmt: skip
-    return StreamOptions("in", "out", chk, rules=SessionRules(**rules),
-                         mapping=EventMapping(**kw)).recorded_settings()  # fmt: skip
+    rules = {
+        k: kw.pop(k) for k in list(kw) if k in ("max_duration_us", "timezone", "split_at_midnight")
+    }
+    return StreamOptions(
+        "in", "out", chk, rules=SessionRules(**rules), mapping=EventMapping(**kw)
+    ).recorded_settings()
 
 
 def test_a_checkpoint_from_before_the_rules_has_them_unset(tmp_path):
@@ -63,8 +74,9 @@ def test_a_checkpoint_from_before_the_rules_has_them_unset(tmp_path):
         "--gap-field  (this run: gap_s)": {"gap": "gap_s"},
     }
     for message, kw in refused.items():
-        with pytest.raises(IncompatibleCheckpoint, match=message.replace("(", r"\(")
-                           .replace(")", r"\)")):  # fmt: skip
+        with pytest.raises(
+            IncompatibleCheckpoint, match=message.replace("(", r"\(").replace(")", r"\)")
+        ):
             check_or_record(chk, _settings(chk, **kw))
 
 

@@ -31,12 +31,32 @@ BATCHES, EVERY, RETAINED = 40, 10, 5
 def test_a_long_stream_stops_growing_once_retention_trims(tmp_path):
     work, out = tmp_path / "work", tmp_path / "soak.json"
     subprocess.run(
-        [sys.executable, str(SOAK), "--batches", str(BATCHES), "--every", str(EVERY),
-         "--events", "50", "--users", "300", "--partitions", "1", "--trigger", "100ms",
-         "--snapshot-every", str(RETAINED),
-         "--keep", str(work), "--json", str(out)],
-        env=cli_env(SESSIONIZE_RETAIN_BATCHES=str(RETAINED)), check=False, timeout=1700,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SOAK),
+            "--batches",
+            str(BATCHES),
+            "--every",
+            str(EVERY),
+            "--events",
+            "50",
+            "--users",
+            "300",
+            "--partitions",
+            "1",
+            "--trigger",
+            "100ms",
+            "--snapshot-every",
+            str(RETAINED),
+            "--keep",
+            str(work),
+            "--json",
+            str(out),
+        ],
+        env=cli_env(SESSIONIZE_RETAIN_BATCHES=str(RETAINED)),
+        check=False,
+        timeout=1700,
+    )
     samples = json.loads(out.read_text())["samples"]
     assert [s["batches"] // EVERY for s in samples] == list(range(1, BATCHES // EVERY + 1))
     trimmed = [s for s in samples if s["batches"] >= 2 * RETAINED + EVERY]

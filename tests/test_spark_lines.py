@@ -63,8 +63,15 @@ def test_this_line_refuses_what_it_lacks_in_one_line(tmp_path, feature, args):
     if not spark_version.has("python_stream_sources") and "--input" in args:
         feature = "python_stream_sources"  # 3.5 refuses the input before its options
     inp = generate(tmp_path / "in", hours=1, users=5, events_per_hour=20)
-    base = ["stream", "--input", str(inp), "--output", str(tmp_path / "out"),
-            "--checkpoint", str(tmp_path / "chk")]  # fmt: skip
+    base = [
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "chk"),
+    ]
     done = sessionize(*base, *args)
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
@@ -104,8 +111,12 @@ def test_json_kinds_on_3_5_name_types_as_spark_variant_does(spark):
     """The reference is Spark's own `schema_of_variant` (4.0+); the 3.5 path is this one."""
     df = frame_of(spark, pa.table({"line": LINES}))
     v = F.try_parse_json("line")
-    cols = [F.schema_of_variant(F.variant_get(v, "$" + "".join(f"['{p}']" for p in path.split(
-        ".")), "variant")).alias(path) for path in PATHS]  # fmt: skip
+    cols = [
+        F.schema_of_variant(
+            F.variant_get(v, "$" + "".join(f"['{p}']" for p in path.split(".")), "variant")
+        ).alias(path)
+        for path in PATHS
+    ]
     rows = arrow_of(df.select("line", v.isNull().alias("not_json"), *cols)).to_pylist()
     for row in rows:
         assert (kind_of(row["line"], "") is None) == row["not_json"], row["line"]
@@ -123,11 +134,13 @@ def test_json_kinds_on_3_5_name_types_as_spark_variant_does(spark):
 
 def test_arrow_tables_go_in_and_out_with_their_types(spark):
     t = datetime(2026, 11, 1, 12, 30, tzinfo=UTC)
-    table = pa.table({
-        "user_id": pa.array([1, None, 3], pa.int64()),
-        "page": pa.array(["a", "b", None]),
-        "event_time": pa.array([t, t, None], pa.timestamp("us", tz="UTC")),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "user_id": pa.array([1, None, 3], pa.int64()),
+            "page": pa.array(["a", "b", None]),
+            "event_time": pa.array([t, t, None], pa.timestamp("us", tz="UTC")),
+        }
+    )
     df = frame_of(spark, table)
     assert [f.dataType.simpleString() for f in df.schema] == ["bigint", "string", "timestamp"]
     back = arrow_of(df)
@@ -150,12 +163,31 @@ def test_without_pyspark_the_generator_runs_and_a_spark_command_says_what_to_ins
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     shown = sessionize("--version", env=env)
     assert shown.stdout == f"sessionize {__version__} (PySpark not installed)\n"
-    made = sessionize("generate", "--output", str(tmp_path / "in"), "--hours", "1",
-                      "--users", "5", "--events-per-hour", "20", env=env)  # fmt: skip
+    made = sessionize(
+        "generate",
+        "--output",
+        str(tmp_path / "in"),
+        "--hours",
+        "1",
+        "--users",
+        "5",
+        "--events-per-hour",
+        "20",
+        env=env,
+    )
     assert made.returncode == 0, made.stderr
-    for command in (["stream", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"),
-                     "--checkpoint", str(tmp_path / "c")],
-                    ["demo", "--workdir", str(tmp_path / "demo")]):  # fmt: skip
+    for command in (
+        [
+            "stream",
+            "--input",
+            str(tmp_path / "in"),
+            "--output",
+            str(tmp_path / "o"),
+            "--checkpoint",
+            str(tmp_path / "c"),
+        ],
+        ["demo", "--workdir", str(tmp_path / "demo")],
+    ):
         done = sessionize(*command, env=env)
         assert done.returncode == 2
         assert done.stderr.splitlines() == [

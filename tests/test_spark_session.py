@@ -59,8 +59,14 @@ def test_defaults_then_user_settings(tmp_path):
     # The status store's bound (docs/operations.md, "Bounds") is a default the user can raise.
     got = _probe(tmp_path, {})
     assert got == {"master": "local[*]", "partitions": "4", "tz": "UTC", "tasks": "10000"}
-    got = _probe(tmp_path, {"master": "local[1]", "spark.sql.shuffle.partitions": "11",
-                            "spark.ui.retainedTasks": "500"})  # fmt: skip
+    got = _probe(
+        tmp_path,
+        {
+            "master": "local[1]",
+            "spark.sql.shuffle.partitions": "11",
+            "spark.ui.retainedTasks": "500",
+        },
+    )
     assert got == {"master": "local[1]", "partitions": "11", "tz": "UTC", "tasks": "500"}
 
 
@@ -77,12 +83,17 @@ def test_the_driver_jvm_waits_longer_before_its_optimizing_compiles(tmp_path):
     """Ten times the default counts (5,000 calls, 15,000 calls and loops) before C2 compiles
     a method; a user's own `spark.driver.extraJavaOptions` replaces ours."""
     got = _probe(tmp_path, {"jit": True, "master": "local[1]"})
-    assert got["jit"] == sorted(["-XX:Tier4InvocationThreshold=50000",
-                                 "-XX:Tier4MinInvocationThreshold=6000",
-                                 "-XX:Tier4CompileThreshold=150000",
-                                 "-XX:Tier4BackEdgeThreshold=400000"]), got  # fmt: skip
-    got = _probe(tmp_path, {"jit": True, "master": "local[1]",
-                            "spark.driver.extraJavaOptions": "-Dx=1"})  # fmt: skip
+    assert got["jit"] == sorted(
+        [
+            "-XX:Tier4InvocationThreshold=50000",
+            "-XX:Tier4MinInvocationThreshold=6000",
+            "-XX:Tier4CompileThreshold=150000",
+            "-XX:Tier4BackEdgeThreshold=400000",
+        ]
+    ), got
+    got = _probe(
+        tmp_path, {"jit": True, "master": "local[1]", "spark.driver.extraJavaOptions": "-Dx=1"}
+    )
     assert got["jit"] == [], got
 
 
@@ -122,8 +133,12 @@ def test_the_daemon_drops_only_the_installed_packages_own_zip(tmp_path):
     py4j = str(own.parent / "py4j-src.zip")
     assert prefer_installed([str(own), py4j, str(site)]) == [py4j, str(site)]
     # A Spark home of its own (another zip), no installed package, or no zip: as Spark set it.
-    for path in ([str(other), str(site)], [str(own), str(tmp_path)], [str(site)],
-                 [str(tmp_path / "gone" / "pyspark.zip"), str(site)]):  # fmt: skip
+    for path in (
+        [str(other), str(site)],
+        [str(own), str(tmp_path)],
+        [str(site)],
+        [str(tmp_path / "gone" / "pyspark.zip"), str(site)],
+    ):
         assert prefer_installed(path) == path
 
 
@@ -145,8 +160,9 @@ def test_a_remote_that_nothing_answers_is_one_line_at_once():
     with socket.socket() as s:  # a port that was just free: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(EnvironmentProblem, match=f"no Spark Connect server answers at "
-                       f"127.0.0.1:{port}"):  # fmt: skip
+    with pytest.raises(
+        EnvironmentProblem, match=f"no Spark Connect server answers at 127.0.0.1:{port}"
+    ):
         get_spark("x", remote=f"sc://127.0.0.1:{port}")
     with pytest.raises(ConfigError, match="give it as sc://HOST:PORT"):
         get_spark("x", remote="http://127.0.0.1:1")

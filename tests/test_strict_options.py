@@ -74,17 +74,25 @@ def test_channel_rules_refuse_what_is_not_one_condition(line, refused):
 
 def test_the_api_refuses_the_same_conversion():
     with pytest.raises(ConfigError, match="'currency=properties.currency' is not understood"):
-        Sessionizer(conversions=["purchase=purchase,value=properties.revenue,"
-                                 "currency=properties.currency"])  # fmt: skip
+        Sessionizer(
+            conversions=["purchase=purchase,value=properties.revenue,currency=properties.currency"]
+        )
 
 
 def test_the_cli_refuses_a_trailing_conversion_part_in_one_line(tmp_path):
     r = sessionize(
-        "batch", "--input", str(tmp_path), "--output", str(tmp_path / "out"),
-        "--from", "2026-11-01T00", "--conversion",
+        "batch",
+        "--input",
+        str(tmp_path),
+        "--output",
+        str(tmp_path / "out"),
+        "--from",
+        "2026-11-01T00",
+        "--conversion",
         "purchase=purchase,value=properties.revenue,currency=properties.currency",
-        env=cli_env(), timeout=120,
-    )  # fmt: skip
+        env=cli_env(),
+        timeout=120,
+    )
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "'currency=properties.currency' is not understood" in r.stderr

@@ -36,23 +36,35 @@ def _line(user: int, time: str) -> str:
 
 def test_both_ends_of_the_valid_years_through_a_stream_in_a_zone(spark, tmp_path, capsys):
     lines = [
-        _line(1, "0001-01-01T00:00:00Z"), _line(2, "0000-01-01T00:00:00Z"),
-        _line(3, "0002-01-01T00:00:00Z"), _line(4, "9998-12-31T23:59:59.999999Z"),
-        _line(5, "9999-12-31T23:59:00Z"), _line(6, "0002-01-01T00:00:00+00:01"),
-    ]  # fmt: skip
+        _line(1, "0001-01-01T00:00:00Z"),
+        _line(2, "0000-01-01T00:00:00Z"),
+        _line(3, "0002-01-01T00:00:00Z"),
+        _line(4, "9998-12-31T23:59:59.999999Z"),
+        _line(5, "9999-12-31T23:59:00Z"),
+        _line(6, "0002-01-01T00:00:00+00:01"),
+    ]
     hour = tmp_path / "in" / "event_date=2026-11-01" / "event_hour=10"
     hour.mkdir(parents=True)
     (hour / "a.json").write_text("\n".join(lines) + "\n")
     year = 365 * DAY_US
-    rules = SessionRules(gap_us=year, lateness_us=year, timezone="America/New_York",
-                         split_at_midnight=True)  # fmt: skip
+    rules = SessionRules(
+        gap_us=year, lateness_us=year, timezone="America/New_York", split_at_midnight=True
+    )
     chk, out = tmp_path / "chk", tmp_path / "out"
-    opts = StreamOptions(input=str(tmp_path / "in"), output=str(out), checkpoint=str(chk),
-                         rules=rules, partitions=1, max_future_us=8000 * year)  # fmt: skip
+    opts = StreamOptions(
+        input=str(tmp_path / "in"),
+        output=str(out),
+        checkpoint=str(chk),
+        rules=rules,
+        partitions=1,
+        max_future_us=8000 * year,
+    )
     [record] = run_stream(opts, spark, on_batch=lambda _: None)
 
-    invalid = {json.loads(r["raw"])["user_id"]: r["reason"]
-               for r in read_output(out, "invalid_events").to_pylist()}  # fmt: skip
+    invalid = {
+        json.loads(r["raw"])["user_id"]: r["reason"]
+        for r in read_output(out, "invalid_events").to_pylist()
+    }
     assert invalid == {1: OUTSIDE, 2: OUTSIDE, 5: OUTSIDE, 6: OUTSIDE}
     # The latest event's watermark, a year before it; the earliest one's session (local
     # date 0001-12-31 in New York, closed at that zone's next midnight) is written.
@@ -80,10 +92,16 @@ def test_rules_are_at_most_a_year():
 
 
 def test_typed_times_outside_the_years_are_invalid(spark):
-    times = [datetime(1, 1, 1, tzinfo=UTC), datetime(2, 1, 1, tzinfo=UTC),
-             datetime(2020, 12, 31, 23, 59, tzinfo=UTC), datetime(9999, 6, 1, tzinfo=UTC)]
-    df = spark.createDataFrame([(i, t, "p") for i, t in enumerate(times)],
-                               "user_id long, event_time timestamp, page string")  # fmt: skip
+    times = [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(2, 1, 1, tzinfo=UTC),
+        datetime(2020, 12, 31, 23, 59, tzinfo=UTC),
+        datetime(9999, 6, 1, tzinfo=UTC),
+    ]
+    df = spark.createDataFrame(
+        [(i, t, "p") for i, t in enumerate(times)],
+        "user_id long, event_time timestamp, page string",
+    )
     result = Sessionizer(page="page").sessions(df)
     reasons = {json.loads(r["raw"])["user_id"]: r["reason"] for r in result.invalid.collect()}
     assert reasons == {0: OUTSIDE, 3: OUTSIDE}
@@ -95,8 +113,15 @@ def test_parquet_rows_with_times_python_cannot_hold_become_invalid_rows(tmp_path
     beyond the year 9999 or before the year 1 are written as Arrow prints them."""
     far = [253_402_300_800_000_000 * 3, -62_135_596_800_000_000 * 2]
     path = tmp_path / "f.parquet"
-    pq.write_table(pa.table({"event_time": pa.array(far, pa.timestamp("us")),
-                             "page": pa.array([{"current": "p"}] * 2)}), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "event_time": pa.array(far, pa.timestamp("us")),
+                "page": pa.array([{"current": "p"}] * 2),
+            }
+        ),
+        path,
+    )
     [batch] = list(read_file(str(path), EventMapping()))
     assert batch.column("error").to_pylist() == ["user_id: not in the Parquet file"] * 2
     assert all(json.loads(raw)["page"] == {"current": "p"} for raw in batch["raw"].to_pylist())

@@ -121,15 +121,33 @@ CONTENT_3 = pa.schema(
     [
         pa.field("landing_page", pa.string()),  # the first page view's (none: null)
         pa.field("exit_page", pa.string()),
-        *(CONTENT.field(n) for n in ("utm_source", "utm_medium", "utm_campaign", "utm_term",
-                                     "utm_content", "gclid")),  # fmt: skip
+        *(
+            CONTENT.field(n)
+            for n in (
+                "utm_source",
+                "utm_medium",
+                "utm_campaign",
+                "utm_term",
+                "utm_content",
+                "gclid",
+            )
+        ),
         pa.field("click_id_type", pa.string()),
         pa.field("click_id", pa.string()),
         CONTENT.field("referrer_host"),
         CONTENT.field("channel"),
         pa.field("continues_session_id", pa.string()),
-        *(CONTENT.field(n) for n in ("page_view_count", "engaged_time_ms", "engaged", "bounce",
-                                     "event_counts", "converted")),  # fmt: skip
+        *(
+            CONTENT.field(n)
+            for n in (
+                "page_view_count",
+                "engaged_time_ms",
+                "engaged",
+                "bounce",
+                "event_counts",
+                "converted",
+            )
+        ),
         pa.field("browser_family", pa.string()),
         pa.field("browser_version", pa.string()),
         pa.field("os_family", pa.string()),
@@ -185,8 +203,17 @@ ADDED_COLUMNS = ("batch_id", "part", "kind")
 
 
 def _reserved() -> frozenset[str]:
-    schemas = (STATE, SESSIONS, PAGE_VIEWS, PAGE_VIEWS_3, EVENTS, LATE_EVENTS, INVALID_EVENTS,
-               CONTENT, CONTENT_3)  # fmt: skip
+    schemas = (
+        STATE,
+        SESSIONS,
+        PAGE_VIEWS,
+        PAGE_VIEWS_3,
+        EVENTS,
+        LATE_EVENTS,
+        INVALID_EVENTS,
+        CONTENT,
+        CONTENT_3,
+    )
     names = {n for s in schemas for n in s.names}
     names |= {UPDATED_BATCH, CARRIED_SESSION, STATE_USER_KEY, CHANGE_COLUMN, GAP_COLUMN, IS_BOT}
     names |= {*MAPPED_COLUMNS, *ADDED_COLUMNS}

@@ -39,8 +39,15 @@ if TYPE_CHECKING:
 # Columns a source may add next to the event's own: never part of an event, nor of `raw`.
 SIDE_COLUMNS = ("error", "source", "raw")
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-_ATOMIC = (T.StringType, T.BooleanType, T.NumericType, T.DateType, T.TimestampType,
-           T.TimestampNTZType, T.NullType)  # fmt: skip
+_ATOMIC = (
+    T.StringType,
+    T.BooleanType,
+    T.NumericType,
+    T.DateType,
+    T.TimestampType,
+    T.TimestampNTZType,
+    T.NullType,
+)
 # Epoch times of the valid years (`rules.TIME_YEARS`), per time format.
 _EPOCH_RANGE = {
     "epoch-s": (-(-R.MIN_US // 1_000_000), R.MAX_US // 1_000_000),
@@ -192,15 +199,24 @@ def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], 
     rule_columns, gap_reason = _rule_columns(schema, mapping)
     carried, value_reason = _carried_columns(schema, mapping, action)
     reason = F.coalesce(
-        user_reason, time_reason, F.when(page.isNull(), f"missing {mapping.page}"), gap_reason,
+        user_reason,
+        time_reason,
+        F.when(page.isNull(), f"missing {mapping.page}"),
+        gap_reason,
         value_reason,
-    )  # fmt: skip
+    )
     # String ids are stored under a 64-bit hash of the id, as parsing.parse computes it.
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
     columns = [
-        user.alias("user_id"), ts.alias("event_time"), page.alias("page"),
-        action.alias("action"), *kept, *rule_columns, *carried, *key,
-    ]  # fmt: skip
+        user.alias("user_id"),
+        ts.alias("event_time"),
+        page.alias("page"),
+        action.alias("action"),
+        *kept,
+        *rule_columns,
+        *carried,
+        *key,
+    ]
     return columns, reason
 
 
@@ -243,8 +259,9 @@ def _rule_columns(schema: T.StructType, mapping: EventMapping) -> tuple[list[Col
     columns, reason = [], F.lit(None).cast("string")
     if mapping.change_field:
         found = resolve(schema, mapping.change_field)
-        value = (F.lit(None).cast("string") if found is None
-                 else _string(mapping.change_field, *found))  # fmt: skip
+        value = (
+            F.lit(None).cast("string") if found is None else _string(mapping.change_field, *found)
+        )
         columns.append(value.alias(CHANGE_COLUMN))
     if mapping.gap:
         found = resolve(schema, mapping.gap)
@@ -289,8 +306,13 @@ def parse_columns(
     raw = F.to_json(F.struct(*own)) if own else F.lit(None).cast("string")
     if "raw" in names:
         raw = F.coalesce(F.col("raw").cast("string"), raw)
-    events = df.select(*columns, error.alias("_error"), source.alias("source"), raw.alias("_raw"),
-                       reason.alias("_reason"))  # fmt: skip
+    events = df.select(
+        *columns,
+        error.alias("_error"),
+        source.alias("source"),
+        raw.alias("_raw"),
+        reason.alias("_reason"),
+    )
     reason = F.coalesce(F.col("_error"), F.col("_reason"))
     now = now_column(now)
     if now is not None and max_future_us is not None:

@@ -79,23 +79,29 @@ class SessionRules:
             raise ConfigError("--lateness must be zero or positive, e.g. 10m")
         if self.max_duration_us is not None and self.max_duration_us <= 0:
             raise ConfigError("--max-duration must be positive, e.g. 24h")
-        for flag, us in (("--gap", self.gap_us), ("--lateness", self.lateness_us),
-                         ("--max-duration", self.max_duration_us or 0)):  # fmt: skip
+        for flag, us in (
+            ("--gap", self.gap_us),
+            ("--lateness", self.lateness_us),
+            ("--max-duration", self.max_duration_us or 0),
+        ):
             if us > MAX_RULE_US:
-                raise ConfigError(f"{flag} must be at most 365d (event times are kept within "
-                                  "the years 0002-9998 and what follows from them within "
-                                  "0001-9999)")  # fmt: skip
+                raise ConfigError(
+                    f"{flag} must be at most 365d (event times are kept within "
+                    "the years 0002-9998 and what follows from them within "
+                    "0001-9999)"
+                )
         check_timezone(self.timezone)
 
     def record(self) -> dict[str, object]:
         """The optional rules as a checkpoint records them (unset: `""`, `UTC`, false),
         so that a checkpoint from before they existed reads as all unset."""
         return {
-            "max_duration": "" if self.max_duration_us is None
+            "max_duration": ""
+            if self.max_duration_us is None
             else format_duration(self.max_duration_us),
             "timezone": self.timezone,
             "split_at_midnight": self.split_at_midnight,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_record(cls, settings: Mapping[str, object]) -> SessionRules:

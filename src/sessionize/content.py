@@ -58,8 +58,13 @@ def parse_conversion(text: str) -> Conversion:
     for part in options:
         key, vsep, path = (p.strip() for p in part.partition("="))
         if key != "value" or not vsep or not path or value is not None:
-            why = ("a second value=" if key == "value" and value is not None
-                   else f"'{part}'" if part else "an empty part")  # fmt: skip
+            why = (
+                "a second value="
+                if key == "value" and value is not None
+                else f"'{part}'"
+                if part
+                else "an empty part"
+            )
             raise ConfigError(
                 f"--conversion '{text}': {why} is not understood; after NAME=ACTION only "
                 "value=PATH may follow, once (a conversion has no currency: NAME_value "
@@ -109,8 +114,10 @@ class SessionContent:
     def __post_init__(self) -> None:
         if self.bots not in BOT_MODES:
             raise ConfigError(f"--bots must be one of {', '.join(BOT_MODES)}")
-        for flag, us in (("--max-page-time", self.max_page_time_us),
-                         ("--heartbeat", self.heartbeat_us)):  # fmt: skip
+        for flag, us in (
+            ("--max-page-time", self.max_page_time_us),
+            ("--heartbeat", self.heartbeat_us),
+        ):
             if us <= 0:
                 raise ConfigError(f"{flag} must be positive, e.g. 30m")
         if self.min_visit_us < 0 or self.engaged_after_us < 0:

@@ -94,16 +94,19 @@ class EventMapping:
                     "digits and _ (not a column the outputs already have)"
                 )
             if len(name.encode()) > MAX_COLUMN_BYTES:
-                raise ConfigError(f"--keep-fields: '{name[:20]}...' is longer than "
-                                  f"{MAX_COLUMN_BYTES} bytes; choose a shorter NAME")  # fmt: skip
+                raise ConfigError(
+                    f"--keep-fields: '{name[:20]}...' is longer than "
+                    f"{MAX_COLUMN_BYTES} bytes; choose a shorter NAME"
+                )
         if len({n.lower() for n in names}) != len(names):
             raise ConfigError("--keep-fields: each NAME may appear once")
         _check_conversions(self.content, names)
         if self.content.bots == "drop" and not self.user_agent:
             raise ConfigError("--bots drop needs --user-agent-field: where the user agent is")
         if self.change_query and not self.url:
-            raise ConfigError(f"--split-on-change {self.change} reads the page URL's query: "
-                              "give --url-field too")  # fmt: skip
+            raise ConfigError(
+                f"--split-on-change {self.change} reads the page URL's query: give --url-field too"
+            )
         _check_tree(self.fields())
 
     def fields(self) -> list[tuple[str, str]]:
@@ -136,8 +139,11 @@ class EventMapping:
 
     def mapped(self) -> list[tuple[str, str]]:
         """(flag, path) of the page URL, referrer and user agent fields that are set."""
-        flags = (("--url-field", self.url), ("--referrer-field", self.referrer),
-                 ("--user-agent-field", self.user_agent))  # fmt: skip
+        flags = (
+            ("--url-field", self.url),
+            ("--referrer-field", self.referrer),
+            ("--user-agent-field", self.user_agent),
+        )
         return [(flag, path) for flag, path in flags if path]
 
     @property
@@ -186,14 +192,22 @@ class EventMapping:
         r = {**DEFAULT_RECORD, **{k: v for k, v in record.items() if k in DEFAULT_RECORD}}
         keep, last = split_keep(parse_keep(r["keep_fields"]))
         return cls(
-            user=r["user_field"], time=r["time_field"], page=r["page_field"],
-            action=r["action_field"], time_format=r["time_format"], user_type=r["user_type"],
-            keep=keep, change=r["split_on_change"] or None, gap=r["gap_field"] or None,
-            url=r["url_field"] or None, referrer=r["referrer_field"] or None,
-            user_agent=r["user_agent_field"] or None, last=last,
+            user=r["user_field"],
+            time=r["time_field"],
+            page=r["page_field"],
+            action=r["action_field"],
+            time_format=r["time_format"],
+            user_type=r["user_type"],
+            keep=keep,
+            change=r["split_on_change"] or None,
+            gap=r["gap_field"] or None,
+            url=r["url_field"] or None,
+            referrer=r["referrer_field"] or None,
+            user_agent=r["user_agent_field"] or None,
+            last=last,
             session_columns=int(r["session_columns"]),
             content=SessionContent.from_record(r),
-        )  # fmt: skip
+        )
 
 
 def parse_keep(text: str) -> tuple[tuple[str, str], ...]:
@@ -215,8 +229,9 @@ def parse_keep(text: str) -> tuple[tuple[str, str], ...]:
 def split_keep(pairs: tuple[tuple[str, str], ...]):
     """Parsed `--keep-fields` -> (first-event pairs, `last:` pairs without the prefix)."""
     first = tuple((n, p) for n, p in pairs if not n.startswith(LAST_PREFIX))
-    last = tuple((n.removeprefix(LAST_PREFIX).strip(), p) for n, p in pairs
-                 if n.startswith(LAST_PREFIX))  # fmt: skip
+    last = tuple(
+        (n.removeprefix(LAST_PREFIX).strip(), p) for n, p in pairs if n.startswith(LAST_PREFIX)
+    )
     return first, last
 
 
@@ -231,9 +246,11 @@ def _check_conversions(content: SessionContent, names: list[str]) -> None:
     for c in content.conversions:
         for column in (c.name + s for s in (*CONVERSION_SUFFIXES, "_value_json")):
             if len(column.encode()) > MAX_COLUMN_BYTES:
-                raise ConfigError(f"--conversion {c.name[:20]}...: its column {column[:20]}... "
-                                  f"is longer than {MAX_COLUMN_BYTES} bytes; choose a shorter "
-                                  "NAME")  # fmt: skip
+                raise ConfigError(
+                    f"--conversion {c.name[:20]}...: its column {column[:20]}... "
+                    f"is longer than {MAX_COLUMN_BYTES} bytes; choose a shorter "
+                    "NAME"
+                )
             if column.lower() in taken:
                 raise ConfigError(
                     f"--conversion {c.name}: its column {column} collides with another "

@@ -118,9 +118,14 @@ def _user_reason(mapping: EventMapping, user: Column) -> Column | None:
 
 
 def _reason(
-    mapping: EventMapping, value: Column, j: Column, keys: Column, ts: Column,
-    bad_time: Column, wrong_type: Column,
-) -> Column:  # fmt: skip
+    mapping: EventMapping,
+    value: Column,
+    j: Column,
+    keys: Column,
+    ts: Column,
+    bad_time: Column,
+    wrong_type: Column,
+) -> Column:
     """Why a line is invalid, or NULL when it is a valid event; first failing rule wins."""
     corrupt = j["_corrupt_record"].isNotNull()
     dup = _duplicate(keys)
@@ -159,8 +164,10 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
         mine = (action == c.action) & leaf(j, c.value).isNotNull()
         # A number beyond doubles (1e309, or "1e309") reads as Infinity: never a value.
         as_double = try_cast(leaf(j, c.value), "double")
-        finite = as_double.isNotNull() & ~F.isnan(as_double) & ~as_double.isin(
-            float("inf"), float("-inf")
+        finite = (
+            as_double.isNotNull()
+            & ~F.isnan(as_double)
+            & ~as_double.isin(float("inf"), float("-inf"))
         )
         reason = reason.when(mine & ~number, F.lit(f"{c.value}: expected a number")).when(
             mine & ~finite, F.lit(R.number_out_of_range(c.value))
@@ -271,18 +278,27 @@ def parse(
     # From here `now` is a string only with the block reader and marks (refused above).
     if p is None:
         records = raw if decode is None else raw.mapInArrow(decode, RECORDS_SCHEMA)
-        parsed = parse_exact(records, now=now_column(cast("Column | int | None", now)),
-                             max_future_us=max_future_us, mapping=m)  # fmt: skip
+        parsed = parse_exact(
+            records,
+            now=now_column(cast("Column | int | None", now)),
+            max_future_us=max_future_us,
+            mapping=m,
+        )
         return parsed if valid_sources else invalid_sources(parsed)
     in_task = isinstance(now, (int, str))
     judged_here = now is None or in_task  # no line can turn invalid after the reader
     if marks is not None and not judged_here:
         raise ValueError("batch marks need the batch's time as µs, judged where lines are read")
     task = functools.partial(
-        read_task, p, now if isinstance(now, (int, str)) else None,
+        read_task,
+        p,
+        now if isinstance(now, (int, str)) else None,
         max_future_us if in_task else None,
-        not judged_here, valid_sources or not judged_here, marks, decode,
-    )  # fmt: skip
+        not judged_here,
+        valid_sources or not judged_here,
+        marks,
+        decode,
+    )
     schema = p.schema if marks is None else packed_schema(marked_schema(p.schema))
     if marks is not None:  # the batch's time on the rows, for the exact path
         schema = schema.append(pa.field(NOW_COLUMN, pa.int64()))
@@ -296,23 +312,33 @@ def parse(
         mixed, out = _merged(*key)
     else:  # Spark judges the time limit: a column of the batch's time
         assert now_at is not None  # a column: an int or a string is judged here
-        mixed, out = _merged.__wrapped__(*key, too_far_ahead(F.col(CARRIED)["event_time"],
-                                                             now_at, max_future_us))  # fmt: skip
+        mixed, out = _merged.__wrapped__(
+            *key, too_far_ahead(F.col(CARRIED)["event_time"], now_at, max_future_us)
+        )
     parsed = parse_exact(typed.select(*mixed), now=now_at, max_future_us=max_future_us, mapping=m)
     return _exact_marks(parsed.select(*out), marks) if marks is not None else parsed.select(*out)
 
 
 @functools.lru_cache(maxsize=16)
-def _merged(m: EventMapping, marked: bool, valid_sources: bool, owner: tuple[str, int],
-            future: Column | None = None) -> tuple[list, list]:  # fmt: skip
+def _merged(
+    m: EventMapping,
+    marked: bool,
+    valid_sources: bool,
+    owner: tuple[str, int],
+    future: Column | None = None,
+) -> tuple[list, list]:
     """`parse`'s projections around `parse_exact`, built once like `_plan` (but with a time
     limit Spark judges, `future`): its input with the reader's rows carried; the merge."""
     names = event_columns(m)
     marks = [RECORDS, LATEST, PACKED] if marked else []
     carried = F.struct(*names, "reason", "raw", *marks, EXACT).alias(CARRIED)
-    mixed = [F.when(F.col(EXACT), F.col("raw")).alias("value"),
-             F.lit(None).cast("string").alias("error"), "source", carried,
-             *([NOW_COLUMN] if marked else [])]  # fmt: skip
+    mixed = [
+        F.when(F.col(EXACT), F.col("raw")).alias("value"),
+        F.lit(None).cast("string").alias("error"),
+        "source",
+        carried,
+        *([NOW_COLUMN] if marked else []),
+    ]
     read = F.col(CARRIED)
     is_exact, reason = read[EXACT], read["reason"]
     if future is not None:
@@ -330,8 +356,12 @@ def _exact_marks(parsed: DataFrame, keys: pa.Array) -> DataFrame:
     """`parsed` (ending in the mark columns and EXACT) plus, for every line the exact path
     finds valid, one mark row per key with its event time: the reading task sent its marks
     before these lines were judged. Such lines are rare; every other row passes as it is."""
-    copies, out = _mark_copies(tuple(keys.to_pylist()), pa.types.is_string(keys.type),
-                               tuple(parsed.columns), _owner(parsed))  # fmt: skip
+    copies, out = _mark_copies(
+        tuple(keys.to_pylist()),
+        pa.types.is_string(keys.type),
+        tuple(parsed.columns),
+        _owner(parsed),
+    )
     return parsed.select("*", copies).select(*out)
 
 
@@ -343,9 +373,12 @@ def _mark_copies(keys: tuple, strings: bool, columns: tuple[str, ...], owner: tu
     key = F.element_at(F.lit(list(keys)), F.col(copy) + 1).cast("string" if strings else "long")
     special = {"user_id": key, RECORDS: F.lit(0).cast("long"), LATEST: F.unix_micros("event_time")}
     return F.explode_outer(F.when(F.col(EXACT) & F.col("reason").isNull(), each)).alias(copy), [
-        F.when(mark, special[n]).otherwise(F.col(n)).alias(n) if n in special
-        else F.when(~mark, F.col(n)).alias(n) for n in columns if n != EXACT
-    ]  # fmt: skip
+        F.when(mark, special[n]).otherwise(F.col(n)).alias(n)
+        if n in special
+        else F.when(~mark, F.col(n)).alias(n)
+        for n in columns
+        if n != EXACT
+    ]
 
 
 def now_column(now: Column | int | None) -> Column | None:
@@ -392,8 +425,10 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
     # Without a line (an unreadable record, or a row the block reader judged: `parse` passes
     # those with no `value`) there is no field to check; else every such row, having no
     # time, would be suspect and pay for the exact parse of nothing.
-    wrong = F.when(F.col("value").isNotNull() & suspect,
-                   type_reason(mapping, F.col("value"), corrupt, F.col("j")))  # fmt: skip
+    wrong = F.when(
+        F.col("value").isNotNull() & suspect,
+        type_reason(mapping, F.col("value"), corrupt, F.col("j")),
+    )
     steps.append(["*", wrong.alias("wrong_type")])
     reason = _reason(
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")

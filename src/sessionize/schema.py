@@ -43,11 +43,32 @@ from sessionize.mapping import EventMapping
 
 # The fixed schemas are read from here too, as they always were.
 __all__ = [
-    "CARRIED_SESSION", "CONTENT", "CONTENT_3", "CORE", "EVENT", "EVENT_KEY", "EVENTS",
-    "INVALID_EVENTS", "LATE_EVENTS", "OPEN_SESSIONS", "OUTPUT_PARTITIONS", "OUTPUTS",
-    "PAGE_VIEWS", "PAGE_VIEWS_3", "SESSIONS", "STATE", "STATE_EXPIRY", "STATE_KEY",
-    "STATE_USER_KEY", "TS", "UPDATED_BATCH", "Layout", "content_fields", "layout",
-]  # fmt: skip
+    "CARRIED_SESSION",
+    "CONTENT",
+    "CONTENT_3",
+    "CORE",
+    "EVENT",
+    "EVENT_KEY",
+    "EVENTS",
+    "INVALID_EVENTS",
+    "LATE_EVENTS",
+    "OPEN_SESSIONS",
+    "OUTPUT_PARTITIONS",
+    "OUTPUTS",
+    "PAGE_VIEWS",
+    "PAGE_VIEWS_3",
+    "SESSIONS",
+    "STATE",
+    "STATE_EXPIRY",
+    "STATE_KEY",
+    "STATE_USER_KEY",
+    "TS",
+    "UPDATED_BATCH",
+    "Layout",
+    "content_fields",
+    "layout",
+]
+
 
 def content_fields(content: SessionContent, version: int = 2) -> list[pa.Field]:
     """The session columns of schema `version` (2 or 3) after the kept attributes."""
@@ -62,8 +83,6 @@ def content_fields(content: SessionContent, version: int = 2) -> list[pa.Field]:
     ]
     base = CONTENT_3 if version >= 3 else CONTENT
     return [*base, *per_conversion, pa.field(IS_BOT, pa.bool_(), nullable=False)]
-
-
 
 
 @dataclass(frozen=True)
@@ -97,8 +116,9 @@ class Layout:
         rest = [EVENT.field(i) for i in range(1, CORE)]
         core = [pa.field("user_id", self.user_type, nullable=False), *rest]
         carried = [pa.field(n, pa.string()) for n in (*self.last, *self.mapped, *self.values)]
-        return pa.schema(core + [pa.field(a, pa.string()) for a in self.attributes]
-                         + self.rule_fields + carried)  # fmt: skip
+        return pa.schema(
+            core + [pa.field(a, pa.string()) for a in self.attributes] + self.rule_fields + carried
+        )
 
     @functools.cached_property
     def rule_fields(self) -> list[pa.Field]:
@@ -199,10 +219,14 @@ def layout(mapping: EventMapping | None = None) -> Layout:
     mapping = mapping or EventMapping()
     user = pa.string() if mapping.string_keys else pa.int64()
     return Layout(
-        user, mapping.attributes, bool(mapping.change_field), bool(mapping.gap),
+        user,
+        mapping.attributes,
+        bool(mapping.change_field),
+        bool(mapping.gap),
         last=tuple(name for name, _ in mapping.last),
         mapped=mapping.mapped_columns,
         values=tuple(c.value_column for c in mapping.content.conversions if c.value),
         content=mapping.content if mapping.session_columns >= 2 else None,
-        version=mapping.session_columns, change_query=mapping.change_query,
-    )  # fmt: skip
+        version=mapping.session_columns,
+        change_query=mapping.change_query,
+    )

@@ -131,8 +131,12 @@ def get_spark(
         # Started by spark-submit: its JVM already runs and holds the user's settings.
         SparkContext._ensure_initialized()
     submitted = SparkConf()  # empty unless spark-submit started this driver
-    chosen = (master or (conf or {}).get("spark.master")
-              or submitted.get("spark.master", None) or defaults["spark.master"])  # fmt: skip
+    chosen = (
+        master
+        or (conf or {}).get("spark.master")
+        or submitted.get("spark.master", None)
+        or defaults["spark.master"]
+    )
     defaults |= _worker_daemon(chosen)
     builder = SparkSession.builder.appName(app)
     for key, value in defaults.items():

@@ -43,12 +43,14 @@ FEATURES: dict[str, tuple[tuple[int, int], str]] = {
     # pad the column), which pyarrow's Cython 3 builds (those numpy 2 needs) refuse.
     "pandas_with_state": ((4, 0), "applyInPandasWithState with current pyarrow"),
     "python_stream_sources": (
-        (4, 0), "Python streaming data sources, pyspark.sql.datasource; with the platform's "
+        (4, 0),
+        "Python streaming data sources, pyspark.sql.datasource; with the platform's "
         "Kafka connector (spark.readStream.format('kafka')), pass Sessionizer.stream its "
         "DataFrame",
     ),
     "source_admission_control": (
-        (4, 2), "admission control of Python streaming data sources; without it every "
+        (4, 2),
+        "admission control of Python streaming data sources; without it every "
         "micro-batch reads all that the input holds",
     ),
     "plan_once": ((4, 0), "the classic Dataset of org.apache.spark.sql.classic"),

@@ -26,9 +26,18 @@ if TYPE_CHECKING:
     from sessionize.api.query import StreamRun
 
 __all__ = [
-    "Context", "LocalRun", "Output", "Processor", "ProcessorError", "Update", "run",
-    "run_local", "source", "start", "stream",
-]  # fmt: skip
+    "Context",
+    "LocalRun",
+    "Output",
+    "Processor",
+    "ProcessorError",
+    "Update",
+    "run",
+    "run_local",
+    "source",
+    "start",
+    "stream",
+]
 
 
 def stream(df: DataFrame, processor: Processor, **settings: Any) -> StreamingQuery:

@@ -25,8 +25,11 @@ from tests.helpers import generate
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "services" / "spark-cluster.sh"
-_VARIABLES = ("SESSIONIZE_TEST_SPARK_MASTER", "SESSIONIZE_TEST_SPARK_MASTER_UI",
-              "SESSIONIZE_TEST_SPARK_REMOTE")  # fmt: skip
+_VARIABLES = (
+    "SESSIONIZE_TEST_SPARK_MASTER",
+    "SESSIONIZE_TEST_SPARK_MASTER_UI",
+    "SESSIONIZE_TEST_SPARK_REMOTE",
+)
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,9 @@ class Cluster:
         for app in ids:
             found = subprocess.run(
                 ["pgrep", "-f", f"CoarseGrainedExecutorBackend.*--app-id {app}"],
-                capture_output=True, text=True,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+            )
             pids += [int(p) for p in found.stdout.split()]
         return pids
 
@@ -77,33 +81,48 @@ def find_cluster() -> Cluster:
         found["SESSIONIZE_TEST_SPARK_REMOTE"],
     )
     if c.alive_workers() < 2:
-        pytest.fail(f"the master at {c.master} has fewer than 2 alive workers: run "
-                    "`services/spark-cluster.sh stop && services/spark-cluster.sh start`")
+        pytest.fail(
+            f"the master at {c.master} has fewer than 2 alive workers: run "
+            "`services/spark-cluster.sh stop && services/spark-cluster.sh start`"
+        )
     return c
 
 
 def small_input(root: Path) -> Path:
     """One hour in three files: three micro-batches of one file each, and then the
     late-event file the generator adds."""
-    return generate(root / "in", hours=1, users=200, events_per_hour=2400, files_per_hour=3,
-                    invalid_rate=0.01, late_rate=0.01)  # fmt: skip
+    return generate(
+        root / "in",
+        hours=1,
+        users=200,
+        events_per_hour=2400,
+        files_per_hour=3,
+        invalid_rate=0.01,
+        late_rate=0.01,
+    )
 
 
 def clean_local_run(spark, inp: Path, root: Path) -> None:
     """The uninterrupted run on local[2] in `root/clean`: what every run must equal."""
     opts = StreamOptions(
-        input=str(inp), output=str(root / "clean" / "out"),
-        checkpoint=str(root / "clean" / "chk"), partitions=3, max_files_per_trigger=1,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(root / "clean" / "out"),
+        checkpoint=str(root / "clean" / "chk"),
+        partitions=3,
+        max_files_per_trigger=1,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
 
 
 def start_cli(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "sessionize", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def kill_group(proc: subprocess.Popen) -> None:

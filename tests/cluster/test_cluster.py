@@ -28,19 +28,30 @@ DAEMON = "sessionize.worker_daemon"
 
 
 def _children(pid: int, pattern: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(pid), "-f", pattern], capture_output=True,
-                           text=True)  # fmt: skip
+    found = subprocess.run(["pgrep", "-P", str(pid), "-f", pattern], capture_output=True, text=True)
     return [int(p) for p in found.stdout.split()]
 
 
 def _args(inp, run, cluster: Cluster, *more: str) -> list[str]:
     return [
-        "stream", "--input", str(inp), "--output", str(run / "out"),
-        "--checkpoint", str(run / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
-        "--master", cluster.master,
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(run / "out"),
+        "--checkpoint",
+        str(run / "chk"),
+        "--partitions",
+        "3",
+        "--max-files-per-trigger",
+        "1",
+        "--master",
+        cluster.master,
         # Any executor takes any task: partitions move between executor processes.
-        "--conf", "spark.locality.wait=0", *more,
-    ]  # fmt: skip
+        "--conf",
+        "spark.locality.wait=0",
+        *more,
+    ]
 
 
 def _progress(run) -> list[dict]:

@@ -35,10 +35,22 @@ def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, sp
     root, inp = data
     run = root / "remote"
     streamed = sessionize(
-        "stream", "--input", str(inp), "--output", str(run / "out"),
-        "--checkpoint", str(run / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
-        "--remote", cluster.remote, "--state", state(),
-    )  # fmt: skip
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(run / "out"),
+        "--checkpoint",
+        str(run / "chk"),
+        "--partitions",
+        "3",
+        "--max-files-per-trigger",
+        "1",
+        "--remote",
+        cluster.remote,
+        "--state",
+        state(),
+    )
     assert streamed.returncode == 0, streamed.stderr[-3000:]
     # The client reports the batches the server ran, one line each.
     assert [line.split(":")[0] for line in streamed.stdout.splitlines()] == [
@@ -50,13 +62,25 @@ def test_stream_and_batch_through_connect_equal_local(data, cluster: Cluster, sp
     local = root / "batch-local"
     run_batch(
         BatchOptions(input=str(inp), output=str(local), start=start, end=end, partitions=3),
-        spark, on_hour=lambda _: None,
-    )  # fmt: skip
+        spark,
+        on_hour=lambda _: None,
+    )
     remote = root / "batch-remote"
     done = sessionize(
-        "batch", "--input", str(inp), "--output", str(remote), "--from", HOURS[0],
-        "--to", HOURS[1], "--partitions", "3", "--remote", cluster.remote,
-    )  # fmt: skip
+        "batch",
+        "--input",
+        str(inp),
+        "--output",
+        str(remote),
+        "--from",
+        HOURS[0],
+        "--to",
+        HOURS[1],
+        "--partitions",
+        "3",
+        "--remote",
+        cluster.remote,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     # Piped, the CLI prints one plain line an hour and no progress bar (drawn in a
     # terminal: tests/commands/test_status.py).
@@ -71,10 +95,22 @@ def test_spark_managed_state_through_connect_equals_local(data, cluster: Cluster
     root, inp = data
     run = root / "remote-rocksdb"
     streamed = sessionize(
-        "stream", "--input", str(inp), "--output", str(run / "out"),
-        "--checkpoint", str(run / "chk"), "--partitions", "3", "--max-files-per-trigger", "1",
-        "--remote", cluster.remote, "--state", "spark-rocksdb",
-    )  # fmt: skip
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(run / "out"),
+        "--checkpoint",
+        str(run / "chk"),
+        "--partitions",
+        "3",
+        "--max-files-per-trigger",
+        "1",
+        "--remote",
+        cluster.remote,
+        "--state",
+        "spark-rocksdb",
+    )
     assert streamed.returncode == 0, streamed.stderr[-3000:]
     for name in OUTPUTS:
         expected = read_output(root / "clean" / "out", name, with_batch=False)
@@ -100,13 +136,17 @@ print(json.dumps(table.to_pylist(), default=str))
 def test_sessions_on_a_connect_session_equal_local(cluster: Cluster, spark):
     events = [_nested(e) for e in _random_events(seed=5, users=5, n=60)]
     lines = [json.dumps(e, default=lambda t: t.isoformat()) for e in events]
-    local = Sessionizer(partitions=2).sessions(
-        spark.createDataFrame([(line,) for line in lines], "value string")
-    ).sessions
+    local = (
+        Sessionizer(partitions=2)
+        .sessions(spark.createDataFrame([(line,) for line in lines], "value string"))
+        .sessions
+    )
     done = subprocess.run(
         [sys.executable, "-c", _API_ON_CONNECT, cluster.remote, json.dumps(lines)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.splitlines()[-1])
     expected = json.loads(json.dumps(local.toArrow().to_pylist(), default=str))

@@ -33,9 +33,7 @@ print("executor imports sessionize from", where)
 
 # Building and installing the package into a new venv takes minutes before any Spark.
 @pytest.mark.timeout(1800)
-def test_a_stream_submitted_with_a_packed_venv_equals_the_local_run(
-    data, cluster: Cluster, wheel
-):
+def test_a_stream_submitted_with_a_packed_venv_equals_the_local_run(data, cluster: Cluster, wheel):
     root, inp = data
     work = root / "submit"
     env_dir = venv(work / "venv")
@@ -49,16 +47,36 @@ def test_a_stream_submitted_with_a_packed_venv_equals_the_local_run(
     for name in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
         env.pop(name, None)
     done = run(
-        submit, "--master", cluster.master, "--archives", f"{packed}#env",
-        "--conf", "spark.pyspark.python=./env/bin/python",
-        "--conf", f"spark.pyspark.driver.python={env_dir / 'python'}",
-        "--conf", "spark.executorEnv.PYTHONPATH=",  # nothing of a checkout on the workers
-        "--conf", "spark.executor.memory=512m", "--conf", "spark.locality.wait=0",
+        submit,
+        "--master",
+        cluster.master,
+        "--archives",
+        f"{packed}#env",
+        "--conf",
+        "spark.pyspark.python=./env/bin/python",
+        "--conf",
+        f"spark.pyspark.driver.python={env_dir / 'python'}",
+        "--conf",
+        "spark.executorEnv.PYTHONPATH=",  # nothing of a checkout on the workers
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.locality.wait=0",
         work / "job.py",
-        "stream", "--input", inp, "--output", work / "out", "--checkpoint", work / "chk",
-        "--partitions", "3", "--max-files-per-trigger", "1",
-        env=env, timeout=1200,
-    )  # fmt: skip
+        "stream",
+        "--input",
+        inp,
+        "--output",
+        work / "out",
+        "--checkpoint",
+        work / "chk",
+        "--partitions",
+        "3",
+        "--max-files-per-trigger",
+        "1",
+        env=env,
+        timeout=1200,
+    )
     where = done.stdout.rsplit("executor imports sessionize from ", 1)[-1].strip()
     assert "/env/lib/" in where and str(work) not in where, done.stdout[-2000:]
     assert_same_as_clean(root, work)

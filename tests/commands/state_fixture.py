@@ -39,20 +39,38 @@ def rows(events: list[tuple[int, str, str, str, str]]) -> pa.Table:
     """(user, time, page, action, expires) -> STATE rows (site etc. set to fixed values)."""
     cols = {name: [] for name in STATE.names}
     for user, time, page, action, expires in events:
-        for name, value in (("user_id", user), ("event_time", t(time)), ("page", page),
-                            ("action", action), ("site", "shop.example"), ("api_version", "v3"),
-                            ("browser", None), ("language", "en"), ("device_type", "phone"),
-                            ("expires_at", t(expires))):  # fmt: skip
+        for name, value in (
+            ("user_id", user),
+            ("event_time", t(time)),
+            ("page", page),
+            ("action", action),
+            ("site", "shop.example"),
+            ("api_version", "v3"),
+            ("browser", None),
+            ("language", "en"),
+            ("device_type", "phone"),
+            ("expires_at", t(expires)),
+        ):
             cols[name].append(value)
     return pa.table(cols, schema=STATE)
 
 
 PARTITION_ROWS = {
-    0: rows([(1, "10:00", "a", "view", "10:15"), (1, "10:05", "b", "view", "10:15"),
-             (1, "10:30", "c", "view", "10:15")]),
-    1: rows([(2, "11:00", "x", "view", "11:02"), (2, "11:02", "y", "browser_close", "11:02"),
-             (3, "09:50", "z", "view", "10:00")]),
-}  # fmt: skip
+    0: rows(
+        [
+            (1, "10:00", "a", "view", "10:15"),
+            (1, "10:05", "b", "view", "10:15"),
+            (1, "10:30", "c", "view", "10:15"),
+        ]
+    ),
+    1: rows(
+        [
+            (2, "11:00", "x", "view", "11:02"),
+            (2, "11:02", "y", "browser_close", "11:02"),
+            (3, "09:50", "z", "view", "10:00"),
+        ]
+    ),
+}
 META = {0: {"open_sessions": 2, "open_users": 1}, 1: {"open_sessions": 2, "open_users": 2}}
 
 

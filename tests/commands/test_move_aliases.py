@@ -54,8 +54,13 @@ def built(spark, tmp_path_factory) -> Path:
     """A stopped stream's checkpoint and compacted output under `root/{chk,out}`."""
     root = tmp_path_factory.mktemp("move-src")
     inp = generate(root / "in", hours=1, users=40, events_per_hour=400, files_per_hour=2)
-    opts = StreamOptions(input=str(inp), output=str(root / "out"), checkpoint=str(root / "chk"),
-                         partitions=2, max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp),
+        output=str(root / "out"),
+        checkpoint=str(root / "chk"),
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
     maintain(str(root / "out"), checkpoint=str(root / "chk"), compact=True, say=lambda _: None)
     assert os.path.islink(root / "out" / "sessions"), "compaction gives views (symlinks)"
@@ -75,8 +80,16 @@ def job(built, tmp_path) -> Path:
 
 
 def _move(job: Path, new: str, **env: str):
-    return sessionize("maintain", "--output", str(job / "out"), "--checkpoint", str(job / "chk"),
-                      "--move-output", new, env=cli_env(**env))  # fmt: skip
+    return sessionize(
+        "maintain",
+        "--output",
+        str(job / "out"),
+        "--checkpoint",
+        str(job / "chk"),
+        "--move-output",
+        new,
+        env=cli_env(**env),
+    )
 
 
 def _one_line(done) -> str:
@@ -102,8 +115,11 @@ def test_a_new_place_inside_the_output_through_a_symlink_is_refused(job):
     """The report: `ln -s out alias; maintain --output out --move-output alias/archive`."""
     before = tree(job / "out")
     (job / "alias").symlink_to(job / "out")
-    refusals = [(job / "alias" / "archive", "is inside --output"), (job / "alias", "is --output"),
-                (job / "elsewhere" / ".." / "out" / "sub", "is inside --output")]  # fmt: skip
+    refusals = [
+        (job / "alias" / "archive", "is inside --output"),
+        (job / "alias", "is --output"),
+        (job / "elsewhere" / ".." / "out" / "sub", "is inside --output"),
+    ]
     for new, says in refusals:
         line = _one_line(_move(job, str(new)))
         assert says in line and str(job / "out") in line, line
@@ -120,18 +136,31 @@ def test_a_move_killed_at_any_step_completes_when_run_again(spark, built, job, p
     rows = {name: read_output(job / "out", name) for name in OUTPUTS}
     new = job / "moved" / "out"
     proc = start_cli(
-        ["maintain", "--output", str(job / "out"), "--checkpoint", str(job / "chk"),
-         "--move-output", str(new)], cli_env(SESSIONIZE_PAUSE_AT=point),
-    )  # fmt: skip
+        [
+            "maintain",
+            "--output",
+            str(job / "out"),
+            "--checkpoint",
+            str(job / "chk"),
+            "--move-output",
+            str(new),
+        ],
+        cli_env(SESSIONIZE_PAUSE_AT=point),
+    )
     wait_for(proc, "PAUSED")
     os.killpg(proc.pid, 9)
     proc.wait()
     for rel, kind in before.items():  # every file is in the old place or in the new one
-        assert any(tree(place).get(rel) == kind for place in (job / "out", new)
-                   if place.exists()), rel  # fmt: skip
+        assert any(
+            tree(place).get(rel) == kind for place in (job / "out", new) if place.exists()
+        ), rel
     if point != "move-removing:2":  # a job started on the old place now is refused
-        opts = StreamOptions(input=str(built / "in"), output=str(job / "out"),
-                             checkpoint=str(job / "chk"), partitions=2)  # fmt: skip
+        opts = StreamOptions(
+            input=str(built / "in"),
+            output=str(job / "out"),
+            checkpoint=str(job / "chk"),
+            partitions=2,
+        )
         with pytest.raises(StateError, match="is being moved to .*complete it with"):
             run_stream(opts, spark, on_batch=lambda _: None)
 
@@ -151,11 +180,18 @@ def test_a_move_to_another_filesystem_copies_keeps_hard_links_and_checks_every_b
         rows = {name: read_output(job / "out", name) for name in OUTPUTS}
         resume = job / "resume"
         proc = start_cli(
-            ["maintain", "--output", str(job / "out"), "--checkpoint", str(job / "chk"),
-             "--move-output", str(new)],
+            [
+                "maintain",
+                "--output",
+                str(job / "out"),
+                "--checkpoint",
+                str(job / "chk"),
+                "--move-output",
+                str(new),
+            ],
             cli_env(SESSIONIZE_PAUSE_AT="move-copied:0", SESSIONIZE_RESUME_FILE=str(resume)),
             merged=False,
-        )  # fmt: skip
+        )
         wait_for(proc, "PAUSED")
         copied = next(p for p in sorted(new.rglob("*.parquet")) if not p.is_symlink())
         with open(copied, "ab") as f:

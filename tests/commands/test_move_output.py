@@ -21,15 +21,16 @@ def _one_line(done) -> str:
     return lines[0]
 
 
-def test_another_output_is_refused_and_a_moved_output_rewinds_in_its_new_place(
-    spark, tmp_path
-):
+def test_another_output_is_refused_and_a_moved_output_rewinds_in_its_new_place(spark, tmp_path):
     inp = generate(tmp_path / "in", hours=1, users=60, events_per_hour=600, files_per_hour=3)
     chk, old, new = tmp_path / "chk", tmp_path / "old", tmp_path / "out"
     opts = StreamOptions(
-        input=str(inp), output=str(old), checkpoint=str(chk), partitions=3,
+        input=str(inp),
+        output=str(old),
+        checkpoint=str(chk),
+        partitions=3,
         max_files_per_trigger=1,
-    )  # fmt: skip
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
     first = {name: read_output(old, name) for name in OUTPUTS}  # one batch per file
     assert set(first["page_views"]["batch_id"].to_pylist()) == {0, 1, 2}

@@ -42,8 +42,15 @@ def _tree(root: Path) -> dict[str, int]:
 
 
 def _hour(inp: Path, hour: int) -> None:
-    generate(inp, start=HOUR0.replace(hour=hour), hours=1, users=60, events_per_hour=600,
-             files_per_hour=1, seed=hour)  # fmt: skip
+    generate(
+        inp,
+        start=HOUR0.replace(hour=hour),
+        hours=1,
+        users=60,
+        events_per_hour=600,
+        files_per_hour=1,
+        seed=hour,
+    )
 
 
 def _owner(output: Path) -> dict:
@@ -65,36 +72,86 @@ def test_one_owner_per_output_refusals_through_the_cli(spark, tmp_path):
     _hour(inp, 0)
     opts = StreamOptions(input=str(inp), output=str(out), checkpoint=str(chk), partitions=2)
     run_stream(opts, spark, on_batch=lambda _: None)
-    assert _owner(out) == {"id": _id(chk), "kind": "stream", "job": "sessionize",
-                           "place": str(chk), "processor": None}  # fmt: skip
+    assert _owner(out) == {
+        "id": _id(chk),
+        "kind": "stream",
+        "job": "sessionize",
+        "place": str(chk),
+        "processor": None,
+    }
     written = _tree(out)
     owned = f"output {out} belongs to the stream of checkpoint {chk}, not to "
 
-    line = _refused(sessionize("stream", "--input", str(inp), "--output", str(out),
-                               "--checkpoint", str(tmp_path / "chk2")))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            str(out),
+            "--checkpoint",
+            str(tmp_path / "chk2"),
+        )
+    )
     assert owned + f"the stream of checkpoint {tmp_path / 'chk2'}: run that checkpoint" in line
-    line = _refused(sessionize("batch", "--input", str(inp), "--output", str(out), "--from",
-                               "2026-11-01T00", "--to", "2026-11-01T00"))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "batch",
+            "--input",
+            str(inp),
+            "--output",
+            str(out),
+            "--from",
+            "2026-11-01T00",
+            "--to",
+            "2026-11-01T00",
+        )
+    )
     assert owned + "the batch job 'sessionize' with state files:" in line, line
     orders = tmp_path / "orders"
     orders.mkdir()
     (orders / "a.json").write_text('{"customer_id": 1, "amount": 2.5}\n')
     keyed = subprocess.run(
-        [sys.executable, "-m", "examples.running_totals", "--input", str(orders), "--output",
-         str(out), "--checkpoint", str(tmp_path / "kchk")],
-        capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "examples.running_totals",
+            "--input",
+            str(orders),
+            "--output",
+            str(out),
+            "--checkpoint",
+            str(tmp_path / "kchk"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=600,
+    )
     line = _refused(keyed)
     assert owned + "the stateful stream of processor RunningTotals at checkpoint " in line, line
     assert _tree(out) == written  # nothing recorded or written by the refused jobs
     assert not any((tmp_path / c).exists() for c in ("chk2", "kchk"))
 
     batch_out = tmp_path / "daily"
-    run_batch(BatchOptions(input=str(inp), output=str(batch_out), start=HOUR0, end=HOUR0,
-                           partitions=2), spark, on_hour=lambda _: None)  # fmt: skip
+    run_batch(
+        BatchOptions(input=str(inp), output=str(batch_out), start=HOUR0, end=HOUR0, partitions=2),
+        spark,
+        on_hour=lambda _: None,
+    )
     daily = _tree(batch_out)
-    line = _refused(sessionize("stream", "--input", str(inp), "--output", str(batch_out),
-                               "--checkpoint", str(tmp_path / "chk3")))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            str(batch_out),
+            "--checkpoint",
+            str(tmp_path / "chk3"),
+        )
+    )
     assert line.endswith(
         f"output {batch_out} belongs to the batch job 'sessionize' with state files, not to the "
         f"stream of checkpoint {tmp_path / 'chk3'}: run `sessionize batch` with that state and "
@@ -103,9 +160,7 @@ def test_one_owner_per_output_refusals_through_the_cli(spark, tmp_path):
     assert _tree(batch_out) == daily and not (tmp_path / "chk3").exists()
 
 
-def test_an_output_without_an_owner_record_goes_to_the_checkpoint_that_wrote_it(
-    spark, tmp_path
-):
+def test_an_output_without_an_owner_record_goes_to_the_checkpoint_that_wrote_it(spark, tmp_path):
     """The output of a checkpoint that ran before owners were recorded: its record removed
     (what today's runs left); then the owner's checkpoint is moved, rewound, and its
     outputs moved, and it keeps writing its own output, each session once."""
@@ -115,8 +170,17 @@ def test_an_output_without_an_owner_record_goes_to_the_checkpoint_that_wrote_it(
     run_stream(opts, spark, on_batch=lambda _: None)
     (out / "_owner.json").unlink()
 
-    line = _refused(sessionize("stream", "--input", str(inp), "--output", str(out),
-                               "--checkpoint", str(tmp_path / "chk2")))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            str(out),
+            "--checkpoint",
+            str(tmp_path / "chk2"),
+        )
+    )
     assert line.startswith(f"sessionize: error: output {out} holds ")
     other = f"the stream of checkpoint {tmp_path / 'chk2'}"
     assert f"owner and not by {other}: write it with the job that wrote it" in line, line
@@ -138,11 +202,13 @@ def test_an_output_without_an_owner_record_goes_to_the_checkpoint_that_wrote_it(
     assert set(read_output(out, "page_views")["batch_id"].to_pylist()) == {0}
 
     new = tmp_path / "new-out"
-    done = sessionize("maintain", "--output", str(out), "--checkpoint", str(moved),
-                      "--move-output", str(new))  # fmt: skip
+    done = sessionize(
+        "maintain", "--output", str(out), "--checkpoint", str(moved), "--move-output", str(new)
+    )
     assert done.returncode == 0, done.stderr
     _hour(inp, 3)
-    run_stream(replace(opts, output=str(new), checkpoint=str(moved)), spark,
-               on_batch=lambda _: None)  # fmt: skip
+    run_stream(
+        replace(opts, output=str(new), checkpoint=str(moved)), spark, on_batch=lambda _: None
+    )
     assert _owner(new)["id"] == _id(moved)
     assert _each_session_once(new) > sessions

@@ -35,8 +35,9 @@ def inp(tmp_path):
 
 
 def _stream(spark, inp, output, checkpoint, **options) -> None:
-    opts = StreamOptions(input=str(inp), output=output, checkpoint=str(checkpoint),
-                         partitions=2, **options)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp), output=output, checkpoint=str(checkpoint), partitions=2, **options
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
 
 
@@ -46,12 +47,27 @@ def _rows(output: str) -> pa.Table:
 
 def test_delta_a_stream_on_a_batch_jobs_tables(spark, inp, tmp_path):
     out = str(tmp_path / "daily")
-    run_batch(BatchOptions(input=str(inp), output=out, start=HOUR0, end=HOUR0, partitions=2,
-                           output_format="delta"), spark, on_hour=lambda _: None)  # fmt: skip
+    run_batch(
+        BatchOptions(
+            input=str(inp), output=out, start=HOUR0, end=HOUR0, partitions=2, output_format="delta"
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
     before = _rows(out)
-    line = _refused(sessionize("stream", "--input", str(inp), "--output", out,
-                               "--output-format", "delta", "--checkpoint",
-                               str(tmp_path / "chk")))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            out,
+            "--output-format",
+            "delta",
+            "--checkpoint",
+            str(tmp_path / "chk"),
+        )
+    )
     owner = "the batch job 'sessionize' with state files"
     assert f"output {out} belongs to {owner}, not to the stream of checkpoint " in line, line
     assert _rows(out).equals(before) and not (tmp_path / "chk").exists()
@@ -60,8 +76,19 @@ def test_delta_a_stream_on_a_batch_jobs_tables(spark, inp, tmp_path):
 def test_parquet_on_s3_a_batch_job_on_a_streams_output(spark, inp, tmp_path, bucket_uri):  # noqa: F811
     _stream(spark, inp, bucket_uri, tmp_path / "chk")
     before = _rows(bucket_uri)
-    line = _refused(sessionize("batch", "--input", str(inp), "--output", bucket_uri,
-                               "--from", "2026-11-01T00", "--to", "2026-11-01T00"))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "batch",
+            "--input",
+            str(inp),
+            "--output",
+            bucket_uri,
+            "--from",
+            "2026-11-01T00",
+            "--to",
+            "2026-11-01T00",
+        )
+    )
     where = bucket_uri.split("?")[0]
     owner = f"the stream of checkpoint {tmp_path / 'chk'}"
     assert f"output {where} belongs to {owner}, not to the batch job 'sessionize'" in line, line
@@ -71,11 +98,22 @@ def test_parquet_on_s3_a_batch_job_on_a_streams_output(spark, inp, tmp_path, buc
 def test_postgresql_a_second_checkpoint(spark, inp, tmp_path, pg_output):  # noqa: F811
     _stream(spark, inp, pg_output, tmp_path / "chk")
     before = _rows(pg_output).sort_by("session_id")
-    line = _refused(sessionize("stream", "--input", str(inp), "--output", pg_output,
-                               "--checkpoint", str(tmp_path / "chk2")))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            pg_output,
+            "--checkpoint",
+            str(tmp_path / "chk2"),
+        )
+    )
     owner, other = tmp_path / "chk", tmp_path / "chk2"
-    assert f"belongs to the stream of checkpoint {owner}, not to the stream of checkpoint " \
-           f"{other}: run that checkpoint" in line, line  # fmt: skip
+    assert (
+        f"belongs to the stream of checkpoint {owner}, not to the stream of checkpoint "
+        f"{other}: run that checkpoint" in line
+    ), line
     assert owner_records(pg_output).read().place == str(tmp_path / "chk")
     assert _rows(pg_output).sort_by("session_id").equals(before)
 
@@ -86,9 +124,20 @@ def test_kafka_a_second_checkpoint_of_the_same_job(spark, inp, tmp_path):
     uri = kafka_uri(tmp_path)
     _stream(spark, inp, uri, tmp_path / "chk")
     before = read_topic(uri, "sessions")
-    line = _refused(sessionize("stream", "--input", str(inp), "--output", uri.split("?")[0],
-                               "--checkpoint", str(tmp_path / "chk2")))  # fmt: skip
+    line = _refused(
+        sessionize(
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            uri.split("?")[0],
+            "--checkpoint",
+            str(tmp_path / "chk2"),
+        )
+    )
     owner, other = tmp_path / "chk", tmp_path / "chk2"
-    assert f"output {uri.split('?')[0]} belongs to the stream of checkpoint {owner}, not to " \
-           f"the stream of checkpoint {other}" in line, line  # fmt: skip
+    assert (
+        f"output {uri.split('?')[0]} belongs to the stream of checkpoint {owner}, not to "
+        f"the stream of checkpoint {other}" in line
+    ), line
     assert read_topic(uri, "sessions") == before != []

@@ -46,9 +46,13 @@ def first_run(spark, tmp_path_factory):
 def opts(inp: Path, run: Path, **kw) -> StreamOptions:
     """The options of tests.helpers.stream_args, for a run in this process."""
     return StreamOptions(
-        input=str(inp), output=str(run / "out"), checkpoint=str(run / "chk"), partitions=3,
-        max_files_per_trigger=1, **kw,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(run / "out"),
+        checkpoint=str(run / "chk"),
+        partitions=3,
+        max_files_per_trigger=1,
+        **kw,
+    )
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -154,8 +158,13 @@ def test_files_stream_rewind_refusals_kill_and_rerun(spark, first_run):
     assert not (run / "chk" / "sessionize.json").exists()
     rewind(chk, -1, say=said.append)
     assert not list((run / "out").glob("*/batch_id=*"))
-    again = StreamOptions(input=str(inp), output=str(run / "out"), checkpoint=chk, partitions=2,
-                          rules=SessionRules(gap_us=20 * 60_000_000))  # fmt: skip
+    again = StreamOptions(
+        input=str(inp),
+        output=str(run / "out"),
+        checkpoint=chk,
+        partitions=2,
+        rules=SessionRules(gap_us=20 * 60_000_000),
+    )
     records = run_stream(again, spark, on_batch=lambda _: None)
     assert [r["version"] for r in records] == [0]
     assert read_output(run / "out", "sessions").num_rows > 0

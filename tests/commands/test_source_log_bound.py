@@ -36,8 +36,9 @@ def source_log(run: Path) -> set[str]:
 
 
 def test_the_source_log_keeps_two_compactions_and_rewinds_across_one(spark, tmp_path):
-    inp = generate(tmp_path / "in", hours=3, files_per_hour=FILES // 3, users=40,
-                   events_per_hour=120)  # fmt: skip
+    inp = generate(
+        tmp_path / "in", hours=3, files_per_hour=FILES // 3, users=40, events_per_hour=120
+    )
     clean, run = tmp_path / "clean", tmp_path / "run"
     env = cli_env(SESSIONIZE_RETAIN_BATCHES=str(RETAIN))
     done = sessionize(*stream_args(inp, clean), env=env)
@@ -60,12 +61,19 @@ def test_the_source_log_keeps_two_compactions_and_rewinds_across_one(spark, tmp_
     assert to < max(compactions)  # the rewind undoes a compaction
     rewind(str(run / "chk"), to, say=lambda _: None)
     assert max(int(n.split(".")[0]) for n in source_log(run)) == to
-    again = StreamOptions(input=str(inp), output=str(run / "out"), checkpoint=str(run / "chk"),
-                          partitions=3, max_files_per_trigger=1)  # fmt: skip
+    again = StreamOptions(
+        input=str(inp),
+        output=str(run / "out"),
+        checkpoint=str(run / "chk"),
+        partitions=3,
+        max_files_per_trigger=1,
+    )
     records = run_stream(again, spark, on_batch=lambda _: None)
     assert [r["version"] for r in records] == list(range(to + 1, last + 1))
-    seen = {Path(p.removeprefix("file:")).relative_to(inp).as_posix()
-            for p in seen_files(str(run / "chk"))}  # fmt: skip
+    seen = {
+        Path(p.removeprefix("file:")).relative_to(inp).as_posix()
+        for p in seen_files(str(run / "chk"))
+    }
     assert seen == inputs
     for name in OUTPUTS:
         assert read_output(run / "out", name).equals(read_output(clean / "out", name)), name

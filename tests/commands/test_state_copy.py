@@ -30,8 +30,16 @@ def test_copy_between_backends(store, src, dst):
     source, target = open_backend(store(src)), open_backend(store(dst))
     fx.build(source)
     rules = rules_of(fx.SETTINGS)
-    copy_state(source, target, fx.JOB, fx.VERSION, partitions_in=2, partitions_out=2,
-               rules=rules, on_line=lambda _: None)  # fmt: skip
+    copy_state(
+        source,
+        target,
+        fx.JOB,
+        fx.VERSION,
+        partitions_in=2,
+        partitions_out=2,
+        rules=rules,
+        on_line=lambda _: None,
+    )
     for p in (0, 1):
         got = read_partition(target, fx.JOB, p, fx.VERSION)
         assert got.rows.equals(read_partition(source, fx.JOB, p, fx.VERSION).rows)
@@ -48,9 +56,17 @@ def test_a_copy_of_a_store_whose_records_carry_the_settings_has_them_once(store)
     holds no settings, and the source keeps its own."""
     source, target = open_backend(store("files")), open_backend(store("files"))
     fx.build(source, settings_in_records=True)
-    copy_state(source, target, fx.JOB, fx.VERSION, partitions_in=2, partitions_out=3,
-               rules=rules_of(fx.SETTINGS), assign=lambda users, n: users.to_numpy() % n,
-               on_line=lambda _: None)  # fmt: skip
+    copy_state(
+        source,
+        target,
+        fx.JOB,
+        fx.VERSION,
+        partitions_in=2,
+        partitions_out=3,
+        rules=rules_of(fx.SETTINGS),
+        assign=lambda users, n: users.to_numpy() % n,
+        on_line=lambda _: None,
+    )
     assert target.read_job_settings(fx.JOB) == {**fx.SETTINGS, "partitions": 3}
     assert target.read_job_record(fx.JOB, 7) == {"version": 7, "watermark": 1}
     assert source.read_job_settings(fx.JOB) is None
@@ -71,21 +87,57 @@ def test_inspect_and_export_hand_computed(tmp_path):
     assert export_sessions(sj, str(out)) == (7, 4)
     table = pq.read_table(out)
     assert table.column_names == [*SESSIONS.names, "expires_at", "pending_events"]
-    got = [(r["session_id"], r["closed_at"], r["event_count"], r["pages"], r["end_reason"],
-            r["expires_at"], [(e["event_time"], e["page"], e["action"])
-                              for e in r["pending_events"]])
-           for r in table.to_pylist()]  # fmt: skip
+    got = [
+        (
+            r["session_id"],
+            r["closed_at"],
+            r["event_count"],
+            r["pages"],
+            r["end_reason"],
+            r["expires_at"],
+            [(e["event_time"], e["page"], e["action"]) for e in r["pending_events"]],
+        )
+        for r in table.to_pylist()
+    ]
     ms = lambda hhmm: int(fx.t(hhmm).timestamp() * 1000)  # noqa: E731
     assert got == [
-        (f"1-{ms('10:00')}", fx.t("10:15"), 2, ["a", "b"], "inactivity", fx.t("10:15"),
-         [(fx.t("10:00"), "a", "view"), (fx.t("10:05"), "b", "view")]),
-        (f"1-{ms('10:30')}", fx.t("10:40"), 1, ["c"], "inactivity", fx.t("10:15"),
-         [(fx.t("10:30"), "c", "view")]),
-        (f"2-{ms('11:00')}", fx.t("11:02"), 2, ["x", "y"], "explicit", fx.t("11:02"),
-         [(fx.t("11:00"), "x", "view"), (fx.t("11:02"), "y", "browser_close")]),
-        (f"3-{ms('09:50')}", fx.t("10:00"), 1, ["z"], "inactivity", fx.t("10:00"),
-         [(fx.t("09:50"), "z", "view")]),
-    ]  # fmt: skip
+        (
+            f"1-{ms('10:00')}",
+            fx.t("10:15"),
+            2,
+            ["a", "b"],
+            "inactivity",
+            fx.t("10:15"),
+            [(fx.t("10:00"), "a", "view"), (fx.t("10:05"), "b", "view")],
+        ),
+        (
+            f"1-{ms('10:30')}",
+            fx.t("10:40"),
+            1,
+            ["c"],
+            "inactivity",
+            fx.t("10:15"),
+            [(fx.t("10:30"), "c", "view")],
+        ),
+        (
+            f"2-{ms('11:00')}",
+            fx.t("11:02"),
+            2,
+            ["x", "y"],
+            "explicit",
+            fx.t("11:02"),
+            [(fx.t("11:00"), "x", "view"), (fx.t("11:02"), "y", "browser_close")],
+        ),
+        (
+            f"3-{ms('09:50')}",
+            fx.t("10:00"),
+            1,
+            ["z"],
+            "inactivity",
+            fx.t("10:00"),
+            [(fx.t("09:50"), "z", "view")],
+        ),
+    ]
     assert user_sessions(sj, 2)["session_id"].to_pylist() == [f"2-{ms('11:00')}"]
     assert export_sessions(sj, str(out), version=6) == (6, 2)  # user 4 in both partitions
 
@@ -138,8 +190,16 @@ def test_verify_refuses_a_copy_that_differs(store):
     content hash even with the same users and rows."""
     source, target = open_backend(store("files")), open_backend(store("files"))
     fx.build(source)
-    copy_state(source, target, fx.JOB, 7, partitions_in=2, partitions_out=2,
-               rules=rules_of(fx.SETTINGS), on_line=lambda _: None)  # fmt: skip
+    copy_state(
+        source,
+        target,
+        fx.JOB,
+        7,
+        partitions_in=2,
+        partitions_out=2,
+        rules=rules_of(fx.SETTINGS),
+        on_line=lambda _: None,
+    )
     changed = fx.rows([(3, "09:50", "zz", "view", "10:00")])
     with target.open(fx.JOB, 1, -1) as tx:
         tx.put_many(fx.PARTITION_ROWS[1].filter(pc.not_equal(fx.PARTITION_ROWS[1]["user_id"], 3)))

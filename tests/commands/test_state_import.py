@@ -17,9 +17,13 @@ from tests.helpers import OUTPUTS, generate, read_output
 
 def stream(spark, root: Path, name: str, state: str) -> None:
     opts = StreamOptions(
-        input=str(root / "in"), output=str(root / name / "out"),
-        checkpoint=str(root / name / "chk"), state=state, partitions=2, max_files_per_trigger=1,
-    )  # fmt: skip
+        input=str(root / "in"),
+        output=str(root / name / "out"),
+        checkpoint=str(root / name / "chk"),
+        state=state,
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
 
 
@@ -34,8 +38,7 @@ def test_import_spark_state_then_continue(spark, tmp_path, store, provider, targ
     feed(tmp_path / "all", tmp_path / "in", 1)
     stream(spark, tmp_path, "run", provider)
     ours = store(target)
-    result = import_spark_state(str(tmp_path / "run" / "chk"), ours, spark=spark,
-                                on_line=print)  # fmt: skip
+    result = import_spark_state(str(tmp_path / "run" / "chk"), ours, spark=spark, on_line=print)
     assert result is not None and result.users > 0
     feed(tmp_path / "all", tmp_path / "in", 99)
     stream(spark, tmp_path, "run", ours)

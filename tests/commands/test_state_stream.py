@@ -30,16 +30,17 @@ def run(spark, root: Path, files: int, state: str, partitions: int) -> None:
     input, moved to `root/all`, appears again under `root/in`: the same paths)."""
     feed(root / "all", root / "in", files)
     opts = StreamOptions(
-        input=str(root / "in"), output=str(root / "run" / "out"),
+        input=str(root / "in"),
+        output=str(root / "run" / "out"),
         checkpoint=str(root / "run" / "chk"),
-        state=state, partitions=partitions, max_files_per_trigger=1,
-    )  # fmt: skip
+        state=state,
+        partitions=partitions,
+        max_files_per_trigger=1,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
 
 
-def test_repartition_4_to_8_to_3_and_migrate_while_the_stream_goes_on(
-    spark, tmp_path, store
-):
+def test_repartition_4_to_8_to_3_and_migrate_while_the_stream_goes_on(spark, tmp_path, store):
     """Six input files, one per batch: files then PostgreSQL then Redis then files again,
     4 then 8 then 3 partitions."""
     clean_stream_run(spark, tmp_path)

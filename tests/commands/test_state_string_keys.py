@@ -25,8 +25,13 @@ from tests.helpers import sessionize
 
 JOB = "app"
 MAPPING = EventMapping(user="anonymous_id", user_type="string", keep=(("plan", "ctx.plan"),))
-SETTINGS = {"gap": "10m", "lateness": "10m", "close_actions": "logout", "partitions": 1,
-            **MAPPING.record()}  # fmt: skip
+SETTINGS = {
+    "gap": "10m",
+    "lateness": "10m",
+    "close_actions": "logout",
+    "partitions": 1,
+    **MAPPING.record(),
+}
 SHAPE = layout(MAPPING)
 # anna and bob share stored key 7 (as two ids whose hashes collide would); cleo has key 9.
 EVENTS = [
@@ -92,9 +97,17 @@ def test_repartition_places_users_by_id_and_keeps_their_keys(job, store):
         return np.array([1 if u == "bob" else 0 for u in users.to_pylist()])
 
     result = copy_state(
-        job.backend(), target, JOB, 3, partitions_in=1, partitions_out=2,
-        rules=job.rules, shape=job.layout, assign=by_name, on_line=lambda _: None,
-    )  # fmt: skip
+        job.backend(),
+        target,
+        JOB,
+        3,
+        partitions_in=1,
+        partitions_out=2,
+        rules=job.rules,
+        shape=job.layout,
+        assign=by_name,
+        on_line=lambda _: None,
+    )
     assert [(c.users, c.rows) for c in result.partitions] == [(2, 2), (1, 2)]
     p0, p1 = (read_partition(target, JOB, p, 3, job.layout).rows for p in (0, 1))
     assert p0.select(["user_id", "user_key", "plan"]).to_pylist() == [
@@ -106,8 +119,18 @@ def test_repartition_places_users_by_id_and_keeps_their_keys(job, store):
 
 
 def _inspect(job, *args: str):
-    return sessionize("state", "inspect", "--output", str(job.output), "--state", job.state,
-                      "--job", JOB, *args, timeout=120)  # fmt: skip
+    return sessionize(
+        "state",
+        "inspect",
+        "--output",
+        str(job.output),
+        "--state",
+        job.state,
+        "--job",
+        JOB,
+        *args,
+        timeout=120,
+    )
 
 
 def test_inspect_a_user_through_the_cli_shows_the_jobs_own_attributes(job):
@@ -116,8 +139,9 @@ def test_inspect_a_user_through_the_cli_shows_the_jobs_own_attributes(job):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("bob-") and "2 events" in lines[0], lines
     assert [line.split()[1:] for line in lines[1:]] == [
-        ["view", "cart", "plan=free"], ["logout", "pay", "plan=free"],
-    ]  # fmt: skip
+        ["view", "cart", "plan=free"],
+        ["logout", "pay", "plan=free"],
+    ]
 
 
 def test_an_unexpected_failure_of_inspect_does_not_speak_of_resuming_a_stream(job, tmp_path):

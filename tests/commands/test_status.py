@@ -17,8 +17,13 @@ from tests.helpers import generate
 def test_a_stopped_files_stream_and_the_files_that_arrived_since(spark, tmp_path, capsys):
     inp = generate(tmp_path / "in", hours=1)
     chk = tmp_path / "chk"
-    opts = StreamOptions(input=str(inp), output=str(tmp_path / "out"), checkpoint=str(chk),
-                         partitions=2, max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        checkpoint=str(chk),
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     records = run_stream(opts, spark, on_batch=lambda _: None)
     status = stream_status(str(chk))
     assert status["driver"]["running"] is False and status["driver"]["pid"] == os.getpid()
@@ -56,8 +61,13 @@ def test_a_running_driver_is_named(tmp_path):
 def test_a_batch_job(spark, tmp_path):
     inp = generate(tmp_path / "in", hours=2)
     start = datetime(2026, 11, 1, tzinfo=UTC)
-    opts = BatchOptions(input=str(inp), output=str(tmp_path / "out"), start=start,
-                        end=start.replace(hour=1), partitions=2)  # fmt: skip
+    opts = BatchOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        start=start,
+        end=start.replace(hour=1),
+        partitions=2,
+    )
     records = run_batch(opts, spark, on_hour=lambda _: None)
     status = batch_status(str(tmp_path / "out"))
     assert status["last_batch"] == 2026110101 and status["driver"]["running"] is False
@@ -75,9 +85,19 @@ def test_batch_in_a_terminal_shows_hours_done_and_time_left(tmp_path):
     inp = generate(tmp_path / "in", hours=2, users=50, events_per_hour=300)
 
     args = [
-        sys.executable, "-m", "sessionize", "batch", "--input", str(inp),
-        "--output", str(tmp_path / "out"), "--from", "2026-11-01T00", "--to", "2026-11-01T01",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "sessionize",
+        "batch",
+        "--input",
+        str(inp),
+        "--output",
+        str(tmp_path / "out"),
+        "--from",
+        "2026-11-01T00",
+        "--to",
+        "2026-11-01T01",
+    ]
 
     leader, follower = pty.openpty()
     proc = subprocess.Popen(args, stdout=follower, stderr=subprocess.DEVNULL, env=cli_env())

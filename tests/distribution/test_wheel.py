@@ -53,10 +53,31 @@ def test_the_wheel_installs_without_pyspark_then_beside_pyspark_3_5_and_runs_the
     shown = run(bin_ / "sessionize", "--version", env=env).stdout
     assert shown == f"sessionize {__version__} (PySpark not installed)\n"
     events = tmp_path / "events"
-    run(bin_ / "sessionize", "generate", "--output", events, "--hours", "1", "--users", "20",
-        "--events-per-hour", "200", env=env)  # fmt: skip
-    refused = run(bin_ / "sessionize", "stream", "--input", events, "--output",
-                  tmp_path / "o", "--checkpoint", tmp_path / "c", env=env, check=False)  # fmt: skip
+    run(
+        bin_ / "sessionize",
+        "generate",
+        "--output",
+        events,
+        "--hours",
+        "1",
+        "--users",
+        "20",
+        "--events-per-hour",
+        "200",
+        env=env,
+    )
+    refused = run(
+        bin_ / "sessionize",
+        "stream",
+        "--input",
+        events,
+        "--output",
+        tmp_path / "o",
+        "--checkpoint",
+        tmp_path / "c",
+        env=env,
+        check=False,
+    )
     assert refused.returncode == 2
     assert refused.stderr.splitlines() == [
         "sessionize: error: PySpark is not installed: pip install 'sessionize[spark]' "
@@ -70,8 +91,20 @@ def test_the_wheel_installs_without_pyspark_then_beside_pyspark_3_5_and_runs_the
     shown = run(bin_ / "sessionize", "--version", env=env).stdout
     assert shown == f"sessionize {__version__} (PySpark 3.5.9)\n"
 
-    demo = run(bin_ / "sessionize", "demo", "--workdir", tmp_path / "demo", "--hours", "1",
-               "--users", "50", "--events-per-hour", "500", env=env, timeout=900)  # fmt: skip
+    demo = run(
+        bin_ / "sessionize",
+        "demo",
+        "--workdir",
+        tmp_path / "demo",
+        "--hours",
+        "1",
+        "--users",
+        "50",
+        "--events-per-hour",
+        "500",
+        env=env,
+        timeout=900,
+    )
     assert (tmp_path / "demo" / "report.html").stat().st_size > 0, demo.stdout
 
     inp = small_input(tmp_path)  # four micro-batches, the last of late events

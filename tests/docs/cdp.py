@@ -15,8 +15,15 @@ import subprocess
 import time
 from typing import Any
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--remote-debugging-pipe", "--no-first-run", "--window-size=1280,900"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+    "--no-first-run",
+    "--window-size=1280,900",
+]
 
 
 class Browser:
@@ -27,11 +34,13 @@ class Browser:
         self._from_chrome, from_chrome_w = os.pipe()
         # Chromium expects the command pipe on fd 3 and the reply pipe on fd 4.
         self.proc = subprocess.Popen(
-            [binary, *FLAGS, "about:blank"], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4), preexec_fn=lambda: (os.dup2(to_chrome_r, 3),
-                                                 os.dup2(from_chrome_w, 4)),
-        )  # fmt: skip
+            [binary, *FLAGS, "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=lambda: (os.dup2(to_chrome_r, 3), os.dup2(from_chrome_w, 4)),
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buf = b""
@@ -93,8 +102,13 @@ class Browser:
             self._read()
 
     def evaluate(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", session=True, expression=expression,
-                           returnByValue=True, awaitPromise=True)  # fmt: skip
+        result = self.call(
+            "Runtime.evaluate",
+            session=True,
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=True,
+        )
         return result["result"].get("value")
 
     def wait_for(self, expression: str, polls: int = 300) -> Any:

@@ -39,8 +39,9 @@ def main() -> None:
         else:
             done = subprocess.run(
                 ["bash", "-e", "-o", "pipefail", "-c", step["code"]],
-                capture_output=True, text=True,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+            )
             results.append({"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr})
         if results[-1]["rc"] != 0:
             break

@@ -38,8 +38,11 @@ def test_every_page_loads_without_console_errors(served, browser):
 def test_the_search_finds_rewind(served, browser, site):
     # The index the client-side search loads holds the rewind guide.
     index = json.loads((site / "search" / "search_index.json").read_text())
-    assert any(d["location"].startswith("how-to/rewind/") for d in index["docs"]
-               if "rewind" in d["text"].lower() or "rewind" in d["title"].lower())  # fmt: skip
+    assert any(
+        d["location"].startswith("how-to/rewind/")
+        for d in index["docs"]
+        if "rewind" in d["text"].lower() or "rewind" in d["title"].lower()
+    )
     # And the search box, driven by `?q=`, shows it first among its results.
     browser.errors.clear()
     browser.open(f"{served}/?q=rewind")

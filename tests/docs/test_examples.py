@@ -61,8 +61,14 @@ def _steps(blocks: list[Block], kafka: str | None, run_id: str) -> list[dict]:
         for command, expected in block.commands():
             lang = "python" if block.lang == "python" else "bash"
             code = _substitute(command, kafka, run_id)
-            steps.append({"lang": lang, "code": code, "expected": expected,
-                          "where": f"{block.page}:{block.line}"})  # fmt: skip
+            steps.append(
+                {
+                    "lang": lang,
+                    "code": code,
+                    "expected": expected,
+                    "where": f"{block.page}:{block.line}",
+                }
+            )
     return steps
 
 
@@ -74,16 +80,21 @@ def _steps(blocks: list[Block], kafka: str | None, run_id: str) -> list[dict]:
 def test_page_examples(page: Path, tmp_path: Path):
     blocks = [b for b in page_blocks(page) if b.runs]
     uses_kafka = any("kafka://localhost:9092/" in b.code for b in blocks)
-    kafka = _service_env("kafka")["SESSIONIZE_TEST_KAFKA"].removeprefix("kafka://") \
-        if uses_kafka else None  # fmt: skip
+    kafka = (
+        _service_env("kafka")["SESSIONIZE_TEST_KAFKA"].removeprefix("kafka://")
+        if uses_kafka
+        else None
+    )
     steps = _steps(blocks, kafka, uuid.uuid4().hex[:8])
     env = cli_env()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
         [sys.executable, str(RUNNER), str(tmp_path)],
         input=json.dumps([{"lang": s["lang"], "code": s["code"]} for s in steps]),
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert "@@results@@" in done.stdout, done.stderr[-3000:]
     results = json.loads(done.stdout.split("@@results@@", 1)[1])
     for step, result in zip(steps, results, strict=False):

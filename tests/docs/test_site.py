@@ -68,8 +68,9 @@ def test_the_plots_are_drawn_from_the_benchmarks_json(tmp_path):
     """benchmarks/plot.py on benchmarks/results/*.json gives exactly the committed SVGs."""
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "plot.py"), "--to", str(tmp_path)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     drawn = sorted(p.name for p in tmp_path.iterdir())
     assert drawn == ["state_size.svg", "stores.svg", "throughput.svg"]
@@ -116,8 +117,10 @@ def test_readme_names_every_feature_with_its_page():
         html_anchor = link[1]
         text = (REPO / link[0]).read_text().lower()
         heading = html_anchor.replace("-", " ")
-        assert any(heading in re.sub(r"[^a-z0-9 ]", "", h.replace("-", " "))
-                   for h in re.findall(r"^#+ (.*)$", text, re.M)), link  # fmt: skip
+        assert any(
+            heading in re.sub(r"[^a-z0-9 ]", "", h.replace("-", " "))
+            for h in re.findall(r"^#+ (.*)$", text, re.M)
+        ), link
 
 
 HISTORY = re.compile(

@@ -38,11 +38,15 @@ def _reports(marked) -> list[dict]:
         received = list(batches)
         table = pa.Table.from_batches(received) if received else None
         rows, records, latest = split_marks(table)
-        yield pa.RecordBatch.from_pydict({
-            "p": [TaskContext.get().partitionId()], "records": [records], "latest": [latest],
-            "events": [0 if rows is None else rows.num_rows],
-            "users": [[] if rows is None else [str(u) for u in rows["user_id"].to_pylist()]],
-        })  # fmt: skip
+        yield pa.RecordBatch.from_pydict(
+            {
+                "p": [TaskContext.get().partitionId()],
+                "records": [records],
+                "latest": [latest],
+                "events": [0 if rows is None else rows.num_rows],
+                "users": [[] if rows is None else [str(u) for u in rows["user_id"].to_pylist()]],
+            }
+        )
 
     schema = "p long, records long, latest long, events long, users array<string>"
     shuffled = partition_users(marked, PARTITIONS)
@@ -68,11 +72,13 @@ def test_every_partition_learns_the_whole_batch(spark, user_type):
     users.append(10)
     times.append(T0 + timedelta(days=400))
     reasons.append("event_time too far in the future")
-    table = pa.table({
-        "user_id": pa.array(users).cast(user_type),
-        "event_time": pa.array(times, pa.timestamp("us", tz="UTC")),
-        "reason": pa.array(reasons, pa.string()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "user_id": pa.array(users).cast(user_type),
+            "event_time": pa.array(times, pa.timestamp("us", tz="UTC")),
+            "reason": pa.array(reasons, pa.string()),
+        }
+    )
     parsed = spark.createDataFrame(table).repartition(3)  # three map tasks
     keys = mark_keys(PARTITIONS, user_type)
     out = _reports(with_marks(parsed, keys))
@@ -91,11 +97,13 @@ def test_every_partition_learns_the_whole_batch(spark, user_type):
 
 
 def test_a_batch_without_rows_sends_no_marks(spark):
-    table = pa.table({
-        "user_id": pa.array([], pa.int64()),
-        "event_time": pa.array([], pa.timestamp("us", tz="UTC")),
-        "reason": pa.array([], pa.string()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "user_id": pa.array([], pa.int64()),
+            "event_time": pa.array([], pa.timestamp("us", tz="UTC")),
+            "reason": pa.array([], pa.string()),
+        }
+    )
     parsed = spark.createDataFrame(table).repartition(2)
     keys = mark_keys(PARTITIONS, pa.int64())
     out = _reports(with_marks(parsed, keys))
@@ -116,15 +124,23 @@ def _expected(spark, lines: list[str], mapping: EventMapping) -> tuple[int, int 
 
 
 def _raw(spark, lines: list[str]):
-    raw = spark.createDataFrame([(line, None, f"s{i}") for i, line in enumerate(lines)],
-                                "value string, error string, source string")  # fmt: skip
+    raw = spark.createDataFrame(
+        [(line, None, f"s{i}") for i, line in enumerate(lines)],
+        "value string, error string, source string",
+    )
     return raw.repartition(3)  # three reading tasks
 
 
 def _read_and_marked(spark, lines: list[str], mapping: EventMapping) -> list[dict]:
     keys = mark_keys(PARTITIONS, pa.string() if mapping.string_keys else pa.int64())
-    marked = parse(_raw(spark, lines), now=NOW_US, max_future_us=DAY_US, mapping=mapping,
-                   valid_sources=False, marks=keys)  # fmt: skip
+    marked = parse(
+        _raw(spark, lines),
+        now=NOW_US,
+        max_future_us=DAY_US,
+        mapping=mapping,
+        valid_sources=False,
+        marks=keys,
+    )
     return _reports(marked)
 
 
@@ -147,12 +163,14 @@ def test_the_reading_task_marks_what_the_exact_path_finds_valid(spark, string_id
     mapping = EventMapping(user_type="string") if string_ids else DEFAULT
     user = str if string_ids else int
     lines = [
-        _line(user(1), 5), _line(user(2), 3),
+        _line(user(1), 5),
+        _line(user(2), 3),
         _line(user(3), 20, page="NaN"),  # left to the exact path, valid: the latest
         _line(user(4), 15) + " ",  # left to the exact path, valid
         '{"user_id": 5, "user_id": 5, "event_time": "2026-11-01T02:00:00Z", "page": {}}',
-        "not json", "",
-    ]  # fmt: skip
+        "not json",
+        "",
+    ]
     out = _read_and_marked(spark, lines, mapping)
     latest = int((T0 + timedelta(minutes=20)).timestamp() * 1_000_000)
     assert _expected(spark, lines, mapping) == (len(lines), latest)
@@ -173,9 +191,12 @@ def test_the_reading_tasks_marks_equal_sparks_parse(spark, lines):
 def test_the_task_that_reads_the_files_parses_and_marks_them(spark, tmp_path):
     """From a file's path to typed rows and marks in one task (`decode`): the same rows and
     marks as the files' records parsed in a task of their own, and the batch's figures."""
-    (tmp_path / "a.json").write_text("\n".join(
-        [_line(1, 5), _line(2, 30), _line(3, 20, page="NaN")]  # the last: the exact path
-    ) + "\n")  # fmt: skip
+    (tmp_path / "a.json").write_text(
+        "\n".join(
+            [_line(1, 5), _line(2, 30), _line(3, 20, page="NaN")]  # the last: the exact path
+        )
+        + "\n"
+    )
     bom = b"\xef\xbb\xbf"
     (tmp_path / "b.json").write_bytes(bom + _line(4, 1).encode() + b"\r\nnot json\n\xff")
     (tmp_path / "c.json").write_bytes(b"")
@@ -189,8 +210,14 @@ def test_the_task_that_reads_the_files_parses_and_marks_them(spark, tmp_path):
     rows = _unpacked(fused)
     assert sorted(map(str, rows)) == sorted(map(str, _unpacked(apart)))
     reasons = sorted(str(r["reason"]) for r in rows)
-    assert reasons == sorted(["None"] * 5 + ["not a JSON object", "not UTF-8 (byte 0)",
-                                             "unreadable file: truncated gzip after 1 lines"])
+    assert reasons == sorted(
+        ["None"] * 5
+        + [
+            "not a JSON object",
+            "not UTF-8 (byte 0)",
+            "unreadable file: truncated gzip after 1 lines",
+        ]
+    )
     out = _reports(fused)
     latest = int((T0 + timedelta(minutes=40)).timestamp() * 1_000_000)
     assert {(r["records"], r["latest"]) for r in out} == {(8, latest)}

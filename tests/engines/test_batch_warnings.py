@@ -33,8 +33,14 @@ def copied_run(spark, tmp_path_factory):
     file first), plus one file of mis-mapped lines arriving last; streamed one file per
     micro-batch by the CLI. Returns (stdout, the status text)."""
     root = tmp_path_factory.mktemp("copied")
-    generated = generate(root / "generated", hours=2, users=60, events_per_hour=600,
-                         invalid_rate=0.0, duplicate_rate=0.0)  # fmt: skip
+    generated = generate(
+        root / "generated",
+        hours=2,
+        users=60,
+        events_per_hour=600,
+        invalid_rate=0.0,
+        duplicate_rate=0.0,
+    )
     copy = root / "in"
     shutil.copytree(generated, copy)
     files = sorted(p for p in copy.rglob("*.json"))
@@ -44,9 +50,19 @@ def copied_run(spark, tmp_path_factory):
     for i, path in enumerate([*reversed(files), odd]):  # later paths get newer times
         os.utime(path, (base + i, base + i))
     out_file = root / "stdout.txt"
-    args = ["stream", "--input", str(copy), "--output", str(root / "out"),
-            "--checkpoint", str(root / "chk"), "--partitions", "2",
-            "--max-files-per-trigger", "1"]  # fmt: skip
+    args = [
+        "stream",
+        "--input",
+        str(copy),
+        "--output",
+        str(root / "out"),
+        "--checkpoint",
+        str(root / "chk"),
+        "--partitions",
+        "2",
+        "--max-files-per-trigger",
+        "1",
+    ]
     stdout = _run_cli(args, out_file)
     status = _run_cli(["status", "--checkpoint", str(root / "chk")], root / "status.txt")
     return stdout, status
@@ -85,8 +101,9 @@ def test_a_batch_of_only_invalid_lines_names_the_most_common_reason(copied_run):
     lines = stdout.splitlines()
     last = max(i for i, line in enumerate(lines) if BATCH.match(line))
     # The mis-mapped file arrives last: its batch reads one line, invalid (singular words).
-    assert re.match(r"^batch \d+: 1 line read, 1 invalid, 0 events in, 0 sessions out, ",
-                    lines[last]), lines[last]  # fmt: skip
+    assert re.match(
+        r"^batch \d+: 1 line read, 1 invalid, 0 events in, 0 sessions out, ", lines[last]
+    ), lines[last]
     hints = [line for line in lines if line.startswith("warning: every line")]
     assert len(hints) == 1, stdout
     assert hints[0] == lines[last + 1]
@@ -114,8 +131,11 @@ def test_batch_lines_and_status_count_lines_invalid_and_events_alike(copied_run)
      (10, 999, True), (10, 1_000, True), (10, 1_001, False), (10, 100_000, False)],
 )  # fmt: skip
 def test_the_late_warning_starts_above_half_of_the_batch_unless_a_trickle(late, total, warns):
-    record = {"batch": {"events_in": 10, "late": late}, "totals": {"events_in": total},
-              "input": {"files": 1}}  # fmt: skip
+    record = {
+        "batch": {"events_in": 10, "late": late},
+        "totals": {"events_in": total},
+        "input": {"files": 1},
+    }
     assert (late_warning("batch 1", record) is not None) == warns
 
 

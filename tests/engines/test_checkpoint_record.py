@@ -53,10 +53,15 @@ def test_a_symlink_to_the_output_is_the_output(tmp_path, monkeypatch):
 
 def test_object_store_places_compare_without_their_options(tmp_path):
     chk = tmp_path / "chk"
-    _record(chk, output="s3://b/out?endpoint_override=127.0.0.1:9000&scheme=http",
-            input="kafka://a:9092/events", state="files:s3://b/st?scheme=http")  # fmt: skip
-    _record(chk, output="s3://b/out/", input="kafka://b:9092,c:9092/events",
-            state="files:s3://b/st/")  # fmt: skip
+    _record(
+        chk,
+        output="s3://b/out?endpoint_override=127.0.0.1:9000&scheme=http",
+        input="kafka://a:9092/events",
+        state="files:s3://b/st?scheme=http",
+    )
+    _record(
+        chk, output="s3://b/out/", input="kafka://b:9092,c:9092/events", state="files:s3://b/st/"
+    )
     with pytest.raises(IncompatibleCheckpoint, match=r"--input kafka://\*/events"):
         _record(chk, input="kafka://a:9092/clicks")
     with pytest.raises(IncompatibleCheckpoint, match="state migrate"):
@@ -78,9 +83,14 @@ def test_a_files_state_is_one_place_relative_or_absolute(tmp_path, monkeypatch):
 def test_arguments_not_given_take_the_recorded_values_and_given_ones_stay():
     record = {
         **Sessionizer().recorded_settings("delta"),
-        "gap": "5m", "partitions": 8, "close_actions": "", "user_field": "uid",
-        "user_type": "string", "time_format": "epoch-ms", "keep_fields": "",
-    }  # fmt: skip
+        "gap": "5m",
+        "partitions": 8,
+        "close_actions": "",
+        "user_field": "uid",
+        "user_type": "string",
+        "time_format": "epoch-ms",
+        "keep_fields": "",
+    }
     s, fmt = Sessionizer().resolved(record)
     assert (s.rules.gap_us, s.partitions, s.rules.close_actions, fmt) == (300e6, 8, (), "delta")
     assert (s.mapping.user, s.mapping.user_type, s.mapping.keep) == ("uid", "string", ())
@@ -88,8 +98,11 @@ def test_arguments_not_given_take_the_recorded_values_and_given_ones_stay():
     # Given, even at its default value: kept as given, so the checkpoint check names it.
     s, fmt = Sessionizer(gap="10m", user_type="long").resolved(record, "parquet")
     assert (s.rules.gap_us, s.mapping.user_type, s.mapping.user, fmt) == (
-        600e6, "long", "uid", "parquet",
-    )  # fmt: skip
+        600e6,
+        "long",
+        "uid",
+        "parquet",
+    )
     given = s.recorded_settings(fmt)
     changed = sorted(k for k in record if record[k] != given[k])
     assert changed == ["gap", "output_format", "user_type"]
@@ -138,17 +151,34 @@ def test_one_refusal_gives_a_way_for_every_changed_flag_and_a_whole_fresh_start(
     chk = tmp_path / "chk"
     _record(chk, output=str(tmp_path / "out"), state="postgresql://me@db/app")
     with pytest.raises(IncompatibleCheckpoint) as e:
-        check_or_record(str(chk), {**Sessionizer(gap="5m").recorded_settings("parquet"),
-                                   "output": str(tmp_path / "out2"),
-                                   "state": "redis://cache:6379"})  # fmt: skip
+        check_or_record(
+            str(chk),
+            {
+                **Sessionizer(gap="5m").recorded_settings("parquet"),
+                "output": str(tmp_path / "out2"),
+                "state": "redis://cache:6379",
+            },
+        )
     text = str(e.value)
-    for said in ("--gap 10m (this run: 5m)", "--move-output", "state migrate",
-                 "leave the flag out", "--to-batch -1",
-                 "or start over with a new --checkpoint, a new --output and a new --job"):
-        assert said in text, said  # fmt: skip
+    for said in (
+        "--gap 10m (this run: 5m)",
+        "--move-output",
+        "state migrate",
+        "leave the flag out",
+        "--to-batch -1",
+        "or start over with a new --checkpoint, a new --output and a new --job",
+    ):
+        assert said in text, said
     files = tmp_path / "chk-files"
     _record(files, output=str(tmp_path / "out"), state="files")
-    with pytest.raises(IncompatibleCheckpoint, match="start over with a new --checkpoint and "
-                       "a new --output$"):  # fmt: skip
-        check_or_record(str(files), {**Sessionizer(gap="5m").recorded_settings("parquet"),
-                                     "output": str(tmp_path / "out"), "state": "files"})
+    with pytest.raises(
+        IncompatibleCheckpoint, match="start over with a new --checkpoint and a new --output$"
+    ):
+        check_or_record(
+            str(files),
+            {
+                **Sessionizer(gap="5m").recorded_settings("parquet"),
+                "output": str(tmp_path / "out"),
+                "state": "files",
+            },
+        )

@@ -33,18 +33,28 @@ def inputs(tmp_path_factory):
     lines, so every event is on time in any batching."""
     root = tmp_path_factory.mktemp("layouts")
     a = generate(
-        root / "a", hours=HOURS, users=30, events_per_hour=300, invalid_rate=0.0,
-        late_rate=0.0, files_per_hour=2,
-    )  # fmt: skip
+        root / "a",
+        hours=HOURS,
+        users=30,
+        events_per_hour=300,
+        invalid_rate=0.0,
+        late_rate=0.0,
+        files_per_hour=2,
+    )
     b = write_layout_b(a, root / "b")
     return a, b, read_events(a)
 
 
 def _stream(spark, root, inp, mapping, state="files", **kw):
     opts = StreamOptions(
-        input=str(inp), output=str(root / "out"), checkpoint=str(root / "chk"),
-        state=state, partitions=2, mapping=mapping, **kw,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(root / "out"),
+        checkpoint=str(root / "chk"),
+        state=state,
+        partitions=2,
+        mapping=mapping,
+        **kw,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
     return root / "out"
 
@@ -72,9 +82,13 @@ def test_layout_b_gives_the_sessions_of_the_same_events_in_the_sample_contract(
     out_a = _stream(spark, tmp_path / "stream-a", a, EventMapping())
     _check(out_a, events, final, string_keys=False)
     opts = BatchOptions(
-        input=str(b), output=str(tmp_path / "batch" / "out"), start=START,
-        end=START.replace(hour=HOURS - 1), partitions=2, mapping=MAPPING_B,
-    )  # fmt: skip
+        input=str(b),
+        output=str(tmp_path / "batch" / "out"),
+        start=START,
+        end=START.replace(hour=HOURS - 1),
+        partitions=2,
+        mapping=MAPPING_B,
+    )
     run_batch(opts, spark, on_hour=lambda _: None)
     end_of_last_hour = int(START.timestamp() * 1_000_000) + HOURS * 3_600_000_000
     _check(tmp_path / "batch" / "out", events, end_of_last_hour, string_keys=True)
@@ -89,7 +103,9 @@ def test_the_reference_rows_of_both_layouts_differ_only_in_keys(inputs):
     for ra, rb in zip(a["sessions"], b["sessions"], strict=True):
         assert rb["user_id"] == key_of(ra["user_id"])
         assert {**ra, "user_id": None, "session_id": None} == {
-            **rb, "user_id": None, "session_id": None
+            **rb,
+            "user_id": None,
+            "session_id": None,
         }
 
 

@@ -102,8 +102,11 @@ def test_a_driver_taken_over_mid_batch_is_refused_by_the_store_itself(data, tmp_
     run = tmp_path / "taken-over"
     args = [*_args(inp, run), "--state", state()]
     resume = tmp_path / "resume"
-    env = cli_env(SESSIONIZE_PAUSE_AT="before-state-commit:1",
-                  SESSIONIZE_RESUME_FILE=str(resume), SESSIONIZE_LEASE_TTL_S="600")  # fmt: skip
+    env = cli_env(
+        SESSIONIZE_PAUSE_AT="before-state-commit:1",
+        SESSIONIZE_RESUME_FILE=str(resume),
+        SESSIONIZE_LEASE_TTL_S="600",
+    )
     first = start_cli(args, env)
     try:
         wait_for(first, "PAUSED before-state-commit 1")

@@ -20,18 +20,30 @@ def _write(root, names) -> None:
     d = root / "event_date=2026-11-01" / "event_hour=00"
     d.mkdir(parents=True)
     for k, name in enumerate(names):
-        lines = [json.dumps({"user_id": u, "page": {"current": "p"},
-                             "event_time": (H0 + timedelta(minutes=10 * k + m)).isoformat()})
-                 for m in range(0, 10, 3) for u in range(3)]  # fmt: skip
+        lines = [
+            json.dumps(
+                {
+                    "user_id": u,
+                    "page": {"current": "p"},
+                    "event_time": (H0 + timedelta(minutes=10 * k + m)).isoformat(),
+                }
+            )
+            for m in range(0, 10, 3)
+            for u in range(3)
+        ]
         (d / name).write_text("\n".join(lines) + "\n")
     for name in names:
         os.utime(d / name, (1_800_000_000, 1_800_000_000))
 
 
 def _run(spark, root, lines):
-    opts = StreamOptions(input=str(root / "in"), output=str(root / "out"),
-                         checkpoint=str(root / "chk"), partitions=2,
-                         max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(root / "in"),
+        output=str(root / "out"),
+        checkpoint=str(root / "chk"),
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     return run_stream(opts, spark, on_batch=lines.append)
 
 
@@ -53,5 +65,8 @@ def test_a_tie_that_still_reorders_files_is_named_in_the_warning(spark, tmp_path
     lines: list[str] = []
     _run(spark, tmp_path, lines)
     late = [line for line in lines if line.startswith("warning:") and "late_events" in line]
-    assert late and all("share their modification time with files of an earlier batch" in line
-                        and "cp -r" not in line for line in late), late  # fmt: skip
+    assert late and all(
+        "share their modification time with files of an earlier batch" in line
+        and "cp -r" not in line
+        for line in late
+    ), late

@@ -28,13 +28,21 @@ H0 = datetime(2026, 11, 1, tzinfo=UTC)
 def _segment_event(i: int, t: datetime) -> dict:
     """A Segment-style track call."""
     return {
-        "anonymousId": f"a{i % 37}", "timestamp": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "type": "track", "event": "Order Completed" if i % 50 == 7 else "Page Viewed",
-        "context": {"page": {"url": f"https://shop.example/p{i % 9}?utm_source=mail",
-                             "path": f"/p{i % 9}", "referrer": "https://mail.example/"},
-                    "userAgent": "Mozilla/5.0", "campaign": {"name": "spring"}},
+        "anonymousId": f"a{i % 37}",
+        "timestamp": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "type": "track",
+        "event": "Order Completed" if i % 50 == 7 else "Page Viewed",
+        "context": {
+            "page": {
+                "url": f"https://shop.example/p{i % 9}?utm_source=mail",
+                "path": f"/p{i % 9}",
+                "referrer": "https://mail.example/",
+            },
+            "userAgent": "Mozilla/5.0",
+            "campaign": {"name": "spring"},
+        },
         "properties": {"revenue": 12.5, "currency": "EUR"},
-    }  # fmt: skip
+    }
 
 
 def _write(root, hours: int, per_hour: int, files_per_hour: int = 1) -> None:
@@ -54,18 +62,24 @@ def _write(root, hours: int, per_hour: int, files_per_hour: int = 1) -> None:
 
 
 TYPOS = EventMapping(
-    user="anonymousId", user_type="string", time="timestamp", page="context.page.path",
+    user="anonymousId",
+    user_type="string",
+    time="timestamp",
+    page="context.page.path",
     action="evnt",  # typo of `event`
     keep=(("campaign", "context.campain.name"),),  # typo of `campaign`
     url="context.page.uri",  # typo of `url`
-    referrer="context.page.referrer", user_agent="context.userAgent",
+    referrer="context.page.referrer",
+    user_agent="context.userAgent",
     change="context.campaign.name",
     session_columns=2,
-    content=SessionContent(conversions=(
-        # every event is a `view` with the action field's typo; `revenu`: a typo too
-        Conversion("order", "view", "properties.revenu"),
-    )),
-)  # fmt: skip
+    content=SessionContent(
+        conversions=(
+            # every event is a `view` with the action field's typo; `revenu`: a typo too
+            Conversion("order", "view", "properties.revenu"),
+        )
+    ),
+)
 SAID = {
     "--action-field evnt": "did you mean event?",
     "--keep-fields campaign=context.campain.name": "did you mean context.campaign.name?",
@@ -87,13 +101,28 @@ def _said(lines: list[str]) -> dict[str, str]:
 
 def test_counts_are_those_of_a_plain_loop():
     rows = [
-        {"action": "view", "campaign": None, "change_value": "x", "url": None,
-         "order_value_json": None},
-        {"action": "view", "campaign": None, "change_value": None, "url": None,
-         "order_value_json": "5"},
-        {"action": "Page Viewed", "campaign": None, "change_value": "y", "url": None,
-         "order_value_json": None},
-    ]  # fmt: skip
+        {
+            "action": "view",
+            "campaign": None,
+            "change_value": "x",
+            "url": None,
+            "order_value_json": None,
+        },
+        {
+            "action": "view",
+            "campaign": None,
+            "change_value": None,
+            "url": None,
+            "order_value_json": "5",
+        },
+        {
+            "action": "Page Viewed",
+            "campaign": None,
+            "change_value": "y",
+            "url": None,
+            "order_value_json": None,
+        },
+    ]
     for r in rows:
         r.update(referrer="r", user_agent=None)
     table = pa.Table.from_pylist(rows)
@@ -112,8 +141,14 @@ def test_a_batch_run_says_each_path_that_matched_nothing_once_at_its_end(spark, 
     (the referrer, the user agent, the field change) are not said; `status` says the same."""
     _write(tmp_path / "in", hours=2, per_hour=300)
     lines: list[str] = []
-    opts = BatchOptions(input=str(tmp_path / "in"), output=str(tmp_path / "out"), start=H0,
-                        end=H0 + timedelta(hours=1), partitions=2, mapping=TYPOS)  # fmt: skip
+    opts = BatchOptions(
+        input=str(tmp_path / "in"),
+        output=str(tmp_path / "out"),
+        start=H0,
+        end=H0 + timedelta(hours=1),
+        partitions=2,
+        mapping=TYPOS,
+    )
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
         records = run_batch(opts, spark, on_hour=lines.append)
@@ -136,9 +171,14 @@ def test_a_stream_judges_once_after_the_batch_that_reaches_1000_events(spark, tm
     """Batches of 400 events: judged after the third (1,200 events), and not again."""
     _write(tmp_path / "in", hours=1, per_hour=2000, files_per_hour=5)
     lines: list[str] = []
-    opts = StreamOptions(input=str(tmp_path / "in"), output=str(tmp_path / "out"),
-                         checkpoint=str(tmp_path / "chk"), partitions=2,
-                         max_files_per_trigger=1, mapping=TYPOS)  # fmt: skip
+    opts = StreamOptions(
+        input=str(tmp_path / "in"),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        partitions=2,
+        max_files_per_trigger=1,
+        mapping=TYPOS,
+    )
     records = run_stream(opts, spark, on_batch=lines.append)
     checked = [r["version"] for r in records if "mapping_check" in r]
     assert checked == [2] and CHECKED_EVENTS <= 3 * 400
@@ -149,17 +189,37 @@ def test_a_stream_judges_once_after_the_batch_that_reaches_1000_events(spark, tm
 def test_the_python_api_warns_and_a_right_mapping_says_nothing(spark, tmp_path):
     _write(tmp_path / "in", hours=1, per_hour=1200)
     events = spark.readStream.text(str(tmp_path / "in"))
-    s = Sessionizer(user="anonymousId", user_type="string", time="timestamp",
-                    page="context.page.path", url="context.page.uri", partitions=2)
+    s = Sessionizer(
+        user="anonymousId",
+        user_type="string",
+        time="timestamp",
+        page="context.page.path",
+        url="context.page.uri",
+        partitions=2,
+    )
     with pytest.warns(MappingWarning, match="--url-field context.page.uri matched nothing"):
-        s.start(events, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-                on_batch=lambda _: None).wait()  # fmt: skip
-    right = Sessionizer(user="anonymousId", user_type="string", time="timestamp",
-                        page="context.page.path", url="context.page.url", partitions=2)
+        s.start(
+            events,
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            on_batch=lambda _: None,
+        ).wait()
+    right = Sessionizer(
+        user="anonymousId",
+        user_type="string",
+        time="timestamp",
+        page="context.page.path",
+        url="context.page.url",
+        partitions=2,
+    )
     lines: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", MappingWarning)
-        records = right.start(events, output=str(tmp_path / "out2"),
-                              checkpoint=str(tmp_path / "chk2"), on_batch=lines.append).wait()
+        records = right.start(
+            events,
+            output=str(tmp_path / "out2"),
+            checkpoint=str(tmp_path / "chk2"),
+            on_batch=lines.append,
+        ).wait()
     assert records[0]["mapping_check"] == {"events": 1200, "unmatched": []}
     assert not _said(lines)

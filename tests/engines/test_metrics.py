@@ -47,15 +47,21 @@ def _lines(tree: Path) -> int:
 
 
 def test_scraped_during_a_stream_counts_what_it_committed(spark, tmp_path):
-    inp = generate(tmp_path / "in", hours=2, users=40, events_per_hour=200, files_per_hour=1,
-                   invalid_rate=0.02)  # fmt: skip
+    inp = generate(
+        tmp_path / "in", hours=2, users=40, events_per_hour=200, files_per_hour=1, invalid_rate=0.02
+    )
     out, chk = tmp_path / "out", tmp_path / "chk"
     events = open_stream(spark, str(inp), {"maxFilesPerTrigger": "1"})
     said: list[str] = []
     run = Sessionizer(partitions=2).start(
-        events, output=str(out), checkpoint=str(chk), trigger="processing-time=1s",
-        input_name=str(inp), metrics_port=0, on_batch=said.append,
-    )  # fmt: skip
+        events,
+        output=str(out),
+        checkpoint=str(chk),
+        trigger="processing-time=1s",
+        input_name=str(inp),
+        metrics_port=0,
+        on_batch=said.append,
+    )
     try:
         port = run.metrics.port
         assert said[0] == f"metrics on http://127.0.0.1:{port}/metrics"  # port 0: the one taken
@@ -92,8 +98,9 @@ def test_lag_of_each_input_kind_becomes_gauges():
     def names(ahead: dict) -> dict:
         return {
             (s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in _lag_families("j", ahead) for s in f.samples
-        }  # fmt: skip
+            for f in _lag_families("j", ahead)
+            for s in f.samples
+        }
 
     assert names({"unread": {"files": 3, "bytes": 900}}) == {
         ("sessionize_input_unread_files", (("stream", "j"),)): 3,
@@ -178,8 +185,11 @@ def test_alert_rules_name_only_exported_metrics():
     exported |= {n for f in _lag_families("j", {"lag": {"0": 1}}) for n in [f.name]}
     exported |= {f.name for f in _lag_families("j", {"lag": {"s": {"millis_behind": 1}}})}
     rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
-    assert {r["alert"] for r in rules} >= {"SessionizeStreamStalled", "SessionizeInputLagGrowing",
-                                           "SessionizeInvalidShareHigh"}  # fmt: skip
+    assert {r["alert"] for r in rules} >= {
+        "SessionizeStreamStalled",
+        "SessionizeInputLagGrowing",
+        "SessionizeInvalidShareHigh",
+    }
     for rule in rules:
         used = set(re.findall(r"\bsessionize_[a-z_]+", rule["expr"]))
         assert used and used <= exported, (rule["alert"], used - exported)

@@ -36,18 +36,33 @@ PARTITIONS = 3
 
 def _opts(inp: Path, output: str, checkpoint: Path, **more) -> StreamOptions:
     return StreamOptions(
-        input=str(inp), output=output, checkpoint=str(checkpoint), partitions=PARTITIONS,
-        max_files_per_trigger=1, **more,
-    )  # fmt: skip
+        input=str(inp),
+        output=output,
+        checkpoint=str(checkpoint),
+        partitions=PARTITIONS,
+        max_files_per_trigger=1,
+        **more,
+    )
 
 
 def _cli(opts: StreamOptions) -> list[str]:
     return [
-        "stream", "--input", opts.input, "--output", opts.output,
-        "--checkpoint", opts.checkpoint, "--state", opts.state,
-        "--output-format", opts.output_format, "--partitions", str(PARTITIONS),
-        "--max-files-per-trigger", "1",
-    ]  # fmt: skip
+        "stream",
+        "--input",
+        opts.input,
+        "--output",
+        opts.output,
+        "--checkpoint",
+        opts.checkpoint,
+        "--state",
+        opts.state,
+        "--output-format",
+        opts.output_format,
+        "--partitions",
+        str(PARTITIONS),
+        "--max-files-per-trigger",
+        "1",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +70,15 @@ def clean(spark, tmp_path_factory) -> tuple[Path, Path]:
     """A small input (3 micro-batches: 2 files, then the late events' file) and its
     uninterrupted local Parquet run."""
     root = tmp_path_factory.mktemp("objstream")
-    inp = generate(root / "in", hours=1, users=60, events_per_hour=600, files_per_hour=2,
-                   invalid_rate=0.01, late_rate=0.01)  # fmt: skip
+    inp = generate(
+        root / "in",
+        hours=1,
+        users=60,
+        events_per_hour=600,
+        files_per_hour=2,
+        invalid_rate=0.01,
+        late_rate=0.01,
+    )
     run_stream(_opts(inp, str(root / "clean"), root / "clean-chk"), spark, on_batch=print)
     return inp, root / "clean"
 
@@ -112,8 +134,13 @@ def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
 ):
     inp, reference = clean
     out = child(bucket_uri, "out")
-    opts = _opts(inp, out, tmp_path / "chk", state=f"files:{child(bucket_uri, 'state')}",
-                 output_format=output_format)  # fmt: skip
+    opts = _opts(
+        inp,
+        out,
+        tmp_path / "chk",
+        state=f"files:{child(bucket_uri, 'state')}",
+        output_format=output_format,
+    )
     # Killed with batch 0's state committed on S3 and its outputs not published.
     env = cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:0")
     run_until_killed(_cli(opts), "PAUSED after-state-commit 0", env)

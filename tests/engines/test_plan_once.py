@@ -37,10 +37,14 @@ def _each_batch(spark, root: Path, chk: Path, build, plan: PlanOnce) -> list[tup
         got.append((once, anew))
 
     query = (
-        spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(str(root))
-        .writeStream.foreachBatch(run).option("checkpointLocation", str(chk))
-        .trigger(availableNow=True).start()
-    )  # fmt: skip
+        spark.readStream.format("text")
+        .option("maxFilesPerTrigger", 1)
+        .load(str(root))
+        .writeStream.foreachBatch(run)
+        .option("checkpointLocation", str(chk))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     return got
 
@@ -78,7 +82,7 @@ def test_a_plan_with_two_inputs_is_built_anew_for_every_batch(spark, tmp_path):
     plan = PlanOnce()
     got = _each_batch(spark, _files(tmp_path / "in", 2), tmp_path / "chk", build, plan)
     assert plan.reused == 0
-    assert sorted(once[0]['n'] for once, _ in got) == [10, 11]
+    assert sorted(once[0]["n"] for once, _ in got) == [10, 11]
 
 
 _UNPINNED_STREAM = textwrap.dedent("""
@@ -106,17 +110,24 @@ def test_a_driver_whose_threads_are_not_pinned_builds_every_batchs_parse(tmp_pat
     job's JVM thread: such a driver builds every batch's parse with its time in the plan."""
     lines = {
         "00": [{"user_id": 1, "event_time": "2026-11-01T00:00:00Z"}],
-        "01": [{"user_id": 2, "event_time": "2099-01-01T00:00:00Z"},
-               {"user_id": 3, "event_time": "2026-11-01T01:00:00Z"}],
-    }  # fmt: skip
+        "01": [
+            {"user_id": 2, "event_time": "2099-01-01T00:00:00Z"},
+            {"user_id": 3, "event_time": "2026-11-01T01:00:00Z"},
+        ],
+    }
     for hour, events in lines.items():
         d = tmp_path / "in" / "event_date=2026-11-01" / f"event_hour={hour}"
         d.mkdir(parents=True)
         text = "".join(json.dumps({**e, "page": {"current": "p"}}) + "\n" for e in events)
         (d / "a.json").write_text(text)
     env = {**os.environ, "PYSPARK_PIN_THREAD": "false"}
-    run = subprocess.run([sys.executable, "-c", _UNPINNED_STREAM, str(tmp_path)], env=env,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", _UNPINNED_STREAM, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-2:] == ["False", "2"]  # no property reaches a job; 2 batches
     invalid = read_output(tmp_path / "out", "invalid_events")

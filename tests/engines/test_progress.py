@@ -55,8 +55,13 @@ def test_a_batch_that_reads_two_logged_file_batches_counts_both(spark, tmp_path)
         (inp / f.parent.relative_to(pool)).mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, inp / f.relative_to(pool))
 
-    opts = StreamOptions(input=str(inp), output=str(tmp_path / "out"), checkpoint=str(chk),
-                         partitions=2, max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        checkpoint=str(chk),
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     for f in files[:2]:  # batches 0 and 1, a file each
         arrive(f)
         run_stream(opts, spark, on_batch=lambda _: None)
@@ -82,8 +87,9 @@ def test_a_run_with_nothing_to_do_says_so_in_one_line(spark, tmp_path):
 
     inp = tmp_path / "in"
     inp.mkdir()
-    opts = StreamOptions(input=str(inp), output=str(tmp_path / "out"),
-                         checkpoint=str(tmp_path / "chk"), partitions=2)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"), partitions=2
+    )
     lines: list[str] = []
     assert run_stream(opts, spark, on_batch=lines.append) == []
     assert lines == ["no input yet: no batch to run (the next run starts at batch 0)"]

@@ -15,12 +15,17 @@ from tests.helpers import OUTPUTS, generate, read_output
 # spark-rocksdb: tests/commands/test_rewind.py (across a compacted file-source log).
 @pytest.mark.parametrize("state", ["spark-hdfs"])
 def test_spark_state_rewind_then_rerun_equals_the_uninterrupted_run(spark, state, tmp_path):
-    inp = generate(tmp_path / "in", hours=1, users=60, events_per_hour=400, files_per_hour=2,
-                   late_rate=0.01)  # fmt: skip
+    inp = generate(
+        tmp_path / "in", hours=1, users=60, events_per_hour=400, files_per_hour=2, late_rate=0.01
+    )
     opts = StreamOptions(
-        input=str(inp), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        state=state, partitions=2, max_files_per_trigger=1,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        state=state,
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     records = run_stream(opts, spark, on_batch=lambda _: None)
     assert [r["version"] for r in records] == [0, 1, 2]
     whole = {n: read_output(tmp_path / "out", n) for n in OUTPUTS}

@@ -25,15 +25,24 @@ H0 = datetime(2026, 11, 1, tzinfo=UTC)
 BOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 HUMAN = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"
 MAPPING = EventMapping(
-    url="page.url", referrer="page.referrer", user_agent="technical.ua",
-    last=(("cart", "cart.id"),), session_columns=2,
+    url="page.url",
+    referrer="page.referrer",
+    user_agent="technical.ua",
+    last=(("cart", "cart.id"),),
+    session_columns=2,
     content=SessionContent(
-        ping_action="ping", conversions=(Conversion("purchase", "buy", "order.total"),),
-        bots="drop", site_hosts=("shop.example",),
+        ping_action="ping",
+        conversions=(Conversion("purchase", "buy", "order.total"),),
+        bots="drop",
+        site_hosts=("shop.example",),
     ),
-)  # fmt: skip
-URLS = ["https://shop.example/?utm_source=google&utm_medium=cpc", "https://shop.example/",
-        "https://shop.example/?gclid=x", "https://shop.example/?utm_medium=email"]  # fmt: skip
+)
+URLS = [
+    "https://shop.example/?utm_source=google&utm_medium=cpc",
+    "https://shop.example/",
+    "https://shop.example/?gclid=x",
+    "https://shop.example/?utm_medium=email",
+]
 REFERRERS = [None, "https://www.bing.com/", "https://t.co/a", "https://shop.example/x"]
 
 
@@ -52,12 +61,17 @@ def _write_input(root) -> tuple[int, int]:
                 break
             action = rng.choice(["view", "view", "ping", "click", "buy"])
             event = {
-                "user_id": user, "event_time": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "user_id": user,
+                "event_time": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 "action": action,
-                "page": {"current": rng.choice("abc"), "url": rng.choice(URLS),
-                         "referrer": rng.choice(REFERRERS)},
-                "technical": {"ua": agent}, "cart": {"id": rng.choice([None, "c1"])},
-            }  # fmt: skip
+                "page": {
+                    "current": rng.choice("abc"),
+                    "url": rng.choice(URLS),
+                    "referrer": rng.choice(REFERRERS),
+                },
+                "technical": {"ua": agent},
+                "cart": {"id": rng.choice([None, "c1"])},
+            }
             if action == "buy":
                 event["order"] = {"total": rng.choice([12.5, 3, None, "7.25"])}  # text too
             if action == "click":
@@ -65,8 +79,13 @@ def _write_input(root) -> tuple[int, int]:
             bots += agent == BOT
             hour, quarter = (t - H0) // timedelta(hours=1), t.minute // 15
             files.setdefault((hour, quarter), []).append(json.dumps(event))
-    bad = {"user_id": 999, "event_time": "2026-11-01T00:30:00Z", "action": "buy",
-           "page": {"current": "a"}, "order": {"total": "twelve"}}  # fmt: skip
+    bad = {
+        "user_id": 999,
+        "event_time": "2026-11-01T00:30:00Z",
+        "action": "buy",
+        "page": {"current": "a"},
+        "order": {"total": "twelve"},
+    }
     files[(0, 2)].append(json.dumps(bad))
     invalid += 1
     for n, ((hour, quarter), lines) in enumerate(sorted(files.items())):
@@ -82,14 +101,30 @@ def _write_input(root) -> tuple[int, int]:
 def runs(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("content")
     bots, invalid = _write_input(root / "in")
-    batch = run_batch(BatchOptions(
-        input=str(root / "in"), output=str(root / "batch"), start=H0, end=H0,
-        partitions=2, mapping=MAPPING,
-    ), spark, on_hour=lambda _: None)  # fmt: skip
-    stream = run_stream(StreamOptions(
-        input=str(root / "in"), output=str(root / "stream"), checkpoint=str(root / "chk"),
-        partitions=2, max_files_per_trigger=2, mapping=MAPPING,
-    ), spark, on_batch=lambda _: None)  # fmt: skip
+    batch = run_batch(
+        BatchOptions(
+            input=str(root / "in"),
+            output=str(root / "batch"),
+            start=H0,
+            end=H0,
+            partitions=2,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
+    stream = run_stream(
+        StreamOptions(
+            input=str(root / "in"),
+            output=str(root / "stream"),
+            checkpoint=str(root / "chk"),
+            partitions=2,
+            max_files_per_trigger=2,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_batch=lambda _: None,
+    )
     return root, batch, stream, bots, invalid
 
 
@@ -113,10 +148,19 @@ def test_spark_managed_state_carries_the_same(spark, runs, tmp_path, provider):
     """transformWithState (RocksDB) and applyInPandasWithState (HDFS) both carry every
     column, the `event_counts` map included."""
     root = runs[0]
-    records = run_stream(StreamOptions(
-        input=str(root / "in"), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        state=provider, partitions=2, max_files_per_trigger=2, mapping=MAPPING,
-    ), spark, on_batch=lambda _: None)  # fmt: skip
+    records = run_stream(
+        StreamOptions(
+            input=str(root / "in"),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            state=provider,
+            partitions=2,
+            max_files_per_trigger=2,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_batch=lambda _: None,
+    )
     s = read_output(tmp_path / "out", "sessions", with_batch=False)
     b = read_output(root / "batch", "sessions", with_batch=False)
     closed = pc.less(pc.cast(b["closed_at"], "int64"), records[-1]["watermark"])
@@ -130,10 +174,19 @@ def test_server_state_backends_carry_the_same(spark, runs, tmp_path, state):
     """Open sessions' url, referrer, user agent, last: fields and conversion values travel
     in the state rows of every backend: the stream equals the batch on each."""
     root = runs[0]
-    records = run_stream(StreamOptions(
-        input=str(root / "in"), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        state=state(), partitions=2, max_files_per_trigger=2, mapping=MAPPING,
-    ), spark, on_batch=lambda _: None)  # fmt: skip
+    records = run_stream(
+        StreamOptions(
+            input=str(root / "in"),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            state=state(),
+            partitions=2,
+            max_files_per_trigger=2,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_batch=lambda _: None,
+    )
     assert len(records) >= 2
     s = read_output(tmp_path / "out", "sessions", with_batch=False)
     b = read_output(root / "batch", "sessions", with_batch=False)
@@ -160,8 +213,14 @@ def test_dropped_bot_events_are_counted_in_the_batch_record(runs):
 def test_the_batch_line_shows_dropped_bot_events_only_when_there_are_some():
     from sessionize.engines.session_report import session_line
 
-    batch = {"records": 10, "invalid": 1, "events_in": 9, "sessions_out": 2, "late": 0,
-             "open_sessions": 3}  # fmt: skip
+    batch = {
+        "records": 10,
+        "invalid": 1,
+        "events_in": 9,
+        "sessions_out": 2,
+        "late": 0,
+        "open_sessions": 3,
+    }
     record = {"watermark": None, "duration_s": 1.0}
     line = session_line("batch 4", {**record, "batch": {**batch, "bot_events": 3}})
     assert ", 0 late, 3 bot events dropped, 3 open sessions," in line, line
@@ -177,13 +236,18 @@ def test_a_changed_option_is_refused_in_one_line(tmp_path):
 
     check_or_record(chk, settings(MAPPING))
     changed = EventMapping(
-        url="page.url", referrer="page.referrer", user_agent="technical.ua",
-        last=(("cart", "cart.id"),), session_columns=2,
+        url="page.url",
+        referrer="page.referrer",
+        user_agent="technical.ua",
+        last=(("cart", "cart.id"),),
+        session_columns=2,
         content=SessionContent(
-            ping_action="ping", conversions=(Conversion("purchase", "buy", "order.total"),),
-            bots="flag", site_hosts=("shop.example",),
+            ping_action="ping",
+            conversions=(Conversion("purchase", "buy", "order.total"),),
+            bots="flag",
+            site_hosts=("shop.example",),
         ),
-    )  # fmt: skip
+    )
     with pytest.raises(IncompatibleCheckpoint) as refused:
         check_or_record(chk, settings(changed))
     message = str(refused.value)
@@ -196,15 +260,20 @@ def test_typed_columns_conversion_values(spark):
     rows = [(1, "2026-11-01T00:00:00Z", "a", "buy", "12"), (2, "2026-11-01T00:00:00Z", "a",
             "view", "n/a"), (3, "2026-11-01T00:00:00Z", "a", "buy", None),
             (4, "2026-11-01T00:00:00Z", "a", "buy", "n/a")]  # fmt: skip
-    df = spark.createDataFrame(rows, "user_id long, event_time string, `page.current` string, "
-                               "action string, `order.total` string")  # fmt: skip
+    df = spark.createDataFrame(
+        rows,
+        "user_id long, event_time string, `page.current` string, "
+        "action string, `order.total` string",
+    )
     out = {r["user_id"]: r for r in parse_columns(df, MAPPING).collect()}
     assert out[1]["reason"] is None and out[1]["purchase_value_json"] == "12"  # numeric string
     assert out[4]["reason"] == "order.total: expected a number"
     assert out[2]["reason"] is None and out[3]["reason"] is None
-    df = spark.createDataFrame([(1, "2026-11-01T00:00:00Z", "a", "buy", 2.5)],
-                               "user_id long, event_time string, `page.current` string, "
-                               "action string, `order.total` double")  # fmt: skip
+    df = spark.createDataFrame(
+        [(1, "2026-11-01T00:00:00Z", "a", "buy", 2.5)],
+        "user_id long, event_time string, `page.current` string, "
+        "action string, `order.total` double",
+    )
     (row,) = parse_columns(df, MAPPING).collect()
     assert row["reason"] is None and float(row["purchase_value_json"]) == 2.5
 
@@ -218,9 +287,18 @@ def test_cli_refuses_a_new_option_on_a_checkpoint_from_before_in_one_line(tmp_pa
     for key in ("url_field", "conversion", "bots", "session_columns"):
         old.pop(key)  # what a checkpoint from before recorded
     check_or_record(str(chk), old)
-    r = sessionize("stream", "--input", str(inp), "--output", str(tmp_path / "out"),
-                   "--checkpoint", str(chk), "--conversion", "purchase=buy",
-                   env=cli_env())  # fmt: skip
+    r = sessionize(
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(chk),
+        "--conversion",
+        "purchase=buy",
+        env=cli_env(),
+    )
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
@@ -237,18 +315,24 @@ def test_the_recompute_command_spells_every_option_as_its_flag(tmp_path):
     rules = tmp_path / "rules.txt"
     rules.write_text("All =\n")
     content = replace(
-        MAPPING.content, channel_rules="All =\n", channel_rules_path=str(rules),
+        MAPPING.content,
+        channel_rules="All =\n",
+        channel_rules_path=str(rules),
         conversions=(Conversion("purchase", "buy", "order.total"), Conversion("signup", "join")),
-    )  # fmt: skip
-    opts = BatchOptions(input="in", output="out", start=H0, end=H0,
-                        mapping=replace(MAPPING, content=content))  # fmt: skip
+    )
+    opts = BatchOptions(
+        input="in", output="out", start=H0, end=H0, mapping=replace(MAPPING, content=content)
+    )
     note = _rest_note(opts, opts.engine_settings(), H0, H0)
     args = shlex.split(note.split("sessionize batch ", 1)[1])
     params = cli.commands["batch"].make_context("batch", args).params
     assert params["conversion"] == ("purchase=buy,value=order.total", "signup=join")
     assert params["channel_rules"] == str(rules)
-    assert (params["bots"], params["url_field"], params["ping_action"]) == ("drop", "page.url",
-                                                                           "ping")  # fmt: skip
+    assert (params["bots"], params["url_field"], params["ping_action"]) == (
+        "drop",
+        "page.url",
+        "ping",
+    )
     assert "--session-columns" not in args
 
 

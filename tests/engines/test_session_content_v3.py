@@ -23,22 +23,43 @@ START = datetime(2026, 11, 1, 22, tzinfo=UTC)
 MIN = 60_000_000
 RULES = SessionRules(max_duration_us=20 * MIN, split_at_midnight=True)
 MAPPING = EventMapping(
-    url="page.url", referrer="page.referrer", user_agent="technical.user_agent",
+    url="page.url",
+    referrer="page.referrer",
+    user_agent="technical.user_agent",
     session_columns=3,
-    content=SessionContent(ping_action="ping",
-                           conversions=(Conversion("purchase", "purchase", "order.value"),)),
-)  # fmt: skip
+    content=SessionContent(
+        ping_action="ping", conversions=(Conversion("purchase", "purchase", "order.value"),)
+    ),
+)
 
 
 @pytest.fixture(scope="module")
 def batch_run(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("v3")
-    inp = generate(root / "in", start=START, hours=3, users=150, events_per_hour=1500,
-                   web_data=True, invalid_rate=0.0, late_rate=0.0, files_per_hour=2)  # fmt: skip
-    run_batch(BatchOptions(
-        input=str(inp), output=str(root / "batch"), start=START, end=START.replace(
-            day=2, hour=0), partitions=2, rules=RULES, mapping=MAPPING,
-    ), spark, on_hour=lambda _: None)  # fmt: skip
+    inp = generate(
+        root / "in",
+        start=START,
+        hours=3,
+        users=150,
+        events_per_hour=1500,
+        web_data=True,
+        invalid_rate=0.0,
+        late_rate=0.0,
+        files_per_hour=2,
+    )
+    run_batch(
+        BatchOptions(
+            input=str(inp),
+            output=str(root / "batch"),
+            start=START,
+            end=START.replace(day=2, hour=0),
+            partitions=2,
+            rules=RULES,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
     return root, inp
 
 
@@ -67,10 +88,20 @@ def _closed_by(table: pa.Table, sessions: pa.Table, watermark: int, key: str) ->
 @pytest.mark.parametrize("state", ["files", "spark-rocksdb", "spark-hdfs"])
 def test_batch_equals_stream_in_every_output(spark, batch_run, tmp_path, state):
     root, inp = batch_run
-    records = run_stream(StreamOptions(
-        input=str(inp), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        state=state, partitions=2, max_files_per_trigger=1, rules=RULES, mapping=MAPPING,
-    ), spark, on_batch=lambda _: None)  # fmt: skip
+    records = run_stream(
+        StreamOptions(
+            input=str(inp),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            state=state,
+            partitions=2,
+            max_files_per_trigger=1,
+            rules=RULES,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_batch=lambda _: None,
+    )
     assert len(records) >= 4 and records[-1]["totals"]["late"] == 0
     watermark = records[-1]["watermark"]
     b_sessions = read_output(root / "batch", "sessions", with_batch=False)

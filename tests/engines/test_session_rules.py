@@ -26,9 +26,7 @@ from tests.logic.reference_rules import Rules
 START = datetime(2026, 11, 1, 3, tzinfo=UTC)
 HOURS = 3
 MIN = 60_000_000
-RULES = SessionRules(
-    max_duration_us=40 * MIN, timezone="America/New_York", split_at_midnight=True
-)
+RULES = SessionRules(max_duration_us=40 * MIN, timezone="America/New_York", split_at_midnight=True)
 MAPPING = EventMapping(change="utm.campaign", gap="gap_s")
 CAMPAIGNS = ["spring", "fall", None]
 
@@ -45,9 +43,14 @@ def _gap_s(user: int) -> float | None:
 def inputs(tmp_path_factory):
     """(the tree, its events as the reference's rows with the rules' fields)."""
     root = generate(
-        tmp_path_factory.mktemp("rules") / "in", start=START, hours=HOURS, users=16,
-        events_per_hour=200, invalid_rate=0.0, late_rate=0.0,
-    )  # fmt: skip
+        tmp_path_factory.mktemp("rules") / "in",
+        start=START,
+        hours=HOURS,
+        users=16,
+        events_per_hour=200,
+        invalid_rate=0.0,
+        late_rate=0.0,
+    )
     events = read_events(root)
     by_line = iter(events)
     for path in sorted(root.rglob("*.json")):
@@ -67,13 +70,24 @@ def inputs(tmp_path_factory):
 
 
 def _expected(events, watermark):
-    rules = Rules(gap_us=RULES.gap_us, close_actions=RULES.close_actions,
-                  max_duration_us=RULES.max_duration_us, timezone=RULES.timezone,
-                  split_at_midnight=True, change=True, gap_field=True)  # fmt: skip
+    rules = Rules(
+        gap_us=RULES.gap_us,
+        close_actions=RULES.close_actions,
+        max_duration_us=RULES.max_duration_us,
+        timezone=RULES.timezone,
+        split_at_midnight=True,
+        change=True,
+        gap_field=True,
+    )
     ref = reference_advance(
-        [], events, gap_us=rules.gap_us, close_actions=rules.close_actions,
-        watermark_before=None, watermark_after=watermark, rules=rules,
-    )  # fmt: skip
+        [],
+        events,
+        gap_us=rules.gap_us,
+        close_actions=rules.close_actions,
+        watermark_before=None,
+        watermark_after=watermark,
+        rules=rules,
+    )
     reasons = {s["end_reason"] for s in ref["sessions"]}
     assert {"field_change", "max_duration", "midnight", "inactivity"} <= reasons, reasons
     return sorted(ref["sessions"], key=lambda r: (r["user_id"], r["start_time"]))
@@ -89,9 +103,15 @@ def test_stream_and_batch_give_the_reference_sessions_under_every_rule(
 ):
     root, events = inputs
     opts = StreamOptions(
-        input=str(root), output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-        state=state, partitions=2, rules=RULES, mapping=MAPPING, max_files_per_trigger=3,
-    )  # fmt: skip
+        input=str(root),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        state=state,
+        partitions=2,
+        rules=RULES,
+        mapping=MAPPING,
+        max_files_per_trigger=3,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
     final = max(e["event_time"] for e in events) - LATENESS_US
     assert _sessions(tmp_path / "out") == _expected(events, final)
@@ -99,10 +119,14 @@ def test_stream_and_batch_give_the_reference_sessions_under_every_rule(
     if state != "files":
         return
     batch = BatchOptions(
-        input=str(root), output=str(tmp_path / "batch"), start=START,
-        end=START.replace(hour=START.hour + HOURS - 1), partitions=2, rules=RULES,
+        input=str(root),
+        output=str(tmp_path / "batch"),
+        start=START,
+        end=START.replace(hour=START.hour + HOURS - 1),
+        partitions=2,
+        rules=RULES,
         mapping=MAPPING,
-    )  # fmt: skip
+    )
     run_batch(batch, spark, on_hour=lambda _: None)
     end = int(START.timestamp() * 1_000_000) + HOURS * 60 * MIN
     assert _sessions(tmp_path / "batch") == _expected(events, end)

@@ -34,9 +34,14 @@ from tests.helpers import cli_env, generate, read_output, run_until_killed, sess
 
 # spark-rocksdb needs Spark 4.1, spark-hdfs 4.0 (spark_version): older lines refuse them
 # (tests/test_spark_lines.py) and run what they have.
-SPARK_STATES = [s for s, feature in (("spark-rocksdb", "transform_with_state"),
-                                     ("spark-hdfs", "pandas_with_state"))
-                if spark_version.has(feature)]  # fmt: skip
+SPARK_STATES = [
+    s
+    for s, feature in (
+        ("spark-rocksdb", "transform_with_state"),
+        ("spark-hdfs", "pandas_with_state"),
+    )
+    if spark_version.has(feature)
+]
 ROCKSDB = pytest.mark.needs_spark("transform_with_state")
 MIN = 60_000_000
 T0 = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp()) * 1_000_000
@@ -68,9 +73,15 @@ def parity(spark, tmp_path_factory):
     """One generated input with duplicates, late and invalid lines, run with each state."""
     root = tmp_path_factory.mktemp("parity")
     inp = generate(
-        root / "in", hours=2, users=60, events_per_hour=500, duplicate_rate=0.03,
-        late_rate=0.01, invalid_rate=0.01, close_rate=0.2,
-    )  # fmt: skip
+        root / "in",
+        hours=2,
+        users=60,
+        events_per_hour=500,
+        duplicate_rate=0.03,
+        late_rate=0.01,
+        invalid_rate=0.01,
+        close_rate=0.2,
+    )
     records = {
         state: _run(spark, root, state, inp, max_files_per_trigger=1)[0]
         for state in ["files", *SPARK_STATES]
@@ -144,18 +155,28 @@ def edges(spark, tmp_path_factory):
     """Two batches: the second has events at, just below and far below the watermark."""
     root = tmp_path_factory.mktemp("edges")
     inp = root / "in" / "event_date=2026-11-01" / "event_hour=00"
-    _write_lines(inp, "a.json", 1_000, [
-        (1, T0, "home", "view"),
-        (1, T0 + 1 * MIN, "cart", "browser_close"),
-        (2, T0 + 20 * MIN, "home", "view"),  # watermark after batch 0: T0 + 10 min
-    ])  # fmt: skip
-    _write_lines(inp, "b.json", 2_000, [
-        (3, T0 + 10 * MIN, "at", "view"),  # == watermark: on time
-        (3, T0 + 10 * MIN - 1_000, "below", "view"),  # 1 ms below: late
-        (4, T0, "far", "view"),  # late
-        (2, T0 + 20 * MIN, "home", "view"),  # duplicate of state
-        (2, T0 + 25 * MIN, "next", "view"),
-    ])  # fmt: skip
+    _write_lines(
+        inp,
+        "a.json",
+        1_000,
+        [
+            (1, T0, "home", "view"),
+            (1, T0 + 1 * MIN, "cart", "browser_close"),
+            (2, T0 + 20 * MIN, "home", "view"),  # watermark after batch 0: T0 + 10 min
+        ],
+    )
+    _write_lines(
+        inp,
+        "b.json",
+        2_000,
+        [
+            (3, T0 + 10 * MIN, "at", "view"),  # == watermark: on time
+            (3, T0 + 10 * MIN - 1_000, "below", "view"),  # 1 ms below: late
+            (4, T0, "far", "view"),  # late
+            (2, T0 + 20 * MIN, "home", "view"),  # duplicate of state
+            (2, T0 + 25 * MIN, "next", "view"),
+        ],
+    )
     for state in ["files", *SPARK_STATES]:
         _run(spark, root, state, root / "in", max_files_per_trigger=1)
     return root
@@ -200,9 +221,12 @@ def _step_outputs():
         + [ev(7, T0 - 5 * MIN, "late")]
     )
     return advance(
-        STATE.empty_table(), events, rules=SessionRules(),
-        watermark_before=T0 - MIN, watermark_after=T0 + 20 * MIN,
-    )  # fmt: skip
+        STATE.empty_table(),
+        events,
+        rules=SessionRules(),
+        watermark_before=T0 - MIN,
+        watermark_after=T0 + 20 * MIN,
+    )
 
 
 def test_wide_rows_round_trip_to_every_output_schema():
@@ -230,10 +254,20 @@ def test_state_rows_round_trip_through_both_state_encodings():
 
 def _args(inp, root, state):
     return [
-        "stream", "--input", str(inp), "--output", str(root / "out"),
-        "--checkpoint", str(root / "chk"), "--state", state, "--partitions", "2",
-        "--max-files-per-trigger", "1",
-    ]  # fmt: skip
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(root / "out"),
+        "--checkpoint",
+        str(root / "chk"),
+        "--state",
+        state,
+        "--partitions",
+        "2",
+        "--max-files-per-trigger",
+        "1",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -259,9 +293,10 @@ def test_kill_9_then_restart_gives_an_uninterrupted_runs_output(spark, restart_i
     run = root / f"killed-{state}"
     for point in KILLS:
         out = run_until_killed(
-            _args(inp, run, state), f"PAUSED {point.replace(':', ' ')}",
+            _args(inp, run, state),
+            f"PAUSED {point.replace(':', ' ')}",
             cli_env(SESSIONIZE_PAUSE_AT=point),
-        )  # fmt: skip
+        )
         assert "PAUSED" in out
     final = sessionize(*_args(inp, run, state))
     assert final.returncode == 0, final.stderr[-3000:]
@@ -280,9 +315,18 @@ def test_a_checkpoint_refuses_another_state(spark, edges):
     inp, root = edges / "in", edges / "spark-rocksdb"
     for other in ["spark-hdfs", "files"]:
         args = [
-            "stream", "--input", str(inp), "--output", str(root / "out"),
-            "--checkpoint", str(root / "chk"), "--state", other, "--partitions", "2",
-        ]  # fmt: skip
+            "stream",
+            "--input",
+            str(inp),
+            "--output",
+            str(root / "out"),
+            "--checkpoint",
+            str(root / "chk"),
+            "--state",
+            other,
+            "--partitions",
+            "2",
+        ]
         res = sessionize(*args)
         assert res.returncode == 2
         assert res.stderr.count("\n") == 1, res.stderr

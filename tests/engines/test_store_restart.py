@@ -32,9 +32,10 @@ def test_kill_9_at_each_commit_step_then_restart_gives_same_output(data):
     run = root / "killed"
     for point in KILLS:
         out = run_until_killed(
-            _args(inp, run), f"PAUSED {point.replace(':', ' ')}",
+            _args(inp, run),
+            f"PAUSED {point.replace(':', ' ')}",
             cli_env(SESSIONIZE_PAUSE_AT=point),
-        )  # fmt: skip
+        )
         assert "PAUSED" in out
     final = sessionize(*_args(inp, run))
     assert final.returncode == 0, final.stderr[-3000:]

@@ -101,10 +101,14 @@ def _reference_stream(chk: Path, batches: int, rules: SessionRules) -> dict:
             max_seen = seen if max_seen is None else max(max_seen, seen)
         after = None if max_seen is None else max_seen - rules.lateness_us
         step = reference_advance(
-            [row for rows in state.values() for row in rows], events, gap_us=rules.gap_us,
-            close_actions=rules.close_actions, watermark_before=watermark, watermark_after=after,
+            [row for rows in state.values() for row in rows],
+            events,
+            gap_us=rules.gap_us,
+            close_actions=rules.close_actions,
+            watermark_before=watermark,
+            watermark_after=after,
             schema3=True,
-        )  # fmt: skip
+        )
         for user in step["state_removes"]:
             del state[user]
         for user in {row["user_id"] for row in step["state_puts"]}:
@@ -119,10 +123,18 @@ def _reference_stream(chk: Path, batches: int, rules: SessionRules) -> dict:
 
 def _keys(table: pa.Table | list[dict], names: list[str]) -> list[tuple]:
     if isinstance(table, pa.Table):
-        table = table.select(names).cast(
-            pa.schema([pa.field(n, pa.int64() if pa.types.is_timestamp(t) else t)
-                       for n, t in zip(names, table.select(names).schema.types, strict=True)])
-        ).to_pylist()  # fmt: skip
+        table = (
+            table.select(names)
+            .cast(
+                pa.schema(
+                    [
+                        pa.field(n, pa.int64() if pa.types.is_timestamp(t) else t)
+                        for n, t in zip(names, table.select(names).schema.types, strict=True)
+                    ]
+                )
+            )
+            .to_pylist()
+        )
     return sorted(tuple(row[n] for n in names) for row in table)
 
 
@@ -167,8 +179,11 @@ def test_every_event_is_accounted_for_once(spark, tmp_path, state):
     assert want["duplicates"] > 0
     # The engine's counters agree.
     assert (totals["invalid"], totals["late"], totals["duplicates"], totals["sessions_out"]) == (
-        invalid.num_rows, late.num_rows, want["duplicates"], sessions.num_rows
-    )  # fmt: skip
+        invalid.num_rows,
+        late.num_rows,
+        want["duplicates"],
+        sessions.num_rows,
+    )
     # Every on-time, deduplicated event is in exactly one emitted event row or open state row.
     keys = pa.concat_tables(
         [
@@ -213,9 +228,13 @@ def test_sessions_equal_spark_session_window_oracle(spark, tmp_path):
     gap = 10 * MINUTE
     inp = generate(tmp_path / "in", close_rate=0.0, late_rate=0.0, invalid_rate=0.0, hours=4)
     opts, records, _ = _run(
-        spark, tmp_path, "o", inp, max_files_per_trigger=1,
+        spark,
+        tmp_path,
+        "o",
+        inp,
+        max_files_per_trigger=1,
         rules=SessionRules(gap_us=gap, lateness_us=10 * MINUTE, close_actions=()),
-    )  # fmt: skip
+    )
     ours = read_output(tmp_path / "o" / "out", "sessions")
     final_watermark = records[-1]["watermark"]
 

@@ -200,11 +200,13 @@ def read_line(line: str, m: EventMapping, now_us: int | None, max_future_us: int
         return f"{m.time} too far in the future", None
     action = _get(doc, m.action)
     event = {
-        "user_id": user, "event_time": us, "page": page,
+        "user_id": user,
+        "event_time": us,
+        "page": page,
         "action": "view" if action is None else action,
         **{name: _get(doc, path) for name, path in m.keep},
         **({"change_value": _get(doc, m.change)} if m.change else {}),
         **({"gap_us": None if gap_us is None else str(gap_us)} if m.gap else {}),
         **{name: _get(doc, path) for name, path in (*m.last, *m.mapped_pairs)},
-    }  # fmt: skip
+    }
     return None, event

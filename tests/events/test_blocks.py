@@ -22,17 +22,27 @@ from .reference import OPEN, read_line
 
 DEFAULT = EventMapping()
 STRING_EPOCH = EventMapping(
-    user="who.id", time="ts", time_format="epoch-ms", user_type="string",
-    keep=(("site", "source.site"), ("tag", "k")), change="section", gap="idle.after",
-    last=(("exit", "page.exit"),), url="page.url",
-)  # fmt: skip
+    user="who.id",
+    time="ts",
+    time_format="epoch-ms",
+    user_type="string",
+    keep=(("site", "source.site"), ("tag", "k")),
+    change="section",
+    gap="idle.after",
+    last=(("exit", "page.exit"),),
+    url="page.url",
+)
 NOW_US = 1_793_527_200_000_000  # 2026-11-01T10:00:00Z
 DAY_US = 86_400_000_000
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
-    st.text(max_size=8), st.sampled_from(["", "5", "-x", "[", "{}", "true", "é" * 130]),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.sampled_from(["", "5", "-x", "[", "{}", "true", "é" * 130]),
+)
 json_values = st.recursive(
     scalars,
     lambda inner: (
@@ -43,41 +53,93 @@ json_values = st.recursive(
 digits = st.integers(0, 99).map(lambda n: f"{n:02d}")
 iso_times = st.builds(
     lambda y, mo, d, sep, h, mi, s, frac, zone: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}{s}{frac}{zone}",
-    st.integers(0, 9999) | st.sampled_from([1970, 2026]), digits, digits, st.sampled_from("T T"),
-    digits, digits, st.sampled_from(["", ":00", ":59", ":60"]) | digits.map(lambda d: ":" + d),
+    st.integers(0, 9999) | st.sampled_from([1970, 2026]),
+    digits,
+    digits,
+    st.sampled_from("T T"),
+    digits,
+    digits,
+    st.sampled_from(["", ":00", ":59", ":60"]) | digits.map(lambda d: ":" + d),
     st.sampled_from(["", ".5", ".123456789", ".1234567"]),
     st.sampled_from(["", "Z", "+02:00", "-0530", "+18:00", "+18:01", "+19:00", "z", "+02", "\n"]),
-)  # fmt: skip
+)
 # Numbers written as strings, and strings that look like numbers but are not JSON's.
 number_strings = st.one_of(
-    st.integers(-(2**70), 2**70).map(str), st.floats(allow_nan=False).map(repr),
-    st.sampled_from(["1793527200000", "1793527200000.5", "49.90", "-0", "1e3", "1E+2", "0.0",
-                     "01", "1.", ".5", "+1", " 1", "1 ", "1\n", "NaN", "Infinity", "1e400",
-                     "0x10", "1_000", "", "١٢"]),
-)  # fmt: skip
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=False).map(repr),
+    st.sampled_from(
+        [
+            "1793527200000",
+            "1793527200000.5",
+            "49.90",
+            "-0",
+            "1e3",
+            "1E+2",
+            "0.0",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            " 1",
+            "1 ",
+            "1\n",
+            "NaN",
+            "Infinity",
+            "1e400",
+            "0x10",
+            "1_000",
+            "",
+            "١٢",
+        ]
+    ),
+)
 times = st.one_of(
-    iso_times, st.sampled_from(["2026-11-01T10:00:00Z", "2026-11-02T10:00:00.000001Z"]),
-    st.sampled_from(["0001-12-31T23:59:59.999999Z", "0002-01-01T00:00:00Z",
-                     "0002-01-01T00:00:00+00:01", "9998-12-31T23:59:59.999999Z",
-                     "9998-12-31T23:30:00-01:00", "9999-01-01T00:00:00Z"]),  # the valid years' ends
-    st.sampled_from([-62_104_060_800_000, -62_104_060_800_001, 253_370_764_799_999,
-                     253_370_764_800_000]),
-    st.integers(-(2**63), 2**63), st.floats(allow_nan=False, allow_infinity=False),
+    iso_times,
+    st.sampled_from(["2026-11-01T10:00:00Z", "2026-11-02T10:00:00.000001Z"]),
+    st.sampled_from(
+        [
+            "0001-12-31T23:59:59.999999Z",
+            "0002-01-01T00:00:00Z",
+            "0002-01-01T00:00:00+00:01",
+            "9998-12-31T23:59:59.999999Z",
+            "9998-12-31T23:30:00-01:00",
+            "9999-01-01T00:00:00Z",
+        ]
+    ),  # the valid years' ends
+    st.sampled_from(
+        [-62_104_060_800_000, -62_104_060_800_001, 253_370_764_799_999, 253_370_764_800_000]
+    ),
+    st.integers(-(2**63), 2**63),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([1_793_527_200_000, 253_402_300_800_000, 0.0005, -0.0015, 1e300]),
-    number_strings, json_values,
-)  # fmt: skip
+    number_strings,
+    json_values,
+)
 users = st.one_of(st.integers(-(2**64), 2**64), st.text(max_size=6), json_values)
 pages = st.one_of(st.text(max_size=6), json_values)
 gaps = st.one_of(
-    st.floats(allow_nan=False), st.integers(-5, 3_000_000), st.sampled_from([0, 1e-7, 2592000]),
-    number_strings, st.sampled_from(["60", "90.5", "2592000", "2592000.1"]), json_values,
-)  # fmt: skip
+    st.floats(allow_nan=False),
+    st.integers(-5, 3_000_000),
+    st.sampled_from([0, 1e-7, 2592000]),
+    number_strings,
+    st.sampled_from(["60", "90.5", "2592000", "2592000.1"]),
+    json_values,
+)
 
 
 # String contents: lone surrogates (after an even run of backslashes), pairs, a control
 # character, and escaped backslashes before a `u` (no escape of a surrogate).
-_ESCAPES = ["\\ud800", "\\udc00x", "a\tb", "\\ud83d\\ude00", "\\\\ud800", "\\\\\\ud800",
-            "\\ud800\\ud800\\udc00", "\\uDBFF\\uDFFF", "\\\\\\ud83d\\ude00"]  # fmt: skip
+_ESCAPES = [
+    "\\ud800",
+    "\\udc00x",
+    "a\tb",
+    "\\ud83d\\ude00",
+    "\\\\ud800",
+    "\\\\\\ud800",
+    "\\ud800\\ud800\\udc00",
+    "\\uDBFF\\uDFFF",
+    "\\\\\\ud83d\\ude00",
+]
 
 
 def _set(doc: dict, path: str, value: object) -> None:
@@ -92,14 +154,18 @@ def documents(draw, mapping: EventMapping) -> str:
     """One line: an event with some fields replaced, dropped or duplicated, or noise."""
     doc: dict = {}
     for path, value in [
-        (mapping.user, draw(users)), (mapping.time, draw(times)), (mapping.page, draw(pages)),
+        (mapping.user, draw(users)),
+        (mapping.time, draw(times)),
+        (mapping.page, draw(pages)),
         (mapping.action, draw(st.sampled_from(["view", "click", None]) | json_values)),
         *((path, draw(st.text(max_size=4) | json_values)) for _, path in mapping.keep),
-        *((path, draw(st.text(max_size=4) | json_values))
-          for _, path in (*mapping.last, *mapping.mapped_pairs)),
+        *(
+            (path, draw(st.text(max_size=4) | json_values))
+            for _, path in (*mapping.last, *mapping.mapped_pairs)
+        ),
         *([(mapping.change, draw(st.text(max_size=4) | json_values))] if mapping.change else []),
         *([(mapping.gap, draw(gaps))] if mapping.gap else []),
-    ]:  # fmt: skip
+    ]:
         if draw(st.integers(0, 9)) > 0:
             _set(doc, path, value)
     if draw(st.booleans()):
@@ -116,9 +182,7 @@ def documents(draw, mapping: EventMapping) -> str:
     elif edit == 3:
         line = line[:-1] + ', "x": ' + draw(st.sampled_from(["NaN", "Infinity", "-Infinity"])) + "}"
     elif edit == 4:
-        line = (
-            line[:-1] + ', "x": "' + draw(st.sampled_from(_ESCAPES)) + '"}'
-        )
+        line = line[:-1] + ', "x": "' + draw(st.sampled_from(_ESCAPES)) + '"}'
     elif edit == 5:
         line = draw(st.sampled_from(["", "   ", "\t", "[1]", "42", "null", '"{}"', "{'a': 1}"]))
     elif edit == 6:
@@ -213,8 +277,10 @@ def test_string_ids_get_sparks_xxhash64_key(spark):
     from pyspark.sql import functions as F
 
     ids = ["u1", "é", "x" * 256, "\U0001f600", "a b"]
-    lines = [json.dumps({"who": {"id": u}, "ts": 1_793_527_200_000, "page": {"current": "p"}})
-             for u in ids]  # fmt: skip
+    lines = [
+        json.dumps({"who": {"id": u}, "ts": 1_793_527_200_000, "page": {"current": "p"}})
+        for u in ids
+    ]
     rows = _read(lines, STRING_EPOCH)
     expected = spark.createDataFrame([(u,) for u in ids], "u string").select(
         F.xxhash64("u").alias("k")
@@ -224,12 +290,23 @@ def test_string_ids_get_sparks_xxhash64_key(spark):
 
 def test_nan_and_infinities_at_any_depth_are_left_to_the_exact_path():
     """pyarrow reads `NaN`, `Inf` and `Infinity` as numbers, Spark's reader its own way."""
-    tails = ['"x": Inf', '"x": -Inf', '"x": [1, [2.5, NaN]]', '"x": [{"y": {"z": Infinity}}]',
-             '"x": [{"y": {"z": 1.5}}]', '"x": "NaN Inf"']  # fmt: skip
+    tails = [
+        '"x": Inf',
+        '"x": -Inf',
+        '"x": [1, [2.5, NaN]]',
+        '"x": [{"y": {"z": Infinity}}]',
+        '"x": [{"y": {"z": 1.5}}]',
+        '"x": "NaN Inf"',
+    ]
     lines = [_event(i)[:-1] + ", " + tail + "}" for i, tail in enumerate(tails)]
     assert [read_line(line, DEFAULT, NOW_US, DAY_US) == OPEN for line in lines] == [
-        True, True, True, True, False, False,
-    ]  # fmt: skip
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
     exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
     assert exact == [True, True, True, True, False, False]
 
@@ -241,19 +318,39 @@ def test_a_batch_without_lines_reads_as_no_rows():
 def test_times_of_the_year_0_or_ending_in_a_line_break_are_left_to_the_exact_path():
     """Java's `$` lets a time end before a line break, and Spark reads the year 0 its own way."""
     at = "2026-11-01T10:00:00Z"
-    times = ["0000-01-01T00:00:00Z", at + "\n", at + "\u2028", at + "\u0085", at + "\u2027",
-             "0001-01-01T00:00:00Z"]  # fmt: skip
+    times = [
+        "0000-01-01T00:00:00Z",
+        at + "\n",
+        at + "\u2028",
+        at + "\u0085",
+        at + "\u2027",
+        "0001-01-01T00:00:00Z",
+    ]
     lines = [_event(i, t) for i, t in enumerate(times)]
     assert [read_line(line, DEFAULT, NOW_US, DAY_US) == OPEN for line in lines] == [
-        True, True, True, True, False, False,
-    ]  # fmt: skip
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
     exact = [r[blocks.EXACT] for r in _read(lines, DEFAULT)]
     assert exact == [True, True, True, True, False, False]
 
 
 # The JSON value most likely to be read, for each byte a value may start with.
-_VALUE_STARTING_WITH = {"\"": '"x"', "{": "{}", "[": "[]", "t": "true", "f": "false",
-                        "n": "null", "-": "-1", "N": "NaN", "I": "Infinity"}  # fmt: skip
+_VALUE_STARTING_WITH = {
+    '"': '"x"',
+    "{": "{}",
+    "[": "[]",
+    "t": "true",
+    "f": "false",
+    "n": "null",
+    "-": "-1",
+    "N": "NaN",
+    "I": "Infinity",
+}
 
 
 def test_a_first_field_the_plan_calls_refused_is_refused_by_pyarrow():
@@ -272,6 +369,7 @@ def test_numeric_strings_are_the_numbers_they_write_in_runs_and_mixed():
     """A block of epoch times and gaps written as strings is read here, not left line by
     line to the exact path; numbers and numeric strings may alternate; a string that is
     not a JSON number is left to the exact path, which names it."""
+
     def line(ts, gap=None) -> str:
         doc = {"who": {"id": "u"}, "ts": ts, "page": {"current": "p"}}
         return json.dumps(doc if gap is None else {**doc, "idle": {"after": gap}})
@@ -281,11 +379,20 @@ def test_numeric_strings_are_the_numbers_they_write_in_runs_and_mixed():
     assert not any(r[blocks.EXACT] for r in rows)
     assert [r["event_time"] for r in rows[:2]] == [1_793_527_200_000_000, 1_793_527_200_001_000]
     assert {r["gap_us"] for r in rows} == {"60000000"}
-    mixed = [line("1793527200000.5"), line(1_793_527_200_000), line("1.7935272e12", 90.5),
-             line("abc"), line("NaN"), line(" 1793527200000"), line(1_793_527_200_000, "x")]
+    mixed = [
+        line("1793527200000.5"),
+        line(1_793_527_200_000),
+        line("1.7935272e12", 90.5),
+        line("abc"),
+        line("NaN"),
+        line(" 1793527200000"),
+        line(1_793_527_200_000, "x"),
+    ]
     rows = _read(mixed, STRING_EPOCH)
     assert [r[blocks.EXACT] for r in rows] == [False, False, False, True, True, True, True]
     assert [r["event_time"] for r in rows[:3]] == [
-        1_793_527_200_000_500, 1_793_527_200_000_000, 1_793_527_200_000_000,
-    ]  # fmt: skip
+        1_793_527_200_000_500,
+        1_793_527_200_000_000,
+        1_793_527_200_000_000,
+    ]
     assert rows[2]["gap_us"] == "90500000"

@@ -20,8 +20,9 @@ def _batches(n_batches: int, rows: int) -> Iterator[pa.RecordBatch]:
     for b in range(n_batches):
         users = pa.array(np.arange(rows) * 7 + b, pa.int64())
         mark = pa.array([None] * (rows - 1) + [1], pa.int64())  # the last row travels as is
-        yield pa.RecordBatch.from_pydict({"user_id": users, "page": pc.cast(users, pa.string()),
-                                          "mark": mark})  # fmt: skip
+        yield pa.RecordBatch.from_pydict(
+            {"user_id": users, "page": pc.cast(users, pa.string()), "mark": mark}
+        )
 
 
 def _kept(b: pa.RecordBatch) -> pa.Array:
@@ -29,8 +30,9 @@ def _kept(b: pa.RecordBatch) -> pa.Array:
 
 
 def test_rows_come_back_once_each_packed_in_their_partition():
-    out = pa.Table.from_batches(list(pack(_batches(3, 1000), KEYS, "user_id", _kept,
-                                          ["user_id", "page"])))  # fmt: skip
+    out = pa.Table.from_batches(
+        list(pack(_batches(3, 1000), KEYS, "user_id", _kept, ["user_id", "page"]))
+    )
     packed = out.filter(pc.is_valid(out[PACKED]))
     for key, value in zip(packed["user_id"].to_pylist(), packed[PACKED], strict=True):
         rows = pa.ipc.open_stream(value.as_buffer()).read_all()
@@ -60,7 +62,8 @@ def test_a_task_sends_what_it_holds_at_the_bound(monkeypatch):
 
 
 def test_keys_whose_placement_is_not_computed_here_travel_as_rows():
-    batch = pa.RecordBatch.from_pydict({"user_id": pa.array([1, 2, 3], pa.int32()),
-                                        "mark": pa.nulls(3, pa.int64())})  # fmt: skip
+    batch = pa.RecordBatch.from_pydict(
+        {"user_id": pa.array([1, 2, 3], pa.int32()), "mark": pa.nulls(3, pa.int64())}
+    )
     out = pa.Table.from_batches(list(pack(iter([batch]), KEYS, "user_id", _kept, ["user_id"])))
     assert out[PACKED].null_count == out.num_rows == 3

@@ -16,8 +16,12 @@ from .test_blocks import DAY_US, DEFAULT, NOW_US, STRING_EPOCH, documents
 def _rows(df) -> list[tuple]:
     """The rows, times as microseconds: Python's datetime has no year 0, which Spark reads
     (an invalid line keeps its parsed time)."""
-    micros = [F.unix_micros(F.col(f.name)).alias(f.name) if f.dataType.typeName() == "timestamp"
-              else F.col(f.name) for f in df.schema.fields]  # fmt: skip
+    micros = [
+        F.unix_micros(F.col(f.name)).alias(f.name)
+        if f.dataType.typeName() == "timestamp"
+        else F.col(f.name)
+        for f in df.schema.fields
+    ]
     return sorted((tuple(r) for r in df.select(micros).collect()), key=repr)
 
 
@@ -28,9 +32,7 @@ def _same(spark, lines: list[str], mapping) -> None:
     )
     now = F.timestamp_micros(F.lit(NOW_US))
     want = parse_exact(raw, now=now, max_future_us=DAY_US, mapping=mapping)
-    assert _rows(parse(raw, now=NOW_US, max_future_us=DAY_US, mapping=mapping)) == _rows(
-        want
-    )
+    assert _rows(parse(raw, now=NOW_US, max_future_us=DAY_US, mapping=mapping)) == _rows(want)
     assert _rows(parse(raw, now=now, max_future_us=DAY_US, mapping=mapping)) == _rows(want)
 
 
@@ -67,9 +69,11 @@ def test_a_conversion_value_mapping_equals_sparks_parse(spark):
         head + ', "action": "buy", "order": {"total": true}}',
     ]
     _same(spark, lines, mapping)
-    raw = spark.createDataFrame([(line, None, "s") for line in lines],
-                                "value string, error string, source string")  # fmt: skip
-    reasons = [r["reason"] for r in parse(raw, now=NOW_US, max_future_us=DAY_US,
-                                          mapping=mapping).collect()]  # fmt: skip
+    raw = spark.createDataFrame(
+        [(line, None, "s") for line in lines], "value string, error string, source string"
+    )
+    reasons = [
+        r["reason"] for r in parse(raw, now=NOW_US, max_future_us=DAY_US, mapping=mapping).collect()
+    ]
     expected = "order.total: expected a number"
     assert reasons == [None, None, None, None, "not a JSON object", expected, None, expected]

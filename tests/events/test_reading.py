@@ -11,17 +11,24 @@ from sessionize.spark_session import ARROW_BATCH_BYTES
 
 def _batch(values: list[str]) -> pa.RecordBatch:
     n = len(values)
-    return pa.RecordBatch.from_pydict({
-        "value": pa.array(values, pa.string()), "error": pa.nulls(n, pa.string()),
-        "source": pa.array([f"s{i}" for i in range(n)], pa.string()),
-    })  # fmt: skip
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": pa.array(values, pa.string()),
+            "error": pa.nulls(n, pa.string()),
+            "source": pa.array([f"s{i}" for i in range(n)], pa.string()),
+        }
+    )
 
 
 def test_slices_keep_every_line_in_order_within_the_limits():
     short = [f"line {i}" for i in range(25_000)]
     big = "x" * (ARROW_BATCH_BYTES // 3 + 1)  # three of them exceed the byte limit
-    batches = [_batch(short), _batch([]), _batch([big] * 5 + ["y"]),
-               _batch(["z" * (ARROW_BATCH_BYTES + 1)])]  # fmt: skip
+    batches = [
+        _batch(short),
+        _batch([]),
+        _batch([big] * 5 + ["y"]),
+        _batch(["z" * (ARROW_BATCH_BYTES + 1)]),
+    ]
     pieces = list(bounded(iter(batches), max_lines=10_000))
     got = [v for p in pieces for v in p.column("value").to_pylist()]
     want = [v for b in batches for v in b.column("value").to_pylist()]

@@ -19,12 +19,16 @@ def _digits(lo: int, hi: int) -> st.SearchStrategy[str]:
 
 times = st.builds(
     lambda y, mo, d, sep, h, mi, s, frac, zone: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}{s}{frac}{zone}",
-    st.integers(1, 9999) | st.sampled_from([1970, 2000, 2024]), _digits(0, 13), _digits(0, 32),
-    st.sampled_from("T "), _digits(0, 24), _digits(0, 60),
+    st.integers(1, 9999) | st.sampled_from([1970, 2000, 2024]),
+    _digits(0, 13),
+    _digits(0, 32),
+    st.sampled_from("T "),
+    _digits(0, 24),
+    _digits(0, 60),
     st.sampled_from(["", ":00"]) | _digits(0, 60).map(lambda s: ":" + s),
     st.sampled_from(["", ".5", ".000001", ".123456789", ".1234567", ".660", "."]),
     st.sampled_from(["", "Z", "+02:00", "-0530", "+18:00", "+18:01", "-00:59", "+0000", "+02"]),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=60, deadline=None)

@@ -74,12 +74,20 @@ def main() -> None:
     processor = SessionProcessor(rules)
 
     def alone():
-        return advance(state, events, rules=rules, watermark_before=wm_before,
-                       watermark_after=wm_after).stats  # fmt: skip
+        return advance(
+            state, events, rules=rules, watermark_before=wm_before, watermark_after=wm_after
+        ).stats
 
     def on_core():
-        return step(processor, state, events, batch_id=1, partition=0,
-                    watermark_before=wm_before, watermark_after=wm_after).counters  # fmt: skip
+        return step(
+            processor,
+            state,
+            events,
+            batch_id=1,
+            partition=0,
+            watermark_before=wm_before,
+            watermark_after=wm_after,
+        ).counters
 
     medians = {}
     for name, call in (("advance", alone), ("step(SessionProcessor)", on_core)):
@@ -96,6 +104,7 @@ def main() -> None:
             f"cpu median {statistics.median(cpu):.3f}s"
         )
     print(f"step / advance: {medians['step(SessionProcessor)'] / medians['advance']:.2f}x")
+
 
 if __name__ == "__main__":
     main()

@@ -62,8 +62,11 @@ def reference_advance(
     `rules` (default: `gap_us` and `close_actions` alone) adds the optional rules;
     `schema3` adds schema 3's `events` rows and page views (`views`)."""
     rules = rules or Rules(gap_us, tuple(close_actions))
-    columns = [*EVENT_COLUMNS, *(["change_value"] if rules.change else []),
-               *(["gap_us"] if rules.gap_field else [])]  # fmt: skip
+    columns = [
+        *EVENT_COLUMNS,
+        *(["change_value"] if rules.change else []),
+        *(["gap_us"] if rules.gap_field else []),
+    ]
     open_events: dict[int, list[dict]] = {}  # user -> that user's open events
     for row in state_rows:
         event = {c: row[c] for c in columns}
@@ -192,10 +195,17 @@ def event_rows(session: list[dict], sid: str) -> list[dict]:
     rows, views = [], 0
     for i, event in enumerate(session):
         views += event["action"] == "view"
-        rows.append({"session_id": sid, "user_id": event["user_id"],
-                     "event_time": event["event_time"], "page": event["page"],
-                     "action": event["action"], "position": i + 1,
-                     "page_view_id": f"{sid}:{views}" if views else None})  # fmt: skip
+        rows.append(
+            {
+                "session_id": sid,
+                "user_id": event["user_id"],
+                "event_time": event["event_time"],
+                "page": event["page"],
+                "action": event["action"],
+                "position": i + 1,
+                "page_view_id": f"{sid}:{views}" if views else None,
+            }
+        )
     return rows
 
 
@@ -204,12 +214,26 @@ def view_rows(session: list[dict], sid: str) -> list[dict]:
     rows = []
     for n, i in enumerate(at):
         end = at[n + 1] if n + 1 < len(at) else len(session)
-        engaged = sum(min(session[j + 1]["event_time"] - session[j]["event_time"],
-                          MAX_PAGE_TIME_US) for j in range(i, end) if j + 1 < len(session))
-        on_page = (session[at[n + 1]]["event_time"] - session[i]["event_time"]) // 1000 \
-            if n + 1 < len(at) else None  # fmt: skip
-        rows.append({"session_id": sid, "user_id": session[i]["user_id"],
-                     "page_view_id": f"{sid}:{n + 1}", "event_time": session[i]["event_time"],
-                     "page": session[i]["page"], "position": n + 1,
-                     "time_on_page_ms": on_page, "engaged_time_ms": engaged // 1000})
+        engaged = sum(
+            min(session[j + 1]["event_time"] - session[j]["event_time"], MAX_PAGE_TIME_US)
+            for j in range(i, end)
+            if j + 1 < len(session)
+        )
+        on_page = (
+            (session[at[n + 1]]["event_time"] - session[i]["event_time"]) // 1000
+            if n + 1 < len(at)
+            else None
+        )
+        rows.append(
+            {
+                "session_id": sid,
+                "user_id": session[i]["user_id"],
+                "page_view_id": f"{sid}:{n + 1}",
+                "event_time": session[i]["event_time"],
+                "page": session[i]["page"],
+                "position": n + 1,
+                "time_on_page_ms": on_page,
+                "engaged_time_ms": engaged // 1000,
+            }
+        )
     return rows

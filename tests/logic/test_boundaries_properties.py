@@ -81,15 +81,19 @@ def scenarios(draw):
 
 def to_session_rules(rules: Rules) -> SessionRules:
     return SessionRules(
-        gap_us=rules.gap_us, lateness_us=0, close_actions=rules.close_actions,
-        max_duration_us=rules.max_duration_us, timezone=rules.timezone,
+        gap_us=rules.gap_us,
+        lateness_us=0,
+        close_actions=rules.close_actions,
+        max_duration_us=rules.max_duration_us,
+        timezone=rules.timezone,
         split_at_midnight=rules.split_at_midnight,
-    )  # fmt: skip
+    )
 
 
 def layout_of(rules: Rules) -> schema.Layout:
-    mapping = EventMapping(change="campaign" if rules.change else None,
-                           gap="gap" if rules.gap_field else None)  # fmt: skip
+    mapping = EventMapping(
+        change="campaign" if rules.change else None, gap="gap" if rules.gap_field else None
+    )
     return schema.layout(mapping)
 
 
@@ -121,10 +125,15 @@ def run_vectorized(rules: Rules, state_rows, events, before, after) -> Outcome:
 def run_reference(rules: Rules, state_rows, events, before, after) -> Outcome:
     return Outcome(
         **reference_advance(
-            state_rows, events, gap_us=rules.gap_us, close_actions=rules.close_actions,
-            watermark_before=before, watermark_after=after, rules=rules,
+            state_rows,
+            events,
+            gap_us=rules.gap_us,
+            close_actions=rules.close_actions,
+            watermark_before=before,
+            watermark_after=after,
+            rules=rules,
         )
-    )  # fmt: skip
+    )
 
 
 def copies(draw, events: list[dict], rules: Rules) -> list[dict]:
@@ -175,8 +184,11 @@ def test_every_rule_equals_the_reference_step_by_step(scenario, data):
             events = [shaped(e, rules) for e in data.draw(st.lists(event(), max_size=15))]
             events = data.draw(st.permutations(events + copies(data.draw, events, rules)))
             low = base if watermark is None else watermark
-            after = data.draw(st.one_of(st.none(), st.integers(low, base + 200 * MIN))
-                              if watermark is None else st.integers(low, low + 60 * MIN))
+            after = data.draw(
+                st.one_of(st.none(), st.integers(low, base + 200 * MIN))
+                if watermark is None
+                else st.integers(low, low + 60 * MIN)
+            )
         else:
             events, after = [], base + 10**6 * MIN  # past everything: all is emitted
         state_rows = store.handed_in(data, events, after)

@@ -24,8 +24,14 @@ def rules(**kw) -> Rules:
 
 
 def e(t: int, page: str = "p", action: str = "view", change=None, gap=None, user=1) -> dict:
-    event = {"user_id": user, "event_time": t, "page": page, "action": action,
-             "change_value": change, "gap_us": gap}  # fmt: skip
+    event = {
+        "user_id": user,
+        "event_time": t,
+        "page": page,
+        "action": action,
+        "change_value": change,
+        "gap_us": gap,
+    }
     return event
 
 
@@ -42,18 +48,24 @@ def sessions(request):
 
 def test_max_duration_is_strict_and_closes_at_start_plus_d(sessions):
     t0 = NY_MIDNIGHT - 5 * H
-    got, _ = sessions(rules(max_duration_us=20 * MIN),
-                      [e(t0, "a"), e(t0 + 10 * MIN, "b"), e(t0 + 20 * MIN, "c")])  # fmt: skip
-    assert got == [(["a", "b"], t0 + 20 * MIN, "max_duration"),
-                   (["c"], t0 + 30 * MIN, "inactivity")]  # fmt: skip
+    got, _ = sessions(
+        rules(max_duration_us=20 * MIN), [e(t0, "a"), e(t0 + 10 * MIN, "b"), e(t0 + 20 * MIN, "c")]
+    )
+    assert got == [
+        (["a", "b"], t0 + 20 * MIN, "max_duration"),
+        (["c"], t0 + 30 * MIN, "inactivity"),
+    ]
 
 
 def test_a_session_ending_at_2358_with_a_midnight_split_closes_at_midnight(sessions):
     r = rules(timezone="America/New_York", split_at_midnight=True)
-    got, out = sessions(r, [e(NY_MIDNIGHT - 5 * MIN, "a"), e(NY_MIDNIGHT - 2 * MIN, "b"),
-                            e(NY_MIDNIGHT, "c")])  # fmt: skip
-    assert got == [(["a", "b"], NY_MIDNIGHT, "midnight"),
-                   (["c"], NY_MIDNIGHT + 10 * MIN, "inactivity")]  # fmt: skip
+    got, out = sessions(
+        r, [e(NY_MIDNIGHT - 5 * MIN, "a"), e(NY_MIDNIGHT - 2 * MIN, "b"), e(NY_MIDNIGHT, "c")]
+    )
+    assert got == [
+        (["a", "b"], NY_MIDNIGHT, "midnight"),
+        (["c"], NY_MIDNIGHT + 10 * MIN, "inactivity"),
+    ]
     assert [str(s["session_date"]) for s in out.sessions] == ["2026-03-07", "2026-03-08"]
 
 
@@ -68,46 +80,72 @@ def test_midnight_that_dst_skips_is_the_end_of_the_gap(sessions):
 
 def test_field_change_splits_and_nulls_never_do(sessions):
     t0 = NY_MIDNIGHT - 5 * H
-    got, _ = sessions(rules(change=True), [
-        e(t0, "a"), e(t0 + MIN, "b", change="c1"), e(t0 + 2 * MIN, "c"),
-        e(t0 + 3 * MIN, "d", change="c1"), e(t0 + 4 * MIN, "e", change=""),
-    ])  # fmt: skip
+    got, _ = sessions(
+        rules(change=True),
+        [
+            e(t0, "a"),
+            e(t0 + MIN, "b", change="c1"),
+            e(t0 + 2 * MIN, "c"),
+            e(t0 + 3 * MIN, "d", change="c1"),
+            e(t0 + 4 * MIN, "e", change=""),
+        ],
+    )
     # "" is a value: it differs from "c1"; the session taking "c1" did so without a split.
-    assert got == [(["a", "b", "c", "d"], t0 + 4 * MIN, "field_change"),
-                   (["e"], t0 + 14 * MIN, "inactivity")]  # fmt: skip
+    assert got == [
+        (["a", "b", "c", "d"], t0 + 4 * MIN, "field_change"),
+        (["e"], t0 + 14 * MIN, "inactivity"),
+    ]
 
 
 def test_a_value_does_not_carry_over_into_a_session_another_rule_started(sessions):
     t0 = NY_MIDNIGHT - 5 * H
-    got, _ = sessions(rules(change=True, max_duration_us=5 * MIN), [
-        e(t0, "a", change="c1"), e(t0 + 5 * MIN, "b"), e(t0 + 6 * MIN, "c", change="c2"),
-    ])  # fmt: skip
+    got, _ = sessions(
+        rules(change=True, max_duration_us=5 * MIN),
+        [
+            e(t0, "a", change="c1"),
+            e(t0 + 5 * MIN, "b"),
+            e(t0 + 6 * MIN, "c", change="c2"),
+        ],
+    )
     assert [g[0] for g in got] == [["a"], ["b", "c"]]
 
 
 def test_a_change_at_the_end_of_the_gap_is_an_inactivity_split_first(sessions):
     t0 = NY_MIDNIGHT - 5 * H
-    got, _ = sessions(rules(change=True), [e(t0, "a", change="c1"),
-                                          e(t0 + 10 * MIN, "b", change="c2")])  # fmt: skip
+    got, _ = sessions(
+        rules(change=True), [e(t0, "a", change="c1"), e(t0 + 10 * MIN, "b", change="c2")]
+    )
     # Joins by the inclusive gap, so the change splits, at the gap's end: field_change wins.
     assert got[0] == (["a"], t0 + 10 * MIN, "field_change")
 
 
 def test_gap_field_extends_and_shortens_inactivity(sessions):
     t0 = NY_MIDNIGHT - 5 * H
-    got, _ = sessions(rules(gap_field=True), [
-        e(t0, "a", gap=30 * MIN), e(t0 + 2 * MIN, "b", gap=MIN), e(t0 + 30 * MIN, "c"),
-        e(t0 + 41 * MIN, "d"),
-    ])  # fmt: skip
+    got, _ = sessions(
+        rules(gap_field=True),
+        [
+            e(t0, "a", gap=30 * MIN),
+            e(t0 + 2 * MIN, "b", gap=MIN),
+            e(t0 + 30 * MIN, "c"),
+            e(t0 + 41 * MIN, "d"),
+        ],
+    )
     # "a" covers "c" (30 minutes, inclusive) though "b" asked for one minute only.
-    assert got == [(["a", "b", "c"], t0 + 40 * MIN, "inactivity"),
-                   (["d"], t0 + 51 * MIN, "inactivity")]  # fmt: skip
+    assert got == [
+        (["a", "b", "c"], t0 + 40 * MIN, "inactivity"),
+        (["d"], t0 + 51 * MIN, "inactivity"),
+    ]
 
 
 def test_sessions_in_one_millisecond_get_suffixes(sessions):
     t0 = NY_MIDNIGHT - 5 * H
-    _, out = sessions(rules(change=True), [
-        e(t0, "a", "close"), e(t0 + 1, "b", change="x"), e(t0 + 2, "c", change="y"),
-    ])  # fmt: skip
+    _, out = sessions(
+        rules(change=True),
+        [
+            e(t0, "a", "close"),
+            e(t0 + 1, "b", change="x"),
+            e(t0 + 2, "c", change="y"),
+        ],
+    )
     ms = t0 // 1000
     assert [s["session_id"] for s in out.sessions] == [f"1-{ms}", f"1-{ms}-2", f"1-{ms}-3"]

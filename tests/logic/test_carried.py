@@ -4,7 +4,6 @@ session's events, written here independently of `logic.carried` and its helpers.
 from __future__ import annotations
 
 import random
-import re
 
 import pyarrow as pa
 import pytest
@@ -15,6 +14,7 @@ from sessionize.logic import advance
 from sessionize.mapping import EventMapping
 from sessionize.schema import layout
 
+from .carried_reference import ref_channel, ref_query, reference_session
 from .helpers import MIN, T0, rows_of
 
 SEC = 1_000_000
@@ -25,129 +25,17 @@ CONTENT = SessionContent(
     conversions=(Conversion("purchase", "buy", "order.total"), Conversion("signup", "join")),
 )
 MAPPING = EventMapping(
-    url="u", referrer="r", user_agent="ua", last=(("cart", "cart.id"),),
-    session_columns=2, content=CONTENT,
-)  # fmt: skip
+    url="u",
+    referrer="r",
+    user_agent="ua",
+    last=(("cart", "cart.id"),),
+    session_columns=2,
+    content=CONTENT,
+)
+
 
 # Hosts and names the reference knows as search engines and social networks: those that
 # the tests' events use (the shipped list holds them all, and many more).
-SEARCH = {"google", "bing", "google.com", "news.google.co.uk", "bing.com", "duckduckgo.com"}
-SOCIAL = {"facebook", "facebook.com", "m.facebook.com", "t.co", "linkedin.com"}
-
-
-# ------------------------------------------------------------------- references
-
-
-def ref_unescape(text: str) -> str:
-    """HTML form decoding by hand: `+` is a space, `%XX` a byte, anything else as is."""
-    out, i, raw = bytearray(), 0, text.replace("+", " ").encode()
-    while i < len(raw):
-        hexa = raw[i + 1 : i + 3].decode("latin-1")
-        if raw[i : i + 1] == b"%" and re.fullmatch(r"[0-9A-Fa-f]{2}", hexa):
-            out.append(int(hexa, 16))
-            i += 3
-        else:
-            out.append(raw[i])
-            i += 1
-    return out.decode("utf-8", "replace")
-
-
-def ref_query(url: str | None) -> dict[str, str | None]:
-    names = ["utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "gclid"]
-    found: dict[str, str] = {}
-    if url is not None and "?" in url.split("#")[0]:
-        query = url.split("#")[0].split("?", 1)[1]
-        for part in query.split("&"):
-            if not part:
-                continue
-            key, _, value = part.partition("=")
-            found.setdefault(ref_unescape(key).lower(), ref_unescape(value))
-    return {n: (found.get(n) or None) for n in names}
-
-
-def ref_host(url: str | None) -> str | None:
-    if not url or "//" not in url:
-        return None
-    rest = url.split("//", 1)[1]
-    for stop in "/?#":
-        rest = rest.split(stop)[0]
-    rest = rest.rsplit("@", 1)[-1].split(":")[0].lower()
-    if rest.startswith("www."):
-        rest = rest[4:]
-    return rest or None
-
-
-def ref_channel(source, medium, gclid) -> str:
-    src = source
-    paid = medium is not None and re.fullmatch(r"cpc|ppc|paid.*", medium) is not None
-    search, social = src in SEARCH, src in SOCIAL
-    email = {"email", "e-mail", "e_mail", "e mail"}
-    if gclid is not None or (paid and search):
-        return "Paid Search"
-    if paid and social:
-        return "Paid Social"
-    if paid:
-        return "Paid Other"
-    if medium in {"display", "banner", "cpm", "expandable", "interstitial"}:
-        return "Display"
-    if medium == "affiliate":
-        return "Affiliates"
-    if medium in email or src in email:
-        return "Email"
-    if search and medium in (None, "organic"):
-        return "Organic Search"
-    if social and medium in (None, "social", "social-network", "social-media", "sm"):
-        return "Organic Social"
-    if src is None and medium is None:
-        return "Direct"
-    if medium == "referral" or (medium is None and src is not None):
-        return "Referral"
-    return "Unassigned"
-
-
-def reference_session(events: list[dict], content: SessionContent) -> dict:
-    """Every carried column of one session, from its events sorted by time."""
-    first, last = events[0], events[-1]
-    q = ref_query(first.get("url"))
-    host = ref_host(first.get("referrer"))
-    if host is not None and host == ref_host(first.get("url")):
-        host = None
-    source = q["utm_source"].lower() if q["utm_source"] else host
-    medium = q["utm_medium"].lower() if q["utm_medium"] else None
-    views = sum(e["action"] in content.page_view_actions for e in events)
-    engaged_us = 0
-    for a, b in zip(events, events[1:], strict=False):
-        engaged_us += min(b["event_time"] - a["event_time"], content.max_page_time_us)
-    counts: dict[str, int] = {}
-    for e in events:
-        counts[e["action"]] = counts.get(e["action"], 0) + 1
-    out = {
-        "landing_page": first["page"], "exit_page": last["page"], **q, "referrer_host": host,
-        "channel": ref_channel(source, medium, q["gclid"]), "page_view_count": views,
-        "engaged_time_ms": engaged_us // 1000, "event_counts": sorted(counts.items()),
-        "cart": next((e["cart"] for e in reversed(events) if e.get("cart") is not None), None),
-        "is_bot": "bot" in (first.get("user_agent") or "").lower(),
-    }  # fmt: skip
-    converted = False
-    for c in content.conversions:
-        hits = [e for e in events if e["action"] == c.action]
-        valued = [float(e[c.value_column]) for e in hits if e.get(c.value_column) is not None]
-        total = 0.0
-        for v in valued:
-            total += v
-        out[c.name + "_count"] = len(hits)
-        out[c.name + "_value"] = total if valued else None
-        out[c.name + "_first_at"] = hits[0]["event_time"] if hits else None
-        converted = converted or bool(hits)
-    duration_ms = (last["event_time"] - first["event_time"]) // 1000
-    engaged = duration_ms * 1000 >= content.engaged_after_us or views >= 2 or converted
-    out.update(converted=converted, engaged=engaged, bounce=not engaged)
-    return out
-
-
-# ------------------------------------------------------------------- running
-
-
 def run(events: list[dict], mapping: EventMapping = MAPPING, batches: int = 1) -> list[dict]:
     """Every session of `events`, emitted at the end; with `batches` > 1 the events arrive
     in that many micro-batches (by time), the open sessions kept in the state between."""
@@ -163,8 +51,9 @@ def run(events: list[dict], mapping: EventMapping = MAPPING, batches: int = 1) -
         )
         last = i == batches - 1
         wa = T0 + 10_000 * MIN if last else None
-        res = advance(state, table, rules=RULES, watermark_before=wb, watermark_after=wa,
-                      layout=lay)  # fmt: skip
+        res = advance(
+            state, table, rules=RULES, watermark_before=wb, watermark_after=wa, layout=lay
+        )
         state = res.state_puts
         sessions += rows_of(res.sessions)
         VIEWS.extend(rows_of(res.page_views))
@@ -199,21 +88,32 @@ def check_all(events: list[dict], content: SessionContent = CONTENT, **run_args)
 # ------------------------------------------------------------------- random sessions
 
 URLS = [
-    None, "https://shop.example/", "https://shop.example/a?utm_source=Google&utm_medium=CPC",
+    None,
+    "https://shop.example/",
+    "https://shop.example/a?utm_source=Google&utm_medium=CPC",
     "https://shop.example/a?UTM_SOURCE=news+letter&utm_medium=email&utm_source=x",
     "https://shop.example/?utm_campaign=winter%20sale&utm_term=a+b&utm_content=%zz#utm_term=no",
-    "https://shop.example/?gclid=abc&utm_source=", "https://shop.example/?utm_source=facebook",
+    "https://shop.example/?gclid=abc&utm_source=",
+    "https://shop.example/?utm_source=facebook",
     "https://shop.example/?utm_source=bing&utm_medium=organic",
     "https://shop.example/?utm_source=t.co&utm_medium=paid-social",
-    "https://shop.example/?utm_medium=display", "https://shop.example/?utm_medium=affiliate",
+    "https://shop.example/?utm_medium=display",
+    "https://shop.example/?utm_medium=affiliate",
     "https://shop.example/?utm_source=partner&utm_medium=weird",
-    "https://shop.example/?utm_medium=referral", "shop.example/no-scheme?utm_source=bing",
-]  # fmt: skip
+    "https://shop.example/?utm_medium=referral",
+    "shop.example/no-scheme?utm_source=bing",
+]
 REFERRERS = [
-    None, "https://www.google.com/search?q=x", "https://news.google.co.uk/", "https://t.co/x",
-    "https://m.facebook.com:443/", "https://WWW.Shop.Example:8443/home", "https://blog.example/",
-    "https://duckduckgo.com/", "not a url",
-]  # fmt: skip
+    None,
+    "https://www.google.com/search?q=x",
+    "https://news.google.co.uk/",
+    "https://t.co/x",
+    "https://m.facebook.com:443/",
+    "https://WWW.Shop.Example:8443/home",
+    "https://blog.example/",
+    "https://duckduckgo.com/",
+    "not a url",
+]
 AGENTS = [None, "Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0", "Googlebot/2.1 (+bot)"]
 ACTIONS = ["view", "view", "screen", "click", "buy", "join", "browser_close"]
 
@@ -227,11 +127,19 @@ def random_events(seed: int, users: int = 12, per_user: int = 25) -> list[dict]:
             t += rng.choice([0, 1, 3, 30, 90, 200, 400, 900]) * SEC
             action = rng.choice(ACTIONS)
             value = rng.choice([None, "12.5", "3", "-1e2"]) if action == "buy" else None
-            out.append(ev(
-                user, t, rng.choice("abcd"), action, url=rng.choice(URLS),
-                referrer=rng.choice(REFERRERS), user_agent=rng.choice(AGENTS),
-                cart=rng.choice([None, None, "c1", "c2"]), purchase_value_json=value,
-            ))  # fmt: skip
+            out.append(
+                ev(
+                    user,
+                    t,
+                    rng.choice("abcd"),
+                    action,
+                    url=rng.choice(URLS),
+                    referrer=rng.choice(REFERRERS),
+                    user_agent=rng.choice(AGENTS),
+                    cart=rng.choice([None, None, "c1", "c2"]),
+                    purchase_value_json=value,
+                )
+            )
     # Keep one event per key, as a source without duplicates would give.
     unique = {(e["user_id"], e["event_time"], e["page"]): e for e in out}
     return list(unique.values())
@@ -262,17 +170,23 @@ SITE = "https://shop.example/p"
         ("https://shop.example/p", {}),  # no query string
         ("https://shop.example/p?", {}),
         ("https://shop.example/p?utm_source=a&utm_source=b", {"utm_source": "a"}),
-        ("https://shop.example/p?UTM_Source=A&Utm_Medium=Email", {"utm_source": "A",
-                                                                  "utm_medium": "Email"}),
-        ("https://shop.example/p?utm_campaign=winter%20sale+now",
-         {"utm_campaign": "winter sale now"}),
-        ("https://shop.example/p?utm_term=100%&utm_content=%zz%4", {"utm_term": "100%",
-                                                                    "utm_content": "%zz%4"}),
+        (
+            "https://shop.example/p?UTM_Source=A&Utm_Medium=Email",
+            {"utm_source": "A", "utm_medium": "Email"},
+        ),
+        (
+            "https://shop.example/p?utm_campaign=winter%20sale+now",
+            {"utm_campaign": "winter sale now"},
+        ),
+        (
+            "https://shop.example/p?utm_term=100%&utm_content=%zz%4",
+            {"utm_term": "100%", "utm_content": "%zz%4"},
+        ),
         ("https://shop.example/p?utm_source=&gclid=G1", {"gclid": "G1"}),
         ("https://shop.example/p#utm_source=frag", {}),
         ("https://shop.example/p?utm_source=caf%C3%A9#x", {"utm_source": "café"}),
     ],
-)  # fmt: skip
+)
 def test_query_values_are_decoded_as_html_forms(url, expected):
     (s,) = run([ev(1, 0, url=url)])
     names = ["utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "gclid"]
@@ -394,15 +308,18 @@ def test_engaged_time_caps_each_page_and_ignores_the_last():
 
 def test_conversions_with_and_without_values():
     events = [
-        ev(1, 0, "a"), ev(1, 5 * SEC, "b", "buy"),  # a conversion without value
+        ev(1, 0, "a"),
+        ev(1, 5 * SEC, "b", "buy"),  # a conversion without value
         ev(1, 6 * SEC, "c", "buy", purchase_value_json="2.5"),
         ev(1, 7 * SEC, "c", "join"),
         ev(2, 0, "a"),
-    ]  # fmt: skip
+    ]
     s1, s2 = run(events)
     assert (s1["purchase_count"], s1["purchase_value"], s1["purchase_first_at"]) == (
-        2, 2.5, T0 + 5 * SEC,
-    )  # fmt: skip
+        2,
+        2.5,
+        T0 + 5 * SEC,
+    )
     assert (s1["signup_count"], s1["signup_value"], s1["converted"]) == (1, None, True)
     assert s1["event_counts"] == [("buy", 2), ("join", 1), ("view", 1)]
     assert s1["engaged"]  # by its conversion: 7 s and one page view
@@ -427,10 +344,12 @@ def test_landing_exit_and_last_kept_fields():
 def test_is_bot_from_the_first_events_user_agent():
     bot = "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)"
     events = [
-        ev(1, 0, user_agent=bot), ev(1, SEC, user_agent="Mozilla/5.0 Firefox/120.0"),
-        ev(2, 0, user_agent="Mozilla/5.0 Firefox/120.0"), ev(2, SEC, user_agent=bot),
+        ev(1, 0, user_agent=bot),
+        ev(1, SEC, user_agent="Mozilla/5.0 Firefox/120.0"),
+        ev(2, 0, user_agent="Mozilla/5.0 Firefox/120.0"),
+        ev(2, SEC, user_agent=bot),
         ev(3, 0),
-    ]  # fmt: skip
+    ]
     assert [s["is_bot"] for s in run(events)] == [True, False, False]
 
 
@@ -439,11 +358,21 @@ def test_bots_drop_removes_their_events_and_counts_them():
     content = SessionContent(bots="drop")
     mapping = EventMapping(user_agent="ua", session_columns=2, content=content)
     lay = layout(mapping)
-    rows = [ev(1, 0, user_agent=bot), ev(1, SEC, user_agent=bot), ev(2, 0), ev(3, 0,
-            user_agent="Mozilla/5.0 Firefox/120.0")]  # fmt: skip
+    rows = [
+        ev(1, 0, user_agent=bot),
+        ev(1, SEC, user_agent=bot),
+        ev(2, 0),
+        ev(3, 0, user_agent="Mozilla/5.0 Firefox/120.0"),
+    ]
     table = pa.Table.from_pylist([{c: e.get(c) for c in lay.event.names} for e in rows], lay.event)
-    res = advance(lay.state.empty_table(), table, rules=RULES, watermark_before=None,
-                  watermark_after=T0 + 100 * MIN, layout=lay)  # fmt: skip
+    res = advance(
+        lay.state.empty_table(),
+        table,
+        rules=RULES,
+        watermark_before=None,
+        watermark_after=T0 + 100 * MIN,
+        layout=lay,
+    )
     assert res.sessions["user_id"].to_pylist() == [2, 3]
     assert res.stats.bot_events == 2 and res.stats.events_in == 2
     assert not any(res.sessions["is_bot"].to_pylist())

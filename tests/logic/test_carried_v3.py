@@ -23,159 +23,33 @@ from sessionize.logic import advance
 from sessionize.mapping import EventMapping
 from sessionize.schema import layout
 
+from .ga4_reference import CLICK_IDS, ref_agent, ref_channel, ref_host, ref_query
 from .helpers import MIN, rows_of
 
 SEC = 1_000_000
 GAP, MAX_DURATION, HEARTBEAT, MIN_VISIT = 10 * MIN, 30 * MIN, 10 * SEC, 5 * SEC
-RULES = SessionRules(gap_us=GAP, lateness_us=0, close_actions=("browser_close",),
-                     max_duration_us=MAX_DURATION, split_at_midnight=True)  # fmt: skip
-CONTENT = SessionContent(ping_action="ping", heartbeat_us=HEARTBEAT, min_visit_us=MIN_VISIT,
-                         conversions=(Conversion("purchase", "purchase"),))  # fmt: skip
-MAPPING = EventMapping(url="page.url", referrer="page.referrer",
-                       user_agent="technical.user_agent", session_columns=3, content=CONTENT)
+RULES = SessionRules(
+    gap_us=GAP,
+    lateness_us=0,
+    close_actions=("browser_close",),
+    max_duration_us=MAX_DURATION,
+    split_at_midnight=True,
+)
+CONTENT = SessionContent(
+    ping_action="ping",
+    heartbeat_us=HEARTBEAT,
+    min_visit_us=MIN_VISIT,
+    conversions=(Conversion("purchase", "purchase"),),
+)
+MAPPING = EventMapping(
+    url="page.url",
+    referrer="page.referrer",
+    user_agent="technical.user_agent",
+    session_columns=3,
+    content=CONTENT,
+)
 LAY = layout(MAPPING)
 FAR = 10**17
-
-# ------------------------------------------------------------------ the reference's facts
-
-# The sources the generated data uses, by the kind GA4's lists (and for hosts Google's list
-# lacks, the engines' own hosts) give them; written by hand.
-SEARCH = {"google", "bing", "google.com", "google.fr", "bing.com", "duckduckgo.com",
-          "search.yahoo.com", "yandex.ru", "ecosia.org", "google.co.uk", "uk.search.yahoo.com",
-          "com.google.android.googlequicksearchbox"}  # fmt: skip
-SOCIAL = {"twitter", "facebook", "linkedin", "instagram", "tiktok", "facebook.com",
-          "l.facebook.com", "m.facebook.com", "t.co", "linkedin.com", "reddit.com",
-          "instagram.com", "news.ycombinator.com"}  # fmt: skip
-VIDEO = {"youtube", "youtube.com", "m.youtube.com", "vimeo.com"}
-SHOPPING = {"amazon", "amazon.com", "ebay.com"}
-LETTERS_BUT_E = set("abcdfghijklmnopqrstuvwxyz")
-CLICK_IDS = ["gclid", "dclid", "gbraid", "wbraid", "msclkid", "fbclid", "ttclid", "li_fat_id"]
-# What ua-parser and CrawlerDetect make of the generator's 20 user agents, as expected
-# of them: (browser family, version, OS family, device category).
-AGENTS = {
-    "Chrome/118.0.0.0 Safari/537.36": ("Chrome", "118.0.0", "Windows", "desktop"),
-    "Version/17.0 Safari/605.1.15": ("Safari", "17.0", "Mac OS X", "desktop"),
-    "iPhone OS 17_0": ("Mobile Safari", "17.0", "iOS", "mobile"),
-    "SM-S911B": ("Chrome Mobile", "118.0.0", "Android", "mobile"),
-    "Pixel 7": ("Chrome Mobile", "118.0.0", "Android", "mobile"),
-    "SM-T820": ("Chrome", "70.0.3538", "Android", "tablet"),
-    "iPad": ("Mobile Safari", "17.0", "iOS", "tablet"),
-    "Firefox/121.0": ("Firefox", "121.0", "Windows", "desktop"),
-    "Edg/120": ("Edge", "120.0.2210", "Windows", "desktop"),
-    "SamsungBrowser/23.0": ("Samsung Internet", "23.0", "Android", "mobile"),
-    "X11; Linux": ("Chrome", "120.0.0", "Linux", "desktop"),
-    "KFTRWI": ("Amazon Silk", "118.4.1", "Android", "tablet"),
-    "Googlebot/2.1; +http": ("Googlebot", "2.1", None, "bot"),
-    "bingbot": ("bingbot", "2.0", None, "bot"),
-    "AhrefsBot": ("AhrefsBot", "7.0", None, "bot"),
-    "YandexBot": ("YandexBot", "3.0", None, "bot"),
-    "SemrushBot": ("SemrushBot", "7", None, "bot"),
-    "DuckDuckBot": ("DuckDuckBot", "1.1", None, "bot"),
-    "facebookexternalhit": ("FacebookBot", "1.1", None, "bot"),
-}
-
-
-def ref_agent(ua: str | None) -> tuple:
-    if ua is None:
-        return (None, None, None, "other")
-    found = [v for k, v in AGENTS.items() if k in ua]
-    assert found, f"a user agent the reference does not know: {ua}"
-    return found[-1]
-
-
-def ref_query(url: str | None) -> dict[str, str]:
-    """Keys (lower case) to their first value; `+` a space, `%XX` a byte, empty: absent."""
-    found: dict[str, str] = {}
-    if url is None or "?" not in url.split("#")[0]:
-        return found
-    for part in url.split("#")[0].split("?", 1)[1].split("&"):
-        key, _, value = part.partition("=")
-        value = value.replace("+", " ")
-        raw, i = b"", 0
-        while i < len(value):
-            if value[i] == "%" and len(value) >= i + 3 and all(
-                c in "0123456789abcdefABCDEF" for c in value[i + 1 : i + 3]
-            ):
-                raw += bytes([int(value[i + 1 : i + 3], 16)])
-                i += 3
-            else:
-                raw += value[i].encode()
-                i += 1
-        found.setdefault(key.lower(), raw.decode("utf-8", "replace"))
-    return {k: v for k, v in found.items() if v}
-
-
-def ref_host(url: str | None) -> str | None:
-    if not url or "://" not in url:
-        return None
-    host = url.split("://", 1)[1].split("/", 1)[0].split("?")[0].split(":")[0].lower()
-    return host[4:] if host.startswith("www.") else host or None
-
-
-def kind(source: str | None) -> str | None:
-    for name, sites in (("search", SEARCH), ("social", SOCIAL), ("video", VIDEO),
-                        ("shopping", SHOPPING)):  # fmt: skip
-        if source in sites:
-            return name
-    return None
-
-
-def ref_channel(q: dict, referrer: str | None) -> str:
-    """GA4's default channel group, rule by rule (docs/concepts/sessions.md's table)."""
-    source = q.get("utm_source", "").lower() or None
-    medium = q.get("utm_medium", "").lower() or None
-    campaign = q.get("utm_campaign", "").lower()
-    landing_click = next((c for c in CLICK_IDS if c in q), None)
-    if landing_click in ("gclid", "gbraid", "wbraid"):
-        source, medium = "google", "cpc"
-    elif landing_click == "dclid":
-        source, medium = "dv360", "cpm"
-    elif source is None and referrer is not None:
-        source = referrer
-        medium = medium or ("organic" if kind(referrer) == "search" else "referral")
-    m = medium or ""
-    paid = m == "ppc" or "cp" in m or m == "retargeting" or m.startswith("paid")
-    shop_campaign = "shopping" in campaign or any(
-        campaign[i : i + 4] == "shop" and (i == 0 or campaign[i - 1] not in LETTERS_BUT_E)
-        for i in range(len(campaign))
-    )
-    k = kind(source)
-    if source is None and medium is None:
-        return "Direct"
-    if "cross-network" in campaign:
-        return "Cross-network"
-    for channel, hit in (("Paid Shopping", k == "shopping" or shop_campaign),
-                         ("Paid Search", k == "search"), ("Paid Social", k == "social"),
-                         ("Paid Video", k == "video")):  # fmt: skip
-        if paid and hit:
-            return channel
-    if m in ("display", "banner", "expandable", "interstitial", "cpm"):
-        return "Display"
-    if paid:
-        return "Paid Other"
-    if k == "shopping" or shop_campaign:
-        return "Organic Shopping"
-    if k == "social" or m in ("social", "social-network", "social-media", "sm", "social network",
-                               "social media"):  # fmt: skip
-        return "Organic Social"
-    if k == "video" or "video" in m:
-        return "Organic Video"
-    if k == "search" or m == "organic":
-        return "Organic Search"
-    if m in ("referral", "app", "link"):
-        return "Referral"
-    if {source, medium} & {"email", "e-mail", "e_mail", "e mail"}:
-        return "Email"
-    if m == "affiliate":
-        return "Affiliates"
-    if m == "audio":
-        return "Audio"
-    if source == "sms" or m == "sms":
-        return "SMS"
-    if m.endswith("push") or "mobile" in m or "notification" in m or source == "firebase":
-        return "Mobile Push Notifications"
-    return "Unassigned"
-
 
 # ------------------------------------------------------------------ the data
 
@@ -183,10 +57,29 @@ def ref_channel(q: dict, referrer: str | None) -> str:
 def generated_events(tmp: Path) -> list[dict]:
     """`sessionize generate --web-data` over 22:00-01:00 UTC, as event dicts."""
     out = tmp / "events"
-    subprocess.run([sys.executable, "-m", "sessionize", "generate", "--output", str(out),
-                    "--start", "2026-11-01T22", "--hours", "3", "--users", "450",
-                    "--events-per-hour", "6000", "--web-data", "--seed", "5"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessionize",
+            "generate",
+            "--output",
+            str(out),
+            "--start",
+            "2026-11-01T22",
+            "--hours",
+            "3",
+            "--users",
+            "450",
+            "--events-per-hour",
+            "6000",
+            "--web-data",
+            "--seed",
+            "5",
+        ],
+        check=True,
+        capture_output=True,
+    )
     events = []
     for f in sorted(out.rglob("*.json*")):
         opener = gzip.open if f.suffix == ".gz" else open
@@ -195,13 +88,17 @@ def generated_events(tmp: Path) -> list[dict]:
                 r = json.loads(line)
                 page, tech = r.get("page", {}), r.get("technical", {})
                 t = dt.datetime.fromisoformat(r["event_time"])
-                events.append({
-                    "user_id": r["user_id"],
-                    "event_time": int(t.timestamp() * 1e6 + 0.5) // 1000 * 1000,
-                    "page": page["current"], "action": r.get("action", "view"),
-                    "url": page.get("url"), "referrer": page.get("referrer"),
-                    "user_agent": tech.get("user_agent"),
-                })  # fmt: skip
+                events.append(
+                    {
+                        "user_id": r["user_id"],
+                        "event_time": int(t.timestamp() * 1e6 + 0.5) // 1000 * 1000,
+                        "page": page["current"],
+                        "action": r.get("action", "view"),
+                        "url": page.get("url"),
+                        "referrer": page.get("referrer"),
+                        "user_agent": tech.get("user_agent"),
+                    }
+                )
     return events
 
 
@@ -211,10 +108,19 @@ def table_of(events: list[dict]) -> pa.Table:
 
 
 def run_batch(events: list[dict]) -> dict[str, list[dict]]:
-    res = advance(LAY.state.empty_table(), table_of(events), rules=RULES,
-                  watermark_before=None, watermark_after=FAR, layout=LAY)  # fmt: skip
-    return {"sessions": rows_of(res.sessions), "page_views": rows_of(res.page_views),
-            "events": rows_of(res.events)}  # fmt: skip
+    res = advance(
+        LAY.state.empty_table(),
+        table_of(events),
+        rules=RULES,
+        watermark_before=None,
+        watermark_after=FAR,
+        layout=LAY,
+    )
+    return {
+        "sessions": rows_of(res.sessions),
+        "page_views": rows_of(res.page_views),
+        "events": rows_of(res.events),
+    }
 
 
 def run_stream(events: list[dict], batches: int) -> dict[str, list[dict]]:
@@ -226,8 +132,14 @@ def run_stream(events: list[dict], batches: int) -> dict[str, list[dict]]:
     chunks = [ordered[i : i + size] for i in range(0, len(ordered), size)] + [[]]
     for i, chunk in enumerate(chunks):
         after = FAR if i == len(chunks) - 1 else max(e["event_time"] for e in chunk)
-        res = advance(state, table_of(chunk), rules=RULES, watermark_before=wm,
-                      watermark_after=after, layout=LAY)  # fmt: skip
+        res = advance(
+            state,
+            table_of(chunk),
+            rules=RULES,
+            watermark_before=wm,
+            watermark_after=after,
+            layout=LAY,
+        )
         state, wm = res.state_puts, after
         out["sessions"] += rows_of(res.sessions)
         out["page_views"] += rows_of(res.page_views)
@@ -248,8 +160,9 @@ def reference(events: list[dict]) -> dict[str, list[dict]]:
     unique: dict[tuple, dict] = {}
     for e in events:
         key = (e["user_id"], e["event_time"], e["page"])
-        unique[key] = min(unique.get(key, e), e, key=lambda x: json.dumps(
-            [x.get(c) for c in LAY.event.names[3:]]))  # fmt: skip
+        unique[key] = min(
+            unique.get(key, e), e, key=lambda x: json.dumps([x.get(c) for c in LAY.event.names[3:]])
+        )
     by_user: dict[int, list[dict]] = {}
     for e in sorted(unique.values(), key=lambda e: (e["user_id"], e["event_time"], e["page"])):
         by_user.setdefault(e["user_id"], []).append(e)
@@ -258,10 +171,13 @@ def reference(events: list[dict]) -> dict[str, list[dict]]:
         sessions: list[list[dict]] = []
         for e in evs:
             cur = sessions[-1] if sessions else None
-            joins = (cur is not None and e["event_time"] <= cur[-1]["event_time"] + GAP
-                     and cur[-1]["action"] != "browser_close"
-                     and e["event_time"] - cur[0]["event_time"] < MAX_DURATION
-                     and e["event_time"] < next_midnight_utc(cur[0]["event_time"]))  # fmt: skip
+            joins = (
+                cur is not None
+                and e["event_time"] <= cur[-1]["event_time"] + GAP
+                and cur[-1]["action"] != "browser_close"
+                and e["event_time"] - cur[0]["event_time"] < MAX_DURATION
+                and e["event_time"] < next_midnight_utc(cur[0]["event_time"])
+            )
             if joins:
                 cur.append(e)
             else:
@@ -272,8 +188,11 @@ def reference(events: list[dict]) -> dict[str, list[dict]]:
         for s in sessions:
             start, last = s[0]["event_time"], s[-1]["event_time"]
             sid = f"{user}-{start // 1000}"
-            if previous is not None and previous[0] in ("midnight", "max_duration") and \
-                    start <= previous[1] + GAP:  # fmt: skip
+            if (
+                previous is not None
+                and previous[0] in ("midnight", "max_duration")
+                and start <= previous[1] + GAP
+            ):
                 continues = previous_id
             else:
                 continues, visit_head, visit_click = None, s[0], None
@@ -282,8 +201,9 @@ def reference(events: list[dict]) -> dict[str, list[dict]]:
                     visit_click = e["url"]
             reason, closed = _reason(s)
             previous_id, previous = sid, (reason, last)
-            out["sessions"].append(_session_row(s, sid, continues, visit_head, visit_click,
-                                                reason, closed))  # fmt: skip
+            out["sessions"].append(
+                _session_row(s, sid, continues, visit_head, visit_click, reason, closed)
+            )
             views, events = _views_and_events(s, sid, user)
             out["page_views"] += views
             out["events"] += events
@@ -294,8 +214,11 @@ def _reason(s: list[dict]) -> tuple[str, int]:
     start, last = s[0]["event_time"], s[-1]["event_time"]
     if s[-1]["action"] == "browser_close":
         return "explicit", last
-    moments = [("max_duration", start + MAX_DURATION), ("midnight", next_midnight_utc(start)),
-               ("inactivity", last + GAP)]  # fmt: skip
+    moments = [
+        ("max_duration", start + MAX_DURATION),
+        ("midnight", next_midnight_utc(start)),
+        ("inactivity", last + GAP),
+    ]
     best = min(m for _, m in moments)
     return next(name for name, m in moments if m == best), best
 
@@ -311,14 +234,31 @@ def _views_and_events(s: list[dict], sid: str, user: int) -> tuple[list[dict], l
             on_page = (s[pv_index[n + 1]]["event_time"] - s[i]["event_time"]) // 1000
         else:
             on_page = engaged // 1000 if pings else None
-        views.append({"session_id": sid, "user_id": user, "page_view_id": f"{sid}:{n + 1}",
-                      "event_time": s[i]["event_time"], "page": s[i]["page"], "position": n + 1,
-                      "time_on_page_ms": on_page, "engaged_time_ms": engaged // 1000})
+        views.append(
+            {
+                "session_id": sid,
+                "user_id": user,
+                "page_view_id": f"{sid}:{n + 1}",
+                "event_time": s[i]["event_time"],
+                "page": s[i]["page"],
+                "position": n + 1,
+                "time_on_page_ms": on_page,
+                "engaged_time_ms": engaged // 1000,
+            }
+        )
     for j, e in enumerate(s):
         before = [n for n, i in enumerate(pv_index) if i <= j]
-        events.append({"session_id": sid, "user_id": user, "event_time": e["event_time"],
-                       "page": e["page"], "action": e["action"], "position": j + 1,
-                       "page_view_id": f"{sid}:{before[-1] + 1}" if before else None})
+        events.append(
+            {
+                "session_id": sid,
+                "user_id": user,
+                "event_time": e["event_time"],
+                "page": e["page"],
+                "action": e["action"],
+                "position": j + 1,
+                "page_view_id": f"{sid}:{before[-1] + 1}" if before else None,
+            }
+        )
     return views, events
 
 
@@ -333,20 +273,30 @@ def _session_row(s, sid, continues, head, click_url, reason, closed) -> dict:
     pv_engaged = sum(v["engaged_time_ms"] for v in _views_and_events(s, sid, 0)[0])
     agent = ref_agent(s[0]["user_agent"])
     return {
-        "session_id": sid, "end_reason": reason, "closed_at": closed,
+        "session_id": sid,
+        "end_reason": reason,
+        "closed_at": closed,
         "landing_page": views[0]["page"] if views else None,
         "exit_page": views[-1]["page"] if views else None,
-        **{f"utm_{k}": q.get(f"utm_{k}") for k in ("source", "medium", "campaign", "term",
-                                                  "content")},
-        "gclid": q.get("gclid"), "click_id_type": click_type,
+        **{
+            f"utm_{k}": q.get(f"utm_{k}")
+            for k in ("source", "medium", "campaign", "term", "content")
+        },
+        "gclid": q.get("gclid"),
+        "click_id_type": click_type,
         "click_id": click.get(click_type) if click_type else None,
-        "referrer_host": referrer, "channel": ref_channel(q, referrer),
-        "continues_session_id": continues, "page_view_count": len(views),
+        "referrer_host": referrer,
+        "channel": ref_channel(q, referrer),
+        "continues_session_id": continues,
+        "page_view_count": len(views),
         "engaged_time_ms": pv_engaged,
-        "browser_family": agent[0], "browser_version": agent[1], "os_family": agent[2],
-        "device_category": agent[3], "is_bot": agent[3] == "bot",
+        "browser_family": agent[0],
+        "browser_version": agent[1],
+        "os_family": agent[2],
+        "device_category": agent[3],
+        "is_bot": agent[3] == "bot",
         "purchase_count": sum(e["action"] == "purchase" for e in s),
-    }  # fmt: skip
+    }
 
 
 # ------------------------------------------------------------------ the tests
@@ -368,8 +318,12 @@ def test_every_new_column_page_view_and_event_match_the_reference(data):
     sessions = _keyed(got["sessions"], "session_id", columns)
     want = _keyed(expected["sessions"], "session_id", columns)
     assert sessions.keys() == want.keys()
-    wrong = [(sid, c, sessions[sid][c], want[sid][c]) for sid in want for c in columns
-             if sessions[sid][c] != want[sid][c]]  # fmt: skip
+    wrong = [
+        (sid, c, sessions[sid][c], want[sid][c])
+        for sid in want
+        for c in columns
+        if sessions[sid][c] != want[sid][c]
+    ]
     assert not wrong, wrong[:10]
     for name, key in (("page_views", "page_view_id"), ("events", None)):
         exp = expected[name]
@@ -378,16 +332,34 @@ def test_every_new_column_page_view_and_event_match_the_reference(data):
         if key:
             assert _keyed(rows, key, cols) == _keyed(exp, key, cols)
         else:
+
             def order(r):
                 return (r["session_id"], r["position"])
+
             assert sorted(rows, key=order) == sorted(exp, key=order)
     # The data holds what the test is about.
     channels = {r["channel"] for r in expected["sessions"]}
-    assert channels >= {"Direct", "Cross-network", "Paid Shopping", "Paid Search", "Paid Social",
-                        "Paid Video", "Display", "Paid Other", "Organic Shopping",
-                        "Organic Social", "Organic Video", "Organic Search", "Referral", "Email",
-                        "Affiliates", "Audio", "SMS", "Mobile Push Notifications",
-                        "Unassigned"}, channels
+    assert channels >= {
+        "Direct",
+        "Cross-network",
+        "Paid Shopping",
+        "Paid Search",
+        "Paid Social",
+        "Paid Video",
+        "Display",
+        "Paid Other",
+        "Organic Shopping",
+        "Organic Social",
+        "Organic Video",
+        "Organic Search",
+        "Referral",
+        "Email",
+        "Affiliates",
+        "Audio",
+        "SMS",
+        "Mobile Push Notifications",
+        "Unassigned",
+    }, channels
     reasons = {r["end_reason"] for r in expected["sessions"]}
     assert {"midnight", "max_duration"} <= reasons
     assert any(r["continues_session_id"] for r in expected["sessions"])
@@ -400,6 +372,8 @@ def test_every_new_column_page_view_and_event_match_the_reference(data):
 def test_micro_batches_give_what_one_batch_gives(data):
     batch, stream = run_batch(data), run_stream(data, batches=7)
     for name in ("sessions", "page_views", "events"):
+
         def key(r):
             return (r["session_id"], r.get("position", 0))
+
         assert sorted(stream[name], key=key) == sorted(batch[name], key=key), name

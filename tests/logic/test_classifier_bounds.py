@@ -35,10 +35,9 @@ def _piece_of(patterns: list[str]) -> st.SearchStrategy[str]:
 AGENTS = st.builds(
     lambda base, pieces, at: base[:at] + " ".join(pieces) + base[at:],
     st.sampled_from(BROWSERS),
-    st.lists(_piece_of(CRAWLERS) | _piece_of(EXCLUSIONS) | st.text(ASCII, max_size=12),
-             max_size=4),
+    st.lists(_piece_of(CRAWLERS) | _piece_of(EXCLUSIONS) | st.text(ASCII, max_size=12), max_size=4),
     st.integers(0, 200),
-).filter(lambda ua: len(ua.strip()) <= MAX_USER_AGENT_CHARS)  # fmt: skip
+).filter(lambda ua: len(ua.strip()) <= MAX_USER_AGENT_CHARS)
 
 
 @settings(max_examples=60, deadline=None)
@@ -50,8 +49,16 @@ def test_bots_are_crawlerdetects_answer_on_ordinary_agents(agents):
 
 
 def test_bots_known_answers_and_the_negative_lookahead():
-    agents = ["YandexBot/3.0", "YandexSearch/1.0", "yandexsearch", "Yandex", "Yandex/2",
-              "Mozilla/5.0 (compatible; Googlebot/2.1)", "   ", "curl/8.1"]  # fmt: skip
+    agents = [
+        "YandexBot/3.0",
+        "YandexSearch/1.0",
+        "yandexsearch",
+        "Yandex",
+        "Yandex/2",
+        "Mozilla/5.0 (compatible; Googlebot/2.1)",
+        "   ",
+        "curl/8.1",
+    ]
     reference = CrawlerDetect()
     assert judge(agents) == [reference.is_crawler(ua) for ua in agents]
     assert judge(agents) == [True, False, False, True, True, True, False, True]
@@ -64,8 +71,12 @@ def test_user_agent_cap_judges_the_first_characters_only():
     beyond = (browser + pad)[:MAX_USER_AGENT_CHARS] + " Googlebot"
     leading = " " * MAX_USER_AGENT_CHARS + "Googlebot"  # counted, then trimmed
     assert is_bot(pa.array([within, beyond, leading, browser, None])).tolist() == [
-        True, False, False, False, False,
-    ]  # fmt: skip
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert CrawlerDetect().is_crawler(beyond)  # the library reads it all (and slowly)
 
 
@@ -96,8 +107,10 @@ def _entries() -> list[str]:
 LABEL = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-"), min_size=1, max_size=8)
 SOURCES = st.builds(
     lambda before, entry, after: ".".join([*before, entry, *after]),
-    st.lists(LABEL, max_size=3), st.sampled_from(_entries()), st.lists(LABEL, max_size=3),
-) | st.lists(LABEL, min_size=1, max_size=6).map(".".join)  # fmt: skip
+    st.lists(LABEL, max_size=3),
+    st.sampled_from(_entries()),
+    st.lists(LABEL, max_size=3),
+) | st.lists(LABEL, min_size=1, max_size=6).map(".".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -116,6 +129,10 @@ def test_host_cap():
 
 def test_every_listed_host_and_base_as_the_plain_loop_finds_it():
     for kind, site in _lists().items():
-        for source in [*(f"x.{h}" for h in site.hosts), *(f"x.{b}.co.uk" for b in site.bases),
-                       *(f"{b}.com" for b in site.bases), *site.names]:  # fmt: skip
+        for source in [
+            *(f"x.{h}" for h in site.hosts),
+            *(f"x.{b}.co.uk" for b in site.bases),
+            *(f"{b}.com" for b in site.bases),
+            *site.names,
+        ]:
             assert is_kind(source, kind) == _is_kind_reference(source, kind), (source, kind)

@@ -33,8 +33,11 @@ def test_the_docs_channel_table_is_the_shipped_one():
         rule = rule.replace("\\|", "|").strip()
         conditions = "" if rule == "(always)" else rule.strip("`")
         documented.append(f"{channel.strip()} = {conditions}".strip())
-    shipped = [line.strip() for line in default_rules_text(3).splitlines()
-               if line.strip() and not line.startswith("#")]  # fmt: skip
+    shipped = [
+        line.strip()
+        for line in default_rules_text(3).splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert [d.rstrip("= ").strip() for d in documented] == [s.rstrip("= ").strip() for s in shipped]
     assert len(rows) == 28
 
@@ -65,22 +68,36 @@ def test_site_list_entry_kinds(source, kind):
 
 
 def test_split_on_change_utm_campaign_reads_the_url_query():
-    mapping = EventMapping(url="u", change="utm_campaign", session_columns=3,
-                           content=SessionContent())  # fmt: skip
+    mapping = EventMapping(
+        url="u", change="utm_campaign", session_columns=3, content=SessionContent()
+    )
     lay = layout(mapping)
     assert "change_value" not in lay.event.names  # no field is read for it
-    urls = ["https://s.example/?utm_campaign=spring", "https://s.example/p",
-            "https://s.example/?UTM_CAMPAIGN=Spring+Sale", "https://s.example/q"]
+    urls = [
+        "https://s.example/?utm_campaign=spring",
+        "https://s.example/p",
+        "https://s.example/?UTM_CAMPAIGN=Spring+Sale",
+        "https://s.example/q",
+    ]
     rows = [{n: None for n in lay.event.names} for _ in urls]
     for i, (r, u) in enumerate(zip(rows, urls, strict=True)):
         r.update(user_id=1, event_time=T0 + i * MIN, page=f"/{i}", action="view", u=u, url=u)
-    res = advance(lay.state.empty_table(), pa.Table.from_pylist(rows, lay.event),
-                  rules=SessionRules(gap_us=10 * MIN), watermark_before=None,
-                  watermark_after=T0 + 10**12, layout=lay)  # fmt: skip
-    got = [(s["pages"], s["end_reason"], s["utm_campaign"], s["continues_session_id"])
-           for s in rows_of(res.sessions)]  # fmt: skip
-    assert got == [(["/0", "/1"], "field_change", "spring", None),
-                   (["/2", "/3"], "inactivity", "Spring Sale", None)]  # fmt: skip
+    res = advance(
+        lay.state.empty_table(),
+        pa.Table.from_pylist(rows, lay.event),
+        rules=SessionRules(gap_us=10 * MIN),
+        watermark_before=None,
+        watermark_after=T0 + 10**12,
+        layout=lay,
+    )
+    got = [
+        (s["pages"], s["end_reason"], s["utm_campaign"], s["continues_session_id"])
+        for s in rows_of(res.sessions)
+    ]
+    assert got == [
+        (["/0", "/1"], "field_change", "spring", None),
+        (["/2", "/3"], "inactivity", "Spring Sale", None),
+    ]
     with pytest.raises(Exception, match="--url-field"):
         EventMapping(change="utm_campaign", session_columns=3)
 
@@ -103,21 +120,35 @@ def test_a_url_with_several_click_ids_gives_the_first_in_the_documented_order():
 def test_a_job_recorded_with_schema_2_keeps_its_outputs_and_channel_rules():
     """A checkpoint's recorded mapping reads back with its `session_columns`: schema 2's
     outputs (no `events`, page views without ids) and schema 2's channel table."""
-    recorded = EventMapping(url="u", referrer="r", session_columns=2,
-                            content=SessionContent()).record()  # fmt: skip
+    recorded = EventMapping(
+        url="u", referrer="r", session_columns=2, content=SessionContent()
+    ).record()
     old = EventMapping.from_record(recorded)
     assert old.session_columns == 2
-    lay_2, lay_3 = layout(old), layout(EventMapping(url="u", referrer="r", session_columns=3,
-                                                    content=SessionContent()))  # fmt: skip
+    lay_2, lay_3 = (
+        layout(old),
+        layout(EventMapping(url="u", referrer="r", session_columns=3, content=SessionContent())),
+    )
     assert "events" not in lay_2.outputs and "events" in lay_3.outputs
     assert "page_view_id" not in lay_2.page_views.names
     channels = []
     for lay in (lay_2, lay_3):
         row = {n: None for n in lay.event.names}
-        row.update(user_id=1, event_time=T0, page="/", action="view", u="x",
-                   url="https://s.example/?utm_source=google&utm_medium=cpm")  # fmt: skip
-        res = advance(lay.state.empty_table(), pa.Table.from_pylist([row], lay.event),
-                      rules=SessionRules(gap_us=10 * MIN), watermark_before=None,
-                      watermark_after=T0 + 10**12, layout=lay)  # fmt: skip
+        row.update(
+            user_id=1,
+            event_time=T0,
+            page="/",
+            action="view",
+            u="x",
+            url="https://s.example/?utm_source=google&utm_medium=cpm",
+        )
+        res = advance(
+            lay.state.empty_table(),
+            pa.Table.from_pylist([row], lay.event),
+            rules=SessionRules(gap_us=10 * MIN),
+            watermark_before=None,
+            watermark_after=T0 + 10**12,
+            layout=lay,
+        )
         channels.append(rows_of(res.sessions)[0]["channel"])
     assert channels == ["Display", "Paid Search"]  # GA4: a paid medium from a search engine

@@ -165,8 +165,9 @@ def on_time_batches(draw):
     events = draw(st.lists(events_st(origin), min_size=1, max_size=30))
     events = sorted(events + draw(copies_of(events)), key=lambda e: e["event_time"])
     n_batches = draw(st.integers(1, 5))
-    cuts = sorted(draw(st.lists(st.integers(0, len(events)), min_size=n_batches - 1,
-                                max_size=n_batches - 1)))  # fmt: skip
+    cuts = sorted(
+        draw(st.lists(st.integers(0, len(events)), min_size=n_batches - 1, max_size=n_batches - 1))
+    )
     bounds = [0, *cuts, len(events)]
     home = [b for b in range(n_batches) for _ in range(bounds[b], bounds[b + 1])]
     watermark_before, max_seen = [], None

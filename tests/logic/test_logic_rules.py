@@ -282,13 +282,31 @@ def test_page_views_time_on_page_last_page_uses_closed_at(run):
     out = run([], events, None, T0 + 60 * MIN)
     sid = f"3-{T0_MS}"
     assert out.page_views == [
-        {"session_id": sid, "user_id": 3, "event_time": T0, "page": "a", "position": 1,
-         "time_on_page_ms": 180_000},
-        {"session_id": sid, "user_id": 3, "event_time": T0 + 3 * MIN, "page": "b",
-         "position": 2, "time_on_page_ms": 60_000},
-        {"session_id": sid, "user_id": 3, "event_time": T0 + 4 * MIN + 500, "page": "c",
-         "position": 3, "time_on_page_ms": 600_000},
-    ]  # fmt: skip
+        {
+            "session_id": sid,
+            "user_id": 3,
+            "event_time": T0,
+            "page": "a",
+            "position": 1,
+            "time_on_page_ms": 180_000,
+        },
+        {
+            "session_id": sid,
+            "user_id": 3,
+            "event_time": T0 + 3 * MIN,
+            "page": "b",
+            "position": 2,
+            "time_on_page_ms": 60_000,
+        },
+        {
+            "session_id": sid,
+            "user_id": 3,
+            "event_time": T0 + 4 * MIN + 500,
+            "page": "c",
+            "position": 3,
+            "time_on_page_ms": 600_000,
+        },
+    ]
 
 
 def test_session_date_is_utc_date_of_start(run):

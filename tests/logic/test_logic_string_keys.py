@@ -24,16 +24,25 @@ def test_string_users_follow_the_reference_and_get_escaped_session_ids():
     state = [{**ev("a", T0 - 2 * MIN, "s"), "expires_at": 0}, {**ev("b", T0, "x"), "expires_at": 0}]
     events = [
         ev(u, T0 + i * MIN + k * 20 * MIN, f"p{k}", site=u)
-        for i, u in enumerate(USERS) for k in range(3)
+        for i, u in enumerate(USERS)
+        for k in range(3)
     ] + [ev("a-b", T0, "p0"), ev("b", T0 - 30 * MIN, "late")]  # a duplicate and a late event
     got = advance(
-        _table(state, LAYOUT.state), _table(events, LAYOUT.event), rules=RULES,
-        watermark_before=T0 - 20 * MIN, watermark_after=T0 + 45 * MIN, layout=LAYOUT,
-    )  # fmt: skip
+        _table(state, LAYOUT.state),
+        _table(events, LAYOUT.event),
+        rules=RULES,
+        watermark_before=T0 - 20 * MIN,
+        watermark_after=T0 + 45 * MIN,
+        layout=LAYOUT,
+    )
     want = reference_advance(
-        state, events, gap_us=RULES.gap_us, close_actions=RULES.close_actions,
-        watermark_before=T0 - 20 * MIN, watermark_after=T0 + 45 * MIN,
-    )  # fmt: skip
+        state,
+        events,
+        gap_us=RULES.gap_us,
+        close_actions=RULES.close_actions,
+        watermark_before=T0 - 20 * MIN,
+        watermark_after=T0 + 45 * MIN,
+    )
     assert got.sessions.schema == LAYOUT.sessions
 
     def key(r):

@@ -9,7 +9,7 @@ import pytest
 from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.logic import StepStats, advance
-from sessionize.logic.sessions import _sort_order
+from sessionize.logic.sort_order import sort_order
 
 from .helpers import (
     MIN,
@@ -170,7 +170,7 @@ def test_sort_order_sorts_by_user_time_page_for_any_key_range(user_range, time_r
     time = rng.integers(*time_range, n, dtype=np.int64)
     time[: n // 2] = time[n // 2 :]  # many equal times
     page = rng.integers(0, pages, n).astype(np.int64)
-    order = _sort_order(user, time, page)
+    order = sort_order(user, time, page)
     keys = list(zip(user[order].tolist(), time[order].tolist(), page[order].tolist(), strict=True))
     assert keys == sorted(keys)
     assert sorted(order.tolist()) == list(range(n))

@@ -35,8 +35,7 @@ class StoredRows:
         users = {e["user_id"] for e in events if before is None or e["event_time"] >= before}
         rows = rows_of(self.table)
         due = {r["user_id"] for r in rows if after is not None and r["expires_at"] < after}
-        return sorted((r for r in rows if r["user_id"] in users | due),
-                      key=lambda r: r["user_id"])  # fmt: skip
+        return sorted((r for r in rows if r["user_id"] in users | due), key=lambda r: r["user_id"])
 
     def apply(self, puts: pa.Table, removes: pa.Array) -> None:
         gone = pa.concat_arrays([removes, puts.column("user_id").combine_chunks()])
@@ -52,8 +51,15 @@ def test_session_processor_equals_reference_step_by_step(steps, data):
     for batch_id, (events, before, after) in enumerate([*steps, ([], steps[-1][2], FAR)]):
         state_rows = store.handed_in(events, before, after)
         expected = run_reference(state_rows, events, before, after, processor.rules)
-        got = step(processor, store.table, events_table(events), batch_id=batch_id,
-                   partition=0, watermark_before=before, watermark_after=after)  # fmt: skip
+        got = step(
+            processor,
+            store.table,
+            events_table(events),
+            batch_id=batch_id,
+            partition=0,
+            watermark_before=before,
+            watermark_after=after,
+        )
         assert rows_of(got.outputs["sessions"]) == expected.sessions
         assert rows_of(got.outputs["page_views"]) == expected.page_views
         assert rows_of(got.outputs["late_events"]) == expected.late
@@ -90,10 +96,24 @@ def test_string_ids_with_open_sessions_match_advance():
     events += [ev("b", T0 - 30 * MIN, "late")]
     table = pa.Table.from_pylist(events, lay.event)
     before, after = T0 - 20 * MIN, T0 + 2 * MIN + 1
-    got = step(processor, None, table, batch_id=0, partition=0, watermark_before=before,
-               watermark_after=after)  # fmt: skip
-    want = advance(lay.state.empty_table(), table, rules=rules, watermark_before=before,
-                   watermark_after=after, layout=lay, open_sessions=True)  # fmt: skip
+    got = step(
+        processor,
+        None,
+        table,
+        batch_id=0,
+        partition=0,
+        watermark_before=before,
+        watermark_after=after,
+    )
+    want = advance(
+        lay.state.empty_table(),
+        table,
+        rules=rules,
+        watermark_before=before,
+        watermark_after=after,
+        layout=lay,
+        open_sessions=True,
+    )
     assert got.outputs["sessions"].equals(want.sessions)
     assert got.outputs["late_events"].equals(want.late)
     opened = got.outputs[schema.OPEN_SESSIONS]

@@ -43,25 +43,36 @@ def _sessions(starts_h: list[float], pages: list[list[str]], reasons: list[str])
 
 def test_outputs_are_aggregated_and_underscore_names_skipped(tmp_path):
     out = tmp_path / "out"
-    s1 = _sessions([0.1, 0.2, 2.5], [["a", "b", "c"], ["b"], ["a", "c"]],
-                   ["inactivity", "explicit", "inactivity"])  # fmt: skip
+    s1 = _sessions(
+        [0.1, 0.2, 2.5],
+        [["a", "b", "c"], ["b"], ["a", "c"]],
+        ["inactivity", "explicit", "inactivity"],
+    )
     s2 = _sessions([2.9], [["c", "a"]], ["inactivity"])
     _write(out, "sessions/batch_id=1/session_date=2026-11-01/part-00000.parquet", s1)
     _write(out, "sessions/batch_id=2/session_date=2026-11-01/part-00000.parquet", s2)
     # Staged rows of an unpublished batch are not data.
     _write(out, "sessions/_staging/batch_id=3/session_date=2026-11-01/part-00000.parquet", s2)
     views = pa.table(
-        {"session_id": ["s0"] * 3, "user_id": [0] * 3,
-         "event_time": [T0 + 10, T0 + 20, T0 + 2 * H + 5], "page": ["a", "b", "c"],
-         "position": [1, 2, 3], "time_on_page_ms": [0, 0, 0]},
+        {
+            "session_id": ["s0"] * 3,
+            "user_id": [0] * 3,
+            "event_time": [T0 + 10, T0 + 20, T0 + 2 * H + 5],
+            "page": ["a", "b", "c"],
+            "position": [1, 2, 3],
+            "time_on_page_ms": [0, 0, 0],
+        },
         schema=PAGE_VIEWS,
-    )  # fmt: skip
+    )
     _write(out, "page_views/batch_id=1/part-00000.parquet", views)
     invalid = pa.table(
-        {"raw": ["x", "y", "z"], "reason": ["not a JSON object", "missing page", "missing page"],
-         "source": ["f"] * 3},
+        {
+            "raw": ["x", "y", "z"],
+            "reason": ["not a JSON object", "missing page", "missing page"],
+            "source": ["f"] * 3,
+        },
         schema=INVALID_EVENTS,
-    )  # fmt: skip
+    )
     _write(out, "invalid_events/batch_id=2/part-00000.parquet", invalid)
 
     d = load_outputs(str(out))
@@ -91,12 +102,23 @@ def test_integer_histogram_keeps_the_tail_in_its_last_bin():
 def test_progress_log_skips_a_torn_line_and_a_missing_log_says_so(tmp_path):
     log = tmp_path / "progress.jsonl"
     rows = [
-        {"version": 0, "watermark": None, "duration_s": 2.0, "committed_at": "2026-11-22T10:00:00Z",
-         "batch": {"records": 100, "open_sessions": 5}, "totals": {}},
-        {"version": 1, "watermark": 5, "duration_s": 4.0,
-         "committed_at": "2026-11-22T11:00:00+01:00",
-         "batch": {"records": 1000, "open_sessions": 7, "state_bytes_read": 9}, "totals": {}},
-    ]  # fmt: skip
+        {
+            "version": 0,
+            "watermark": None,
+            "duration_s": 2.0,
+            "committed_at": "2026-11-22T10:00:00Z",
+            "batch": {"records": 100, "open_sessions": 5},
+            "totals": {},
+        },
+        {
+            "version": 1,
+            "watermark": 5,
+            "duration_s": 4.0,
+            "committed_at": "2026-11-22T11:00:00+01:00",
+            "batch": {"records": 1000, "open_sessions": 7, "state_bytes_read": 9},
+            "totals": {},
+        },
+    ]
     log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"version": 2, "bat')
 
     p = read_progress(str(log))
@@ -131,8 +153,7 @@ def test_a_delta_output_is_read_at_its_current_version(tmp_path):
 
 def test_bots_sessions_are_left_out_of_the_session_figures_and_counted(tmp_path):
     out = tmp_path / "out"
-    s = _sessions([0.1, 0.2, 1.5, 2.5], [["a"], ["b", "c"], ["a"], ["c"]],
-                  ["inactivity"] * 4)  # fmt: skip
+    s = _sessions([0.1, 0.2, 1.5, 2.5], [["a"], ["b", "c"], ["a"], ["c"]], ["inactivity"] * 4)
     s = s.append_column("is_bot", pa.array([False, True, True, None]))
     _write(out, "sessions/batch_id=1/session_date=2026-11-01/part-00000.parquet", s)
     data = load_outputs(str(out))

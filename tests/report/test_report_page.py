@@ -29,10 +29,18 @@ from tests.helpers import cli_env, generate, sessionize
 REPO = Path(__file__).resolve().parents[2]
 H0 = datetime(2026, 11, 1, tzinfo=UTC)
 CHARTS = (
-    "per-hour", "session-duration", "events-per-session", "end-reasons", "top-pages",
-    "late-invalid", "invalid-reasons", "batch-duration", "events-per-second", "open-sessions",
+    "per-hour",
+    "session-duration",
+    "events-per-session",
+    "end-reasons",
+    "top-pages",
+    "late-invalid",
+    "invalid-reasons",
+    "batch-duration",
+    "events-per-second",
+    "open-sessions",
     "state-bytes",
-)  # fmt: skip
+)
 PROGRESS_CHARTS = ("batch-duration", "events-per-second", "open-sessions", "state-bytes")
 # Drawn from columns this job's sessions do not have (tests/report/test_report_traffic.py
 # draws them): each says so in place of its chart.
@@ -46,9 +54,15 @@ def job(spark, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("report")
     inp = generate(root / "in", hours=2, users=150, events_per_hour=1200, invalid_rate=0.02)
     out = root / "out"
-    opts = BatchOptions(input=str(inp), output=str(out), start=H0, end=H0 + timedelta(hours=1),
-                        partitions=2, state="files",
-                        mapping=EventMapping(session_columns=1))  # fmt: skip
+    opts = BatchOptions(
+        input=str(inp),
+        output=str(out),
+        start=H0,
+        end=H0 + timedelta(hours=1),
+        partitions=2,
+        state="files",
+        mapping=EventMapping(session_columns=1),
+    )
     records = run_batch(opts, spark, on_hour=lambda _: None)
     assert len(records) == 2
     t = datetime(2026, 11, 22, 12, tzinfo=UTC)
@@ -154,8 +168,12 @@ def test_the_page_shows_the_numbers_of_the_outputs(job, report):
 def test_every_chart_is_drawn_in_chromium(report, tmp_path):
     browser = _chromium()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    dom = subprocess.run([browser, *flags, "--dump-dom", report.as_uri()], capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = Page(dom.stdout)
     assert sorted(page.charts) == sorted(CHARTS + TRAFFIC_CHARTS)
@@ -168,8 +186,12 @@ def test_every_chart_is_drawn_in_chromium(report, tmp_path):
 
     shot = tmp_path / "report.png"  # kept by pytest with the run's other temporary files
     size = "--window-size=1200,2900"
-    run = subprocess.run([browser, *flags, f"--screenshot={shot}", size, report.as_uri()],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [browser, *flags, f"--screenshot={shot}", size, report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
     pixels = (matplotlib.image.imread(shot)[:, :, :3] * 255).round().astype(int)
     for color in (BLUE, ORANGE, GREEN, RED):  # the bars and lines, as the browser drew them
@@ -245,12 +267,18 @@ def test_counts_on_small_data_have_whole_number_ticks():
     svgs = {
         "per hour": charts.per_hour(small, small, still_open=1),
         "histogram": charts.histogram(
-            "h", Histogram(np.array([1.0, 2, 3, 4]), np.array([1, 2, 1]),
-                           {"p50": 2.0, "p90": 3.0, "p99": 3.0}),
-            xlabel="events in the session", unit="events", integer=True),
-        "open sessions": charts.over_time("o", times, [(np.array([1.0, 2.0]), "open", BLUE)],
-                                          "sessions", ticks="count"),
-    }  # fmt: skip
+            "h",
+            Histogram(
+                np.array([1.0, 2, 3, 4]), np.array([1, 2, 1]), {"p50": 2.0, "p90": 3.0, "p99": 3.0}
+            ),
+            xlabel="events in the session",
+            unit="events",
+            integer=True,
+        ),
+        "open sessions": charts.over_time(
+            "o", times, [(np.array([1.0, 2.0]), "open", BLUE)], "sessions", ticks="count"
+        ),
+    }
     for name, svg in svgs.items():
         numbers = [t for t in _texts(svg) if re.fullmatch(r"[\d.,]+", t)]
         assert numbers and all(re.fullmatch(r"\d+", t) for t in numbers), (name, numbers)

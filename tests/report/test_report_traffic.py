@@ -108,7 +108,9 @@ def test_the_traffic_numbers_are_those_of_the_rows(report):
         channels[r[2] or "(none)"] += 1
     assert {k: int(v[0]) for k, v in _cells(html, "channels").items()} == channels
     assert {k: int(v[0]) for k, v in _cells(html, "bots").items()} == {
-        "human": len(humans), "bot": len(ROWS) - len(humans)}  # fmt: skip
+        "human": len(humans),
+        "bot": len(ROWS) - len(humans),
+    }
 
     per_hour: dict[int, list] = defaultdict(list)
     for r in humans:
@@ -116,8 +118,11 @@ def test_the_traffic_numbers_are_those_of_the_rows(report):
     expected = {}
     for h, rs in per_hour.items():
         bounced = sum(1 for r in rs if r[3])
-        expected[f"2026-11-01 {h:02d}:00"] = [len(rs), bounced / len(rs),
-                                              sum(r[4] for r in rs) / 1000 / len(rs)]  # fmt: skip
+        expected[f"2026-11-01 {h:02d}:00"] = [
+            len(rs),
+            bounced / len(rs),
+            sum(r[4] for r in rs) / 1000 / len(rs),
+        ]
     got = _cells(html, "engagement")
     assert got.keys() == expected.keys()  # hour 02 had no sessions: no row
     for hour, values in expected.items():
@@ -138,8 +143,12 @@ def test_the_traffic_numbers_are_those_of_the_rows(report):
 def test_every_traffic_chart_is_drawn_in_chromium(report):
     browser = _chromium()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    dom = subprocess.run([browser, *flags, "--dump-dom", report.as_uri()], capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = Page(dom.stdout)
     for name in TRAFFIC_CHARTS:
@@ -150,9 +159,22 @@ def test_every_traffic_chart_is_drawn_in_chromium(report):
 
 def test_an_output_without_the_columns_says_so_in_place_of_the_charts(tmp_path):
     old = _sessions_table().drop_columns(
-        ["channel", "bounce", "engaged", "engaged_time_ms", "is_bot", "converted",
-         "purchase_count", "purchase_value", "purchase_first_at", "signup_count",
-         "signup_value", "signup_first_at", "page_view_count"])  # fmt: skip
+        [
+            "channel",
+            "bounce",
+            "engaged",
+            "engaged_time_ms",
+            "is_bot",
+            "converted",
+            "purchase_count",
+            "purchase_value",
+            "purchase_first_at",
+            "signup_count",
+            "signup_value",
+            "signup_first_at",
+            "page_view_count",
+        ]
+    )
     out = _write_output(tmp_path, old)
     to = tmp_path / "r.html"
     build_report(str(out), str(to))
@@ -165,6 +187,13 @@ def test_an_output_without_the_columns_says_so_in_place_of_the_charts(tmp_path):
 
 
 def test_conversion_names_need_all_three_columns():
-    cols = ["event_count", "page_view_count", "purchase_count", "purchase_value",
-            "purchase_first_at", "lead_count", "lead_first_at"]  # fmt: skip
+    cols = [
+        "event_count",
+        "page_view_count",
+        "purchase_count",
+        "purchase_value",
+        "purchase_first_at",
+        "lead_count",
+        "lead_first_at",
+    ]
     assert conversion_names(cols) == ["purchase"]

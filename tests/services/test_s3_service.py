@@ -14,8 +14,13 @@ pytestmark = pytest.mark.services
 
 
 def _client(endpoint: str):
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 def test_round_trip_and_conditional_put(service_setting):
@@ -25,8 +30,12 @@ def test_round_trip_and_conditional_put(service_setting):
     client.put_object(Bucket=bucket, Key="k", Body=b"\x00\xff", IfNoneMatch="*")
     with pytest.raises(ClientError, match="PreconditionFailed"):
         client.put_object(Bucket=bucket, Key="k", Body=b"again", IfNoneMatch="*")
-    fs = pafs.S3FileSystem(endpoint_override=endpoint.removeprefix("http://"), scheme="http",
-                           access_key="testing", secret_key="testing")  # fmt: skip
+    fs = pafs.S3FileSystem(
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+        access_key="testing",
+        secret_key="testing",
+    )
     with fs.open_input_stream(f"{bucket}/k") as f:
         assert f.read() == b"\x00\xff"
 

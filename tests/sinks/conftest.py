@@ -28,9 +28,14 @@ def kill_when_paused(module: str, *args: str, point: str) -> None:
     then kill -9 its process group: a crash at exactly that step. Fails if it never pauses."""
     env = {**os.environ, "SESSIONIZE_PAUSE_AT": point}
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("PAUSED"), f"no pause: {line!r} {proc.stderr.read()[-2000:]}"
@@ -61,8 +66,10 @@ def root(kind, tmp_path, request) -> str:
 
 def iceberg_uri(tmp_path) -> str:
     """An Iceberg output: a namespace of its own in a SQLite catalog under `tmp_path`."""
-    return (f"iceberg://web_{uuid.uuid4().hex[:8]}?uri=sqlite:///{tmp_path}/catalog.db"
-            f"&warehouse=file://{tmp_path}/warehouse")  # fmt: skip
+    return (
+        f"iceberg://web_{uuid.uuid4().hex[:8]}?uri=sqlite:///{tmp_path}/catalog.db"
+        f"&warehouse=file://{tmp_path}/warehouse"
+    )
 
 
 @pytest.fixture

@@ -22,15 +22,24 @@ def sessions(tags: list[str], first_user: int = 0) -> pa.Table:
     starts = [T0 + dt.timedelta(minutes=3 * (i % 2)) for i in range(n)]
     return pa.table(
         {
-            "session_id": tags, "user_id": list(range(first_user, first_user + n)),
-            "start_time": starts, "end_time": starts, "closed_at": starts,
-            "duration_ms": [0] * n, "event_count": [1] * n, "pages": [["home"]] * n,
-            "end_reason": ["explicit"] * n, "site": [None] * n, "api_version": [None] * n,
-            "browser": [None] * n, "language": [None] * n, "device_type": [None] * n,
+            "session_id": tags,
+            "user_id": list(range(first_user, first_user + n)),
+            "start_time": starts,
+            "end_time": starts,
+            "closed_at": starts,
+            "duration_ms": [0] * n,
+            "event_count": [1] * n,
+            "pages": [["home"]] * n,
+            "end_reason": ["explicit"] * n,
+            "site": [None] * n,
+            "api_version": [None] * n,
+            "browser": [None] * n,
+            "language": [None] * n,
+            "device_type": [None] * n,
             "session_date": [s.date() for s in starts],
         },
         schema=SESSIONS,
-    )  # fmt: skip
+    )
 
 
 def stage(sink, batch_id: int, tag: str, n: int = 3) -> None:

@@ -21,9 +21,14 @@ START = datetime(2026, 11, 1, tzinfo=UTC)
 
 def _run(spark, data, output: str, fmt: str, state: str) -> None:
     opts = BatchOptions(
-        input=str(data), output=output, start=START, end=START.replace(hour=1),
-        state=state, partitions=2, output_format=fmt,
-    )  # fmt: skip
+        input=str(data),
+        output=output,
+        start=START,
+        end=START.replace(hour=1),
+        state=state,
+        partitions=2,
+        output_format=fmt,
+    )
     run_batch(opts, spark=spark, on_hour=lambda _line: None)
 
 
@@ -71,9 +76,14 @@ def test_batch_outputs_equal_local_parquet(
         # The same hours again, the state taken from the output's record (in its schema):
         # the hours are retired in a transaction of their own and recomputed, never doubled.
         said: list[str] = []
-        opts = BatchOptions(input=str(data), output=root, start=START,
-                            end=START.replace(hour=1), partitions=2,
-                            explicit=frozenset({"partitions"}))  # fmt: skip
+        opts = BatchOptions(
+            input=str(data),
+            output=root,
+            start=START,
+            end=START.replace(hour=1),
+            partitions=2,
+            explicit=frozenset({"partitions"}),
+        )
         run_batch(opts, spark=spark, on_hour=said.append)
         assert any(line.startswith("reprocessing from ") for line in said), said
     assert not (tmp_path / "s3:").exists() and not (tmp_path / "postgresql:").exists()

@@ -180,8 +180,9 @@ def test_readers_read_the_compacted_layout_as_the_docs_show(tmp_path, spark):
     assert files["batches"] and files["compacted"]
 
     def rows(table) -> Counter:
-        return Counter(zip(table["batch_id"].to_pylist(), table["session_id"].to_pylist(),
-                           strict=True))  # fmt: skip
+        return Counter(
+            zip(table["batch_id"].to_pylist(), table["session_id"].to_pylist(), strict=True)
+        )
 
     assert _seen(root, "sessions") == want  # pyarrow
     sql = (

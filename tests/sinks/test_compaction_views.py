@@ -23,8 +23,7 @@ from tests.sinks.test_compaction import _expected, _publish, _seen
 
 
 def _rows(table) -> Counter:
-    return Counter(zip(table["batch_id"].to_pylist(), table["session_id"].to_pylist(),
-                       strict=True))  # fmt: skip
+    return Counter(zip(table["batch_id"].to_pylist(), table["session_id"].to_pylist(), strict=True))
 
 
 def _plain(root: str):
@@ -52,8 +51,10 @@ def test_plain_readers_of_out_name_see_every_committed_row_once_after_compaction
         sink.write_part("sessions", 5, part, sessions(tags, first_user=5000 + 100 * part))
     sink.compact(upto=1)  # 0, 1 compacted; 2, 3 written before the output had a view
     sink.publish(5)
-    assert all("batch_id" in pq.read_schema(f).names
-               for f in Path(root, "_batches", "sessions", "batch_id=5").rglob("*.parquet"))
+    assert all(
+        "batch_id" in pq.read_schema(f).names
+        for f in Path(root, "_batches", "sessions", "batch_id=5").rglob("*.parquet")
+    )
     _publish(sink, {4: "v", 2: "w"})  # a new batch, and a batch published again
     want = _expected({0: "v", 1: "v", 2: "w", 3: "v", 4: "v", 5: "v"})
     out = f"{root}/sessions"
@@ -61,16 +62,21 @@ def test_plain_readers_of_out_name_see_every_committed_row_once_after_compaction
     by_pyarrow = ds.dataset(out, format="parquet", partitioning="hive").to_table()
     assert _rows(by_pyarrow) == want
     glob = f"{out}/**/*.parquet"
-    assert _rows(duckdb.sql(f"SELECT * FROM read_parquet('{glob}', hive_partitioning=true)")
-                 .to_arrow_table()) == want  # fmt: skip
+    assert (
+        _rows(
+            duckdb.sql(
+                f"SELECT * FROM read_parquet('{glob}', hive_partitioning=true)"
+            ).to_arrow_table()
+        )
+        == want
+    )
     assert _rows(pl.scan_parquet(glob, hive_partitioning=True).collect().to_arrow()) == want
     by_spark = spark.read.parquet(out)
     assert dict(by_spark.dtypes)["session_date"] == "date"
     assert _rows(by_spark.select("batch_id", "session_id").toArrow()) == want
     assert _seen(root, "sessions") == want  # the documented read path agrees
     flat = ds.dataset(f"{root}/invalid_events", format="parquet").to_table()
-    assert Counter(zip(flat["batch_id"].to_pylist(), flat["raw"].to_pylist(),
-                       strict=True)) == want  # fmt: skip
+    assert Counter(zip(flat["batch_id"].to_pylist(), flat["raw"].to_pylist(), strict=True)) == want
 
 
 def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_path):
@@ -80,11 +86,11 @@ def test_kill_9_while_a_view_is_built_or_switched_loses_and_doubles_nothing(tmp_
     _publish(sink, batches)
     committed = set(batches)
     whole = Counter({b: 6 for b in range(20)})
-    with polling_sessions(Path(root, "sessions"), whole, retires=True,
-                          committed=lambda: set(committed)) as polled:  # fmt: skip
+    with polling_sessions(
+        Path(root, "sessions"), whole, retires=True, committed=lambda: set(committed)
+    ) as polled:
         # the first compaction, killed before its link and the batch directory swap places
-        kill_when_paused("tests.sinks.compact_proc", root, "1",
-                         point="view-converting-sessions:1")  # fmt: skip
+        kill_when_paused("tests.sinks.compact_proc", root, "1", point="view-converting-sessions:1")
         assert not uses_views(root, "sessions")
         assert _rows(_plain(root)) == _expected(batches)
         maintain(root, say=lambda _line: None)  # takes the layout on, finishes the compaction

@@ -29,31 +29,80 @@ from sessionize.events.rules import LONE_SURROGATE
 from tests.sinks.conftest import read_rows
 from tests.sinks.kafka_consumer import read_topic
 
-TIMES = ['"0001-01-01T00:00:00Z"', '"0000-01-01T00:00:00Z"', '"0002-01-01T00:00:00Z"',
-         '"0001-12-31T23:00:00-01:00"', '"9998-12-31T23:59:59.999999Z"', '"9999-12-31T23:59Z"',
-         '"1970-01-01T00:00:00Z"', '"2026-11-01T10:00:00Z"', '"2026-11-01T10:00:00+18:00"',
-         '"2026-11-01T10:00:00.123456789Z"', "1793527200", "1e309", "null", '"2026-13-01T00:00Z"',
-         '"2026-11-01T10:00:00Z\\n"']  # fmt: skip
+TIMES = [
+    '"0001-01-01T00:00:00Z"',
+    '"0000-01-01T00:00:00Z"',
+    '"0002-01-01T00:00:00Z"',
+    '"0001-12-31T23:00:00-01:00"',
+    '"9998-12-31T23:59:59.999999Z"',
+    '"9999-12-31T23:59Z"',
+    '"1970-01-01T00:00:00Z"',
+    '"2026-11-01T10:00:00Z"',
+    '"2026-11-01T10:00:00+18:00"',
+    '"2026-11-01T10:00:00.123456789Z"',
+    "1793527200",
+    "1e309",
+    "null",
+    '"2026-13-01T00:00Z"',
+    '"2026-11-01T10:00:00Z\\n"',
+]
 BIG = "x" * 100_000
-PAGES = ["", "\\u0000", "a\\u0000b", "\\ud800", "\\udc00", "\\ud83d\\ude00", "\\\\ud800", "%00",
-         BIG, "é\\u2028", "\\u0085"]  # fmt: skip
+PAGES = [
+    "",
+    "\\u0000",
+    "a\\u0000b",
+    "\\ud800",
+    "\\udc00",
+    "\\ud83d\\ude00",
+    "\\\\ud800",
+    "%00",
+    BIG,
+    "é\\u2028",
+    "\\u0085",
+]
 USERS = ["{n}", "99999999999999999999", "-0", "1e309", '"{n}"', "1.5", "null", "true"]
 UTMS = ["google", "%00", "a%00b", "%ud800", "%ff%fe", "a." * 3000 + "google.com", "%", "\\u0000"]
-HOSTS = ["www.google.com", "a." * 40_000 + "google.com", "[::1", "%00.example", "t.co:99999",
-         "\\u0000"]  # fmt: skip
-AGENTS = ["Googlebot/2.1", "Mozilla/5.0 (Windows NT 10.0) Chrome/120.0", "a" * 100_000,
-          "Mozilla\\u0000bot", "\\ud800"]  # fmt: skip
+HOSTS = [
+    "www.google.com",
+    "a." * 40_000 + "google.com",
+    "[::1",
+    "%00.example",
+    "t.co:99999",
+    "\\u0000",
+]
+AGENTS = [
+    "Googlebot/2.1",
+    "Mozilla/5.0 (Windows NT 10.0) Chrome/120.0",
+    "a" * 100_000,
+    "Mozilla\\u0000bot",
+    "\\ud800",
+]
 ACTIONS = ["view", "buy", "browser_close", "a\\u0000"]
 BROWSERS = ["Firefox", "Fire\\u0000fox", BIG]
 VALUES = ["12.5", "1e309", "-1e309", "NaN", '"49.90"', "1.7976931348623157e308", "{}", "null"]
-EXTRAS = ["1e309", "NaN", "-Infinity", "[" * 3000 + "]" * 3000, '"\\ud800"', '"\\u0000"',
-          "123456789012345678901234567890"]  # fmt: skip
+EXTRAS = [
+    "1e309",
+    "NaN",
+    "-Infinity",
+    "[" * 3000 + "]" * 3000,
+    '"\\ud800"',
+    '"\\u0000"',
+    "123456789012345678901234567890",
+]
 GARBAGE = [b"", b"\x00", b"\xff\xfe", b"{", b"\x00{}", b" \xc3\x28 ", b'{"a": "\x00"}']
 
 
-def _event(i: int, time: str = TIMES[7], page: str = "", utm: str = "google",
-           host: str = HOSTS[0], agent: str = AGENTS[1], browser: str = "Firefox",
-           action: str = "view", value: str = "12.5") -> bytes:
+def _event(
+    i: int,
+    time: str = TIMES[7],
+    page: str = "",
+    utm: str = "google",
+    host: str = HOSTS[0],
+    agent: str = AGENTS[1],
+    browser: str = "Firefox",
+    action: str = "view",
+    value: str = "12.5",
+) -> bytes:
     """Line `i` as an event whose every field is ordinary unless given."""
     return (
         f'{{"user_id": {100_000 + i}, "event_time": {time}, "page": {{"current": '
@@ -66,14 +115,20 @@ def _event(i: int, time: str = TIMES[7], page: str = "", utm: str = "google",
 # The lines every run holds, whatever Hypothesis draws besides: each kind of line that
 # stopped a stream once.
 FIXED = [
-    lambda i: _event(i, page="a\\u0000b"), lambda i: _event(i, browser="Fire\\u0000fox"),
-    lambda i: _event(i, utm="%00"), lambda i: _event(i, action="a\\u0000"),
-    lambda i: f"T{i:05d}X \x00 raw NUL".encode(), lambda i: _event(i, page="\\ud800"),
-    lambda i: _event(i, action="buy", value="1e309"), lambda i: _event(i, time=TIMES[0]),
-    lambda i: _event(i, time=TIMES[1]), lambda i: _event(i, time=TIMES[5]),
-    lambda i: _event(i, agent="a" * 100_000), lambda i: _event(i, host=HOSTS[1]),
+    lambda i: _event(i, page="a\\u0000b"),
+    lambda i: _event(i, browser="Fire\\u0000fox"),
+    lambda i: _event(i, utm="%00"),
+    lambda i: _event(i, action="a\\u0000"),
+    lambda i: f"T{i:05d}X \x00 raw NUL".encode(),
+    lambda i: _event(i, page="\\ud800"),
+    lambda i: _event(i, action="buy", value="1e309"),
+    lambda i: _event(i, time=TIMES[0]),
+    lambda i: _event(i, time=TIMES[1]),
+    lambda i: _event(i, time=TIMES[5]),
+    lambda i: _event(i, agent="a" * 100_000),
+    lambda i: _event(i, host=HOSTS[1]),
     lambda i: _event(i, time=TIMES[2]),
-]  # fmt: skip
+]
 
 
 @st.composite
@@ -88,17 +143,28 @@ def hostile_line(draw, i: int) -> bytes:
     pick = lambda options: draw(st.sampled_from(options))  # noqa: E731
     if kind < 6:  # an event with one hostile value, else with several
         one = draw(st.sampled_from(["page", "utm", "host", "agent", "browser", "action"]))
-        return _event(i, **{one: pick({"page": PAGES, "utm": UTMS, "host": HOSTS,
-                                       "agent": AGENTS, "browser": BROWSERS,
-                                       "action": ACTIONS}[one])})  # fmt: skip
+        return _event(
+            i,
+            **{
+                one: pick(
+                    {
+                        "page": PAGES,
+                        "utm": UTMS,
+                        "host": HOSTS,
+                        "agent": AGENTS,
+                        "browser": BROWSERS,
+                        "action": ACTIONS,
+                    }[one]
+                )
+            },
+        )
     fields = [
         f'"user_id": {pick(USERS).format(n=100_000 + i)}',
         f'"event_time": {pick(TIMES) if draw(st.booleans()) else TIMES[7]}',
         f'"page": {{"current": "{tag}{pick(PAGES)}", "url": "https://shop.example/p?'
         f'utm_source={pick(UTMS)}&utm_medium=cpc", "referrer": "https://{pick(HOSTS)}/x"}}',
         f'"action": "{pick(ACTIONS)}"',
-        f'"technical": {{"browser": "{pick(BROWSERS)}", '
-        f'"ua": "{pick(AGENTS)}"}}',
+        f'"technical": {{"browser": "{pick(BROWSERS)}", "ua": "{pick(AGENTS)}"}}',
         f'"order": {{"total": {pick(VALUES)}}}',
     ]
     if draw(st.booleans()):
@@ -108,9 +174,11 @@ def hostile_line(draw, i: int) -> bytes:
 
 
 OPTIONS = {
-    "url": "page.url", "referrer": "page.referrer", "user_agent": "technical.ua",
+    "url": "page.url",
+    "referrer": "page.referrer",
+    "user_agent": "technical.ua",
     "keep": {"browser": "technical.browser"},
-}  # fmt: skip
+}
 CONVERSION = {"conversions": ["purchase=buy,value=order.total"]}
 
 
@@ -155,17 +223,20 @@ def _texts(kind: str, root: str, name: str, column: str) -> list[tuple[str, str 
     table = read_rows(kind, root, name)
     if table.num_rows == 0:
         return []
-    reasons = table["reason"].to_pylist() if "reason" in table.column_names else [None] * len(
-        table
-    )
+    reasons = table["reason"].to_pylist() if "reason" in table.column_names else [None] * len(table)
     return list(zip(table[column].to_pylist(), reasons, strict=True))
 
 
 @pytest.mark.parametrize("kind", ["parquet", "kafka", "delta", "postgresql"])
 # One drawn file per sink; no shrinking (each try is a Spark stream): a failure names the
 # lines it is about.
-@settings(max_examples=1, deadline=None, database=None, phases=[Phase.generate],
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=1,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 @given(data=st.data())
 def test_every_hostile_line_is_an_event_or_an_invalid_row_once(
     kind, data, spark, tmp_path_factory, pg_output
@@ -180,18 +251,30 @@ def test_every_hostile_line_is_an_event_or_an_invalid_row_once(
     later = datetime.now(UTC) + timedelta(hours=23)  # within --max-future 1d
     closing = hour.parent / "event_hour=11"
     closing.mkdir()
-    (closing / "b.json").write_text(json.dumps({
-        "user_id": 1, "event_time": later.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "page": {"current": "closing"}, "tag": "closing",
-    }) + "\n")  # fmt: skip
+    (closing / "b.json").write_text(
+        json.dumps(
+            {
+                "user_id": 1,
+                "event_time": later.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "page": {"current": "closing"},
+                "tag": "closing",
+            }
+        )
+        + "\n"
+    )
     os.utime(closing / "b.json", (later.timestamp(), later.timestamp()))
     output, fmt = _output(kind, tmp_path, pg_output)
     exact = kind in ("delta", "postgresql")
     mapping = event_mapping({**OPTIONS, **(CONVERSION if exact else {})})
     opts = StreamOptions(
-        input=str(tmp_path / "in"), output=output, checkpoint=str(tmp_path / "chk"),
-        partitions=2, max_files_per_trigger=1, output_format=fmt, mapping=mapping,
-    )  # fmt: skip
+        input=str(tmp_path / "in"),
+        output=output,
+        checkpoint=str(tmp_path / "chk"),
+        partitions=2,
+        max_files_per_trigger=1,
+        output_format=fmt,
+        mapping=mapping,
+    )
     records = run_stream(opts, spark, on_batch=lambda _: None)
     assert [r["version"] for r in records] == [0, 1]  # the stream went on past every line
 

@@ -27,8 +27,10 @@ def _expected_sessions(batch: int, tag: str) -> list[tuple]:
 
 
 def _seen_sessions(uri: str) -> list[tuple]:
-    return sorted((r["key"], r["session_id"], r["user_id"], r["batch_id"])
-                  for r in read_topic(uri, "sessions"))  # fmt: skip
+    return sorted(
+        (r["key"], r["session_id"], r["user_id"], r["batch_id"])
+        for r in read_topic(uri, "sessions")
+    )
 
 
 def _publish(uri: str, batch: int, tag: str, job: str = "job-a") -> None:
@@ -101,8 +103,9 @@ def test_at_least_once_records_carry_batch_and_position_to_drop_repeats(tmp_path
     copies = Counter((r["batch_id"], r["position"]) for r in records)
     assert set(copies.values()) == {2} and len(copies) == 6
     kept = {(r["batch_id"], r["position"]): r for r in records}  # the documented de-dup
-    assert sorted((r["key"], r["session_id"], r["user_id"], r["batch_id"])
-                  for r in kept.values()) == _expected_sessions(0, "a")  # fmt: skip
+    assert sorted(
+        (r["key"], r["session_id"], r["user_id"], r["batch_id"]) for r in kept.values()
+    ) == _expected_sessions(0, "a")
 
 
 @pytest.mark.parametrize(
@@ -136,24 +139,49 @@ def test_records_are_json_with_iso_utc_microseconds_arrays_and_objects():
     from sessionize.sinks.kafka_records import encode
 
     paris = dt.timezone(dt.timedelta(hours=1))
-    table = pa.table({
-        "user_id": pa.array(["u1", None]),
-        "at": pa.array([dt.datetime(2026, 11, 1, 0, 30, 0, 5, tzinfo=paris), None],
-                       pa.timestamp("ms", tz="Europe/Paris")),
-        "tags": pa.array([{"a": 1}, None], pa.map_(pa.string(), pa.int64())),
-        "seen": pa.array([[dt.datetime(2026, 1, 2, tzinfo=dt.UTC)], []],
-                         pa.list_(pa.timestamp("us", tz="UTC"))),
-        "day": pa.array([dt.date(2026, 11, 1), None]),
-        "batch_id": pa.array([4, 4], pa.int64()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "user_id": pa.array(["u1", None]),
+            "at": pa.array(
+                [dt.datetime(2026, 11, 1, 0, 30, 0, 5, tzinfo=paris), None],
+                pa.timestamp("ms", tz="Europe/Paris"),
+            ),
+            "tags": pa.array([{"a": 1}, None], pa.map_(pa.string(), pa.int64())),
+            "seen": pa.array(
+                [[dt.datetime(2026, 1, 2, tzinfo=dt.UTC)], []],
+                pa.list_(pa.timestamp("us", tz="UTC")),
+            ),
+            "day": pa.array([dt.date(2026, 11, 1), None]),
+            "batch_id": pa.array([4, 4], pa.int64()),
+        }
+    )
     records = [(k, json.loads(v)) for k, v in encode(table, positions=True)]
     assert records == [
-        (b"u1", {"user_id": "u1", "at": "2026-10-31T23:30:00.000000Z", "tags": {"a": 1},
-                 "seen": ["2026-01-02T00:00:00.000000Z"], "day": "2026-11-01", "batch_id": 4,
-                 "position": 0}),
-        (None, {"user_id": None, "at": None, "tags": None, "seen": [], "day": None,
-                "batch_id": 4, "position": 1}),
-    ]  # fmt: skip
+        (
+            b"u1",
+            {
+                "user_id": "u1",
+                "at": "2026-10-31T23:30:00.000000Z",
+                "tags": {"a": 1},
+                "seen": ["2026-01-02T00:00:00.000000Z"],
+                "day": "2026-11-01",
+                "batch_id": 4,
+                "position": 0,
+            },
+        ),
+        (
+            None,
+            {
+                "user_id": None,
+                "at": None,
+                "tags": None,
+                "seen": [],
+                "day": None,
+                "batch_id": 4,
+                "position": 1,
+            },
+        ),
+    ]
 
 
 def test_two_jobs_on_one_prefix_have_their_own_batches(tmp_path):

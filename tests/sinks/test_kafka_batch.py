@@ -29,8 +29,9 @@ def test_batch_to_kafka_and_a_refused_reprocess(spark, tmp_path):
         run_batch(opts, spark, on_hour=lambda _: None)
     assert "\n" not in str(err.value) and "duplicates=accept" in str(err.value)
     assert len(read_topic(uri, "sessions")) == len(sessions)  # nothing produced again
-    again = BatchOptions(input=str(inp), output=uri + "&duplicates=accept", start=H0, end=H0,
-                         partitions=2)  # fmt: skip
+    again = BatchOptions(
+        input=str(inp), output=uri + "&duplicates=accept", start=H0, end=H0, partitions=2
+    )
     run_batch(again, spark, on_hour=lambda _: None)
     copies = Counter(r["session_id"] for r in read_topic(uri, "sessions"))
     assert set(copies.values()) == {2} and len(copies) == len(sessions)

@@ -40,8 +40,18 @@ class Broker:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        args = [str(_binary()), "start", "--only", "kafka", "--host", "127.0.0.1",
-                "--kafka-port", str(self.port), "--data-dir", str(self.data)]  # fmt: skip
+        args = [
+            str(_binary()),
+            "start",
+            "--only",
+            "kafka",
+            "--host",
+            "127.0.0.1",
+            "--kafka-port",
+            str(self.port),
+            "--data-dir",
+            str(self.data),
+        ]
         with open(self.data.parent / "broker.log", "a") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -57,8 +67,9 @@ class Broker:
     def stop(self) -> None:
         """As a server restart does: it saves its data and exits."""
         assert self.proc is not None
-        subprocess.run([str(_binary()), "down", "--data-dir", str(self.data)],
-                       capture_output=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            [str(_binary()), "down", "--data-dir", str(self.data)], capture_output=True, timeout=30
+        )
         if self.proc.poll() is None:
             self.proc.terminate()
         self.proc.wait(timeout=30)
@@ -81,8 +92,9 @@ def _publish(sink, batch: int, tag: str) -> None:
 
 def _seen(uri: str) -> Counter:
     """(batch, tag) -> rows a read_committed consumer reads in `sessions`."""
-    return Counter((r["batch_id"], r["session_id"].split("-")[0])
-                   for r in read_topic(uri, "sessions"))  # fmt: skip
+    return Counter(
+        (r["batch_id"], r["session_id"].split("-")[0]) for r in read_topic(uri, "sessions")
+    )
 
 
 def test_broker_down_inside_the_transaction_is_one_line_and_a_restart_produces_it_once(

@@ -32,18 +32,38 @@ def _canonical(rows: list[dict]) -> list[str]:
 
 
 def test_stream_to_kafka_equals_the_same_run_to_parquet(spark, tmp_path):
-    inp = generate(tmp_path / "in", hours=1, users=40, events_per_hour=400, files_per_hour=2,
-                   invalid_rate=0.02, late_rate=0.02)  # fmt: skip
+    inp = generate(
+        tmp_path / "in",
+        hours=1,
+        users=40,
+        events_per_hour=400,
+        files_per_hour=2,
+        invalid_rate=0.02,
+        late_rate=0.02,
+    )
     parquet = StreamOptions(
-        input=str(inp), output=str(tmp_path / "pq"), checkpoint=str(tmp_path / "chk-pq"),
-        partitions=2, max_files_per_trigger=1,
-    )  # fmt: skip
+        input=str(inp),
+        output=str(tmp_path / "pq"),
+        checkpoint=str(tmp_path / "chk-pq"),
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     run_stream(parquet, spark, on_batch=lambda _: None)
     uri = kafka_uri(tmp_path).split("?")[0]  # staged under the checkpoint by default
     done = sessionize(
-        "stream", "--input", str(inp), "--output", uri, "--checkpoint", str(tmp_path / "chk"),
-        "--partitions", "2", "--max-files-per-trigger", "1", env=cli_env(),
-    )  # fmt: skip
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        uri,
+        "--checkpoint",
+        str(tmp_path / "chk"),
+        "--partitions",
+        "2",
+        "--max-files-per-trigger",
+        "1",
+        env=cli_env(),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "chk" / "kafka-staging").is_dir()
     for name in (*OUTPUTS, "events"):

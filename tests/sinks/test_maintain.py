@@ -24,8 +24,9 @@ from tests.sinks.test_exactly_once import _expected, _seen
 def _files(root: str, under: str) -> list[str]:
     fs, base = resolve_fs(root)
     sel = pafs.FileSelector(f"{base}/{under}", allow_not_found=True, recursive=True)
-    return sorted(i.path[len(base) + 1 :] for i in fs.get_file_info(sel)
-                  if i.type == pafs.FileType.File)  # fmt: skip
+    return sorted(
+        i.path[len(base) + 1 :] for i in fs.get_file_info(sel) if i.type == pafs.FileType.File
+    )
 
 
 def _put(root: str, rel: str) -> None:
@@ -107,13 +108,23 @@ def test_compact_waits_for_the_stream_that_writes_the_output(spark, tmp_path):
     line (the stream holds the output's lease); once the stream stopped, it compacts."""
     inp = generate(tmp_path / "in", hours=1, users=40, events_per_hour=400, files_per_hour=2)
     out, chk = tmp_path / "out", tmp_path / "chk"
-    opts = StreamOptions(input=str(inp), output=str(out), checkpoint=str(chk), partitions=2,
-                         trigger="processing-time=1s", max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp),
+        output=str(out),
+        checkpoint=str(chk),
+        partitions=2,
+        trigger="processing-time=1s",
+        max_files_per_trigger=1,
+    )
     run = opts.sessionizer().start(
         lambda: open_stream(spark, opts.input, opts.input_options(), opts.mapping),
-        output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
-        output_format="parquet", input_name=opts.input, on_batch=lambda _: None,
-    )  # fmt: skip
+        output=opts.output,
+        checkpoint=opts.checkpoint,
+        trigger=opts.trigger,
+        output_format="parquet",
+        input_name=opts.input,
+        on_batch=lambda _: None,
+    )
     try:
         while len(run.records) < 2:  # both files published: the stream idles, still running
             assert run.query.isActive, run.query.exception()

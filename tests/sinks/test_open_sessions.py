@@ -36,8 +36,9 @@ def _write_events(folder) -> list[list[dict]]:
     for k in range(FILES):
         events = []
         for _ in range(60):
-            t = T0 + timedelta(minutes=MINUTES_PER_FILE * k,
-                               seconds=rng.randrange(MINUTES_PER_FILE * 60))  # fmt: skip
+            t = T0 + timedelta(
+                minutes=MINUTES_PER_FILE * k, seconds=rng.randrange(MINUTES_PER_FILE * 60)
+            )
             events.append(
                 {
                     "user_id": rng.randrange(1, USERS + 1),
@@ -102,11 +103,17 @@ def test_dashboard_never_sees_a_session_twice_and_counts_the_open_ones(spark, pg
     poller.start()
     try:
         opts = StreamOptions(
-            input=str(tmp_path / "in"), output=pg_output, checkpoint=str(tmp_path / "chk"),
-            partitions=2, max_files_per_trigger=1, open_sessions=True,
-            rules=SessionRules(gap_us=int(GAP.total_seconds() * 1e6),
-                               lateness_us=int(LATENESS.total_seconds() * 1e6)),
-        )  # fmt: skip
+            input=str(tmp_path / "in"),
+            output=pg_output,
+            checkpoint=str(tmp_path / "chk"),
+            partitions=2,
+            max_files_per_trigger=1,
+            open_sessions=True,
+            rules=SessionRules(
+                gap_us=int(GAP.total_seconds() * 1e6),
+                lateness_us=int(LATENESS.total_seconds() * 1e6),
+            ),
+        )
         run_stream(opts, spark, on_batch=lambda _: None)
     finally:
         done.set()
@@ -131,9 +138,11 @@ def conn_count(plain: str, schema: str, table: str) -> int:
 
 @pytest.mark.parametrize(
     ("output", "fmt", "state", "says"),
-    [("out/", "parquet", "files", "--output-format delta"),
-     ("out/", "delta", "spark-rocksdb", "--state files")],
-)  # fmt: skip
+    [
+        ("out/", "parquet", "files", "--output-format delta"),
+        ("out/", "delta", "spark-rocksdb", "--state files"),
+    ],
+)
 def test_refused_where_rows_cannot_be_replaced_by_user(output, fmt, state, says):
     from sessionize.engines.choice import engine_for
     from sessionize.sinks.registry import check_open_sessions
@@ -156,17 +165,26 @@ def test_a_rewind_rebuilds_open_sessions_from_the_restored_state(spark, tmp_path
     files = _write_events(tmp_path / "in")
     out, lateness = str(tmp_path / "out"), timedelta(minutes=30)  # sessions stay open longer
     opts = StreamOptions(
-        input=str(tmp_path / "in"), output=out, checkpoint=str(tmp_path / "chk"), partitions=2,
-        max_files_per_trigger=1, open_sessions=True, output_format="delta",
-        rules=SessionRules(gap_us=int(GAP.total_seconds() * 1e6),
-                           lateness_us=int(lateness.total_seconds() * 1e6)),
-    )  # fmt: skip
+        input=str(tmp_path / "in"),
+        output=out,
+        checkpoint=str(tmp_path / "chk"),
+        partitions=2,
+        max_files_per_trigger=1,
+        open_sessions=True,
+        output_format="delta",
+        rules=SessionRules(
+            gap_us=int(GAP.total_seconds() * 1e6), lateness_us=int(lateness.total_seconds() * 1e6)
+        ),
+    )
 
     def seen() -> tuple[list[tuple[str, int]], list[str]]:
         opened = read_rows("delta", out, "open_sessions")
         emitted = read_rows("delta", out, "sessions")
-        pairs = zip(opened["session_id"].to_pylist(), opened["updated_batch"].to_pylist(),
-                    strict=True) if opened.num_rows else []  # fmt: skip
+        pairs = (
+            zip(opened["session_id"].to_pylist(), opened["updated_batch"].to_pylist(), strict=True)
+            if opened.num_rows
+            else []
+        )
         return sorted(pairs), sorted(emitted["session_id"].to_pylist()) if emitted.num_rows else []
 
     run_stream(opts, spark, on_batch=lambda _: None)

@@ -29,7 +29,9 @@ def test_a_record_per_touched_user_and_a_tombstone_when_none_is_left(tmp_path):
     publish(sink, 1)
     records = read_topic(uri, "open_sessions")
     assert [(r["key"], r.get("batch_id")) for r in records if r["key"] == "2"] == [
-        ("2", 0), ("2", None)]  # batch 0's record, then batch 1's tombstone  # fmt: skip
+        ("2", 0),
+        ("2", None),
+    ]  # batch 0's record, then batch 1's tombstone
     assert _latest_per_user(uri) == OPEN_AFTER[1]
     assert [r["session_id"] for r in read_topic(uri, "sessions")] == ["b"]
     assert open_sink_of("kafka", uri).replaced_as_of("open_sessions") == 1

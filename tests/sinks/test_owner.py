@@ -69,8 +69,9 @@ def test_the_refusal_tells_each_owner_how_to_write_it():
         "'nightly' with state files: run that checkpoint (moved elsewhere, it keeps its "
         "outputs), or give this job another --output"
     )
-    assert "run `sessionize batch` with that state and job" in refusal("/out", NIGHTLY, [],
-                                                                        Claimant(A))  # fmt: skip
+    assert "run `sessionize batch` with that state and job" in refusal(
+        "/out", NIGHTLY, [], Claimant(A)
+    )
     anew = Owner("e" * 32, STREAM, "sessionize", A.place)  # chk-a removed and made again
     assert refusal("/out", A, [], Claimant(anew)) == (
         "output /out belongs to the stream of checkpoint /data/chk-a as it was before it was "
@@ -119,8 +120,9 @@ def test_the_owner_is_recorded_once_and_kept(kind, root):
         OwnerClaim(root, B)()
 
 
-@pytest.mark.parametrize("kind", ["parquet", "parquet-s3", "delta", "delta-s3", "postgresql",
-                                  "kafka", "iceberg"])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind", ["parquet", "parquet-s3", "delta", "delta-s3", "postgresql", "kafka", "iceberg"]
+)
 def test_an_output_written_before_owners_says_what_it_holds(kind, root):
     """What the commits of each sink say, with no owner record: the outputs with batches."""
     sink = make_sink(kind, root)

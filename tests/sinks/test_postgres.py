@@ -48,8 +48,7 @@ def test_killed_before_or_inside_publish_then_rerun_gives_each_row_once(pg_outpu
         staged = conn.execute(
             f'SELECT count(*) FROM "{_schema(pg_output)}"._sessionize_staged_sessions'
         ).fetchone()[0]
-    assert batches == [(0, {"sessions": 6, "page_views": 0, "late_events": 0,
-                            "invalid_events": 6})]  # fmt: skip
+    assert batches == [(0, {"sessions": 6, "page_views": 0, "late_events": 0, "invalid_events": 6})]
     assert staged == 0
 
 
@@ -72,8 +71,9 @@ def test_connection_lost_mid_publish_is_one_line_and_a_retry_completes(pg_output
             with psycopg.connect(pg_output.split("?")[0], autocommit=True) as admin:
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> "
-                    "pg_backend_pid() AND query LIKE %s", (f"%{_schema(pg_output)}%",)
-                )  # fmt: skip
+                    "pg_backend_pid() AND query LIKE %s",
+                    (f"%{_schema(pg_output)}%",),
+                )
         real(name, version)
 
     monkeypatch.setattr(faults, "pause_point", terminate)
@@ -118,18 +118,24 @@ def test_tables_have_real_column_types_and_indexes(pg_output):
     sink.publish(0)
     schema = _schema(pg_output)
     with psycopg.connect(pg_output.split("?")[0]) as conn:
-        types = dict(conn.execute(
-            "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = %s", (schema,),
-        ).fetchall())  # fmt: skip
-        indexes = {r[0] for r in conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'sessions'",
-            (schema,),
-        )}  # fmt: skip
+        types = dict(
+            conn.execute(
+                "SELECT table_name || '.' || column_name, data_type"
+                " FROM information_schema.columns WHERE table_schema = %s",
+                (schema,),
+            ).fetchall()
+        )
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'sessions'",
+                (schema,),
+            )
+        }
         plan = conn.execute(
-            f"EXPLAIN SELECT * FROM \"{schema}\".sessions WHERE user_id = 7 "
-            "ORDER BY start_time", prepare=False,
-        ).fetchall()  # fmt: skip
+            f'EXPLAIN SELECT * FROM "{schema}".sessions WHERE user_id = 7 ORDER BY start_time',
+            prepare=False,
+        ).fetchall()
     assert types["sessions.start_time"] == "timestamp with time zone"
     assert types["sessions.pages"] == "ARRAY"
     assert types["sessions.user_id"] == types["sessions.batch_id"] == "bigint"
@@ -168,16 +174,26 @@ def test_stream_into_postgresql_equals_parquet_and_rewinds_there(spark, pg_outpu
     from tests.sinks.conftest import read_rows
     from tests.sinks.test_batch_outputs import _canonical
 
-    inp = generate(tmp_path / "in", hours=1, users=60, events_per_hour=400, files_per_hour=2,
-                   invalid_rate=0.01, late_rate=0.01)  # fmt: skip
+    inp = generate(
+        tmp_path / "in",
+        hours=1,
+        users=60,
+        events_per_hour=400,
+        files_per_hour=2,
+        invalid_rate=0.01,
+        late_rate=0.01,
+    )
     secret = "pw7sEcret"
     user, rest = pg_output.split("://", 1)[1].split("@", 1)
     output = f"postgresql://{user}:{secret}@{rest}"  # the test server trusts any password
     for out, run in ((str(tmp_path / "ref"), "ref"), (output, "pg")):
         opts = StreamOptions(
-            input=str(inp), output=out, checkpoint=str(tmp_path / run / "chk"), partitions=2,
+            input=str(inp),
+            output=out,
+            checkpoint=str(tmp_path / run / "chk"),
+            partitions=2,
             max_files_per_trigger=1,
-        )  # fmt: skip
+        )
         run_stream(opts, spark, on_batch=lambda _: None)
     expected = {name: read_rows("parquet", str(tmp_path / "ref"), name) for name in OUTPUTS}
     for name in OUTPUTS:
@@ -233,8 +249,9 @@ def test_pooled_connections_the_server_ended_are_replaced(pg_output):
     with psycopg.connect(pg_output.split("?")[0], autocommit=True) as admin:
         ended = admin.execute(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = %s", (name,),
-        ).fetchone()[0]  # fmt: skip
+            "WHERE application_name = %s",
+            (name,),
+        ).fetchone()[0]
     assert ended >= 1
     assert sink.published("sessions") == [0]
 

@@ -41,15 +41,18 @@ def test_a_postgresql_output_moves_to_another_schema_and_its_state_stays(pg_outp
         state = open_backend(pg_output)  # a state store in the same schema
         state.write_job_settings("job-a", {"partitions": 1})
         before = {name: read_rows(KIND, pg_output, name) for name in OUTPUTS}
-        kept = _tables(base, old_schema) - {*OUTPUTS} - {
-            t for t in _tables(base, old_schema) if t.startswith("_sessionize_")
-        }
+        kept = (
+            _tables(base, old_schema)
+            - {*OUTPUTS}
+            - {t for t in _tables(base, old_schema) if t.startswith("_sessionize_")}
+        )
         assert kept and before["sessions"].num_rows
 
         chk = str(tmp_path / "chk")
         check_or_record(chk, {"output": location_key(pg_output)})
-        done = sessionize("maintain", "--output", pg_output, "--checkpoint", chk,
-                          "--move-output", new)  # fmt: skip
+        done = sessionize(
+            "maintain", "--output", pg_output, "--checkpoint", chk, "--move-output", new
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"moved {location_key(pg_output)} to {location_key(new)}")
 
@@ -62,12 +65,15 @@ def test_a_postgresql_output_moves_to_another_schema_and_its_state_stays(pg_outp
         with lease_of(new):  # the mover gave its epoch back
             pass
 
-        again = sessionize("maintain", "--output", pg_output, "--checkpoint", chk,
-                           "--move-output", new)  # fmt: skip
+        again = sessionize(
+            "maintain", "--output", pg_output, "--checkpoint", chk, "--move-output", new
+        )
         assert again.returncode == 0 and "(0 tables)" in again.stdout, again.stderr
         other_db = new.replace(base.rsplit("/", 1)[1] + "?", "otherdb?")
-        for target, says in ((other_db, "moves to another schema of its own database"),
-                             (str(tmp_path / "dir"), "moves only to another schema")):  # fmt: skip
+        for target, says in (
+            (other_db, "moves to another schema of its own database"),
+            (str(tmp_path / "dir"), "moves only to another schema"),
+        ):
             refused = sessionize("maintain", "--output", new, "--move-output", target)
             lines = refused.stderr.strip().splitlines()
             assert refused.returncode == 2 and len(lines) == 1 and says in lines[0], refused.stderr

@@ -94,14 +94,13 @@ def test_duckdb_delta_scan_reads_what_deltalake_reads_before_and_after_compactio
     sink.invalidate_from(2)
     con = duckdb_with_delta()
     query = f"SELECT batch_id, session_id, session_date FROM delta_scan('{root}/sessions')"
-    expected = sorted(
-        (b, f"a{b}-{b}-{p}-{i}") for b in (0, 1) for p in (0, 1) for i in range(3)
-    )
+    expected = sorted((b, f"a{b}-{b}-{p}-{i}") for b in (0, 1) for p in (0, 1) for i in range(3))
 
     def seen_by_both() -> list:
         by_duckdb = sorted(con.sql(query).fetchall())
-        t = sink.table("sessions").to_pyarrow_table(columns=["batch_id", "session_id",
-                                                            "session_date"])  # fmt: skip
+        t = sink.table("sessions").to_pyarrow_table(
+            columns=["batch_id", "session_id", "session_date"]
+        )
         by_deltalake = sorted(zip(*(t[c].to_pylist() for c in t.column_names), strict=True))
         assert by_duckdb == by_deltalake
         return [(b, s) for b, s, _ in by_duckdb]
@@ -124,8 +123,9 @@ def test_iceberg_readers_see_whole_batches_while_batches_are_committed(tmp_path)
     uri = iceberg_uri(tmp_path)
     sink = open_sink(uri, job="j")
     namespace = sink.output.namespace
-    catalog = SqlCatalog("default", uri=f"sqlite:///{tmp_path}/catalog.db",
-                         warehouse=f"file://{tmp_path}/warehouse")  # fmt: skip
+    catalog = SqlCatalog(
+        "default", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse"
+    )
     batches = [*range(8), 5]  # batch 5 published again, as after a crash
     for b in batches[:1]:
         sink.clear_staging(b)
@@ -140,8 +140,9 @@ def test_iceberg_readers_see_whole_batches_while_batches_are_committed(tmp_path)
             t = table.scan(selected_fields=("batch_id", "session_id")).to_arrow()
             ids = t["session_id"].to_pylist()
             _check(Counter(t["batch_id"].to_pylist()), ids, "pyiceberg")
-            rows = con.sql(f"SELECT batch_id, session_id FROM "
-                           f"iceberg_scan('{table.metadata_location}')").fetchall()  # fmt: skip
+            rows = con.sql(
+                f"SELECT batch_id, session_id FROM iceberg_scan('{table.metadata_location}')"
+            ).fetchall()
             _check(Counter(b for b, _ in rows), [s for _, s in rows], "DuckDB iceberg_scan")
             reads += 1
     finally:

@@ -19,11 +19,17 @@ from sessionize.schema import layout
 from tests.helpers import sessionize
 
 RICH = EventMapping(
-    keep=(("site", "source.site"),), last=(("cart", "cart.id"),), change="campaign",
-    gap="gap_s", url="u", referrer="r", user_agent="ua", session_columns=2,
+    keep=(("site", "source.site"),),
+    last=(("cart", "cart.id"),),
+    change="campaign",
+    gap="gap_s",
+    url="u",
+    referrer="r",
+    user_agent="ua",
+    session_columns=2,
     content=SessionContent(conversions=(Conversion("purchase", "buy", "order.total"),)),
     user_type="string",
-)  # fmt: skip
+)
 # Columns the sinks add to the outputs' schemas: the PostgreSQL staging tables' (`part`),
 # Kafka records' (`position`), every output's `batch_id`.
 ADDED = {"batch_id", "part", "position"}
@@ -68,17 +74,28 @@ def test_refused_starts_leave_no_checkpoint_then_the_corrected_command_runs(
     broker = os.environ["SESSIONIZE_TEST_KAFKA"].removeprefix("kafka://").rstrip("/")
     bad_schema = pg_output.replace("?schema=", "?schema=Bad_")
     cases = [
-        (["--output", str(tmp_path / "out"), "--output-format", "delta", "--open-sessions",
-          "--keep-fields", "updated_batch=technical.browser"], "'updated_batch' cannot name"),
+        (
+            [
+                "--output",
+                str(tmp_path / "out"),
+                "--output-format",
+                "delta",
+                "--open-sessions",
+                "--keep-fields",
+                "updated_batch=technical.browser",
+            ],
+            "'updated_batch' cannot name",
+        ),
         (["--output", bad_schema], "schema='Bad_"),
         (["--output", f"kafka://{broker}/bad prefix"], "Kafka topic names take only"),
-        (["--output", f"kafka://{broker}/\"q\""], "Kafka topic names take only"),
+        (["--output", f'kafka://{broker}/"q"'], "Kafka topic names take only"),
         (["--output", f"kafka://{broker}/{'p' * 300}"], "a topic prefix of at most 234"),
         (["--output", str(tmp_path / "out"), "--job", "a/b"], "job name 'a/b' must be"),
-    ]  # fmt: skip
+    ]
     for flags, fragment in cases:
         _assert_refused(sessionize(*base, *flags, timeout=180), fragment, chk)
-    opts = StreamOptions(input=str(tmp_path / "in"), output=pg_output, checkpoint=str(chk),
-                         partitions=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(tmp_path / "in"), output=pg_output, checkpoint=str(chk), partitions=1
+    )
     [record] = run_stream(opts, spark, on_batch=lambda _: None)
     assert record["batch"]["records"] == 1

@@ -48,8 +48,9 @@ def read_sink(spark, root: Path) -> list[tuple]:
     out = root / "out"
     if not out.exists():
         return []
-    return [tuple(r) for r in spark.read.parquet(str(out)).select("value", "error", "source")
-            .collect()]  # fmt: skip
+    return [
+        tuple(r) for r in spark.read.parquet(str(out)).select("value", "error", "source").collect()
+    ]
 
 
 def assert_exactly_once(rows: list[tuple], expected_values: set[str]) -> None:

@@ -24,8 +24,13 @@ pytestmark = [pytest.mark.services, pytest.mark.needs_spark("python_stream_sourc
 
 
 def event(i: int, tag: str = "e") -> str:
-    return json.dumps({"user_id": i % 37, "event_time": "2026-11-01T10:00:00+00:00",
-                       "page": {"current": f"{tag}{i}"}})  # fmt: skip
+    return json.dumps(
+        {
+            "user_id": i % 37,
+            "event_time": "2026-11-01T10:00:00+00:00",
+            "page": {"current": f"{tag}{i}"},
+        }
+    )
 
 
 @pytest.fixture
@@ -46,8 +51,10 @@ def produce_raw(bootstrap: str, topic: str, records: list[tuple[int, bytes | Non
 def high_watermarks(bootstrap: str, topic: str, partitions: int) -> list[int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "t"})
     try:
-        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                for p in range(partitions)]  # fmt: skip
+        return [
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(partitions)
+        ]
     finally:
         c.close()
 
@@ -134,8 +141,10 @@ def test_new_partition_is_read_from_its_first_record(spark, topic, tmp_path, kaf
 
 def test_latest_starts_after_what_is_already_there(spark, topic, tmp_path):
     publish_kafka([event(i, "old") for i in range(40)], topic)
-    assert run_available_now(kafka_stream(spark, topic, {"startingPosition": "latest"}),
-                             tmp_path) == []  # fmt: skip
+    assert (
+        run_available_now(kafka_stream(spark, topic, {"startingPosition": "latest"}), tmp_path)
+        == []
+    )
     new = [event(i, "new") for i in range(25)]
     publish_kafka(new, topic)
     run_available_now(kafka_stream(spark, topic, {"startingPosition": "latest"}), tmp_path)
@@ -154,8 +163,13 @@ def test_planned_ranges_are_exact_and_replay_identically(topic, kafka_bootstrap)
         assert sum(end["partitions"].values()) == 10
         assert max(end["partitions"].values()) - min(end["partitions"].values()) <= 1
         everything = reader.latestOffset(start, ReadAllAvailable())
-        assert everything["partitions"] == dict(zip(["0", "1", "2"], high_watermarks(
-            kafka_bootstrap, topic.rsplit("/", 1)[1], 3), strict=True))  # fmt: skip
+        assert everything["partitions"] == dict(
+            zip(
+                ["0", "1", "2"],
+                high_watermarks(kafka_bootstrap, topic.rsplit("/", 1)[1], 3),
+                strict=True,
+            )
+        )
 
         def rows(a, b):
             out = []
@@ -209,8 +223,12 @@ def test_asked_without_a_start_a_reader_plans_from_the_end_spark_planned_last(
 
 
 def _values(reader, start: dict, end: dict) -> list[str]:
-    return [v for part in reader.partitions(start, end) for batch in reader.read(part)
-            for v in batch.column("value").to_pylist()]  # fmt: skip
+    return [
+        v
+        for part in reader.partitions(start, end)
+        for batch in reader.read(part)
+        for v in batch.column("value").to_pylist()
+    ]
 
 
 def test_a_range_beyond_what_the_broker_has_fails_instead_of_ending_early(topic):

@@ -25,8 +25,10 @@ from .helpers import unique
 
 # Spark's Python workers inherit the environment the JVM started with, which predates the
 # fixture's dummy AWS variables: the Kinesis source gets its (dummy) credentials as options.
-KINESIS_CREDENTIALS = {"aws_access_key_id": "sessionize-local",
-                       "aws_secret_access_key": "sessionize-local"}  # fmt: skip
+KINESIS_CREDENTIALS = {
+    "aws_access_key_id": "sessionize-local",
+    "aws_secret_access_key": "sessionize-local",
+}
 
 
 @pytest.mark.services
@@ -41,13 +43,20 @@ def test_a_kafka_topic_with_bad_records(spark, tmp_path, kafka_bootstrap):
     assert producer.flush(30) == 0
 
     orders = stateful.source(spark, uri, ORDERS)
-    records = stateful.start(orders, RunningTotals(), output=str(tmp_path / "out"),
-                             checkpoint=str(tmp_path / "chk"), partitions=2).wait()  # fmt: skip
+    records = stateful.start(
+        orders,
+        RunningTotals(),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        partitions=2,
+    ).wait()
     assert sum(r["batch"]["invalid"] for r in records) == 6
     assert latest_totals(tmp_path / "out") == reference(FIRST)
     got = sorted((r["raw"], r["reason"]) for r in invalid_rows(tmp_path / "out"))
-    want = sorted([(line, REASONS[line]) for line in lines if line in REASONS]
-                  + [("\\xff{}", "not UTF-8 (byte 0)")])  # fmt: skip
+    want = sorted(
+        [(line, REASONS[line]) for line in lines if line in REASONS]
+        + [("\\xff{}", "not UTF-8 (byte 0)")]
+    )
     assert got == want
     assert all(r["source"].startswith("kafka:") for r in invalid_rows(tmp_path / "out"))
 
@@ -70,9 +79,14 @@ def test_a_kinesis_stream_with_bad_records_through_a_restart(
 
     def run() -> list[dict]:
         orders = stateful.source(spark, uri, ORDERS, options=options)
-        return stateful.start(orders, RunningTotals(), output=str(tmp_path / "out"),
-                              checkpoint=str(tmp_path / "chk"), state="files",
-                              partitions=2).wait()  # fmt: skip
+        return stateful.start(
+            orders,
+            RunningTotals(),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            state="files",
+            partitions=2,
+        ).wait()
 
     try:
         first = [line.encode() for lines in FIRST for line in lines] + [b"\xff{}"]
@@ -95,8 +109,10 @@ def test_a_kinesis_stream_with_bad_records_through_a_restart(
     assert latest_totals(tmp_path / "out") == reference(FIRST + SECOND)
     invalid = invalid_rows(tmp_path / "out")
     lines = [line for lines in FIRST + SECOND for line in lines]
-    want = sorted([(line, REASONS[line]) for line in lines if line in REASONS]
-                  + [("\\xff{}", "not UTF-8 (byte 0)")])  # fmt: skip
+    want = sorted(
+        [(line, REASONS[line]) for line in lines if line in REASONS]
+        + [("\\xff{}", "not UTF-8 (byte 0)")]
+    )
     assert sorted((r["raw"], r["reason"]) for r in invalid) == want
     sources = [r["source"] for r in invalid]
     assert all(s.startswith(f"kinesis:{name}/shardId-") for s in sources)

@@ -28,8 +28,13 @@ pytestmark = [pytest.mark.services, pytest.mark.needs_spark("python_stream_sourc
 
 
 def event(i: int, tag: str = "e") -> str:
-    return json.dumps({"user_id": i % 41, "event_time": "2026-11-01T10:00:00+00:00",
-                       "page": {"current": f"{tag}{i}"}})  # fmt: skip
+    return json.dumps(
+        {
+            "user_id": i % 41,
+            "event_time": "2026-11-01T10:00:00+00:00",
+            "page": {"current": f"{tag}{i}"},
+        }
+    )
 
 
 # Spark's Python workers inherit the environment the JVM started with, which predates the
@@ -184,8 +189,12 @@ def test_an_available_now_run_leaves_records_stamped_after_its_start_to_the_next
     publish_kinesis(late, stream, options=CREDENTIALS)
 
     def values(reader, a, b):
-        return [v for part in reader.partitions(a, b) for batch in reader.read(part)
-                for v in batch.column("value").to_pylist()]  # fmt: skip
+        return [
+            v
+            for part in reader.partitions(a, b)
+            for batch in reader.read(part)
+            for v in batch.column("value").to_pylist()
+        ]
 
     first_run = KinesisStreamReader({"uri": stream, **OPTIONS})
     start = first_run.initialOffset()
@@ -258,8 +267,12 @@ def test_a_tests_streams_are_deleted_when_it_ends_and_a_dead_sessions_at_the_nex
         StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 20}
     )
     assert not exists(name)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     orphan = f"orphan-{dead}-1-abcdef"
     kinesis_client.create_stream(StreamName=orphan, ShardCount=1)
     try:

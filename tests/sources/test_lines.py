@@ -9,8 +9,9 @@ from sessionize.sources.lines import split_lines
 
 # Line breaks and bytes that are line breaks elsewhere but not in files (`\x85`, `\x0b`,
 # U+2028 in UTF-8), around ordinary text.
-_PIECES = st.sampled_from([b"a", b"bc", b"\n", b"\r", b"\r\n", b"\n\n", b"\x85", b"\x0b",
-                           b"\xe2\x80\xa8", b"\xff", b"{}"])  # fmt: skip
+_PIECES = st.sampled_from(
+    [b"a", b"bc", b"\n", b"\r", b"\r\n", b"\n\n", b"\x85", b"\x0b", b"\xe2\x80\xa8", b"\xff", b"{}"]
+)
 
 
 @settings(max_examples=500, deadline=None)

@@ -21,13 +21,22 @@ def _rows(path) -> list[dict]:
 
 def test_a_good_file_keeps_its_values_and_has_no_error(tmp_path):
     path = tmp_path / "good.parquet"
-    pq.write_table(pa.table({
-        "user_id": pa.array([7], pa.int32()), "event_time": pa.array([T], pa.timestamp("ms")),
-        "page": [{"current": "home"}], "technical": [{"lang": "en"}],
-    }), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "user_id": pa.array([7], pa.int32()),
+                "event_time": pa.array([T], pa.timestamp("ms")),
+                "page": [{"current": "home"}],
+                "technical": [{"lang": "en"}],
+            }
+        ),
+        path,
+    )
     (row,) = _rows(path)
     assert (row["user_id"], row["event_time"], row["page.current"]) == (
-        7, "2026-11-01T00:00:00.000000Z", "home"
+        7,
+        "2026-11-01T00:00:00.000000Z",
+        "home",
     )
     assert row["technical.lang"] == "en"
     assert (row["action"], row["error"], row["raw"]) == (None, None, None)
@@ -35,9 +44,16 @@ def test_a_good_file_keeps_its_values_and_has_no_error(tmp_path):
 
 def test_a_mistyped_field_makes_every_row_invalid_naming_it(tmp_path):
     path = tmp_path / "bad.parquet"
-    pq.write_table(pa.table({
-        "user_id": ["7", "8"], "event_time": [T, T], "page": [{"current": "a"}] * 2,
-    }), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "user_id": ["7", "8"],
+                "event_time": [T, T],
+                "page": [{"current": "a"}] * 2,
+            }
+        ),
+        path,
+    )
     rows = _rows(path)
     assert [r["error"] for r in rows] == [
         "user_id: expected an integer, the Parquet file has string"

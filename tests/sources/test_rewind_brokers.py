@@ -70,10 +70,14 @@ def test_kafka_postgres_delta_rewind_and_rerun(spark, topic, tmp_path):
     state, drop = _postgres(f"t{uuid.uuid4().hex[:12]}")
     try:
         opts = StreamOptions(
-            input=topic, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-            state=state, partitions=2, output_format="delta",
+            input=topic,
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            state=state,
+            partitions=2,
+            output_format="delta",
             source_options={"maxRecordsPerTrigger": "600"},
-        )  # fmt: skip
+        )
         records = run_stream(opts, spark, on_batch=lambda _: None)
         assert len(records) == 2
         whole = tables(tmp_path / "out")
@@ -116,10 +120,13 @@ def test_kinesis_rewind_and_rerun(spark, kinesis_endpoint, kinesis_client, tmp_p
     publish_kinesis(hour_of_lines(tmp_path), uri, create_shards=2)
     try:
         opts = StreamOptions(
-            input=uri, output=str(tmp_path / "out"), checkpoint=str(tmp_path / "chk"),
-            partitions=2, source_options={**KINESIS_OPTIONS, "maxRecordsPerTrigger": "700"},
+            input=uri,
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            partitions=2,
+            source_options={**KINESIS_OPTIONS, "maxRecordsPerTrigger": "700"},
             state=state(),
-        )  # fmt: skip
+        )
         records = run_stream(opts, spark, on_batch=lambda _: None)
         assert len(records) >= 2
         whole = {n: read_output(tmp_path / "out", n) for n in OUTPUTS}

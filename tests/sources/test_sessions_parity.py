@@ -38,10 +38,23 @@ from .helpers import unique
 pytestmark = pytest.mark.services
 
 GENERATE = (
-    "--hours", "3", "--users", "300", "--events-per-hour", "3000", "--seed", "11",
-    "--files-per-hour", "2", "--duplicate-rate", "0.02", "--invalid-rate", "0.005",
-    "--close-rate", "0.1",
-)  # fmt: skip
+    "--hours",
+    "3",
+    "--users",
+    "300",
+    "--events-per-hour",
+    "3000",
+    "--seed",
+    "11",
+    "--files-per-hour",
+    "2",
+    "--duplicate-rate",
+    "0.02",
+    "--invalid-rate",
+    "0.005",
+    "--close-rate",
+    "0.1",
+)
 PARTITIONS = "3"
 # Spark's Python workers keep the environment the JVM started with, which may predate the
 # fixture's dummy AWS variables: the Kinesis source gets its (dummy) credentials as options.
@@ -159,10 +172,18 @@ def test_stream_command_reads_kafka(work, files_run, kafka_topic):
     """The CLI end to end: `sessionize stream --input kafka://...` in its own process."""
     root = work / "cli"
     done = sessionize(
-        "stream", "--input", kafka_topic, "--output", str(root / "out"),
-        "--checkpoint", str(root / "chk"), "--partitions", "3",
-        "--source-option", "startingPosition=earliest",
-    )  # fmt: skip
+        "stream",
+        "--input",
+        kafka_topic,
+        "--output",
+        str(root / "out"),
+        "--checkpoint",
+        str(root / "chk"),
+        "--partitions",
+        "3",
+        "--source-option",
+        "startingPosition=earliest",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("batch 0: ") and " 0 late, " in done.stdout
     assert_same_outputs(files_run[0], root / "out")

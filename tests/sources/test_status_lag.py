@@ -12,10 +12,15 @@ from tests.sources.helpers import unique
 
 def _lines(n: int, first: int = 0) -> list[str]:
     return [
-        json.dumps({"user_id": i % 3, "event_time": f"2026-11-01T00:{i:02d}:00Z",
-                    "page": {"current": f"p{i}"}})
+        json.dumps(
+            {
+                "user_id": i % 3,
+                "event_time": f"2026-11-01T00:{i:02d}:00Z",
+                "page": {"current": f"p{i}"},
+            }
+        )
         for i in range(first, first + n)
-    ]  # fmt: skip
+    ]
 
 
 def _run(spark, tmp_path, uri) -> str:

@@ -65,7 +65,7 @@ def test_decode_flags_bad_payloads_and_keeps_good_ones():
             "no payload (null value)",
             "record too large (11 bytes)",
             None,
-        ],  # fmt: skip
+        ],
         "source": ["a", "b", "c", "d", "e"],
     }
     assert decode_records([b"x" * 10], ["a"], 10).to_pydict()["error"] == [None]  # inclusive
@@ -94,6 +94,15 @@ def test_redaction_hides_passwords_and_secret_query_parameters():
     from sessionize.redaction import redact_uri
 
     uri = "s3://b/p?endpoint_override=h:9&access_key=AK1&secret_key=SK2&scheme=http"
-    assert redact_uri(uri) == "s3://b/p?endpoint_override=h:9&access_key=***&secret_key=***&scheme=http"
-    assert redact_uri("redis://:pw@h:1/0?password=zz&prefix=a") == "redis://:***@h:1/0?password=***&prefix=a"
-    assert redact_uri("kinesis://s?endpoint=http://h:1&region=r") == "kinesis://s?endpoint=http://h:1&region=r"
+    assert (
+        redact_uri(uri)
+        == "s3://b/p?endpoint_override=h:9&access_key=***&secret_key=***&scheme=http"
+    )
+    assert (
+        redact_uri("redis://:pw@h:1/0?password=zz&prefix=a")
+        == "redis://:***@h:1/0?password=***&prefix=a"
+    )
+    assert (
+        redact_uri("kinesis://s?endpoint=http://h:1&region=r")
+        == "kinesis://s?endpoint=http://h:1&region=r"
+    )

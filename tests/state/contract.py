@@ -132,8 +132,9 @@ class StateBackendContract(FenceContract):
             ps.commit(0)
         ps.abort()  # a no-op now
         ps = backend.open(J, 0, -1)
-        bad = rows({1: [1]}).set_column(0, schema.STATE.field(0).with_nullable(True),
-                                        pa.array([None], pa.int64()))  # fmt: skip
+        bad = rows({1: [1]}).set_column(
+            0, schema.STATE.field(0).with_nullable(True), pa.array([None], pa.int64())
+        )
         with pytest.raises(StateError, match="null"):
             ps.put_many(bad)
         ps = backend.open(J, 0, -1)

@@ -34,8 +34,9 @@ def files_runs(spark, tmp_path_factory):
     """One generated input (duplicates, late and invalid lines), run in stream mode and in
     batch mode with the `files` state: what every remote backend must reproduce."""
     root = tmp_path_factory.mktemp("remote-parity")
-    inp = generate(root / "in", hours=3, users=200, events_per_hour=1500, late_rate=0.01,
-                   invalid_rate=0.005)  # fmt: skip
+    inp = generate(
+        root / "in", hours=3, users=200, events_per_hour=1500, late_rate=0.01, invalid_rate=0.005
+    )
     _stream(spark, inp, root / "files-stream", "files")
     _batch(spark, inp, root / "files-batch", "files")
     return root, inp
@@ -44,16 +45,28 @@ def files_runs(spark, tmp_path_factory):
 def _stream(spark, inp, root, state):
     from sessionize.commands.stream import StreamOptions, run_stream
 
-    opts = StreamOptions(input=str(inp), output=str(root / "out"), checkpoint=str(root / "chk"),
-                         state=state, partitions=3, max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=str(inp),
+        output=str(root / "out"),
+        checkpoint=str(root / "chk"),
+        state=state,
+        partitions=3,
+        max_files_per_trigger=1,
+    )
     return run_stream(opts, spark, on_batch=lambda _: None)
 
 
 def _batch(spark, inp, root, state):
     from sessionize.commands.batch import BatchOptions, run_batch
 
-    opts = BatchOptions(input=str(inp), output=str(root / "out"), start=H0,
-                        end=H0 + timedelta(hours=2), state=state, partitions=3)  # fmt: skip
+    opts = BatchOptions(
+        input=str(inp),
+        output=str(root / "out"),
+        start=H0,
+        end=H0 + timedelta(hours=2),
+        state=state,
+        partitions=3,
+    )
     return run_batch(opts, spark, on_hour=lambda _: None)
 
 

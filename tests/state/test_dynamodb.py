@@ -77,9 +77,11 @@ class TestDynamoDBContract(StateBackendContract):
             oldest = min(backend.versions(job, partition), default=None)
             if oldest is None:
                 return []
-            return sorted(sk for pk, sk in items(f"{job}#{partition}")
-                          if pk == f"{job}#{partition}" and sk[0] in "vic"
-                          and int(sk[1:21]) < oldest)  # fmt: skip
+            return sorted(
+                sk
+                for pk, sk in items(f"{job}#{partition}")
+                if pk == f"{job}#{partition}" and sk[0] in "vic" and int(sk[1:21]) < oldest
+            )
 
         return find
 
@@ -131,8 +133,11 @@ def test_layout_items(make_backend, items):
     assert (key1["xs"]["S"], key1["xe"]["S"]) == (f"{J}#0#x1", f"{10 + 2**63:020d}")
     key2 = got[(f"{J}#0#2", "k")]
     assert (key2["xs"]["S"], key2["xe"]["S"]) == (f"{J}#0#x2", f"{20 + 2**63:020d}")
-    changes = {int(sk[1:21]): dynamodb_layout.parse_change(i)[2:]
-               for (pk, sk), i in got.items() if pk == f"{J}#0" and sk.startswith("c")}  # fmt: skip
+    changes = {
+        int(sk[1:21]): dynamodb_layout.parse_change(i)[2:]
+        for (pk, sk), i in got.items()
+        if pk == f"{J}#0" and sk.startswith("c")
+    }
     # version 0 brought both keys into the index; version 1 lowered none and removed 2
     assert changes == {0: ({1: 10, 2: 20}, []), 1: ({}, [2])}
     assert got[(f"{J}#0", f"v{1:020d}")]["meta"]["S"] == '{"watermark": 7}'
@@ -233,7 +238,9 @@ def test_a_changed_key_costs_one_item_write(make_backend, items):
 
 
 def test_expiring_finds_lowered_keys_the_index_does_not_show_yet(
-    make_backend, items, dynamodb_endpoint  # noqa: F811
+    make_backend,
+    items,
+    dynamodb_endpoint,  # noqa: F811
 ):
     """The index is eventually consistent: it may still show a key's xe from before a
     commit lowered it, or not show a new key at all. Put the index attributes of two keys
@@ -247,8 +254,12 @@ def test_expiring_finds_lowered_keys_the_index_does_not_show_yet(
 
     def lag(key: int, update: str, values: dict | None = None) -> None:
         extra = {"ExpressionAttributeValues": values} if values else {}
-        client.update_item(TableName=table, Key={"pk": {"S": f"{J}#0#{key}"}, "sk": {"S": "k"}},
-                           UpdateExpression=update, **extra)  # fmt: skip
+        client.update_item(
+            TableName=table,
+            Key={"pk": {"S": f"{J}#0#{key}"}, "sk": {"S": "k"}},
+            UpdateExpression=update,
+            **extra,
+        )
 
     lag(1, "SET xe = :x", {":x": {"S": dynamodb_layout.expiry_text(1000)}})
     lag(3, "REMOVE xs, xe")
@@ -264,11 +275,14 @@ def test_a_table_of_the_older_layout_is_refused(make_backend, dynamodb_endpoint)
     backend = make_backend()
     client = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name=REGION)
     client.create_table(
-        TableName=backend.table, BillingMode="PAY_PER_REQUEST",
+        TableName=backend.table,
+        BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
-                   {"AttributeName": "sk", "KeyType": "RANGE"}],
-    )  # fmt: skip
+        KeySchema=[
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+    )
     with pytest.raises(StateError, match="older sessionize.*migrate.*new table prefix") as info:
         backend.check()
     assert "\n" not in str(info.value)

@@ -148,8 +148,15 @@ def test_layout_deltas_snapshots_and_records(root):
         if v:
             assert rec["parent_token"] == record(root, v - 1)["token"]
     # the first commit and every third version after a snapshot are snapshots
-    assert kinds == {0: "snapshot", 1: "delta", 2: "delta", 3: "snapshot", 4: "delta",
-                     5: "delta", 6: "snapshot"}  # fmt: skip
+    assert kinds == {
+        0: "snapshot",
+        1: "delta",
+        2: "delta",
+        3: "snapshot",
+        4: "delta",
+        5: "delta",
+        6: "snapshot",
+    }
     assert len(listing) == 14  # one data file and one record per version, nothing else
     assert names(root / J / "_job") == [f"{6:020d}.json"]
 
@@ -454,8 +461,7 @@ def test_a_state_that_fits_the_cache_stays_cached_as_it_changes(root):
     page = "x" * 250
     commit(backend, J, 0, -1, 0, {k: [k] for k in range(2800)}, page=page)  # ~0.9 MB
     for v in range(1, 5):  # each version replaces 200 keys: the state keeps its size
-        commit(backend, J, 0, v - 1, v, {k: [v] for k in range(v * 200, v * 200 + 200)},
-               page=page)  # fmt: skip
+        commit(backend, J, 0, v - 1, v, {k: [v] for k in range(v * 200, v * 200 + 200)}, page=page)
         with backend.open(J, 0, v) as ps:
             assert ps.metrics().cache_hits == 1
     store(root)  # back to the default bound for the other tests

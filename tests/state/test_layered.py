@@ -24,8 +24,10 @@ def test_reads_follow_the_newest_change_of_each_key(settle, monkeypatch):
     state = LayeredState.of(rows(model), spec)
     for _ in range(12):
         # re-put some keys (expiring earlier or later than before), add new ones, remove some
-        puts = {k: [rnd.randrange(100) for _ in range(rnd.randrange(1, 3))]
-                for k in rnd.sample(range(60), 6)}  # fmt: skip
+        puts = {
+            k: [rnd.randrange(100) for _ in range(rnd.randrange(1, 3))]
+            for k in rnd.sample(range(60), 6)
+        }
         removes = [k for k in rnd.sample(range(60), 4) if k not in puts]
         state = state.apply(rows(puts), pa.array(removes, pa.int64()), settle=settle)
         model = {k: e for k, e in (model | puts).items() if k not in removes}

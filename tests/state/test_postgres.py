@@ -66,10 +66,14 @@ class TestPostgresContract(StateBackendContract):
             if oldest is None:
                 return []
             where = " JOIN partitions p USING (pid) WHERE p.job = %s AND p.part = %s AND "
-            versions = sql("SELECT 'version', version FROM versions" + where + "version < %s",
-                           (job, partition, oldest))  # fmt: skip
-            rows = sql("SELECT 'row', key, valid_to FROM state" + where + "valid_to <= %s",
-                       (job, partition, oldest))  # fmt: skip
+            versions = sql(
+                "SELECT 'version', version FROM versions" + where + "version < %s",
+                (job, partition, oldest),
+            )
+            rows = sql(
+                "SELECT 'row', key, valid_to FROM state" + where + "valid_to <= %s",
+                (job, partition, oldest),
+            )
             return versions + rows
 
         return find

@@ -64,10 +64,16 @@ class TestRedisContract(StateBackendContract):
             tag = f"{redis_prefix}:{{{job}/{partition}}}"
             undo = [k.decode() for k in client.scan_iter(f"{tag}:undo:*")]
             found = [k for k in undo if int(k.rsplit(":", 1)[1]) < oldest]
-            found += [f"versions {v.decode()}" for v in client.zrange(f"{tag}:versions", 0, -1)
-                      if int(v) < oldest]  # fmt: skip
-            found += [f"info {f.decode()}" for f in client.hkeys(f"{tag}:info")
-                      if f != b"fence" and int(f.split(b":")[1]) < oldest]  # fmt: skip
+            found += [
+                f"versions {v.decode()}"
+                for v in client.zrange(f"{tag}:versions", 0, -1)
+                if int(v) < oldest
+            ]
+            found += [
+                f"info {f.decode()}"
+                for f in client.hkeys(f"{tag}:info")
+                if f != b"fence" and int(f.split(b":")[1]) < oldest
+            ]
             return sorted(found)
 
         return find

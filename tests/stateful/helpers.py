@@ -79,13 +79,21 @@ def run(
     after: int | None = None,
     batch_id: int = 0,
 ) -> PartitionStep:
-    return step(processor, state, rows, batch_id=batch_id, partition=3,
-                watermark_before=before, watermark_after=after)  # fmt: skip
+    return step(
+        processor,
+        state,
+        rows,
+        batch_id=batch_id,
+        partition=3,
+        watermark_before=before,
+        watermark_after=after,
+    )
 
 
 def as_rows(result: PartitionStep, processor: stateful.Processor) -> list[tuple]:
     """The puts as sorted (k, v, timer_us or None)."""
     t = result.puts.column(processor.timer_column).cast(pa.int64()).to_pylist()
-    out = zip(result.puts.column("k").to_pylist(), result.puts.column("v").to_pylist(), t,
-              strict=True)  # fmt: skip
+    out = zip(
+        result.puts.column("k").to_pylist(), result.puts.column("v").to_pylist(), t, strict=True
+    )
     return sorted((k, v, None if at == NEVER else at) for k, v, at in out)

@@ -18,15 +18,18 @@ WINDOW = 10 * MINUTE_US
 INPUT = pa.schema([f.with_type(pa.int64()) if f.name == "event_time" else f for f in LOGINS])
 
 logins_st = st.lists(
-    st.tuples(st.integers(0, 4), st.sampled_from(["ann", "bob", "cy"]),
-              st.sampled_from(["failure", "failure", "success"])),
+    st.tuples(
+        st.integers(0, 4),
+        st.sampled_from(["ann", "bob", "cy"]),
+        st.sampled_from(["failure", "failure", "success"]),
+    ),
     max_size=50,
 ).map(
     lambda steps: [
         {"user": u, "event_time": sum(s for s, _, _ in steps[: i + 1]) * MINUTE_US, "outcome": o}
         for i, (_, u, o) in enumerate(steps)
     ]
-)  # fmt: skip
+)
 
 
 def reference(logins: list[dict], n: int) -> Counter:

@@ -40,13 +40,18 @@ EXTRA = [{"customer_id": 5, "amount": 7.5}, {"customer_id": 1, "amount": 0.5}]
 def _stream(spark, root: Path, state: str = "files", partitions: int = 2) -> None:
     rows = (
         spark.readStream.schema("customer_id long, amount double")
-        .option("maxFilesPerTrigger", 1).json(str(root / "in"))
-    )  # fmt: skip
+        .option("maxFilesPerTrigger", 1)
+        .json(str(root / "in"))
+    )
     stateful.start(
-        rows, RunningTotals(), output=(root / "output").read_text(),
-        checkpoint=str(root / "chk"), state=state, partitions=partitions,
+        rows,
+        RunningTotals(),
+        output=(root / "output").read_text(),
+        checkpoint=str(root / "chk"),
+        state=state,
+        partitions=partitions,
         on_batch=lambda _: None,
-    ).wait()  # fmt: skip
+    ).wait()
 
 
 def _per_batch(root: Path) -> list[set[tuple]]:
@@ -54,10 +59,12 @@ def _per_batch(root: Path) -> list[set[tuple]]:
     sink = ManifestParquetSink((root / "output").read_text(), outputs=named(("totals",)))
     fs, base = sink._fs()
     totals = ds.dataset(
-        sink.committed_files("totals"), filesystem=fs, format="parquet",
+        sink.committed_files("totals"),
+        filesystem=fs,
+        format="parquet",
         partitioning=ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive"),
         partition_base_dir=f"{base}/totals",
-    ).to_table()  # fmt: skip
+    ).to_table()
     got: list[set[tuple]] = [set() for _ in range(max(totals["batch_id"].to_pylist()) + 1)]
     for row in totals.to_pylist():
         got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
@@ -71,8 +78,7 @@ def job(spark, tmp_path_factory) -> Path:
     s3_endpoint = os.environ["SESSIONIZE_TEST_S3"].removeprefix("http://")
     bucket = f"t-{uuid.uuid4().hex[:12]}"
     s3_client(s3_endpoint).create_bucket(Bucket=bucket)
-    (root / "output").write_text(f"s3://{bucket}/out?endpoint_override={s3_endpoint}"
-                                 "&scheme=http")  # fmt: skip
+    (root / "output").write_text(f"s3://{bucket}/out?endpoint_override={s3_endpoint}&scheme=http")
     _write(root / "in", SPLIT)
     _stream(spark, root)
     assert _per_batch(root) == reference(SPLIT)
@@ -93,21 +99,27 @@ def test_history_and_status_of_a_processor_job(job):
     customers = len({o["customer_id"] for b in SPLIT for o in b})  # a gauge: held now
     assert status["counters"] == {"orders": sum(len(b) for b in SPLIT), "customers": customers}
     assert status["state"] == "files" and not status["driver"]["running"]
-    assert (f"totals: 9 lines read, 0 invalid, 9 events in, 0 late, {customers} customers, "
-            "9 orders") in describe(status)  # fmt: skip
+    assert (
+        f"totals: 9 lines read, 0 invalid, 9 events in, 0 late, {customers} customers, 9 orders"
+    ) in describe(status)
 
 
 def test_state_inspect_and_export_of_a_processor_job(job, tmp_path):
     (final,) = reference([[o for b in SPLIT for o in b]])
     sj = locate(str(job / "chk"), None)
     version, parts = summarize(sj)
-    assert version == 3 and sum(p.users for p in parts) == len(final) == sum(p.sessions
-                                                                             for p in parts)
+    assert version == 3 and sum(p.users for p in parts) == len(final) == sum(
+        p.sessions for p in parts
+    )
     at, n = export_state(sj, str(tmp_path / "state.parquet"))
     exported = pq.read_table(tmp_path / "state.parquet")
     assert (at, n) == (3, len(final))
-    assert set(zip(*(exported[c].to_pylist() for c in ("customer_id", "orders", "total")),
-                   strict=True)) == final  # fmt: skip
+    assert (
+        set(
+            zip(*(exported[c].to_pylist() for c in ("customer_id", "orders", "total")), strict=True)
+        )
+        == final
+    )
     assert exported["_timer"].null_count == n  # no event time: no key has a timer
     one = key_state(sj, "1")
     assert [(r["customer_id"], r["orders"], r["total"]) for r in one.to_pylist()] == [
@@ -138,6 +150,7 @@ def test_rewind_repartition_and_continue_equal_the_loop(spark, job):
 
 def _write_extra(inp: Path) -> None:
     path = inp / "004.jsonl"
-    path.write_text("".join(f'{{"customer_id": {o["customer_id"]}, "amount": {o["amount"]}}}\n'
-                            for o in EXTRA))  # fmt: skip
+    path.write_text(
+        "".join(f'{{"customer_id": {o["customer_id"]}, "amount": {o["amount"]}}}\n' for o in EXTRA)
+    )
     os.utime(path, (1_000_000 + 4, 1_000_000 + 4))

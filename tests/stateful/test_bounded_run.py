@@ -16,9 +16,14 @@ from tests.settings_in_records import move_settings_into_records
 from . import test_running_totals
 from .helpers import ORDER_COLUMNS
 
-SPLIT = [[{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0},
-          {"customer_id": 1, "amount": 4.0}],
-         [{"customer_id": 2, "amount": 8.0}, {"customer_id": 3, "amount": 0.5}]]  # fmt: skip
+SPLIT = [
+    [
+        {"customer_id": 1, "amount": 2.0},
+        {"customer_id": 2, "amount": 1.0},
+        {"customer_id": 1, "amount": 4.0},
+    ],
+    [{"customer_id": 2, "amount": 8.0}, {"customer_id": 3, "amount": 0.5}],
+]
 
 
 def test_each_run_is_the_next_version_and_totals_continue(spark, tmp_path):
@@ -26,8 +31,7 @@ def test_each_run_is_the_next_version_and_totals_continue(spark, tmp_path):
     records = []
     for batch in SPLIT:
         df = spark.createDataFrame(batch, ORDER_COLUMNS)
-        records.append(stateful.run(df, RunningTotals(), output=out, state="files",
-                                    partitions=2))  # fmt: skip
+        records.append(stateful.run(df, RunningTotals(), output=out, state="files", partitions=2))
         if not records[1:]:
             settings = move_settings_into_records(tmp_path / "out" / "_state", "stateful")
             with pytest.raises(ConfigError, match=r"partitions 2 \(now 3\)"):
@@ -46,8 +50,13 @@ def test_each_run_is_the_next_version_and_totals_continue(spark, tmp_path):
         got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
     assert got == test_running_totals.reference(SPLIT)
     with pytest.raises(ConfigError, match=r"partitions 2 \(now 3\)"):
-        stateful.run(spark.createDataFrame(SPLIT[0], ORDER_COLUMNS), RunningTotals(),
-                     output=out, state="files", partitions=3)  # fmt: skip
+        stateful.run(
+            spark.createDataFrame(SPLIT[0], ORDER_COLUMNS),
+            RunningTotals(),
+            output=out,
+            state="files",
+            partitions=3,
+        )
 
 
 @pytest.mark.parametrize("state", ["spark-rocksdb", "spark-hdfs"])

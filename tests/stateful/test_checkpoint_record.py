@@ -37,9 +37,7 @@ def test_the_first_start_records_the_processor_and_the_same_one_restarts(tmp_pat
         (_record(RunningTotals()), "processor 'Dedup' (now 'RunningTotals')"),
     ],
 )
-def test_a_restart_with_another_processor_is_refused_naming_the_difference(
-    tmp_path, other, named
-):
+def test_a_restart_with_another_processor_is_refused_naming_the_difference(tmp_path, other, named):
     check_or_record_processor(str(tmp_path), _record(Dedup(hours=2)))
     with pytest.raises(IncompatibleCheckpoint) as refused:
         check_or_record_processor(str(tmp_path), other)

@@ -17,8 +17,16 @@ from .helpers import TS, Probe, StringProbe, spark_xxhash64
 
 
 def test_public_names():
-    assert set(stateful.__all__) >= {"Processor", "Update", "Context", "Output", "stream",
-                                     "run", "start", "run_local"}  # fmt: skip
+    assert set(stateful.__all__) >= {
+        "Processor",
+        "Update",
+        "Context",
+        "Output",
+        "stream",
+        "run",
+        "start",
+        "run_local",
+    }
     assert all(hasattr(stateful, name) for name in stateful.__all__)
 
 
@@ -92,7 +100,7 @@ def _processor(**attrs) -> stateful.Processor:
                 }
             },
             r"output 'o': key column\(s\) \['b'\] are not in its schema",
-        ),  # fmt: skip
+        ),
         (
             {"outputs": {"o": stateful.Output(pa.schema([("a", pa.int64())]), partition_by="d")}},
             r"partition_by column\(s\) \['d'\]",
@@ -108,7 +116,7 @@ def _processor(**attrs) -> stateful.Processor:
                 },
             },
             "late output 'o' must be appended",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_wrong_declaration_is_refused_in_one_line(attrs, match):

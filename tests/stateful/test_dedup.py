@@ -59,9 +59,10 @@ def reference(split: list[list[dict]], lateness: int):
 
 def pairs(tables) -> Counter:
     return Counter(
-        (i, t) for table in tables
+        (i, t)
+        for table in tables
         for i, t in zip(table.column("event_id").to_pylist(), times_of(table), strict=True)
-    )  # fmt: skip
+    )
 
 
 def check(events: list[dict], at: list[int], lateness: int):
@@ -100,8 +101,11 @@ def test_out_of_order_streams_with_lateness_equal_the_loop(data, events, latenes
 def test_the_sample_keeps_a_again_after_its_window():
     run = run_local(Dedup(hours=2), SAMPLE)
     assert run.output("events").column("payload").to_pylist() == [
-        "x", "y", "again, after 2 hours", "z",
-    ]  # fmt: skip
+        "x",
+        "y",
+        "again, after 2 hours",
+        "z",
+    ]
     assert run.counters == {"duplicates": 1}
 
 
@@ -115,8 +119,10 @@ def test_run_local_takes_lateness_as_a_duration_like_stream():
     from sessionize.errors import ConfigError
 
     first = [{"event_id": "a", "event_time": 5 * HOUR_US, "payload": "0"}]
-    then = [{"event_id": "b", "event_time": 4 * HOUR_US - 1, "payload": "1"},
-            {"event_id": "c", "event_time": 4 * HOUR_US, "payload": "2"}]  # fmt: skip
+    then = [
+        {"event_id": "b", "event_time": 4 * HOUR_US - 1, "payload": "1"},
+        {"event_id": "c", "event_time": 4 * HOUR_US, "payload": "2"},
+    ]
     split = [b.cast(EVENTS) for b in batches(first + then, [1], _as_ts(EVENTS))]
     for lateness in ("1h", timedelta(hours=1), HOUR_US):
         run = run_local(Dedup(hours=1), split, lateness=lateness)

@@ -16,10 +16,15 @@ from sessionize.sinks.outputs import Outputs, OutputSpec, named
 from . import test_running_totals
 from .helpers import ORDER_COLUMNS
 
-SPLIT = [[{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0},
-          {"customer_id": 1, "amount": 4.0}],
-         [{"customer_id": 2, "amount": 8.0}, {"customer_id": 3, "amount": 0.5}],
-         [{"customer_id": 1, "amount": None}, {"customer_id": 3, "amount": 1.5}]]  # fmt: skip
+SPLIT = [
+    [
+        {"customer_id": 1, "amount": 2.0},
+        {"customer_id": 2, "amount": 1.0},
+        {"customer_id": 1, "amount": 4.0},
+    ],
+    [{"customer_id": 2, "amount": 8.0}, {"customer_id": 3, "amount": 0.5}],
+    [{"customer_id": 1, "amount": None}, {"customer_id": 3, "amount": 1.5}],
+]
 
 
 def latest_totals() -> RunningTotals:
@@ -42,8 +47,9 @@ def test_delta_outputs_equal_the_loop_through_restarts(spark, tmp_path):
     out = str(tmp_path / "out")
     for batch in SPLIT:  # every run is a new engine on the same output and state: a restart
         df = spark.createDataFrame(batch, ORDER_COLUMNS)
-        stateful.run(df, latest_totals(), output=out, state="files", partitions=2,
-                     output_format="delta")  # fmt: skip
+        stateful.run(
+            df, latest_totals(), output=out, state="files", partitions=2, output_format="delta"
+        )
     got = [set() for _ in SPLIT]
     for row in DeltaTable(f"{out}/totals").to_pyarrow_table().to_pylist():
         got[row["batch_id"]].add((row["customer_id"], row["orders"], row["total"]))
@@ -55,8 +61,13 @@ def test_delta_outputs_equal_the_loop_through_restarts(spark, tmp_path):
     assert sorted(rows) == sorted(final)  # one row per customer: no duplicates
 
     with pytest.raises(ConfigError, match=r"output_format 'delta' \(now 'parquet'\)"):
-        stateful.run(spark.createDataFrame(SPLIT[0], ORDER_COLUMNS), RunningTotals(),
-                     output=out, state="files", partitions=2)  # fmt: skip
+        stateful.run(
+            spark.createDataFrame(SPLIT[0], ORDER_COLUMNS),
+            RunningTotals(),
+            output=out,
+            state="files",
+            partitions=2,
+        )
 
 
 def test_replace_by_key_is_refused_on_parquet_in_one_line(spark, tmp_path):
@@ -77,8 +88,9 @@ def _stage(sink: DeltaSink, batch_id: int, rows: list[tuple], deleted: list[int]
 
 
 def test_a_replayed_merge_gives_the_same_table(tmp_path):
-    sink = DeltaSink(str(tmp_path), "job",
-                     Outputs((OutputSpec("latest", TOTALS, key=("customer_id",)),)))
+    sink = DeltaSink(
+        str(tmp_path), "job", Outputs((OutputSpec("latest", TOTALS, key=("customer_id",)),))
+    )
     _stage(sink, 0, [(1, 1, 2.0), (2, 1, 1.0), (3, 1, 5.0)], [])
     sink.publish(0)
     for _ in range(2):  # the batch, then its replay after a failure before the state commit

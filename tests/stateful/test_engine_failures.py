@@ -17,9 +17,11 @@ from sessionize.errors import ProcessorError
 from . import test_running_totals
 from .helpers import ORDER_COLUMNS
 
-SPLIT = [[{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0}],
-         [{"customer_id": 13, "amount": 4.0}, {"customer_id": 1, "amount": 1.0}],
-         [{"customer_id": 2, "amount": 8.0}]]  # fmt: skip
+SPLIT = [
+    [{"customer_id": 1, "amount": 2.0}, {"customer_id": 2, "amount": 1.0}],
+    [{"customer_id": 13, "amount": 4.0}, {"customer_id": 1, "amount": 1.0}],
+    [{"customer_id": 2, "amount": 8.0}],
+]
 
 
 def test_a_raising_processor_commits_nothing_and_the_fixed_one_completes(spark, tmp_path):
@@ -48,9 +50,12 @@ def test_a_raising_processor_commits_nothing_and_the_fixed_one_completes(spark, 
     def start(fixed: bool):
         rows = spark.readStream.schema(ORDER_COLUMNS).option("maxFilesPerTrigger", 1)
         return stateful.start(
-            rows.json(str(inp)), Totals(fixed), output=str(tmp_path / "out"),
-            checkpoint=str(tmp_path / "chk"), partitions=2,
-        )  # fmt: skip
+            rows.json(str(inp)),
+            Totals(fixed),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            partitions=2,
+        )
 
     with pytest.raises(ProcessorError) as failed:
         start(fixed=False).wait()

@@ -37,8 +37,10 @@ def _iso(us: int) -> str:
 
 def _orders() -> list[list[dict]]:
     amounts = iter(range(1, 100))
-    return [[{"customer_id": c, "amount": float(next(amounts))} for c in batch]
-            for batch in ([1, 2, 1], [2, 3], [1, 4, 4], [3])]  # fmt: skip
+    return [
+        [{"customer_id": c, "amount": float(next(amounts))} for c in batch]
+        for batch in ([1, 2, 1], [2, 3], [1, 4, 4], [3])
+    ]
 
 
 def _logins() -> list[list[dict]]:
@@ -62,14 +64,30 @@ def _write(inp: Path, split: list[list[dict]], bad: dict[int, str] | None = None
 
 
 def _run(module: str, tmp: Path, env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
-    args = [sys.executable, "-m", f"examples.{module}", "--input", str(tmp / "in"),
-            "--output", str(tmp / "out"), "--checkpoint", str(tmp / "chk"),
-            "--files-per-trigger", "1", "--partitions", "2"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        f"examples.{module}",
+        "--input",
+        str(tmp / "in"),
+        "--output",
+        str(tmp / "out"),
+        "--checkpoint",
+        str(tmp / "chk"),
+        "--files-per-trigger",
+        "1",
+        "--partitions",
+        "2",
+    ]
     return subprocess.Popen(
-        args, cwd=ROOT, stdout=log.open("w") if log else subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env=env,
+        args,
+        cwd=ROOT,
+        stdout=log.open("w") if log else subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def _killed_then_finished(tmp: dict[str, Path]) -> None:
@@ -119,12 +137,19 @@ def test_each_example_killed_mid_stream_and_restarted_equals_the_reference(tmp_p
     assert got == test_running_totals.reference(split)
     invalid = read_output(out, "invalid").to_pylist()
     source = f"file:{tmp['running_totals'] / 'in' / '001.jsonl'}"
-    assert invalid == [{"raw": BAD_ORDER, "reason": "missing customer_id", "source": source,
-                        "batch_id": 1}]  # fmt: skip
+    assert invalid == [
+        {"raw": BAD_ORDER, "reason": "missing customer_id", "source": source, "batch_id": 1}
+    ]
 
     split, out = splits["alerts"], tmp["alerts"] / "out"
     alerts = read_output(out, "alerts")
-    got_alerts = Counter(zip(alerts["user"].to_pylist(), _us(alerts, "alert_time"),
-                             _us(alerts, "first_failure"), strict=True))  # fmt: skip
+    got_alerts = Counter(
+        zip(
+            alerts["user"].to_pylist(),
+            _us(alerts, "alert_time"),
+            _us(alerts, "first_failure"),
+            strict=True,
+        )
+    )
     expected = test_alerts.reference([row for batch in split for row in batch], 3)
     assert got_alerts == expected and sum(expected.values()) == 2

@@ -26,8 +26,9 @@ def test_running_totals_reads_one_micro_batch_per_file(tmp_path, monkeypatch, ca
     files = []
     for n, batch in enumerate([[(1, 2.0), (1, 3.0)], [(1, 5.0), (7, 1.0)]]):
         path = tmp_path / f"{n}.jsonl"
-        path.write_text("".join(json.dumps({"customer_id": c, "amount": a}) + "\n"
-                                for c, a in batch))  # fmt: skip
+        path.write_text(
+            "".join(json.dumps({"customer_id": c, "amount": a}) + "\n" for c, a in batch)
+        )
         files.append(str(path))
     monkeypatch.setattr(sys, "argv", ["running_totals", *files])
     running_totals.main()
@@ -42,11 +43,22 @@ def test_an_example_on_spark_fails_in_one_line(tmp_path):
     not preceded by what Spark's JVM prints as it starts."""
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "0.jsonl").write_text('{"customer_id": 1, "amount": 2.0}\n')
-    args = [sys.executable, "-m", "examples.running_totals", "--input", str(tmp_path / "in"),
-            "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "chk"),
-            "--state", "nosuch://x"]  # fmt: skip
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=cli_env(),
-                          timeout=300)  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "examples.running_totals",
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "chk"),
+        "--state",
+        "nosuch://x",
+    ]
+    done = subprocess.run(
+        args, cwd=ROOT, capture_output=True, text=True, env=cli_env(), timeout=300
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         "sessionize: error: unknown state store scheme 'nosuch:'; use one of dynamodb, file, "

@@ -44,8 +44,9 @@ def test_totals_per_batch_equal_the_loop_for_any_split(data, orders):
     assert got == reference([b.to_pylist() for b in split])
     # batch-split invariance: the state is the totals of all orders, however they were cut
     (final,) = reference([orders]) if orders else [set()]
-    assert {tuple(r.values()) for r in run.state.select(["customer_id", "orders", "total"])
-            .to_pylist()} == final  # fmt: skip
+    assert {
+        tuple(r.values()) for r in run.state.select(["customer_id", "orders", "total"]).to_pylist()
+    } == final
     assert run.counters.get("orders", 0) == len(orders)
     assert run.counters.get("customers", 0) == len({o["customer_id"] for o in orders})
     assert "late" not in run.outputs
@@ -54,5 +55,7 @@ def test_totals_per_batch_equal_the_loop_for_any_split(data, orders):
 def test_the_sample_runs():
     run = run_local(RunningTotals(), SAMPLE)
     assert {r["customer_id"]: r["total"] for r in run.output("totals").to_pylist()} == {
-        1: 12.5, 2: 6.0, 3: 0.0,
-    }  # fmt: skip
+        1: 12.5,
+        2: 6.0,
+        3: 0.0,
+    }

@@ -17,11 +17,16 @@ from sessionize.sources.typed import RecordDecoder, typed_batch
 
 from .streams import SETTINGS
 
-SCHEMA = pa.schema([
-    pa.field("customer_id", pa.int64(), nullable=False), ("amount", pa.float64()),
-    ("t", pa.timestamp("us", tz="UTC")), ("name", pa.string()), ("ok", pa.bool_()),
-    ("small", pa.int32()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("customer_id", pa.int64(), nullable=False),
+        ("amount", pa.float64()),
+        ("t", pa.timestamp("us", tz="UTC")),
+        ("name", pa.string()),
+        ("ok", pa.bool_()),
+        ("small", pa.int32()),
+    ]
+)
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?")
 
 
@@ -105,9 +110,8 @@ def expected_rows(records: list[tuple]) -> list[dict]:
 def parsed_rows(records: list[tuple]) -> list[dict]:
     batch = pa.RecordBatch.from_pylist(
         [{"value": v, "error": e, "source": s} for v, e, s in records],
-        schema=pa.schema([("value", pa.string()), ("error", pa.string()),
-                          ("source", pa.string())]),
-    )  # fmt: skip
+        schema=pa.schema([("value", pa.string()), ("error", pa.string()), ("source", pa.string())]),
+    )
     rows = typed_batch(RecordDecoder(SCHEMA), batch).to_pylist()
     for row in rows:
         if row["t"] is not None:
@@ -120,26 +124,51 @@ HOSTILE = [
     '{"customer_id": 2, "t": "2026-11-01 10:00:00.123456+02:00"}',
     '{"customer_id": 3, "t": "2026-11-01T10:00:00"}',
     '{"customer_id": 4, "amount": 7}',
-    '{"customer_id": "5"}', '{"customer_id": 5.0}', '{"customer_id": true}',
-    '{"customer_id": 9223372036854775807}', '{"customer_id": 9223372036854775808}',
-    '{"customer_id": -9223372036854775809}', '{"customer_id": 1, "small": 2147483648}',
-    '{"customer_id": 1, "amount": "2"}', '{"customer_id": 1, "amount": 1e400}',
-    '{"customer_id": 1, "name": 5}', '{"customer_id": 1, "ok": 1}',
-    '{"customer_id": 1, "t": "yesterday"}', '{"customer_id": 1, "t": 1700000000}',
-    '{"customer_id": 1, "t": "2026-13-45T99:99:99Z"}', '{"customer_id": 1, "t": "2026-11-01"}',
-    '{"customer_id": null}', '{"amount": 1}', "{}", "[1]", "42", "null", '"text"', "",
-    "   ", "not json", '{"customer_id": 1', '{"customer_id": 1} trailing',
-    '{"customer_id": 1, "customer_id": 2}', '{"customer_id": "x", "customer_id": 2}',
-    '{"customer_id": 1, "amount": NaN}', '{"customer_id": 1, "extra": {"deep": [1, 2]}}',
-    '{"customer_id": 1, "name": "caf\\u00e9 \\u2615 \\" \\\\"}', "[" * 50 + "]" * 50,
-    '{"customer_id": 1},{"customer_id": 2}', '{"name": "a\\u0000b", "customer_id": 6}',
+    '{"customer_id": "5"}',
+    '{"customer_id": 5.0}',
+    '{"customer_id": true}',
+    '{"customer_id": 9223372036854775807}',
+    '{"customer_id": 9223372036854775808}',
+    '{"customer_id": -9223372036854775809}',
+    '{"customer_id": 1, "small": 2147483648}',
+    '{"customer_id": 1, "amount": "2"}',
+    '{"customer_id": 1, "amount": 1e400}',
+    '{"customer_id": 1, "name": 5}',
+    '{"customer_id": 1, "ok": 1}',
+    '{"customer_id": 1, "t": "yesterday"}',
+    '{"customer_id": 1, "t": 1700000000}',
+    '{"customer_id": 1, "t": "2026-13-45T99:99:99Z"}',
+    '{"customer_id": 1, "t": "2026-11-01"}',
+    '{"customer_id": null}',
+    '{"amount": 1}',
+    "{}",
+    "[1]",
+    "42",
+    "null",
+    '"text"',
+    "",
+    "   ",
+    "not json",
+    '{"customer_id": 1',
+    '{"customer_id": 1} trailing',
+    '{"customer_id": 1, "customer_id": 2}',
+    '{"customer_id": "x", "customer_id": 2}',
+    '{"customer_id": 1, "amount": NaN}',
+    '{"customer_id": 1, "extra": {"deep": [1, 2]}}',
+    '{"customer_id": 1, "name": "caf\\u00e9 \\u2615 \\" \\\\"}',
+    "[" * 50 + "]" * 50,
+    '{"customer_id": 1},{"customer_id": 2}',
+    '{"name": "a\\u0000b", "customer_id": 6}',
 ]
 
 
 def test_valid_almost_valid_and_hostile_lines_match_the_loop():
     records = [(line, None, f"f.jsonl:{n}") for n, line in enumerate(HOSTILE)]
-    records += [(None, "no payload (null value)", "kafka:t/0/1"),
-                ("\\xff x", "not UTF-8 (byte 0)", "kafka:t/0/2"), (None, None, "x")]  # fmt: skip
+    records += [
+        (None, "no payload (null value)", "kafka:t/0/1"),
+        ("\\xff x", "not UTF-8 (byte 0)", "kafka:t/0/2"),
+        (None, None, "x"),
+    ]
     got, want = parsed_rows(records), expected_rows(records)
     for line, g, w in zip(records, got, want, strict=True):
         assert g == w, line
@@ -150,11 +179,16 @@ def test_valid_almost_valid_and_hostile_lines_match_the_loop():
 
 
 _value = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(allow_nan=False),
-    st.text(max_size=5), st.sampled_from(["2026-11-01T10:00:00Z", "2026-02-30T00:00:00",
-                                          "2026-11-01 23:59:59.5-01:30", "1999"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.sampled_from(
+        ["2026-11-01T10:00:00Z", "2026-02-30T00:00:00", "2026-11-01 23:59:59.5-01:30", "1999"]
+    ),
     st.lists(st.integers(), max_size=2),
-)  # fmt: skip
+)
 _line = st.dictionaries(st.sampled_from([*SCHEMA.names, "other"]), _value, max_size=7)
 
 
@@ -178,12 +212,15 @@ def test_rows_marked_invalid_or_without_key_or_time_are_set_aside_with_their_rea
         (None, None, None, None, None), (None, None, "x", "not a JSON object", "f:1"),
         (None, None, None, "no payload (null value)", "kafka:t/0/3"), (3, 12, None, None, None),
     ]  # fmt: skip
-    table = pa.table({
-        "k": pa.array([r[0] for r in rows], pa.int64()),
-        "t": pa.array([r[1] for r in rows], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        "_raw": [r[2] for r in rows], "_reason": [r[3] for r in rows],
-        "_source": [r[4] for r in rows],
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "k": pa.array([r[0] for r in rows], pa.int64()),
+            "t": pa.array([r[1] for r in rows], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "_raw": [r[2] for r in rows],
+            "_reason": [r[3] for r in rows],
+            "_source": [r[4] for r in rows],
+        }
+    )
     valid, invalid = split_invalid(table, "k", "t")
     want_valid, want_invalid = [], []
     for k, t, raw, reason, source in rows:

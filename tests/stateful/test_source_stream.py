@@ -17,22 +17,39 @@ from examples.running_totals import RunningTotals
 from sessionize import stateful
 from sessionize.commands.rewind import rewind
 
-ORDERS = pa.schema([pa.field("customer_id", pa.int64(), nullable=False),
-                    ("amount", pa.float64())])  # fmt: skip
+ORDERS = pa.schema([pa.field("customer_id", pa.int64(), nullable=False), ("amount", pa.float64())])
 
 FIRST = [
-    ['{"customer_id": 1, "amount": 2.5}', '{"customer_id": 2, "amount": 4}',
-     '{"customer_id": "3", "amount": 1}', "", '{"customer_id": 1, "amount": 1.5}'],
-    ['{"customer_id": 2}', "not json", '{"amount": 9}', '{"customer_id": 4, "amount": "7"}',
-     '{"customer_id": 3, "amount": 3, "extra": [1]}'],
-]  # fmt: skip
-SECOND = [['{"customer_id": 1, "amount": 10}', '[{"customer_id": 1}]',
-           '{"customer_id": 5, "amount": 1e3}']]  # fmt: skip
-REASONS = {'{"customer_id": "3", "amount": 1}': "customer_id: expected an integer",
-           "": "empty line", "not json": "not a JSON object",
-           '{"amount": 9}': "missing customer_id",
-           '{"customer_id": 4, "amount": "7"}': "amount: expected a number",
-           '[{"customer_id": 1}]': "not a JSON object"}  # fmt: skip
+    [
+        '{"customer_id": 1, "amount": 2.5}',
+        '{"customer_id": 2, "amount": 4}',
+        '{"customer_id": "3", "amount": 1}',
+        "",
+        '{"customer_id": 1, "amount": 1.5}',
+    ],
+    [
+        '{"customer_id": 2}',
+        "not json",
+        '{"amount": 9}',
+        '{"customer_id": 4, "amount": "7"}',
+        '{"customer_id": 3, "amount": 3, "extra": [1]}',
+    ],
+]
+SECOND = [
+    [
+        '{"customer_id": 1, "amount": 10}',
+        '[{"customer_id": 1}]',
+        '{"customer_id": 5, "amount": 1e3}',
+    ]
+]
+REASONS = {
+    '{"customer_id": "3", "amount": 1}': "customer_id: expected an integer",
+    "": "empty line",
+    "not json": "not a JSON object",
+    '{"amount": 9}': "missing customer_id",
+    '{"customer_id": 4, "amount": "7"}': "amount: expected a number",
+    '[{"customer_id": 1}]': "not a JSON object",
+}
 
 
 def _write(inp: Path, files: list[list[str]], first: int) -> list[Path]:
@@ -77,10 +94,16 @@ def invalid_rows(out: Path) -> list[dict]:
 
 
 def _stream(spark, tmp_path: Path) -> list[dict]:
-    orders = stateful.source(spark, str(tmp_path / "in"), ORDERS,
-                             options={"maxFilesPerTrigger": "1"})  # fmt: skip
-    run = stateful.start(orders, RunningTotals(), output=str(tmp_path / "out"),
-                         checkpoint=str(tmp_path / "chk"), partitions=2)  # fmt: skip
+    orders = stateful.source(
+        spark, str(tmp_path / "in"), ORDERS, options={"maxFilesPerTrigger": "1"}
+    )
+    run = stateful.start(
+        orders,
+        RunningTotals(),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        partitions=2,
+    )
     return run.wait()
 
 
@@ -101,9 +124,12 @@ def test_a_file_tree_with_bad_lines_through_a_restart(spark, tmp_path):
     assert latest_totals(tmp_path / "out") == reference(FIRST + SECOND)
 
     got = sorted((r["source"], r["raw"], r["reason"]) for r in invalid_rows(tmp_path / "out"))
-    want = [(f"file:{path}", line, REASONS[line])
-            for path, lines in zip(first + second, FIRST + SECOND, strict=True)
-            for line in lines if line in REASONS]  # fmt: skip
+    want = [
+        (f"file:{path}", line, REASONS[line])
+        for path, lines in zip(first + second, FIRST + SECOND, strict=True)
+        for line in lines
+        if line in REASONS
+    ]
     (bad_file,) = [g for g in got if g[0].endswith(".gz")]
     assert bad_file[2].startswith("unreadable file: truncated gzip")
     assert sorted(g for g in got if g is not bad_file) == sorted(want)
@@ -113,16 +139,18 @@ def test_a_file_tree_with_bad_lines_through_a_restart(spark, tmp_path):
     assert sorted(r["batch_id"] for r in invalid_rows(tmp_path / "out")) == [0, 0, 1, 1, 1]
     records = _stream(spark, tmp_path)
     assert [r["version"] for r in records] == [2, 3]
-    assert sorted((r["source"], r["raw"], r["reason"])
-                  for r in invalid_rows(tmp_path / "out")) == got  # fmt: skip
+    assert (
+        sorted((r["source"], r["raw"], r["reason"]) for r in invalid_rows(tmp_path / "out")) == got
+    )
     assert latest_totals(tmp_path / "out") == reference(FIRST + SECOND)
 
 
 def test_a_bounded_read_of_the_tree_runs_as_one_batch(spark, tmp_path):
     _write(tmp_path / "in", FIRST + SECOND, 0)
     orders = stateful.source(spark, str(tmp_path / "in"), ORDERS, bounded=True)
-    record = stateful.run(orders, RunningTotals(), output=str(tmp_path / "out"), state="files",
-                          partitions=2)  # fmt: skip
+    record = stateful.run(
+        orders, RunningTotals(), output=str(tmp_path / "out"), state="files", partitions=2
+    )
     assert (record["version"], record["batch"]["invalid"]) == (0, 6)
     assert latest_totals(tmp_path / "out") == reference(FIRST + SECOND)
     assert sorted(r["reason"] for r in invalid_rows(tmp_path / "out")) == sorted(

@@ -164,9 +164,10 @@ def test_deletes_only_for_outputs_replaced_by_key():
     class Replaced(Probe):
         outputs = {
             "out": OUT_APPENDED,
-            "live": stateful.Output(pa.schema([("id", pa.string()), ("n", pa.int64())]),
-                                    mode="replace", key="id"),
-        }  # fmt: skip
+            "live": stateful.Output(
+                pa.schema([("id", pa.string()), ("n", pa.int64())]), mode="replace", key="id"
+            ),
+        }
 
     refused(
         stateful.Update(deletes={"out": pa.table({"k": [1]})}),

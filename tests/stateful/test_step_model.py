@@ -30,12 +30,14 @@ class Drawn(stateful.Processor):
 
     def process(self, state, rows, ctx):
         wa = ctx.watermark_after
-        fired = {k for k, (_, at) in self.model.items() if at is not None and wa is not None
-                 and at < wa}  # fmt: skip
+        fired = {
+            k for k, (_, at) in self.model.items() if at is not None and wa is not None and at < wa
+        }
         given = fired | set(rows.column("k").to_pylist())
         assert set(ctx.due.to_pylist()) == fired
-        seen = sorted(zip(state.column("k").to_pylist(), state.column("v").to_pylist(),
-                          strict=True))  # fmt: skip
+        seen = sorted(
+            zip(state.column("k").to_pylist(), state.column("v").to_pylist(), strict=True)
+        )
         assert seen == sorted((k, v) for k in given for v in self.model.get(k, ([], None))[0])
         puts, removes, timers = [], [], []
         for k in sorted(given):
@@ -63,17 +65,24 @@ class Drawn(stateful.Processor):
             else:
                 self.model.pop(k, None)
         return stateful.Update(
-            state=pa.table({"k": [k for k, _ in puts], "v": [v for _, v in puts]},
-                           schema=self.state_schema),
+            state=pa.table(
+                {"k": [k for k, _ in puts], "v": [v for _, v in puts]}, schema=self.state_schema
+            ),
             remove=pa.array(removes, pa.string()),
-            timers=pa.table({"k": pa.array([k for k, _ in timers], pa.string()),
-                             "at": pa.array([a for _, a in timers], pa.int64())}),
-        )  # fmt: skip
+            timers=pa.table(
+                {
+                    "k": pa.array([k for k, _ in timers], pa.string()),
+                    "at": pa.array([a for _, a in timers], pa.int64()),
+                }
+            ),
+        )
 
 
 @SETTINGS
-@given(data=st.data(), batches=st.lists(st.lists(st.tuples(KEYS, st.integers(0, 50)),
-                                                 max_size=5), max_size=6))  # fmt: skip
+@given(
+    data=st.data(),
+    batches=st.lists(st.lists(st.tuples(KEYS, st.integers(0, 50)), max_size=5), max_size=6),
+)
 def test_state_and_timers_follow_the_model(data, batches):
     model: dict = {}
     tables = [
@@ -88,8 +97,9 @@ def test_state_and_timers_follow_the_model(data, batches):
     run = run_local(Drawn(data, model), tables, lateness_us=10)
     stored = {}
     timers = run.state.column("_timer").cast(pa.int64()).to_pylist()
-    for k, v, at in zip(run.state.column("k").to_pylist(), run.state.column("v").to_pylist(),
-                        timers, strict=True):  # fmt: skip
+    for k, v, at in zip(
+        run.state.column("k").to_pylist(), run.state.column("v").to_pylist(), timers, strict=True
+    ):
         rows, _ = stored.get(k, ([], None))
         stored[k] = ([*rows, v], None if at == NEVER else at)
     assert {k: (sorted(r), at) for k, (r, at) in stored.items()} == {

@@ -58,8 +58,16 @@ def test_dropped_rows_reach_neither_process_nor_the_late_output_and_are_counted(
 def test_every_key_hands_in_every_stored_key_due_or_not():
     p = Probe()
     state = stored(p, [(1, 10, None), (2, 20, 500), (3, 30, 5)])
-    result = step(p, state, events([4], [50]), batch_id=0, partition=0, watermark_before=None,
-                  watermark_after=60, every_key=True)  # fmt: skip
+    result = step(
+        p,
+        state,
+        events([4], [50]),
+        batch_id=0,
+        partition=0,
+        watermark_before=None,
+        watermark_after=60,
+        every_key=True,
+    )
     (given, rows, ctx) = p.calls[0]
     assert sorted(given.column("k").to_pylist()) == [1, 2, 3]
     assert ctx.due.to_pylist() == [3] and result.counts["keys"] == 4
@@ -151,8 +159,11 @@ def test_context_tells_batch_partition_and_watermarks():
     run(p, None, events([1], [5]), before=3, after=4, batch_id=17)
     ctx = p.calls[0][2]
     assert (ctx.batch_id, ctx.partition, ctx.watermark_before, ctx.watermark_after) == (
-        17, 3, 3, 4,
-    )  # fmt: skip
+        17,
+        3,
+        3,
+        4,
+    )
 
 
 def _answer(**fields):
@@ -221,8 +232,11 @@ def test_string_keys_are_stored_under_sparks_xxhash64():
     new = pa.table({"k": ["a", "b"], "v": [1, 2]})
     p = StringProbe(_answer(state=new))
     result = run(p, None, events(["a", "b"], [1, 1], pa.string()), before=None, after=1)
-    keys = dict(zip(result.puts.column("k").to_pylist(),
-                    result.puts.column("_key").to_pylist(), strict=True))  # fmt: skip
+    keys = dict(
+        zip(
+            result.puts.column("k").to_pylist(), result.puts.column("_key").to_pylist(), strict=True
+        )
+    )
     assert keys == {"a": spark_xxhash64("a"), "b": spark_xxhash64("b")}
 
 

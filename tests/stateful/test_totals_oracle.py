@@ -25,8 +25,9 @@ def _orders(inp: Path) -> None:
     inp.mkdir()
     for n, batch in enumerate(BATCHES):
         path = inp / f"{n}.jsonl"
-        path.write_text("".join(json.dumps({"customer_id": c, "amount": a}) + "\n"
-                                for c, a in batch))  # fmt: skip
+        path.write_text(
+            "".join(json.dumps({"customer_id": c, "amount": a}) + "\n" for c, a in batch)
+        )
         os.utime(path, (1_000_000 + n, 1_000_000 + n))
 
 
@@ -40,29 +41,35 @@ def _source(spark, inp: Path):
 
 
 @pytest.mark.parametrize("state", ["files", "postgres"], indirect=True)
-def test_running_totals_equal_sparks_streaming_aggregation_in_update_mode(
-    spark, tmp_path, state
-):
+def test_running_totals_equal_sparks_streaming_aggregation_in_update_mode(spark, tmp_path, state):
     _orders(tmp_path / "in")
     spark_batches: dict[int, set[tuple]] = {}
 
     def collect(df, batch_id: int) -> None:
         spark_batches[batch_id] = {(r[0], r[1], r[2]) for r in df.collect()}
 
-    aggregated = _read(spark, tmp_path / "in").groupBy("customer_id").agg(
-        F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("total")
+    aggregated = (
+        _read(spark, tmp_path / "in")
+        .groupBy("customer_id")
+        .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("total"))
     )
     query = (
-        aggregated.writeStream.outputMode("update").foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "spark_chk")).trigger(availableNow=True)
+        aggregated.writeStream.outputMode("update")
+        .foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "spark_chk"))
+        .trigger(availableNow=True)
         .start()
-    )  # fmt: skip
+    )
     query.awaitTermination()
 
     run = stateful.start(
-        _source(spark, tmp_path / "in"), RunningTotals(), output=str(tmp_path / "out"),
-        checkpoint=str(tmp_path / "chk"), state=state(), partitions=2,
-    )  # fmt: skip
+        _source(spark, tmp_path / "in"),
+        RunningTotals(),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        state=state(),
+        partitions=2,
+    )
     records = run.wait()
     assert [r["batch"]["counters"]["orders"] for r in records] == [len(b) for b in BATCHES]
 

@@ -20,8 +20,18 @@ from sessionize.logic.channel import parse_rules
 from sessionize.mapping import DEFAULT_KEEP, NEWEST_COLUMNS, EventMapping, split_keep
 
 # The arguments of what a session carries (`session_content`).
-CONTENT_ARGS = ("site_hosts", "channel_rules", "page_view_actions", "max_page_time",
-                "ping_action", "heartbeat", "min_visit", "engaged_after", "conversions", "bots")
+CONTENT_ARGS = (
+    "site_hosts",
+    "channel_rules",
+    "page_view_actions",
+    "max_page_time",
+    "ping_action",
+    "heartbeat",
+    "min_visit",
+    "engaged_after",
+    "conversions",
+    "bots",
+)
 
 
 def parse_trigger(text: str) -> dict[str, object]:
@@ -111,11 +121,10 @@ def session_rules(args: Mapping[str, Any]) -> SessionRules:
             "10m" if args.get("lateness") is None else args["lateness"], "lateness"
         ),
         close_actions=tuple(a.strip() for a in close_actions if a.strip()),
-        max_duration_us=None if max_duration is None
-        else duration_us(max_duration, "max_duration"),
+        max_duration_us=None if max_duration is None else duration_us(max_duration, "max_duration"),
         timezone=args.get("timezone") or "UTC",
         split_at_midnight=bool(args.get("split_at_midnight")),
-    )  # fmt: skip
+    )
 
 
 def event_mapping(args: Mapping[str, Any]) -> EventMapping:
@@ -125,12 +134,19 @@ def event_mapping(args: Mapping[str, Any]) -> EventMapping:
     keep = args.get("keep")
     pairs, last = split_keep(DEFAULT_KEEP if keep is None else tuple(dict(keep).items()))
     return EventMapping(
-        user=args.get("user") or default.user, time=args.get("time") or default.time,
-        page=args.get("page") or default.page, action=args.get("action") or default.action,
+        user=args.get("user") or default.user,
+        time=args.get("time") or default.time,
+        page=args.get("page") or default.page,
+        action=args.get("action") or default.action,
         time_format=args.get("time_format") or default.time_format,
-        user_type=args.get("user_type") or default.user_type, keep=tuple(pairs),
-        change=args.get("split_on_change") or None, gap=args.get("gap_field") or None,
-        url=args.get("url") or None, referrer=args.get("referrer") or None,
-        user_agent=args.get("user_agent") or None, last=last, session_columns=NEWEST_COLUMNS,
+        user_type=args.get("user_type") or default.user_type,
+        keep=tuple(pairs),
+        change=args.get("split_on_change") or None,
+        gap=args.get("gap_field") or None,
+        url=args.get("url") or None,
+        referrer=args.get("referrer") or None,
+        user_agent=args.get("user_agent") or None,
+        last=last,
+        session_columns=NEWEST_COLUMNS,
         content=session_content(**{k: args.get(k) for k in CONTENT_ARGS}),
-    )  # fmt: skip
+    )

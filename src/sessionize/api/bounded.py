@@ -61,8 +61,7 @@ class SessionsResult:
         raise AttributeError(f"SessionsResult has no attribute {name!r}")
 
 
-def _emitted_task(rules: SessionRules, lay: Layout, output: str,
-                  batches: Iterator[pa.RecordBatch]):  # fmt: skip
+def _emitted_task(rules: SessionRules, lay: Layout, output: str, batches: Iterator[pa.RecordBatch]):
     received = list(batches)
     if not received:
         return
@@ -75,8 +74,9 @@ def _emitted_task(rules: SessionRules, lay: Layout, output: str,
         watermark_after=_END_OF_TIME_US,
         layout=lay,
     )
-    emitted = {"sessions": step.sessions, "page_views": step.page_views,
-               "events": step.events}[output]  # fmt: skip
+    emitted = {"sessions": step.sessions, "page_views": step.page_views, "events": step.events}[
+        output
+    ]
     yield from emitted.cast(lay.outputs[output]).to_batches()
 
 

@@ -68,10 +68,16 @@ def start(
     """
     settings = ProcessorSettings(processor, state, partitions, lateness, job)
     places = launcher.StreamPlaces(
-        output=output, checkpoint=Checkpoint.at(checkpoint), trigger=trigger,
-        output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-        metrics_port=metrics_port, metrics_host=metrics_host, compact_every=compact_every,
-    )  # fmt: skip
+        output=output,
+        checkpoint=Checkpoint.at(checkpoint),
+        trigger=trigger,
+        output_format=output_format,
+        progress_log=progress_log,
+        on_batch=on_batch,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        compact_every=compact_every,
+    )
     return launcher.start(ProcessorStream(df, settings), places)
 
 
@@ -152,11 +158,22 @@ def stream(
         >>> query.awaitTermination()  # doctest: +SKIP
     """
     return start(
-        df, processor, output=output, checkpoint=checkpoint, state=state,
-        partitions=partitions, lateness=lateness, trigger=trigger, job=job,
-        output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-        metrics_port=metrics_port, metrics_host=metrics_host, compact_every=compact_every,
-    ).query  # fmt: skip
+        df,
+        processor,
+        output=output,
+        checkpoint=checkpoint,
+        state=state,
+        partitions=partitions,
+        lateness=lateness,
+        trigger=trigger,
+        job=job,
+        output_format=output_format,
+        progress_log=progress_log,
+        on_batch=on_batch,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        compact_every=compact_every,
+    ).query
 
 
 def run(
@@ -229,8 +246,9 @@ def run(
                 )
         version = 0 if last is None else last + 1
         request = BatchRequest(version, -1 if last is None else last, first=last is None)
-        runner = BatchRunner(engine, on_batch or _LOG.info, lease=lease,
-                             claim=OwnerClaim(output, owner))  # fmt: skip
+        runner = BatchRunner(
+            engine, on_batch or _LOG.info, lease=lease, claim=OwnerClaim(output, owner)
+        )
         try:
             return runner.run(df, request)
         finally:

@@ -88,6 +88,9 @@ def source(
         raw = open_stream(spark, input, dict(options or {}))
     task = functools.partial(typed_task, schema, decode=decode_listed if is_listing(raw) else None)
     if not is_listing(raw):
-        raw = raw.select(F.col("value").cast("string"), F.col("error").cast("string"),
-                         F.col("source").cast("string"))  # fmt: skip
+        raw = raw.select(
+            F.col("value").cast("string"),
+            F.col("error").cast("string"),
+            F.col("source").cast("string"),
+        )
     return raw.mapInArrow(task, from_arrow_schema(marked_schema(schema)))

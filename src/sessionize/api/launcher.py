@@ -161,9 +161,14 @@ def start(job: StreamJob, places: StreamPlaces) -> StreamRun:
         job.check_outputs(places, output_format)
         check_compactable(output, output_format, places.compact_every)
         metrics = stream_metrics(
-            places.metrics_port, job.job, ck.place, places.input_name,
-            places.source_options, host=places.metrics_host, say=places.say,
-        )  # fmt: skip
+            places.metrics_port,
+            job.job,
+            ck.place,
+            places.input_name,
+            places.source_options,
+            host=places.metrics_host,
+            say=places.say,
+        )
         if metrics is not None:
             held.append(metrics.close)
         job.record(places, output_format)
@@ -175,23 +180,35 @@ def start(job: StreamJob, places: StreamPlaces) -> StreamRun:
         claim = stream_claim(ck, output, job.job, job.owner_kind, job.processor)
         store_uri = job.store_uri(ck)
         # What `history`, `rewind` and `status` need besides the settings (no secrets).
-        record_paths(ck, {
-            **job.recorded_input(places), "output": redact_uri(output),
-            "output_format": output_format, "state": redact_uri(store_uri), "job": job.job,
-            "progress_log": places.progress_log,  # None: CHECKPOINT/progress.jsonl
-        })  # fmt: skip
+        record_paths(
+            ck,
+            {
+                **job.recorded_input(places),
+                "output": redact_uri(output),
+                "output_format": output_format,
+                "state": redact_uri(store_uri),
+                "job": job.job,
+                "progress_log": places.progress_log,  # None: CHECKPOINT/progress.jsonl
+            },
+        )
         started = job.start_engine(places, output_format, lease)
         return launch(
-            started.spark, started.engine, started.records, job=job.job, checkpoint=ck.place,
-            trigger=trigger, progress_log=progress_path(places.progress_log, ck.place,
-                                                        "progress.jsonl"),
-            on_batch=places.say, lease=lease, metrics=metrics,
-            compact_every=places.compact_every, claim=claim, output_lease=writer,
+            started.spark,
+            started.engine,
+            started.records,
+            job=job.job,
+            checkpoint=ck.place,
+            trigger=trigger,
+            progress_log=progress_path(places.progress_log, ck.place, "progress.jsonl"),
+            on_batch=places.say,
+            lease=lease,
+            metrics=metrics,
+            compact_every=places.compact_every,
+            claim=claim,
+            output_lease=writer,
             name=f"{'stateful' if job.processor else 'sessionize'}-{job.job}",
-        )  # fmt: skip
+        )
     except BaseException:
         for release in reversed(held):
             release()
         raise
-
-

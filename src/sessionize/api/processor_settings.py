@@ -92,15 +92,20 @@ class ProcessorSettings:
             return "files:" + absolute_local(uri.removeprefix("files:"))
         return uri
 
-    def keyed(self, df: DataFrame, store_uri: str, output: str,
-              output_format: str) -> KeyedSettings:  # fmt: skip
+    def keyed(
+        self, df: DataFrame, store_uri: str, output: str, output_format: str
+    ) -> KeyedSettings:
         """The engine's settings of this job over `df`."""
         return KeyedSettings(
-            processor=self.processor, input_schema=input_schema(df),
-            partitions=self.partitions, state_uri=store_uri, job=self.job,
-            output=absolute_local(output), lateness_us=duration_us(self.lateness, "lateness"),
+            processor=self.processor,
+            input_schema=input_schema(df),
+            partitions=self.partitions,
+            state_uri=store_uri,
+            job=self.job,
+            output=absolute_local(output),
+            lateness_us=duration_us(self.lateness, "lateness"),
             output_format=output_format,
-        )  # fmt: skip
+        )
 
 
 def input_schema(df: DataFrame) -> pa.Schema:

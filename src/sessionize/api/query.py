@@ -63,6 +63,7 @@ def launch(
     sink compacts); `claim` records the output's owner before the first publish;
     `output_lease`, held since the start, is released with the checkpoint's; `name`: the
     query's (default `sessionize-JOB`)."""
+
     # Over Spark Connect the runner runs on the server; the client tails its log.
     def kept() -> MutableSequence[dict]:
         return deque(maxlen=KEPT_RECORDS) if "processingTime" in trigger else []
@@ -94,7 +95,11 @@ def launch(
     if compact_every:  # where the runner runs: on the driver, or in the Connect server
         runner.on_record = Compactor(engine.sink, compact_every, runner.on_record, runner.on_batch)
     query, restore = start_query(
-        spark, runner, records, name=name or f"sessionize-{job}", checkpoint=checkpoint,
+        spark,
+        runner,
+        records,
+        name=name or f"sessionize-{job}",
+        checkpoint=checkpoint,
         trigger=trigger,
     )
     run = StreamRun(spark, query, runner, [restore, *ends], checkpoint, tail)

@@ -33,18 +33,38 @@ def recorded_state(state: str) -> str:
 
 # The arguments a checkpoint records, by the name the record (and the flag) gives them.
 RECORDED_ARGS = {
-    "gap": "gap", "lateness": "lateness", "close_actions": "close_actions", "state": "state",
-    "partitions": "partitions", "job": "job", "user": "user_field", "time": "time_field",
-    "page": "page_field", "action": "action_field", "time_format": "time_format",
-    "user_type": "user_type", "keep": "keep_fields", "max_duration": "max_duration",
-    "timezone": "timezone", "split_at_midnight": "split_at_midnight",
-    "split_on_change": "split_on_change", "gap_field": "gap_field", "url": "url_field",
-    "referrer": "referrer_field", "user_agent": "user_agent_field", "site_hosts": "site_hosts",
-    "channel_rules": "channel_rules", "page_view_actions": "page_view_actions",
-    "max_page_time": "max_page_time", "ping_action": "ping_action", "heartbeat": "heartbeat",
-    "min_visit": "min_visit", "engaged_after": "engaged_after", "conversions": "conversion",
+    "gap": "gap",
+    "lateness": "lateness",
+    "close_actions": "close_actions",
+    "state": "state",
+    "partitions": "partitions",
+    "job": "job",
+    "user": "user_field",
+    "time": "time_field",
+    "page": "page_field",
+    "action": "action_field",
+    "time_format": "time_format",
+    "user_type": "user_type",
+    "keep": "keep_fields",
+    "max_duration": "max_duration",
+    "timezone": "timezone",
+    "split_at_midnight": "split_at_midnight",
+    "split_on_change": "split_on_change",
+    "gap_field": "gap_field",
+    "url": "url_field",
+    "referrer": "referrer_field",
+    "user_agent": "user_agent_field",
+    "site_hosts": "site_hosts",
+    "channel_rules": "channel_rules",
+    "page_view_actions": "page_view_actions",
+    "max_page_time": "max_page_time",
+    "ping_action": "ping_action",
+    "heartbeat": "heartbeat",
+    "min_visit": "min_visit",
+    "engaged_after": "engaged_after",
+    "conversions": "conversion",
     "bots": "bots",
-}  # fmt: skip
+}
 RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format", "session_columns"])
 
 
@@ -59,9 +79,7 @@ def settings_record(s: Any, output_format: str) -> dict[str, object]:
     }
 
 
-def resolve(
-    s: Any, record: Mapping[str, object], output_format: str | None
-) -> tuple[Any, str]:
+def resolve(s: Any, record: Mapping[str, object], output_format: str | None) -> tuple[Any, str]:
     """A Sessionizer `s` and `output_format` with what they were not given taken from
     `record` (see `Sessionizer.resolved`; `s` is not typed here: this module sits below
     api.sessionizer)."""
@@ -74,14 +92,17 @@ def resolve(
             f"the recorded state is {state}, without its secret: give it with --state"
         )
     out = type(s)(
-        gap=str(merged["gap"]), lateness=str(merged["lateness"]),
-        close_actions=str(merged["close_actions"]).split(","), state=state,
+        gap=str(merged["gap"]),
+        lateness=str(merged["lateness"]),
+        close_actions=str(merged["close_actions"]).split(","),
+        state=state,
         partitions=int(merged["partitions"]),  # type: ignore[call-overload]
-        job=str(merged["job"]), max_future=s.max_future_us,
+        job=str(merged["job"]),
+        max_future=s.max_future_us,
         max_duration=str(merged["max_duration"] or "") or None,
         timezone=str(merged["timezone"]),
         split_at_midnight=bool(merged["split_at_midnight"]),
-    )  # fmt: skip
+    )
     if "state" in given:
         out.state = s.state  # as given, with its secret
     out.mapping = replace(EventMapping.from_record(merged), input_format=s.mapping.input_format)

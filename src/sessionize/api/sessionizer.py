@@ -251,9 +251,14 @@ class Sessionizer:
         records, parser = reader(events, s.mapping)
         check_workers(events.sparkSession)
         return bounded_sessions(
-            records, parser, s.rules, s.partitions, time.time_ns() // 1000,
-            s.max_future_us, s.mapping,
-        )  # fmt: skip
+            records,
+            parser,
+            s.rules,
+            s.partitions,
+            time.time_ns() // 1000,
+            s.max_future_us,
+            s.mapping,
+        )
 
     # ------------------------------------------------------------------ streaming
 
@@ -333,11 +338,18 @@ class Sessionizer:
             >>> query.awaitTermination()
         """
         return self.start(
-            events, output=output, checkpoint=checkpoint, trigger=trigger,
-            output_format=output_format, progress_log=progress_log, on_batch=on_batch,
-            metrics_port=metrics_port, open_sessions=open_sessions,
-            compact_every=compact_every, metrics_host=metrics_host,
-        ).query  # fmt: skip
+            events,
+            output=output,
+            checkpoint=checkpoint,
+            trigger=trigger,
+            output_format=output_format,
+            progress_log=progress_log,
+            on_batch=on_batch,
+            metrics_port=metrics_port,
+            open_sessions=open_sessions,
+            compact_every=compact_every,
+            metrics_host=metrics_host,
+        ).query
 
     def start(
         self,
@@ -396,28 +408,42 @@ class Sessionizer:
             raise ConfigError(f"--output-format must be one of {', '.join(OUTPUT_FORMATS)}")
         ck = Checkpoint.at(checkpoint)
         places = StreamPlaces(
-            output=output, checkpoint=ck, trigger=trigger, output_format=output_format,
-            progress_log=progress_log, on_batch=on_batch, input_name=input_name,
-            source_options=source_options or {}, metrics_port=metrics_port,
-            metrics_host=metrics_host, compact_every=compact_every,
-        )  # fmt: skip
+            output=output,
+            checkpoint=ck,
+            trigger=trigger,
+            output_format=output_format,
+            progress_log=progress_log,
+            on_batch=on_batch,
+            input_name=input_name,
+            source_options=source_options or {},
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            compact_every=compact_every,
+        )
         sessionizer = self
         if not self.user_type_given:  # the DataFrame's user column decides: build it now
             events = events() if callable(events) else events
             sessionizer = self._for_input(events, recorded_user_type(ck))
         return launcher.start(SessionStream(sessionizer, events, open_sessions), places)
 
-    def engine_settings(self, state_uri: str, output: str, output_format: str,
-                        open_sessions: bool = False) -> SessionSettings:  # fmt: skip
+    def engine_settings(
+        self, state_uri: str, output: str, output_format: str, open_sessions: bool = False
+    ) -> SessionSettings:
         """What the store engine's tasks need for these rules, with absolute local paths
         (relative ones would resolve in each executor's own directory)."""
         if state_uri.startswith("files:"):
             state_uri = "files:" + absolute_local(state_uri.removeprefix("files:"))
         return SessionSettings.of(
-            self.rules, self.partitions, state_uri, self.job, absolute_local(output),
+            self.rules,
+            self.partitions,
+            state_uri,
+            self.job,
+            absolute_local(output),
             output_format=output_format,
-            max_future_us=self.max_future_us, mapping=self.mapping, open_sessions=open_sessions,
-        )  # fmt: skip
+            max_future_us=self.max_future_us,
+            mapping=self.mapping,
+            open_sessions=open_sessions,
+        )
 
     def file_parser(self) -> Parser:
         """The parser of a file tree's records in the mapping's `input_format`: JSON lines,

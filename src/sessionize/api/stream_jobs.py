@@ -47,8 +47,9 @@ class SessionJob(Protocol):
 
     def recorded_settings(self, output_format: str) -> dict[str, object]: ...
 
-    def engine_settings(self, state_uri: str, output: str, output_format: str,
-                        open_sessions: bool = False) -> SessionSettings: ...  # fmt: skip
+    def engine_settings(
+        self, state_uri: str, output: str, output_format: str, open_sessions: bool = False
+    ) -> SessionSettings: ...
 
 
 @dataclass
@@ -73,9 +74,7 @@ class SessionStream(StreamJob):
         engine_for(self.state).check_line(self.state)
 
     def resolved(self, places: StreamPlaces) -> tuple[SessionStream, str]:
-        s, output_format = self.sessionizer.with_checkpoint(
-            places.checkpoint, places.output_format
-        )
+        s, output_format = self.sessionizer.with_checkpoint(places.checkpoint, places.output_format)
         return replace(self, sessionizer=s), output_format
 
     def check_outputs(self, places: StreamPlaces, output_format: str) -> None:
@@ -111,8 +110,9 @@ class SessionStream(StreamJob):
         records, parser = reader(df, s.mapping)
         spark = df.sparkSession
         check_workers(spark)
-        engine = kind.session_engine(spark, settings, state, checkpoint=ck.place, parser=parser,
-                                     lease=lease)  # fmt: skip
+        engine = kind.session_engine(
+            spark, settings, state, checkpoint=ck.place, parser=parser, lease=lease
+        )
         return Started(spark, engine, records)
 
 
@@ -149,13 +149,20 @@ class ProcessorStream(StreamJob):
         self.settings.check_outputs(places.output, output_format)
 
     def record(self, places: StreamPlaces, output_format: str) -> None:
-        keyed = self.settings.keyed(self.df, self.store_uri(places.checkpoint), places.output,
-                                    output_format)  # fmt: skip
-        check_or_record_processor(places.checkpoint, {
-            **settings_record(keyed), "output": places.output, "output_format": output_format,
-            "outputs": list(keyed.processor_outputs), "state": recorded_state(self.state),
-            "job": self.job,
-        })  # fmt: skip
+        keyed = self.settings.keyed(
+            self.df, self.store_uri(places.checkpoint), places.output, output_format
+        )
+        check_or_record_processor(
+            places.checkpoint,
+            {
+                **settings_record(keyed),
+                "output": places.output,
+                "output_format": output_format,
+                "outputs": list(keyed.processor_outputs),
+                "state": recorded_state(self.state),
+                "job": self.job,
+            },
+        )
 
     def store_uri(self, checkpoint: Checkpoint) -> str:
         return self.settings.store_uri(checkpoint.child("state"))

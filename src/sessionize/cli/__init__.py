@@ -14,6 +14,7 @@ import click
 
 from sessionize.cli import failures, generate, maintain, params, reprocess
 from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
+from sessionize.cli.hours_bar import HoursBar
 from sessionize.cli.params import DURATION, HOUR, make_rules, rules_options
 from sessionize.errors import ConfigError
 
@@ -55,28 +56,52 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 _JOB_OPTIONS = (
-    ("--state", {
-        "default": "files", "show_default": True,
-        "help": "files (under the checkpoint, or OUTPUT/_state in batch) | files:PATH | "
-        "postgresql://... | redis://... | dynamodb://... | spark-rocksdb | spark-hdfs (stream)",
-    }),
-    ("--progress-log", {
-        "metavar": "PATH", "default": None,
-        "help": "JSON line per batch (default: CHECKPOINT/progress.jsonl, OUTPUT/_progress.jsonl).",
-    }),
-    ("--partitions", {
-        "type": click.IntRange(1), "default": 4, "show_default": True,
-        "help": "State partitions (fixed for the life of a state).",
-    }),
-    ("--job", {
-        "default": "sessionize", "show_default": True,
-        "help": "Job name: isolates jobs sharing one state store.",
-    }),
-    ("--output-format", {
-        "type": click.Choice(["parquet", "delta"]), "default": "parquet", "show_default": True,
-        "help": "Hive-partitioned Parquet directories, or Delta Lake tables.",
-    }),
-)  # fmt: skip
+    (
+        "--state",
+        {
+            "default": "files",
+            "show_default": True,
+            "help": "files (under the checkpoint, or OUTPUT/_state in batch) | files:PATH | "
+            "postgresql://... | redis://... | dynamodb://... | spark-rocksdb | spark-hdfs (stream)",
+        },
+    ),
+    (
+        "--progress-log",
+        {
+            "metavar": "PATH",
+            "default": None,
+            "help": (
+                "JSON line per batch (default: CHECKPOINT/progress.jsonl, OUTPUT/_progress.jsonl)."
+            ),
+        },
+    ),
+    (
+        "--partitions",
+        {
+            "type": click.IntRange(1),
+            "default": 4,
+            "show_default": True,
+            "help": "State partitions (fixed for the life of a state).",
+        },
+    ),
+    (
+        "--job",
+        {
+            "default": "sessionize",
+            "show_default": True,
+            "help": "Job name: isolates jobs sharing one state store.",
+        },
+    ),
+    (
+        "--output-format",
+        {
+            "type": click.Choice(["parquet", "delta"]),
+            "default": "parquet",
+            "show_default": True,
+            "help": "Hive-partitioned Parquet directories, or Delta Lake tables.",
+        },
+    ),
+)
 
 
 def job_options(f):
@@ -118,14 +143,27 @@ def spark_options(f):
 
 
 def job_settings(
-    state, gap, lateness, close_actions, max_duration, timezone, split_at_midnight, partitions,
-    job, progress_log, output_format, master, spark_conf, remote,
-) -> dict:  # fmt: skip
+    state,
+    gap,
+    lateness,
+    close_actions,
+    max_duration,
+    timezone,
+    split_at_midnight,
+    partitions,
+    job,
+    progress_log,
+    output_format,
+    master,
+    spark_conf,
+    remote,
+) -> dict:
     """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields."""
     return {
         "state": state,
-        "rules": make_rules(gap, lateness, close_actions, max_duration, timezone,
-                            split_at_midnight),  # fmt: skip
+        "rules": make_rules(
+            gap, lateness, close_actions, max_duration, timezone, split_at_midnight
+        ),
         "partitions": partitions,
         "job": job,
         "progress_log": progress_log,
@@ -144,17 +182,20 @@ def job_settings(
     help="Hourly tree (recursive), kafka://HOST:PORT/TOPIC or kinesis://STREAM?...",
 )
 @click.option(
-    "--output", required=True,
+    "--output",
+    required=True,
     help="Output directory (any pyarrow filesystem URI), postgresql://USER@HOST/DB?schema=S "
     "or kafka://HOST:PORT/PREFIX topics.",
-)  # fmt: skip
+)
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
 @spark_options
 @click.option(
-    "--max-files-per-trigger", type=click.IntRange(1), default=None,
+    "--max-files-per-trigger",
+    type=click.IntRange(1),
+    default=None,
     help="Files of a file input per micro-batch, in modification-time order (default: all).",
-)  # fmt: skip
+)
 @click.option(
     "--trigger",
     default="available-now",
@@ -163,12 +204,15 @@ def job_settings(
 )
 @params.metrics_options
 @click.option(
-    "--compact-every", type=click.IntRange(1), default=None, metavar="N",
+    "--compact-every",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
     help="Local Parquet outputs: after every N-th batch, before the next one starts, move "
     "the published batches into files of about 128 MB per session_date (per publish day "
     "for the other outputs) under OUTPUT/_compacted/; OUTPUT/NAME then shows them and the "
     "other batches (default: never; a stopped job: `sessionize maintain --compact`).",
-)  # fmt: skip
+)
 @click.option(
     "--source-option",
     "source_options",
@@ -177,16 +221,29 @@ def job_settings(
     help="Option passed to the Kafka/Kinesis source (repeatable).",
 )
 @click.option(
-    "--open-sessions", is_flag=True, default=False,
+    "--open-sessions",
+    is_flag=True,
+    default=False,
     help="Also keep `open_sessions`: the sessions not yet emitted, replaced by user each batch "
     "(Delta, PostgreSQL or Kafka outputs; the store engine).",
-)  # fmt: skip
+)
 @max_future_option
 @mapping_options
 @input_format_option
 def stream(
-    input_, output, checkpoint, max_files_per_trigger, trigger, source_options, max_future,
-    input_format, metrics_port, metrics_host, open_sessions, compact_every, **job,
+    input_,
+    output,
+    checkpoint,
+    max_files_per_trigger,
+    trigger,
+    source_options,
+    max_future,
+    input_format,
+    metrics_port,
+    metrics_host,
+    open_sessions,
+    compact_every,
+    **job,
 ) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
@@ -214,20 +271,22 @@ def stream(
 
 
 @cli.command()
+@click.option("--input", "input_", required=True, help="Hourly tree (event_date=/event_hour=).")
 @click.option(
-    "--input", "input_", required=True, help="Hourly tree (event_date=/event_hour=)."
-)
-@click.option(
-    "--output", required=True,
+    "--output",
+    required=True,
     help="Output directory (same layout as the stream), postgresql://USER@HOST/DB?schema=S "
     "or kafka://HOST:PORT/PREFIX?staging=DIR.",
-)  # fmt: skip
+)
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
 @click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
 @click.option(
-    "--input-timezone", default="UTC", show_default=True, metavar="ZONE",
+    "--input-timezone",
+    default="UTC",
+    show_default=True,
+    metavar="ZONE",
     help="The IANA zone whose wall hours name the hour folders (and --from, --to).",
-)  # fmt: skip
+)
 @job_options
 @spark_options
 @max_future_option
@@ -239,9 +298,15 @@ def batch(input_, output, from_, to, input_timezone, max_future, input_format, *
 
     mapping = pop_mapping(job)
     opts = BatchOptions(
-        input=input_, output=output, start=from_, end=to or from_, max_future_us=max_future,
-        mapping=replace(mapping, input_format=input_format), **job_settings(**job),
-        explicit=given_settings(extra=("input_timezone",)), input_timezone=input_timezone,
+        input=input_,
+        output=output,
+        start=from_,
+        end=to or from_,
+        max_future_us=max_future,
+        mapping=replace(mapping, input_format=input_format),
+        **job_settings(**job),
+        explicit=given_settings(extra=("input_timezone",)),
+        input_timezone=input_timezone,
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)
@@ -266,9 +331,14 @@ def demo(workdir, hours, users, events_per_hour, master, spark_conf, remote) -> 
     from sessionize.commands.demo import run_demo
 
     run_demo(
-        workdir, hours=hours, users=users, events_per_hour=events_per_hour, master=master,
-        spark_conf=_key_values(spark_conf, "--conf"), remote=remote,
-    )  # fmt: skip
+        workdir,
+        hours=hours,
+        users=users,
+        events_per_hour=events_per_hour,
+        master=master,
+        spark_conf=_key_values(spark_conf, "--conf"),
+        remote=remote,
+    )
 
 
 @cli.command()
@@ -276,9 +346,12 @@ def demo(workdir, hours, users, events_per_hour, master, spark_conf, remote) -> 
 @click.option("--output", default=None, help="Output of a batch job (instead of --checkpoint).")
 @click.option("--input", "input_", default=None, help="Input (default: the last run's).")
 @click.option(
-    "--source-option", "source_options", multiple=True, metavar="KEY=VALUE",
+    "--source-option",
+    "source_options",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Option of the Kafka/Kinesis source, to reach the broker (repeatable).",
-)  # fmt: skip
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
 def status(checkpoint, output, input_, source_options, as_json) -> None:
     """Is a driver running, what did it commit last, how far is the input ahead."""
@@ -296,33 +369,6 @@ def status(checkpoint, output, input_, source_options, as_json) -> None:
     click.echo(json.dumps(result, indent=2) if as_json else "\n".join(describe(result)))
 
 
-class HoursBar:
-    """In a terminal, a bar of the hours done with the time left, the hour lines above it."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        self.progress = Progress(
-            "hours", BarColumn(), MofNCompleteColumn(), "left", TimeRemainingColumn()
-        )
-        self.task = self.progress.add_task("hours", total=None)
-
-    def start(self, hours: int) -> None:
-        self.progress.update(self.task, total=hours)
-
-    def line(self, text: str) -> None:
-        self.progress.console.print(text, highlight=False)
-        if text.startswith("hour ") and " read, " in text:
-            self.progress.advance(self.task)
-
-    def __enter__(self) -> HoursBar:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.progress.stop()
-
-
 @cli.command()
 @click.option("--output", required=True, help="Output directory of a stream or batch job.")
 @click.option(
@@ -336,15 +382,19 @@ class HoursBar:
     help="Progress log to plot (default: CHECKPOINT/progress.jsonl, else OUTPUT/_progress.jsonl).",
 )
 @click.option("--to", "to", required=True, help="HTML file to write (one self-contained page).")
-@click.option("--with-bots", is_flag=True,
-              help="Count bots' sessions in the session charts (left out by default).")
+@click.option(
+    "--with-bots",
+    is_flag=True,
+    help="Count bots' sessions in the session charts (left out by default).",
+)
 def report(output, checkpoint, progress_log, to, with_bots) -> None:
     """Write an HTML report with plots of the sessions, late and invalid events, and the
     job's progress; it opens offline in any browser."""
     from sessionize.report import build_report
 
-    result = build_report(output, to, checkpoint=checkpoint, progress_log=progress_log,
-                          with_bots=with_bots)  # fmt: skip
+    result = build_report(
+        output, to, checkpoint=checkpoint, progress_log=progress_log, with_bots=with_bots
+    )
     if result.progress_missing:
         click.echo(f"note: {result.progress_missing}; the progress plots say so", err=True)
     left_out = f", {result.bots_left_out:,} bot sessions left out" if result.bots_left_out else ""

@@ -23,61 +23,158 @@ _OPTIONS = (
     ("--user-field", {"default": _DEFAULT.user, "help": "Dotted path of the user id."}),
     ("--time-field", {"default": _DEFAULT.time, "help": "Dotted path of the event time."}),
     ("--page-field", {"default": _DEFAULT.page, "help": "Dotted path of the page."}),
-    ("--action-field", {
-        "default": _DEFAULT.action, "help": "Dotted path of the action (absent: view).",
-    }),
-    ("--time-format", {
-        "type": click.Choice(TIME_FORMATS), "default": _DEFAULT.time_format,
-        "help": "ISO-8601 strings, or epoch milliseconds / seconds as JSON numbers.",
-    }),
-    ("--user-type", {
-        "type": click.Choice(USER_TYPES), "default": _DEFAULT.user_type,
-        "help": "User ids are JSON integers (64-bit) or strings (1-256 UTF-8 bytes).",
-    }),
-    ("--keep-fields", {
-        "metavar": "NAME=PATH,...", "default": format_keep(_DEFAULT.keep),
-        "help": "Attributes of a session's first event that the session carries "
-        "(last:NAME=PATH: the last non-null value).",
-    }),
-    ("--split-on-change", {
-        "metavar": "PATH", "default": None,
-        "help": "Start a new session when the value at PATH changes (e.g. a campaign).",
-    }),
-    ("--gap-field", {
-        "metavar": "PATH", "default": None,
-        "help": "Each event's own gap in seconds at PATH (missing: --gap).",
-    }),
-    ("--url-field", {"metavar": "PATH", "default": None,
-                     "help": "The page URL with its query string (utm_*, gclid)."}),
-    ("--referrer-field", {"metavar": "PATH", "default": None,
-                          "help": "The referrer (referrer_host, channel)."}),
-    ("--user-agent-field", {"metavar": "PATH", "default": None,
-                            "help": "The user agent (is_bot, --bots)."}),
-    ("--site-hosts", {"metavar": "HOST,...", "default": None,
-                      "help": "The site's own hosts (default: the landing URL's)."}),
-    ("--channel-rules", {"metavar": "FILE", "default": None,
-                         "help": "A channel rules file replacing the default table."}),
-    ("--page-view-actions", {"metavar": "ACTION,...", "default": "view",
-                             "help": "Actions counted in page_view_count."}),
-    ("--max-page-time", {"type": DURATION, "default": "30m",
-                         "help": "The longest time one event counts in engaged_time_ms."}),
-    ("--ping-action", {"metavar": "ACTION", "default": None,
-                       "help": "Heartbeat action: engaged time from pings."}),
+    (
+        "--action-field",
+        {
+            "default": _DEFAULT.action,
+            "help": "Dotted path of the action (absent: view).",
+        },
+    ),
+    (
+        "--time-format",
+        {
+            "type": click.Choice(TIME_FORMATS),
+            "default": _DEFAULT.time_format,
+            "help": "ISO-8601 strings, or epoch milliseconds / seconds as JSON numbers.",
+        },
+    ),
+    (
+        "--user-type",
+        {
+            "type": click.Choice(USER_TYPES),
+            "default": _DEFAULT.user_type,
+            "help": "User ids are JSON integers (64-bit) or strings (1-256 UTF-8 bytes).",
+        },
+    ),
+    (
+        "--keep-fields",
+        {
+            "metavar": "NAME=PATH,...",
+            "default": format_keep(_DEFAULT.keep),
+            "help": "Attributes of a session's first event that the session carries "
+            "(last:NAME=PATH: the last non-null value).",
+        },
+    ),
+    (
+        "--split-on-change",
+        {
+            "metavar": "PATH",
+            "default": None,
+            "help": "Start a new session when the value at PATH changes (e.g. a campaign).",
+        },
+    ),
+    (
+        "--gap-field",
+        {
+            "metavar": "PATH",
+            "default": None,
+            "help": "Each event's own gap in seconds at PATH (missing: --gap).",
+        },
+    ),
+    (
+        "--url-field",
+        {
+            "metavar": "PATH",
+            "default": None,
+            "help": "The page URL with its query string (utm_*, gclid).",
+        },
+    ),
+    (
+        "--referrer-field",
+        {"metavar": "PATH", "default": None, "help": "The referrer (referrer_host, channel)."},
+    ),
+    (
+        "--user-agent-field",
+        {"metavar": "PATH", "default": None, "help": "The user agent (is_bot, --bots)."},
+    ),
+    (
+        "--site-hosts",
+        {
+            "metavar": "HOST,...",
+            "default": None,
+            "help": "The site's own hosts (default: the landing URL's).",
+        },
+    ),
+    (
+        "--channel-rules",
+        {
+            "metavar": "FILE",
+            "default": None,
+            "help": "A channel rules file replacing the default table.",
+        },
+    ),
+    (
+        "--page-view-actions",
+        {"metavar": "ACTION,...", "default": "view", "help": "Actions counted in page_view_count."},
+    ),
+    (
+        "--max-page-time",
+        {
+            "type": DURATION,
+            "default": "30m",
+            "help": "The longest time one event counts in engaged_time_ms.",
+        },
+    ),
+    (
+        "--ping-action",
+        {
+            "metavar": "ACTION",
+            "default": None,
+            "help": "Heartbeat action: engaged time from pings.",
+        },
+    ),
     ("--heartbeat", {"type": DURATION, "default": "10s", "help": "The pings' period."}),
-    ("--min-visit", {"type": DURATION, "default": "5s",
-                     "help": "Engaged time a session with a ping adds."}),
-    ("--engaged-after", {"type": DURATION, "default": "10s",
-                         "help": "A session this long is engaged."}),
-    ("--conversion", {"metavar": "NAME=ACTION[,value=PATH]", "multiple": True,
-                      "help": "A conversion (repeatable): NAME_count, NAME_value, NAME_first_at."}),
-    ("--bots", {"type": click.Choice(BOT_MODES), "default": "flag",
-                "help": "flag: sessions carry is_bot; drop: bots' events are dropped."}),
-)  # fmt: skip
-_NAMES = ("user_field", "time_field", "page_field", "action_field", "time_format", "user_type",
-          "keep_fields", "split_on_change", "gap_field")  # fmt: skip
-_CONTENT = ("url_field", "referrer_field", "user_agent_field", "site_hosts", "channel_rules",
-            "page_view_actions", "max_page_time", "ping_action", "heartbeat", "min_visit",
-            "engaged_after", "conversion", "bots")  # fmt: skip
+    (
+        "--min-visit",
+        {"type": DURATION, "default": "5s", "help": "Engaged time a session with a ping adds."},
+    ),
+    (
+        "--engaged-after",
+        {"type": DURATION, "default": "10s", "help": "A session this long is engaged."},
+    ),
+    (
+        "--conversion",
+        {
+            "metavar": "NAME=ACTION[,value=PATH]",
+            "multiple": True,
+            "help": "A conversion (repeatable): NAME_count, NAME_value, NAME_first_at.",
+        },
+    ),
+    (
+        "--bots",
+        {
+            "type": click.Choice(BOT_MODES),
+            "default": "flag",
+            "help": "flag: sessions carry is_bot; drop: bots' events are dropped.",
+        },
+    ),
+)
+_NAMES = (
+    "user_field",
+    "time_field",
+    "page_field",
+    "action_field",
+    "time_format",
+    "user_type",
+    "keep_fields",
+    "split_on_change",
+    "gap_field",
+)
+_CONTENT = (
+    "url_field",
+    "referrer_field",
+    "user_agent_field",
+    "site_hosts",
+    "channel_rules",
+    "page_view_actions",
+    "max_page_time",
+    "ping_action",
+    "heartbeat",
+    "min_visit",
+    "engaged_after",
+    "conversion",
+    "bots",
+)
 
 
 def mapping_options(f):
@@ -93,11 +190,17 @@ def pop_mapping(params: dict) -> EventMapping:
     c = {name: params.pop(name) for name in _CONTENT}
     keep, last = split_keep(parse_keep(v["keep_fields"]))
     content = session_content(
-        site_hosts=c["site_hosts"], channel_rules=c["channel_rules"],
-        page_view_actions=c["page_view_actions"], max_page_time=c["max_page_time"],
-        ping_action=c["ping_action"], heartbeat=c["heartbeat"], min_visit=c["min_visit"],
-        engaged_after=c["engaged_after"], conversions=c["conversion"], bots=c["bots"],
-    )  # fmt: skip
+        site_hosts=c["site_hosts"],
+        channel_rules=c["channel_rules"],
+        page_view_actions=c["page_view_actions"],
+        max_page_time=c["max_page_time"],
+        ping_action=c["ping_action"],
+        heartbeat=c["heartbeat"],
+        min_visit=c["min_visit"],
+        engaged_after=c["engaged_after"],
+        conversions=c["conversion"],
+        bots=c["bots"],
+    )
     return EventMapping(
         user=v["user_field"].strip(),
         time=v["time_field"].strip(),

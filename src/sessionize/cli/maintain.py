@@ -8,32 +8,46 @@ import click
 @click.command()
 @click.option("--output", required=True, help="Output of a stream or batch job.")
 @click.option(
-    "--checkpoint", default=None,
+    "--checkpoint",
+    default=None,
     help="Checkpoint of the stream writing --output: refuse while that stream runs.",
-)  # fmt: skip
+)
 @click.option(
-    "--compact", is_flag=True,
+    "--compact",
+    is_flag=True,
     help="Parquet (local): move every published batch into files of about --target-file-mb "
     "per session_date (per publish day for the other outputs) under OUT/_compacted/; "
     "Delta: bin-pack the tables' small files.",
-)  # fmt: skip
+)
 @click.option(
-    "--target-file-mb", type=click.FloatRange(1), default=128.0, metavar="MB",
-    show_default=True, help="Parquet: the size of the files --compact writes.",
-)  # fmt: skip
+    "--target-file-mb",
+    type=click.FloatRange(1),
+    default=128.0,
+    metavar="MB",
+    show_default=True,
+    help="Parquet: the size of the files --compact writes.",
+)
 @click.option(
-    "--vacuum-hours", type=click.IntRange(0), default=None,
+    "--vacuum-hours",
+    type=click.IntRange(0),
+    default=None,
     help="Delta: delete files that no table version of the last H hours uses.",
-)  # fmt: skip
+)
 @click.option(
-    "--move-output", metavar="NEW", default=None,
+    "--move-output",
+    metavar="NEW",
+    default=None,
     help="Move the outputs (local) to NEW, a new or empty directory, and record NEW in "
     "--checkpoint: the one way a stream's outputs change place.",
-)  # fmt: skip
+)
 def maintain(
-    output: str, checkpoint: str | None, compact: bool, target_file_mb: float,
-    vacuum_hours: int | None, move_output: str | None,
-):  # fmt: skip
+    output: str,
+    checkpoint: str | None,
+    compact: bool,
+    target_file_mb: float,
+    vacuum_hours: int | None,
+    move_output: str | None,
+):
     """Remove what interrupted runs left in an output; compact its Parquet batches or Delta
     tables; vacuum Delta tables; or move the outputs. Refused while a driver writes the
     output."""
@@ -48,6 +62,10 @@ def maintain(
         return
 
     run_maintain(
-        output, checkpoint=checkpoint, compact=compact, vacuum_hours=vacuum_hours,
-        target_file_mb=target_file_mb, say=click.echo,
-    )  # fmt: skip
+        output,
+        checkpoint=checkpoint,
+        compact=compact,
+        vacuum_hours=vacuum_hours,
+        target_file_mb=target_file_mb,
+        say=click.echo,
+    )

@@ -55,37 +55,52 @@ def rules_options(f):
     """--gap, --lateness, --close-actions, --max-duration, --timezone, --split-at-midnight:
     the session rules (docs/design.md, "Semantics")."""
     f = click.option(
-        "--split-at-midnight", is_flag=True,
+        "--split-at-midnight",
+        is_flag=True,
         help="End sessions at midnight in --timezone.",
-    )(f)  # fmt: skip
+    )(f)
     for name, kind, default, text in reversed(_RULE_OPTIONS):
         f = click.option(name, type=kind, default=default, show_default=True, help=text)(f)
     return f
 
 
 def make_rules(
-    gap: int, lateness: int, close_actions: str, max_duration: int | None = None,
-    timezone: str = "UTC", split_at_midnight: bool = False,
-) -> SessionRules:  # fmt: skip
+    gap: int,
+    lateness: int,
+    close_actions: str,
+    max_duration: int | None = None,
+    timezone: str = "UTC",
+    split_at_midnight: bool = False,
+) -> SessionRules:
     actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
     return SessionRules(
-        gap_us=gap, lateness_us=lateness, close_actions=actions, max_duration_us=max_duration,
-        timezone=timezone.strip(), split_at_midnight=split_at_midnight,
-    )  # fmt: skip
+        gap_us=gap,
+        lateness_us=lateness,
+        close_actions=actions,
+        max_duration_us=max_duration,
+        timezone=timezone.strip(),
+        split_at_midnight=split_at_midnight,
+    )
 
 
 def metrics_options(f):
     """--metrics-port and --metrics-host: the stream's Prometheus endpoint."""
     f = click.option(
-        "--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+        "--metrics-host",
+        default="127.0.0.1",
+        show_default=True,
+        metavar="HOST",
         help="The address the metrics listen on: 0.0.0.0 for every interface (a Prometheus "
         "server on another machine).",
-    )(f)  # fmt: skip
+    )(f)
     return click.option(
-        "--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+        "--metrics-port",
+        type=click.IntRange(0, 65535),
+        default=None,
+        metavar="PORT",
         help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs "
         "(0: any free port); the address is printed first.",
-    )(f)  # fmt: skip
+    )(f)
 
 
 def check_metrics_host(port: int | None) -> None:

@@ -25,15 +25,18 @@ def history(checkpoint: str, state: str | None) -> None:
 @click.command()
 @click.option("--checkpoint", required=True, help="Checkpoint of a stream job.")
 @click.option(
-    "--to-batch", type=int, required=True,
+    "--to-batch",
+    type=int,
+    required=True,
     help="Last batch to keep (see `sessionize history`); -1 starts over from nothing.",
-)  # fmt: skip
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be undone; change nothing.")
 @click.option("--state", default=None, help=_STATE_HELP)
 @click.option(
-    "--accept-duplicates", is_flag=True,
+    "--accept-duplicates",
+    is_flag=True,
     help="Rewind over batches on a Kafka output: their records stay, the rerun repeats them.",
-)  # fmt: skip
+)
 def rewind(
     checkpoint: str, to_batch: int, dry_run: bool, state: str | None, accept_duplicates: bool
 ) -> None:
@@ -41,5 +44,11 @@ def rewind(
     The next `sessionize stream` with the same flags recomputes them."""
     from sessionize.commands.rewind import rewind as run_rewind
 
-    run_rewind(checkpoint, to_batch, dry_run=dry_run, state=state, say=click.echo,
-               accept_duplicates=accept_duplicates)  # fmt: skip
+    run_rewind(
+        checkpoint,
+        to_batch,
+        dry_run=dry_run,
+        state=state,
+        say=click.echo,
+        accept_duplicates=accept_duplicates,
+    )

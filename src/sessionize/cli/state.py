@@ -9,13 +9,15 @@ from sessionize.redaction import redact_uri
 
 
 def _job_options(f):
-    f = click.option("--job", default=None, help="Job name in the state (batch mode; "
-                     "default sessionize).")(f)  # fmt: skip
     f = click.option(
-        "--state", default=None,
+        "--job", default=None, help="Job name in the state (batch mode; default sessionize)."
+    )(f)
+    f = click.option(
+        "--state",
+        default=None,
         help="The job's state (default: the checkpoint's record, or OUTPUT/_state); needed "
         "when the checkpoint records it without its password.",
-    )(f)  # fmt: skip
+    )(f)
     f = click.option("--output", default=None, help="Output of a batch job.")(f)
     return click.option("--checkpoint", default=None, help="Checkpoint of a stream job.")(f)
 
@@ -35,11 +37,16 @@ def state() -> None:
 
 @state.command()
 @_job_options
-@click.option("--version", type=click.IntRange(0), default=None,
-              help="Committed version to read (default: the last).")  # fmt: skip
+@click.option(
+    "--version",
+    type=click.IntRange(0),
+    default=None,
+    help="Committed version to read (default: the last).",
+)
 @click.option("--user", "user", default=None, help="Show this user's open sessions.")
-@click.option("--key", "key", default=None,
-              help="A processor's job: show this key's state rows and timer.")  # fmt: skip
+@click.option(
+    "--key", "key", default=None, help="A processor's job: show this key's state rows and timer."
+)
 def inspect(checkpoint, output, state, job, version, user, key) -> None:
     """Per partition and in total: versions kept, open users and sessions (a processor's
     job: keys, rows, next timer), the oldest open session, bytes, last commit time."""
@@ -77,19 +84,27 @@ def inspect(checkpoint, output, state, job, version, user, key) -> None:
             f"{row['session_id']}: {row['start_time']:%Y-%m-%dT%H:%M:%S}Z .. "
             f"{row['end_time']:%H:%M:%S}, {row['event_count']} events, closes "
             f"{row['closed_at']:%Y-%m-%dT%H:%M:%S}Z ({row['end_reason']}), user expires "
-            f"{row['expires_at']:%Y-%m-%dT%H:%M:%S}Z", highlight=False,
+            f"{row['expires_at']:%Y-%m-%dT%H:%M:%S}Z",
+            highlight=False,
         )
         for e in row["pending_events"]:
             fields = " ".join(f"{k}={e[k]}" for k in attributes if e[k] is not None)
-            console.print(f"    {e['event_time']:%Y-%m-%dT%H:%M:%S.%f}Z  {e['action']:<14} "
-                          f"{e['page']}  {fields}", highlight=False)  # fmt: skip
+            console.print(
+                f"    {e['event_time']:%Y-%m-%dT%H:%M:%S.%f}Z  {e['action']:<14} "
+                f"{e['page']}  {fields}",
+                highlight=False,
+            )
 
 
 @state.command()
 @_job_options
 @click.option("--to", "to", required=True, help="Parquet file to write.")
-@click.option("--version", type=click.IntRange(0), default=None,
-              help="Committed version to export (default: the last).")  # fmt: skip
+@click.option(
+    "--version",
+    type=click.IntRange(0),
+    default=None,
+    help="Committed version to export (default: the last).",
+)
 def export(checkpoint, output, state, job, to, version) -> None:
     """Write the open sessions (the columns of `sessions`, their expiry and pending events)
     as one Parquet file; a processor's job: its state rows, with each key's timer."""
@@ -103,8 +118,13 @@ def export(checkpoint, output, state, job, to, version) -> None:
 
 @state.command()
 @_job_options
-@click.option("--to", "to", required=True, metavar="STATE_URI",
-              help="Where the state goes: files, files:PATH, postgresql://, redis://, dynamodb://")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="STATE_URI",
+    help="Where the state goes: files, files:PATH, postgresql://, redis://, dynamodb://",
+)
 def migrate(checkpoint, output, state, job, to) -> None:
     """Copy the state at its last committed version into another store, verify it, and
     switch the checkpoint to it."""
@@ -114,8 +134,13 @@ def migrate(checkpoint, output, state, job, to) -> None:
 @state.command()
 @_job_options
 @click.option("--partitions", type=click.IntRange(1), required=True, help="New partition count.")
-@click.option("--to", "to", required=True, metavar="STATE_URI",
-              help="Where the rewritten state goes (any of our stores; not the current one).")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="STATE_URI",
+    help="Where the rewritten state goes (any of our stores; not the current one).",
+)
 def repartition(checkpoint, output, state, job, partitions, to) -> None:
     """Rewrite the state into M partitions (users rehashed as the engine places them),
     verify it, and switch the checkpoint to it with the new count."""
@@ -127,19 +152,36 @@ def _move(checkpoint, output, state, job, to, partitions) -> None:
 
     if (checkpoint is None) == (output is None):
         raise click.UsageError("give --checkpoint (a stream) or --output (a batch job)")
-    result = move_state(to, checkpoint=checkpoint, output=output, state=state, job=job,
-                        partitions=partitions, on_line=click.echo)  # fmt: skip
+    result = move_state(
+        to,
+        checkpoint=checkpoint,
+        output=output,
+        state=state,
+        job=job,
+        partitions=partitions,
+        on_line=click.echo,
+    )
     if result is not None:
-        click.echo(f"{result.users:,} open users at version {result.version} in "
-                   f"{result.seconds:.1f}s")  # fmt: skip
+        click.echo(
+            f"{result.users:,} open users at version {result.version} in {result.seconds:.1f}s"
+        )
 
 
 @state.command(name="import")
 @click.option("--checkpoint", required=True, help="Checkpoint of a spark-* state stream.")
-@click.option("--to", "to", required=True, metavar="STATE_URI",
-              help="Our store to move the state into (files, files:PATH, a server URI).")
-@click.option("--partitions", type=click.IntRange(1), default=None,
-              help="Partitions of the new state (default: the checkpoint's).")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="STATE_URI",
+    help="Our store to move the state into (files, files:PATH, a server URI).",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(1),
+    default=None,
+    help="Partitions of the new state (default: the checkpoint's).",
+)
 def import_(checkpoint, to, partitions) -> None:
     """Read Spark's own state at the last committed batch (Spark's state data source) into
     one of our stores, verify it, and switch the checkpoint to it."""
@@ -147,5 +189,6 @@ def import_(checkpoint, to, partitions) -> None:
 
     result = import_spark_state(checkpoint, to, partitions=partitions, on_line=click.echo)
     if result is not None:
-        click.echo(f"{result.users:,} open users at batch {result.version} in "
-                   f"{result.seconds:.1f}s")  # fmt: skip
+        click.echo(
+            f"{result.users:,} open users at batch {result.version} in {result.seconds:.1f}s"
+        )

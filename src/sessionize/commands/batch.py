@@ -107,9 +107,14 @@ class BatchOptions:
 
     def sessionizer(self) -> Sessionizer:
         return Sessionizer.of(
-            self.rules, self.mapping, state=self.state, partitions=self.partitions,
-            job=self.job, max_future_us=self.max_future_us, explicit=self.explicit,
-        )  # fmt: skip
+            self.rules,
+            self.mapping,
+            state=self.state,
+            partitions=self.partitions,
+            job=self.job,
+            max_future_us=self.max_future_us,
+            explicit=self.explicit,
+        )
 
     def given(self, name: str) -> bool:
         return self.explicit is None or name in self.explicit
@@ -121,8 +126,10 @@ def _hours(opts: BatchOptions) -> tuple[list[FolderHour], list[datetime]]:
         raise ConfigError("--from must be an hour and --to the same or a later hour")
     hours, skipped = folder_hours(opts.start, opts.end, opts.input_timezone)
     if not hours:
-        raise ConfigError(f"--from..--to holds no hour of {opts.input_timezone} (a daylight "
-                          "saving change skips it); give a wider range")  # fmt: skip
+        raise ConfigError(
+            f"--from..--to holds no hour of {opts.input_timezone} (a daylight "
+            "saving change skips it); give a wider range"
+        )
     return hours, skipped
 
 
@@ -137,8 +144,10 @@ def run_batch(
     about to run."""
     hours, skipped = _hours(opts)
     for name in skipped:
-        on_hour(f"hour {name:%Y-%m-%dT%H} does not exist in {opts.input_timezone} (clocks go "
-                "forward): no folder, skipped")  # fmt: skip
+        on_hour(
+            f"hour {name:%Y-%m-%dT%H} does not exist in {opts.input_timezone} (clocks go "
+            "forward): no folder, skipped"
+        )
     check_tree(opts.input)  # as `stream` does: a missing tree is a mistake, not empty hours
     check_output(opts.output, None)
     bound = bind_output(opts)  # before anything is written: the output's state and owner
@@ -153,8 +162,12 @@ def output_record(opts: BatchOptions) -> dict[str, str]:
     """What a batch output is bound to: its state and job (whose hours it holds), the
     format its tables are in, and the zone naming its hours (which folder each batch is)."""
     state = recorded_state(opts.state)
-    return {"state": state, "job": opts.job, "output_format": opts.output_format,
-            "input_timezone": opts.input_timezone}  # fmt: skip
+    return {
+        "state": state,
+        "job": opts.job,
+        "output_format": opts.output_format,
+        "input_timezone": opts.input_timezone,
+    }
 
 
 def bind_output(opts: BatchOptions) -> BatchOptions:
@@ -244,29 +257,33 @@ def _run(
     warn_local_paths(spark, opts.output, settings.state_uri)
     log = progress_path(opts.progress_log, record_place(opts.output), "_progress.jsonl")
     # The engine runs with the settings checked against the state's record: one object.
-    engine = SessionEngine(spark, settings, backend, parser=opts.sessionizer().file_parser(),
-                         lease=lease)  # fmt: skip
+    engine = SessionEngine(
+        spark, settings, backend, parser=opts.sessionizer().file_parser(), lease=lease
+    )
     runner = BatchRunner(
         engine,
         on_hour,
         label=_label,
         progress=ProgressLog(log) if log else None,
-        describe_input=lambda version: {"path": folder_path(opts.input, _hour_of(version)),
-                                        "input_timezone": opts.input_timezone},
+        describe_input=lambda version: {
+            "path": folder_path(opts.input, _hour_of(version)),
+            "input_timezone": opts.input_timezone,
+        },
         lease=lease,
         claim=claim,
         explain_late=lambda version, previous: hours_behind(
             engine.sink.staged_counts(LATE_EVENTS, version, "event_time"),
             previous.get("watermark"),
         ),
-    )  # fmt: skip
+    )
     on_start(len(hours))
     try:
         for i, hour in enumerate(hours):
             path = folder_path(opts.input, hour.name)
             if not is_dir(path):
-                on_hour(f"hour {hour.name:%Y-%m-%dT%H}: no input at {path}, treated as an "
-                        "empty hour")  # fmt: skip
+                on_hour(
+                    f"hour {hour.name:%Y-%m-%dT%H}: no input at {path}, treated as an empty hour"
+                )
             raw = batch_records(spark, [path] if is_dir(path) else [], opts.mapping)
             request = BatchRequest(
                 hour.version,

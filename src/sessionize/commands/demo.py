@@ -36,9 +36,12 @@ def web_mapping() -> EventMapping:
     """
     carried = SessionContent(ping_action=WEB_PING, conversions=(parse_conversion(WEB_CONVERSION),))
     return EventMapping(
-        url=WEB_FIELDS["url"], referrer=WEB_FIELDS["referrer"],
-        user_agent=WEB_FIELDS["user_agent"], session_columns=NEWEST_COLUMNS, content=carried,
-    )  # fmt: skip
+        url=WEB_FIELDS["url"],
+        referrer=WEB_FIELDS["referrer"],
+        user_agent=WEB_FIELDS["user_agent"],
+        session_columns=NEWEST_COLUMNS,
+        content=carried,
+    )
 
 
 def run_demo(

@@ -129,8 +129,9 @@ def _state_limits(ck: RecordedCheckpoint, committed: list[int]) -> dict[str, int
     return ck.state.floors()
 
 
-def _reason(committed: list[int], restorable: list[int], limits: dict[str, int],
-            first_offsets: int) -> str:  # fmt: skip
+def _reason(
+    committed: list[int], restorable: list[int], limits: dict[str, int], first_offsets: int
+) -> str:
     if not restorable:
         return "no committed batch can be restored"
     oldest = restorable[0]

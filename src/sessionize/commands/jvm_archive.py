@@ -36,8 +36,10 @@ def record(say: Callable[[str], None] = print) -> Path:
     """
     path = jvm_archive.archive_path()
     if path.is_file():
-        say(f"already recorded for this Java and these Spark jars: {path} (--remove first to "
-            "record it again)")  # fmt: skip
+        say(
+            f"already recorded for this Java and these Spark jars: {path} (--remove first to "
+            "record it again)"
+        )
         return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,8 +75,12 @@ def remove(say: Callable[[str], None] = print) -> list[Path]:
     """Delete every recorded archive in the cache directory (any Java, any Spark jars), and
     what an interrupted recording left."""
     cache = jvm_archive.cache_dir()
-    gone = sorted([*cache.glob(f"{jvm_archive.PREFIX}*.jsa"),
-                   *cache.glob(f".{jvm_archive.PREFIX}*{_PARTIAL}")])  # fmt: skip
+    gone = sorted(
+        [
+            *cache.glob(f"{jvm_archive.PREFIX}*.jsa"),
+            *cache.glob(f".{jvm_archive.PREFIX}*{_PARTIAL}"),
+        ]
+    )
     for path in gone:
         path.unlink(missing_ok=True)
         say(f"removed {path}")
@@ -96,12 +102,22 @@ def _workload(work: str, archive: str) -> None:
     record_at_exit = f"-XX:ArchiveClassesAtExit={archive} {jvm_archive.QUIET}"
     conf = {"spark.driver.extraJavaOptions": f"{LOG4J_OPTION} {JIT_OPTIONS} {record_at_exit}"}
     spark = get_spark("sessionize-jvm-archive", master="local[2]", conf=conf)
-    cfg = GeneratorConfig(start=datetime(2026, 11, 1, tzinfo=UTC), hours=2, users=50,
-                          events_per_hour=500, files_per_hour=1)  # fmt: skip
+    cfg = GeneratorConfig(
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        hours=2,
+        users=50,
+        events_per_hour=500,
+        files_per_hour=1,
+    )
     write_files(cfg, f"{work}/input")
-    opts = StreamOptions(input=f"{work}/input", output=f"{work}/output",
-                         checkpoint=f"{work}/checkpoint", state="files", partitions=2,
-                         max_files_per_trigger=1)  # fmt: skip
+    opts = StreamOptions(
+        input=f"{work}/input",
+        output=f"{work}/output",
+        checkpoint=f"{work}/checkpoint",
+        state="files",
+        partitions=2,
+        max_files_per_trigger=1,
+    )
     run_stream(opts, spark, on_batch=lambda _: None)
     gateway = SparkContext._gateway
     assert gateway is not None  # the session above started it

@@ -95,8 +95,10 @@ def maintain(
             assert isinstance(sink, ParquetSink)
             report["compacted"] = done = sink.compact(target_mb=target_file_mb)
             for name, counts in done.items():
-                say(f"{name}: compacted {counts['batches']} batches, {counts['files_in']} "
-                    f"files into {counts['files_out']}")  # fmt: skip
+                say(
+                    f"{name}: compacted {counts['batches']} batches, {counts['files_in']} "
+                    f"files into {counts['files_out']}"
+                )
     return report
 
 
@@ -104,8 +106,9 @@ def _describe(done: dict) -> str:
     parts = []
     if done.get("compaction") is not None:
         m = done["compaction"]
-        parts.append(f"compacted {m.get('numFilesRemoved', 0)} files into "
-                     f"{m.get('numFilesAdded', 0)}")  # fmt: skip
+        parts.append(
+            f"compacted {m.get('numFilesRemoved', 0)} files into {m.get('numFilesAdded', 0)}"
+        )
     if "vacuumed_files" in done:
         parts.append(f"vacuumed {done['vacuumed_files']} files")
     return ", ".join(parts) or "nothing to do"

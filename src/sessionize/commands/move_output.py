@@ -153,13 +153,16 @@ def _move_tree(old: str, to: str, checkpoint: str | None, resumed: bool) -> str:
     tree_move.clear_intent(old)
     copied = checked.files - checked.linked
     how = (
-        "hard links on one filesystem" if not copied
-        else "copied and verified" if not checked.linked
+        "hard links on one filesystem"
+        if not copied
+        else "copied and verified"
+        if not checked.linked
         else f"{checked.linked} hard links, {copied} copied and verified"
-    )  # fmt: skip
+    )
     where = "; the checkpoint writes there now" if checkpoint else ""
-    return (f"moved {old} to {to} ({checked.files} files, {checked.bytes / 1e6:,.1f} MB: "
-            f"{how}){where}")  # fmt: skip
+    return (
+        f"moved {old} to {to} ({checked.files} files, {checked.bytes / 1e6:,.1f} MB: {how}){where}"
+    )
 
 
 def _drop_old(old: str) -> None:
@@ -173,8 +176,9 @@ def _drop_old(old: str) -> None:
         os.rmdir(old)
 
 
-def _move_postgres(output: str, new: str, checkpoint: str | None,
-                   say: Callable[[str], None]) -> str:  # fmt: skip
+def _move_postgres(
+    output: str, new: str, checkpoint: str | None, say: Callable[[str], None]
+) -> str:
     """A PostgreSQL output to another schema of its database (sinks/postgres_move.py)."""
     if not (_in_database(output) and _in_database(new)):
         raise ConfigError(

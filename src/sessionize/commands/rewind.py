@@ -67,9 +67,14 @@ class RewindPlan:
 
 
 def rewind(
-    checkpoint: str, to_batch: int, *, dry_run: bool = False, state: str | None = None,
-    say: Callable[[str], None] = print, accept_duplicates: bool = False,
-) -> RewindPlan:  # fmt: skip
+    checkpoint: str,
+    to_batch: int,
+    *,
+    dry_run: bool = False,
+    state: str | None = None,
+    say: Callable[[str], None] = print,
+    accept_duplicates: bool = False,
+) -> RewindPlan:
     """Rewind the stream of `checkpoint` to after batch `to_batch` (-1: before the first);
     `accept_duplicates` lets it rewind over batches on Kafka, which the rerun repeats."""
     if to_batch < -1:
@@ -101,10 +106,15 @@ def rewind(
             if sink is not None:
                 sink.check_retractable(to_batch + 1, "add --accept-duplicates")
         started = time.perf_counter()
-        write_rewind_intent(checkpoint, {
-            "to_batch": to_batch, "undo": plan.batches, "settings": ck.settings,
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        })  # fmt: skip
+        write_rewind_intent(
+            checkpoint,
+            {
+                "to_batch": to_batch,
+                "undo": plan.batches,
+                "settings": ck.settings,
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
         _undo(ck, to_batch)
         clear_rewind_intent(checkpoint)
         rerun = "`stateful.stream`" if "processor" in ck.settings else "`sessionize stream`"
@@ -150,8 +160,9 @@ def _plan(ck: RecordedCheckpoint, to_batch: int) -> RewindPlan:
 def plan_lines(plan: RewindPlan) -> list[str]:
     undo = (
         f"batches {plan.batches[0]}..{plan.batches[-1]} ({len(plan.batches)})"
-        if plan.batches else "no batch"
-    )  # fmt: skip
+        if plan.batches
+        else "no batch"
+    )
     where = "the start" if plan.offsets is None else f"after batch {plan.to_batch}"
     if isinstance(plan.offsets, dict) and "partitions" in plan.offsets:  # Kafka
         parts = sorted(plan.offsets["partitions"].items())

@@ -81,9 +81,12 @@ def _holder(records: LeaseRecords) -> dict:
         return {"running": False}
     running = not holder.presumed_dead(time.time())
     return {
-        "running": running, "host": holder.host, "pid": holder.pid, "started": holder.started,
+        "running": running,
+        "host": holder.host,
+        "pid": holder.pid,
+        "started": holder.started,
         "epoch": holder.epoch,
-    }  # fmt: skip
+    }
 
 
 def _last(progress_log: str) -> dict:
@@ -113,17 +116,21 @@ def _last(progress_log: str) -> dict:
 # `invalid` went to invalid_events and `events_in` are the valid events (late ones included);
 # then the session processor's counters, in its words.
 _TOTAL_WORDS = {
-    "records": "lines read", "invalid": "invalid", "events_in": "events in", "late": "late",
+    "records": "lines read",
+    "invalid": "invalid",
+    "events_in": "events in",
+    "late": "late",
     **TOTALED,
-}  # fmt: skip
+}
 
 
 def totals_line(totals: dict) -> str:
     """`21 lines read, 4 invalid, 17 events in, ...` (what is not recorded is left out)."""
     return ", ".join(
-        f"{v:,} {_TOTAL_WORDS[k]}" for k, v in totals.items()
+        f"{v:,} {_TOTAL_WORDS[k]}"
+        for k, v in totals.items()
         if v is not None and (v or k != DROPPED)  # only jobs that drop bots show them
-    )  # fmt: skip
+    )
 
 
 def describe(status: dict) -> list[str]:

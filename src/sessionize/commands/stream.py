@@ -70,9 +70,14 @@ class StreamOptions:
 
     def sessionizer(self) -> Sessionizer:
         return Sessionizer.of(
-            self.rules, self.mapping, state=self.state, partitions=self.partitions,
-            job=self.job, max_future_us=self.max_future_us, explicit=self.explicit,
-        )  # fmt: skip
+            self.rules,
+            self.mapping,
+            state=self.state,
+            partitions=self.partitions,
+            job=self.job,
+            max_future_us=self.max_future_us,
+            explicit=self.explicit,
+        )
 
 
 def run_stream(
@@ -89,9 +94,11 @@ def run_stream(
     if scheme_of(opts.input) == "files":
         outside = outside_hour_folders(opts.input)
         if outside:  # a tree laid out by hour is listed through its hour folders
-            on_batch(f"note: {counted(len(outside), 'file')} of {opts.input} outside its "
-                     f"hour folders (event_date=D/event_hour=H/) are not read, e.g. "
-                     f"{outside[0]}")  # fmt: skip
+            on_batch(
+                f"note: {counted(len(outside), 'file')} of {opts.input} outside its "
+                f"hour folders (event_date=D/event_hour=H/) are not read, e.g. "
+                f"{outside[0]}"
+            )
     # The settings left out take the checkpoint's values before Spark starts with them.
     sessionizer, output_format = opts.sessionizer().with_checkpoint(
         opts.checkpoint, None if _left_out(opts, "output_format") else opts.output_format
@@ -110,12 +117,20 @@ def run_stream(
         return open_stream(session, opts.input, opts.input_options(), opts.mapping)
 
     run = sessionizer.start(
-        events, output=opts.output, checkpoint=opts.checkpoint, trigger=opts.trigger,
-        output_format=output_format, progress_log=opts.progress_log, on_batch=on_batch,
-        input_name=opts.input, metrics_port=opts.metrics_port, metrics_host=opts.metrics_host,
-        source_options=opts.input_options(), open_sessions=opts.open_sessions,
+        events,
+        output=opts.output,
+        checkpoint=opts.checkpoint,
+        trigger=opts.trigger,
+        output_format=output_format,
+        progress_log=opts.progress_log,
+        on_batch=on_batch,
+        input_name=opts.input,
+        metrics_port=opts.metrics_port,
+        metrics_host=opts.metrics_host,
+        source_options=opts.input_options(),
+        open_sessions=opts.open_sessions,
         compact_every=opts.compact_every,
-    )  # fmt: skip
+    )
     return run.wait()
 
 

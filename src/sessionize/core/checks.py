@@ -65,8 +65,9 @@ def check_update(update: Any, d: Declared, given: pa.Array) -> Checked:
         key_schema = pa.schema([out.schema.field(c) for c in out.key])
         deletes[name] = conform(table, key_schema, who=d.name, what=f"deletes of '{name}'")
     timer_keys, timer_at = _timers(update.timers, d, given, fail)
-    return Checked(state, remove, outputs, deletes, timer_keys, timer_at,
-                   _counters(update.counters, fail))  # fmt: skip
+    return Checked(
+        state, remove, outputs, deletes, timer_keys, timer_at, _counters(update.counters, fail)
+    )
 
 
 def _declared(tables: Any, field: str, d: Declared, fail: Fail) -> dict[str, Any]:

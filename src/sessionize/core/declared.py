@@ -106,9 +106,7 @@ def declared(processor: Processor) -> Declared:
         rows = RowSpec(stored, key=store_key, expiry=timer)
     except ConfigError as e:
         raise fail(str(e)) from e
-    return Declared(
-        who, key, key_type, event_time, schema, outputs, late, timer, store_key, rows
-    )  # fmt: skip
+    return Declared(who, key, key_type, event_time, schema, outputs, late, timer, store_key, rows)
 
 
 def _output(name: object, value: object, fail: Callable[[str], Exception]) -> Output:

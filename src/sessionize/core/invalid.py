@@ -36,9 +36,7 @@ def without_marks(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f for f in schema if f.name not in MARKS])
 
 
-def split_invalid(
-    rows: pa.Table, key: str, event_time: str | None
-) -> tuple[pa.Table, pa.Table]:
+def split_invalid(rows: pa.Table, key: str, event_time: str | None) -> tuple[pa.Table, pa.Table]:
     """(the valid rows without the marks, the invalid ones as INVALID_SCHEMA rows).
 
     A row is invalid when it carries a `_reason`, or else when its key or event time is
@@ -74,8 +72,9 @@ def split_invalid(
     else:
         from_source = pa.array([False] * bad_rows.num_rows)
     no_raw = pc.and_(pc.is_null(raw), pc.invert(from_source))
-    source = (bad_rows.column(SOURCE) if SOURCE in marks
-              else pa.nulls(bad_rows.num_rows, pa.string()))  # fmt: skip
+    source = (
+        bad_rows.column(SOURCE) if SOURCE in marks else pa.nulls(bad_rows.num_rows, pa.string())
+    )
     invalid = pa.table(
         {
             "raw": pc.if_else(no_raw, as_json, raw).cast(pa.string()),

@@ -32,9 +32,12 @@ class LocalRun:
 
 
 def run_local(
-    processor: Processor, batches: Iterable[pa.Table], *, lateness: Duration = 0,
+    processor: Processor,
+    batches: Iterable[pa.Table],
+    *,
+    lateness: Duration = 0,
     lateness_us: int | None = None,
-) -> LocalRun:  # fmt: skip
+) -> LocalRun:
     """Run `processor` over `batches`, one micro-batch each, state carried between them.
 
     The watermark after a batch is the latest event time seen so far minus `lateness`
@@ -74,8 +77,15 @@ def run_local(
         after = None if latest is None else latest - lateness_us
         if before is not None:
             after = before if after is None else max(before, after)
-        result = step(processor, run.state, rows, batch_id=batch_id, partition=0,
-                      watermark_before=before, watermark_after=after)  # fmt: skip
+        result = step(
+            processor,
+            run.state,
+            rows,
+            batch_id=batch_id,
+            partition=0,
+            watermark_before=before,
+            watermark_after=after,
+        )
         _apply(run, result, d.store_key)
         run.watermark = after
     return run

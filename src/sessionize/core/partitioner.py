@@ -45,8 +45,11 @@ def spark_partitions(keys: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
     elif placed_here(keys.type):
         encoded = pc.dictionary_encode(keys)
         distinct = _hash_strings(encoded.dictionary)
-        hashes = distinct[encoded.indices.fill_null(0).to_numpy()] if len(distinct) else (
-            np.full(len(keys), SEED, np.uint32))  # fmt: skip
+        hashes = (
+            distinct[encoded.indices.fill_null(0).to_numpy()]
+            if len(distinct)
+            else (np.full(len(keys), SEED, np.uint32))
+        )
     else:
         raise TypeError(f"Spark's placement of {keys.type} keys is not computed here")
     if keys.null_count:

@@ -104,14 +104,24 @@ def step(
     outputs = {name: out.schema.empty_table() for name, out in d.outputs.items()}
     if late is not None and d.late_output is not None:
         outputs[d.late_output] = late
-    counts = {"rows": rows.num_rows + (late.num_rows if late is not None else 0),
-              "late": late.num_rows if late is not None else 0,
-              "keys": len(given), "due": len(due), "state_rows_read": mine.num_rows,
-              "dropped": dropped}  # fmt: skip
+    counts = {
+        "rows": rows.num_rows + (late.num_rows if late is not None else 0),
+        "late": late.num_rows if late is not None else 0,
+        "keys": len(given),
+        "due": len(due),
+        "state_rows_read": mine.num_rows,
+        "dropped": dropped,
+    }
     if len(given) == 0:
         empty = d.rows.empty()
-        return PartitionStep(empty, pa.array([], pa.int64()), outputs, {}, {},
-                          {**counts, "state_rows_written": 0, "state_keys_removed": 0})  # fmt: skip
+        return PartitionStep(
+            empty,
+            pa.array([], pa.int64()),
+            outputs,
+            {},
+            {},
+            {**counts, "state_rows_written": 0, "state_keys_removed": 0},
+        )
 
     ctx = Context(batch_id, partition, watermark_before, watermark_after, due)
     try:
@@ -128,7 +138,11 @@ def step(
 
 
 def _stored_changes(
-    d: Declared, state: pa.Table, mine: pa.Table, checked: Checked, due: pa.Array,
+    d: Declared,
+    state: pa.Table,
+    mine: pa.Table,
+    checked: Checked,
+    due: pa.Array,
     rows: pa.Table,
 ) -> tuple[pa.Table, pa.Int64Array]:
     """Step 5 of the module doc: the stored rows to put and the store keys to remove."""
@@ -159,9 +173,13 @@ def _stored_changes(
         """State rows of changed keys -> stored rows, with each key's timer after the call."""
         keys = table.column(d.key).combine_chunks()
         at = timers_after(
-            keys, set_keys=checked.timer_keys, set_at=checked.timer_at, due=due,
-            old_keys=old_keys, old_at=old_at,
-        )  # fmt: skip
+            keys,
+            set_keys=checked.timer_keys,
+            set_at=checked.timer_at,
+            due=due,
+            old_keys=old_keys,
+            old_at=old_at,
+        )
         table = table.select(d.state_schema.names)
         table = table.append_column(d.timer, pa.array(at, pa.int64()).cast(TIMER_TYPE))
         if d.string_keys:

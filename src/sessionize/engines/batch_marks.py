@@ -62,17 +62,25 @@ def with_marks(
     `key` is the column the shuffle places rows by, `time` the event time (None: none);
     rows with a `reason` (invalid lines) have no valid event time."""
     fields = [T.StructField(f.name, f.dataType, True) for f in parsed.schema.fields]
-    schema = T.StructType([
-        *fields, T.StructField(RECORDS, T.LongType()), T.StructField(LATEST, T.LongType()),
-        T.StructField(PACKED, T.BinaryType()),
-    ])  # fmt: skip
-    task = functools.partial(_mark_and_pack, keys=keys, key=key, time=time,
-                             columns=parsed.columns)  # fmt: skip
+    schema = T.StructType(
+        [
+            *fields,
+            T.StructField(RECORDS, T.LongType()),
+            T.StructField(LATEST, T.LongType()),
+            T.StructField(PACKED, T.BinaryType()),
+        ]
+    )
+    task = functools.partial(_mark_and_pack, keys=keys, key=key, time=time, columns=parsed.columns)
     return parsed.mapInArrow(task, schema)
 
 
-def _mark_and_pack(batches: Iterator[pa.RecordBatch], keys: pa.Array, key: str,
-                   time: str | None, columns: list[str]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def _mark_and_pack(
+    batches: Iterator[pa.RecordBatch],
+    keys: pa.Array,
+    key: str,
+    time: str | None,
+    columns: list[str],
+) -> Iterator[pa.RecordBatch]:
     marked = pass_and_mark(batches, keys, key, time, _valid)
     yield from pack(marked, keys, key, _not_a_mark, columns)
 
@@ -86,8 +94,9 @@ def _valid(batch: pa.RecordBatch) -> pa.Array | None:
     return pc.is_null(batch.column("reason")) if "reason" in batch.schema.names else None
 
 
-def parse_marked(parser: Callable[..., DataFrame], raw: DataFrame, keys: pa.Array,
-                 **options) -> DataFrame:  # fmt: skip
+def parse_marked(
+    parser: Callable[..., DataFrame], raw: DataFrame, keys: pa.Array, **options
+) -> DataFrame:
     """`parser(raw, **options, marks=keys)` with the batch marks of `keys`: made by the task
     that reads the lines where the parser can (`parsing.parse`), else, when the parser
     returns no mark columns (`columns.parse_columns`), in a pass of their own

@@ -128,9 +128,10 @@ def read_settings(checkpoint: CheckpointLike) -> dict[str, object]:
         return {}
     last_run = recorded(checkpoint, PATHS_FILE)
     older = {
-        k: last_run[k] for k in LOCATIONS
+        k: last_run[k]
+        for k in LOCATIONS
         if last_run.get(k) not in (None, "dataframe") and k not in settings
-    }  # fmt: skip
+    }
     return {**DEFAULT_RECORD, **DEFAULT_RULES_RECORD, **older, **settings}
 
 
@@ -194,7 +195,9 @@ def _same(key: str, a: object, b: object) -> bool:
 
 
 def _advice(
-    checkpoint: CheckpointLike, changed: set[str], before: dict[str, object],
+    checkpoint: CheckpointLike,
+    changed: set[str],
+    before: dict[str, object],
     now: dict[str, object],
 ) -> str:
     """What to do about a refused change: a way for every changed flag, and a fresh start
@@ -208,11 +211,14 @@ def _advice(
             f"{now['output']}`, or rerun with the recorded --output"
         )
     if "input" in changed:
-        ways.append("a checkpoint knows what it read of one input only: rerun with the "
-                    "recorded --input")  # fmt: skip
+        ways.append(
+            "a checkpoint knows what it read of one input only: rerun with the recorded --input"
+        )
     if "state" in changed:
-        ways.append("move a state deliberately with `sessionize state migrate`, or rerun with "
-                    "the recorded --state (or leave --state out)")  # fmt: skip
+        ways.append(
+            "move a state deliberately with `sessionize state migrate`, or rerun with "
+            "the recorded --state (or leave --state out)"
+        )
     others = changed - {"output", "input", "state"}
     if others:
         ways.append(
@@ -404,8 +410,7 @@ def check_or_record_processor(checkpoint: CheckpointLike, settings: dict[str, ob
             f"checkpoint {checkpoint} belongs to a session job, not to processor "
             f"{settings['processor']}: give this job a checkpoint of its own"
         )
-    was = {k: json.loads(json.dumps(comparable(k, v)))
-           for k, v in processor_record(before).items()}  # fmt: skip
+    was = {k: json.loads(json.dumps(comparable(k, v))) for k, v in processor_record(before).items()}
     changed = [k for k in now if k in was and was[k] != now[k]]
     if changed:
         diffs = "; ".join(f"{k} {was[k]!r} (now {now[k]!r})" for k in changed)

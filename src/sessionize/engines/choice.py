@@ -56,17 +56,24 @@ class EngineKind(ABC):
         (else: sessions only)."""
 
     @abstractmethod
-    def open_state(self, settings: SessionSettings, checkpoint: CheckpointLike,
-                   shown_uri: str) -> StateBackend | None:  # fmt: skip
+    def open_state(
+        self, settings: SessionSettings, checkpoint: CheckpointLike, shown_uri: str
+    ) -> StateBackend | None:
         """Before Spark starts: open a session job's state and check that it goes with
         `checkpoint` (`shown_uri`: the state as messages name it). Returns what
         `session_engine` is given."""
 
     @abstractmethod
     def session_engine(
-        self, spark: SparkSession, settings: SessionSettings, state: StateBackend | None,
-        *, checkpoint: str, parser: Parser, lease: Lease | None,
-    ) -> Engine:  # fmt: skip
+        self,
+        spark: SparkSession,
+        settings: SessionSettings,
+        state: StateBackend | None,
+        *,
+        checkpoint: str,
+        parser: Parser,
+        lease: Lease | None,
+    ) -> Engine:
         """The engine of a session stream, over `parser`'s records."""
 
     def keyed_engine(
@@ -91,8 +98,9 @@ class OurStore(EngineKind):
         return True  # every state no other engine claims
 
     @override
-    def open_state(self, settings: SessionSettings, checkpoint: CheckpointLike,
-                   shown_uri: str) -> StateBackend:  # fmt: skip
+    def open_state(
+        self, settings: SessionSettings, checkpoint: CheckpointLike, shown_uri: str
+    ) -> StateBackend:
         backend = settings.open_state()
         backend.check()
         check_agreement(backend, checkpoint, shown_uri, settings.job)
@@ -100,9 +108,15 @@ class OurStore(EngineKind):
 
     @override
     def session_engine(
-        self, spark: SparkSession, settings: SessionSettings, state: StateBackend | None,
-        *, checkpoint: str, parser: Parser, lease: Lease | None,
-    ) -> Engine:  # fmt: skip
+        self,
+        spark: SparkSession,
+        settings: SessionSettings,
+        state: StateBackend | None,
+        *,
+        checkpoint: str,
+        parser: Parser,
+        lease: Lease | None,
+    ) -> Engine:
         return SessionEngine(spark, settings, state, parser=parser, lease=lease)
 
     @override
@@ -144,23 +158,37 @@ class SparkState(EngineKind):
         )
 
     @override
-    def open_state(self, settings: SessionSettings, checkpoint: CheckpointLike,
-                   shown_uri: str) -> None:  # fmt: skip
+    def open_state(
+        self, settings: SessionSettings, checkpoint: CheckpointLike, shown_uri: str
+    ) -> None:
         self.check_line(settings.state_uri)
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override
     def session_engine(
-        self, spark: SparkSession, settings: SessionSettings, state: StateBackend | None,
-        *, checkpoint: str, parser: Parser, lease: Lease | None,
-    ) -> Engine:  # fmt: skip
-        sink = open_sink(settings.output, settings.output_format, job=settings.job,
-                         mapping=settings.mapping)  # fmt: skip
+        self,
+        spark: SparkSession,
+        settings: SessionSettings,
+        state: StateBackend | None,
+        *,
+        checkpoint: str,
+        parser: Parser,
+        lease: Lease | None,
+    ) -> Engine:
+        sink = open_sink(
+            settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
+        )
         assert settings.rules is not None  # a session job's settings
         return SparkStateEngine(
-            settings.state_uri, settings.rules, settings.partitions, checkpoint, sink,
-            settings.max_future_us, parser=parser, mapping=settings.mapping,
-        )  # fmt: skip
+            settings.state_uri,
+            settings.rules,
+            settings.partitions,
+            checkpoint,
+            sink,
+            settings.max_future_us,
+            parser=parser,
+            mapping=settings.mapping,
+        )
 
 
 # Asked in order; the last owns every state.

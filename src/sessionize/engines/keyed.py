@@ -110,10 +110,15 @@ class KeyedSettings:
         (replaced by key first), its late output and the invalid rows."""
         d = declared(self.processor)
         # An Output holds its key and partition columns as tuples (`Output.__post_init__`).
-        specs = [OutputSpec(name, out.schema,
-                            key=cast(tuple[str, ...], out.key) if out.mode == "replace" else (),
-                            partition_by=cast(tuple[str, ...], out.partition_by))
-                 for name, out in d.outputs.items()]  # fmt: skip
+        specs = [
+            OutputSpec(
+                name,
+                out.schema,
+                key=cast(tuple[str, ...], out.key) if out.mode == "replace" else (),
+                partition_by=cast(tuple[str, ...], out.partition_by),
+            )
+            for name, out in d.outputs.items()
+        ]
         if d.late_output and d.late_output not in d.outputs:
             specs.append(OutputSpec(d.late_output, d.late_schema(self.input_schema)))
         specs.append(OutputSpec(INVALID_OUTPUT, INVALID_SCHEMA))
@@ -160,8 +165,9 @@ def settings_record(settings: KeyedSettings) -> dict[str, object]:
         # The store's rows, for the state tools, which have the settings but not the class.
         "stored_rows": {
             "schema": base64.b64encode(d.rows.schema.serialize().to_pybytes()).decode(),
-            "key": d.rows.key, "expiry": d.rows.expiry,
-        },  # fmt: skip
+            "key": d.rows.key,
+            "expiry": d.rows.expiry,
+        },
     }
 
 
@@ -219,7 +225,7 @@ class KeyedEngine(Engine):
             functools.partial(partition_task, self.settings, basis),
             lambda latest: functools.partial(missing_task, self.settings, basis.plan(latest)),
             self.settings.partitions,
-        )  # fmt: skip
+        )
         fields: dict[str, object] = {
             "previous": basis.previous,
             "max_event_time": basis.latest_event(latest),
@@ -228,8 +234,9 @@ class KeyedEngine(Engine):
         for c in counts:
             for k, v in c["seen"].items():
                 seen[k] = seen.get(k, 0) + v
-        return BatchResult(self._batch(counts, records), basis.plan(latest).watermark_after,
-                           fields, seen)  # fmt: skip
+        return BatchResult(
+            self._batch(counts, records), basis.plan(latest).watermark_after, fields, seen
+        )
 
     def _marked(self, raw: DataFrame, request: BatchRequest, marks: pa.Array) -> DataFrame:
         """The batch's input rows with the batch marks of `marks`."""

@@ -50,8 +50,9 @@ def tied_files(checkpoint: str, version: int) -> dict:
     file an earlier batch read."""
     entries = file_source_entries(checkpoint)
     earlier = {e["timestamp"] for e in entries if e["batchId"] < version}
-    return {"tied_files": sum(e["batchId"] == version and e["timestamp"] in earlier
-                              for e in entries)}  # fmt: skip
+    return {
+        "tied_files": sum(e["batchId"] == version and e["timestamp"] in earlier for e in entries)
+    }
 
 
 def _us(t: object) -> int:

@@ -69,10 +69,22 @@ def judged_paths(mapping: EventMapping) -> list[Judged]:
     if m.gap:
         out.append(Judged("--gap-field", m.gap, m.gap, GAP_COLUMN))
     out += [Judged("--keep-fields", f"last:{n}={p}", p, n) for n, p in m.last]
-    out += [Judged(flag, path, path, name) for (flag, path), (name, _) in
-            zip(m.mapped(), m.mapped_pairs, strict=True)]  # fmt: skip
-    out += [Judged("--conversion", c.spell(), c.value, f"value:{c.name}", f"action:{c.name}",
-                   f"{c.action} events") for c in m.content.conversions if c.value]  # fmt: skip
+    out += [
+        Judged(flag, path, path, name)
+        for (flag, path), (name, _) in zip(m.mapped(), m.mapped_pairs, strict=True)
+    ]
+    out += [
+        Judged(
+            "--conversion",
+            c.spell(),
+            c.value,
+            f"value:{c.name}",
+            f"action:{c.name}",
+            f"{c.action} events",
+        )
+        for c in m.content.conversions
+        if c.value
+    ]
     return out
 
 
@@ -127,13 +139,17 @@ def judgement(mapping: EventMapping, counts: dict[str, int], names: set[str]) ->
     return {
         EVENTS: counts.get(EVENTS, 0),
         "unmatched": [
-            {"flag": j.flag, "spelled": j.spelled, "path": j.path,
-             "events": counts.get(j.among, 0),
-             "among": j.events,
-             "nearest": nearest(j.path, names)}
+            {
+                "flag": j.flag,
+                "spelled": j.spelled,
+                "path": j.path,
+                "events": counts.get(j.among, 0),
+                "among": j.events,
+                "nearest": nearest(j.path, names),
+            }
             for j in unmatched(mapping, counts)
         ],
-    }  # fmt: skip
+    }
 
 
 def nearest(path: str, names: set[str], n: int = 3) -> list[str]:
@@ -184,8 +200,9 @@ class MappingCheck:
         self.counts: dict[str, int] = {}
         self.done = not judged_paths(mapping)  # nothing to judge
 
-    def after_batch(self, seen: dict[str, int], last: bool,
-                    names: Callable[[], set[str]]) -> dict | None:  # fmt: skip
+    def after_batch(
+        self, seen: dict[str, int], last: bool, names: Callable[[], set[str]]
+    ) -> dict | None:
         """The judgement to record with this batch, or None: not yet, or done already.
         `names` gives the field names the input holds; asked only when a path matched
         nothing (it reads a sample of the batch)."""

@@ -53,9 +53,15 @@ def input_ahead(checkpoint: str, source: str, options: Mapping[str, str]) -> dic
 
 
 def stream_metrics(
-    port: int | None, stream: str, checkpoint: str, source: str, options: Mapping[str, str],
-    *, host: str = "127.0.0.1", say: Callable[[str], None] = _LOG.info,
-) -> StreamMetrics | None:  # fmt: skip
+    port: int | None,
+    stream: str,
+    checkpoint: str,
+    source: str,
+    options: Mapping[str, str],
+    *,
+    host: str = "127.0.0.1",
+    say: Callable[[str], None] = _LOG.info,
+) -> StreamMetrics | None:
     """The metrics of a stream served on `host`:`port` (None: no metrics; port 0: any free
     one), its address said in one line; the input's lag is measured unless the input is a
     DataFrame (`source` is `dataframe`)."""
@@ -63,9 +69,11 @@ def stream_metrics(
         return None
     if not 0 <= port <= 65535:
         raise ConfigError(f"--metrics-port {port}: give a port from 0 to 65535")
-    lag = None if source == "dataframe" else functools.partial(
-        input_ahead, checkpoint, source, dict(options)
-    )  # fmt: skip
+    lag = (
+        None
+        if source == "dataframe"
+        else functools.partial(input_ahead, checkpoint, source, dict(options))
+    )
     metrics = StreamMetrics(stream, lag)
     metrics.serve(port, host)
     say(f"metrics on {metrics.url}")
@@ -120,9 +128,12 @@ class StreamMetrics:
 
         self.batches = counter("batches_committed", "Micro-batches committed by this process.")
         self.duration = pc.Histogram(
-            PREFIX + "batch_duration_seconds", "Seconds from a batch's plan to its record.",
-            ("stream",), buckets=BATCH_SECONDS_BUCKETS, registry=self.registry,
-        )  # fmt: skip
+            PREFIX + "batch_duration_seconds",
+            "Seconds from a batch's plan to its record.",
+            ("stream",),
+            buckets=BATCH_SECONDS_BUCKETS,
+            registry=self.registry,
+        )
         self.lines = counter("input_lines", "Lines (records) read from the input.")
         self.events = counter("events_in", "Valid events read (late ones included).")
         self.rows = counter("output_rows", "Rows written to each output.", ("output",))
@@ -171,8 +182,7 @@ class StreamMetrics:
         try:
             server, _ = start_http_server(port, addr, registry=self.registry)
         except OSError as e:
-            what = (f"--metrics-host {addr}" if e.errno in _NOT_HERE
-                    else f"--metrics-port {port}")  # fmt: skip
+            what = f"--metrics-host {addr}" if e.errno in _NOT_HERE else f"--metrics-port {port}"
             raise ConfigError(
                 f"{what}: cannot listen ({e.strerror or e}); pick another "
                 f"{'address of this machine' if e.errno in _NOT_HERE else 'port'}"
@@ -228,8 +238,10 @@ def _lag_families(stream: str, ahead: dict) -> Iterator:
 
     if "unread" in ahead:
         unread = ahead["unread"]
-        for key, doc in (("files", "Files of the input tree not read yet."),
-                         ("bytes", "Bytes of the input tree's files not read yet.")):  # fmt: skip
+        for key, doc in (
+            ("files", "Files of the input tree not read yet."),
+            ("bytes", "Bytes of the input tree's files not read yet."),
+        ):
             g = GaugeMetricFamily(f"{PREFIX}input_unread_{key}", doc, labels=["stream"])
             g.add_metric([stream], unread[key])
             yield g
@@ -237,17 +249,19 @@ def _lag_families(stream: str, ahead: dict) -> Iterator:
     lag = ahead.get("lag", {})
     if all(isinstance(v, int) for v in lag.values()):  # Kafka: records per partition
         g = GaugeMetricFamily(
-            PREFIX + "input_lag_records", "Records the broker holds beyond the last batch.",
+            PREFIX + "input_lag_records",
+            "Records the broker holds beyond the last batch.",
             labels=["stream", "partition"],
-        )  # fmt: skip
+        )
         for partition, records in lag.items():
             g.add_metric([stream, str(partition)], records)
         yield g
         return
     g = GaugeMetricFamily(
-        PREFIX + "input_behind_seconds", "Kinesis time behind the shard's tip.",
+        PREFIX + "input_behind_seconds",
+        "Kinesis time behind the shard's tip.",
         labels=["stream", "shard"],
-    )  # fmt: skip
+    )
     for shard, behind in lag.items():
         g.add_metric([stream, shard], behind["millis_behind"] / 1000)
     yield g

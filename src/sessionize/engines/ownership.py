@@ -37,15 +37,21 @@ def checkpoint_id(checkpoint: CheckpointLike) -> str | None:
     return recorded(checkpoint, ID_FILE).get("id")
 
 
-def stream_owner(checkpoint: CheckpointLike, job: str, kind: str = STREAM,
-                 processor: str | None = None) -> Owner:  # fmt: skip
+def stream_owner(
+    checkpoint: CheckpointLike, job: str, kind: str = STREAM, processor: str | None = None
+) -> Owner:
     """The owner a stream of `checkpoint` is (its id None while it has none)."""
     ck = Checkpoint.of(checkpoint)
     return Owner(checkpoint_id(ck), kind, job, ck.key, processor)
 
 
-def check_stream(checkpoint: CheckpointLike, output: str, job: str, kind: str = STREAM,
-                 processor: str | None = None) -> None:  # fmt: skip
+def check_stream(
+    checkpoint: CheckpointLike,
+    output: str,
+    job: str,
+    kind: str = STREAM,
+    processor: str | None = None,
+) -> None:
     """Before a stream takes its leases: refuse an output another job owns.
 
     Raises:
@@ -55,8 +61,13 @@ def check_stream(checkpoint: CheckpointLike, output: str, job: str, kind: str = 
     check_owner(output, Claimant(owner, lambda: _stream_wrote(checkpoint, output)))
 
 
-def stream_claim(checkpoint: CheckpointLike, output: str, job: str, kind: str = STREAM,
-                 processor: str | None = None) -> OwnerClaim:  # fmt: skip
+def stream_claim(
+    checkpoint: CheckpointLike,
+    output: str,
+    job: str,
+    kind: str = STREAM,
+    processor: str | None = None,
+) -> OwnerClaim:
     """Once the start is accepted (its lease held): the stream's id, made now for a new
     checkpoint, and the claim its batch runner makes before its first publish."""
     if checkpoint_id(checkpoint) is None:

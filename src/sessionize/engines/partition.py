@@ -51,22 +51,40 @@ if TYPE_CHECKING:
     from sessionize.engines.keyed import KeyedSettings
 
 # The core's counts of a partition (stateful/step.py), then the store's own measures.
-CORE_COUNTS = ("rows", "invalid", "late", "keys", "due", "state_rows_read",
-               "state_rows_written", "state_keys_removed")  # fmt: skip
-STORE_MEASURES = ("store_rows_loaded", "store_rows_written", "state_round_trips",
-                  "state_bytes_read", "state_bytes_written", "state_load_us",
-                  "state_commit_us")  # fmt: skip
+CORE_COUNTS = (
+    "rows",
+    "invalid",
+    "late",
+    "keys",
+    "due",
+    "state_rows_read",
+    "state_rows_written",
+    "state_keys_removed",
+)
+STORE_MEASURES = (
+    "store_rows_loaded",
+    "store_rows_written",
+    "state_round_trips",
+    "state_bytes_read",
+    "state_bytes_written",
+    "state_load_us",
+    "state_commit_us",
+)
 TASK_FIELDS = ("partition", *CORE_COUNTS, "dropped", *STORE_MEASURES, "records", "latest")
 # What a task returns: its counts, and the processor's counters as one JSON text (their
 # names are the processor's). A Spark type, not DDL text: Spark would parse the text in the
 # JVM for every batch's job.
 # And what the job counts of its valid input (`KeyedSettings.input_counts`), as JSON too.
-_TASK_ARROW = pa.schema([*((k, pa.int64()) for k in TASK_FIELDS), ("counters", pa.string()),
-                         ("seen", pa.string())])  # fmt: skip
+_TASK_ARROW = pa.schema(
+    [*((k, pa.int64()) for k in TASK_FIELDS), ("counters", pa.string()), ("seen", pa.string())]
+)
 TASK_SCHEMA = T.StructType(
-    [*(T.StructField(k, T.LongType()) for k in TASK_FIELDS),
-     T.StructField("counters", T.StringType()), T.StructField("seen", T.StringType())]
-)  # fmt: skip
+    [
+        *(T.StructField(k, T.LongType()) for k in TASK_FIELDS),
+        T.StructField("counters", T.StringType()),
+        T.StructField("seen", T.StringType()),
+    ]
+)
 EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
 
 
@@ -112,8 +130,9 @@ class BatchBasis:
         return BatchPlan(self.version, self.previous, self.watermark_before, after, self.refresh)
 
 
-def partition_task(settings: KeyedSettings, basis: BatchBasis,
-                   batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def partition_task(
+    settings: KeyedSettings, basis: BatchBasis, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """The Spark task of one partition: step 0, then `run_partition`; one row of counts."""
     from pyspark import TaskContext
 
@@ -144,8 +163,9 @@ def check_placement(rows: pa.Table | None, key: str, partition: int, partitions:
         )
 
 
-def missing_task(settings: KeyedSettings, plan: BatchPlan,
-                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def missing_task(
+    settings: KeyedSettings, plan: BatchPlan, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Run the partitions named in `batches` (column `p`) with no rows."""
     for batch in batches:
         for partition in batch.column("p").to_pylist():
@@ -177,10 +197,15 @@ def run_partition(
             due = pa.array(store.expiring(upto), pa.int64())
             keys = pa.concat_arrays([keys, due]).unique()
         result = step(
-            settings.processor, store.get_many(keys), rows, batch_id=plan.version,
-            partition=partition, watermark_before=plan.watermark_before,
-            watermark_after=plan.watermark_after, every_key=plan.refresh,
-        )  # fmt: skip
+            settings.processor,
+            store.get_many(keys),
+            rows,
+            batch_id=plan.version,
+            partition=partition,
+            watermark_before=plan.watermark_before,
+            watermark_after=plan.watermark_after,
+            every_key=plan.refresh,
+        )
         sink = settings.sink()
         _stage(sink, d, plan.version, partition, result)
         sink.write_part(settings.invalid_output, plan.version, partition, invalid)
@@ -203,13 +228,19 @@ def run_partition(
     # A gauge is reported as its running sum after the batch, not as the batch's change.
     counters = {**result.counters, **{g: meta[g] for g in settings.processor.gauges}}
     return {
-        "partition": partition, **result.counts, "invalid": invalid.num_rows,
-        "counters": counters, "seen": seen,
-        "store_rows_loaded": m.rows_loaded, "store_rows_written": m.rows_written,
-        "state_round_trips": m.round_trips, "state_bytes_read": m.bytes_read,
-        "state_bytes_written": m.bytes_written, "state_load_us": int(m.load_ms * 1000),
+        "partition": partition,
+        **result.counts,
+        "invalid": invalid.num_rows,
+        "counters": counters,
+        "seen": seen,
+        "store_rows_loaded": m.rows_loaded,
+        "store_rows_written": m.rows_written,
+        "state_round_trips": m.round_trips,
+        "state_bytes_read": m.bytes_read,
+        "state_bytes_written": m.bytes_written,
+        "state_load_us": int(m.load_ms * 1000),
         "state_commit_us": int(m.commit_ms * 1000),
-    }  # fmt: skip
+    }
 
 
 def _input_store_keys(rows: pa.Table, d: Declared) -> pa.Int64Array:

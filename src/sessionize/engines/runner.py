@@ -187,8 +187,9 @@ class BatchRunner:
             self.on_record(record)
         label = self.label(request.version)
         self.on_batch(self.engine.progress_line(label, record))
-        for warning in batch_warnings(label, record, self._invalid_reasons,
-                                      self.engine.invalid_output):  # fmt: skip
+        for warning in batch_warnings(
+            label, record, self._invalid_reasons, self.engine.invalid_output
+        ):
             self.on_batch(warning)
         mapping_warnings(record, self.on_batch)
         return record
@@ -228,7 +229,6 @@ class BatchRunner:
         pause_point("after-record", version)
         return record
 
-
     def _reasons_if_all_invalid(self, counters: dict, version: int) -> dict[str, int]:
         """Lines per reason of a batch whose lines are all invalid, read from its staged
         invalid_events before they are published ({} otherwise: no cost)."""
@@ -267,6 +267,7 @@ class _PhaseClock:
 
     def total(self) -> float:
         return round(time.perf_counter() - self.start, 3)
+
 
 def start_query(
     spark: SparkSession,

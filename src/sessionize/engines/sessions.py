@@ -51,10 +51,15 @@ from sessionize.state.lease import Lease
 
 # The store's measures as a session batch record names them: record name -> the task's
 # (engines/partition.py). They follow the engine's counts and the session counters.
-_STORE = {"state_rows_loaded": "store_rows_loaded", "state_rows_written": "store_rows_written",
-          "state_round_trips": "state_round_trips", "state_bytes_read": "state_bytes_read",
-          "state_bytes_written": "state_bytes_written", "state_load_us": "state_load_us",
-          "state_commit_us": "state_commit_us"}  # fmt: skip
+_STORE = {
+    "state_rows_loaded": "store_rows_loaded",
+    "state_rows_written": "store_rows_written",
+    "state_round_trips": "state_round_trips",
+    "state_bytes_read": "state_bytes_read",
+    "state_bytes_written": "state_bytes_written",
+    "state_load_us": "state_load_us",
+    "state_commit_us": "state_commit_us",
+}
 
 
 @dataclass(frozen=True)
@@ -71,23 +76,43 @@ class SessionSettings(KeyedSettings):
 
     @classmethod
     def of(
-        cls, rules: SessionRules, partitions: int, state_uri: str, job: str, output: str, *,
-        max_future_us: int | None = None, retain: int = RETAIN, maintenance_every: int = 10,
-        output_format: str = "parquet", epoch: int | None = None,
-        mapping: EventMapping | None = None, open_sessions: bool = False,
-    ) -> SessionSettings:  # fmt: skip
+        cls,
+        rules: SessionRules,
+        partitions: int,
+        state_uri: str,
+        job: str,
+        output: str,
+        *,
+        max_future_us: int | None = None,
+        retain: int = RETAIN,
+        maintenance_every: int = 10,
+        output_format: str = "parquet",
+        epoch: int | None = None,
+        mapping: EventMapping | None = None,
+        open_sessions: bool = False,
+    ) -> SessionSettings:
         """The settings of a session job with these rules and flags."""
         mapping = mapping or EventMapping()
         lay = layout(mapping)
         return cls(
             processor=SessionProcessor(rules, lay, open_sessions),
-            input_schema=pa.schema([f for f in lay.stored if f.name not in (STATE_EXPIRY,
-                                                                            CARRIED_SESSION)]),
-            partitions=partitions, state_uri=state_uri, job=job, output=output,
-            lateness_us=rules.lateness_us, retain=retain, maintenance_every=maintenance_every,
-            epoch=epoch, output_format=output_format, rules=rules, mapping=mapping,
-            open_sessions=open_sessions, max_future_us=max_future_us,
-        )  # fmt: skip
+            input_schema=pa.schema(
+                [f for f in lay.stored if f.name not in (STATE_EXPIRY, CARRIED_SESSION)]
+            ),
+            partitions=partitions,
+            state_uri=state_uri,
+            job=job,
+            output=output,
+            lateness_us=rules.lateness_us,
+            retain=retain,
+            maintenance_every=maintenance_every,
+            epoch=epoch,
+            output_format=output_format,
+            rules=rules,
+            mapping=mapping,
+            open_sessions=open_sessions,
+            max_future_us=max_future_us,
+        )
 
     @property
     def layout(self) -> Layout:
@@ -122,8 +147,13 @@ class SessionSettings(KeyedSettings):
 
     @override
     def sink(self) -> Sink:
-        return open_sink(self.output, self.output_format, job=self.job, mapping=self.mapping,
-                         open_sessions=self.open_sessions)  # fmt: skip
+        return open_sink(
+            self.output,
+            self.output_format,
+            job=self.job,
+            mapping=self.mapping,
+            open_sessions=self.open_sessions,
+        )
 
     @override
     def record(self) -> dict:
@@ -170,8 +200,9 @@ class SessionEngine(KeyedEngine):
         now = "" if request.now_us is None else str(request.now_us)
         with job_property(raw, batch_time.PROPERTY, now if self._plans_once(raw) else None):
             result = super().run(raw, request, previous)
-        check = self.mapping_check.after_batch(result.seen, request.last,
-                                               lambda: input_names(raw, self.parser))  # fmt: skip
+        check = self.mapping_check.after_batch(
+            result.seen, request.last, lambda: input_names(raw, self.parser)
+        )
         if check is not None:
             result.fields[CHECK_KEY] = check
         return result
@@ -180,14 +211,20 @@ class SessionEngine(KeyedEngine):
     def _marked(self, raw: DataFrame, request: BatchRequest, marks: pa.Array) -> DataFrame:
         """Events further than `max_future_us` ahead of the batch's time (`request.now_us`)
         are invalid."""
+
         # A `now` the reading tasks get (µs, or from their job): they judge `max_future_us`
         # themselves. A valid event's `source` (its file and line) is never read: it stays
         # behind rather than crossing back from the reading task and then the shuffle, a
         # file path on every line.
         def build(now: int | str | None) -> Callable[[DataFrame], DataFrame]:
-            return lambda df: parse_marked(self.parser, df, marks, now=now,
-                                           max_future_us=self.settings.max_future_us,
-                                           valid_sources=False)  # fmt: skip
+            return lambda df: parse_marked(
+                self.parser,
+                df,
+                marks,
+                now=now,
+                max_future_us=self.settings.max_future_us,
+                valid_sources=False,
+            )
 
         if self._plans_once(raw):
             return self.parse_plan.over(raw, build(batch_time.FROM_JOB))
@@ -200,8 +237,7 @@ class SessionEngine(KeyedEngine):
         before a crash): then the batch hands every user to the logic, once."""
         if not self.settings.open_sessions or request.first:
             return False
-        return self.sink.replaced_as_of(OPEN_SESSIONS) not in (request.previous,
-                                                               request.version)  # fmt: skip
+        return self.sink.replaced_as_of(OPEN_SESSIONS) not in (request.previous, request.version)
 
     @override
     def _batch(self, counts: list[dict], records: int) -> dict:

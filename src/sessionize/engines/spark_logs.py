@@ -151,8 +151,9 @@ def _rebuild_up_to(fs, log: str, entries: list[dict], last: int, default: int) -
     base_compact = newest_compact if newest_compact >= 0 else None
     todo: list[tuple[str, list[dict]]] = []
     if base_compact is not None:
-        todo.append((f"{base_compact}.compact",
-                     [e for e in entries if e["batchId"] <= base_compact]))  # fmt: skip
+        todo.append(
+            (f"{base_compact}.compact", [e for e in entries if e["batchId"] <= base_compact])
+        )
     first = 0 if base_compact is None else base_compact + 1
     for b in range(first, last + 1):
         todo.append((str(b), [e for e in entries if e["batchId"] == b]))

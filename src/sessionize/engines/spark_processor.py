@@ -56,8 +56,14 @@ from sessionize.schema import (
 
 KEY = "key"
 # Counters of one step, carried by one `stats` row per call that has events or state.
-STATS_FIELDS = ("events_in", "on_time", "duplicates", "open_sessions_delta", "open_users_delta",
-                "bot_events")  # fmt: skip
+STATS_FIELDS = (
+    "events_in",
+    "on_time",
+    "duplicates",
+    "open_sessions_delta",
+    "open_users_delta",
+    "bot_events",
+)
 STATS = "stats"
 # The state value of a user: its open events (the layout's state) as one Arrow IPC stream.
 PANDAS_STATE_DDL = "open_events binary"
@@ -125,8 +131,11 @@ class Shapes:
     @functools.cached_property
     def open_event_ddl(self) -> str:
         """The open events of a user in Spark's state: an event without its user (the key)."""
-        cols = ["event_us bigint", *(f"`{n}` string" for n in self.state_strings),
-                "expires_us bigint"]  # fmt: skip
+        cols = [
+            "event_us bigint",
+            *(f"`{n}` string" for n in self.state_strings),
+            "expires_us bigint",
+        ]
         return ", ".join(cols)
 
     @property
@@ -293,9 +302,7 @@ def session_step_pandas(rules: SessionRules, mapping: EventMapping | None = None
 
 def _split_pandas(sh: Shapes, pdfs: Iterable) -> tuple[pa.Table, pa.Table]:
     """Input frames -> (valid events as the event schema, invalid lines as INVALID_EVENTS)."""
-    tables = [
-        pa.Table.from_pandas(pdf[sh.input_columns], preserve_index=False) for pdf in pdfs
-    ]
+    tables = [pa.Table.from_pandas(pdf[sh.input_columns], preserve_index=False) for pdf in pdfs]
     tables = [t for t in tables if t.num_rows]
     if not tables:
         return sh.layout.event.empty_table(), INVALID_EVENTS.empty_table()

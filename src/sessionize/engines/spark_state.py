@@ -76,7 +76,7 @@ from sessionize.engines.runner import (
     BatchResult,
     Engine,
     Parser,
-)  # fmt: skip
+)
 from sessionize.engines.session_report import SUMMED, session_line
 from sessionize.engines.spark_processor import (
     KEY,
@@ -105,8 +105,7 @@ TRIM_EVERY = 10  # batches between clean-ups of the batch records
 _DELAY_KEY = "spark.watermarkDelayMs"
 
 # What every writer task reports to the driver.
-TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", "events_out",
-                 *STATS_FIELDS)  # fmt: skip
+TASK_COUNTERS = ("invalid", "sessions_out", "page_views_out", "late", "events_out", *STATS_FIELDS)
 _TASK_SCHEMA = T.StructType([T.StructField(c, T.LongType()) for c in TASK_COUNTERS])
 _OUTPUT_KIND = {
     "sessions": "sessions_out",
@@ -159,10 +158,13 @@ def session_rows(
             rows.select(KEY, *sh.input_columns, tag)
             .groupBy(KEY)
             .applyInPandasWithState(
-                session_step_pandas(rules, sh.mapping), wide_type, PANDAS_STATE_DDL, "Append",
+                session_step_pandas(rules, sh.mapping),
+                wide_type,
+                PANDAS_STATE_DDL,
+                "Append",
                 "EventTimeTimeout",
             )
-        )  # fmt: skip
+        )
     raise ValueError(f"not a Spark state: {state}")
 
 
@@ -247,12 +249,14 @@ class BatchRecords:
                 with contextlib.suppress(FileNotFoundError):
                     self.fs.delete_file(info.path)
 
-
     def drop_after(self, batch: int) -> None:
         """Delete the records of batches after `batch`, newest first (a rewind)."""
         infos = listing(self.fs, self.dir)
-        ids = [int(i.base_name[:-5]) for i in infos
-               if i.base_name.endswith(".json") and i.base_name[:-5].isdigit()]  # fmt: skip
+        ids = [
+            int(i.base_name[:-5])
+            for i in infos
+            if i.base_name.endswith(".json") and i.base_name[:-5].isdigit()
+        ]
         for b in sorted((b for b in ids if b > batch), reverse=True):
             with contextlib.suppress(FileNotFoundError):
                 self.fs.delete_file(f"{self.dir}/{b}.json")
@@ -268,9 +272,17 @@ class SparkStateEngine(Engine):
 
     summed = SUMMED
 
-    def __init__(self, state: str, rules: SessionRules, partitions: int, checkpoint: str,
-                 sink: Sink, max_future_us: int | None = None,
-                 parser: Parser = parse, mapping: EventMapping | None = None):  # fmt: skip
+    def __init__(
+        self,
+        state: str,
+        rules: SessionRules,
+        partitions: int,
+        checkpoint: str,
+        sink: Sink,
+        max_future_us: int | None = None,
+        parser: Parser = parse,
+        mapping: EventMapping | None = None,
+    ):
         self.state = state
         self.mapping = mapping or EventMapping()
         self.rules = rules

@@ -41,8 +41,12 @@ class StoreRestorable(RestorableState):
         else:
             # The last run's URI has the options it was given, unless `state migrate` has
             # switched the checkpoint to another store since.
-            last_run = recorded_uri if recorded_uri and same_setting(
-                "state", redact_uri(recorded_uri), redact_uri(state)) else None  # fmt: skip
+            last_run = (
+                recorded_uri
+                if recorded_uri
+                and same_setting("state", redact_uri(recorded_uri), redact_uri(state))
+                else None
+            )
             uri = _state_uri(checkpoint, last_run or state, given)
         return cls(checkpoint, uri, job, under_checkpoint=state == "files", state=state)
 

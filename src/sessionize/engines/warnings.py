@@ -119,6 +119,5 @@ def batch_warnings(
 ) -> list[str]:
     """Every warning the batch `record` calls for, in print order (`reasons`: lines per
     reason of its invalid lines, when known; `invalid_output` as for `invalid_warning`)."""
-    lines = (late_warning(label, record),
-             invalid_warning(label, record, reasons, invalid_output))  # fmt: skip
+    lines = (late_warning(label, record), invalid_warning(label, record, reasons, invalid_output))
     return [line for line in lines if line]

@@ -68,9 +68,11 @@ _NULL = pa.scalar(None, pa.string())
 # infinities are numbers to pyarrow), and JSON's spaces, which a value may follow.
 _SPACES = b" \t\r\n"
 _FIRST_BYTES = {
-    "int64": b"-0123456789n" + _SPACES, "double": b'-0123456789nNI"' + _SPACES,
-    "string": b'"n' + _SPACES, "struct": b"{n" + _SPACES,
-}  # fmt: skip
+    "int64": b"-0123456789n" + _SPACES,
+    "double": b'-0123456789nNI"' + _SPACES,
+    "string": b'"n' + _SPACES,
+    "struct": b"{n" + _SPACES,
+}
 # A line nested deeper than this is left to the exact path: Spark's reader refuses deep
 # nesting (at a depth pyarrow reads), and no event nests this deep.
 _MAX_DEPTH = 64
@@ -104,8 +106,9 @@ def _tree(fields: tuple[tuple[str, str], ...], as_text: frozenset[str] = frozens
         node.setdefault(parts[-1], {} if kind == R.OBJECT else _ARROW_TYPES[kind])
 
     def struct(node: dict) -> list[pa.Field]:
-        return [pa.field(k, pa.struct(struct(v)) if isinstance(v, dict) else v)
-                for k, v in node.items()]  # fmt: skip
+        return [
+            pa.field(k, pa.struct(struct(v)) if isinstance(v, dict) else v) for k, v in node.items()
+        ]
 
     return pa.schema(struct(tree))
 
@@ -126,8 +129,13 @@ def plan(mapping: EventMapping | None = None) -> BlockPlan | None:
     out += [pa.field(n, pa.string()) for n in ("reason", "raw", "source")]
     out.append(pa.field(EXACT, pa.bool_()))
     read = _tree(fields)
-    firsts = tuple(("{" + json.dumps(f.name, ensure_ascii=False) + ":",
-                    _starting_bytes(_FIRST_BYTES[_kind(f.type)])) for f in read)  # fmt: skip
+    firsts = tuple(
+        (
+            "{" + json.dumps(f.name, ensure_ascii=False) + ":",
+            _starting_bytes(_FIRST_BYTES[_kind(f.type)]),
+        )
+        for f in read
+    )
     return BlockPlan(m, read, rules, pa.schema(out), firsts)
 
 
@@ -139,8 +147,10 @@ def _with_text(p: BlockPlan, as_text: frozenset[str]) -> BlockPlan:
 
 
 # pyarrow's refusal of a block whose field holds the other kind than it was told to read.
-_OTHER_KIND = re.compile(r"Column\((/[^)]*)\) changed from (number|string) to (string|number) "
-                         r"in row 0$")  # fmt: skip
+_OTHER_KIND = re.compile(
+    r"Column\((/[^)]*)\) changed from (number|string) to (string|number) "
+    r"in row 0$"
+)
 
 
 def _switched(p: BlockPlan, error: str) -> BlockPlan | None:
@@ -247,8 +257,14 @@ def _deeper_than(schema: pa.Schema, limit: int) -> bool:
     return False
 
 
-def _accepted(p: BlockPlan, data: pa.Buffer, ends: np.ndarray, lo: int, hi: int,
-              out: list[tuple[int, dict[str, pa.Array]]]) -> BlockPlan:  # fmt: skip
+def _accepted(
+    p: BlockPlan,
+    data: pa.Buffer,
+    ends: np.ndarray,
+    lo: int,
+    hi: int,
+    out: list[tuple[int, dict[str, pa.Array]]],
+) -> BlockPlan:
     """Read lines lo..hi-1 (`ends`: each line's end in `data`, newline included); append
     (first line, table) of what is read, in line order; lines refused alone are left out.
     Returns the plan that read last: a block of numeric strings is read with them as text
@@ -333,9 +349,12 @@ def _parse_lines(
 
 
 def read_block(
-    batch: pa.RecordBatch, p: BlockPlan, now_us: int | None = None,
-    max_future_us: int | None = None, valid_sources: bool = True,
-) -> pa.RecordBatch:  # fmt: skip
+    batch: pa.RecordBatch,
+    p: BlockPlan,
+    now_us: int | None = None,
+    max_future_us: int | None = None,
+    valid_sources: bool = True,
+) -> pa.RecordBatch:
     """RECORD_SCHEMA rows (`value`, `error`, `source`) -> `p.schema` rows, in order.
 
     With `now_us` and `max_future_us` a time more than that ahead of `now_us` is invalid;
@@ -412,8 +431,9 @@ def _refused_first_field(p: BlockPlan, values: pa.StringArray) -> np.ndarray:
     raw = np.frombuffer(data, np.uint8)
     offsets = string_offsets(values)
     for prefix, allowed in p.firsts:
-        rows = np.flatnonzero(pc.starts_with(values, prefix).fill_null(False).to_numpy(
-            zero_copy_only=False))
+        rows = np.flatnonzero(
+            pc.starts_with(values, prefix).fill_null(False).to_numpy(zero_copy_only=False)
+        )
         if not len(rows):
             continue
         at, end = offsets[rows] + len(prefix.encode()), offsets[rows + 1]

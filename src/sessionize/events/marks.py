@@ -26,9 +26,12 @@ def marked_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def pass_and_mark(
-    batches: Iterator[pa.RecordBatch], keys: pa.Array, key: str, time: str | None,
+    batches: Iterator[pa.RecordBatch],
+    keys: pa.Array,
+    key: str,
+    time: str | None,
     valid: Callable[[pa.RecordBatch], pa.Array | None],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
+) -> Iterator[pa.RecordBatch]:
     """A map task's rows in `marked_schema`, then its mark rows, one per key of `keys`
     (held in column `key`): its number of rows and the latest `time` of the rows where
     `valid(batch)` is true (None: every row). No rows in: no mark rows out."""

@@ -34,9 +34,12 @@ def packed_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def pack(
-    batches: Iterator[pa.RecordBatch], keys: pa.Array, key: str,
-    packable: Callable[[pa.RecordBatch], pa.Array], columns: list[str],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    batches: Iterator[pa.RecordBatch],
+    keys: pa.Array,
+    key: str,
+    packable: Callable[[pa.RecordBatch], pa.Array],
+    columns: list[str],
+) -> Iterator[pa.RecordBatch]:
     """`batches` in `packed_schema`: the rows where `packable` holds leave packed, their
     `columns` only, by the partition of their `key` (one per key of `keys`, in partition
     order); the others as they are, PACKED NULL. Keys of a type whose placement is not
@@ -63,8 +66,9 @@ def pack(
         yield _packed(held, keys, key, schema)
 
 
-def _packed(held: list[pa.RecordBatch], keys: pa.Array, key: str,
-            schema: pa.Schema) -> pa.RecordBatch:  # fmt: skip
+def _packed(
+    held: list[pa.RecordBatch], keys: pa.Array, key: str, schema: pa.Schema
+) -> pa.RecordBatch:
     """One row per partition that `held` has rows of: its mark key and its rows, packed."""
     table = pa.Table.from_batches(held)
     where = spark_partitions(table.column(key), len(keys))
@@ -89,8 +93,9 @@ def _streams(tables: list[pa.Table]) -> pa.BinaryArray:
             writer.write_table(table)
         offsets.append(sink.tell())
     bounds = pa.array(offsets, pa.int32())
-    return pa.BinaryArray.from_buffers(pa.binary(), len(tables),
-                                       [None, bounds.buffers()[1], sink.getvalue()])  # fmt: skip
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), len(tables), [None, bounds.buffers()[1], sink.getvalue()]
+    )
 
 
 def unpack(rows: pa.Table) -> pa.Table:
@@ -102,8 +107,10 @@ def unpack(rows: pa.Table) -> pa.Table:
     plain = rows.filter(pc.invert(is_packed)).drop_columns([PACKED])
     # as_buffer: the packed streams are read where they lie, not copied
     unpacked = [
-        pa.ipc.open_stream(value.as_buffer()).read_all().select(plain.column_names)
+        pa.ipc.open_stream(value.as_buffer())
+        .read_all()
+        .select(plain.column_names)
         .cast(plain.schema)
         for value in rows.filter(is_packed)[PACKED]
-    ]  # fmt: skip
+    ]
     return pa.concat_tables([plain, *unpacked]) if unpacked else plain

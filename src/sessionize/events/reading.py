@@ -29,10 +29,15 @@ DECODED_LINES = 10_000
 
 
 def read_task(
-    plan: blocks.BlockPlan, now_us: int | str | None, max_future_us: int | None,
-    keep_lines: bool, valid_sources: bool, keys: pa.Array | None, decode: Decode | None,
+    plan: blocks.BlockPlan,
+    now_us: int | str | None,
+    max_future_us: int | None,
+    keep_lines: bool,
+    valid_sources: bool,
+    keys: pa.Array | None,
+    decode: Decode | None,
     batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
+) -> Iterator[pa.RecordBatch]:
     """The block reader's task (`parsing.parse`): `plan.schema` rows; with `keys`, the
     rows then the task's marks, and the batch's time on every row (`NOW_COLUMN`, for the
     exact path); with `decode`, the lines it decodes from `batches`.
@@ -63,8 +68,9 @@ def read_task(
         yield out.append_column(batch_time.NOW_COLUMN, now)
 
 
-def bounded(batches: Iterator[pa.RecordBatch],
-            max_lines: int = DECODED_LINES) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def bounded(
+    batches: Iterator[pa.RecordBatch], max_lines: int = DECODED_LINES
+) -> Iterator[pa.RecordBatch]:
     """`batches` cut into slices of at most `max_lines` lines and ARROW_BATCH_BYTES of text
     (a longer line alone), as Spark would hand them over; no empty batch, as Spark hands a
     task none (a task given no lines sends no marks).
@@ -93,8 +99,9 @@ def _text_bytes(values: pa.Array) -> int:
 
 def _packable(batch: pa.RecordBatch) -> pa.Array:
     """The rows the reader has finished: neither a mark nor left to the exact path."""
-    return pc.and_(pc.is_null(batch.column(RECORDS)),
-                   pc.invert(batch.column(blocks.EXACT).fill_null(False)))  # fmt: skip
+    return pc.and_(
+        pc.is_null(batch.column(RECORDS)), pc.invert(batch.column(blocks.EXACT).fill_null(False))
+    )
 
 
 def _judged_here(batch: pa.RecordBatch) -> pa.Array:

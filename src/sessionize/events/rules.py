@@ -135,13 +135,26 @@ def field_rules(mapping: EventMapping | None = None) -> tuple[FieldRule, ...]:
         *([FieldRule(GAP_COLUMN, m.gap, NUMBER, "gap")] if m.gap else []),
         *(FieldRule(name, path, STRING, "last") for name, path in m.last),
         *(FieldRule(name, path, STRING, "mapped") for name, path in m.mapped_pairs),
-        *(FieldRule(c.value_column, c.value, ANY, "value")
-          for c in m.content.conversions if c.value),
-    )  # fmt: skip
+        *(
+            FieldRule(c.value_column, c.value, ANY, "value")
+            for c in m.content.conversions
+            if c.value
+        ),
+    )
 
 
-_CHECK_ORDER = ("user", "time", "action", "page", "keep", "change", "gap", "last", "mapped",
-                "value")  # fmt: skip
+_CHECK_ORDER = (
+    "user",
+    "time",
+    "action",
+    "page",
+    "keep",
+    "change",
+    "gap",
+    "last",
+    "mapped",
+    "value",
+)
 
 
 @functools.lru_cache(maxsize=32)

@@ -79,9 +79,13 @@ DEVICE_COMBOS: tuple[tuple[str, str, str, str], ...] = tuple(
     for browser in browsers
 )
 DEVICE_COMBO_P = np.array(
-    [w / (len(oses) * len(browsers)) for _, _, w, oses, browsers in _DEVICES
-     for _ in oses for _ in browsers]
-)  # fmt: skip
+    [
+        w / (len(oses) * len(browsers))
+        for _, _, w, oses, browsers in _DEVICES
+        for _ in oses
+        for _ in browsers
+    ]
+)
 DEVICE_COMBO_P = DEVICE_COMBO_P / DEVICE_COMBO_P.sum()
 
 # Time zone suffixes of event_time. Most lines are written in UTC with "+00:00"; a few have

@@ -39,15 +39,23 @@ ACTION_PAGE = _vocab(f'{a}, "page": {{"current": "{p}"' for a in ACTION_PIECES f
 _PREV_END = ("}}\n", *(f', "previous": "{p}"}}}}\n' for p in cat.PAGES))
 PREV_END = _vocab(_PREV_END)
 SOURCES = _vocab(
-    [f', "source": {{"site": "{s}", "api_version": "{a}"}}' for s in cat.SITES
-     for a in cat.API_VERSIONS] + [""]
-)  # fmt: skip
+    [
+        f', "source": {{"site": "{s}", "api_version": "{a}"}}'
+        for s in cat.SITES
+        for a in cat.API_VERSIONS
+    ]
+    + [""]
+)
 TECHNICAL = _vocab(
-    [f', "technical": {{"browser": "{browser}", "os": "{os}", "lang": "{lang}", '
-     f'"network": "{net}", "device": {{"type": "{kind}", "version": "{model}"}}}}'
-     for kind, model, os, browser in cat.DEVICE_COMBOS for lang in cat.LANGUAGES
-     for net in cat.NETWORKS] + [""]
-)  # fmt: skip
+    [
+        f', "technical": {{"browser": "{browser}", "os": "{os}", "lang": "{lang}", '
+        f'"network": "{net}", "device": {{"type": "{kind}", "version": "{model}"}}}}'
+        for kind, model, os, browser in cat.DEVICE_COMBOS
+        for lang in cat.LANGUAGES
+        for net in cat.NETWORKS
+    ]
+    + [""]
+)
 
 # Rule data (generate/rules.py): code = (campaign + 1) * (len(GAP_SECONDS) + 1) + gap + 1.
 RULE_FIELDS = _vocab(
@@ -71,9 +79,7 @@ AGENT_PIECES = _vocab(f', "user_agent": "{a}"}}' for a in web.AGENTS)
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _SUFFIX_LEN = np.array([len(s) for s in cat.TIME_SUFFIXES], dtype=np.int64)
-_SUFFIX_BYTES = np.array(
-    [list(s.ljust(6).encode()) for s in cat.TIME_SUFFIXES], dtype=np.uint8
-)  # fmt: skip
+_SUFFIX_BYTES = np.array([list(s.ljust(6).encode()) for s in cat.TIME_SUFFIXES], dtype=np.uint8)
 
 # Kinds of invalid lines (docs/design.md, "Events"), in the order of the `kind` codes.
 INVALID_KINDS = (
@@ -274,8 +280,9 @@ def _web_page_end(events: Events, rows: np.ndarray, site: np.ndarray) -> list[pa
     buys = np.flatnonzero(cents >= 0)
     order_code = np.zeros(rows.size, np.int64)
     order_code[buys] = np.arange(1, buys.size + 1)
-    orders = _join(', "order": {"value": ', pc.cast(pa.array(cents[buys] / 100), TEXT),
-                   ', "currency": "EUR"}')  # fmt: skip
+    orders = _join(
+        ', "order": {"value": ', pc.cast(pa.array(cents[buys] / 100), TEXT), ', "currency": "EUR"}'
+    )
     orders = pa.concat_arrays([pa.array([""], TEXT), orders])
     return [
         URLS.take(pa.array(on_site + page)),

@@ -50,8 +50,9 @@ def _visit_sources(visits: Visits, users: Users, rng: np.random.Generator):
     bot_agent = web.FIRST_BOT_AGENT + rng.integers(0, len(web.BOT_AGENTS), n)
     agent = np.where(bot, bot_agent, web.AGENT_OF_DEVICE[users.device[visits.user]])
     other = ~bot & (rng.random(n) < web.OTHER_BROWSER_P)
-    agent[other] = web.FIRST_OTHER_BROWSER + rng.integers(0, len(web.OTHER_BROWSERS),
-                                                          int(other.sum()))  # fmt: skip
+    agent[other] = web.FIRST_OTHER_BROWSER + rng.integers(
+        0, len(web.OTHER_BROWSERS), int(other.sum())
+    )
     agent = np.where(visits.omit & 4, -1, agent)
     return kind, query, referrer, agent, bot
 
@@ -92,8 +93,9 @@ def add_web_data(
     human = ~bot[events.visit]
     # A new campaign in the URL of a later page view, in some visits.
     changed = human & ~landing & (events.action == 0) & (rng.random(n) < web.CAMPAIGN_CHANGE_P)
-    e_query[changed] = web.FIRST_CHANGE + rng.integers(0, len(web.CAMPAIGN_CHANGES),
-                                                       int(changed.sum()))  # fmt: skip
+    e_query[changed] = web.FIRST_CHANGE + rng.integers(
+        0, len(web.CAMPAIGN_CHANGES), int(changed.sum())
+    )
 
     # Pings after page views, while the user stays.
     viewed = human & ((events.action == 0) | (events.action == 3))
@@ -114,13 +116,15 @@ def add_web_data(
     first[1:] = v[1:] != v[:-1]
     chosen = np.sort(by_visit[first])
     t_buy = events.t_ms[chosen] + delay[chosen]
-    cents = np.rint(100 * web.VALUE_MEDIAN * np.exp(web.VALUE_SIGMA * rng.standard_normal(
-        chosen.size))).astype(np.int64)  # fmt: skip
+    cents = np.rint(
+        100 * web.VALUE_MEDIAN * np.exp(web.VALUE_SIGMA * rng.standard_normal(chosen.size))
+    ).astype(np.int64)
     cents[rng.random(chosen.size) < web.PURCHASE_NO_VALUE] = -1
 
     src = np.concatenate([np.arange(n), src_ping, chosen])
-    kinds = np.concatenate([np.full(n, -1), np.full(src_ping.size, cat.PING),
-                            np.full(chosen.size, cat.PURCHASE)])  # fmt: skip
+    kinds = np.concatenate(
+        [np.full(n, -1), np.full(src_ping.size, cat.PING), np.full(chosen.size, cat.PURCHASE)]
+    )
     t_ms = np.concatenate([events.t_ms, t_ping, t_buy])
     keep = t_ms < end_ms
     src, kinds, t_ms = src[keep], kinds[keep], t_ms[keep]

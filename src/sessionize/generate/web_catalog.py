@@ -100,8 +100,10 @@ DIRECT = 0
 
 # Landing queries a later page view of CAMPAIGN_CHANGE_P of the human visits carries: a new
 # campaign in the URL mid-visit (`--split-on-change utm_campaign` splits there).
-CAMPAIGN_CHANGES = ("?utm_source=newsletter&utm_medium=email&utm_campaign=flash+sale",
-                    "?utm_source=facebook&utm_medium=paid_social&utm_campaign=retarget")
+CAMPAIGN_CHANGES = (
+    "?utm_source=newsletter&utm_medium=email&utm_campaign=flash+sale",
+    "?utm_source=facebook&utm_medium=paid_social&utm_campaign=retarget",
+)
 CAMPAIGN_CHANGE_P = 0.02
 
 # Flat vocabularies; a kind's entries start at its offset.
@@ -114,8 +116,30 @@ REFERRER_START = np.cumsum([0] + [len(k[3]) for k in KINDS])[:-1]
 REFERRER_COUNT = np.array([len(k[3]) for k in KINDS])
 
 # A conversion rate per kind (purchases per visit); bots never buy.
-PURCHASE_P = np.array([0.03, 0.03, 0.015, 0.06, 0.03, 0.07, 0.03, 0.01, 0.05, 0.05,
-                       0.06, 0.02, 0.02, 0.04, 0.02, 0.02, 0.03, 0.04, 0.02, 0.02])  # fmt: skip
+PURCHASE_P = np.array(
+    [
+        0.03,
+        0.03,
+        0.015,
+        0.06,
+        0.03,
+        0.07,
+        0.03,
+        0.01,
+        0.05,
+        0.05,
+        0.06,
+        0.02,
+        0.02,
+        0.04,
+        0.02,
+        0.02,
+        0.03,
+        0.04,
+        0.02,
+        0.02,
+    ]
+)
 assert len(PURCHASE_P) == len(KINDS), "one conversion rate per kind of traffic"
 PURCHASE_NO_VALUE = 0.05  # purchases written without an `order` object
 VALUE_MEDIAN, VALUE_SIGMA = 45.0, 0.8  # order.value, log-normal, in whole cents

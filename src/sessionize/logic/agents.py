@@ -27,11 +27,39 @@ from sessionize.logic.bots import MAX_USER_AGENT_CHARS, is_bot
 
 CATEGORIES = ("desktop", "mobile", "tablet", "bot", "other")
 _CACHE_SIZE = 50_000
-_MOBILE_OS = frozenset({"ios", "android", "windows phone", "blackberry os", "kaios",
-                        "firefox os", "symbian os", "tizen", "harmonyos"})  # fmt: skip
-_DESKTOP_OS = frozenset({"windows", "mac os x", "linux", "ubuntu", "chrome os", "fedora",
-                         "debian", "freebsd", "openbsd", "netbsd", "solaris", "mandriva",
-                         "red hat", "suse", "gentoo", "mint"})  # fmt: skip
+_MOBILE_OS = frozenset(
+    {
+        "ios",
+        "android",
+        "windows phone",
+        "blackberry os",
+        "kaios",
+        "firefox os",
+        "symbian os",
+        "tizen",
+        "harmonyos",
+    }
+)
+_DESKTOP_OS = frozenset(
+    {
+        "windows",
+        "mac os x",
+        "linux",
+        "ubuntu",
+        "chrome os",
+        "fedora",
+        "debian",
+        "freebsd",
+        "openbsd",
+        "netbsd",
+        "solaris",
+        "mandriva",
+        "red hat",
+        "suse",
+        "gentoo",
+        "mint",
+    }
+)
 Parsed = tuple[str | None, str | None, str | None, str]
 
 _parsed: dict[str, Parsed] = {}
@@ -52,8 +80,12 @@ def describe(user_agent: str, bot: bool = False) -> Parsed:
     family = agent.family if agent and agent.family != "Other" else None
     version = ".".join(p for p in (agent.major, agent.minor, agent.patch) if p) if agent else ""
     os_family = os.family if os and os.family != "Other" else None
-    return family, version or None, os_family, _category(user_agent, os_family,
-                                                         device.family if device else None, bot)
+    return (
+        family,
+        version or None,
+        os_family,
+        _category(user_agent, os_family, device.family if device else None, bot),
+    )
 
 
 def _category(ua: str, os_family: str | None, device: str | None, bot: bool) -> str:
@@ -61,8 +93,10 @@ def _category(ua: str, os_family: str | None, device: str | None, bot: bool) -> 
     os_name = (os_family or "").lower()
     if bot or device == "Spider":
         return "bot"
-    if device in ("iPad", "Kindle") or "tablet" in text or (
-        os_name == "android" and "mobile" not in text
+    if (
+        device in ("iPad", "Kindle")
+        or "tablet" in text
+        or (os_name == "android" and "mobile" not in text)
     ):
         return "tablet"
     if os_name in _MOBILE_OS or "mobile" in text:
@@ -92,4 +126,3 @@ def agent_columns(user_agents: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
     table = [_parsed[ua] for ua in distinct] + [(None, None, None, "other")]
     codes = encoded.indices.fill_null(len(distinct))
     return [pa.array([row[i] for row in table], pa.string()).take(codes) for i in range(4)]
-

@@ -71,9 +71,11 @@ def cut_sessions(
     """
     n = len(time)
     plain = (
-        change is None and gap is None and rules.max_duration_us is None
+        change is None
+        and gap is None
+        and rules.max_duration_us is None
         and not rules.split_at_midnight
-    )  # fmt: skip
+    )
     if plain:
         starts = session_starts(user, time, is_close, rules.gap_us)
         ends = np.append(starts[1:], n)[: len(starts)] - 1

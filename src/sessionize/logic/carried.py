@@ -44,9 +44,14 @@ def last_values(column: pa.Array, starts: np.ndarray, ends: np.ndarray) -> pa.Ar
 
 
 def content_columns(
-    rows: pa.Table, events: np.ndarray, time: np.ndarray, starts: np.ndarray,
-    ends: np.ndarray, duration_ms: np.ndarray, content: SessionContent,
-) -> list[pa.Array]:  # fmt: skip
+    rows: pa.Table,
+    events: np.ndarray,
+    time: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    duration_ms: np.ndarray,
+    content: SessionContent,
+) -> list[pa.Array]:
     """The columns of `schema.content_fields(content)`, in order, for the sessions whose
     events are the runs `starts[i]..ends[i]` of `events` (indices into `rows`, sorted by
     time); `time` in µs. Only the columns needed are taken, and the first event's fields
@@ -67,9 +72,12 @@ def content_columns(
         first_of("url"), first_of("referrer"), normalize_hosts(content.site_hosts)
     )
     channel = channels(
-        traffic["utm_source"], traffic["utm_medium"], traffic["gclid"],
-        traffic["referrer_host"], rules_of(content.channel_rules),
-    )  # fmt: skip
+        traffic["utm_source"],
+        traffic["utm_medium"],
+        traffic["gclid"],
+        traffic["referrer_host"],
+        rules_of(content.channel_rules),
+    )
     actions = column("action")
 
     def action_is(names) -> np.ndarray:
@@ -78,10 +86,14 @@ def content_columns(
 
     views = engagement.page_view_count(action_is(content.page_view_actions), session, n)
     engaged_ms = engagement.engaged_time_ms(
-        time, session, starts, max_page_time_us=content.max_page_time_us,
+        time,
+        session,
+        starts,
+        max_page_time_us=content.max_page_time_us,
         is_ping=action_is([content.ping_action]) if content.ping_action else None,
-        heartbeat_us=content.heartbeat_us, min_visit_us=content.min_visit_us,
-    )  # fmt: skip
+        heartbeat_us=content.heartbeat_us,
+        min_visit_us=content.min_visit_us,
+    )
     per_conversion: list[pa.Array] = []
     converted = np.zeros(n, dtype=bool)
     for c in content.conversions:
@@ -113,9 +125,15 @@ def content_columns(
 
 
 def content_columns_3(
-    rows: pa.Table, events: np.ndarray, time: np.ndarray, starts: np.ndarray,
-    ends: np.ndarray, duration_ms: np.ndarray, content: SessionContent, visit: Visit,
-) -> tuple[list[pa.Array], PageViews]:  # fmt: skip
+    rows: pa.Table,
+    events: np.ndarray,
+    time: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    duration_ms: np.ndarray,
+    content: SessionContent,
+    visit: Visit,
+) -> tuple[list[pa.Array], PageViews]:
     """Schema 3's columns (`schema.content_fields(content, 3)`) of the sessions whose events
     are the runs `starts[i]..ends[i]` of `events`, and their page views. `visit` gives each
     session's traffic row, click row and the session it continues (continuation.py)."""
@@ -145,27 +163,44 @@ def content_columns_3(
     has_view = pv_count > 0
     first_pv = np.searchsorted(views.session, np.arange(n))
     last_pv = np.searchsorted(views.session, np.arange(n), side="right") - 1
-    landing = pages.take(pa.array(views.event[np.minimum(first_pv, max(len(views.event) - 1, 0))]
-                                  if len(views.event) else np.zeros(n, np.int64),
-                                  mask=~has_view))  # fmt: skip
-    exit_ = pages.take(pa.array(views.event[np.maximum(last_pv, 0)] if len(views.event)
-                                else np.zeros(n, np.int64), mask=~has_view))  # fmt: skip
+    landing = pages.take(
+        pa.array(
+            views.event[np.minimum(first_pv, max(len(views.event) - 1, 0))]
+            if len(views.event)
+            else np.zeros(n, np.int64),
+            mask=~has_view,
+        )
+    )
+    exit_ = pages.take(
+        pa.array(
+            views.event[np.maximum(last_pv, 0)] if len(views.event) else np.zeros(n, np.int64),
+            mask=~has_view,
+        )
+    )
 
-    traffic = traffic_columns(at_rows("url", visit.traffic), at_rows("referrer", visit.traffic),
-                              normalize_hosts(content.site_hosts))  # fmt: skip
+    traffic = traffic_columns(
+        at_rows("url", visit.traffic),
+        at_rows("referrer", visit.traffic),
+        normalize_hosts(content.site_hosts),
+    )
     click_type, click_value = per_distinct(at_rows("url", visit.click), click_id, 2)
     channel = ga4_channels(
-        traffic["utm_source"], traffic["utm_medium"], traffic["utm_campaign"],
-        traffic["referrer_host"], click_type_of_landing(at_rows("url", visit.traffic)),
-        traffic["gclid"], rules_of(content.channel_rules, 3),
-    )  # fmt: skip
+        traffic["utm_source"],
+        traffic["utm_medium"],
+        traffic["utm_campaign"],
+        traffic["referrer_host"],
+        click_type_of_landing(at_rows("url", visit.traffic)),
+        traffic["gclid"],
+        rules_of(content.channel_rules, 3),
+    )
     engaged_ms = per_session(views.engaged_ms, views.session, n)
     per_conversion: list[pa.Array] = []
     converted = np.zeros(n, dtype=bool)
     for c in content.conversions:
         values = column(c.value_column) if c.value and c.value_column in rows.column_names else None
-        count, value, first_at = conversion_columns(action_is([c.action]), values, time, session,
-                                                    starts)  # fmt: skip
+        count, value, first_at = conversion_columns(
+            action_is([c.action]), values, time, session, starts
+        )
         converted |= count > 0
         per_conversion += [pa.array(count, pa.int64()), value, first_at]
     engaged = engagement.engaged(duration_ms, pv_count, converted, content.engaged_after_us)
@@ -173,17 +208,24 @@ def content_columns_3(
     agents = agent_columns(at_rows("user_agent", first_rows))
     bots = agents[3].to_numpy(zero_copy_only=False) == "bot" if n else np.zeros(0, bool)
     return [
-        landing, exit_,
+        landing,
+        exit_,
         *(traffic[name] for name in QUERY_COLUMNS),
-        click_type, click_value,
-        traffic["referrer_host"], channel, visit.continues,
-        pa.array(pv_count, pa.int64()), pa.array(engaged_ms, pa.int64()),
-        pa.array(engaged, pa.bool_()), pa.array(~engaged, pa.bool_()),
-        event_counts(actions, session, n), pa.array(converted, pa.bool_()),
+        click_type,
+        click_value,
+        traffic["referrer_host"],
+        channel,
+        visit.continues,
+        pa.array(pv_count, pa.int64()),
+        pa.array(engaged_ms, pa.int64()),
+        pa.array(engaged, pa.bool_()),
+        pa.array(~engaged, pa.bool_()),
+        event_counts(actions, session, n),
+        pa.array(converted, pa.bool_()),
         *agents,
         *per_conversion,
         pa.array(bots, pa.bool_()),
-    ], views  # fmt: skip
+    ], views
 
 
 def click_type_of_landing(urls: pa.Array) -> pa.Array:

@@ -45,10 +45,22 @@ from sessionize.logic.sites import KINDS, site_kind
 _PAID = re.compile(r"cpc|ppc|paid.*")
 _PAID_GA4 = re.compile(r".*cp.*|ppc|retargeting|paid.*")
 # Google's click ids and the source and medium GA4's auto-tagging gives them.
-GOOGLE_CLICK_IDS = {"gclid": ("google", "cpc"), "gbraid": ("google", "cpc"),
-                    "wbraid": ("google", "cpc"), "dclid": ("dv360", "cpm")}  # fmt: skip
-SUBJECTS = ("source", "medium", "campaign", "utm_source", "utm_medium", "utm_campaign",
-            "referrer", "click_id")  # fmt: skip
+GOOGLE_CLICK_IDS = {
+    "gclid": ("google", "cpc"),
+    "gbraid": ("google", "cpc"),
+    "wbraid": ("google", "cpc"),
+    "dclid": ("dv360", "cpm"),
+}
+SUBJECTS = (
+    "source",
+    "medium",
+    "campaign",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "referrer",
+    "click_id",
+)
 _SUBJECTS_2 = ("source", "medium")
 # A second condition inside one (`source in a|b medium in c`): a comma is missing, and its
 # text would be read as a value or a pattern that matches nothing.
@@ -69,8 +81,14 @@ class Facts(NamedTuple):
     gclid: bool = False
 
 
-def ga4_facts(utm_source: str | None, utm_medium: str | None, utm_campaign: str | None,
-              referrer: str | None, click_id: str | None, gclid: bool) -> Facts:  # fmt: skip
+def ga4_facts(
+    utm_source: str | None,
+    utm_medium: str | None,
+    utm_campaign: str | None,
+    referrer: str | None,
+    click_id: str | None,
+    gclid: bool,
+) -> Facts:
     """Schema 3's facts of a session's landing (see the module doc); values lower-cased.
 
     >>> ga4_facts(None, None, None, "google.de", None, False)[:2]
@@ -83,8 +101,17 @@ def ga4_facts(utm_source: str | None, utm_medium: str | None, utm_campaign: str 
         source = referrer
         if medium is None:
             medium = "organic" if site_kind(referrer) == "search" else "referral"
-    return Facts(source, medium, utm_campaign, utm_source, utm_medium, utm_campaign,
-                 referrer, click_id, gclid)  # fmt: skip
+    return Facts(
+        source,
+        medium,
+        utm_campaign,
+        utm_source,
+        utm_medium,
+        utm_campaign,
+        referrer,
+        click_id,
+        gclid,
+    )
 
 
 @dataclass(frozen=True)
@@ -215,8 +242,13 @@ def _lists() -> dict[str, SiteList]:
         def most_labels(found: set[str]) -> int:
             return max((h.count(".") + 1 for h in found), default=0)
 
-        out[kind] = SiteList(frozenset(names), frozenset(hosts), frozenset(bases),
-                             most_labels(hosts), most_labels(bases))  # fmt: skip
+        out[kind] = SiteList(
+            frozenset(names),
+            frozenset(hosts),
+            frozenset(bases),
+            most_labels(hosts),
+            most_labels(bases),
+        )
     return out
 
 
@@ -270,9 +302,12 @@ def rules_of(text: str | None, version: int = 2) -> tuple[Rule, ...]:
 
 
 def channels(
-    utm_source: pa.Array, utm_medium: pa.Array, gclid: pa.Array, referrer_host: pa.Array,
+    utm_source: pa.Array,
+    utm_medium: pa.Array,
+    gclid: pa.Array,
+    referrer_host: pa.Array,
     rules: tuple[Rule, ...],
-) -> pa.Array:  # fmt: skip
+) -> pa.Array:
     """Per session, its channel (see the module doc)."""
     source = pc.coalesce(pc.utf8_lower(utm_source), referrer_host)
     medium = pc.utf8_lower(utm_medium)
@@ -282,22 +317,37 @@ def channels(
     key = (src_codes * len(med_values) + med_codes) * 2 + has_gclid
     distinct, inverse = np.unique(key, return_inverse=True)
     decided = [
-        channel_of(rules, Facts(src_values[k // 2 // len(med_values)],
-                                med_values[k // 2 % len(med_values)], gclid=bool(k % 2)))
+        channel_of(
+            rules,
+            Facts(
+                src_values[k // 2 // len(med_values)],
+                med_values[k // 2 % len(med_values)],
+                gclid=bool(k % 2),
+            ),
+        )
         for k in distinct.tolist()
-    ]  # fmt: skip
+    ]
     return pa.array(decided, pa.string()).take(pa.array(inverse.reshape(-1)))
 
 
 def ga4_channels(
-    utm_source: pa.Array, utm_medium: pa.Array, utm_campaign: pa.Array,
-    referrer_host: pa.Array, click_id_type: pa.Array, gclid: pa.Array,
+    utm_source: pa.Array,
+    utm_medium: pa.Array,
+    utm_campaign: pa.Array,
+    referrer_host: pa.Array,
+    click_id_type: pa.Array,
+    gclid: pa.Array,
     rules: tuple[Rule, ...],
-) -> pa.Array:  # fmt: skip
+) -> pa.Array:
     """Per session, its channel by schema 3's facts (see the module doc), decided once
     per distinct combination of the inputs."""
-    columns = [pc.utf8_lower(utm_source), pc.utf8_lower(utm_medium), pc.utf8_lower(utm_campaign),
-               referrer_host, click_id_type]  # fmt: skip
+    columns = [
+        pc.utf8_lower(utm_source),
+        pc.utf8_lower(utm_medium),
+        pc.utf8_lower(utm_campaign),
+        referrer_host,
+        click_id_type,
+    ]
     coded = [_codes(c) for c in columns]
     has_gclid = pc.is_valid(gclid).to_numpy(zero_copy_only=False).astype(np.int64)
     stacked = np.stack([c for c, _ in coded] + [has_gclid], axis=1)
@@ -318,5 +368,6 @@ def _codes(values: pa.Array) -> tuple[np.ndarray, list[str | None]]:
     encoded = pc.dictionary_encode(values)
     codes = encoded.indices.fill_null(len(encoded.dictionary))
     return codes.to_numpy(zero_copy_only=False).astype(np.int64), [
-        *encoded.dictionary.to_pylist(), None,
-    ]  # fmt: skip
+        *encoded.dictionary.to_pylist(),
+        None,
+    ]

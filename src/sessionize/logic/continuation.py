@@ -57,8 +57,9 @@ class Carry:
         return cls(none, none, pa.array([], pa.string()), none, none)
 
 
-def read_carry(ids: pa.Array, actions: pa.Array, user: np.ndarray, time: np.ndarray,
-               offset: int) -> Carry:  # fmt: skip
+def read_carry(
+    ids: pa.Array, actions: pa.Array, user: np.ndarray, time: np.ndarray, offset: int
+) -> Carry:
     """The Carry of carry rows (their `carried_session`, `action`, user codes and times;
     their rows in the step start at `offset`)."""
     if len(ids) == 0:
@@ -72,14 +73,16 @@ def read_carry(ids: pa.Array, actions: pa.Array, user: np.ndarray, time: np.ndar
     if len(clicks):
         where = np.searchsorted(user[traffic], user[clicks])
         click[where] = clicks + offset
-    return Carry(user[traffic], time[traffic], ids.take(pa.array(traffic)), traffic + offset,
-                 click)  # fmt: skip
+    return Carry(user[traffic], time[traffic], ids.take(pa.array(traffic)), traffic + offset, click)
 
 
 def continues_previous(
-    first_user: np.ndarray, start: np.ndarray, reason: np.ndarray, reach: np.ndarray,
+    first_user: np.ndarray,
+    start: np.ndarray,
+    reason: np.ndarray,
+    reach: np.ndarray,
     traffic_change: bool,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Per session (in order), whether it continues the session before it (see the module
     doc); `reach` is each session's inactivity end."""
     k = len(start)
@@ -109,9 +112,13 @@ class Sources:
 
 
 def sources(
-    session_user: np.ndarray, start: np.ndarray, first_row: np.ndarray,
-    first_click_row: np.ndarray, previous: np.ndarray, carry: Carry,
-) -> Sources:  # fmt: skip
+    session_user: np.ndarray,
+    start: np.ndarray,
+    first_row: np.ndarray,
+    first_click_row: np.ndarray,
+    previous: np.ndarray,
+    carry: Carry,
+) -> Sources:
     """Each session's traffic and click rows along its visit (see the module doc).
 
     `first_row` is each session's first event row, `first_click_row` its first event row

@@ -38,9 +38,12 @@ def event_counts(actions: pa.Array, session: np.ndarray, n_sessions: int) -> pa.
 
 
 def conversion_columns(
-    is_conversion: np.ndarray, values: pa.Array | None, time: np.ndarray,
-    session: np.ndarray, starts: np.ndarray,
-) -> tuple[np.ndarray, pa.Array, pa.Array]:  # fmt: skip
+    is_conversion: np.ndarray,
+    values: pa.Array | None,
+    time: np.ndarray,
+    session: np.ndarray,
+    starts: np.ndarray,
+) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """Per session: (count, value sum or null, first time or null) of one conversion."""
     n = len(starts)
     count = np.bincount(session[is_conversion], minlength=n).astype(np.int64)

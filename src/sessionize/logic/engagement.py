@@ -26,10 +26,15 @@ def page_view_count(is_view: np.ndarray, session: np.ndarray, n_sessions: int) -
 
 
 def engaged_time_ms(
-    time: np.ndarray, session: np.ndarray, starts: np.ndarray, *,
-    max_page_time_us: int, is_ping: np.ndarray | None = None,
-    heartbeat_us: int = 10_000_000, min_visit_us: int = 5_000_000,
-) -> np.ndarray:  # fmt: skip
+    time: np.ndarray,
+    session: np.ndarray,
+    starts: np.ndarray,
+    *,
+    max_page_time_us: int,
+    is_ping: np.ndarray | None = None,
+    heartbeat_us: int = 10_000_000,
+    min_visit_us: int = 5_000_000,
+) -> np.ndarray:
     """Per session, its engaged time in ms (see the module doc; `time` in µs)."""
     n = len(starts)
     if is_ping is None:
@@ -47,8 +52,10 @@ def engaged_time_ms(
 
 
 def engaged(
-    duration_ms: np.ndarray, page_views: np.ndarray, converted: np.ndarray,
+    duration_ms: np.ndarray,
+    page_views: np.ndarray,
+    converted: np.ndarray,
     engaged_after_us: int,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Per session, whether it was engaged (`bounce` is the negation)."""
     return (duration_ms * US_PER_MS >= engaged_after_us) | (page_views >= 2) | converted

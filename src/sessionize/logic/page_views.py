@@ -44,9 +44,13 @@ class PageViews:
 
 
 def page_views(
-    time: np.ndarray, session: np.ndarray, starts: np.ndarray, is_view: np.ndarray,
-    is_ping: np.ndarray | None, content: SessionContent,
-) -> PageViews:  # fmt: skip
+    time: np.ndarray,
+    session: np.ndarray,
+    starts: np.ndarray,
+    is_view: np.ndarray,
+    is_ping: np.ndarray | None,
+    content: SessionContent,
+) -> PageViews:
     """The page views of the sessions (see the module doc)."""
     n = len(time)
     event = np.flatnonzero(is_view)
@@ -73,22 +77,33 @@ def page_views(
             pairs = np.unique(np.stack([owner, bucket], axis=1), axis=0)
             count = np.bincount(pairs[:, 0], minlength=len(event))
             has_pings = count > 0
-            engaged_us = np.where(has_pings, (count - 1) * content.heartbeat_us
-                                  + content.min_visit_us, 0)  # fmt: skip
+            engaged_us = np.where(
+                has_pings, (count - 1) * content.heartbeat_us + content.min_visit_us, 0
+            )
     else:
         same = session[1:] == session[:-1]
         step = np.minimum(np.diff(time), content.max_page_time_us)
         owner = view[:-1]
         counted = same & (owner >= 0)
-        engaged_us = np.bincount(owner[counted], weights=step[counted],
-                                 minlength=len(event)).astype(np.int64)  # fmt: skip
+        engaged_us = np.bincount(
+            owner[counted], weights=step[counted], minlength=len(event)
+        ).astype(np.int64)
     next_same = np.zeros(len(event), dtype=bool)
     next_same[:-1] = pv_session[1:] == pv_session[:-1]
     next_time = np.append(time[event][1:], 0) if len(event) else time[:0]
-    on_page_ms = np.where(next_same, (next_time - time[event]) // US_PER_MS,
-                          np.where(has_pings, engaged_us // US_PER_MS, NONE))  # fmt: skip
-    return PageViews(event, pv_session, position, on_page_ms.astype(np.int64),
-                     (engaged_us // US_PER_MS).astype(np.int64), view)  # fmt: skip
+    on_page_ms = np.where(
+        next_same,
+        (next_time - time[event]) // US_PER_MS,
+        np.where(has_pings, engaged_us // US_PER_MS, NONE),
+    )
+    return PageViews(
+        event,
+        pv_session,
+        position,
+        on_page_ms.astype(np.int64),
+        (engaged_us // US_PER_MS).astype(np.int64),
+        view,
+    )
 
 
 def per_session(values: np.ndarray, pv_session: np.ndarray, n_sessions: int) -> np.ndarray:

@@ -27,16 +27,25 @@ LATE = "late_events"
 EVENTS = "events"  # schema 3: every event of the emitted sessions
 # What `process` counts per call (Update.counters). `open_sessions` and `open_users` are
 # changes: added up over a job's batches they give the sessions and users open now.
-COUNTERS = ("on_time", "duplicates", "sessions_out", "page_views_out", "open_sessions",
-            "open_users")  # fmt: skip
+COUNTERS = (
+    "on_time",
+    "duplicates",
+    "sessions_out",
+    "page_views_out",
+    "open_sessions",
+    "open_users",
+)
 # Of COUNTERS, the changes: the engine keeps their running sum (the sessions and users open).
 GAUGES = ("open_sessions", "open_users")
 # What a session job's record calls the events `drop` leaves out (bots, with `--bots drop`).
 DROPPED = "bot_events"
 # The counters a session job sums over its batches (a record's `totals`, after the engine's
 # own), in the words `sessionize status` prints them.
-TOTALED = {"duplicates": "duplicates dropped", "sessions_out": "sessions out",
-           DROPPED: "bot events dropped"}  # fmt: skip
+TOTALED = {
+    "duplicates": "duplicates dropped",
+    "sessions_out": "sessions out",
+    DROPPED: "bot events dropped",
+}
 # The rows of each output a batch writes, by the counter that counts them.
 OUTPUT_ROWS = {"sessions": "sessions_out", "page_views": "page_views_out"}
 
@@ -80,8 +89,10 @@ class SessionProcessor(Processor):
         lay = self.layout
         self.state_schema = lay.state_rows
         outputs: dict[str, pa.Schema | Output] = {
-            "sessions": lay.sessions, "page_views": lay.page_views, LATE: lay.late_events,
-        }  # fmt: skip
+            "sessions": lay.sessions,
+            "page_views": lay.page_views,
+            LATE: lay.late_events,
+        }
         if lay.carries:
             outputs[EVENTS] = lay.events
         if open_sessions:
@@ -96,9 +107,11 @@ class SessionProcessor(Processor):
         """The session rules, as the flags spell them (they are part of the state)."""
         r = self.rules
         return {
-            "gap": format_duration(r.gap_us), "lateness": format_duration(r.lateness_us),
-            "close_actions": ",".join(r.close_actions), **r.record(),
-        }  # fmt: skip
+            "gap": format_duration(r.gap_us),
+            "lateness": format_duration(r.lateness_us),
+            "close_actions": ",".join(r.close_actions),
+            **r.record(),
+        }
 
     def drop(self, rows: pa.Table) -> pa.Array | None:
         """With `--bots drop`, the events of bots: they reach no session, no state and not
@@ -112,10 +125,14 @@ class SessionProcessor(Processor):
         """`advance` over the handed-in users: their new state rows and expiry (timer), the
         users with no open session left removed, the emitted sessions and page views."""
         result = advance(
-            state, rows, rules=self.rules, watermark_before=ctx.watermark_before,
-            watermark_after=ctx.watermark_after, layout=self.layout,
+            state,
+            rows,
+            rules=self.rules,
+            watermark_before=ctx.watermark_before,
+            watermark_after=ctx.watermark_after,
+            layout=self.layout,
             open_sessions=self.open_sessions,
-        )  # fmt: skip
+        )
         puts = result.state_puts
         outputs = {"sessions": result.sessions, "page_views": result.page_views}
         if result.events is not None:
@@ -130,11 +147,13 @@ class SessionProcessor(Processor):
         ).as_py()
         s = result.stats
         counters = {
-            "on_time": s.on_time, "duplicates": s.duplicates, "sessions_out": s.sessions_out,
+            "on_time": s.on_time,
+            "duplicates": s.duplicates,
+            "sessions_out": s.sessions_out,
             "page_views_out": s.page_views_out,
             "open_sessions": s.open_sessions_after - s.open_sessions_before,
             "open_users": new_users - len(result.state_removes),
-        }  # fmt: skip
+        }
         return Update(
             state=puts.select(self.state_schema.names),
             remove=result.state_removes,

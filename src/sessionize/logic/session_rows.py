@@ -55,9 +55,13 @@ def emitted_tables(split: _Split, lay: schema.Layout) -> tuple[pa.Table, pa.Tabl
 
 
 def _page_view_tables(
-    split: _Split, sessions: pa.Table, ids: pa.Array, pos: np.ndarray, views: PageViews,
+    split: _Split,
+    sessions: pa.Table,
+    ids: pa.Array,
+    pos: np.ndarray,
+    views: PageViews,
     lay: schema.Layout,
-) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+) -> tuple[pa.Table, pa.Table]:
     """Schema 3's PAGE_VIEWS (page views only) and EVENTS (every event) rows."""
     session = split.session[pos]
     row_in_sessions = (np.cumsum(split.emitted) - 1)[session]
@@ -66,8 +70,9 @@ def _page_view_tables(
     event_ids = ids.take(pa.array(row_in_sessions))
     view_ids = pc.binary_join_element_wise(
         event_ids.take(pa.array(views.event)),
-        pc.cast(pa.array(views.position, pa.int32()), pa.string()), ":",
-    )  # fmt: skip
+        pc.cast(pa.array(views.position, pa.int32()), pa.string()),
+        ":",
+    )
     user_of_event = users.take(pa.array(row_in_sessions))
     page_views = pa.Table.from_arrays(
         [
@@ -92,7 +97,8 @@ def _page_view_tables(
             _take(split.rows["action"], split.order[pos]),
             pa.array((pos - split.starts[session] + 1).astype(np.int32), pa.int32()),
             view_ids.take(pa.array(np.maximum(views.view, 0), mask=~in_view))
-            if len(views.event) else pa.nulls(len(pos), pa.string()),
+            if len(views.event)
+            else pa.nulls(len(pos), pa.string()),
         ],
         schema=lay.events,
     )
@@ -128,8 +134,11 @@ def _session_table(
     counts = (last - first + 1).astype(np.int64)
     first_rows = pa.array(split.order[first])
     users = _take(split.rows["user_id"], first_rows)
-    ids = split.ids.take(pa.array(sel)) if split.ids is not None else session_ids(
-        users, start_t, split.rank[sel])  # fmt: skip
+    ids = (
+        split.ids.take(pa.array(sel))
+        if split.ids is not None
+        else session_ids(users, start_t, split.rank[sel])
+    )
 
     # Chosen sessions are runs of consecutive positions: their pages, in order, are both
     # the sessions' `pages` lists and the page views' `page` column.
@@ -160,9 +169,13 @@ def _session_table(
 
 
 def _carried(
-    split: _Split, sel: np.ndarray, pos: np.ndarray, bounds: np.ndarray,
-    duration_ms: np.ndarray, lay: schema.Layout,
-) -> tuple[list[pa.Array], PageViews | None]:  # fmt: skip
+    split: _Split,
+    sel: np.ndarray,
+    pos: np.ndarray,
+    bounds: np.ndarray,
+    duration_ms: np.ndarray,
+    lay: schema.Layout,
+) -> tuple[list[pa.Array], PageViews | None]:
     """The `last:` kept fields and, with schema 2 or 3, what else a session carries, of
     the chosen sessions `sel` (their events are `pos`, in runs of `bounds`); with schema 3
     their page views too."""
@@ -176,11 +189,13 @@ def _carried(
     if lay.carries:
         v = split.visit
         visit = Visit(v.traffic[sel], v.click[sel], split.continues_id.take(pa.array(sel)))
-        columns, views = content_columns_3(split.rows, events, split.time[pos], starts, ends,
-                                           duration_ms, lay.content, visit)  # fmt: skip
+        columns, views = content_columns_3(
+            split.rows, events, split.time[pos], starts, ends, duration_ms, lay.content, visit
+        )
         return out + columns, views
-    out += content_columns(split.rows, events, split.time[pos], starts, ends, duration_ms,
-                           lay.content)  # fmt: skip
+    out += content_columns(
+        split.rows, events, split.time[pos], starts, ends, duration_ms, lay.content
+    )
     return out, None
 
 

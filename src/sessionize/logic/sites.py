@@ -81,8 +81,9 @@ def matomo_lists() -> dict[str, Matomo]:
                 else:
                     hosts.add(h.removeprefix("www."))
         labels = max(e.count(".") + 1 for e in hosts | bases | under)
-        out[kind] = Matomo(frozenset(names), frozenset(hosts), frozenset(bases),
-                           frozenset(under), labels)  # fmt: skip
+        out[kind] = Matomo(
+            frozenset(names), frozenset(hosts), frozenset(bases), frozenset(under), labels
+        )
     return out
 
 

@@ -47,9 +47,13 @@ class Kept:
 
 
 def with_visits(
-    split: _Split, rules: SessionRules, lay: schema.Layout, carry: Carry,
-    watermark_after: int | None, gap: np.ndarray | None,
-) -> _Split:  # fmt: skip
+    split: _Split,
+    rules: SessionRules,
+    lay: schema.Layout,
+    carry: Carry,
+    watermark_after: int | None,
+    gap: np.ndarray | None,
+) -> _Split:
     """`split` with each session's id, visit sources and the carry rows kept."""
     k = len(split.starts)
     first_user = split.user[split.starts]
@@ -59,8 +63,9 @@ def with_visits(
     ids = session_ids(users, start, split.rank)
     reach_each = split.time + (gap if gap is not None else rules.gap_us)
     reach = np.maximum.reduceat(reach_each, split.starts) if k else reach_each[:0]
-    previous = continues_previous(first_user, start, split.reason, reach,
-                                  traffic_change=lay.change_query is not None)  # fmt: skip
+    previous = continues_previous(
+        first_user, start, split.reason, reach, traffic_change=lay.change_query is not None
+    )
     has_click = _has_click(split)
     first_click = _first_per_session(has_click, split.session, k)
     first_click_row = np.where(first_click >= 0, split.order[np.maximum(first_click, 0)], NONE)
@@ -70,8 +75,17 @@ def with_visits(
     if (found.carried >= 0).any():
         from_carry = carry.session_id.take(pa.array(np.maximum(found.carried, 0)))
         continues = pc.if_else(pa.array(found.carried >= 0), from_carry, continues)
-    kept = _kept(split, first_user, reach, found, previous, carry, ids, watermark_after,
-                 lay.change_query is not None)
+    kept = _kept(
+        split,
+        first_user,
+        reach,
+        found,
+        previous,
+        carry,
+        ids,
+        watermark_after,
+        lay.change_query is not None,
+    )
     return dataclasses.replace(split, ids=ids, visit=found, continues_id=continues, kept=kept)
 
 
@@ -100,17 +114,29 @@ def _first_per_session(flag: np.ndarray, session: np.ndarray, k: int) -> np.ndar
 
 
 def _kept(
-    split: _Split, first_user: np.ndarray, reach: np.ndarray, found, previous: np.ndarray,
-    carry: Carry, ids: pa.Array, watermark_after: int | None, traffic_change: bool,
-) -> Kept:  # fmt: skip
+    split: _Split,
+    first_user: np.ndarray,
+    reach: np.ndarray,
+    found,
+    previous: np.ndarray,
+    carry: Carry,
+    ids: pa.Array,
+    watermark_after: int | None,
+    traffic_change: bool,
+) -> Kept:
     """Per user, the visit its state keeps: its last emitted session that a later one may
     continue (else its old carry), while the watermark has not passed its inactivity end
     or the user's first open session continues it."""
     k = len(split.starts)
     emitted = split.emitted
     # The last emitted session of each user that has one (emitted sessions are a prefix).
-    last = np.flatnonzero(emitted & np.append(
-        (first_user[1:] != first_user[:-1]) | ~emitted[1:], True)) if k else np.zeros(0, int)
+    last = (
+        np.flatnonzero(
+            emitted & np.append((first_user[1:] != first_user[:-1]) | ~emitted[1:], True)
+        )
+        if k
+        else np.zeros(0, int)
+    )
     nxt = last + 1
     # A session a later one may continue: cut by a rule continues_previous joins across.
     could = np.isin(split.reason[last], continuable_reasons(traffic_change))
@@ -136,12 +162,16 @@ def _kept(
     until = np.concatenate([cand_until, carry.until[old]])
     held_all = np.concatenate([held, old_held[old]])
     # An on-time event of a later batch is at or after this batch's watermark.
-    keep = np.ones(len(users), dtype=bool) if watermark_after is None else (
-        held_all | (until >= watermark_after))
+    keep = (
+        np.ones(len(users), dtype=bool)
+        if watermark_after is None
+        else (held_all | (until >= watermark_after))
+    )
     order = np.argsort(users[keep], kind="stable")
     session_id = pa.concat_arrays([cand_id, carry.session_id.filter(pa.array(old))])
     return Kept(
-        users[keep][order], until[keep][order],
+        users[keep][order],
+        until[keep][order],
         session_id.filter(pa.array(keep)).take(pa.array(order)),
         np.concatenate([cand_traffic, carry.traffic[old]])[keep][order],
         np.concatenate([cand_click, carry.click[old]])[keep][order],
@@ -157,12 +187,17 @@ def carry_table(split: _Split, kept: Kept, expires: np.ndarray, lay: schema.Layo
     which = np.concatenate([np.arange(len(kept.user)), np.flatnonzero(kept.click >= 0)])
     table = split.rows.take(pa.array(rows))
     user_expiry = _user_expiry(split, kept, expires)
-    table = table.set_column(table.schema.get_field_index("event_time"), "event_time",
-                             pa.array(kept.until[which], pa.int64()).view(schema.TS))
-    table = table.set_column(table.schema.get_field_index("action"), "action",
-                             pa.array(kinds, pa.string()))  # fmt: skip
-    table = table.append_column(schema.STATE_EXPIRY,
-                                pa.array(user_expiry[which], pa.int64()).view(schema.TS))
+    table = table.set_column(
+        table.schema.get_field_index("event_time"),
+        "event_time",
+        pa.array(kept.until[which], pa.int64()).view(schema.TS),
+    )
+    table = table.set_column(
+        table.schema.get_field_index("action"), "action", pa.array(kinds, pa.string())
+    )
+    table = table.append_column(
+        schema.STATE_EXPIRY, pa.array(user_expiry[which], pa.int64()).view(schema.TS)
+    )
     table = table.append_column(schema.CARRIED_SESSION, kept.session_id.take(pa.array(which)))
     return table.select(lay.state.names)
 

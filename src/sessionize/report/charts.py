@@ -106,9 +106,14 @@ def per_hour(
 ) -> str | None:
     """Bars per hour; the last hour of sessions is marked as lacking the sessions still
     open at the end of the run (`still_open`, from the progress log, when known)."""
-    series = [(s, label, c) for s, label, c in
-              ((sessions, "sessions started", BLUE), (events, "events (page views)", ORANGE))
-              if s is not None]  # fmt: skip
+    series = [
+        (s, label, c)
+        for s, label, c in (
+            (sessions, "sessions started", BLUE),
+            (events, "events (page views)", ORANGE),
+        )
+        if s is not None
+    ]
     if not series:
         return None
 
@@ -136,9 +141,14 @@ def _mark_still_open(ax: Axes, bar, still_open: int | None) -> None:
     what = "sessions still open" if still_open is None else f"{still_open:,} sessions still open"
     ax.annotate(
         f"low: {what}\nat the last batch are left out\nuntil they close",
-        (bar.get_x() + bar.get_width() / 2, bar.get_height()), xytext=(0, 4),
-        textcoords="offset points", ha="center", va="bottom", fontsize=7.5, color="#333333",
-    )  # fmt: skip
+        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        xytext=(0, 4),
+        textcoords="offset points",
+        ha="center",
+        va="bottom",
+        fontsize=7.5,
+        color="#333333",
+    )
     ax.set_ylim(top=max(ax.get_ylim()[1], bar.get_height() * 1.6))
 
 
@@ -151,16 +161,32 @@ def histogram(
     def draw(fig: Figure) -> None:
         ax = fig.subplots()
         widths = np.diff(h.edges)
-        ax.bar(h.edges[:-1], h.counts, width=widths * (0.85 if integer else 1.0),
-               align="center" if integer else "edge", color=BLUE,
-               edgecolor="white" if not integer else None, linewidth=0.4)  # fmt: skip
+        ax.bar(
+            h.edges[:-1],
+            h.counts,
+            width=widths * (0.85 if integer else 1.0),
+            align="center" if integer else "edge",
+            color=BLUE,
+            edgecolor="white" if not integer else None,
+            linewidth=0.4,
+        )
         if h.tail_from is not None:
-            ax.bar(h.edges[-2], h.counts[-1], width=widths[-1] * (0.85 if integer else 1.0),
-                   align="center" if integer else "edge", color=GREY,
-                   label=f"≥ {h.tail_from:.3g} {unit}")  # fmt: skip
+            ax.bar(
+                h.edges[-2],
+                h.counts[-1],
+                width=widths[-1] * (0.85 if integer else 1.0),
+                align="center" if integer else "edge",
+                color=GREY,
+                label=f"≥ {h.tail_from:.3g} {unit}",
+            )
         for (name, value), style in zip(h.percentiles.items(), ("-", "--", ":"), strict=True):
-            ax.axvline(min(value, h.edges[-1]), color=RED, linestyle=style, linewidth=1,
-                       label=f"{name} {value:.3g} {unit}")  # fmt: skip
+            ax.axvline(
+                min(value, h.edges[-1]),
+                color=RED,
+                linestyle=style,
+                linewidth=1,
+                label=f"{name} {value:.3g} {unit}",
+            )
         ax.legend(frameon=False, fontsize=7.5)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("sessions")
@@ -194,15 +220,20 @@ def end_reasons(c: Counts) -> str | None:
 
 def _reason_label(reason: str) -> str:
     return {
-        "explicit": "explicit close", "inactivity": "inactivity (gap)",
-        "field_change": "field change", "max_duration": "max duration",
+        "explicit": "explicit close",
+        "inactivity": "inactivity (gap)",
+        "field_change": "field change",
+        "max_duration": "max duration",
         "midnight": "local midnight",
-    }.get(reason, reason)  # fmt: skip
+    }.get(reason, reason)
 
 
 def top_pages(entry: Counts, exit_: Counts, overall: Counts) -> str | None:
-    panels = [(c, t) for c, t in ((entry, "entry pages"), (exit_, "exit pages"),
-                                  (overall, "all page views")) if c.labels]  # fmt: skip
+    panels = [
+        (c, t)
+        for c, t in ((entry, "entry pages"), (exit_, "exit pages"), (overall, "all page views"))
+        if c.labels
+    ]
     if not panels:
         return None
     rows = max(len(c.labels) for c, _ in panels)
@@ -233,14 +264,25 @@ def late_invalid(batches: list[str], late: Counts, invalid: Counts) -> str | Non
     def draw(fig: Figure) -> None:
         ax = fig.subplots()
         w = 0.4
-        ax.bar(x - w / 2, [late_d.get(b, 0) for b in batches], w, color=ORANGE,
-               label=f"late ({sum(late.values):,})")  # fmt: skip
-        ax.bar(x + w / 2, [invalid_d.get(b, 0) for b in batches], w, color=RED,
-               label=f"invalid ({sum(invalid.values):,})")  # fmt: skip
+        ax.bar(
+            x - w / 2,
+            [late_d.get(b, 0) for b in batches],
+            w,
+            color=ORANGE,
+            label=f"late ({sum(late.values):,})",
+        )
+        ax.bar(
+            x + w / 2,
+            [invalid_d.get(b, 0) for b in batches],
+            w,
+            color=RED,
+            label=f"invalid ({sum(invalid.values):,})",
+        )
         step = max(1, len(batches) // 12)
         tilt = max(len(b) for b in batches) * len(batches[::step]) > 60  # labels would touch
-        ax.set_xticks(x[::step], batches[::step], rotation=30 if tilt else 0,
-                      ha="right" if tilt else "center")  # fmt: skip
+        ax.set_xticks(
+            x[::step], batches[::step], rotation=30 if tilt else 0, ha="right" if tilt else "center"
+        )
         ax.set_xlabel("batch id")
         ax.set_ylabel("events")
         ax.legend(frameon=False)
@@ -283,8 +325,9 @@ def over_time(
         ax = fig.subplots()
         marker = "o" if len(times) <= 60 else None
         for values, label, color in series:
-            ax.plot(times, values, color=color, marker=marker, markersize=3, linewidth=1.3,
-                    label=label)  # fmt: skip
+            ax.plot(
+                times, values, color=color, marker=marker, markersize=3, linewidth=1.3, label=label
+            )
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)
         time_axis(ax, times, "committed at")

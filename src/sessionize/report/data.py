@@ -20,8 +20,16 @@ from sessionize.sinks.registry import committed_rows
 
 TOP_PAGES = 10
 TOP_REASONS = 8
-SESSION_COLUMNS = ["batch_id", "user_id", "start_time", "end_time", "duration_ms", "event_count",
-                   "pages", "end_reason"]  # fmt: skip
+SESSION_COLUMNS = [
+    "batch_id",
+    "user_id",
+    "start_time",
+    "end_time",
+    "duration_ms",
+    "event_count",
+    "pages",
+    "end_reason",
+]
 
 
 @dataclass(frozen=True)
@@ -116,11 +124,18 @@ def load_outputs(root: str, with_bots: bool = False) -> OutputData:
         data.invalid = invalid.num_rows
         data.invalid_per_batch = per_batch(invalid["batch_id"])
         data.invalid_reasons = top_counts(invalid["reason"], TOP_REASONS)
-    tables = {"sessions": sessions, "page_views": views, "late_events": late,
-              "invalid_events": invalid}  # fmt: skip
+    tables = {
+        "sessions": sessions,
+        "page_views": views,
+        "late_events": late,
+        "invalid_events": invalid,
+    }
     data.found = {name for name, table in tables.items() if table is not None}
-    ids = [t["batch_id"] for t in (sessions, late, invalid) if t is not None and "batch_id" in
-           t.column_names]  # fmt: skip
+    ids = [
+        t["batch_id"]
+        for t in (sessions, late, invalid)
+        if t is not None and "batch_id" in t.column_names
+    ]
     if ids:
         every = pc.unique(pa.chunked_array([c for a in ids for c in a.chunks], ids[0].type))
         data.batches = [str(b) for b in np.sort(every.to_numpy())]
@@ -158,8 +173,11 @@ def _entry_exit_pages(pages: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, pa.Ar
         entries.append(values.take(pa.array(offsets[:-1][nonempty])))
         exits.append(values.take(pa.array(offsets[1:][nonempty] - 1)))
         flats.append(values.slice(offsets[0], offsets[-1] - offsets[0]))
-    return (pa.chunked_array(entries, pa.string()), pa.chunked_array(exits, pa.string()),
-            pa.chunked_array(flats, pa.string()))  # fmt: skip
+    return (
+        pa.chunked_array(entries, pa.string()),
+        pa.chunked_array(exits, pa.string()),
+        pa.chunked_array(flats, pa.string()),
+    )
 
 
 def top_counts(values: pa.ChunkedArray | pa.Array, limit: int | None) -> Counts:

@@ -135,25 +135,49 @@ def _still_open(progress: Progress) -> int | None:
 def _session_charts(out: OutputData, still_open: int | None) -> list[Chart]:
     reasons = out.end_reasons
     return [
-        Chart("per-hour", "Sessions and events per hour",
-              "Sessions by the hour they started; events (page views) by their event time. "
-              "The last hour's sessions are low (hatched): the sessions still open when the "
-              "job stopped are written when they close.",
-              charts.per_hour(out.sessions_per_hour, out.events_per_hour,
-                              still_open=still_open), wide=True),
-        Chart("session-duration", "Session duration",
-              _pct_caption("From first to last event", out.duration_min, "min"),
-              charts.histogram("session-duration", out.duration_min,
-                               xlabel="duration (minutes)", unit="min", integer=False)),
-        Chart("events-per-session", "Events per session",
-              _pct_caption("Events kept in each session", out.events_per_session, "events"),
-              charts.histogram("events-per-session", out.events_per_session,
-                               xlabel="events in the session", unit="events", integer=True)),
-        Chart("end-reasons", "How sessions ended",
-              "A close action, no event for the gap, or a rule of --max-duration, "
-              "--split-at-midnight or --split-on-change.",
-              charts.end_reasons(reasons), table=_table("end-reasons", reasons), wide=True),
-    ]  # fmt: skip
+        Chart(
+            "per-hour",
+            "Sessions and events per hour",
+            "Sessions by the hour they started; events (page views) by their event time. "
+            "The last hour's sessions are low (hatched): the sessions still open when the "
+            "job stopped are written when they close.",
+            charts.per_hour(out.sessions_per_hour, out.events_per_hour, still_open=still_open),
+            wide=True,
+        ),
+        Chart(
+            "session-duration",
+            "Session duration",
+            _pct_caption("From first to last event", out.duration_min, "min"),
+            charts.histogram(
+                "session-duration",
+                out.duration_min,
+                xlabel="duration (minutes)",
+                unit="min",
+                integer=False,
+            ),
+        ),
+        Chart(
+            "events-per-session",
+            "Events per session",
+            _pct_caption("Events kept in each session", out.events_per_session, "events"),
+            charts.histogram(
+                "events-per-session",
+                out.events_per_session,
+                xlabel="events in the session",
+                unit="events",
+                integer=True,
+            ),
+        ),
+        Chart(
+            "end-reasons",
+            "How sessions ended",
+            "A close action, no event for the gap, or a rule of --max-duration, "
+            "--split-at-midnight or --split-on-change.",
+            charts.end_reasons(reasons),
+            table=_table("end-reasons", reasons),
+            wide=True,
+        ),
+    ]
 
 
 def _pct_caption(text: str, h: Histogram | None, unit: str) -> str:
@@ -168,30 +192,50 @@ TRAFFIC_PARTS = ("channels", "bots", "rates", "conversions")
 
 def _traffic_charts(t: Traffic, progress: Progress) -> list[Chart]:
     dropped = np.nansum(progress.bot_events)
-    drop_note = (f" {dropped:,.0f} bot events were dropped before sessionization (--bots drop)."
-                 if dropped else "")  # fmt: skip
+    drop_note = (
+        f" {dropped:,.0f} bot events were dropped before sessionization (--bots drop)."
+        if dropped
+        else ""
+    )
     return [
-        Chart("channels", "Sessions by channel",
-              "Channel of each session (from its first event's UTM parameters, gclid and "
-              "referrer); bot sessions left out.",
-              traffic_charts.channels(t.channels), empty=t.missing.get("channels", ""),
-              table=_table("channels", t.channels)),
-        Chart("bots", "Bot sessions",
-              "Sessions whose first event's user agent is a bot's (is_bot)." + drop_note,
-              traffic_charts.bots(t.bots), empty=t.missing.get("bots", ""),
-              table=_table("bots", t.bots)),
-        Chart("engagement", "Bounce rate and engaged time per hour",
-              "Sessions by the hour they started: the share that bounced (not engaged) and "
-              "their mean engaged time; bot sessions left out.",
-              traffic_charts.engagement(t.rates), empty=t.missing.get("rates", ""),
-              table=_rates_table(t.rates), wide=True),
-        Chart("conversions", "Conversions and their value by channel",
-              "Conversion events (NAME_count) and the sum of their value (NAME_value) per "
-              "channel, for each --conversion; bot sessions left out.",
-              traffic_charts.conversions(t.conversions),
-              empty=t.missing.get("conversions", "no conversions in the outputs"),
-              table=_conversions_table(t.conversions), wide=True),
-    ]  # fmt: skip
+        Chart(
+            "channels",
+            "Sessions by channel",
+            "Channel of each session (from its first event's UTM parameters, gclid and "
+            "referrer); bot sessions left out.",
+            traffic_charts.channels(t.channels),
+            empty=t.missing.get("channels", ""),
+            table=_table("channels", t.channels),
+        ),
+        Chart(
+            "bots",
+            "Bot sessions",
+            "Sessions whose first event's user agent is a bot's (is_bot)." + drop_note,
+            traffic_charts.bots(t.bots),
+            empty=t.missing.get("bots", ""),
+            table=_table("bots", t.bots),
+        ),
+        Chart(
+            "engagement",
+            "Bounce rate and engaged time per hour",
+            "Sessions by the hour they started: the share that bounced (not engaged) and "
+            "their mean engaged time; bot sessions left out.",
+            traffic_charts.engagement(t.rates),
+            empty=t.missing.get("rates", ""),
+            table=_rates_table(t.rates),
+            wide=True,
+        ),
+        Chart(
+            "conversions",
+            "Conversions and their value by channel",
+            "Conversion events (NAME_count) and the sum of their value (NAME_value) per "
+            "channel, for each --conversion; bot sessions left out.",
+            traffic_charts.conversions(t.conversions),
+            empty=t.missing.get("conversions", "no conversions in the outputs"),
+            table=_conversions_table(t.conversions),
+            wide=True,
+        ),
+    ]
 
 
 def _rates_table(r: HourlyRates | None) -> str:
@@ -203,10 +247,11 @@ def _rates_table(r: HourlyRates | None) -> str:
         f'<td class="n" data-value="{n}">{n:,} sessions</td>'
         f'<td class="n" data-value="{b!r}">{b:.1%} bounced</td>'
         f'<td class="n" data-value="{e!r}">{e:,.1f} s engaged</td></tr>'
-        for h, n, b, e in zip(r.hours, r.sessions.tolist(), r.bounce_rate.tolist(),
-                              r.engaged_s.tolist(), strict=True)
+        for h, n, b, e in zip(
+            r.hours, r.sessions.tolist(), r.bounce_rate.tolist(), r.engaged_s.tolist(), strict=True
+        )
         if n
-    )  # fmt: skip
+    )
     return f'<table class="numbers" id="table-engagement">{rows}</table>'
 
 
@@ -226,23 +271,32 @@ def _conversions_table(c: Conversions | None) -> str:
 
 def _pages_chart(out: OutputData) -> Chart:
     return Chart(
-        "top-pages", "Top entry, exit and overall pages",
+        "top-pages",
+        "Top entry, exit and overall pages",
         "First page of each session, last page of each session, and every page view.",
-        charts.top_pages(out.entry_pages, out.exit_pages, out.top_pages), wide=True,
-    )  # fmt: skip
+        charts.top_pages(out.entry_pages, out.exit_pages, out.top_pages),
+        wide=True,
+    )
 
 
 def _quality_charts(out: OutputData) -> list[Chart]:
     return [
-        Chart("late-invalid", "Late and invalid events per batch",
-              "Late: behind the watermark, kept in late_events. Invalid: unreadable lines, "
-              "kept in invalid_events with a reason.",
-              charts.late_invalid(out.batches, out.late_per_batch, out.invalid_per_batch)),
-        Chart("invalid-reasons", "Top invalid reasons",
-              f"The {len(out.invalid_reasons.labels)} most frequent reasons.",
-              charts.invalid_reasons(out.invalid_reasons), empty="no invalid events",
-              table=_table("invalid-reasons", out.invalid_reasons)),
-    ]  # fmt: skip
+        Chart(
+            "late-invalid",
+            "Late and invalid events per batch",
+            "Late: behind the watermark, kept in late_events. Invalid: unreadable lines, "
+            "kept in invalid_events with a reason.",
+            charts.late_invalid(out.batches, out.late_per_batch, out.invalid_per_batch),
+        ),
+        Chart(
+            "invalid-reasons",
+            "Top invalid reasons",
+            f"The {len(out.invalid_reasons.labels)} most frequent reasons.",
+            charts.invalid_reasons(out.invalid_reasons),
+            empty="no invalid events",
+            table=_table("invalid-reasons", out.invalid_reasons),
+        ),
+    ]
 
 
 def _progress_charts(p: Progress) -> list[Chart]:
@@ -250,29 +304,55 @@ def _progress_charts(p: Progress) -> list[Chart]:
     empty = p.missing or "not in the progress log"
     read, written = (byte_size(np.nansum(b)) for b in (p.state_bytes_read, p.state_bytes_written))
     return [
-        Chart("batch-duration", "Batch duration", "Seconds from a batch's start to its commit.",
-              charts.over_time("batch-duration", t, [(p.duration_s, "duration", charts.BLUE)],
-                               "seconds"), empty=empty),
-        Chart("events-per-second", "Lines read per second",
-              "Lines read in the batch (valid and invalid) divided by its duration.",
-              charts.over_time("events-per-second", t,
-                               [(p.events_per_s, "lines/s", charts.GREEN)], "lines/s"),
-              empty=empty),
-        Chart("open-sessions", "Open sessions",
-              "Sessions held in the state after each batch.",
-              charts.over_time("open-sessions", t,
-                               [(p.open_sessions, "open", charts.ORANGE)], "sessions",
-                               ticks="count"),
-              empty=empty),
-        Chart("state-bytes", "State bytes per batch",
-              "Bytes each batch read from the state store and wrote to it (its new state "
-              "version), as the store measures them; 1 kB = 1,000 bytes.",
-              charts.over_time("state-bytes", t,
-                               [(p.state_bytes_read, f"read ({read} in all)", charts.BLUE),
-                                (p.state_bytes_written, f"written ({written} in all)",
-                                 charts.RED)], "bytes per batch", ticks="bytes"),
-              empty=empty),
-    ]  # fmt: skip
+        Chart(
+            "batch-duration",
+            "Batch duration",
+            "Seconds from a batch's start to its commit.",
+            charts.over_time(
+                "batch-duration", t, [(p.duration_s, "duration", charts.BLUE)], "seconds"
+            ),
+            empty=empty,
+        ),
+        Chart(
+            "events-per-second",
+            "Lines read per second",
+            "Lines read in the batch (valid and invalid) divided by its duration.",
+            charts.over_time(
+                "events-per-second", t, [(p.events_per_s, "lines/s", charts.GREEN)], "lines/s"
+            ),
+            empty=empty,
+        ),
+        Chart(
+            "open-sessions",
+            "Open sessions",
+            "Sessions held in the state after each batch.",
+            charts.over_time(
+                "open-sessions",
+                t,
+                [(p.open_sessions, "open", charts.ORANGE)],
+                "sessions",
+                ticks="count",
+            ),
+            empty=empty,
+        ),
+        Chart(
+            "state-bytes",
+            "State bytes per batch",
+            "Bytes each batch read from the state store and wrote to it (its new state "
+            "version), as the store measures them; 1 kB = 1,000 bytes.",
+            charts.over_time(
+                "state-bytes",
+                t,
+                [
+                    (p.state_bytes_read, f"read ({read} in all)", charts.BLUE),
+                    (p.state_bytes_written, f"written ({written} in all)", charts.RED),
+                ],
+                "bytes per batch",
+                ticks="bytes",
+            ),
+            empty=empty,
+        ),
+    ]
 
 
 def _table(name: str, c: Counts | None) -> str:

@@ -106,8 +106,14 @@ def bots(c: Counts | None) -> str | None:
         ax = fig.subplots()
         left = 0
         for label, v, color in zip(c.labels, c.values, (BLUE, ORANGE), strict=True):
-            ax.barh([0], [v], left=left, color=color, height=0.5,
-                    label=f"{label}: {v:,} ({v / total:.1%})")  # fmt: skip
+            ax.barh(
+                [0],
+                [v],
+                left=left,
+                color=color,
+                height=0.5,
+                label=f"{label}: {v:,} ({v / total:.1%})",
+            )
             left += v
         ax.set_yticks([])
         ax.set_xlim(0, total)

@@ -164,8 +164,11 @@ def sink_errors(what: str) -> AbstractContextManager[None]:
 def _is_storage_error(exc: Exception) -> bool:
     if isinstance(exc, OSError | pa.ArrowException):
         return True
-    kinds = [("deltalake.exceptions", "DeltaError"), ("botocore.exceptions", "BotoCoreError"),
-             ("botocore.exceptions", "ClientError")]  # fmt: skip
+    kinds = [
+        ("deltalake.exceptions", "DeltaError"),
+        ("botocore.exceptions", "BotoCoreError"),
+        ("botocore.exceptions", "ClientError"),
+    ]
     for module, name in kinds:
         mod = sys.modules.get(module)
         if mod is not None and isinstance(exc, getattr(mod, name)):

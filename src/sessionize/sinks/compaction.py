@@ -67,10 +67,7 @@ def read_manifest(fs: pafs.FileSystem, base: str, name: str) -> Manifest:
     """The newest generation (empty before the first compaction)."""
     where = f"{compacted_dir(base, name)}/{MANIFESTS}"
     for _ in range(3):  # a manifest replaced between listing and reading: list again
-        names = sorted(
-            i.base_name for i in listing(fs, where)
-            if i.base_name.endswith(".json")
-        )  # fmt: skip
+        names = sorted(i.base_name for i in listing(fs, where) if i.base_name.endswith(".json"))
         if not names:
             return Manifest()
         try:
@@ -84,9 +81,10 @@ def read_manifest(fs: pafs.FileSystem, base: str, name: str) -> Manifest:
 
 def batch_dirs(fs: pafs.FileSystem, base: str, name: str) -> list[int]:
     return sorted(
-        int(i.base_name.split("=", 1)[1]) for i in listing(fs, batches_root(base, name))
+        int(i.base_name.split("=", 1)[1])
+        for i in listing(fs, batches_root(base, name))
         if i.type == pafs.FileType.Directory and i.base_name.startswith("batch_id=")
-    )  # fmt: skip
+    )
 
 
 def committed(fs: pafs.FileSystem, base: str, name: str) -> tuple[list[int], Manifest]:
@@ -104,9 +102,10 @@ def committed_files(fs: pafs.FileSystem, base: str, name: str) -> dict[str, list
     files, root = [], batches_root(base, name)
     for b in dirs:
         files += sorted(
-            i.path for i in listing(fs, f"{root}/batch_id={b}", recursive=True)
+            i.path
+            for i in listing(fs, f"{root}/batch_id={b}", recursive=True)
             if i.type == pafs.FileType.File and i.path.endswith(".parquet")
-        )  # fmt: skip
+        )
     where = compacted_dir(base, name)
     return {"batches": files, "compacted": [f"{where}/{f}" for f in sorted(manifest.files)]}
 
@@ -119,11 +118,15 @@ def committed_dataset(fs: pafs.FileSystem, base: str, name: str) -> ds.Dataset |
     datasets = []
     if files["batches"]:
         fields = [pa.field("batch_id", pa.int64())] + [OUTPUTS[name].field(p) for p in parts]
-        datasets.append(ds.dataset(
-            files["batches"], filesystem=fs, format="parquet",
-            partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
-            partition_base_dir=batches_root(base, name),
-        ))  # fmt: skip
+        datasets.append(
+            ds.dataset(
+                files["batches"],
+                filesystem=fs,
+                format="parquet",
+                partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
+                partition_base_dir=batches_root(base, name),
+            )
+        )
     if files["compacted"]:
         datasets.append(_compacted_dataset(fs, base, name, files["compacted"]))
     if not datasets:
@@ -131,10 +134,19 @@ def committed_dataset(fs: pafs.FileSystem, base: str, name: str) -> ds.Dataset |
     if len(datasets) == 1:
         return datasets[0]
     schema = datasets[1].schema  # the compacted files' column order
-    return ds.dataset([ds.dataset(d.files, filesystem=fs, format="parquet", schema=schema,
-                                  partitioning=d.partitioning,
-                                  partition_base_dir=_base_of(d, base, name))
-                       for d in datasets])  # fmt: skip
+    return ds.dataset(
+        [
+            ds.dataset(
+                d.files,
+                filesystem=fs,
+                format="parquet",
+                schema=schema,
+                partitioning=d.partitioning,
+                partition_base_dir=_base_of(d, base, name),
+            )
+            for d in datasets
+        ]
+    )
 
 
 def _base_of(data: ds.FileSystemDataset, base: str, name: str) -> str:
@@ -143,19 +155,32 @@ def _base_of(data: ds.FileSystemDataset, base: str, name: str) -> str:
     return batches_root(base, name)
 
 
-def _compacted_dataset(fs: pafs.FileSystem, base: str, name: str,
-                       files: list[str]) -> ds.FileSystemDataset:  # fmt: skip
+def _compacted_dataset(
+    fs: pafs.FileSystem, base: str, name: str, files: list[str]
+) -> ds.FileSystemDataset:
     parts = OUTPUT_PARTITIONS.get(name, ())
     partitioning = None
     if parts:
-        partitioning = ds.partitioning(pa.schema([OUTPUTS[name].field(p) for p in parts]),
-                                       flavor="hive")  # fmt: skip
-    return ds.dataset(files, filesystem=fs, format="parquet", partitioning=partitioning,
-                      partition_base_dir=compacted_dir(base, name))  # fmt: skip
+        partitioning = ds.partitioning(
+            pa.schema([OUTPUTS[name].field(p) for p in parts]), flavor="hive"
+        )
+    return ds.dataset(
+        files,
+        filesystem=fs,
+        format="parquet",
+        partitioning=partitioning,
+        partition_base_dir=compacted_dir(base, name),
+    )
 
 
-def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = None,
-            target_mb: float = TARGET_MB) -> dict[str, int]:  # fmt: skip
+def compact(
+    fs: pafs.FileSystem,
+    base: str,
+    name: str,
+    *,
+    upto: int | None = None,
+    target_mb: float = TARGET_MB,
+) -> dict[str, int]:
     """Move the batches <= `upto` (default: all) that still have their own directory into
     compacted files; small compacted files of the same group are rewritten with them. The
     output's first compaction turns it into the view layout (views.py); each one ends with
@@ -163,8 +188,7 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
     finish(fs, base, name)
     dirs, _ = committed(fs, base, name)
     try:
-        done = _compact(fs, base, name, [b for b in dirs if upto is None or b <= upto],
-                        target_mb)  # fmt: skip
+        done = _compact(fs, base, name, [b for b in dirs if upto is None or b <= upto], target_mb)
     finally:
         # The rows read and sorted are freed, but Arrow's allocator keeps the pages for
         # reuse: a driver compacting between batches would hold its largest compaction's
@@ -174,8 +198,7 @@ def compact(fs: pafs.FileSystem, base: str, name: str, *, upto: int | None = Non
     return done
 
 
-def view_files(fs: pafs.FileSystem, base: str,
-               name: str) -> dict[str, tuple[str, int | None]]:  # fmt: skip
+def view_files(fs: pafs.FileSystem, base: str, name: str) -> dict[str, tuple[str, int | None]]:
     """What the next view of output `name` holds (views.py): {its path there: (the file,
     its batch)}, the compacted files of the newest generation (batch None: many) and the
     files of the other batches."""
@@ -211,8 +234,9 @@ def _local(fs: pafs.FileSystem) -> bool:
     return isinstance(fs, pafs.LocalFileSystem)
 
 
-def _compact(fs: pafs.FileSystem, base: str, name: str, todo: list[int],
-             target_mb: float) -> dict[str, int]:  # fmt: skip
+def _compact(
+    fs: pafs.FileSystem, base: str, name: str, todo: list[int], target_mb: float
+) -> dict[str, int]:
     manifest = read_manifest(fs, base, name)
     if not todo:
         return {"batches": 0, "files_in": 0, "files_out": 0}
@@ -222,8 +246,11 @@ def _compact(fs: pafs.FileSystem, base: str, name: str, todo: list[int],
     new_rows = _batch_rows(fs, base, name, todo)
     # only the groups the new rows go to: an old session date's last file stays as it is
     touched = _groups(name, new_rows)
-    sizes = {f: fs.get_file_info(f"{where}/{f}").size for f in manifest.files
-             if _group_of(name, f) in touched}  # fmt: skip
+    sizes = {
+        f: fs.get_file_info(f"{where}/{f}").size
+        for f in manifest.files
+        if _group_of(name, f) in touched
+    }
     small = {f for f, size in sizes.items() if size < target // 2}
     old_rows = _compacted_rows(fs, base, name, sorted(small))
     batch_files = [i for b in todo for i in _files_under(fs, f"{root}/batch_id={b}")]
@@ -277,8 +304,11 @@ def remove_batches(fs: pafs.FileSystem, base: str, name: str, batches: set[int])
     generation = manifest.generation + 1
     files = {f: held for f, held in manifest.files.items() if f not in touched}
     if rows.num_rows:
-        files.update(_write_groups(fs, compacted_dir(base, name), name, rows, generation,
-                                   max(1, rows.num_rows)))  # fmt: skip
+        files.update(
+            _write_groups(
+                fs, compacted_dir(base, name), name, rows, generation, max(1, rows.num_rows)
+            )
+        )
     _write_manifest(fs, base, name, Manifest(generation, files))
     finish(fs, base, name)
     return gone
@@ -322,8 +352,7 @@ def _files_under(fs: pafs.FileSystem, where: str) -> list[pafs.FileInfo]:
     return [i for i in listing(fs, where, recursive=True) if i.type == pafs.FileType.File]
 
 
-def _batch_rows(fs: pafs.FileSystem, base: str, name: str,
-                batches: list[int]) -> pa.Table | None:  # fmt: skip
+def _batch_rows(fs: pafs.FileSystem, base: str, name: str, batches: list[int]) -> pa.Table | None:
     """The batches' rows with `batch_id` (and the partition column) as columns, and each
     batch's publish day (`_day`, the day its directory was published) for grouping."""
     parts = OUTPUT_PARTITIONS.get(name, ())
@@ -334,9 +363,13 @@ def _batch_rows(fs: pafs.FileSystem, base: str, name: str,
         files = sorted(i.path for i in _files_under(fs, path) if i.path.endswith(".parquet"))
         if not files:
             continue
-        data = ds.dataset(files, filesystem=fs, format="parquet",
-                          partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
-                          partition_base_dir=batches_root(base, name))  # fmt: skip
+        data = ds.dataset(
+            files,
+            filesystem=fs,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
+            partition_base_dir=batches_root(base, name),
+        )
         table = data.to_table()
         day = _day(fs.get_file_info(path).mtime)
         tables.append(table.append_column("_day", pa.array([day] * table.num_rows)))
@@ -347,8 +380,7 @@ def _day(mtime: dt.datetime | None) -> str:
     return (mtime or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).strftime("%Y%m%d")
 
 
-def _compacted_rows(fs: pafs.FileSystem, base: str, name: str,
-                    files: list[str]) -> pa.Table | None:  # fmt: skip
+def _compacted_rows(fs: pafs.FileSystem, base: str, name: str, files: list[str]) -> pa.Table | None:
     if not files:
         return None
     where = compacted_dir(base, name)
@@ -360,8 +392,9 @@ def _compacted_rows(fs: pafs.FileSystem, base: str, name: str,
     return pa.concat_tables(tables, promote_options="default")
 
 
-def _write_groups(fs: pafs.FileSystem, where: str, name: str, rows: pa.Table, generation: int,
-                  rows_per_file: int) -> dict[str, list[int]]:  # fmt: skip
+def _write_groups(
+    fs: pafs.FileSystem, where: str, name: str, rows: pa.Table, generation: int, rows_per_file: int
+) -> dict[str, list[int]]:
     """Rows in files of about `rows_per_file` rows per session_date (or publish day), in
     batch order (so a file's `batch_id` statistics are narrow); {relative file: batches}."""
     parts = OUTPUT_PARTITIONS.get(name, ())
@@ -374,8 +407,11 @@ def _write_groups(fs: pafs.FileSystem, where: str, name: str, rows: pa.Table, ge
         for k, start in enumerate(range(0, group.num_rows, rows_per_file)):
             chunk = group.slice(start, rows_per_file)
             tag = uuid.uuid4().hex[:8]
-            rel = (f"{key}={value}/part-{generation:08d}-{k:04d}-{tag}.parquet" if parts
-                   else f"part-{value}-{generation:08d}-{k:04d}-{tag}.parquet")  # fmt: skip
+            rel = (
+                f"{key}={value}/part-{generation:08d}-{k:04d}-{tag}.parquet"
+                if parts
+                else f"part-{value}-{generation:08d}-{k:04d}-{tag}.parquet"
+            )
             fs.create_dir(f"{where}/{rel}".rsplit("/", 1)[0], recursive=True)
             pq.write_table(chunk, f"{where}/{rel}", filesystem=fs)
             written[rel] = sorted(set(chunk["batch_id"].to_pylist()))

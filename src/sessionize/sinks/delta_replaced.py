@@ -43,9 +43,12 @@ def replace_by_key(
     )
     if dt is None:  # the first commit creates the table with this batch's rows
         write_deltalake(
-            sink.table_uri(name), rows, mode="append", storage_options=sink.storage_options(),
+            sink.table_uri(name),
+            rows,
+            mode="append",
+            storage_options=sink.storage_options(),
             commit_properties=props,
-        )  # fmt: skip
+        )
         return
     if keys.num_rows == 0:
         write_deltalake(dt, rows.slice(0, 0), mode="append", commit_properties=props)
@@ -60,7 +63,7 @@ def replace_by_key(
             source_alias="s",
             target_alias="t",
             commit_properties=props,
-        )  # fmt: skip
+        )
         .when_matched_delete()
         .when_not_matched_insert(columns, predicate=f"s.{_OP} = 'put'")
         .execute()
@@ -75,8 +78,9 @@ def clear_replaced(sink: DeltaSink, name: str) -> None:
     dt = sink.table(name)
     if dt is None:
         return
-    props = CommitProperties(app_transactions=[Transaction(sink.job, -1)],
-                             custom_metadata={"sessionize.cleared": "true"})  # fmt: skip
+    props = CommitProperties(
+        app_transactions=[Transaction(sink.job, -1)], custom_metadata={"sessionize.cleared": "true"}
+    )
     dt.delete(commit_properties=props)
 
 

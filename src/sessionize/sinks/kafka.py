@@ -305,5 +305,3 @@ class KafkaSink(StagedSink):
                 self._producer()
             self._live["markers"] = read_markers(self.output, self.job)
         return self._live["markers"]
-
-

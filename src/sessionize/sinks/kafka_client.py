@@ -87,23 +87,29 @@ class KafkaOutput:
         for host in parts.netloc.split(","):
             name, _, port = host.rpartition(":")
             if not name or not port.isdigit():
-                raise ConfigError(f"--output {without_options(uri)}: broker '{host}' must be "
-                                  "HOST:PORT")  # fmt: skip
+                raise ConfigError(
+                    f"--output {without_options(uri)}: broker '{host}' must be HOST:PORT"
+                )
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         unknown = sorted(set(query) - set(_OPTIONS))
         if unknown:
-            raise ConfigError(f"--output {without_options(uri)}: unknown option(s) {unknown}; "
-                              f"accepted: {', '.join(_OPTIONS)}")  # fmt: skip
+            raise ConfigError(
+                f"--output {without_options(uri)}: unknown option(s) {unknown}; "
+                f"accepted: {', '.join(_OPTIONS)}"
+            )
         delivery = query.get("delivery", "exactly-once")
         if delivery not in DELIVERIES:
-            raise ConfigError(f"--output {without_options(uri)}: delivery must be one of "
-                              f"{', '.join(DELIVERIES)}")  # fmt: skip
+            raise ConfigError(
+                f"--output {without_options(uri)}: delivery must be one of {', '.join(DELIVERIES)}"
+            )
         duplicates = query.get("duplicates", "refuse")
         if duplicates not in ("refuse", "accept"):
-            raise ConfigError(f"--output {without_options(uri)}: duplicates must be refuse or "
-                              "accept")  # fmt: skip
-        return KafkaOutput(parts.netloc, prefix, query.get("staging") or None, delivery,
-                           duplicates == "accept")  # fmt: skip
+            raise ConfigError(
+                f"--output {without_options(uri)}: duplicates must be refuse or accept"
+            )
+        return KafkaOutput(
+            parts.netloc, prefix, query.get("staging") or None, delivery, duplicates == "accept"
+        )
 
     def topic(self, name: str) -> str:
         return f"{self.prefix}.{name}"
@@ -160,25 +166,33 @@ def read_batches_topic(out: KafkaOutput) -> list[tuple[bytes | None, dict]]:
     """
     kafka = _kafka()
     topic = out.topic(MARKERS)
-    consumer = kafka.Consumer({
-        "bootstrap.servers": out.bootstrap, "group.id": "sessionize-markers",
-        "isolation.level": "read_committed", "enable.auto.commit": False,
-        "enable.partition.eof": True, "auto.offset.reset": "earliest",
-    })  # fmt: skip
+    consumer = kafka.Consumer(
+        {
+            "bootstrap.servers": out.bootstrap,
+            "group.id": "sessionize-markers",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     records: list[tuple[bytes | None, dict]] = []
     try:
         meta = consumer.list_topics(topic, timeout=_TIMEOUT_S)
         info = meta.topics.get(topic)
         if info is None or info.error is not None or not info.partitions:
             return records  # no batch written yet
-        consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING)
-                         for p in info.partitions])  # fmt: skip
+        consumer.assign(
+            [kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING) for p in info.partitions]
+        )
         pending = set(info.partitions)
         while pending:
             msg = consumer.poll(_TIMEOUT_S)
             if msg is None:
-                raise SinkError(f"reading {topic} on {out.bootstrap}: no answer in "
-                                f"{_TIMEOUT_S:g}s; is the broker up?")  # fmt: skip
+                raise SinkError(
+                    f"reading {topic} on {out.bootstrap}: no answer in "
+                    f"{_TIMEOUT_S:g}s; is the broker up?"
+                )
             if msg.error() is not None:
                 if msg.error().code() == kafka.KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
@@ -192,8 +206,14 @@ def read_batches_topic(out: KafkaOutput) -> list[tuple[bytes | None, dict]]:
     return records
 
 
-def _send(producer, topic: str, key: bytes | None, value: bytes | None, failures: list[str],
-          partition: int | None = None) -> None:  # fmt: skip
+def _send(
+    producer,
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    failures: list[str],
+    partition: int | None = None,
+) -> None:
     def delivered(err, _msg) -> None:
         if err is not None:
             failures.append(err.str())

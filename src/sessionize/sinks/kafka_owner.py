@@ -90,8 +90,9 @@ class KafkaOwnerRecords(OwnerRecords):
             if found is not None:  # fenced by another claimer, which recorded its owner
                 return found.id == owner.id
             where = f"Kafka {self.out.bootstrap}/{self.out.prefix}"
-            raise SinkError(f"recording the owner of {where}: {_reason(e)}; run the job "
-                            "again") from e  # fmt: skip
+            raise SinkError(
+                f"recording the owner of {where}: {_reason(e)}; run the job again"
+            ) from e
         finally:
             with warnings.catch_warnings():  # a fenced producer's close cannot abort: expected
                 warnings.simplefilter("ignore", RuntimeWarning)
@@ -111,8 +112,11 @@ class KafkaOwnerRecords(OwnerRecords):
 
 def _first_owner(records: list[tuple[bytes | None, dict]]) -> Owner | None:
     """The first owner recorded, with the place of its latest record."""
-    owners = [Owner.from_json(json.dumps(body["owner"]))
-              for key, body in records if key == KEY and "owner" in body]  # fmt: skip
+    owners = [
+        Owner.from_json(json.dumps(body["owner"]))
+        for key, body in records
+        if key == KEY and "owner" in body
+    ]
     if not owners:
         return None
     return [o for o in owners if o.id == owners[0].id][-1]

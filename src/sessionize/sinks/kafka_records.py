@@ -45,8 +45,13 @@ def _needs_conversion(t: pa.DataType) -> bool:
     """Whether Python's values of type `t` are not JSON as they are."""
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         return _needs_conversion(t.value_type)
-    return (pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_map(t)
-            or pa.types.is_struct(t) or pa.types.is_decimal(t))  # fmt: skip
+    return (
+        pa.types.is_timestamp(t)
+        or pa.types.is_date(t)
+        or pa.types.is_map(t)
+        or pa.types.is_struct(t)
+        or pa.types.is_decimal(t)
+    )
 
 
 def _json_column(column: pa.ChunkedArray) -> list:
@@ -105,9 +110,12 @@ def encode(
 
 
 def per_key_records(
-    keys: pa.Table, rows: pa.Table, batch_id: int, name: str = "open_sessions",
+    keys: pa.Table,
+    rows: pa.Table,
+    batch_id: int,
+    name: str = "open_sessions",
     key: tuple[str, ...] = (KEY,),
-) -> list[tuple[bytes, bytes | None]]:  # fmt: skip
+) -> list[tuple[bytes, bytes | None]]:
     """An output `name` replaced by `key` as one record per touched key: the key's rows as
     a JSON list, `{"user_id": K, "batch_id": B, "open_sessions": [...]}`, or a tombstone
     (value None) when it has none left, so that a log-compacted topic keeps each key's
@@ -126,8 +134,9 @@ def per_key_records(
 
     by_key: dict[bytes, list[bytes]] = {}
     key_columns = [rows[c].to_pylist() for c in key]
-    for values, (_, value) in zip(zip(*key_columns, strict=True), encode(rows, key=None),
-                                  strict=True):  # fmt: skip
+    for values, (_, value) in zip(
+        zip(*key_columns, strict=True), encode(rows, key=None), strict=True
+    ):
         by_key.setdefault(key_of(values), []).append(value)
     out: list[tuple[bytes, bytes | None]] = []
     touched = [keys[c].to_pylist() for c in key]

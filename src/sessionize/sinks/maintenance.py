@@ -60,9 +60,9 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
 def _drop_uncommitted(sink: ManifestParquetSink, fs: pafs.FileSystem, base: str) -> int:
     dropped = 0
     for name in OUTPUTS:
-        keep = {f[len(f"{base}/{name}/"):] for f in sink.committed_files(name)}
+        keep = {f[len(f"{base}/{name}/") :] for f in sink.committed_files(name)}
         for info in listing(fs, f"{base}/{name}", recursive=True):
-            rel = info.path[len(f"{base}/{name}/"):]
+            rel = info.path[len(f"{base}/{name}/") :]
             if info.type == pafs.FileType.File and rel.startswith("batch_id=") and rel not in keep:
                 fs.delete_file(info.path)
                 dropped += 1

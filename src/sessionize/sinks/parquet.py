@@ -73,8 +73,15 @@ class ParquetSink(StagedSink):
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
         fs, base = self._fs()
         with sink_errors(f"staging batch {batch_id} of {name}"):  # views read `batch_id` inside
-            return staging.stage(fs, base, name, batch_id, partition, table,
-                                 with_batch_id=views.uses_views(base, name))  # fmt: skip
+            return staging.stage(
+                fs,
+                base,
+                name,
+                batch_id,
+                partition,
+                table,
+                with_batch_id=views.uses_views(base, name),
+            )
 
     def publish(self, batch_id: int) -> None:
         """Per output, one rename; old contents go to trash.
@@ -111,7 +118,8 @@ class ParquetSink(StagedSink):
             # compacted batches are older than the directories: removed after them
             undone = compaction.read_manifest(fs, base, name).batches
             retired |= compaction.remove_batches(
-                fs, base, name, {b for b in undone if b >= batch_id})
+                fs, base, name, {b for b in undone if b >= batch_id}
+            )
             compaction.refresh_view(fs, base, name)  # one switch: the batches go together
         return sorted(retired)
 
@@ -139,13 +147,16 @@ class ParquetSink(StagedSink):
         fs, base = self._fs()
         return compaction.committed_files(fs, base, name)
 
-    def compact(self, upto: int | None = None,
-                target_mb: float = compaction.TARGET_MB) -> dict[str, dict[str, int]]:  # fmt: skip
+    def compact(
+        self, upto: int | None = None, target_mb: float = compaction.TARGET_MB
+    ) -> dict[str, dict[str, int]]:
         """Rewrite the published batches <= `upto` (default: all) of every output into
         compacted files of about `target_mb` (compaction.py); {output: what was done}."""
         fs, base = self._fs()
-        return {name: compaction.compact(fs, base, name, upto=upto, target_mb=target_mb)
-                for name in self._names()}  # fmt: skip
+        return {
+            name: compaction.compact(fs, base, name, upto=upto, target_mb=target_mb)
+            for name in self._names()
+        }
 
     @staticmethod
     def _retire(fs: pafs.FileSystem, base: str, name: str, path: str) -> None:

@@ -111,8 +111,9 @@ class ManifestParquetSink(StagedSink):
     def rows_from(self, name: str, batch_id: int) -> int:
         fs, base = self._fs()
         batches = self._commits(fs, base, name)
-        files = [f"{base}/{name}/{f}" for b, (_, fl) in batches.items() if b >= batch_id
-                 for f in fl]  # fmt: skip
+        files = [
+            f"{base}/{name}/{f}" for b, (_, fl) in batches.items() if b >= batch_id for f in fl
+        ]
         if not files:
             return 0
         return ds.dataset(files, filesystem=fs, format="parquet").count_rows()
@@ -128,8 +129,9 @@ class ManifestParquetSink(StagedSink):
         return [f"{base}/{name}/{f}" for b in sorted(batches) for f in batches[b][1]]
 
     # -- commit files ----------------------------------------------------------------------
-    def _commits(self, fs: pafs.FileSystem, base: str, name: str,
-                 batch_id: int | None = None) -> dict[int, tuple[int, list[str]]]:  # fmt: skip
+    def _commits(
+        self, fs: pafs.FileSystem, base: str, name: str, batch_id: int | None = None
+    ) -> dict[int, tuple[int, list[str]]]:
         """{batch: (latest commit version, its files)} of one output, or of one of its batches
         (a publish lists only its own batch, so its cost does not grow with the output)."""
         where = f"{base}/{name}/{COMMITS}"
@@ -159,8 +161,9 @@ class ManifestParquetSink(StagedSink):
             )
 
     @staticmethod
-    def _drop_uncommitted(fs: pafs.FileSystem, base: str, name: str, batch_id: int,
-                          keep: set[str]) -> None:  # fmt: skip
+    def _drop_uncommitted(
+        fs: pafs.FileSystem, base: str, name: str, batch_id: int, keep: set[str]
+    ) -> None:
         prefix = f"{base}/{name}/"
         for info in listing(fs, f"{base}/{name}/batch_id={batch_id}", recursive=True):
             if info.type == pafs.FileType.File and info.path[len(prefix) :] not in keep:
@@ -183,8 +186,10 @@ def committed_dataset(root: str, name: str, outputs: Outputs | None = None) -> d
         spec = outputs.spec(name)
         parts += [spec.schema.field(p) for p in spec.partition_by if spec.schema is not None]
     dataset = ds.dataset(
-        sink.committed_files(name), filesystem=fs, format="parquet",
+        sink.committed_files(name),
+        filesystem=fs,
+        format="parquet",
         partitioning=ds.partitioning(pa.schema(parts), flavor="hive"),
         partition_base_dir=f"{base}/{name}",
-    )  # fmt: skip
+    )
     return dataset

@@ -56,7 +56,6 @@ T = TypeVar("T")
 _READY: set[tuple[str, str, Outputs]] = set()  # (conninfo, schema, outputs) made, here
 
 
-
 @dataclass(frozen=True)
 class PostgresSink:
     """Pickles as its URI, job and outputs; every process opens its own connections
@@ -143,8 +142,9 @@ class PostgresSink:
         keyed_rows, rows = (_with_batch(t, batch_id, partition) for t in (keyed, table))
 
         def stage(conn: psycopg.Connection) -> int:
-            replaced.stage(conn, self.target.schema, name, batch_id, partition, keyed_rows,
-                           rows, self._copy)  # fmt: skip
+            replaced.stage(
+                conn, self.target.schema, name, batch_id, partition, keyed_rows, rows, self._copy
+            )
             return table.num_rows
 
         return self._run(f"staging batch {batch_id} of {name}", stage, create=True, writes=True)
@@ -200,9 +200,14 @@ class PostgresSink:
                 for spec in self.outputs.replaced:
                     name = spec.name
                     moved = replaced.publish(
-                        conn, self.target.schema, name, self._schema(name).names, spec.key,
-                        batch_id, opened,
-                    )  # fmt: skip
+                        conn,
+                        self.target.schema,
+                        name,
+                        self._schema(name).names,
+                        spec.key,
+                        batch_id,
+                        opened,
+                    )
                     if moved is not None:
                         counts[name] = moved
                     faults.pause_point(f"published-{name}", batch_id)
@@ -219,8 +224,9 @@ class PostgresSink:
                         (batch_id, Jsonb(counts)),
                     )
 
-        self._run(f"publishing batch {batch_id} to {self.target.shown}", publish, create=True,
-                  writes=True)  # fmt: skip
+        self._run(
+            f"publishing batch {batch_id} to {self.target.shown}", publish, create=True, writes=True
+        )
 
     def _publish_output(
         self, conn: psycopg.Connection, name: str, batch_id: int, opened: bool
@@ -231,10 +237,12 @@ class PostgresSink:
         columns = sql.SQL(", ").join(
             sql.Identifier(c) for c in [*self._schema(name).names, "batch_id"]
         )
-        has_rows = scalar(conn.execute(
-            sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(staged),
-            (batch_id,),
-        ))
+        has_rows = scalar(
+            conn.execute(
+                sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(staged),
+                (batch_id,),
+            )
+        )
         if not (has_rows or opened):
             return 0
         conn.execute(sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(final), (batch_id,))
@@ -360,8 +368,9 @@ class PostgresSink:
         statements = ddl(self.target.schema, appended)
         for spec in self.outputs.replaced:
             assert spec.schema is not None, spec.name
-            statements += replaced_ddl(self.target.schema, spec.name, spec.schema,
-                                       spec.key_schema())  # fmt: skip
+            statements += replaced_ddl(
+                self.target.schema, spec.name, spec.schema, spec.key_schema()
+            )
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("sessionize:ddl",))
             for statement in statements:

@@ -56,19 +56,22 @@ def move_schema(output: str, new: str) -> int:
         conn.transaction(),
     ):
         for schema in sorted({old.schema, to.schema}):  # the sink's publish lock
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                         (f"sessionize-sink:{schema}",))  # fmt: skip
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"sessionize-sink:{schema}",)
+            )
         there, here = _tables(conn, to.schema), _tables(conn, old.schema)
         if there and here:
             raise ConfigError(
                 f"--move-output {to.shown}: schema {to.schema} holds an output already "
                 f"({', '.join(there[:4])}): give a new or empty schema"
             )
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-            sql.Identifier(to.schema)))  # fmt: skip
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(to.schema)))
         for table in here:
-            conn.execute(sql.SQL("ALTER TABLE {} SET SCHEMA {}").format(
-                sql.Identifier(old.schema, table), sql.Identifier(to.schema)))  # fmt: skip
+            conn.execute(
+                sql.SQL("ALTER TABLE {} SET SCHEMA {}").format(
+                    sql.Identifier(old.schema, table), sql.Identifier(to.schema)
+                )
+            )
         if LEASE in here:  # the mover's epoch, taken in the old schema, is given back
             conn.execute(
                 sql.SQL(
@@ -77,11 +80,13 @@ def move_schema(output: str, new: str) -> int:
                 ).format(sql.Identifier(to.schema, LEASE), sql.Identifier(to.schema, LEASE))
             )
         if RECORDS in here:  # how a move run again knows it is done
-            conn.execute(sql.SQL(
-                "INSERT INTO {} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET "
-                "body = EXCLUDED.body"
-            ).format(sql.Identifier(to.schema, RECORDS)),
-                (MOVED_FROM, Jsonb({"from": old.shown})))  # fmt: skip
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET "
+                    "body = EXCLUDED.body"
+                ).format(sql.Identifier(to.schema, RECORDS)),
+                (MOVED_FROM, Jsonb({"from": old.shown})),
+            )
         return len(here)
 
 

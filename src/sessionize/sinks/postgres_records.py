@@ -33,9 +33,13 @@ RECORDS = "_sessionize_records"
 
 
 def _run(
-    target: Target, what: str, work: Callable[[psycopg.Connection], T], missing: T | None = None,
-    *, create: bool = False,
-) -> T:  # fmt: skip
+    target: Target,
+    what: str,
+    work: Callable[[psycopg.Connection], T],
+    missing: T | None = None,
+    *,
+    create: bool = False,
+) -> T:
     """`work(conn)`, after creating the schema and tables when `create` (taking a lease,
     writing a record); without it a missing table reads as `missing`, so that reading the
     lease of a moved output (sinks/postgres_move.py) does not create an empty one."""
@@ -76,15 +80,18 @@ class PostgresLeaseRecords(LeaseRecords):
 
     def latest(self) -> Holder | None:
         query = sql.SQL("SELECT holder FROM {} ORDER BY epoch DESC LIMIT 1").format(self.table)
-        row = _run(self.target, "reading the output's lease",
-                   lambda c: c.execute(query).fetchone())  # fmt: skip
+        row = _run(self.target, "reading the output's lease", lambda c: c.execute(query).fetchone())
         return None if row is None else Holder(**row[0])
 
     def create(self, holder: Holder) -> bool:
         query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
         values = (holder.epoch, Jsonb(json.loads(holder.to_json())))
-        return _run(self.target, "taking the output's lease",
-                    lambda c: c.execute(query, values).rowcount == 1, create=True)  # fmt: skip
+        return _run(
+            self.target,
+            "taking the output's lease",
+            lambda c: c.execute(query, values).rowcount == 1,
+            create=True,
+        )
 
     def update(self, holder: Holder) -> None:
         query = sql.SQL("UPDATE {} SET holder = %s WHERE epoch = %s").format(self.table)
@@ -108,8 +115,7 @@ def write_record(output: str, name: str, record: dict) -> None:
     query = sql.SQL(
         "INSERT INTO {} VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body"
     ).format(sql.Identifier(target.schema, RECORDS))
-    _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))),
-         create=True)
+    _run(target, f"writing {name}", lambda c: c.execute(query, (name, Jsonb(record))), create=True)
 
 
 class PostgresRecords(Records):
@@ -148,15 +154,20 @@ class PostgresOwnerRecords(OwnerRecords):
 
     def read(self) -> Owner | None:
         query = sql.SQL("SELECT body FROM {} WHERE name = %s").format(self.table)
-        row = self._if_there(RECORDS, "reading the output's owner",
-                             lambda c: c.execute(query, (RECORD,)).fetchone())  # fmt: skip
+        row = self._if_there(
+            RECORDS, "reading the output's owner", lambda c: c.execute(query, (RECORD,)).fetchone()
+        )
         return Owner.from_json(json.dumps(row[0])) if row else None
 
     def create(self, owner: Owner) -> bool:
         query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
         values = (RECORD, Jsonb(json.loads(owner.to_json())))
-        return _run(self.target, "recording the output's owner",
-                    lambda c: c.execute(query, values).rowcount == 1, create=True)  # fmt: skip
+        return _run(
+            self.target,
+            "recording the output's owner",
+            lambda c: c.execute(query, values).rowcount == 1,
+            create=True,
+        )
 
     def replace(self, owner: Owner) -> None:
         write_record(self.output, RECORD, json.loads(owner.to_json()))
@@ -168,8 +179,9 @@ class PostgresOwnerRecords(OwnerRecords):
         )
 
         def names(conn: psycopg.Connection) -> list[str]:
-            return sorted({n for (counts,) in conn.execute(query) for n, rows in counts.items()
-                           if rows})  # fmt: skip
+            return sorted(
+                {n for (counts,) in conn.execute(query) for n, rows in counts.items() if rows}
+            )
 
         return self._if_there(BATCHES, "reading the output's batches", names) or []
 

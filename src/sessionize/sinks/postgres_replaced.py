@@ -20,8 +20,16 @@ from sessionize.sinks.replaced import keys_name
 from sessionize.state.backends.postgres_pool import scalar
 
 
-def stage(conn: psycopg.Connection, schema: str, name: str, batch_id: int, partition: int,
-          keys: pa.Table, rows: pa.Table, copy) -> None:  # fmt: skip
+def stage(
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    batch_id: int,
+    partition: int,
+    keys: pa.Table,
+    rows: pa.Table,
+    copy,
+) -> None:
     """One task's rows and keys, replacing what the same (batch, partition) staged."""
     with conn.transaction():
         for staged, table in ((staged_table(keys_name(name)), keys), (staged_table(name), rows)):
@@ -42,16 +50,26 @@ def clear(conn: psycopg.Connection, schema: str, name: str, batch_id: int) -> No
         )
 
 
-def publish(conn: psycopg.Connection, schema: str, name: str, columns: list[str],
-            key: tuple[str, ...], batch_id: int, opened: bool) -> int | None:  # fmt: skip
+def publish(
+    conn: psycopg.Connection,
+    schema: str,
+    name: str,
+    columns: list[str],
+    key: tuple[str, ...],
+    batch_id: int,
+    opened: bool,
+) -> int | None:
     """Replace the touched keys' rows by the staged ones (inside the caller's transaction);
     the rows inserted, or None when the batch was published already (nothing staged)."""
     final = sql.Identifier(schema, name)
     staged = sql.Identifier(schema, staged_table(name))
     keys = sql.Identifier(schema, staged_table(keys_name(name)))
-    has_keys = scalar(conn.execute(
-        sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(keys), (batch_id,)
-    ))
+    has_keys = scalar(
+        conn.execute(
+            sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE batch_id = %s)").format(keys),
+            (batch_id,),
+        )
+    )
     if not (has_keys or opened):
         return None
     key_columns = sql.SQL(", ").join(map(sql.Identifier, key))
@@ -82,9 +100,9 @@ def publish(conn: psycopg.Connection, schema: str, name: str, columns: list[str]
 def retire(conn: psycopg.Connection, schema: str, name: str) -> None:
     """Empty the output and forget its batch (inside the caller's transaction), if it is
     there: it is rebuilt by the next batch."""
-    there = scalar(conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{REPLACED_AT}"',)
-    ))
+    there = scalar(
+        conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{REPLACED_AT}"',))
+    )
     if not there:
         return
     conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, name)))

@@ -144,12 +144,16 @@ def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Schema) -> li
     """The tables of an output replaced by key (`open_sessions`, sinks/replaced.py): the
     output (indexed by the key), its staged rows, the staged keys (`key`: their columns),
     and the batch it is as of."""
+
     def columns(fields) -> sql.Composable:
         return sql.SQL(", ").join(
-            sql.SQL("{} {}{}").format(sql.Identifier(f.name), sql.SQL(pg_type(f.type)),
-                                      sql.SQL("" if f.nullable else " NOT NULL"))
+            sql.SQL("{} {}{}").format(
+                sql.Identifier(f.name),
+                sql.SQL(pg_type(f.type)),
+                sql.SQL("" if f.nullable else " NOT NULL"),
+            )
             for f in fields
-        )  # fmt: skip
+        )
 
     staging = sql.SQL("batch_id bigint NOT NULL, part integer NOT NULL")
     final = sql.Identifier(schema, name)
@@ -161,9 +165,10 @@ def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Schema) -> li
         ),
         sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(final, columns(arrow)),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-            sql.Identifier(f"{name}_by_{'_'.join(key.names)}"), final,
+            sql.Identifier(f"{name}_by_{'_'.join(key.names)}"),
+            final,
             sql.SQL(", ").join(map(sql.Identifier, key.names)),
-        ),  # fmt: skip
+        ),
         sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(staged, columns(arrow), staging),
         sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, {})").format(keys, columns(key), staging),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (batch_id, part)").format(

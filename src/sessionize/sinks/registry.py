@@ -33,8 +33,12 @@ _REGISTRY: dict[str, tuple[str, str | None]] = {
     "iceberg": ("sessionize.sinks.iceberg:IcebergSink", "iceberg"),
 }
 # URI schemes whose sink writes its own kind of storage (a format does not apply).
-_SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "kafka": "kafka",
-            "iceberg": "iceberg"}  # fmt: skip
+_SCHEMES = {
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "kafka": "kafka",
+    "iceberg": "iceberg",
+}
 FORMATS = ("parquet", "delta")
 WRITTEN = "a local path, file://, s3://, postgresql://, kafka:// or iceberg://"
 
@@ -137,10 +141,14 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
 
 
 def open_sink(
-    output: str, fmt: str = "parquet", *, job: str = "sessionize",
-    outputs: Outputs | None = None, mapping: EventMapping | None = None,
+    output: str,
+    fmt: str = "parquet",
+    *,
+    job: str = "sessionize",
+    outputs: Outputs | None = None,
+    mapping: EventMapping | None = None,
     open_sessions: bool = False,
-) -> Sink:  # fmt: skip
+) -> Sink:
     """The sink for `--output` and `--output-format`, writing `outputs` (default: the
     session outputs of `mapping`, with `open_sessions` replaced by user when asked); `job`
     names the writer in a table's commits and a topic's markers.
@@ -153,8 +161,9 @@ def open_sink(
     return sink_at(output, fmt, job=job, outputs=outputs or session_outputs(mapping, open_sessions))
 
 
-def sink_at(output: str, fmt: str = "parquet", *, job: str = "sessionize",
-            outputs: Outputs | None = None) -> Sink:  # fmt: skip
+def sink_at(
+    output: str, fmt: str = "parquet", *, job: str = "sessionize", outputs: Outputs | None = None
+) -> Sink:
     """The sink of `output` without the checks of its place: for its records and leases,
     which tools (a move completing one cut short) reach whatever state the place is in."""
     cls = sink_class(kind_of(output, fmt))

@@ -31,8 +31,15 @@ def staged_dir(base: str, name: str, batch_id: int) -> str:
     return f"{base}/{STAGING}/{name}/batch_id={batch_id}"
 
 
-def stage(fs: pafs.FileSystem, base: str, name: str, batch_id: int, partition: int,
-          table: pa.Table, with_batch_id: bool = False) -> int:  # fmt: skip
+def stage(
+    fs: pafs.FileSystem,
+    base: str,
+    name: str,
+    batch_id: int,
+    partition: int,
+    table: pa.Table,
+    with_batch_id: bool = False,
+) -> int:
     """Stage one task's rows; `with_batch_id`: also as a column in the files (the view
     layout of local Parquet, views.py, reads it there). Returns the rows staged."""
     if table.num_rows == 0:
@@ -59,9 +66,10 @@ def stage(fs: pafs.FileSystem, base: str, name: str, batch_id: int, partition: i
 
 def staged_files(fs: pafs.FileSystem, base: str, name: str, batch_id: int) -> list[str]:
     return sorted(
-        i.path for i in listing(fs, staged_dir(base, name, batch_id), recursive=True)
+        i.path
+        for i in listing(fs, staged_dir(base, name, batch_id), recursive=True)
         if i.type == pafs.FileType.File and i.path.endswith(".parquet")
-    )  # fmt: skip
+    )
 
 
 def read_replacement(
@@ -85,10 +93,12 @@ def read_staged(
     if files:
         part_schema = pa.schema([schema.field(p) for p in parts])
         dataset = ds.dataset(
-            files, filesystem=fs, format="parquet",
+            files,
+            filesystem=fs,
+            format="parquet",
             partitioning=ds.partitioning(part_schema, flavor="hive") if parts else None,
             partition_base_dir=staged_dir(base, name, batch_id),
-        )  # fmt: skip
+        )
         table = dataset.to_table(columns=schema.names)
     else:
         table = schema.empty_table()

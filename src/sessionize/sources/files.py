@@ -104,8 +104,10 @@ def hour_tree(path: str) -> bool:
     """Whether the tree `path` has an `event_date=` folder at its top."""
     try:
         fs, root = resolve_fs(path)
-        return any(info.type == pafs.FileType.Directory and info.base_name.startswith(
-            "event_date=") for info in listing(fs, root))  # fmt: skip
+        return any(
+            info.type == pafs.FileType.Directory and info.base_name.startswith("event_date=")
+            for info in listing(fs, root)
+        )
     except (OSError, ValueError):
         return False
 
@@ -118,7 +120,7 @@ def outside_hour_folders(path: str) -> list[str]:
     fs, root = resolve_fs(path)
     out = []
     for info in listing(fs, root, recursive=True):
-        relative = info.path[len(root):].strip("/").split("/")
+        relative = info.path[len(root) :].strip("/").split("/")
         if info.type != pafs.FileType.File or len(relative) >= 3:
             continue
         if not any(part.startswith(("_", ".")) for part in relative):
@@ -165,7 +167,7 @@ def unread_files(path: str, seen: set[str]) -> dict[str, int]:
     for info in listing(fs, root, recursive=True):
         if info.type != pafs.FileType.File:
             continue
-        relative = info.path[len(root):].strip("/").split("/")
+        relative = info.path[len(root) :].strip("/").split("/")
         if any(part.startswith(("_", ".")) for part in relative):
             continue
         if hour_laid and len(relative) < 3:  # outside the hour folders: never read

@@ -59,8 +59,12 @@ def _fields(mapping: EventMapping) -> dict[str, tuple[str, bool]]:
 
 def output_schema(mapping: EventMapping) -> pa.Schema:
     """The fixed schema every file's rows are given in: one column per mapped path."""
-    arrow = {"integer": pa.int64(), "string": pa.string(), "time": pa.string(),
-             "number": pa.string()}  # fmt: skip
+    arrow = {
+        "integer": pa.int64(),
+        "string": pa.string(),
+        "time": pa.string(),
+        "number": pa.string(),
+    }
     fields = [pa.field(path, arrow[kind]) for path, (kind, _) in _fields(mapping).items()]
     return pa.schema([*fields, *(pa.field(name, pa.string()) for name in SIDE)])
 
@@ -81,8 +85,12 @@ def _find(batch: pa.RecordBatch, path: str) -> pa.Array | None:
     return None
 
 
-_EXPECTED = {"integer": "an integer", "string": "a string", "time": "a timestamp or a string",
-             "number": "a number or a string"}  # fmt: skip
+_EXPECTED = {
+    "integer": "an integer",
+    "string": "a string",
+    "time": "a timestamp or a string",
+    "number": "a number or a string",
+}
 
 
 def _convert(array: pa.Array, kind: str) -> pa.Array:
@@ -95,8 +103,9 @@ def _convert(array: pa.Array, kind: str) -> pa.Array:
     text = pa.types.is_string(t) or pa.types.is_large_string(t)
     if text and kind in ("string", "time", "number"):
         return array.cast(pa.string())
-    if kind == "number" and (pa.types.is_integer(t) or pa.types.is_floating(t)
-                             or pa.types.is_decimal(t)):  # fmt: skip
+    if kind == "number" and (
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    ):
         return array.cast(pa.string())
     if kind == "time" and pa.types.is_timestamp(t):
         # A timestamp without a time zone is UTC, as an ISO-8601 time without an offset.

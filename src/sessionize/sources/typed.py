@@ -30,8 +30,13 @@ from sessionize.core.invalid import RAW, REASON, SOURCE
 from sessionize.errors import ConfigError
 
 _UTC = dt.UTC
-_ARTICLE = {int: "an integer", float: "a number", str: "a string", bool: "a boolean",
-            dt.datetime: "a string"}  # fmt: skip
+_ARTICLE = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "a boolean",
+    dt.datetime: "a string",
+}
 _PATH = re.compile(r" - at `\$((?:\.\w+)*)`$")
 
 
@@ -39,8 +44,14 @@ def marked_schema(schema: pa.Schema) -> pa.Schema:
     """The typed records' columns: the schema's (nullable: an invalid row has none), then
     the invalid marks `_raw`, `_reason`, `_source` (stateful/invalid.py)."""
     fields = [f.with_nullable(True) for f in schema]
-    return pa.schema([*fields, pa.field(RAW, pa.string()), pa.field(REASON, pa.string()),
-                      pa.field(SOURCE, pa.string())])  # fmt: skip
+    return pa.schema(
+        [
+            *fields,
+            pa.field(RAW, pa.string()),
+            pa.field(REASON, pa.string()),
+            pa.field(SOURCE, pa.string()),
+        ]
+    )
 
 
 def _python_type(field: pa.Field) -> Any:

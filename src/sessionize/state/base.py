@@ -336,9 +336,13 @@ class StateBackend(ABC, Generic[V]):
 
 
 def version_error(
-    job: str, partition: int, version: int, *, have: list[int] | None = None,
+    job: str,
+    partition: int,
+    version: int,
+    *,
+    have: list[int] | None = None,
     reason: str | None = None,
-) -> StateError:  # fmt: skip
+) -> StateError:
     """Version `version` cannot be opened: it was never committed or is no longer retained
     (`have`: the restorable versions), or it is committed but `reason` keeps it from being
     restored."""

@@ -195,9 +195,14 @@ class LayeredState:
         shadow_run = np.insert(self.shadow_run, pos[~known], index)
         shadow_run[np.searchsorted(shadow, changed)] = index
         state = LayeredState(
-            self.spec, self.base, (*self.runs, run), shadow, shadow_run,
-            self.rows - gone_rows + len(run.keys), self.keys - gone_keys + len(run.unique),
-        )  # fmt: skip
+            self.spec,
+            self.base,
+            (*self.runs, run),
+            shadow,
+            shadow_run,
+            self.rows - gone_rows + len(run.keys),
+            self.keys - gone_keys + len(run.unique),
+        )
         return state.settled() if settle else state
 
     def settled(self) -> LayeredState:

@@ -39,8 +39,9 @@ class StoredVersion(ABC):
     (rows_loaded, round_trips, bytes_read, keys, bytes, ...); timing is done by the caller.
     """
 
-    def __init__(self, backend: VersionWriter, job: str, partition: int, version: int,
-                 meta: dict[str, Any]):  # fmt: skip
+    def __init__(
+        self, backend: VersionWriter, job: str, partition: int, version: int, meta: dict[str, Any]
+    ):
         self.backend = backend
         self.spec = backend.spec
         self.job = job

@@ -75,8 +75,7 @@ def read_partition(
         size = tx.metrics().bytes
         meta = dict(tx.meta)
     rows = canonical(rows, shape)
-    return PartitionContents(partition, version, rows, meta, size or rows.nbytes,
-                             key_column(shape))  # fmt: skip
+    return PartitionContents(partition, version, rows, meta, size or rows.nbytes, key_column(shape))
 
 
 def canonical(rows: pa.Table, shape: Shape | None = None) -> pa.Table:
@@ -117,14 +116,19 @@ def open_sessions(rows: pa.Table, rules: SessionRules, shape: Layout | None = No
     shape = shape or layout()
     rows = canonical(rows, shape).select(shape.state.names)
     step = advance(
-        rows, shape.event.empty_table(), rules=rules, watermark_before=None,
-        watermark_after=_EMIT_ALL_US, layout=shape,
-    )  # fmt: skip
+        rows,
+        shape.event.empty_table(),
+        rules=rules,
+        watermark_before=None,
+        watermark_after=_EMIT_ALL_US,
+        layout=shape,
+    )
     sessions = step.sessions
     # advance emits the sessions in (user, time, page) order, each a run of that many
     # consecutive events in the same order: the pending events are those runs.
-    order = pc.sort_indices(rows, sort_keys=[(USER, "ascending"),
-                                             ("event_time", "ascending"), ("page", "ascending")])
+    order = pc.sort_indices(
+        rows, sort_keys=[(USER, "ascending"), ("event_time", "ascending"), ("page", "ascending")]
+    )
     events = rows.take(order)
     counts = sessions["event_count"].to_numpy()
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
@@ -136,4 +140,3 @@ def open_sessions(rows: pa.Table, rules: SessionRules, shape: Layout | None = No
     expires = events[STATE_EXPIRY].take(starts) if len(sessions) else events[STATE_EXPIRY]
     out = sessions.append_column(STATE_EXPIRY, expires)
     return out.append_column(PENDING, pa.ListArray.from_arrays(offsets, struct))
-

@@ -60,10 +60,18 @@ class CopyResult:
 
 
 def copy_state(
-    source: StateBackend, target: StateBackend, job: str, version: int, *,
-    partitions_in: int, partitions_out: int, rules: SessionRules | None, shape: Shape | None = None,
-    assign: Assign | None = None, on_line: Callable[[str], None] = print,
-) -> CopyResult:  # fmt: skip
+    source: StateBackend,
+    target: StateBackend,
+    job: str,
+    version: int,
+    *,
+    partitions_in: int,
+    partitions_out: int,
+    rules: SessionRules | None,
+    shape: Shape | None = None,
+    assign: Assign | None = None,
+    on_line: Callable[[str], None] = print,
+) -> CopyResult:
     """Copy version `version` of `job` from `source` to `target` and verify it. With
     `assign`, users are placed into `partitions_out` partitions by it; without, partition
     P goes to P (then `partitions_out` must equal `partitions_in`). `shape` is the job's
@@ -78,8 +86,10 @@ def copy_state(
     settings = _with_partitions(source.recorded_settings(job), partitions_out)
     check_target(target, job, version, record)
     parts = [read_partition(source, job, p, version, shape) for p in range(partitions_in)]
-    on_line(f"read {sum(p.users for p in parts):,} open users from {partitions_in} partition(s)"
-            f" of {source.redacted_uri} at version {version}")  # fmt: skip
+    on_line(
+        f"read {sum(p.users for p in parts):,} open users from {partitions_in} partition(s)"
+        f" of {source.redacted_uri} at version {version}"
+    )
     tables = place_rows([p.rows for p in parts], partitions_out, assign, shape)
     for p, rows in enumerate(tables):
         meta = parts[p].meta if assign is None else partition_meta(rows, rules, shape)
@@ -96,9 +106,12 @@ def copy_state(
 
 
 def verify(
-    target: StateBackend, job: str, version: int, expected: list[pa.Table],
+    target: StateBackend,
+    job: str,
+    version: int,
+    expected: list[pa.Table],
     shape: Shape | None = None,
-) -> list[Copied]:  # fmt: skip
+) -> list[Copied]:
     """Read every partition back: same users, rows and content hash as `expected`."""
     out = []
     for p, rows in enumerate(expected):
@@ -135,9 +148,7 @@ def place_rows(
     return [canonical(rows.filter(pa.array(row_part == p)), shape) for p in range(n)]
 
 
-def partition_meta(
-    rows: pa.Table, rules: SessionRules | None, shape: Shape | None = None
-) -> dict:
+def partition_meta(rows: pa.Table, rules: SessionRules | None, shape: Shape | None = None) -> dict:
     """The counters the engine keeps per partition, recounted for rehashed rows (a
     processor's job, without `rules`, keeps none)."""
     if rules is None or isinstance(shape, StoredRows):

@@ -49,8 +49,10 @@ def read_state(
     last = sj.last_version(backend)
     version = last if version is None else version
     if version not in backend.job_versions(sj.job):
-        raise StateError(f"version {version} of job '{sj.job}' is not committed in "
-                         f"{backend.redacted_uri} (the last is {last})")  # fmt: skip
+        raise StateError(
+            f"version {version} of job '{sj.job}' is not committed in "
+            f"{backend.redacted_uri} (the last is {last})"
+        )
     parts = [read_partition(backend, sj.job, p, version, sj.shape) for p in range(sj.partitions)]
     return backend, version, parts
 
@@ -66,11 +68,17 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
         else:
             count = open_sessions(part.rows, sj.session_rules, sj.layout).num_rows
             oldest = pc.min(part.rows["event_time"].cast(pa.int64())).as_py()
-        out.append(PartitionSummary(
-            part.partition, versions, part.users, count,
-            oldest, part.bytes,
-            times.get(versions[-1]) if versions else None,
-        ))  # fmt: skip
+        out.append(
+            PartitionSummary(
+                part.partition,
+                versions,
+                part.users,
+                count,
+                oldest,
+                part.bytes,
+                times.get(versions[-1]) if versions else None,
+            )
+        )
     return version, out
 
 
@@ -78,8 +86,7 @@ def user_sessions(sj: StateJob, user: str, version: int | None = None) -> pa.Tab
     """The open sessions of one user (`user` as the events spell it), with their pending
     events (export's columns)."""
     if sj.processor is not None:
-        raise ConfigError(f"{sj.what} holds a processor's state: show a key's state with "
-                          "--key")  # fmt: skip
+        raise ConfigError(f"{sj.what} holds a processor's state: show a key's state with --key")
     want = sj.layout.event.field(USER).type
     try:
         value = pa.scalar(user).cast(want)
@@ -128,19 +135,28 @@ def render(sj: StateJob, version: int, parts: list[PartitionSummary], console: C
     if sj.processor is not None:
         names = ("keys", "rows", "next timer")
     for name in ("partition", "versions kept", *names, "bytes", "last commit"):
-        table.add_column(name, justify="left" if name == "versions kept" else "right",
-                         no_wrap=True)
+        table.add_column(name, justify="left" if name == "versions kept" else "right", no_wrap=True)
     for p in parts:
-        table.add_row(str(p.partition), _span(p.versions), f"{p.users:,}", f"{p.sessions:,}",
-                      format_instant(p.oldest_us) or "-", f"{p.bytes:,}", p.committed_at or "-")
+        table.add_row(
+            str(p.partition),
+            _span(p.versions),
+            f"{p.users:,}",
+            f"{p.sessions:,}",
+            format_instant(p.oldest_us) or "-",
+            f"{p.bytes:,}",
+            p.committed_at or "-",
+        )
     oldest = [p.oldest_us for p in parts if p.oldest_us is not None]
     table.add_section()
     table.add_row(
-        "total", _span(sorted({v for p in parts for v in p.versions})),
-        f"{sum(p.users for p in parts):,}", f"{sum(p.sessions for p in parts):,}",
-        format_instant(min(oldest)) if oldest else "-", f"{sum(p.bytes for p in parts):,}",
+        "total",
+        _span(sorted({v for p in parts for v in p.versions})),
+        f"{sum(p.users for p in parts):,}",
+        f"{sum(p.sessions for p in parts):,}",
+        format_instant(min(oldest)) if oldest else "-",
+        f"{sum(p.bytes for p in parts):,}",
         max((p.committed_at for p in parts if p.committed_at), default="-"),
-    )  # fmt: skip
+    )
     console.print(table)
 
 
@@ -159,4 +175,3 @@ def _commit_times(sj: StateJob) -> dict[int, str | None]:
     if not path or not os.path.exists(path):
         return {}
     return {r["version"]: r.get("committed_at") for r in read_progress(path)}
-

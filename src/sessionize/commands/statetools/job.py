@@ -113,8 +113,9 @@ class StateJob:
         versions = backend.job_versions(self.job)
         if self.checkpoint is None:
             if not versions:
-                raise StateError(f"state {backend.redacted_uri} has no committed hour of job "
-                                 f"'{self.job}'")  # fmt: skip
+                raise StateError(
+                    f"state {backend.redacted_uri} has no committed hour of job '{self.job}'"
+                )
             return versions[-1]
         spark_last = last_committed_batch(self.checkpoint)
         store_last = versions[-1] if versions else None
@@ -173,10 +174,15 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
         )
     uri = state_uri(chosen, home)  # checked above: the recorded state, with its secret
     return StateJob(
-        checkpoint=checkpoint, output=None, job=str(settings.get("job", "sessionize")),
-        state=chosen, state_uri=uri, partitions=int(settings["partitions"]),
-        engine=restorable_state(checkpoint, settings, uri), **_kind(settings),
-    )  # fmt: skip
+        checkpoint=checkpoint,
+        output=None,
+        job=str(settings.get("job", "sessionize")),
+        state=chosen,
+        state_uri=uri,
+        partitions=int(settings["partitions"]),
+        engine=restorable_state(checkpoint, settings, uri),
+        **_kind(settings),
+    )
 
 
 def _batch_job(output: str, state: str, job: str) -> StateJob:
@@ -190,9 +196,14 @@ def _batch_job(output: str, state: str, job: str) -> StateJob:
             "--state and --job of the batch job"
         )
     return StateJob(
-        checkpoint=None, output=output, job=job, state=state, state_uri=uri,
-        partitions=int(settings["partitions"]), **_kind(settings),
-    )  # fmt: skip
+        checkpoint=None,
+        output=output,
+        job=job,
+        state=state,
+        state_uri=uri,
+        partitions=int(settings["partitions"]),
+        **_kind(settings),
+    )
 
 
 def _kind(settings: dict) -> dict:

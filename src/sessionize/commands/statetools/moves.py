@@ -26,15 +26,23 @@ from sessionize.spark_session import get_spark
 
 
 def move_state(
-    to: str, *, checkpoint: str | None = None, output: str | None = None,
-    state: str | None = None, job: str | None = None, partitions: int | None = None,
-    spark: SparkSession | None = None, on_line: Callable[[str], None] = print,
-) -> CopyResult | None:  # fmt: skip
+    to: str,
+    *,
+    checkpoint: str | None = None,
+    output: str | None = None,
+    state: str | None = None,
+    job: str | None = None,
+    partitions: int | None = None,
+    spark: SparkSession | None = None,
+    on_line: Callable[[str], None] = print,
+) -> CopyResult | None:
     """Copy the job's state into `to` (a `--state` value) with `partitions` partitions
     (default: as now), verify it and switch the checkpoint; None if it already was."""
     if checkpoint and already_switched(checkpoint, to, partitions):
-        on_line(f"checkpoint {checkpoint} already runs on state {redact_uri(to)} with these "
-                "partitions: nothing to do")  # fmt: skip
+        on_line(
+            f"checkpoint {checkpoint} already runs on state {redact_uri(to)} with these "
+            "partitions: nothing to do"
+        )
         return None
     sj = locate(checkpoint, output, state, job)
     sj.check_readable()
@@ -52,10 +60,17 @@ def move_state(
             session = spark or get_spark("sessionize-state", shuffle_partitions=count)
             assign = functools.partial(user_partitions, session)
         result = copy_state(
-            source, target, sj.job, version, partitions_in=sj.partitions,
-            partitions_out=count, rules=sj.rules, shape=sj.shape, assign=assign,
+            source,
+            target,
+            sj.job,
+            version,
+            partitions_in=sj.partitions,
+            partitions_out=count,
+            rules=sj.rules,
+            shape=sj.shape,
+            assign=assign,
             on_line=on_line,
-        )  # fmt: skip
+        )
         pause_point("before-switch", version)
         on_line(_finish(sj, to, count))
     return result

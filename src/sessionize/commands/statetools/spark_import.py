@@ -60,9 +60,13 @@ SPARK_STATE_KEPT = "spark-state"
 
 
 def import_spark_state(
-    checkpoint: str, to: str, *, partitions: int | None = None,
-    spark: SparkSession | None = None, on_line: Callable[[str], None] = print,
-) -> CopyResult | None:  # fmt: skip
+    checkpoint: str,
+    to: str,
+    *,
+    partitions: int | None = None,
+    spark: SparkSession | None = None,
+    on_line: Callable[[str], None] = print,
+) -> CopyResult | None:
     """Read Spark's state of `checkpoint` at its last committed batch into `to` (a `--state`
     value), verify it and switch the checkpoint to it."""
     if already_switched(checkpoint, to, partitions):
@@ -83,8 +87,10 @@ def import_spark_state(
         t0 = time.perf_counter()
         spark = spark or get_spark("sessionize-state-import", shuffle_partitions=count)
         rows = read_spark_state(spark, sj, batch)
-        on_line(f"read {len(pc.unique(rows[USER])):,} open users from Spark's "
-                f"{sj.state} state at batch {batch}")  # fmt: skip
+        on_line(
+            f"read {len(pc.unique(rows[USER])):,} open users from Spark's "
+            f"{sj.state} state at batch {batch}"
+        )
         assign = functools.partial(user_partitions, spark)
         tables = place_rows([rows], count, assign, sj.layout)
         for p, part in enumerate(tables):
@@ -99,10 +105,12 @@ def import_spark_state(
         pause_point("before-switch", batch)
         switch_checkpoint(checkpoint, recorded_state(to), count)
         retire_spark_state(checkpoint)
-        on_line(f"checkpoint {checkpoint} switched to state {recorded_state(to)}: "
-                f"continue with `sessionize stream --state {redact_uri(to)} --partitions "
-                f"{count}` (Spark's state is kept, unused, in {checkpoint}/"
-                f"{SPARK_STATE_KEPT})")  # fmt: skip
+        on_line(
+            f"checkpoint {checkpoint} switched to state {recorded_state(to)}: "
+            f"continue with `sessionize stream --state {redact_uri(to)} --partitions "
+            f"{count}` (Spark's state is kept, unused, in {checkpoint}/"
+            f"{SPARK_STATE_KEPT})"
+        )
         return CopyResult(batch, copied, time.perf_counter() - t0)
 
 

@@ -38,9 +38,7 @@ def read_query(
     return options, unknown
 
 
-def typed_options(
-    options: dict[str, str], defaults: dict[str, Any], uri: str
-) -> dict[str, Any]:
+def typed_options(options: dict[str, str], defaults: dict[str, Any], uri: str) -> dict[str, Any]:
     """`options` converted to the types of their defaults (a bad one named in one line,
     with `uri` redacted)."""
     out = {}
@@ -56,8 +54,11 @@ def typed_options(
 
 def query_of(owner: object, defaults: dict[str, Any]) -> str:
     """`?name=value&...` of the attributes of `owner` that differ from `defaults`, or ''."""
-    changed = {name: getattr(owner, name) for name, default in defaults.items()
-               if getattr(owner, name) != default}  # fmt: skip
+    changed = {
+        name: getattr(owner, name)
+        for name, default in defaults.items()
+        if getattr(owner, name) != default
+    }
     return f"?{urlencode(changed)}" if changed else ""
 
 

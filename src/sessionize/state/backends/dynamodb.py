@@ -148,9 +148,15 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         self.create = create
         self.workers = workers
         self.codec = RowCodec(self.spec)
-        self.client = BatchedClient(self.table, region=region, endpoint=endpoint, create=create,
-                                    workers=workers, where=self.uri,
-                                    index=(INDEX, "xs", "xe"))  # fmt: skip
+        self.client = BatchedClient(
+            self.table,
+            region=region,
+            endpoint=endpoint,
+            create=create,
+            workers=workers,
+            where=self.uri,
+            index=(INDEX, "xs", "xe"),
+        )
 
     # ----- configuration ----------------------------------------------------------------
 
@@ -231,9 +237,10 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
             return
         job, partition = stored.job, stored.partition
         got = self.client.get_items(
-            [(key_pk(job, partition, k), KEY_ITEM) for k in wanted], stored.metrics,
+            [(key_pk(job, partition, k), KEY_ITEM) for k in wanted],
+            stored.metrics,
             f"reading {len(wanted)} keys of {job}/{partition}",
-        )  # fmt: skip
+        )
         for k in wanted:
             raw = got.get((key_pk(job, partition, k), KEY_ITEM))
             item = parse_key_item(k, raw)
@@ -332,13 +339,18 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         count(metrics, "index_writes", index_writes)
         # 5. publish
         record = {
-            "pk": partition_pk(job, partition), "sk": version_sk(version), "tok": token,
-            "meta": meta_text, "keys": keys, "bytes": nbytes,
+            "pk": partition_pk(job, partition),
+            "sk": version_sk(version),
+            "tok": token,
+            "meta": meta_text,
+            "keys": keys,
+            "bytes": nbytes,
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }  # fmt: skip
+        }
         fence.check_fence(self.client, partition_pk(job, partition), job, stored.epoch, metrics)
-        fence.put_unless_newer(self.client, put_request(record)["PutRequest"]["Item"], job,
-                               stored.epoch, what)  # fmt: skip
+        fence.put_unless_newer(
+            self.client, put_request(record)["PutRequest"]["Item"], job, stored.epoch, what
+        )
         metrics.round_trips += 1
         # 6. clean up (a failure here leaves harmless leftovers: the version is committed)
         with contextlib.suppress(StateError):
@@ -397,12 +409,17 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
     # ----- job records ------------------------------------------------------------------
 
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
-        self._put_job_item(job, {"sk": job_record_sk(version), "rec": body}, epoch,
-                           f"writing job record {job}/{version}")  # fmt: skip
+        self._put_job_item(
+            job,
+            {"sk": job_record_sk(version), "rec": body},
+            epoch,
+            f"writing job record {job}/{version}",
+        )
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
-        self._put_job_item(job, {"sk": JOB_SETTINGS_SK, "js": body}, epoch,
-                           f"writing the settings of job {job}")  # fmt: skip
+        self._put_job_item(
+            job, {"sk": JOB_SETTINGS_SK, "js": body}, epoch, f"writing the settings of job {job}"
+        )
 
     def _put_job_item(
         self, job: str, attributes: dict[str, Any], epoch: int | None, what: str
@@ -430,8 +447,9 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         return None if item is None else item["rec"]["S"]
 
     def _job_versions(self, job: str) -> list[int]:
-        items = self.client.query(job, None, f"listing job records of {job}", prefix="r",
-                                  projection="pk, sk")  # fmt: skip
+        items = self.client.query(
+            job, None, f"listing job records of {job}", prefix="r", projection="pk, sk"
+        )
         return sorted(int(i["sk"]["S"][1:]) for i in items)
 
     def _delete_job_records(self, job: str, versions: list[int]) -> None:

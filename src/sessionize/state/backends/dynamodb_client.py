@@ -31,8 +31,17 @@ class BatchedClient:
     secondary index `index` = (hash, range) string attributes, keys only; an existing table
     without that index is refused."""
 
-    def __init__(self, table: str, *, region: str | None, endpoint: str | None, create: bool,
-                 workers: int, where: str, index: tuple[str, str, str]):  # fmt: skip
+    def __init__(
+        self,
+        table: str,
+        *,
+        region: str | None,
+        endpoint: str | None,
+        create: bool,
+        workers: int,
+        where: str,
+        index: tuple[str, str, str],
+    ):
         self.table = table
         self.index = index
         self.region = region
@@ -127,13 +136,17 @@ class BatchedClient:
                             {"AttributeName": "pk", "KeyType": "HASH"},
                             {"AttributeName": "sk", "KeyType": "RANGE"},
                         ],
-                        GlobalSecondaryIndexes=[{
-                            "IndexName": name,
-                            "KeySchema": [{"AttributeName": hash_key, "KeyType": "HASH"},
-                                          {"AttributeName": range_key, "KeyType": "RANGE"}],
-                            "Projection": {"ProjectionType": "KEYS_ONLY"},
-                        }],
-                    )  # fmt: skip
+                        GlobalSecondaryIndexes=[
+                            {
+                                "IndexName": name,
+                                "KeySchema": [
+                                    {"AttributeName": hash_key, "KeyType": "HASH"},
+                                    {"AttributeName": range_key, "KeyType": "RANGE"},
+                                ],
+                                "Projection": {"ProjectionType": "KEYS_ONLY"},
+                            }
+                        ],
+                    )
                 except botocore.exceptions.ClientError as created:
                     if _error_code(created) != "ResourceInUseException":  # another worker won
                         raise
@@ -171,6 +184,7 @@ class BatchedClient:
             }
             found: list[dict[str, Any]] = []
             for attempt in range(MAX_ATTEMPTS):
+
                 def get(c: Any, r: dict[str, Any] = request) -> Any:
                     return c.batch_get_item(RequestItems=r)
 
@@ -204,6 +218,7 @@ class BatchedClient:
         def write(chunk: list[dict[str, Any]]) -> int:
             pending = {self.table: chunk}
             for attempt in range(MAX_ATTEMPTS):
+
                 def put(c: Any, r: dict[str, Any] = pending) -> Any:
                     return c.batch_write_item(RequestItems=r)
 
@@ -220,10 +235,18 @@ class BatchedClient:
             count(metrics, "items_written", len(requests))
             count(metrics, "item_bytes_written", sum(map(request_bytes, requests)))
 
-    def query(self, pk: str, metrics: StateMetrics | None, what: str, *, below: str | None = None,
-              prefix: str | None = None, projection: str | None = None,
-              on_index: bool = False, where: tuple[str, dict[str, Any]] | None = None
-              ) -> list[dict[str, Any]]:  # fmt: skip
+    def query(
+        self,
+        pk: str,
+        metrics: StateMetrics | None,
+        what: str,
+        *,
+        below: str | None = None,
+        prefix: str | None = None,
+        projection: str | None = None,
+        on_index: bool = False,
+        where: tuple[str, dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
         """All items of `pk` (with sk < `below`, or sk beginning with `prefix`; those the
         filter `where` = (expression, its values) keeps), consistently; `on_index`: of the
         index, by its hash and range key (eventually consistent: the only reads an index
@@ -265,8 +288,14 @@ class BatchedClient:
                 return items
             request["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
-    def put_one(self, item: dict[str, Any], what: str, *, condition: str | None = None,
-                values: dict[str, Any] | None = None) -> bool:  # fmt: skip
+    def put_one(
+        self,
+        item: dict[str, Any],
+        what: str,
+        *,
+        condition: str | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> bool:
         """PutItem of an item in the wire format ({"pk": {"S": ...}, ...}); with a
         `condition` (and its `values`), False and nothing written where it does not hold."""
         self.ensure_table()
@@ -281,11 +310,18 @@ class BatchedClient:
         value afterwards."""
         self.ensure_table()
         key = {"pk": {"S": pk}, "sk": {"S": sk}}
-        raised = self.call(what, lambda c: _unless_condition_fails(lambda: c.update_item(
-            TableName=self.table, Key=key, UpdateExpression=f"SET {attribute} = :v",
-            ConditionExpression=f"attribute_not_exists({attribute}) OR {attribute} < :v",
-            ExpressionAttributeValues={":v": {"N": str(value)}},
-        )))  # fmt: skip
+        raised = self.call(
+            what,
+            lambda c: _unless_condition_fails(
+                lambda: c.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression=f"SET {attribute} = :v",
+                    ConditionExpression=f"attribute_not_exists({attribute}) OR {attribute} < :v",
+                    ExpressionAttributeValues={":v": {"N": str(value)}},
+                )
+            ),
+        )
         return value if raised else self.read_number(pk, sk, attribute, None, what)
 
     def read_number(
@@ -298,8 +334,10 @@ class BatchedClient:
 
     def delete_one(self, pk: str, sk: str, what: str) -> None:
         self.ensure_table()
-        self.call(what, lambda c: c.delete_item(
-            TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}))  # fmt: skip
+        self.call(
+            what,
+            lambda c: c.delete_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}),
+        )
 
 
 def count(metrics: StateMetrics, name: str, n: int) -> None:

@@ -24,9 +24,7 @@ ATTRIBUTE = "ep"
 NOT_NEWER = f"attribute_not_exists({ATTRIBUTE}) OR {ATTRIBUTE} <= :ep"
 
 
-def read_fence(
-    client: BatchedClient, pk: str, job: str, metrics: StateMetrics | None
-) -> int:
+def read_fence(client: BatchedClient, pk: str, job: str, metrics: StateMetrics | None) -> int:
     return client.read_number(pk, FENCE_SK, ATTRIBUTE, metrics, f"reading the fence of {job}")
 
 

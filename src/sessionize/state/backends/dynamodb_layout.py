@@ -245,8 +245,12 @@ def key_item_request(job: str, partition: int, key: int, entries: list[Entry]) -
     """The put of a key item holding `entries`, with its expiry index attributes."""
     listing = ";".join(f"{e.version}.{e.token}.{e.expiry}.{e.length}.{e.chunks}" for e in entries)
     inline = b"".join(e.value for e in entries if e.value is not None) or b"-"
-    item = {"pk": {"S": key_pk(job, partition, key)}, "sk": {"S": KEY_ITEM},
-            "h": {"S": listing}, "b": {"B": inline}}  # fmt: skip
+    item = {
+        "pk": {"S": key_pk(job, partition, key)},
+        "sk": {"S": KEY_ITEM},
+        "h": {"S": listing},
+        "b": {"B": inline},
+    }
     lowest = lowest_expiry(entries)
     if lowest is not None:
         item["xs"] = {"S": index_shard_pk(job, partition, key % INDEX_SHARDS)}
@@ -279,8 +283,9 @@ def unneeded(job: str, partition: int, old: KeyItem, entries: list[Entry]) -> li
     """(pk, sk) of the chunk items of `old` that `entries` no longer use."""
     pk = key_pk(job, partition, old.key)
     kept = {(e.version, e.token) for e in entries}
-    return [(pk, sk) for e in old.entries if (e.version, e.token) not in kept
-            for sk in e.chunk_sks()]  # fmt: skip
+    return [
+        (pk, sk) for e in old.entries if (e.version, e.token) not in kept for sk in e.chunk_sks()
+    ]
 
 
 def lowers(old: KeyItem, entries: list[Entry], seen: History) -> bool:
@@ -295,7 +300,11 @@ def lowers(old: KeyItem, entries: list[Entry], seen: History) -> bool:
 
 
 def change_requests(
-    job: str, partition: int, version: int, token: str, lowered: list[tuple[int, int]],
+    job: str,
+    partition: int,
+    version: int,
+    token: str,
+    lowered: list[tuple[int, int]],
     removed: list[int],
 ) -> list[dict[str, Any]]:
     """The change items of an attempt: (key, new xe) of the keys it lowered, by xe, with the
@@ -305,9 +314,11 @@ def change_requests(
     n, out = CHANGES_PER_ITEM, []
     for i in range(0, max(len(lowered), len(removed)), n):
         item: dict[str, Any] = {
-            "pk": partition_pk(job, partition), "sk": change_sk(version, token, i // n),
-            "lo": pairs[i : i + n].tobytes() or b"-", "rm": gone[i : i + n].tobytes() or b"-",
-        }  # fmt: skip
+            "pk": partition_pk(job, partition),
+            "sk": change_sk(version, token, i // n),
+            "lo": pairs[i : i + n].tobytes() or b"-",
+            "rm": gone[i : i + n].tobytes() or b"-",
+        }
         if len(pairs[i : i + n]):
             item["xm"] = int(pairs[i, 1])
         out.append(put_request(item))
@@ -329,12 +340,15 @@ def intent_requests(
     """The intent items of an attempt that may touch `keys`."""
     per_item = CHUNK_BYTES // 8
     return [
-        put_request({
-            "pk": partition_pk(job, partition), "sk": intent_sk(version, token, i // per_item),
-            "ks": keys[i : i + per_item].astype("<i8").tobytes() or b"-",
-        })
+        put_request(
+            {
+                "pk": partition_pk(job, partition),
+                "sk": intent_sk(version, token, i // per_item),
+                "ks": keys[i : i + per_item].astype("<i8").tobytes() or b"-",
+            }
+        )
         for i in range(0, max(len(keys), 1), per_item)
-    ]  # fmt: skip
+    ]
 
 
 def intent_keys(intent: dict[str, Any]) -> list[int]:

@@ -35,8 +35,9 @@ def drop_items(
     ppk = partition_pk(job, partition)
     keys: set[int] = set()
     for s in range(INDEX_SHARDS):
-        found = client.query(index_shard_pk(job, partition, s), metrics, what,
-                             projection="pk", on_index=True)  # fmt: skip
+        found = client.query(
+            index_shard_pk(job, partition, s), metrics, what, projection="pk", on_index=True
+        )
         keys.update(key_in_pk(i["pk"]["S"]) for i in found)
     intents = client.query(ppk, metrics, what, prefix="i")
     changes = client.query(ppk, metrics, what, prefix="c")
@@ -56,14 +57,19 @@ def drop_items(
     client.write([delete_request(ppk, i["sk"]["S"]) for i in intents + changes], metrics, what)
 
 
-def bury(client: BatchedClient, job: str, partition: int, keys: set[int],
-         records: dict[int, dict[str, Any]], keep_from: int) -> None:  # fmt: skip
+def bury(
+    client: BatchedClient,
+    job: str,
+    partition: int,
+    keys: set[int],
+    records: dict[int, dict[str, Any]],
+    keep_from: int,
+) -> None:
     """Delete the items of the keys removed at or before keep_from that no retained
     version sees."""
     what = f"maintenance of {job}/{partition}"
     seen = history(records, max(records))
-    raw = client.get_items([(key_pk(job, partition, k), KEY_ITEM) for k in keys],
-                           None, what)  # fmt: skip
+    raw = client.get_items([(key_pk(job, partition, k), KEY_ITEM) for k in keys], None, what)
     deletes = []
     for k in keys:
         pk = key_pk(job, partition, k)

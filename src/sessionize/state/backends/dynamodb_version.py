@@ -33,8 +33,15 @@ LAG_VERSIONS = 16  # versions whose lowered keys `expiring` checks beside the in
 class DynamoDBVersion(StoredVersion):
     """A partition at a version: key items are read on demand and kept for the commit."""
 
-    def __init__(self, backend: DynamoDBBackend, job: str, partition: int, version: int,
-                 meta: dict[str, Any], seen: History = NO_HISTORY):  # fmt: skip
+    def __init__(
+        self,
+        backend: DynamoDBBackend,
+        job: str,
+        partition: int,
+        version: int,
+        meta: dict[str, Any],
+        seen: History = NO_HISTORY,
+    ):
         super().__init__(backend, job, partition, version, meta)
         self.backend: DynamoDBBackend = backend
         self.seen = seen
@@ -62,12 +69,21 @@ class DynamoDBVersion(StoredVersion):
         shards = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
         first = f"c{version_text(max(version - LAG_VERSIONS + 1, 0))}"
         queries = [
-            *(lambda m, pk=pk: client.query(pk, m, what, below=below, projection="pk",
-                                            on_index=True) for pk in shards),
-            lambda m: client.query(partition_pk(job, partition), m, what, prefix=first,
-                                   below=f"c{version_text(version + 1)}",
-                                   where=("xm < :t", {":t": {"N": str(upto_us)}})),
-        ]  # fmt: skip
+            *(
+                lambda m, pk=pk: client.query(
+                    pk, m, what, below=below, projection="pk", on_index=True
+                )
+                for pk in shards
+            ),
+            lambda m: client.query(
+                partition_pk(job, partition),
+                m,
+                what,
+                prefix=first,
+                below=f"c{version_text(version + 1)}",
+                where=("xm < :t", {":t": {"N": str(upto_us)}}),
+            ),
+        ]
         counters = [StateMetrics() for _ in queries]
         found = client.parallel(lambda i: queries[i](counters[i]), list(range(len(queries))))
         self.metrics.round_trips += sum(c.round_trips for c in counters)

@@ -175,9 +175,7 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
     @staticmethod
     def _committed(listing: list[pafs.FileInfo]) -> list[int]:
         """The versions that have a commit record in a partition directory's listing."""
-        return sorted(
-            int(m.group(1)) for i in listing if (m := COMMIT_RECORD.match(i.base_name))
-        )
+        return sorted(int(m.group(1)) for i in listing if (m := COMMIT_RECORD.match(i.base_name)))
 
     def _partitions(self, job: str) -> list[int]:
         found = []
@@ -213,15 +211,25 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
                 break
             parent = self._read_record(job, partition, child.parent_version, io)
             if parent is None:
-                raise version_error(job, partition, version, reason=(
-                    f"it needs version {child.parent_version}, which is gone"
-                    " (removed by maintenance or truncate_after)"
-                ))  # fmt: skip
+                raise version_error(
+                    job,
+                    partition,
+                    version,
+                    reason=(
+                        f"it needs version {child.parent_version}, which is gone"
+                        " (removed by maintenance or truncate_after)"
+                    ),
+                )
             if parent.token != child.parent_token:
-                raise version_error(job, partition, version, reason=(
-                    f"version {child.version} was built on a version {parent.version} that"
-                    " has been re-committed since"
-                ))  # fmt: skip
+                raise version_error(
+                    job,
+                    partition,
+                    version,
+                    reason=(
+                        f"version {child.version} was built on a version {parent.version} that"
+                        " has been re-committed since"
+                    ),
+                )
             chain.append(parent)
 
         directory = self._partition_dir(job, partition)
@@ -230,9 +238,12 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
         for rec in reversed(chain):
             data = self._read(f"{directory}/{rec.file}", io)
             if data is None:
-                raise version_error(job, partition, version, reason=(
-                    f"file {rec.file} of version {rec.version} is missing"
-                ))  # fmt: skip
+                raise version_error(
+                    job,
+                    partition,
+                    version,
+                    reason=(f"file {rec.file} of version {rec.version} is missing"),
+                )
             piece = codec.from_parquet(data)
             rows_loaded += piece.num_rows
             if rec.kind == "snapshot":
@@ -430,8 +441,7 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
         path = job_settings_path(self._root, job)
         self._write_job_file(job, path, body, epoch, f"the settings of job {job}")
 
-    def _write_job_file(self, job: str, path: str, body: str, epoch: int | None,
-                        what: str) -> None:  # fmt: skip
+    def _write_job_file(self, job: str, path: str, body: str, epoch: int | None, what: str) -> None:
         """Write a file of the job's log (a record, the settings) unless fenced."""
         check_fence(self, job, epoch)
         try:

@@ -37,8 +37,9 @@ class FencedFiles(Protocol):
 
 def read_fence(backend: FencedFiles, job: str, io: StateMetrics | None = None) -> int:
     listing = backend._list(fence_dir(backend._root, job), io)
-    return max((int(m.group(1)) for i in listing if (m := FENCE_MARK.match(i.base_name))),
-               default=0)  # fmt: skip
+    return max(
+        (int(m.group(1)) for i in listing if (m := FENCE_MARK.match(i.base_name))), default=0
+    )
 
 
 def raise_fence(backend: FencedFiles, job: str, epoch: int) -> int:

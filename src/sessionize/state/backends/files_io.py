@@ -91,8 +91,7 @@ class FilesIO:
         if self._s3 is not None:  # one PUT (pyarrow uploads in parts: three requests)
             body = data.to_pybytes() if isinstance(data, pa.Buffer) else data
             try:
-                self._s3.client().put_object(Bucket=self._s3.bucket, Key=self._key(path),
-                                             Body=body)  # fmt: skip
+                self._s3.client().put_object(Bucket=self._s3.bucket, Key=self._key(path), Body=body)
             except Exception as e:  # botocore's errors
                 raise self._failed("write", path, e) from e
             return

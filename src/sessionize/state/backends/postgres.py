@@ -49,8 +49,14 @@ from sessionize.state.stored import Meta
 
 T = TypeVar("T")
 
-_LIBPQ_OPTIONS = ("connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey",
-                  "application_name")  # fmt: skip
+_LIBPQ_OPTIONS = (
+    "connect_timeout",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "application_name",
+)
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _READY: set[tuple[str, str]] = set()  # (conninfo, schema) whose tables exist, this process
 
@@ -335,8 +341,12 @@ class PostgresBackend(StateBackend[PostgresVersion]):
         return 4 + (not left)
 
     def _truncate_partition(self, job: str, partition: int, after: int) -> None:
-        self._when_stored(f"truncating {job}/{partition} after version {after}", job, partition,
-                          lambda conn, pid: self._drop_after(conn, pid, after))  # fmt: skip
+        self._when_stored(
+            f"truncating {job}/{partition} after version {after}",
+            job,
+            partition,
+            lambda conn, pid: self._drop_after(conn, pid, after),
+        )
 
     def _maintain(self, job: str, partition: int, keep_from: int) -> None:
         def maintain(conn: psycopg.Connection, pid: int) -> None:
@@ -351,8 +361,9 @@ class PostgresBackend(StateBackend[PostgresVersion]):
 
         self._when_stored(f"maintenance of {job}/{partition}", job, partition, maintain)
 
-    def _when_stored(self, what: str, job: str, partition: int,
-                     work: Callable[[psycopg.Connection, int], object]) -> None:  # fmt: skip
+    def _when_stored(
+        self, what: str, job: str, partition: int, work: Callable[[psycopg.Connection, int], object]
+    ) -> None:
         """`work(conn, pid)` in one SQL transaction holding the partition's lock, if the
         partition has ever been stored."""
 
@@ -373,19 +384,22 @@ class PostgresBackend(StateBackend[PostgresVersion]):
             " ON CONFLICT (job, version) DO UPDATE SET record = EXCLUDED.record,"
             " written_at = now()"
         )
-        self._write_unless_fenced(job, epoch, query, (job, version, body),
-                                  f"writing job record {job}/{version}")  # fmt: skip
+        self._write_unless_fenced(
+            job, epoch, query, (job, version, body), f"writing job record {job}/{version}"
+        )
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
         query = self._sql(
             "INSERT INTO {job_settings} (job, settings) VALUES (%s, %s) ON CONFLICT (job)"
             " DO UPDATE SET settings = EXCLUDED.settings, written_at = now()"
         )
-        self._write_unless_fenced(job, epoch, query, (job, body),
-                                  f"writing the settings of job {job}")  # fmt: skip
+        self._write_unless_fenced(
+            job, epoch, query, (job, body), f"writing the settings of job {job}"
+        )
 
-    def _write_unless_fenced(self, job: str, epoch: int | None, query: sql.Composed,
-                             params: tuple[Any, ...], what: str) -> None:  # fmt: skip
+    def _write_unless_fenced(
+        self, job: str, epoch: int | None, query: sql.Composed, params: tuple[Any, ...], what: str
+    ) -> None:
         """Run the write `query` of the job's log (a record, the settings) in a transaction
         that first checks the fence."""
 
@@ -398,8 +412,9 @@ class PostgresBackend(StateBackend[PostgresVersion]):
 
     def _read_job_settings(self, job: str) -> str | None:
         query = self._sql("SELECT settings::text FROM {job_settings} WHERE job = %s")
-        row = self._run(f"reading the settings of job {job}",
-                        lambda c: c.execute(query, (job,)).fetchone())  # fmt: skip
+        row = self._run(
+            f"reading the settings of job {job}", lambda c: c.execute(query, (job,)).fetchone()
+        )
         return None if row is None else row[0]
 
     # ----- the fence (the `fences` table, postgres_layout.py) -----------------------------
@@ -418,24 +433,30 @@ class PostgresBackend(StateBackend[PostgresVersion]):
         return self._run(f"fencing {job}", lambda c: layout.raise_fence(c, self.schema, job, epoch))
 
     def _read_fence(self, job: str) -> int:
-        return self._run(f"reading the fence of {job}",
-                         lambda c: layout.fence_of(c, self.schema, job, lock=False))  # fmt: skip
+        return self._run(
+            f"reading the fence of {job}",
+            lambda c: layout.fence_of(c, self.schema, job, lock=False),
+        )
 
     def _read_job_record(self, job: str, version: int) -> str | None:
         query = self._sql("SELECT record::text FROM {job_records} WHERE job = %s AND version = %s")
-        row = self._run(f"reading job record {job}/{version}",
-                        lambda c: c.execute(query, (job, version)).fetchone())  # fmt: skip
+        row = self._run(
+            f"reading job record {job}/{version}",
+            lambda c: c.execute(query, (job, version)).fetchone(),
+        )
         return None if row is None else row[0]
 
     def _job_versions(self, job: str) -> list[int]:
         query = self._sql("SELECT version FROM {job_records} WHERE job = %s ORDER BY version")
-        rows = self._run(f"listing job records of {job}",
-                         lambda c: c.execute(query, (job,)).fetchall())  # fmt: skip
+        rows = self._run(
+            f"listing job records of {job}", lambda c: c.execute(query, (job,)).fetchall()
+        )
         return [r[0] for r in rows]
 
     def _delete_job_records(self, job: str, versions: list[int]) -> None:
         if not versions:
             return
         query = self._sql("DELETE FROM {job_records} WHERE job = %s AND version = ANY(%s)")
-        self._run(f"deleting job records of {job}",
-                  lambda c: c.execute(query, (job, sorted(versions))))  # fmt: skip
+        self._run(
+            f"deleting job records of {job}", lambda c: c.execute(query, (job, sorted(versions)))
+        )

@@ -116,10 +116,11 @@ def fence_of(conn: psycopg.Connection, schema: str, job: str, *, lock: bool) -> 
 
 def raise_fence(conn: psycopg.Connection, schema: str, job: str, epoch: int) -> int:
     """Set the job's fence to max(fence, `epoch`) in one statement; the fence after."""
-    query = in_schema(schema,
+    query = in_schema(
+        schema,
         "INSERT INTO {fences} AS f (job, epoch) VALUES (%s, %s) ON CONFLICT (job)"
-        " DO UPDATE SET epoch = greatest(f.epoch, EXCLUDED.epoch) RETURNING epoch"
-    )  # fmt: skip
+        " DO UPDATE SET epoch = greatest(f.epoch, EXCLUDED.epoch) RETURNING epoch",
+    )
     return int(scalar(conn.execute(query, (job, epoch))))
 
 
@@ -156,9 +157,10 @@ def copy_chunks(pid: int, version: int, encoded: Encoded) -> Iterator[bytes | me
         width = _COPY_PREFIX.itemsize
         head_offsets = np.arange(n + 1, dtype=np.int32) * width
         heads = pa.Array.from_buffers(
-            pa.binary(), n,
+            pa.binary(),
+            n,
             [None, pa.py_buffer(head_offsets), pa.py_buffer(prefix.view(np.uint8))],
-        )  # fmt: skip
+        )
         joined = pc.binary_join_element_wise(heads, chunk, pa.scalar(b"", pa.binary()))
         joined_offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)
         yield memoryview(joined.buffers()[2])[joined_offsets[0] : joined_offsets[n]]

@@ -24,8 +24,17 @@ KEYS_PER_QUERY = 20_000
 class PostgresVersion(StoredVersion):
     """A partition at a version: reads are SQL queries on the rows valid at that version."""
 
-    def __init__(self, backend: PostgresBackend, job: str, partition: int, version: int,
-                 meta: dict[str, Any], pid: int | None, keys: int, nbytes: int):  # fmt: skip
+    def __init__(
+        self,
+        backend: PostgresBackend,
+        job: str,
+        partition: int,
+        version: int,
+        meta: dict[str, Any],
+        pid: int | None,
+        keys: int,
+        nbytes: int,
+    ):
         super().__init__(backend, job, partition, version, meta)
         self.backend: PostgresBackend = backend
         self.pid = pid

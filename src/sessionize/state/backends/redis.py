@@ -79,6 +79,7 @@ def script_source(name: str) -> str:
 
 T = TypeVar("T")
 
+
 class _BaseGone(StateError):
     """The version a commit was built on is no longer committed."""
 
@@ -222,9 +223,11 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
 
     def _partitions(self, job: str) -> list[int]:
         parts = sorted(
-            int(p) for p in self._call("listing partitions",
-                                       lambda r: r.smembers(self._job_key(job, "parts")))
-        )  # fmt: skip
+            int(p)
+            for p in self._call(
+                "listing partitions", lambda r: r.smembers(self._job_key(job, "parts"))
+            )
+        )
         if not parts:
             return []
         counts = self._execute(
@@ -275,8 +278,13 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
                 pipe.execute_command("HSET", stage, *fields[lo : lo + 2 * PAIRS_PER_HSET])
             if fields:
                 pipe.expire(stage, STAGE_TTL_S)
-            args = [self._undo_prefix(job, partition), str(stored.version), str(version), meta_text,
-                    _epoch_arg(stored.epoch)]  # fmt: skip
+            args = [
+                self._undo_prefix(job, partition),
+                str(stored.version),
+                str(version),
+                meta_text,
+                _epoch_arg(stored.epoch),
+            ]
             self._eval(pipe, "commit", keys, args)
 
         try:
@@ -312,15 +320,18 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
     # ----- job records ------------------------------------------------------------------
 
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
-        self._record_unless_fenced(job, "records", str(version), body, epoch,
-                                   f"writing job record {job}/{version}")  # fmt: skip
+        self._record_unless_fenced(
+            job, "records", str(version), body, epoch, f"writing job record {job}/{version}"
+        )
 
     def _write_job_settings(self, job: str, body: str, epoch: int | None) -> None:
-        self._record_unless_fenced(job, "job", "settings", body, epoch,
-                                   f"writing the settings of job {job}")  # fmt: skip
+        self._record_unless_fenced(
+            job, "job", "settings", body, epoch, f"writing the settings of job {job}"
+        )
 
-    def _record_unless_fenced(self, job: str, hash_name: str, field: str, body: str,
-                              epoch: int | None, what: str) -> None:  # fmt: skip
+    def _record_unless_fenced(
+        self, job: str, hash_name: str, field: str, body: str, epoch: int | None, what: str
+    ) -> None:
         """Set `field` of the job's hash `hash_name` (the records, or `job` for the
         settings) with the job record's script, which refuses an epoch below the fence."""
         keys = [self._job_key(job, hash_name), self._job_key(job, "fence")]
@@ -340,6 +351,7 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
     def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
         hashes = [self._job_key(job, "fence")]
         hashes += [self._partition_keys(job, p)[3] for p in partitions]  # their `info`
+
         def build(pipe: Any) -> None:
             for key in hashes:
                 self._eval(pipe, "fence", [key], ["", str(epoch)])
@@ -372,8 +384,16 @@ def _epoch_arg(epoch: int | None) -> str:
 
 
 class RedisVersion(StoredVersion):
-    def __init__(self, backend: RedisBackend, job: str, partition: int, version: int,
-                 meta: dict[str, Any], keys: int, nbytes: int):  # fmt: skip
+    def __init__(
+        self,
+        backend: RedisBackend,
+        job: str,
+        partition: int,
+        version: int,
+        meta: dict[str, Any],
+        keys: int,
+        nbytes: int,
+    ):
         super().__init__(backend, job, partition, version, meta)
         self.backend: RedisBackend = backend
         self.metrics.keys = keys
@@ -405,9 +425,10 @@ class RedisVersion(StoredVersion):
         backend = self.backend
         script_keys = backend._partition_keys(self.job, self.partition)
         args = [
-            backend._undo_prefix(self.job, self.partition), str(self.version),
+            backend._undo_prefix(self.job, self.partition),
+            str(self.version),
             expiry_bytes(upto_us),
-        ]  # fmt: skip
+        ]
         (members,) = backend._execute(
             f"reading expiring keys of {self.job}/{self.partition}",
             lambda pipe: backend._eval(pipe, "expiring", script_keys, args),
