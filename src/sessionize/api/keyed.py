@@ -21,7 +21,12 @@ from sessionize.api.recorded import recorded_state
 from sessionize.api.stream_jobs import ProcessorStream
 from sessionize.core.processor import Processor
 from sessionize.durations import Duration
-from sessionize.engines.checkpoint import Checkpoint, output_lease, processor_record
+from sessionize.engines.checkpoint import (
+    Checkpoint,
+    output_lease,
+    processor_record,
+    settings_differences,
+)
 from sessionize.engines.choice import engine_for
 from sessionize.engines.keyed import settings_record
 from sessionize.engines.ownership import check_run, run_owner
@@ -237,9 +242,8 @@ def run(
         if last is not None:
             recorded = processor_record(engine.backend.recorded_settings(job))
             now = settings_record(keyed)
-            changed = [k for k in now if k in recorded and recorded[k] != now[k]]
-            if changed:
-                diffs = "; ".join(f"{k} {recorded[k]!r} (now {now[k]!r})" for k in changed)
+            diffs = settings_differences(recorded, now)
+            if diffs:
                 raise ConfigError(
                     f"state {redact_uri(state)} of job '{job}' was written with {diffs}: run it "
                     "with what it was written with, or give a new state or job"

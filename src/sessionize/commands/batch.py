@@ -25,7 +25,13 @@ from datetime import datetime, timedelta
 from pyspark.sql import SparkSession
 
 from sessionize.api.sessionizer import Sessionizer
-from sessionize.commands.options import engine_settings, progress_path, recorded_state, state_uri
+from sessionize.commands.options import (
+    engine_settings,
+    progress_path,
+    recorded_state,
+    sessionizer,
+    state_uri,
+)
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import (
     DEFAULT_RULES_RECORD,
@@ -106,15 +112,7 @@ class BatchOptions:
         return engine_settings(self)
 
     def sessionizer(self) -> Sessionizer:
-        return Sessionizer.of(
-            self.rules,
-            self.mapping,
-            state=self.state,
-            partitions=self.partitions,
-            job=self.job,
-            max_future_us=self.max_future_us,
-            explicit=self.explicit,
-        )
+        return sessionizer(self)
 
     def given(self, name: str) -> bool:
         return self.explicit is None or name in self.explicit

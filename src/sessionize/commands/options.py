@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sessionize.api.arguments import progress_path, state_uri
 from sessionize.api.recorded import recorded_state
+from sessionize.api.sessionizer import Sessionizer
 from sessionize.engines.sessions import SessionSettings
 
 __all__ = ["engine_settings", "progress_path", "recorded_state", "state_uri"]
@@ -13,3 +14,16 @@ def engine_settings(opts) -> SessionSettings:
     """What the store engine's tasks need, from a StreamOptions or a BatchOptions: the
     settings the API's engine runs with (`Sessionizer.engine_settings`)."""
     return opts.sessionizer().engine_settings(opts.state_uri(), opts.output, opts.output_format)
+
+
+def sessionizer(opts) -> Sessionizer:
+    """The API's sessionizer of a StreamOptions or a BatchOptions."""
+    return Sessionizer.of(
+        opts.rules,
+        opts.mapping,
+        state=opts.state,
+        partitions=opts.partitions,
+        job=opts.job,
+        max_future_us=opts.max_future_us,
+        explicit=opts.explicit,
+    )

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.api.arguments import parse_trigger
 from sessionize.api.sessionizer import Sessionizer
-from sessionize.commands.options import state_uri
+from sessionize.commands.options import sessionizer, state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules, counted
 from sessionize.fs import child
@@ -69,15 +69,7 @@ class StreamOptions:
         return options
 
     def sessionizer(self) -> Sessionizer:
-        return Sessionizer.of(
-            self.rules,
-            self.mapping,
-            state=self.state,
-            partitions=self.partitions,
-            job=self.job,
-            max_future_us=self.max_future_us,
-            explicit=self.explicit,
-        )
+        return sessionizer(self)
 
 
 def run_stream(

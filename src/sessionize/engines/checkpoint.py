@@ -19,6 +19,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -411,15 +412,21 @@ def check_or_record_processor(checkpoint: CheckpointLike, settings: dict[str, ob
             f"{settings['processor']}: give this job a checkpoint of its own"
         )
     was = {k: json.loads(json.dumps(comparable(k, v))) for k, v in processor_record(before).items()}
-    changed = [k for k in now if k in was and was[k] != now[k]]
-    if changed:
-        diffs = "; ".join(f"{k} {was[k]!r} (now {now[k]!r})" for k in changed)
+    diffs = settings_differences(was, now)
+    if diffs:
         raise IncompatibleCheckpoint(
             f"checkpoint {checkpoint} was created with {diffs}: run it with what it was "
             "created with, or start over with a new checkpoint and state"
         )
     if set(settings) - set(before):
         write_record(checkpoint, FILE, {**before, **settings})
+
+
+def settings_differences(was: Mapping[str, object], now: Mapping[str, object]) -> str:
+    """`KEY OLD (now NEW)` for each setting recorded with another value, joined by `; `
+    ('': none differs); the settings only one side has are not compared."""
+    changed = [k for k in now if k in was and was[k] != now[k]]
+    return "; ".join(f"{k} {was[k]!r} (now {now[k]!r})" for k in changed)
 
 
 def check_agreement(

@@ -22,21 +22,14 @@ from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import postgres_location
 from sessionize.redaction import check_userinfo, redact_uri
 from sessionize.state.backends.common import one_line, read_query
+from sessionize.state.backends.postgres import LIBPQ_OPTIONS
 from sessionize.state.backends.postgres_pool import ROLLED_BACK
 
 DEFAULT_SCHEMA = "sessionize"
 # A schema name PostgreSQL takes as it is: unquoted-style, at most 63 bytes (longer names
 # are cut), `pg_` being reserved for the system's schemas.
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_OPTIONS = (
-    "schema",
-    "connect_timeout",
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "application_name",
-)
+_OPTIONS = ("schema", *LIBPQ_OPTIONS)
 
 
 @dataclass(frozen=True)

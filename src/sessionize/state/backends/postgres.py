@@ -49,7 +49,8 @@ from sessionize.state.stored import Meta
 
 T = TypeVar("T")
 
-_LIBPQ_OPTIONS = (
+# The libpq connection options a postgresql:// URI may carry (the state store and the sink).
+LIBPQ_OPTIONS = (
     "connect_timeout",
     "sslmode",
     "sslrootcert",
@@ -86,7 +87,7 @@ class PostgresBackend(StateBackend[PostgresVersion]):
                 f"state store URI {redact_uri(uri)!r} needs a host and a database:"
                 " postgresql://USER@HOST:PORT/DB"
             )
-        known = ("schema", *_LIBPQ_OPTIONS)
+        known = ("schema", *LIBPQ_OPTIONS)
         given, _ = read_query(parts.query, known, redact_uri(uri))
         options = {"schema": "sessionize", **given}
         if not _SCHEMA_NAME.match(options["schema"]):
