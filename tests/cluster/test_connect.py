@@ -15,9 +15,9 @@ import pytest
 
 from sessionize import Sessionizer
 from sessionize.commands.batch import BatchOptions, run_batch
+from tests.api.test_api import _nested, _random_events
 from tests.cluster.cluster import Cluster
 from tests.helpers import OUTPUTS, assert_same_as_clean, read_output, sessionize
-from tests.test_api import _nested, _random_events
 
 pytestmark = pytest.mark.skipif(
     pyspark.__version__.startswith("3.5."),

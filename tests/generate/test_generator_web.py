@@ -13,9 +13,9 @@ from crawlerdetect import CrawlerDetect
 
 from sessionize.generate import web_catalog
 from sessionize.generate.writer import write_files
+from tests.generate.test_generator import Tree, instant, small, us
+from tests.generate.test_generator_rules import DEFAULT_DIGEST, digest
 from tests.helpers import sessionize
-from tests.test_generator import Tree, instant, small, us
-from tests.test_generator_rules import DEFAULT_DIGEST, digest
 
 PING_MS = 10_000
 

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sessionize.generate.writer import GeneratorConfig, write_files
-from tests.test_generator import GAP_US, Tree, instant, small, us, visits_of
+from tests.generate.test_generator import GAP_US, Tree, instant, small, us, visits_of
 
 # The default data's digest (paths, mtimes, bytes of small()). --rule-data is opt-in: without
 # it, a seed must keep giving exactly these files; this fails when the default data changes.
