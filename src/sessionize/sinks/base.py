@@ -21,11 +21,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from sessionize import faults
 from sessionize.errors import SinkError, translated
 from sessionize.fs import resolve_fs
 from sessionize.redaction import redact_uri
 from sessionize.sinks import staging
-from sessionize.sinks.outputs import Outputs
+from sessionize.sinks.outputs import Outputs, OutputSpec
 from sessionize.sinks.owner import FileOwnerRecords, OwnerRecords
 from sessionize.sinks.replaced import keys_name
 from sessionize.state.records import FileRecords, Records
@@ -232,6 +233,35 @@ class StagedSink:
 
     def _fs(self) -> tuple[pafs.FileSystem, str]:
         return resolve_fs(self.root)
+
+    def _publish_tables(self, batch_id: int) -> None:
+        """Commit the staged batch to each table, one commit per table, then drop staging.
+        The outputs replaced by key go first: a session leaves `open_sessions` before it
+        enters `sessions`, so a reader may miss it for a moment but never sees it twice.
+        `replay` tells a table's commit that the batch may already be in it."""
+        fs, base = self._fs()
+        opened = staging.attempt_open(fs, base, batch_id)
+        for spec in self.outputs.replaced:
+            keys, rows = staging.read_replacement(fs, base, spec, batch_id)
+            self._replace_table(spec, batch_id, keys, rows, replay=opened)
+            faults.pause_point(f"published-{spec.name}", batch_id)
+        for spec in self.outputs.appended:
+            rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
+            self._append_table(spec, batch_id, rows, replay=opened or rows.num_rows > 0)
+            faults.pause_point(f"published-{spec.name}", batch_id)
+        staging.close_attempt(fs, base, batch_id)
+
+    def _replace_table(
+        self, spec: OutputSpec, batch_id: int, keys: pa.Table, rows: pa.Table, *, replay: bool
+    ) -> None:
+        """A table format's commit of the rows of `keys` replaced by `rows`."""
+        raise NotImplementedError
+
+    def _append_table(
+        self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool
+    ) -> None:
+        """A table format's commit of `rows` appended as batch `batch_id`."""
+        raise NotImplementedError
 
     def write_part(self, name: str, batch_id: int, partition: int, table: pa.Table) -> int:
         fs, base = self._fs()

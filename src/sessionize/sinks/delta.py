@@ -28,11 +28,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from sessionize import faults
 from sessionize.errors import ConfigError
 from sessionize.fs import without_options
 from sessionize.objectstore import ObjectStoreUri
-from sessionize.sinks import staging
 from sessionize.sinks.base import Capabilities, StagedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
@@ -92,22 +90,9 @@ class DeltaSink(StagedSink):
     # -- the Sink protocol -----------------------------------------------------------------
     def publish(self, batch_id: int) -> None:
         """Commit the staged batch to each table (one commit per table), then drop staging."""
-        fs, base = self._fs()
         where = without_options(self.root)
         with _errors(f"publishing batch {batch_id} to Delta tables under {where}"):
-            opened = staging.attempt_open(fs, base, batch_id)
-            # Replaced outputs first: a session leaves `open_sessions` before it enters
-            # `sessions`, so a reader may miss it for a moment but never sees it twice.
-            for spec in self.outputs.replaced:
-                keys, rows = staging.read_replacement(fs, base, spec, batch_id)
-                replace_by_key(self, spec.name, batch_id, keys, rows, replay=opened,
-                               key=spec.key)  # fmt: skip
-                faults.pause_point(f"published-{spec.name}", batch_id)
-            for spec in self.outputs.appended:
-                rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
-                self._commit(spec, batch_id, rows, replay=opened or rows.num_rows > 0)
-                faults.pause_point(f"published-{spec.name}", batch_id)
-            staging.close_attempt(fs, base, batch_id)
+            self._publish_tables(batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         """Delete batches >= batch_id: one commit per table that has any. The commit also sets
@@ -164,7 +149,14 @@ class DeltaSink(StagedSink):
         return _batch_ids(dt, 0) if dt is not None else []
 
     # -- commits ---------------------------------------------------------------------------
-    def _commit(self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
+    def _replace_table(
+        self, spec: OutputSpec, batch_id: int, keys: pa.Table, rows: pa.Table, *, replay: bool
+    ) -> None:
+        replace_by_key(self, spec.name, batch_id, keys, rows, replay=replay, key=spec.key)
+
+    def _append_table(
+        self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool
+    ) -> None:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         name = spec.name

@@ -57,10 +57,8 @@ from pyiceberg.expressions import (
 )
 from pyiceberg.table import Table
 
-from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.redaction import redact_uri
-from sessionize.sinks import staging
 from sessionize.sinks.base import Capabilities, StagedSink, sink_errors
 from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
 
@@ -150,18 +148,8 @@ class IcebergSink(StagedSink):
     # -- the Sink protocol -----------------------------------------------------------------
     def publish(self, batch_id: int) -> None:
         """One Iceberg commit per table (see the module's docstring), then drop staging."""
-        fs, base = self._fs()
         with self._errors(f"publishing batch {batch_id} to"):
-            opened = staging.attempt_open(fs, base, batch_id)
-            for spec in self.outputs.replaced:
-                keys, rows = staging.read_replacement(fs, base, spec, batch_id)
-                self._replace(spec, batch_id, keys, rows, replay=opened)
-                faults.pause_point(f"published-{spec.name}", batch_id)
-            for spec in self.outputs.appended:
-                rows = staging.read_staged(fs, base, spec.name, batch_id, spec.schema)
-                self._append(spec, batch_id, rows, replay=opened or rows.num_rows > 0)
-                faults.pause_point(f"published-{spec.name}", batch_id)
-            staging.close_attempt(fs, base, batch_id)
+            self._publish_tables(batch_id)
 
     def invalidate_from(self, batch_id: int) -> list[int]:
         """One delete commit per table that has batches >= batch_id, setting the job's
@@ -207,7 +195,9 @@ class IcebergSink(StagedSink):
         return self._batch_ids(name, 0)
 
     # -- commits ---------------------------------------------------------------------------
-    def _append(self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool) -> None:
+    def _append_table(
+        self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool
+    ) -> None:
         """The batch's rows of an appended output: one transaction (delete, append)."""
         table = self._created(spec)
         if not replay and _at_least(self._done(table), batch_id):
@@ -216,8 +206,9 @@ class IcebergSink(StagedSink):
             tx.delete(_equal("batch_id", batch_id), self._summary(batch_id))
             tx.append(self._conformed(table, rows), self._summary(batch_id))
 
-    def _replace(self, spec: OutputSpec, batch_id: int, keys: pa.Table, rows: pa.Table, *,
-                 replay: bool) -> None:  # fmt: skip
+    def _replace_table(
+        self, spec: OutputSpec, batch_id: int, keys: pa.Table, rows: pa.Table, *, replay: bool
+    ) -> None:
         """Replace the rows of the touched `keys` by `rows`, in one transaction."""
         table = self._created(spec)
         if not replay and _at_least(self._done(table), batch_id):
