@@ -71,6 +71,13 @@ def _create(conn: psycopg.Connection, schema: str) -> None:
     conn.commit()
 
 
+def _insert_new(target: Target, table: sql.Identifier, values: tuple, doing: str) -> bool:
+    """INSERT the row `values` into `table` unless its key is there (atomically, the
+    tables created first where missing): True when this call inserted it."""
+    query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(table)
+    return _run(target, doing, lambda c: c.execute(query, values).rowcount == 1, create=True)
+
+
 class PostgresLeaseRecords(LeaseRecords):
     """The epochs of an output's lease, in its schema."""
 
@@ -84,14 +91,8 @@ class PostgresLeaseRecords(LeaseRecords):
         return None if row is None else Holder(**row[0])
 
     def create(self, holder: Holder) -> bool:
-        query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
         values = (holder.epoch, Jsonb(json.loads(holder.to_json())))
-        return _run(
-            self.target,
-            "taking the output's lease",
-            lambda c: c.execute(query, values).rowcount == 1,
-            create=True,
-        )
+        return _insert_new(self.target, self.table, values, "taking the output's lease")
 
     def update(self, holder: Holder) -> None:
         query = sql.SQL("UPDATE {} SET holder = %s WHERE epoch = %s").format(self.table)
@@ -160,14 +161,8 @@ class PostgresOwnerRecords(OwnerRecords):
         return Owner.from_json(json.dumps(row[0])) if row else None
 
     def create(self, owner: Owner) -> bool:
-        query = sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT DO NOTHING").format(self.table)
         values = (RECORD, Jsonb(json.loads(owner.to_json())))
-        return _run(
-            self.target,
-            "recording the output's owner",
-            lambda c: c.execute(query, values).rowcount == 1,
-            create=True,
-        )
+        return _insert_new(self.target, self.table, values, "recording the output's owner")
 
     def replace(self, owner: Owner) -> None:
         write_record(self.output, RECORD, json.loads(owner.to_json()))

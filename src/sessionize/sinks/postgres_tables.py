@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -100,14 +100,7 @@ def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
         ),
     ]
     for name, arrow in outputs.items():
-        cols = [
-            sql.SQL("{} {}{}").format(
-                sql.Identifier(f.name),
-                sql.SQL(pg_type(f.type)),
-                sql.SQL("" if f.nullable else " NOT NULL"),
-            )
-            for f in arrow
-        ]
+        cols = column_defs(arrow)
         batch = sql.SQL("batch_id bigint NOT NULL")
         final = sql.Identifier(schema, name)
         staged = sql.Identifier(schema, staged_table(name))
@@ -140,20 +133,25 @@ def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
     return out
 
 
+def column_defs(fields: Iterable[pa.Field]) -> list[sql.Composable]:
+    """The PostgreSQL column definitions of Arrow `fields`: name, type, NOT NULL."""
+    return [
+        sql.SQL("{} {}{}").format(
+            sql.Identifier(f.name),
+            sql.SQL(pg_type(f.type)),
+            sql.SQL("" if f.nullable else " NOT NULL"),
+        )
+        for f in fields
+    ]
+
+
 def replaced_ddl(schema: str, name: str, arrow: pa.Schema, key: pa.Schema) -> list[sql.Composed]:
     """The tables of an output replaced by key (`open_sessions`, sinks/replaced.py): the
     output (indexed by the key), its staged rows, the staged keys (`key`: their columns),
     and the batch it is as of."""
 
-    def columns(fields) -> sql.Composable:
-        return sql.SQL(", ").join(
-            sql.SQL("{} {}{}").format(
-                sql.Identifier(f.name),
-                sql.SQL(pg_type(f.type)),
-                sql.SQL("" if f.nullable else " NOT NULL"),
-            )
-            for f in fields
-        )
+    def columns(fields: Iterable[pa.Field]) -> sql.Composable:
+        return sql.SQL(", ").join(column_defs(fields))
 
     staging = sql.SQL("batch_id bigint NOT NULL, part integer NOT NULL")
     final = sql.Identifier(schema, name)
