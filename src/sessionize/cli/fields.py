@@ -3,9 +3,11 @@ recorded flags a command line gave."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from sessionize.api.arguments import session_content
+from sessionize.api.arguments import CONTENT_ARGS, session_content
 from sessionize.cli.params import DURATION
 from sessionize.content import BOT_MODES
 from sessionize.mapping import (
@@ -149,32 +151,21 @@ _OPTIONS = (
         },
     ),
 )
-_NAMES = (
-    "user_field",
-    "time_field",
-    "page_field",
-    "action_field",
-    "time_format",
-    "user_type",
-    "keep_fields",
-    "split_on_change",
-    "gap_field",
-)
-_CONTENT = (
-    "url_field",
-    "referrer_field",
-    "user_agent_field",
-    "site_hosts",
-    "channel_rules",
-    "page_view_actions",
-    "max_page_time",
-    "ping_action",
-    "heartbeat",
-    "min_visit",
-    "engaged_after",
-    "conversion",
-    "bots",
-)
+# The flags of the mapping's dotted paths, by EventMapping field: the required ones,
+# then those that are off when empty.
+_PATHS = {
+    "user": "user_field",
+    "time": "time_field",
+    "page": "page_field",
+    "action": "action_field",
+}
+_OPTIONAL_PATHS = {
+    "change": "split_on_change",
+    "gap": "gap_field",
+    "url": "url_field",
+    "referrer": "referrer_field",
+    "user_agent": "user_agent_field",
+}
 
 
 def mapping_options(f):
@@ -186,34 +177,21 @@ def mapping_options(f):
 
 def pop_mapping(params: dict) -> EventMapping:
     """The EventMapping of the flags, removed from a command's keyword arguments."""
-    v = {name: params.pop(name) for name in _NAMES}
-    c = {name: params.pop(name) for name in _CONTENT}
-    keep, last = split_keep(parse_keep(v["keep_fields"]))
+    paths: dict[str, Any] = {f: params.pop(flag).strip() for f, flag in _PATHS.items()}
+    optional: dict[str, Any] = {
+        f: (params.pop(flag) or "").strip() or None for f, flag in _OPTIONAL_PATHS.items()
+    }
+    keep, last = split_keep(parse_keep(params.pop("keep_fields")))
     content = session_content(
-        site_hosts=c["site_hosts"],
-        channel_rules=c["channel_rules"],
-        page_view_actions=c["page_view_actions"],
-        max_page_time=c["max_page_time"],
-        ping_action=c["ping_action"],
-        heartbeat=c["heartbeat"],
-        min_visit=c["min_visit"],
-        engaged_after=c["engaged_after"],
-        conversions=c["conversion"],
-        bots=c["bots"],
+        conversions=params.pop("conversion"),
+        **{name: params.pop(name) for name in CONTENT_ARGS if name != "conversions"},
     )
     return EventMapping(
-        user=v["user_field"].strip(),
-        time=v["time_field"].strip(),
-        page=v["page_field"].strip(),
-        action=v["action_field"].strip(),
-        time_format=v["time_format"],
-        user_type=v["user_type"],
+        **paths,
+        **optional,
+        time_format=params.pop("time_format"),
+        user_type=params.pop("user_type"),
         keep=keep,
-        change=(v["split_on_change"] or "").strip() or None,
-        gap=(v["gap_field"] or "").strip() or None,
-        url=(c["url_field"] or "").strip() or None,
-        referrer=(c["referrer_field"] or "").strip() or None,
-        user_agent=(c["user_agent_field"] or "").strip() or None,
         last=last,
         session_columns=NEWEST_COLUMNS,
         content=content,
