@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.commands.options import (
     engine_settings,
+    job_spark,
     progress_path,
     recorded_state,
     sessionizer,
@@ -60,7 +61,6 @@ from sessionize.sources.hours import (
     previous_folder,
 )
 from sessionize.sources.registry import batch_records
-from sessionize.spark_session import get_spark
 from sessionize.state import open_backend
 from sessionize.state.lease import Lease
 
@@ -245,13 +245,7 @@ def _run(
             f"state rewound to {version_hour(previous)}"
         )
     new_state = not backend.job_versions(opts.job)
-    spark = spark or get_spark(
-        f"sessionize-batch-{opts.job}",
-        master=opts.master,
-        conf=opts.spark_conf,
-        remote=opts.remote,
-        shuffle_partitions=opts.partitions,
-    )
+    spark = spark or job_spark(opts, f"sessionize-batch-{opts.job}")
     warn_local_paths(spark, opts.output, settings.state_uri)
     log = progress_path(opts.progress_log, record_place(opts.output), "_progress.jsonl")
     # The engine runs with the settings checked against the state's record: one object.

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sessionize.api.arguments import progress_path, state_uri
 from sessionize.api.recorded import recorded_state
 from sessionize.api.sessionizer import Sessionizer
 from sessionize.engines.sessions import SessionSettings
+from sessionize.spark_session import get_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["engine_settings", "progress_path", "recorded_state", "state_uri"]
 
@@ -26,4 +32,16 @@ def sessionizer(opts) -> Sessionizer:
         job=opts.job,
         max_future_us=opts.max_future_us,
         explicit=opts.explicit,
+    )
+
+
+def job_spark(opts, name: str) -> SparkSession:
+    """The Spark session of a command's job called `name`, as `--master`, `--conf` and
+    `--remote` say, with one shuffle partition per state partition."""
+    return get_spark(
+        name,
+        master=opts.master,
+        conf=opts.spark_conf,
+        remote=opts.remote,
+        shuffle_partitions=opts.partitions,
     )

@@ -14,14 +14,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sessionize.api.arguments import parse_trigger
 from sessionize.api.sessionizer import Sessionizer
-from sessionize.commands.options import sessionizer, state_uri
+from sessionize.commands.options import job_spark, sessionizer, state_uri
 from sessionize.commands.placement import warn_local_paths
 from sessionize.config import SessionRules, counted
 from sessionize.fs import child
 from sessionize.mapping import EventMapping, new_mapping
 from sessionize.sources.files import outside_hour_folders
 from sessionize.sources.registry import check_input, open_stream, scheme_of
-from sessionize.spark_session import get_spark
 
 __all__ = ["StreamOptions", "parse_trigger", "run_stream"]
 
@@ -98,13 +97,7 @@ def run_stream(
     opts = replace(opts, partitions=sessionizer.partitions, state=sessionizer.state)
 
     def events() -> DataFrame:
-        session = spark or get_spark(
-            f"sessionize-{opts.job}",
-            master=opts.master,
-            conf=opts.spark_conf,
-            remote=opts.remote,
-            shuffle_partitions=opts.partitions,
-        )
+        session = spark or job_spark(opts, f"sessionize-{opts.job}")
         warn_local_paths(session, opts.output, opts.state_uri())
         return open_stream(session, opts.input, opts.input_options(), opts.mapping)
 
