@@ -197,23 +197,31 @@ def histogram(
     return render(chart_id, draw)
 
 
+def share_bars(
+    ax: Axes, c: Counts, labels: list[str], color: str | list[str], *, room: float
+) -> None:
+    """Horizontal bars of sessions, top to bottom in `c`'s order, each with its count and
+    share of all; `room` widens the axis past the longest bar to leave its label space."""
+    total = sum(c.values)
+    y = np.arange(len(c.labels))[::-1]
+    ax.barh(y, c.values, color=color, height=0.6)
+    ax.set_yticks(y, labels)
+    for yi, v in zip(y, c.values, strict=True):
+        ax.annotate(f" {v:,} ({v / total:.1%})", (v, yi), va="center", fontsize=8)
+    ax.set_xlim(0, max(c.values) * room)
+    ax.set_xlabel("sessions")
+    ax.grid(axis="y", visible=False)
+    counts(ax, "x")
+
+
 def end_reasons(c: Counts) -> str | None:
     if not c.labels:
         return None
-    total = sum(c.values)
 
     def draw(fig: Figure) -> None:
-        ax = fig.subplots()
         colors = [GREEN if label == "explicit" else BLUE for label in c.labels]
-        y = np.arange(len(c.labels))[::-1]
-        ax.barh(y, c.values, color=colors, height=0.6)
-        ax.set_yticks(y, [_reason_label(label) for label in c.labels])
-        for yi, v in zip(y, c.values, strict=True):
-            ax.annotate(f" {v:,} ({v / total:.1%})", (v, yi), va="center", fontsize=8)
-        ax.set_xlim(0, max(c.values) * 1.15)
-        ax.set_xlabel("sessions")
-        ax.grid(axis="y", visible=False)
-        counts(ax, "x")
+        labels = [_reason_label(label) for label in c.labels]
+        share_bars(fig.subplots(), c, labels, colors, room=1.15)
 
     return render("end-reasons", draw, height=0.9 + 0.3 * len(c.labels), wide=True)
 

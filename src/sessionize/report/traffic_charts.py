@@ -17,6 +17,7 @@ from sessionize.report.charts import (
     clip,
     counts,
     render,
+    share_bars,
     thousands,
     time_axis,
 )
@@ -30,19 +31,9 @@ def channels(c: Counts | None) -> str | None:
     """Horizontal bars of sessions per channel, with each bar's count and share."""
     if c is None or not c.labels:
         return None
-    total = sum(c.values)
 
     def draw(fig: Figure) -> None:
-        ax = fig.subplots()
-        y = np.arange(len(c.labels))[::-1]
-        ax.barh(y, c.values, color=BLUE, height=0.6)
-        ax.set_yticks(y, c.labels)
-        for yi, v in zip(y, c.values, strict=True):
-            ax.annotate(f" {v:,} ({v / total:.1%})", (v, yi), va="center", fontsize=8)
-        ax.set_xlim(0, max(c.values) * 1.25)
-        ax.set_xlabel("sessions")
-        ax.grid(axis="y", visible=False)
-        counts(ax, "x")
+        share_bars(fig.subplots(), c, c.labels, BLUE, room=1.25)
 
     return render("channels", draw, height=0.9 + 0.28 * len(c.labels))
 
