@@ -18,6 +18,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -30,7 +31,7 @@ from sessionize.engines.checkpoint import (
     refuse_if_rewinding,
 )
 from sessionize.engines.metrics import stream_metrics
-from sessionize.engines.ownership import check_stream, stream_claim
+from sessionize.engines.ownership import StreamOwner
 from sessionize.engines.runner import Engine
 from sessionize.redaction import redact_uri
 from sessionize.sinks.kafka import with_staging
@@ -88,13 +89,37 @@ class Started:
     records: DataFrame
 
 
+class JobNames(Protocol):
+    """What names a job and its state: a Sessionizer, a processor's settings."""
+
+    @property
+    def job(self) -> str:
+        """The job's name in the state store."""
+        ...
+
+    @property
+    def state(self) -> str:
+        """`--state` as given."""
+        ...
+
+
 class StreamJob(ABC):
     """What one kind of stream adds to the launcher's steps."""
 
-    job: str  # the job's name in the state store
-    state: str  # `--state` as given
     owner_kind: str  # sinks/owner.py: STREAM, STATEFUL_STREAM
     processor: str | None = None  # a processor's name, for its owner record
+
+    @abstractmethod
+    def names(self) -> JobNames:
+        """The settings that name the job and its state."""
+
+    @property
+    def job(self) -> str:
+        return self.names().job
+
+    @property
+    def state(self) -> str:
+        return self.names().state
 
     def check(self, places: StreamPlaces) -> None:  # noqa: B027 - most jobs need nothing more
         """Checks that need no lease and write nothing (the engine's Spark line)."""
@@ -150,7 +175,7 @@ def start(job: StreamJob, places: StreamPlaces) -> StreamRun:
     trigger = parse_trigger(places.trigger)
     job.check(places)  # before anything is written
     end_finished(ck.place)
-    check_stream(ck, output, job.job, job.owner_kind, job.processor)
+    StreamOwner(ck, job.job, job.owner_kind, job.processor).check(output)
     lease = ck.lease()
     lease.acquire()
     held: list[Callable[[], None]] = [lease.release]
@@ -177,7 +202,7 @@ def start(job: StreamJob, places: StreamPlaces) -> StreamRun:
         writer = output_lease(output)
         writer.acquire()
         held.append(writer.release)
-        claim = stream_claim(ck, output, job.job, job.owner_kind, job.processor)
+        claim = StreamOwner(ck, job.job, job.owner_kind, job.processor).claim(output)
         store_uri = job.store_uri(ck)
         # What `history`, `rewind` and `status` need besides the settings (no secrets).
         record_paths(

@@ -62,13 +62,8 @@ class SessionStream(StreamJob):
     open_sessions: bool = False
     owner_kind: str = STREAM
 
-    @property
-    def job(self) -> str:  # type: ignore[override]
-        return self.sessionizer.job
-
-    @property
-    def state(self) -> str:  # type: ignore[override]
-        return self.sessionizer.state
+    def names(self) -> SessionJob:
+        return self.sessionizer
 
     def check(self, places: StreamPlaces) -> None:
         engine_for(self.state).check_line(self.state)
@@ -124,13 +119,8 @@ class ProcessorStream(StreamJob):
     settings: ProcessorSettings
     owner_kind: str = STATEFUL_STREAM
 
-    @property
-    def job(self) -> str:  # type: ignore[override]
-        return self.settings.job
-
-    @property
-    def state(self) -> str:  # type: ignore[override]
-        return self.settings.state
+    def names(self) -> ProcessorSettings:
+        return self.settings
 
     @property
     def processor(self) -> str | None:  # type: ignore[override]

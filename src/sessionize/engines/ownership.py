@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sessionize.engines.checkpoint import (
     OUTPUT_RECORD,
@@ -37,42 +38,35 @@ def checkpoint_id(checkpoint: CheckpointLike) -> str | None:
     return recorded(checkpoint, ID_FILE).get("id")
 
 
-def stream_owner(
-    checkpoint: CheckpointLike, job: str, kind: str = STREAM, processor: str | None = None
-) -> Owner:
-    """The owner a stream of `checkpoint` is (its id None while it has none)."""
-    ck = Checkpoint.of(checkpoint)
-    return Owner(checkpoint_id(ck), kind, job, ck.key, processor)
+@dataclass(frozen=True)
+class StreamOwner:
+    """A stream as an output's owner: its checkpoint (whose id it is), its job, its kind
+    (STREAM, STATEFUL_STREAM) and its processor's name (None for sessions)."""
 
+    checkpoint: CheckpointLike
+    job: str
+    kind: str = STREAM
+    processor: str | None = None
 
-def check_stream(
-    checkpoint: CheckpointLike,
-    output: str,
-    job: str,
-    kind: str = STREAM,
-    processor: str | None = None,
-) -> None:
-    """Before a stream takes its leases: refuse an output another job owns.
+    def owner(self) -> Owner:
+        """The owner this stream is (its id None while its checkpoint has none)."""
+        ck = Checkpoint.of(self.checkpoint)
+        return Owner(checkpoint_id(ck), self.kind, self.job, ck.key, self.processor)
 
-    Raises:
-        OutputOwned: one line naming the owner and what to do.
-    """
-    owner = stream_owner(checkpoint, job, kind, processor)
-    check_owner(output, Claimant(owner, lambda: _stream_wrote(checkpoint, output)))
+    def check(self, output: str) -> None:
+        """Before a stream takes its leases: refuse an output another job owns.
 
+        Raises:
+            OutputOwned: one line naming the owner and what to do.
+        """
+        check_owner(output, Claimant(self.owner(), lambda: _stream_wrote(self.checkpoint, output)))
 
-def stream_claim(
-    checkpoint: CheckpointLike,
-    output: str,
-    job: str,
-    kind: str = STREAM,
-    processor: str | None = None,
-) -> OwnerClaim:
-    """Once the start is accepted (its lease held): the stream's id, made now for a new
-    checkpoint, and the claim its batch runner makes before its first publish."""
-    if checkpoint_id(checkpoint) is None:
-        write_record(checkpoint, ID_FILE, {"id": new_id()})
-    return OwnerClaim(output, stream_owner(checkpoint, job, kind, processor))
+    def claim(self, output: str) -> OwnerClaim:
+        """Once the start is accepted (its lease held): the stream's id, made now for a new
+        checkpoint, and the claim its batch runner makes before its first publish."""
+        if checkpoint_id(self.checkpoint) is None:
+            write_record(self.checkpoint, ID_FILE, {"id": new_id()})
+        return OwnerClaim(output, self.owner())
 
 
 def _stream_wrote(checkpoint: CheckpointLike, output: str) -> bool:
