@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import pyarrow as pa
@@ -26,7 +26,7 @@ from sessionize.errors import SinkError, translated
 from sessionize.fs import resolve_fs
 from sessionize.redaction import redact_uri
 from sessionize.sinks import staging
-from sessionize.sinks.outputs import Outputs, OutputSpec
+from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
 from sessionize.sinks.owner import FileOwnerRecords, OwnerRecords
 from sessionize.sinks.replaced import keys_name
 from sessionize.state.records import FileRecords, Records
@@ -293,3 +293,14 @@ class StagedSink:
         fs, base = self._fs()
         with sink_errors(f"clearing staged batch {batch_id}"):
             staging.open_attempt(fs, base, batch_id)
+
+
+@dataclass(frozen=True)
+class RootedSink(StagedSink):
+    """A sink whose files or tables live under its root, a path or an s3:// URI. Pickles
+    as its root, job and outputs (the job's outputs, by default the session outputs):
+    executors open their own filesystem handle."""
+
+    root: str
+    job: str = "sessionize"
+    outputs: Outputs = field(default_factory=session_outputs)

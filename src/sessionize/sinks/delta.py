@@ -23,7 +23,7 @@ them. `compact_and_vacuum` is the maintenance step.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -31,10 +31,10 @@ import pyarrow.dataset as ds
 from sessionize.errors import ConfigError
 from sessionize.fs import without_options
 from sessionize.objectstore import ObjectStoreUri
-from sessionize.sinks.base import Capabilities, StagedSink
+from sessionize.sinks.base import Capabilities, RootedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
-from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
+from sessionize.sinks.outputs import OutputSpec
 
 # Kept with each table, for readers and for `compact_and_vacuum`.
 TABLE_PROPERTIES = {
@@ -44,14 +44,10 @@ TABLE_PROPERTIES = {
 
 
 @dataclass(frozen=True)
-class DeltaSink(StagedSink):
-    """Pickles as (root, job, outputs); tables are opened per call. An appended output's
-    table is created from its schema plus `batch_id`; an output replaced by key has its
-    declared columns only."""
+class DeltaSink(RootedSink):
+    """Tables are opened per call. An appended output's table is created from its schema
+    plus `batch_id`; an output replaced by key has its declared columns only."""
 
-    root: str
-    job: str = "sessionize"
-    outputs: Outputs = field(default_factory=session_outputs)
     capabilities = Capabilities(replaces_by_key=True)
 
     @classmethod

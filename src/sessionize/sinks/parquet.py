@@ -20,7 +20,7 @@ symlink to a view of them and the compacted files (views.py), switched after eac
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -30,18 +30,13 @@ from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import delete_dir, exists, location_key, without_options
 from sessionize.sinks import compaction, staging, tree_move, views
-from sessionize.sinks.base import Capabilities, StagedSink, sink_errors
-from sessionize.sinks.outputs import Outputs, session_outputs
+from sessionize.sinks.base import Capabilities, RootedSink, sink_errors
 
 
 @dataclass(frozen=True)
-class ParquetSink(StagedSink):
-    """Pickles as its root URI, job and outputs; executors open their own filesystem
-    handle. `outputs`: the job's outputs (default: the session outputs)."""
+class ParquetSink(RootedSink):
+    """Batch directories published by rename, on a local or HDFS-like filesystem."""
 
-    root: str
-    job: str = "sessionize"
-    outputs: Outputs = field(default_factory=session_outputs)
     capabilities = Capabilities(compacts=True)
 
     @classmethod

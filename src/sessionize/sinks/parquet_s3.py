@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -35,20 +35,15 @@ from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import listing, without_options
 from sessionize.objectstore import ObjectStoreUri
 from sessionize.sinks import staging
-from sessionize.sinks.base import StagedSink, sink_errors
+from sessionize.sinks.base import RootedSink, sink_errors
 from sessionize.sinks.outputs import Outputs, session_outputs
 
 COMMITS = "_commits"
 
 
 @dataclass(frozen=True)
-class ManifestParquetSink(StagedSink):
-    """Pickles as its root URI, job and outputs; executors open their own filesystem
-    handle. `outputs`: the job's outputs (default: the session outputs)."""
-
-    root: str
-    job: str = "sessionize"
-    outputs: Outputs = field(default_factory=session_outputs)
+class ManifestParquetSink(RootedSink):
+    """Batch files published by commit files, on an object store (`s3://`)."""
 
     @classmethod
     def check_place(cls, uri: str) -> None:
