@@ -22,7 +22,7 @@ from sessionize.engines.checkpoint import (
     check_or_record,
     check_or_record_processor,
 )
-from sessionize.engines.choice import engine_for
+from sessionize.engines.choice import SessionRun, engine_for
 from sessionize.engines.keyed import settings_record
 from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
@@ -105,9 +105,8 @@ class SessionStream(StreamJob):
         records, parser = reader(df, s.mapping)
         spark = df.sparkSession
         check_workers(spark)
-        engine = kind.session_engine(
-            spark, settings, state, checkpoint=ck.place, parser=parser, lease=lease
-        )
+        run = SessionRun(spark, state, ck.place, parser, lease)
+        engine = kind.session_engine(settings, run)
         return Started(spark, engine, records)
 
 

@@ -12,6 +12,7 @@ the checkpoint recorded). No caller names an engine or a kind of state.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from typing_extensions import override
@@ -30,6 +31,19 @@ from sessionize.sinks import replaced
 from sessionize.sinks.registry import open_sink
 from sessionize.state import StateBackend
 from sessionize.state.lease import Lease
+
+
+@dataclass(frozen=True)
+class SessionRun:
+    """Where a session stream's engine runs: its Spark session, the state `open_state`
+    opened (None: Spark's), the checkpoint's place, the parser of the input's records
+    and the lease the batches are fenced by."""
+
+    spark: SparkSession
+    state: StateBackend | None
+    checkpoint: str
+    parser: Parser
+    lease: Lease | None
 
 
 class EngineKind(ABC):
@@ -64,16 +78,7 @@ class EngineKind(ABC):
         `session_engine` is given."""
 
     @abstractmethod
-    def session_engine(
-        self,
-        spark: SparkSession,
-        settings: SessionSettings,
-        state: StateBackend | None,
-        *,
-        checkpoint: str,
-        parser: Parser,
-        lease: Lease | None,
-    ) -> Engine:
+    def session_engine(self, settings: SessionSettings, run: SessionRun) -> Engine:
         """The engine of a session stream, over `parser`'s records."""
 
     def keyed_engine(
@@ -107,17 +112,8 @@ class OurStore(EngineKind):
         return backend
 
     @override
-    def session_engine(
-        self,
-        spark: SparkSession,
-        settings: SessionSettings,
-        state: StateBackend | None,
-        *,
-        checkpoint: str,
-        parser: Parser,
-        lease: Lease | None,
-    ) -> Engine:
-        return SessionEngine(spark, settings, state, parser=parser, lease=lease)
+    def session_engine(self, settings: SessionSettings, run: SessionRun) -> Engine:
+        return SessionEngine(run.spark, settings, run.state, parser=run.parser, lease=run.lease)
 
     @override
     def keyed_engine(
@@ -165,16 +161,7 @@ class SparkState(EngineKind):
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override
-    def session_engine(
-        self,
-        spark: SparkSession,
-        settings: SessionSettings,
-        state: StateBackend | None,
-        *,
-        checkpoint: str,
-        parser: Parser,
-        lease: Lease | None,
-    ) -> Engine:
+    def session_engine(self, settings: SessionSettings, run: SessionRun) -> Engine:
         sink = open_sink(
             settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
         )
@@ -183,10 +170,10 @@ class SparkState(EngineKind):
             settings.state_uri,
             settings.rules,
             settings.partitions,
-            checkpoint,
+            run.checkpoint,
             sink,
             settings.max_future_us,
-            parser=parser,
+            parser=run.parser,
             mapping=settings.mapping,
         )
 
