@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from sessionize.config import SessionRules
@@ -13,7 +13,7 @@ from sessionize.content import (
     read_rules_file,
     split_list,
 )
-from sessionize.durations import Duration, duration_us
+from sessionize.durations import duration_us
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.logic.channel import parse_rules
@@ -60,23 +60,12 @@ def progress_path(explicit: str | None, root: str, name: str) -> str | None:
     return f"{root.removeprefix('file://').rstrip('/')}/{name}"
 
 
-def session_content(
-    *,
-    site_hosts: str | Iterable[str] | None = None,
-    channel_rules: str | None = None,
-    page_view_actions: str | Iterable[str] | None = None,
-    max_page_time: Duration | None = None,
-    ping_action: str | None = None,
-    heartbeat: Duration | None = None,
-    min_visit: Duration | None = None,
-    engaged_after: Duration | None = None,
-    conversions: Iterable[str | Conversion] | None = None,
-    bots: str | None = None,
-) -> SessionContent:
-    """The options of what a session carries (None: the default), checked: a
-    `--channel-rules` file is read and its rules parsed here, so that a bad line is
-    refused at start, naming it."""
+def session_content(args: Mapping[str, Any]) -> SessionContent:
+    """The SessionContent of Sessionizer's arguments named in CONTENT_ARGS (None or
+    missing: the default), checked: a `--channel-rules` file is read and its rules parsed
+    here, so that a bad line is refused at start, naming it."""
     default = SessionContent()
+    channel_rules = args.get("channel_rules")
     rules, path = None, ""
     if channel_rules:
         path = absolute_local(channel_rules)
@@ -92,19 +81,20 @@ def session_content(
         return fallback if value is None else duration_us(value, name)
 
     return SessionContent(
-        site_hosts=listed(site_hosts, ()),
+        site_hosts=listed(args.get("site_hosts"), ()),
         channel_rules=rules,
         channel_rules_path=path,
-        page_view_actions=listed(page_view_actions, default.page_view_actions),
-        max_page_time_us=us(max_page_time, "max_page_time", default.max_page_time_us),
-        ping_action=(ping_action or "").strip() or None,
-        heartbeat_us=us(heartbeat, "heartbeat", default.heartbeat_us),
-        min_visit_us=us(min_visit, "min_visit", default.min_visit_us),
-        engaged_after_us=us(engaged_after, "engaged_after", default.engaged_after_us),
+        page_view_actions=listed(args.get("page_view_actions"), default.page_view_actions),
+        max_page_time_us=us(args.get("max_page_time"), "max_page_time", default.max_page_time_us),
+        ping_action=(args.get("ping_action") or "").strip() or None,
+        heartbeat_us=us(args.get("heartbeat"), "heartbeat", default.heartbeat_us),
+        min_visit_us=us(args.get("min_visit"), "min_visit", default.min_visit_us),
+        engaged_after_us=us(args.get("engaged_after"), "engaged_after", default.engaged_after_us),
         conversions=tuple(
-            c if isinstance(c, Conversion) else parse_conversion(c) for c in conversions or ()
+            c if isinstance(c, Conversion) else parse_conversion(c)
+            for c in args.get("conversions") or ()
         ),
-        bots=bots or default.bots,
+        bots=args.get("bots") or default.bots,
     )
 
 
@@ -148,5 +138,5 @@ def event_mapping(args: Mapping[str, Any]) -> EventMapping:
         user_agent=args.get("user_agent") or None,
         last=last,
         session_columns=NEWEST_COLUMNS,
-        content=session_content(**{k: args.get(k) for k in CONTENT_ARGS}),
+        content=session_content(args),
     )

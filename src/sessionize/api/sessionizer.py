@@ -18,12 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
 from sessionize.api import launcher
-from sessionize.api.arguments import (
-    Duration,
-    duration_us,
-    event_mapping,
-    session_rules,
-)
+from sessionize.api.arguments import event_mapping, session_rules
 from sessionize.api.bounded import SessionsResult, bounded_sessions
 from sessionize.api.inputs import file_parser, reader, settle_key_type
 from sessionize.api.launcher import StreamPlaces
@@ -38,6 +33,7 @@ from sessionize.api.recorded import (
 from sessionize.api.stream_jobs import SessionStream
 from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules
+from sessionize.durations import Duration, duration_us
 from sessionize.engines.checkpoint import Checkpoint, read_settings
 from sessionize.engines.runner import Parser
 from sessionize.engines.sessions import SessionSettings

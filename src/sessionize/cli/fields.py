@@ -183,8 +183,8 @@ def pop_mapping(params: dict) -> EventMapping:
     }
     keep, last = split_keep(parse_keep(params.pop("keep_fields")))
     content = session_content(
-        conversions=params.pop("conversion"),
-        **{name: params.pop(name) for name in CONTENT_ARGS if name != "conversions"},
+        {"conversions": params.pop("conversion")}
+        | {name: params.pop(name) for name in CONTENT_ARGS if name != "conversions"}
     )
     return EventMapping(
         **paths,
