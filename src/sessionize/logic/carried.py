@@ -13,6 +13,7 @@ stream agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -43,25 +44,77 @@ def last_values(column: pa.Array, starts: np.ndarray, ends: np.ndarray) -> pa.Ar
     return column.take(pa.array(np.where(found, last, 0), mask=~found))
 
 
-def content_columns(
-    rows: pa.Table,
-    events: np.ndarray,
-    time: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    duration_ms: np.ndarray,
-    content: SessionContent,
-) -> list[pa.Array]:
-    """The columns of `schema.content_fields(content)`, in order, for the sessions whose
-    events are the runs `starts[i]..ends[i]` of `events` (indices into `rows`, sorted by
-    time); `time` in µs. Only the columns needed are taken, and the first event's fields
-    from first events only."""
-    n, n_events = len(starts), len(events)
-    session = np.repeat(np.arange(n), ends - starts + 1)
-    first_rows = pa.array(events[starts])
+@dataclass(frozen=True)
+class SessionRuns:
+    """The events of the sessions being emitted: `events` are indices into `rows`, sorted
+    by time, whose runs `starts[i]..ends[i]` are one session each; `time` the events'
+    times in µs, `duration_ms` each session's duration."""
 
-    def column(name: str) -> pa.Array:
-        return rows[name].take(pa.array(events)).combine_chunks()
+    rows: pa.Table
+    events: np.ndarray
+    time: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    duration_ms: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.starts)
+
+    @cached_property
+    def session(self) -> np.ndarray:
+        """Each event's session, 0 to n - 1."""
+        return np.repeat(np.arange(self.n), self.ends - self.starts + 1)
+
+    def column(self, name: str) -> pa.Array:
+        """Column `name` of the events, in their order."""
+        return self.rows[name].take(pa.array(self.events)).combine_chunks()
+
+
+def _action_is(actions: pa.Array, names) -> np.ndarray:
+    found = pc.is_in(actions, value_set=pa.array(list(names), pa.string()))
+    return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _outcomes(
+    runs: SessionRuns,
+    actions: pa.Array,
+    views: np.ndarray,
+    engaged_ms: np.ndarray,
+    content: SessionContent,
+) -> tuple[list[pa.Array], list[pa.Array]]:
+    """Per session, the columns from the page view count to `converted` (`views` page views,
+    `engaged_ms` engaged time), and each conversion's count, value and first time."""
+    per_conversion: list[pa.Array] = []
+    converted = np.zeros(runs.n, dtype=bool)
+    for c in content.conversions:
+        values = None
+        if c.value and c.value_column in runs.rows.column_names:
+            values = runs.column(c.value_column)
+        count, value, first_at = conversion_columns(
+            _action_is(actions, [c.action]), values, runs.time, runs.session, runs.starts
+        )
+        converted |= count > 0
+        per_conversion += [pa.array(count, pa.int64()), value, first_at]
+    engaged = engagement.engaged(runs.duration_ms, views, converted, content.engaged_after_us)
+    flags = [
+        pa.array(views, pa.int64()),
+        pa.array(engaged_ms, pa.int64()),
+        pa.array(engaged, pa.bool_()),
+        pa.array(~engaged, pa.bool_()),
+        event_counts(actions, runs.session, runs.n),
+        pa.array(converted, pa.bool_()),
+    ]
+    return flags, per_conversion
+
+
+def content_columns(runs: SessionRuns, content: SessionContent) -> list[pa.Array]:
+    """The columns of `schema.content_fields(content)`, in order, for the sessions of
+    `runs`. Only the columns needed are taken, and the first event's fields from first
+    events only."""
+    rows, events, time, starts, ends = runs.rows, runs.events, runs.time, runs.starts, runs.ends
+    n, n_events, session = runs.n, len(events), runs.session
+    first_rows = pa.array(events[starts])
 
     def first_of(name: str) -> pa.Array:
         if name not in rows.column_names:
@@ -78,34 +131,18 @@ def content_columns(
         traffic["referrer_host"],
         rules_of(content.channel_rules),
     )
-    actions = column("action")
-
-    def action_is(names) -> np.ndarray:
-        found = pc.is_in(actions, value_set=pa.array(list(names), pa.string()))
-        return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
-
-    views = engagement.page_view_count(action_is(content.page_view_actions), session, n)
+    actions = runs.column("action")
+    views = engagement.page_view_count(_action_is(actions, content.page_view_actions), session, n)
     engaged_ms = engagement.engaged_time_ms(
         time,
         session,
         starts,
         max_page_time_us=content.max_page_time_us,
-        is_ping=action_is([content.ping_action]) if content.ping_action else None,
+        is_ping=_action_is(actions, [content.ping_action]) if content.ping_action else None,
         heartbeat_us=content.heartbeat_us,
         min_visit_us=content.min_visit_us,
     )
-    per_conversion: list[pa.Array] = []
-    converted = np.zeros(n, dtype=bool)
-    for c in content.conversions:
-        values = None
-        if c.value and c.value_column in rows.column_names:
-            values = column(c.value_column)
-        count, value, first_at = conversion_columns(
-            action_is([c.action]), values, time, session, starts
-        )
-        converted |= count > 0
-        per_conversion += [pa.array(count, pa.int64()), value, first_at]
-    engaged = engagement.engaged(duration_ms, views, converted, content.engaged_after_us)
+    flags, per_conversion = _outcomes(runs, actions, views, engaged_ms, content)
     bots = is_bot(first_of("user_agent")) if n_events else np.zeros(0, dtype=bool)
     return [
         first_of("page"),
@@ -113,35 +150,20 @@ def content_columns(
         *(traffic[name] for name in QUERY_COLUMNS),
         traffic["referrer_host"],
         channel,
-        pa.array(views, pa.int64()),
-        pa.array(engaged_ms, pa.int64()),
-        pa.array(engaged, pa.bool_()),
-        pa.array(~engaged, pa.bool_()),
-        event_counts(actions, session, n),
-        pa.array(converted, pa.bool_()),
+        *flags,
         *per_conversion,
         pa.array(bots, pa.bool_()),
     ]
 
 
 def content_columns_3(
-    rows: pa.Table,
-    events: np.ndarray,
-    time: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    duration_ms: np.ndarray,
-    content: SessionContent,
-    visit: Visit,
+    runs: SessionRuns, content: SessionContent, visit: Visit
 ) -> tuple[list[pa.Array], PageViews]:
-    """Schema 3's columns (`schema.content_fields(content, 3)`) of the sessions whose events
-    are the runs `starts[i]..ends[i]` of `events`, and their page views. `visit` gives each
-    session's traffic row, click row and the session it continues (continuation.py)."""
-    n = len(starts)
-    session = np.repeat(np.arange(n), ends - starts + 1)
-
-    def column(name: str) -> pa.Array:
-        return rows[name].take(pa.array(events)).combine_chunks()
+    """Schema 3's columns (`schema.content_fields(content, 3)`) of the sessions of `runs`,
+    and their page views. `visit` gives each session's traffic row, click row and the
+    session it continues (continuation.py)."""
+    rows, events, time, starts = runs.rows, runs.events, runs.time, runs.starts
+    n, session = runs.n, runs.session
 
     def at_rows(name: str, where: np.ndarray) -> pa.Array:
         if name not in rows.column_names:
@@ -149,17 +171,12 @@ def content_columns_3(
         found = where >= 0
         return rows[name].take(pa.array(np.maximum(where, 0), mask=~found)).combine_chunks()
 
-    actions = column("action")
-
-    def action_is(names) -> np.ndarray:
-        found = pc.is_in(actions, value_set=pa.array(list(names), pa.string()))
-        return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
-
-    is_view = action_is(content.page_view_actions)
-    is_ping = action_is([content.ping_action]) if content.ping_action else None
+    actions = runs.column("action")
+    is_view = _action_is(actions, content.page_view_actions)
+    is_ping = _action_is(actions, [content.ping_action]) if content.ping_action else None
     views = page_views(time, session, starts, is_view, is_ping, content)
     pv_count = np.bincount(views.session, minlength=n).astype(np.int64)
-    pages = column("page")
+    pages = runs.column("page")
     has_view = pv_count > 0
     first_pv = np.searchsorted(views.session, np.arange(n))
     last_pv = np.searchsorted(views.session, np.arange(n), side="right") - 1
@@ -194,16 +211,7 @@ def content_columns_3(
         rules_of(content.channel_rules, 3),
     )
     engaged_ms = per_session(views.engaged_ms, views.session, n)
-    per_conversion: list[pa.Array] = []
-    converted = np.zeros(n, dtype=bool)
-    for c in content.conversions:
-        values = column(c.value_column) if c.value and c.value_column in rows.column_names else None
-        count, value, first_at = conversion_columns(
-            action_is([c.action]), values, time, session, starts
-        )
-        converted |= count > 0
-        per_conversion += [pa.array(count, pa.int64()), value, first_at]
-    engaged = engagement.engaged(duration_ms, pv_count, converted, content.engaged_after_us)
+    flags, per_conversion = _outcomes(runs, actions, pv_count, engaged_ms, content)
     first_rows = np.asarray(events)[starts] if n else np.zeros(0, np.int64)
     agents = agent_columns(at_rows("user_agent", first_rows))
     bots = agents[3].to_numpy(zero_copy_only=False) == "bot" if n else np.zeros(0, bool)
@@ -216,12 +224,7 @@ def content_columns_3(
         traffic["referrer_host"],
         channel,
         visit.continues,
-        pa.array(pv_count, pa.int64()),
-        pa.array(engaged_ms, pa.int64()),
-        pa.array(engaged, pa.bool_()),
-        pa.array(~engaged, pa.bool_()),
-        event_counts(actions, session, n),
-        pa.array(converted, pa.bool_()),
+        *flags,
         *agents,
         *per_conversion,
         pa.array(bots, pa.bool_()),

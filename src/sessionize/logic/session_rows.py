@@ -17,7 +17,13 @@ import pyarrow.compute as pc
 
 from sessionize import schema
 from sessionize.logic.boundaries import END_REASONS, US_PER_MS
-from sessionize.logic.carried import Visit, content_columns, content_columns_3, last_values
+from sessionize.logic.carried import (
+    SessionRuns,
+    Visit,
+    content_columns,
+    content_columns_3,
+    last_values,
+)
 from sessionize.logic.ids import session_ids
 from sessionize.logic.page_views import PageViews
 
@@ -186,16 +192,13 @@ def _carried(
     out = [last_values(_take(split.rows[name], events), starts, ends) for name in lay.last]
     if lay.content is None:
         return out, None
+    runs = SessionRuns(split.rows, events, split.time[pos], starts, ends, duration_ms)
     if lay.carries:
         v = split.visit
         visit = Visit(v.traffic[sel], v.click[sel], split.continues_id.take(pa.array(sel)))
-        columns, views = content_columns_3(
-            split.rows, events, split.time[pos], starts, ends, duration_ms, lay.content, visit
-        )
+        columns, views = content_columns_3(runs, lay.content, visit)
         return out + columns, views
-    out += content_columns(
-        split.rows, events, split.time[pos], starts, ends, duration_ms, lay.content
-    )
+    out += content_columns(runs, lay.content)
     return out, None
 
 
