@@ -10,15 +10,14 @@ the parse's task decoding the files (`sources.files.decode_listed`).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sessionize.api.sessionizer_settings import SessionizerSettings
 from sessionize.columns import check_columns, implied_user_type, parse_columns, resolve
 from sessionize.engines.runner import Parser
 from sessionize.errors import ConfigError
@@ -91,12 +90,13 @@ def file_parser(mapping: EventMapping) -> Parser:
     return json_parser(mapping, listing=True)
 
 
-def settle_key_type(s: Any, df: DataFrame, recorded_type: str | None) -> Any:
-    """Sessionizer `s` with the user key type settled for `df`: the explicit one, else what
-    the checkpoint recorded (`recorded_type`), else what the column implies. A column that
-    implies another type than the recorded one is refused: the checkpoint's keys would
-    silently change (or every event be invalid). (`s` is not typed here: this module sits
-    below api.sessionizer.)"""
+def settle_key_type(
+    s: SessionizerSettings, df: DataFrame, recorded_type: str | None
+) -> SessionizerSettings:
+    """A Sessionizer's settings `s` with the user key type settled for `df`: the explicit
+    one, else what the checkpoint recorded (`recorded_type`), else what the column implies.
+    A column that implies another type than the recorded one is refused: the checkpoint's
+    keys would silently change (or every event be invalid)."""
     if s.user_type_given:
         return s
     implied = user_type_of(df, s.mapping)
@@ -108,9 +108,6 @@ def settle_key_type(s: Any, df: DataFrame, recorded_type: str | None) -> Any:
             f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
             "checkpoint"
         )
-    settled = copy.copy(s)
-    settled.mapping = dataclasses.replace(
-        s.mapping, user_type=recorded_type or implied or s.mapping.user_type
-    )
-    settled.user_type_given = True
-    return settled
+    user_type = recorded_type or implied or s.mapping.user_type
+    mapping = dataclasses.replace(s.mapping, user_type=user_type)
+    return dataclasses.replace(s, mapping=mapping, user_type_given=True)

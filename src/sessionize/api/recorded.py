@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
+from sessionize.api.sessionizer_settings import SessionizerSettings, StoreSettings
+from sessionize.config import SessionRules
 from sessionize.engines.checkpoint import CheckpointLike, recorded
 from sessionize.engines.sessions import state_settings
 from sessionize.errors import ConfigError
@@ -68,46 +69,41 @@ RECORDED_ARGS = {
 RECORDED = frozenset([*RECORDED_ARGS.values(), "output_format", "session_columns"])
 
 
-def settings_record(s: Any, output_format: str) -> dict[str, object]:
-    """What a checkpoint binds of Sessionizer `s` (see engines.checkpoint): the settings
-    every job record holds (engines.sessions.state_settings), and where the job runs."""
+def settings_record(s: SessionizerSettings, output_format: str) -> dict[str, object]:
+    """What a checkpoint binds of a Sessionizer's settings `s` (see engines.checkpoint): the
+    settings every job record holds (engines.sessions.state_settings), and where the job
+    runs."""
     return {
-        "state": recorded_state(s.state),
-        **state_settings(s.rules, s.partitions, s.mapping),
-        "job": s.job,
+        "state": recorded_state(s.store.state),
+        **state_settings(s.rules, s.store.partitions, s.mapping),
+        "job": s.store.job,
         "output_format": output_format,
     }
 
 
-def resolve(s: Any, record: Mapping[str, object], output_format: str | None) -> tuple[Any, str]:
-    """A Sessionizer `s` and `output_format` with what they were not given taken from
-    `record` (see `Sessionizer.resolved`; `s` is not typed here: this module sits below
-    api.sessionizer)."""
-    given = set(s.explicit) | ({"output_format"} if output_format else set())
-    mine = s.recorded_settings(output_format or "parquet")
+def resolve(
+    s: SessionizerSettings, record: Mapping[str, object], output_format: str | None
+) -> tuple[SessionizerSettings, str]:
+    """A Sessionizer's settings `s` and `output_format` with what they were not given taken
+    from `record` (see `Sessionizer.resolved`), all counted as given then."""
+    given = set(RECORDED if s.explicit is None else s.explicit)
+    given |= {"output_format"} if output_format else set()
+    mine = settings_record(s, output_format or "parquet")
     merged = {**mine, **{k: v for k, v in record.items() if k in mine and k not in given}}
     state = str(merged["state"])
     if needs_secret(state) and "state" not in given:
         raise ConfigError(
             f"the recorded state is {state}, without its secret: give it with --state"
         )
-    out = type(s)(
-        gap=str(merged["gap"]),
-        lateness=str(merged["lateness"]),
-        close_actions=str(merged["close_actions"]).split(","),
-        state=state,
-        partitions=int(merged["partitions"]),  # type: ignore[call-overload]
-        job=str(merged["job"]),
-        max_future=s.max_future_us,
-        max_duration=str(merged["max_duration"] or "") or None,
-        timezone=str(merged["timezone"]),
-        split_at_midnight=bool(merged["split_at_midnight"]),
+    rules = SessionRules.from_record(merged)
+    store = StoreSettings(
+        s.store.state if "state" in given else state,  # as given, with its secret
+        int(merged["partitions"]),  # type: ignore[call-overload]
+        str(merged["job"]),
     )
-    if "state" in given:
-        out.state = s.state  # as given, with its secret
-    out.mapping = replace(EventMapping.from_record(merged), input_format=s.mapping.input_format)
-    out.explicit = RECORDED
-    out.user_type_given = True  # the record's, or the one given (settled before)
+    mapping = replace(EventMapping.from_record(merged), input_format=s.mapping.input_format)
+    # The user type is the record's, or the one given (settled before).
+    out = replace(s, rules=rules, mapping=mapping, store=store, explicit=None, user_type_given=True)
     return out, str(merged["output_format"])
 
 

@@ -30,6 +30,7 @@ from sessionize.api.recorded import (
     resolve,
     settings_record,
 )
+from sessionize.api.sessionizer_settings import SessionizerSettings, StoreSettings
 from sessionize.api.stream_jobs import SessionStream
 from sessionize.api.workers import check_workers
 from sessionize.config import SessionRules
@@ -40,7 +41,6 @@ from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.mapping import EventMapping
-from sessionize.state.rows import check_job
 
 OUTPUT_FORMATS = ("parquet", "delta")
 _LOG = logging.getLogger("sessionize")
@@ -158,40 +158,62 @@ class Sessionizer:
         # The recorded arguments by name (RECORDED_ARGS's keys are parameters): what the
         # caller chose; the rest takes a checkpoint's recorded value (or the default).
         given = {k: v for k, v in locals().items() if k in RECORDED_ARGS}
-        self.explicit = frozenset(RECORDED_ARGS[k] for k, v in given.items() if v is not None)
-        self.rules = session_rules(given)
-        self.mapping = event_mapping(given)
-        state = "files" if state is None else state
-        partitions = 4 if partitions is None else partitions
-        job = "sessionize" if job is None else job
-        # Without a user_type, the input's user column decides it (`_for_input`).
-        self.user_type_given = user_type is not None
-        if partitions < 1:
-            raise ConfigError("partitions must be at least 1")
-        check_job(job)  # the state stores refuse others: refused before anything is recorded
-        self.state = state
-        self.partitions = partitions
-        self.max_future_us = None if max_future is None else duration_us(max_future, "max_future")
-        self.job = job
+        self.settings = SessionizerSettings(
+            rules=session_rules(given),
+            mapping=event_mapping(given),
+            store=StoreSettings(
+                "files" if state is None else state,
+                4 if partitions is None else partitions,
+                "sessionize" if job is None else job,
+            ),
+            max_future_us=None if max_future is None else duration_us(max_future, "max_future"),
+            explicit=frozenset(RECORDED_ARGS[k] for k, v in given.items() if v is not None),
+            # Without a user_type, the input's user column decides it (`_for_input`).
+            user_type_given=user_type is not None,
+        )
 
     @classmethod
-    def of(
-        cls,
-        rules: SessionRules,
-        mapping: EventMapping,
-        *,
-        state: str,
-        partitions: int,
-        job: str,
-        max_future_us: int | None,
-        explicit: Iterable[str] | None = None,
-    ) -> Sessionizer:
-        """A Sessionizer of already validated settings (the CLI's); `explicit` names the
-        recorded settings the user gave (None: all), the others yield to a checkpoint's."""
-        s = cls(state=state, partitions=partitions, job=job, max_future=max_future_us)
-        s.rules, s.mapping, s.user_type_given = rules, mapping, True
-        s.explicit = RECORDED if explicit is None else frozenset(explicit)
+    def of(cls, settings: SessionizerSettings) -> Sessionizer:
+        """A Sessionizer of already validated settings (the CLI's).
+
+        Example:
+            >>> settings = SessionizerSettings(SessionRules(), EventMapping())
+            >>> Sessionizer.of(settings).partitions
+            4
+        """
+        s = cls.__new__(cls)
+        s.settings = settings
         return s
+
+    # The groups' settings by name, as the keyword arguments call them.
+    @property
+    def rules(self) -> SessionRules:
+        return self.settings.rules
+
+    @property
+    def mapping(self) -> EventMapping:
+        return self.settings.mapping
+
+    @property
+    def state(self) -> str:
+        return self.settings.store.state
+
+    @property
+    def partitions(self) -> int:
+        return self.settings.store.partitions
+
+    @property
+    def job(self) -> str:
+        return self.settings.store.job
+
+    @property
+    def max_future_us(self) -> int | None:
+        return self.settings.max_future_us
+
+    @property
+    def explicit(self) -> frozenset[str]:
+        """The recorded settings given (RECORDED's names)."""
+        return RECORDED if self.settings.explicit is None else self.settings.explicit
 
     def resolved(self, record: Mapping[str, object], output_format: str | None = None) -> Resolved:
         """(this Sessionizer, output format) with every recorded setting it was not given
@@ -203,7 +225,8 @@ class Sessionizer:
         >>> Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})[0].partitions
         8
         """
-        return resolve(self, record, output_format)
+        settings, output_format = resolve(self.settings, record, output_format)
+        return Sessionizer.of(settings), output_format
 
     def with_checkpoint(
         self, checkpoint: Checkpoint | str, output_format: str | None = None
@@ -213,7 +236,7 @@ class Sessionizer:
 
     def _for_input(self, df: DataFrame, recorded_type: str | None) -> Sessionizer:
         """This Sessionizer with the user key type settled for `df` (`inputs.settle_key_type`)."""
-        return settle_key_type(self, df, recorded_type)
+        return Sessionizer.of(settle_key_type(self.settings, df, recorded_type))
 
     # ------------------------------------------------------------------ bounded
 
@@ -417,7 +440,8 @@ class Sessionizer:
             compact_every=compact_every,
         )
         sessionizer = self
-        if not self.user_type_given:  # the DataFrame's user column decides: build it now
+        # Without a user type, the DataFrame's user column decides it: build it now.
+        if not self.settings.user_type_given:
             events = events() if callable(events) else events
             sessionizer = self._for_input(events, recorded_user_type(ck))
         return launcher.start(SessionStream(sessionizer, events, open_sessions), places)
@@ -448,4 +472,4 @@ class Sessionizer:
 
     def recorded_settings(self, output_format: str) -> dict[str, object]:
         """What the checkpoint is bound to (see engines.checkpoint)."""
-        return settings_record(self, output_format)
+        return settings_record(self.settings, output_format)

@@ -15,6 +15,7 @@ from sessionize.api.inputs import reader
 from sessionize.api.launcher import Started, StreamJob, StreamPlaces
 from sessionize.api.processor_settings import ProcessorSettings
 from sessionize.api.recorded import recorded_state
+from sessionize.api.sessionizer_settings import SessionizerSettings, StoreSettings
 from sessionize.api.workers import check_workers
 from sessionize.engines.checkpoint import (
     Checkpoint,
@@ -26,7 +27,6 @@ from sessionize.engines.choice import SessionRun, engine_for
 from sessionize.engines.keyed import settings_record
 from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
-from sessionize.mapping import EventMapping
 from sessionize.redaction import redact_uri
 from sessionize.sinks.owner import STATEFUL_STREAM, STREAM
 from sessionize.sinks.registry import check_open_sessions
@@ -37,9 +37,7 @@ class SessionJob(Protocol):
     """What a session stream needs of its `Sessionizer` (api/sessionizer.py), which starts
     it: the job's settings, resolved against the checkpoint's record."""
 
-    job: str
-    state: str
-    mapping: EventMapping
+    settings: SessionizerSettings
 
     def with_checkpoint(
         self, checkpoint: Checkpoint | str, output_format: str | None = None
@@ -62,8 +60,8 @@ class SessionStream(StreamJob):
     open_sessions: bool = False
     owner_kind: str = STREAM
 
-    def names(self) -> SessionJob:
-        return self.sessionizer
+    def names(self) -> StoreSettings:
+        return self.sessionizer.settings.store
 
     def check(self, places: StreamPlaces) -> None:
         engine_for(self.state).check_line(self.state)
@@ -94,7 +92,7 @@ class SessionStream(StreamJob):
         s, ck = self.sessionizer, places.checkpoint
         store_uri = self.store_uri(ck)
         # The engine of the state: ours opens and checks its store now, before Spark starts.
-        kind = engine_for(s.state)
+        kind = engine_for(s.settings.store.state)
         settings = s.engine_settings(store_uri, places.output, output_format, self.open_sessions)
         state = kind.open_state(settings, ck, store_uri)
         df = self.events() if callable(self.events) else self.events
@@ -102,7 +100,7 @@ class SessionStream(StreamJob):
             raise ConfigError(
                 "stream() needs a streaming DataFrame; use sessions() for a bounded one"
             )
-        records, parser = reader(df, s.mapping)
+        records, parser = reader(df, s.settings.mapping)
         spark = df.sparkSession
         check_workers(spark)
         run = SessionRun(spark, state, ck.place, parser, lease)

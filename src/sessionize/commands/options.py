@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from sessionize.api.arguments import progress_path, state_uri
 from sessionize.api.recorded import recorded_state
 from sessionize.api.sessionizer import Sessionizer
+from sessionize.api.sessionizer_settings import SessionizerSettings, StoreSettings
 from sessionize.engines.sessions import SessionSettings
 from sessionize.spark_session import get_spark
 
@@ -24,14 +25,9 @@ def engine_settings(opts) -> SessionSettings:
 
 def sessionizer(opts) -> Sessionizer:
     """The API's sessionizer of a StreamOptions or a BatchOptions."""
+    store = StoreSettings(opts.state, opts.partitions, opts.job)
     return Sessionizer.of(
-        opts.rules,
-        opts.mapping,
-        state=opts.state,
-        partitions=opts.partitions,
-        job=opts.job,
-        max_future_us=opts.max_future_us,
-        explicit=opts.explicit,
+        SessionizerSettings(opts.rules, opts.mapping, store, opts.max_future_us, opts.explicit)
     )
 
 
