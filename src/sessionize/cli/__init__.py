@@ -15,7 +15,7 @@ import click
 from sessionize.cli import failures, generate, maintain, params, reprocess
 from sessionize.cli.fields import given_settings, mapping_options, pop_mapping
 from sessionize.cli.hours_bar import HoursBar
-from sessionize.cli.params import DURATION, HOUR, make_rules, rules_options
+from sessionize.cli.params import DURATION, HOUR, count_option, make_rules, rules_options
 from sessionize.errors import ConfigError
 
 
@@ -190,11 +190,10 @@ def job_settings(
 @click.option("--checkpoint", required=True, help="Checkpoint directory of this query.")
 @job_options
 @spark_options
-@click.option(
+@count_option(
     "--max-files-per-trigger",
-    type=click.IntRange(1),
-    default=None,
-    help="Files of a file input per micro-batch, in modification-time order (default: all).",
+    1,
+    "Files of a file input per micro-batch, in modification-time order (default: all).",
 )
 @click.option(
     "--trigger",
@@ -203,15 +202,14 @@ def job_settings(
     help="available-now (process what is there, then exit) or processing-time=30s.",
 )
 @params.metrics_options
-@click.option(
+@count_option(
     "--compact-every",
-    type=click.IntRange(1),
-    default=None,
-    metavar="N",
-    help="Local Parquet outputs: after every N-th batch, before the next one starts, move "
+    1,
+    "Local Parquet outputs: after every N-th batch, before the next one starts, move "
     "the published batches into files of about 128 MB per session_date (per publish day "
     "for the other outputs) under OUTPUT/_compacted/; OUTPUT/NAME then shows them and the "
     "other batches (default: never; a stopped job: `sessionize maintain --compact`).",
+    metavar="N",
 )
 @click.option(
     "--source-option",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from sessionize.cli.params import count_option
+
 
 @click.command()
 @click.option("--output", required=True, help="Output of a stream or batch job.")
@@ -27,11 +29,8 @@ import click
     show_default=True,
     help="Parquet: the size of the files --compact writes.",
 )
-@click.option(
-    "--vacuum-hours",
-    type=click.IntRange(0),
-    default=None,
-    help="Delta: delete files that no table version of the last H hours uses.",
+@count_option(
+    "--vacuum-hours", 0, "Delta: delete files that no table version of the last H hours uses."
 )
 @click.option(
     "--move-output",

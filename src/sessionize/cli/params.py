@@ -1,4 +1,4 @@
-"""The command line's parameter types (durations, hours) and the session rule flags."""
+"""The command line's parameter types (durations, hours, counts) and the session rule flags."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ _RULE_OPTIONS = (
     ("--max-duration", DURATION, None, "A session lasts less than this (e.g. 24h; unset: no cap)."),
     ("--timezone", str, "UTC", "IANA zone of session_date and of --split-at-midnight."),
 )
+
+
+def count_option(name: str, least: int, help: str, **more):
+    """A flag of a whole number of at least `least`, None when left out."""
+    return click.option(name, type=click.IntRange(least), default=None, help=help, **more)
 
 
 def rules_options(f):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from sessionize.cli.params import count_option
 from sessionize.redaction import redact_uri
 
 
@@ -37,12 +38,7 @@ def state() -> None:
 
 @state.command()
 @_job_options
-@click.option(
-    "--version",
-    type=click.IntRange(0),
-    default=None,
-    help="Committed version to read (default: the last).",
-)
+@count_option("--version", 0, "Committed version to read (default: the last).")
 @click.option("--user", "user", default=None, help="Show this user's open sessions.")
 @click.option(
     "--key", "key", default=None, help="A processor's job: show this key's state rows and timer."
@@ -99,12 +95,7 @@ def inspect(checkpoint, output, state, job, version, user, key) -> None:
 @state.command()
 @_job_options
 @click.option("--to", "to", required=True, help="Parquet file to write.")
-@click.option(
-    "--version",
-    type=click.IntRange(0),
-    default=None,
-    help="Committed version to export (default: the last).",
-)
+@count_option("--version", 0, "Committed version to export (default: the last).")
 def export(checkpoint, output, state, job, to, version) -> None:
     """Write the open sessions (the columns of `sessions`, their expiry and pending events)
     as one Parquet file; a processor's job: its state rows, with each key's timer."""
@@ -176,12 +167,7 @@ def _move(checkpoint, output, state, job, to, partitions) -> None:
     metavar="STATE_URI",
     help="Our store to move the state into (files, files:PATH, a server URI).",
 )
-@click.option(
-    "--partitions",
-    type=click.IntRange(1),
-    default=None,
-    help="Partitions of the new state (default: the checkpoint's).",
-)
+@count_option("--partitions", 1, "Partitions of the new state (default: the checkpoint's).")
 def import_(checkpoint, to, partitions) -> None:
     """Read Spark's own state at the last committed batch (Spark's state data source) into
     one of our stores, verify it, and switch the checkpoint to it."""
