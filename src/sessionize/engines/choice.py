@@ -165,17 +165,7 @@ class SparkState(EngineKind):
         sink = open_sink(
             settings.output, settings.output_format, job=settings.job, mapping=settings.mapping
         )
-        assert settings.rules is not None  # a session job's settings
-        return SparkStateEngine(
-            settings.state_uri,
-            settings.rules,
-            settings.partitions,
-            run.checkpoint,
-            sink,
-            settings.max_future_us,
-            parser=run.parser,
-            mapping=settings.mapping,
-        )
+        return SparkStateEngine(settings, run.checkpoint, sink, parser=run.parser)
 
 
 # Asked in order; the last owns every state.

@@ -78,6 +78,7 @@ from sessionize.engines.runner import (
     Parser,
 )
 from sessionize.engines.session_report import SUMMED, session_line
+from sessionize.engines.sessions import SessionSettings
 from sessionize.engines.spark_processor import (
     KEY,
     PANDAS_STATE_DDL,
@@ -273,21 +274,14 @@ class SparkStateEngine(Engine):
     summed = SUMMED
 
     def __init__(
-        self,
-        state: str,
-        rules: SessionRules,
-        partitions: int,
-        checkpoint: str,
-        sink: Sink,
-        max_future_us: int | None = None,
-        parser: Parser = parse,
-        mapping: EventMapping | None = None,
+        self, settings: SessionSettings, checkpoint: str, sink: Sink, parser: Parser = parse
     ):
-        self.state = state
-        self.mapping = mapping or EventMapping()
-        self.rules = rules
-        self.partitions = partitions
-        self.max_future_us = max_future_us
+        assert settings.rules is not None  # a session job's settings
+        self.state = settings.state_uri  # `spark-rocksdb` or `spark-hdfs`
+        self.mapping = settings.mapping
+        self.rules = settings.rules
+        self.partitions = settings.partitions
+        self.max_future_us = settings.max_future_us
         self.parser = parser
         self.sink = sink
         self.records = BatchRecords(checkpoint)
