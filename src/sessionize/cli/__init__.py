@@ -126,7 +126,6 @@ def spark_options(f):
     ours)."""
     f = click.option(
         "--remote",
-        default=None,
         metavar="sc://HOST:PORT",
         help="Run through a Spark Connect server instead of a Spark driver in this process.",
     )(f)
@@ -138,7 +137,7 @@ def spark_options(f):
         help="Spark setting (repeatable), e.g. --conf spark.executor.memory=4g.",
     )(f)
     return click.option(
-        "--master", default=None, help="Spark master URL (default: local[*], or spark-submit's)."
+        "--master", help="Spark master URL (default: local[*], or spark-submit's)."
     )(f)
 
 
@@ -277,7 +276,7 @@ def stream(
     "or kafka://HOST:PORT/PREFIX?staging=DIR.",
 )
 @click.option("--from", "from_", type=HOUR, required=True, help="First hour, e.g. 2026-11-01T09.")
-@click.option("--to", "to", type=HOUR, default=None, help="Last hour (inclusive; default: --from).")
+@click.option("--to", "to", type=HOUR, help="Last hour (inclusive; default: --from).")
 @click.option(
     "--input-timezone",
     default="UTC",
@@ -340,9 +339,9 @@ def demo(workdir, hours, users, events_per_hour, master, spark_conf, remote) -> 
 
 
 @cli.command()
-@click.option("--checkpoint", default=None, help="Checkpoint of a stream job.")
-@click.option("--output", default=None, help="Output of a batch job (instead of --checkpoint).")
-@click.option("--input", "input_", default=None, help="Input (default: the last run's).")
+@click.option("--checkpoint", help="Checkpoint of a stream job.")
+@click.option("--output", help="Output of a batch job (instead of --checkpoint).")
+@click.option("--input", "input_", help="Input (default: the last run's).")
 @click.option(
     "--source-option",
     "source_options",
@@ -371,12 +370,10 @@ def status(checkpoint, output, input_, source_options, as_json) -> None:
 @click.option("--output", required=True, help="Output directory of a stream or batch job.")
 @click.option(
     "--checkpoint",
-    default=None,
     help="Checkpoint of a stream job: its progress log is CHECKPOINT/progress.jsonl.",
 )
 @click.option(
     "--progress-log",
-    default=None,
     help="Progress log to plot (default: CHECKPOINT/progress.jsonl, else OUTPUT/_progress.jsonl).",
 )
 @click.option("--to", "to", required=True, help="HTML file to write (one self-contained page).")

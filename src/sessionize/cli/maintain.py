@@ -11,7 +11,6 @@ from sessionize.cli.params import count_option
 @click.option("--output", required=True, help="Output of a stream or batch job.")
 @click.option(
     "--checkpoint",
-    default=None,
     help="Checkpoint of the stream writing --output: refuse while that stream runs.",
 )
 @click.option(
@@ -35,7 +34,6 @@ from sessionize.cli.params import count_option
 @click.option(
     "--move-output",
     metavar="NEW",
-    default=None,
     help="Move the outputs (local) to NEW, a new or empty directory, and record NEW in "
     "--checkpoint: the one way a stream's outputs change place.",
 )

@@ -101,7 +101,6 @@ def metrics_options(f):
     return click.option(
         "--metrics-port",
         type=click.IntRange(0, 65535),
-        default=None,
         metavar="PORT",
         help="Serve Prometheus metrics on http://HOST:PORT/metrics while the stream runs "
         "(0: any free port); the address is printed first.",

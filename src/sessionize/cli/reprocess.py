@@ -12,7 +12,7 @@ _STATE_HELP = (
 
 @click.command()
 @click.option("--checkpoint", required=True, help="Checkpoint of a stream job.")
-@click.option("--state", default=None, help=_STATE_HELP)
+@click.option("--state", help=_STATE_HELP)
 def history(checkpoint: str, state: str | None) -> None:
     """One line per committed batch that can still be restored, then the oldest one and why."""
     from sessionize.commands.history import batch_history, history_lines, open_checkpoint
@@ -31,7 +31,7 @@ def history(checkpoint: str, state: str | None) -> None:
     help="Last batch to keep (see `sessionize history`); -1 starts over from nothing.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would be undone; change nothing.")
-@click.option("--state", default=None, help=_STATE_HELP)
+@click.option("--state", help=_STATE_HELP)
 @click.option(
     "--accept-duplicates",
     is_flag=True,

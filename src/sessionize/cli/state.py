@@ -10,17 +10,14 @@ from sessionize.redaction import redact_uri
 
 
 def _job_options(f):
-    f = click.option(
-        "--job", default=None, help="Job name in the state (batch mode; default sessionize)."
-    )(f)
+    f = click.option("--job", help="Job name in the state (batch mode; default sessionize).")(f)
     f = click.option(
         "--state",
-        default=None,
         help="The job's state (default: the checkpoint's record, or OUTPUT/_state); needed "
         "when the checkpoint records it without its password.",
     )(f)
-    f = click.option("--output", default=None, help="Output of a batch job.")(f)
-    return click.option("--checkpoint", default=None, help="Checkpoint of a stream job.")(f)
+    f = click.option("--output", help="Output of a batch job.")(f)
+    return click.option("--checkpoint", help="Checkpoint of a stream job.")(f)
 
 
 def _locate(checkpoint, output, state, job):
@@ -39,10 +36,8 @@ def state() -> None:
 @state.command()
 @_job_options
 @count_option("--version", 0, "Committed version to read (default: the last).")
-@click.option("--user", "user", default=None, help="Show this user's open sessions.")
-@click.option(
-    "--key", "key", default=None, help="A processor's job: show this key's state rows and timer."
-)
+@click.option("--user", "user", help="Show this user's open sessions.")
+@click.option("--key", "key", help="A processor's job: show this key's state rows and timer.")
 def inspect(checkpoint, output, state, job, version, user, key) -> None:
     """Per partition and in total: versions kept, open users and sessions (a processor's
     job: keys, rows, next timer), the oldest open session, bytes, last commit time."""
