@@ -188,6 +188,139 @@ def job(args: argparse.Namespace) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def cpu_split(stats: dict[int, list[str]]) -> dict[str, float]:
+    """CPU seconds so far of this process (the driver's Python), the Spark JVM and the
+    Python workers below it (exited ones through their parents' counts), from /proc."""
+    import os
+
+    from bench_common import descendants
+
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def own(pid: int) -> float:
+        return sum(int(x) for x in stats[pid][11:13]) / tick
+
+    def reaped(pid: int) -> float:
+        return sum(int(x) for x in stats[pid][13:15]) / tick
+
+    me = os.getpid()
+    out = {"driver python": own(me), "jvm": 0.0, "python workers": 0.0}
+    for pid in descendants(me, stats):
+        java = int(stats[pid][1]) == me
+        if java:
+            out["jvm"] += own(pid)
+            out["python workers"] += reaped(pid)
+        else:
+            out["python workers"] += own(pid)
+    return out
+
+
+def stage_metrics(spark) -> dict[int, dict[str, float]]:
+    """Per finished stage of this session: its name, tasks' CPU and the bytes it read,
+    shuffled and wrote (Spark's REST API of the session's UI)."""
+    import json
+    from urllib.request import urlopen
+
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages?status=complete"
+    with urlopen(url) as reply:
+        stages = json.load(reply)
+    return {
+        s["stageId"] * 1000 + s["attemptId"]: {
+            "name": s["name"].split(" at ")[0],
+            "cpu s": s["executorCpuTime"] / 1e9,
+            "run s": s["executorRunTime"] / 1e3,
+            "input bytes": s["inputBytes"],
+            "shuffle write bytes": s["shuffleWriteBytes"],
+            "shuffle write records": s["shuffleWriteRecords"],
+            "shuffle read bytes": s["shuffleReadBytes"],
+            "output bytes": s["outputBytes"],
+        }
+        for s in stages
+    }
+
+
+def profile(args: argparse.Namespace) -> None:
+    """One job per mapping after a warm-up of each: where its CPU goes (the driver's
+    Python, the JVM, the Python workers), its stages' CPU and bytes (Spark's metrics), and
+    the state's bytes on disk after the run."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from bench_common import input_config, process_stats, write_input
+
+    from sessionize.commands.batch import BatchOptions, run_batch
+
+    root = Path(tempfile.mkdtemp(prefix="sessionize-content-profile-"))
+    try:
+        cfg = replace(input_config(args), web_data=True)
+        write_input(cfg, str(root / "in"))
+        from sessionize import spark_session
+
+        # the UI on a free port: its REST API serves the stages' metrics
+        spark = spark_session.get_spark(
+            "bench-content-profile",
+            shuffle_partitions=2,
+            conf={"spark.ui.enabled": "true", "spark.ui.port": "0"},
+        )
+        spark.range(1).count()
+        content = SessionContent(
+            ping_action="ping", conversions=(Conversion("purchase", "purchase"),)
+        )
+        mappings = {
+            "plain": EventMapping(session_columns=1),
+            "fields": EventMapping(**WEB_FIELDS, session_columns=1),
+            "schema3": EventMapping(**WEB_FIELDS, session_columns=3, content=content),
+        }
+        first = datetime(2026, 11, 1, tzinfo=UTC)
+        last = datetime(2026, 11, 1, args.hours - 1, tzinfo=UTC)
+        for i in range(2):
+            for name, mapping in mappings.items():
+                out = root / f"out-{i}-{name}"
+                opts = BatchOptions(
+                    input=str(root / "in"),
+                    output=str(out),
+                    start=first,
+                    end=last,
+                    partitions=2,
+                    mapping=mapping,
+                )
+                before_stages, before_cpu = stage_metrics(spark), cpu_split(process_stats())
+                run_batch(opts, spark, lambda _: None)
+                after_cpu = cpu_split(process_stats())
+                stages = {k: v for k, v in stage_metrics(spark).items() if k not in before_stages}
+                state = sum(f.stat().st_size for f in (out / "_state").rglob("*") if f.is_file())
+                if i == 0:
+                    shutil.rmtree(out, ignore_errors=True)
+                    continue
+                print(f"== {name}: state on disk {state:,} bytes")
+                print(
+                    "   CPU s: "
+                    + ", ".join(f"{k} {after_cpu[k] - before_cpu[k]:.2f}" for k in after_cpu)
+                )
+                by_name: dict[str, dict[str, float]] = {}
+                for s in stages.values():
+                    acc = by_name.setdefault(s["name"], {"stages": 0})
+                    acc["stages"] += 1
+                    for k, v in s.items():
+                        if k != "name":
+                            acc[k] = acc.get(k, 0) + v
+                for stage, acc in sorted(by_name.items(), key=lambda kv: -kv[1]["cpu s"]):
+                    print(
+                        f"   {stage}: "
+                        + ", ".join(
+                            f"{k} {v:,.2f}" if isinstance(v, float) else f"{k} {v:,}"
+                            for k, v in acc.items()
+                        )
+                    )
+                shutil.rmtree(out, ignore_errors=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
@@ -196,7 +329,11 @@ def main() -> None:
     parser.add_argument("--job", action="store_true", help="time whole batch jobs instead")
     parser.add_argument("--hours", type=int, default=2)
     parser.add_argument("--events-per-hour", type=int, default=100_000)
+    parser.add_argument("--profile", action="store_true", help="one job per mapping, its metrics")
     args = parser.parse_args()
+    if args.profile:
+        profile(args)
+        return
     if args.job:
         job(args)
         return

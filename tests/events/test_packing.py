@@ -67,3 +67,38 @@ def test_keys_whose_placement_is_not_computed_here_travel_as_rows():
     )
     out = pa.Table.from_batches(list(pack(iter([batch]), KEYS, "user_id", _kept, ["user_id"])))
     assert out[PACKED].null_count == out.num_rows == 3
+
+
+def test_shared_columns_cross_each_distinct_value_once_and_come_back_as_strings():
+    agents = ["Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/120.0 Safari/537.36" * 2, None]
+    batches = [
+        pa.RecordBatch.from_pydict(
+            {
+                "user_id": pa.array(np.arange(2000) + 2000 * b, pa.int64()),
+                "user_agent": pa.array([agents[i % 2] for i in range(2000)], pa.string()),
+                "url": pa.array([f"https://shop.example/p{i % 3}" for i in range(2000)]),
+                "mark": pa.nulls(2000, pa.int64()),
+            }
+        )
+        for b in range(3)
+    ]
+    columns = ["user_id", "user_agent", "url"]
+    out = pa.Table.from_batches(
+        list(pack(iter(batches), KEYS, "user_id", _kept, columns, ["user_agent", "url"]))
+    )
+    # what crosses: per packed stream the distinct values once, an index per row
+    missing = 0
+    for value in out[PACKED]:
+        rows = pa.ipc.open_stream(value.as_buffer()).read_all()
+        for name in ("user_agent", "url"):
+            assert pa.types.is_dictionary(rows.schema.field(name).type)
+            assert len(rows[name].chunk(0).dictionary) <= 3
+        missing += rows["user_agent"].null_count
+    assert missing == 3000
+    back = unpack(out.drop_columns(["mark"]))
+    assert back.schema == pa.Table.from_batches(batches).select(columns).schema
+    expected = [
+        {"user_id": u, "user_agent": agents[u % 2], "url": f"https://shop.example/p{u % 2000 % 3}"}
+        for u in range(6000)
+    ]
+    assert sorted(back.to_pylist(), key=lambda r: r["user_id"]) == expected

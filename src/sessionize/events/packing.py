@@ -9,13 +9,17 @@ mark key (engines/batch_marks.py): a few rows per task and partition cross inste
 row. The partition task unpacks them (`unpack`); every key reaches the partition it always
 did, and a rerun of the task packs the same rows.
 
+Columns named `shared` (a page URL, referrer, user agent: long values that a user's events
+repeat) cross dictionary-encoded: each distinct value once per packed stream, then an
+index per row; `unpack` gives them back as plain strings, the values unchanged.
+
 Rows the task cannot finish (the exact path's lines) and the mark rows travel as rows.
 A task holds at most FLUSH_ROWS rows or FLUSH_BYTES of them before it sends what it has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -39,11 +43,13 @@ def pack(
     key: str,
     packable: Callable[[pa.RecordBatch], pa.Array],
     columns: list[str],
+    shared: Collection[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """`batches` in `packed_schema`: the rows where `packable` holds leave packed, their
-    `columns` only, by the partition of their `key` (one per key of `keys`, in partition
-    order); the others as they are, PACKED NULL. Keys of a type whose placement is not
-    computed here (`partitioner.placed_here`) leave every row as it is."""
+    `columns` only (those of `shared` dictionary-encoded), by the partition of their `key`
+    (one per key of `keys`, in partition order); the others as they are, PACKED NULL. Keys
+    of a type whose placement is not computed here (`partitioner.placed_here`) leave every
+    row as it is."""
     held: list[pa.RecordBatch] = []
     rows = size = 0
     schema, placed = None, False
@@ -60,17 +66,25 @@ def pack(
             held.append(mine)
             rows, size = rows + mine.num_rows, size + mine.nbytes
         if rows >= FLUSH_ROWS or size >= FLUSH_BYTES:
-            yield _packed(held, keys, key, schema)
+            yield _packed(held, keys, key, schema, shared)
             held, rows, size = [], 0, 0
     if held:
-        yield _packed(held, keys, key, schema)
+        yield _packed(held, keys, key, schema, shared)
 
 
 def _packed(
-    held: list[pa.RecordBatch], keys: pa.Array, key: str, schema: pa.Schema
+    held: list[pa.RecordBatch],
+    keys: pa.Array,
+    key: str,
+    schema: pa.Schema,
+    shared: Collection[str] = (),
 ) -> pa.RecordBatch:
     """One row per partition that `held` has rows of: its mark key and its rows, packed."""
     table = pa.Table.from_batches(held)
+    for i, name in enumerate(table.column_names):
+        if name in shared:  # encoded before the rows are reordered: only indices move
+            values = table.column(i).combine_chunks()
+            table = table.set_column(i, name, pc.dictionary_encode(values))
     where = spark_partitions(table.column(key), len(keys))
     order = np.argsort(where, kind="stable")
     table = table.take(pa.array(order))

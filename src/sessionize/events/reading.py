@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.base_schema import MAPPED_COLUMNS
 from sessionize.events import batch_time, blocks
 from sessionize.events.marks import RECORDS, pass_and_mark
 from sessionize.events.packing import pack
@@ -63,7 +64,8 @@ def read_task(
     # travel as rows, every other row packed by partition (`packing`).
     marked = pass_and_mark(read(), keys, "user_id", "event_time", _judged_here)
     finished = [n for n in plan.schema.names if n != blocks.EXACT]
-    for out in pack(marked, keys, "user_id", _packable, finished):
+    shared = [n for n in MAPPED_COLUMNS if n in finished]  # long and repeated: once each
+    for out in pack(marked, keys, "user_id", _packable, finished, shared):
         now = pa.repeat(pa.scalar(now_us, pa.int64()), out.num_rows)
         yield out.append_column(batch_time.NOW_COLUMN, now)
 
