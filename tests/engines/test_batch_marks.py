@@ -20,7 +20,7 @@ from sessionize.engines.batch_marks import mark_keys, split_marks, with_marks
 from sessionize.engines.partition import check_placement
 from sessionize.engines.placement import partition_users, user_partitions
 from sessionize.events.marks import LATEST, RECORDS
-from sessionize.events.packing import unpack
+from sessionize.events.packing import PACKED, unpack
 from sessionize.mapping import EventMapping
 from sessionize.parsing import RECORDS_SCHEMA, parse, parse_exact
 from sessionize.sources.files import LISTED_FILE, decode_listed, listed_files
@@ -231,3 +231,39 @@ def test_a_partition_refuses_rows_of_a_key_spark_places_elsewhere():
     check_placement(None, "user_id", 2, PARTITIONS)
     with pytest.raises(RuntimeError, match="partition 3 of 5 received rows of keys"):
         check_placement(rows, "user_id", 3, PARTITIONS)
+
+
+def test_the_url_referrer_and_user_agent_come_back_from_the_pack_as_sparks_parse_reads_them(
+    spark,
+):
+    """The mapped URL, referrer and user agent cross packed dictionary-encoded
+    (`events.packing`): unpacked, every event holds the values Spark's own expressions
+    read from its line, repeated values, missing ones and long ones alike."""
+    mapping = EventMapping(
+        url="page.url", referrer="page.referrer", user_agent="technical.user_agent"
+    )
+    agents = ["Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0", "Googlebot/2.1 " + "x" * 3000]
+    lines = []
+    for i in range(60):
+        doc = json.loads(_line(i % 7, i))
+        doc["page"]["url"] = f"https://shop.example/p{i % 4}?utm_source=s{i % 3}"
+        if i % 5:
+            doc["page"]["referrer"] = f"https://ref{i % 2}.example/"
+        doc["technical"] = {"user_agent": agents[i % 2]} if i % 6 else {}
+        lines.append(json.dumps(doc))
+    columns = ["user_id", "event_time", "url", "referrer", "user_agent"]
+    parsed = parse(
+        _raw(spark, lines),
+        now=NOW_US,
+        max_future_us=DAY_US,
+        mapping=mapping,
+        valid_sources=False,
+        marks=mark_keys(PARTITIONS, pa.int64()),
+    )
+    crossed = parsed.toArrow()
+    assert crossed.filter(pc.is_valid(crossed[PACKED])).num_rows > 0  # they crossed packed
+    now = F.timestamp_micros(F.lit(NOW_US))
+    exact = parse_exact(_raw(spark, lines), now=now, max_future_us=DAY_US, mapping=mapping)
+    want = [{c: r[c] for c in columns} for r in exact.toArrow().to_pylist()]
+    got = [{c: r[c] for c in columns} for r in _unpacked(parsed)]
+    assert len(got) == 60 and sorted(got, key=str) == sorted(want, key=str)
