@@ -195,6 +195,30 @@ CHANGE_COLUMN = "change_value"
 GAP_COLUMN = "gap_us"
 # The event columns of the mapped page URL, referrer and user agent (`EventMapping.url`, ...).
 MAPPED_COLUMNS = ("url", "referrer", "user_agent")
+# Identity (`--anonymous-field`; docs/design.md, "Identity"): the event column of the user
+# id an event was sent with (null: none), the state columns of an anonymous id's identity
+# row (a non-null `identity_first_seen` marks it), the columns outputs name the anonymous id
+# and the stitched user by, and the `identities` output (replaced by `anonymous_id`).
+SENT_USER = "sent_user_id"
+IDENTITY_FIRST_SEEN = "identity_first_seen"
+IDENTITY_USER_TIME = "identity_user_time"
+ANONYMOUS_ID = "anonymous_id"
+STITCHED_USER_ID = "stitched_user_id"
+IDENTITIES = pa.schema(
+    [
+        pa.field(ANONYMOUS_ID, pa.string(), nullable=False),
+        pa.field("user_id", pa.string()),
+        pa.field("first_seen", TS, nullable=False),
+        pa.field("last_seen", TS, nullable=False),
+    ]
+)
+IDENTITY_COLUMNS = (
+    SENT_USER,
+    IDENTITY_FIRST_SEEN,
+    IDENTITY_USER_TIME,
+    ANONYMOUS_ID,
+    STITCHED_USER_ID,
+)
 # The last column of schema 2's and 3's sessions, after each conversion's.
 IS_BOT = "is_bot"
 # Columns added on the way out: every output's `batch_id`, the PostgreSQL staging tables'
@@ -213,8 +237,9 @@ def _reserved() -> frozenset[str]:
         INVALID_EVENTS,
         CONTENT,
         CONTENT_3,
+        IDENTITIES,
     )
-    names = {n for s in schemas for n in s.names}
+    names = {n for s in schemas for n in s.names} | set(IDENTITY_COLUMNS)
     names |= {UPDATED_BATCH, CARRIED_SESSION, STATE_USER_KEY, CHANGE_COLUMN, GAP_COLUMN, IS_BOT}
     names |= {*MAPPED_COLUMNS, *ADDED_COLUMNS}
     # The kept attributes' columns are the mapping's to name.

@@ -104,7 +104,7 @@ def _wrong(path: str, dtype: T.DataType, expected: str) -> ConfigError:
 
 def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Column, Column]:
     """(value, reason) of the user key."""
-    path = mapping.user
+    path = mapping.key_field
     missing = F.lit(f"missing {path}")
     if isinstance(dtype, T.NullType):  # a column of NULLs only (e.g. inferred from None)
         return F.lit(None).cast("long" if mapping.user_type == "long" else "string"), missing
@@ -183,7 +183,7 @@ def check_columns(schema: T.StructType, mapping: EventMapping) -> None:
 
 
 def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], Column]:
-    user, user_reason = _user(mapping, *_required(schema, mapping.user, "user"))
+    user, user_reason = _user(mapping, *_required(schema, mapping.key_field, "user"))
     ts, time_reason = _time(mapping, *_required(schema, mapping.time, "time"))
     page_col, page_type = _required(schema, mapping.page, "page")
     page = _string(mapping.page, page_col, page_type)
@@ -227,7 +227,7 @@ def _carried_columns(
     fields are) and the conversions' values (a numeric column, as text), and why a
     conversion's value is invalid (a string column's value, on the conversion's events)."""
     columns = []
-    pairs = [*mapping.last, *mapping.mapped_pairs]
+    pairs = [*mapping.read_last, *mapping.mapped_pairs]
     for name, path in pairs:
         found = resolve(schema, path)
         value = F.lit(None).cast("string") if found is None else _string(path, *found)

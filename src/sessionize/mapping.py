@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sessionize.base_schema import MAPPED_COLUMNS, RESERVED_COLUMNS
+from sessionize.base_schema import MAPPED_COLUMNS, RESERVED_COLUMNS, SENT_USER
 from sessionize.content import (
     CONVERSION_SUFFIXES,
     DEFAULT_CONTENT_RECORD,
@@ -54,6 +54,10 @@ class EventMapping:
     `change` (`--split-on-change`) is read as a kept field is (a string, null when
     missing) and `gap` (`--gap-field`) as a number of seconds; the session logic finds
     them in the event columns `change_value` and `gap_us`, which exist only when set.
+
+    With `anonymous` (`--anonymous-field`) the anonymous id keys the sessions (typed by
+    `user_type`) and the user id at `user` is read as a `last:` kept field is, into the
+    event column `sent_user_id`: a string, null when missing (docs/design.md, "Identity").
     """
 
     user: str = "user_id"
@@ -70,6 +74,7 @@ class EventMapping:
     referrer: str | None = None
     user_agent: str | None = None
     last: tuple[tuple[str, str], ...] = ()
+    anonymous: str | None = None
     session_columns: int = 1
     content: SessionContent = field(default_factory=SessionContent)
 
@@ -110,9 +115,9 @@ class EventMapping:
         _check_tree(self.fields())
 
     def fields(self) -> list[tuple[str, str]]:
-        """(flag, path) of every field read, user first."""
+        """(flag, path) of every field read, the key (user or anonymous id) first."""
         return [
-            ("--user-field", self.user),
+            self.key_flag,
             ("--time-field", self.time),
             ("--action-field", self.action),
             ("--page-field", self.page),
@@ -120,9 +125,28 @@ class EventMapping:
             *([("--split-on-change", self.change_field)] if self.change_field else []),
             *([("--gap-field", self.gap)] if self.gap else []),
             *(("--keep-fields", path) for _, path in self.last),
+            *([("--user-field", self.user)] if self.anonymous else []),
             *((flag, path) for flag, path in self.mapped()),
             *(("--conversion", c.value) for c in self.content.conversions if c.value),
         ]
+
+    @property
+    def key_flag(self) -> tuple[str, str]:
+        """(flag, path) of the field that keys the sessions: the anonymous id when set."""
+        if self.anonymous:
+            return ("--anonymous-field", self.anonymous)
+        return ("--user-field", self.user)
+
+    @property
+    def key_field(self) -> str:
+        """The path of the field that keys the sessions (the parsers' "user" column)."""
+        return self.key_flag[1]
+
+    @property
+    def read_last(self) -> tuple[tuple[str, str], ...]:
+        """(event column, path) of the fields read as `last:` kept fields are: the `last:`
+        ones and, with `--anonymous-field`, the user id (`sent_user_id`)."""
+        return self.last + (((SENT_USER, self.user),) if self.anonymous else ())
 
     @property
     def change_query(self) -> str | None:
@@ -181,6 +205,7 @@ class EventMapping:
             "url_field": self.url or "",
             "referrer_field": self.referrer or "",
             "user_agent_field": self.user_agent or "",
+            "anonymous_field": self.anonymous or "",
             "session_columns": str(self.session_columns),
             **self.content.record(),
         }
@@ -205,6 +230,7 @@ class EventMapping:
             referrer=r["referrer_field"] or None,
             user_agent=r["user_agent_field"] or None,
             last=last,
+            anonymous=r["anonymous_field"] or None,
             session_columns=int(r["session_columns"]),
             content=SessionContent.from_record(r),
         )

@@ -111,9 +111,9 @@ def _user_reason(mapping: EventMapping, user: Column) -> Column | None:
     if not mapping.string_keys:
         return None
     length = F.octet_length(user)
-    return F.when(length == 0, F.lit(f"{mapping.user}: empty string")).when(
+    return F.when(length == 0, F.lit(f"{mapping.key_field}: empty string")).when(
         length > MAX_USER_KEY_BYTES,
-        F.lit(f"{mapping.user}: longer than {MAX_USER_KEY_BYTES} bytes (UTF-8)"),
+        F.lit(f"{mapping.key_field}: longer than {MAX_USER_KEY_BYTES} bytes (UTF-8)"),
     )
 
 
@@ -129,7 +129,7 @@ def _reason(
     """Why a line is invalid, or NULL when it is a valid event; first failing rule wins."""
     corrupt = j["_corrupt_record"].isNotNull()
     dup = _duplicate(keys)
-    user = leaf(j, mapping.user)
+    user = leaf(j, mapping.key_field)
     reason = (
         F.when(value.isNull(), F.lit("unreadable record"))
         .when(F.trim(value) == "", F.lit("empty line"))
@@ -138,7 +138,7 @@ def _reason(
         .when(dup.isNotNull(), F.concat(F.lit("duplicate key: "), dup))
         .when(wrong_type.isNotNull(), wrong_type)
         .when(corrupt, F.lit("a field has the wrong type"))
-        .when(user.isNull(), F.lit(f"missing {mapping.user}"))
+        .when(user.isNull(), F.lit(f"missing {mapping.key_field}"))
         .when(leaf(j, mapping.time).isNull(), F.lit(f"missing {mapping.time}"))
         .when(ts.isNull(), bad_time)
         .when(out_of_range(ts), F.lit(R.time_out_of_range(mapping.time)))
@@ -434,7 +434,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
         mapping, F.col("value"), F.col("j"), F.col("keys"), ts, bad_time, F.col("wrong_type")
     )
     j = F.col("j")
-    user = leaf(j, mapping.user)
+    user = leaf(j, mapping.key_field)
     key = [F.xxhash64(user).alias(STATE_USER_KEY)] if mapping.string_keys else []
     gap = N.json_number(leaf(j, mapping.gap)) if mapping.gap else None
     output = [
@@ -445,7 +445,7 @@ def _plan(mapping: EventMapping, owner: tuple[str, int]) -> tuple[list[list], Co
         *(leaf(j, path).alias(name) for name, path in mapping.keep),
         *([leaf(j, mapping.change_field).alias(CHANGE_COLUMN)] if mapping.change_field else []),
         *([gap_us(gap).alias(GAP_COLUMN)] if gap is not None else []),
-        *(leaf(j, path).alias(name) for name, path in mapping.last),
+        *(leaf(j, path).alias(name) for name, path in mapping.read_last),
         *(leaf(j, path).alias(name) for name, path in mapping.mapped_pairs),
         *(leaf(j, c.value).alias(c.value_column) for c in mapping.content.conversions if c.value),
         *key,

@@ -7,12 +7,14 @@ Timestamps are microseconds in UTC everywhere, as in Spark. Partition columns
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from sessionize.base_schema import (
+    ANONYMOUS_ID,
     CARRIED_SESSION,
     CHANGE_COLUMN,
     CONTENT,
@@ -22,6 +24,9 @@ from sessionize.base_schema import (
     EVENT_KEY,
     EVENTS,
     GAP_COLUMN,
+    IDENTITIES,
+    IDENTITY_FIRST_SEEN,
+    IDENTITY_USER_TIME,
     INVALID_EVENTS,
     IS_BOT,
     LATE_EVENTS,
@@ -30,11 +35,13 @@ from sessionize.base_schema import (
     OUTPUTS,
     PAGE_VIEWS,
     PAGE_VIEWS_3,
+    SENT_USER,
     SESSIONS,
     STATE,
     STATE_EXPIRY,
     STATE_KEY,
     STATE_USER_KEY,
+    STITCHED_USER_ID,
     TS,
     UPDATED_BATCH,
 )
@@ -105,6 +112,22 @@ class Layout:
     content: SessionContent | None = None
     version: int = 1
     change_query: str | None = None
+    # `--anonymous-field` (docs/design.md, "Identity"): the events carry `sent_user_id`,
+    # the state an identity row per anonymous id, and the outputs name the key
+    # `anonymous_id`, the sessions adding `user_id` and `stitched_user_id`.
+    identity: bool = False
+    sent_user: bool = False  # the event column `sent_user_id` (identity's inner layout)
+
+    @functools.cached_property
+    def inner(self) -> Layout:
+        """The layout the session logic (`advance`) runs on: with identity, the same events
+        (`sent_user_id` among them) without the identity rows and the outputs' renames."""
+        return dataclasses.replace(self, identity=False, sent_user=self.identity)
+
+    @property
+    def key_name(self) -> str:
+        """The outputs' name for the key: `anonymous_id` with identity, else `user_id`."""
+        return ANONYMOUS_ID if self.identity else "user_id"
 
     @property
     def carries(self) -> bool:
@@ -115,7 +138,9 @@ class Layout:
     def event(self) -> pa.Schema:
         rest = [EVENT.field(i) for i in range(1, CORE)]
         core = [pa.field("user_id", self.user_type, nullable=False), *rest]
-        carried = [pa.field(n, pa.string()) for n in (*self.last, *self.mapped, *self.values)]
+        sent = (SENT_USER,) if self.sent_user or self.identity else ()
+        names = (*self.last, *sent, *self.mapped, *self.values)
+        carried = [pa.field(n, pa.string()) for n in names]
         return pa.schema(
             core + [pa.field(a, pa.string()) for a in self.attributes] + self.rule_fields + carried
         )
@@ -133,9 +158,16 @@ class Layout:
     def state_rows(self) -> pa.Schema:
         """A user's stored rows without the expiry: its open events and, with schema 3, a
         row standing for the emitted session a later one may continue (`carried_session`)."""
-        if not self.carries:
-            return self.event
-        return self.event.append(pa.field(CARRIED_SESSION, pa.string()))
+        rows = (
+            self.event.append(pa.field(CARRIED_SESSION, pa.string()))
+            if self.carries
+            else self.event
+        )
+        if self.identity:
+            rows = rows.append(pa.field(IDENTITY_FIRST_SEEN, TS)).append(
+                pa.field(IDENTITY_USER_TIME, TS)
+            )
+        return rows
 
     @functools.cached_property
     def state(self) -> pa.Schema:
@@ -167,20 +199,40 @@ class Layout:
         extra += content_fields(self.content, self.version) if self.content is not None else []
         for i, f in enumerate(extra):
             base = base.insert(at + i, f)
-        return base
+        if not self.identity:
+            return base
+        at = base.get_field_index("user_id") + 1
+        base = base.insert(at, pa.field(STITCHED_USER_ID, pa.string(), nullable=False))
+        base = base.insert(at, pa.field("user_id", pa.string()))
+        return base.set(at - 1, pa.field(ANONYMOUS_ID, self.user_type, nullable=False))
 
     @functools.cached_property
     def page_views(self) -> pa.Schema:
-        return self._with_user(PAGE_VIEWS_3 if self.carries else PAGE_VIEWS)
+        return self._keyed(self._with_user(PAGE_VIEWS_3 if self.carries else PAGE_VIEWS))
 
     @functools.cached_property
     def events(self) -> pa.Schema:
         """`events` (schema 3): every event of an emitted session."""
-        return self._with_user(EVENTS)
+        return self._keyed(self._with_user(EVENTS))
 
     @functools.cached_property
     def late_events(self) -> pa.Schema:
-        return self.event.append(LATE_EVENTS.field("watermark"))
+        """The late events as read; with identity the key is `anonymous_id` and the user
+        id an event was sent with is `user_id`."""
+        late = self.event.append(LATE_EVENTS.field("watermark"))
+        if not self.identity:
+            return late
+        return pa.schema([f.with_name(self.late_names.get(f.name, f.name)) for f in late])
+
+    @property
+    def late_names(self) -> dict[str, str]:
+        """The late output's names for event columns (the keyed core's `late_names`)."""
+        return {"user_id": ANONYMOUS_ID, SENT_USER: "user_id"} if self.identity else {}
+
+    @functools.cached_property
+    def identities(self) -> pa.Schema:
+        """`identities` (with identity): an anonymous id's current user, first and last seen."""
+        return IDENTITIES.set(0, IDENTITIES.field(0).with_type(self.user_type))
 
     @functools.cached_property
     def outputs(self) -> dict[str, pa.Schema]:
@@ -192,6 +244,8 @@ class Layout:
         }
         if self.carries:
             out["events"] = self.events
+        if self.identity:
+            out["identities"] = self.identities
         return out
 
     @functools.cached_property
@@ -200,6 +254,15 @@ class Layout:
         watermark emits it unless new events extend it, and the batch that wrote it."""
         return self.sessions.append(pa.field(STATE_EXPIRY, TS, nullable=False)).append(
             pa.field(UPDATED_BATCH, pa.int64(), nullable=False)
+        )
+
+    def _keyed(self, output: pa.Schema) -> pa.Schema:
+        """`output` with its `user_id` named `anonymous_id` when identity is on."""
+        if not self.identity:
+            return output
+        return output.set(
+            0 if output.names[0] == "user_id" else output.get_field_index("user_id"),
+            output.field("user_id").with_name(ANONYMOUS_ID),
         )
 
     def _with_user(self, base: pa.Schema, attrs_after: str | None = None) -> pa.Schema:
@@ -229,4 +292,5 @@ def layout(mapping: EventMapping | None = None) -> Layout:
         content=mapping.content if mapping.session_columns >= 2 else None,
         version=mapping.session_columns,
         change_query=mapping.change_query,
+        identity=bool(mapping.anonymous),
     )

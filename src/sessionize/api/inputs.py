@@ -33,7 +33,7 @@ def is_json(df: DataFrame, mapping: EventMapping) -> bool:
     rather than typed columns."""
     if is_listing(df):
         return True
-    if "value" not in df.columns or resolve(df.schema, mapping.user) is not None:
+    if "value" not in df.columns or resolve(df.schema, mapping.key_field) is not None:
         return False
     return isinstance(df.schema["value"].dataType, T.StringType | T.BinaryType)
 
@@ -43,7 +43,7 @@ def user_type_of(df: DataFrame, mapping: EventMapping) -> str | None:
     one `long` keys; None for JSON lines or a column of another type (nothing implied)."""
     if is_json(df, mapping):
         return None
-    return implied_user_type(df.schema, mapping.user)
+    return implied_user_type(df.schema, mapping.key_field)
 
 
 def json_records(df: DataFrame) -> DataFrame:
@@ -104,7 +104,7 @@ def settle_key_type(
         kind = "a string" if implied == "string" else "an integer"
         raise ConfigError(
             f"the checkpoint's users have {recorded_type} keys but the column "
-            f"{s.mapping.user} is {kind}, which gives {implied} keys: pass "
+            f"{s.mapping.key_field} is {kind}, which gives {implied} keys: pass "
             f"user_type='{recorded_type}' to keep the checkpoint's keys, or use a new "
             "checkpoint"
         )

@@ -11,7 +11,7 @@ and `user_key` with string ids) is the stored form of a processor with those nam
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ class Declared:
     timer: str
     store_key: str  # the key column itself with int64 keys
     rows: RowSpec
+    late_names: dict[str, str]  # the late output's names for input columns, where they differ
 
     @property
     def string_keys(self) -> bool:
@@ -53,7 +54,8 @@ class Declared:
         declared = self.outputs.get(self.late_output)
         if declared is not None:
             return declared.schema
-        return rows.append(pa.field(WATERMARK, TIMER_TYPE, nullable=False))
+        renamed = pa.schema([f.with_name(self.late_names.get(f.name, f.name)) for f in rows])
+        return renamed.append(pa.field(WATERMARK, TIMER_TYPE, nullable=False))
 
 
 def declared(processor: Processor) -> Declared:
@@ -97,6 +99,11 @@ def declared(processor: Processor) -> Declared:
             raise fail(f"`late_output` {late!r} is not an output name")
         if late in outputs and outputs[late].mode != "append":
             raise fail(f"late output '{late}' must be appended, not replaced by key")
+    late_names = processor.late_names
+    if not isinstance(late_names, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in late_names.items()
+    ):
+        raise fail("`late_names` must map input column names to output column names")
     stored = schema.append(pa.field(timer, TIMER_TYPE, nullable=False))
     if key_type == pa.string():
         stored = stored.append(pa.field(store_key, pa.int64(), nullable=False))
@@ -106,7 +113,19 @@ def declared(processor: Processor) -> Declared:
         rows = RowSpec(stored, key=store_key, expiry=timer)
     except ConfigError as e:
         raise fail(str(e)) from e
-    return Declared(who, key, key_type, event_time, schema, outputs, late, timer, store_key, rows)
+    return Declared(
+        who,
+        key,
+        key_type,
+        event_time,
+        schema,
+        outputs,
+        late,
+        timer,
+        store_key,
+        rows,
+        dict(late_names),
+    )
 
 
 def _output(name: object, value: object, fail: Callable[[str], Exception]) -> Output:

@@ -69,6 +69,9 @@ class Processor(ABC):
         late_output: the output that receives the rows older than the watermark (default
             "late": the input's columns plus `watermark`; declare it in `outputs` to fix
             its columns).
+        late_names: the late output's name for an input column, where it differs (an
+            input column `user_id` that the outputs call `anonymous_id`, say). Default:
+            the input's names.
         sorted_rows: True (the default): `rows` come sorted by (key, event time). A
             processor that orders its rows itself sets False and gets them in the batch's
             order, which saves a sort and a copy of every row.
@@ -107,6 +110,7 @@ class Processor(ABC):
     state_schema: pa.Schema
     outputs: Mapping[str, pa.Schema | Output] = {}
     late_output: ClassVar[str] = "late"
+    late_names: Mapping[str, str] = {}
     sorted_rows: ClassVar[bool] = True
     gauges: ClassVar[tuple[str, ...]] = ()
     timer_column: ClassVar[str] = "_timer"

@@ -294,6 +294,8 @@ def _split_late(
     is_late = pc.less(us, watermark_before)
     late = rows.filter(is_late)
     mark = pa.array(np.full(late.num_rows, watermark_before, np.int64)).cast(TIMER_TYPE)
+    if d.late_names:
+        late = late.rename_columns([d.late_names.get(n, n) for n in late.column_names])
     late = late.append_column(pa.field(WATERMARK, TIMER_TYPE, nullable=False), mark)
     late = late.select([n for n in schema.names if n in late.column_names])
     order = [(f.name, "ascending") for f in late.schema if _sortable(f.type)]

@@ -11,9 +11,10 @@ flag and the path, with the nearest field names a sample of the input holds ("di
 context.page.url?"); the batch record keeps the judgement (`status` shows it).
 
 Judged: every path a mapping sets beyond the sample contract's (the default `--keep-fields`
-and the `action` field are optional there: events without them are normal); a
-conversion's value among that conversion's own events, when there are some. The user, time
-and page are required: a typo there makes every line invalid, which `warnings` says.
+and the `action` field are optional there: events without them are normal), the user id
+with `--anonymous-field`; a conversion's value among that conversion's own events, when
+there are some. The user (or anonymous id), time and page are required: a typo there
+makes every line invalid, which `warnings` says.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN, SENT_USER
 from sessionize.events.rules import DEFAULT_ACTION
 from sessionize.mapping import DEFAULT_KEEP, EventMapping
 from sessionize.parsing import RECORDS_SCHEMA, parse
@@ -69,6 +70,8 @@ def judged_paths(mapping: EventMapping) -> list[Judged]:
     if m.gap:
         out.append(Judged("--gap-field", m.gap, m.gap, GAP_COLUMN))
     out += [Judged("--keep-fields", f"last:{n}={p}", p, n) for n, p in m.last]
+    if m.anonymous:  # the user id is optional then: a typo would leave every user unknown
+        out.append(Judged("--user-field", m.user, m.user, SENT_USER))
     out += [
         Judged(flag, path, path, name)
         for (flag, path), (name, _) in zip(m.mapped(), m.mapped_pairs, strict=True)

@@ -276,7 +276,7 @@ def _accepted(
         lo, hi, switches = todo.pop()
         start = 0 if lo == 0 else int(ends[lo - 1])
         got = _read(p, data.slice(start, int(ends[hi - 1]) - start))
-        if not isinstance(got, str) and len(got[p.mapping.user]) == hi - lo:
+        if not isinstance(got, str) and len(got[p.mapping.key_field]) == hi - lo:
             out.append((lo, got))
             continue
         other = _switched(p, got) if isinstance(got, str) else None
@@ -330,7 +330,7 @@ def _parse_lines(
         reading = _accepted(reading, data, ends, lo, min(lo + _BLOCK_LINES, n), parts)
     read = np.zeros(n, bool)
     for first, got in parts:
-        read[first : first + len(got[p.mapping.user])] = ~got[NOT_FINITE].to_numpy(
+        read[first : first + len(got[p.mapping.key_field])] = ~got[NOT_FINITE].to_numpy(
             zero_copy_only=False
         )
     columns = {}
@@ -379,7 +379,7 @@ def read_block(
     # (whether, reason) in the order of the rules: the first that holds is the reason
     valid_us = _numbers(us)
     steps = [
-        (_nulls(user), R.missing(m.user)),
+        (_nulls(user), R.missing(m.key_field)),
         (_nulls(time), R.missing(m.time)),
         (_nulls(us), R.bad_time(m.time, m.time_format)),
         ((valid_us < R.MIN_US) | (valid_us > R.MAX_US), R.time_out_of_range(m.time)),
@@ -392,8 +392,8 @@ def read_block(
         steps.append((bad, R.bad_gap(m.gap)))
     if m.string_keys:
         size = _numbers(pc.binary_length(user))
-        steps.append((size == 0, R.empty_key(m.user)))
-        steps.append((size > R.KEY_BYTES, R.long_key(m.user)))
+        steps.append((size == 0, R.empty_key(m.key_field)))
+        steps.append((size > R.KEY_BYTES, R.long_key(m.key_field)))
     if now_us is not None and max_future_us is not None:
         steps.append((valid_us > now_us + max_future_us, R.too_far_ahead(m.time)))
     has_error = ~_nulls(error)

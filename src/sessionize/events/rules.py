@@ -126,14 +126,14 @@ def field_rules(mapping: EventMapping | None = None) -> tuple[FieldRule, ...]:
     user = STRING if m.string_keys else INTEGER
     time = STRING if m.time_format == "iso8601" else NUMBER
     return (
-        FieldRule("user_id", m.user, user, "user", required=True),
+        FieldRule("user_id", m.key_field, user, "user", required=True),
         FieldRule("event_time", m.time, time, "time", required=True),
         FieldRule("page", m.page, STRING, "page", required=True),
         FieldRule("action", m.action, STRING, "action", default=DEFAULT_ACTION),
         *(FieldRule(name, path, STRING, "keep") for name, path in m.keep),
         *([FieldRule(CHANGE_COLUMN, m.change_field, STRING, "change")] if m.change_field else []),
         *([FieldRule(GAP_COLUMN, m.gap, NUMBER, "gap")] if m.gap else []),
-        *(FieldRule(name, path, STRING, "last") for name, path in m.last),
+        *(FieldRule(name, path, STRING, "last") for name, path in m.read_last),
         *(FieldRule(name, path, STRING, "mapped") for name, path in m.mapped_pairs),
         *(
             FieldRule(c.value_column, c.value, ANY, "value")

@@ -17,9 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
+from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME
 from sessionize.config import SessionRules, format_duration
 from sessionize.core import Context, Output, Processor, Update
 from sessionize.logic.bots import is_bot
+from sessionize.logic.identity_step import identity_rows, keyed, split_state, stitch, with_users
+from sessionize.logic.result import StepResult
 from sessionize.logic.sessions import advance
 
 USER = schema.STATE_KEY
@@ -62,6 +65,11 @@ class SessionProcessor(Processor):
         open_sessions: also write `open_sessions`, the sessions still open, replaced by
             `user_id` every batch.
 
+    With identity (a layout of `--anonymous-field`) the key is the anonymous id: its state
+    also holds its identity row, kept after its sessions close (logic/identity_step.py),
+    and the outputs name the key `anonymous_id`, the sessions adding `user_id` and
+    `stitched_user_id` (docs/design.md, "Identity").
+
     Example:
         >>> from sessionize.config import SessionRules
         >>> p = SessionProcessor(SessionRules(gap_us=1_800_000_000, lateness_us=0))
@@ -88,6 +96,7 @@ class SessionProcessor(Processor):
         self.open_sessions = open_sessions
         lay = self.layout
         self.state_schema = lay.state_rows
+        self.late_names = lay.late_names
         outputs: dict[str, pa.Schema | Output] = {
             "sessions": lay.sessions,
             "page_views": lay.page_views,
@@ -96,7 +105,9 @@ class SessionProcessor(Processor):
         if lay.carries:
             outputs[EVENTS] = lay.events
         if open_sessions:
-            outputs[schema.OPEN_SESSIONS] = Output(lay.open_sessions, mode="replace", key=USER)
+            outputs[schema.OPEN_SESSIONS] = Output(
+                lay.open_sessions, mode="replace", key=lay.key_name
+            )
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
 
     @property
@@ -124,13 +135,16 @@ class SessionProcessor(Processor):
     def process(self, state: pa.Table, rows: pa.Table, ctx: Context) -> Update:
         """`advance` over the handed-in users: their new state rows and expiry (timer), the
         users with no open session left removed, the emitted sessions and page views."""
+        stored = None
+        if self.layout.identity:
+            state, stored = split_state(state)
         result = advance(
             state,
             rows,
             rules=self.rules,
             watermark_before=ctx.watermark_before,
             watermark_after=ctx.watermark_after,
-            layout=self.layout,
+            layout=self.layout.inner,
             open_sessions=self.open_sessions,
         )
         puts = result.state_puts
@@ -154,11 +168,64 @@ class SessionProcessor(Processor):
             "open_sessions": s.open_sessions_after - s.open_sessions_before,
             "open_users": new_users - len(result.state_removes),
         }
+        if stored is not None:
+            return self._identified(result, state, stored, outputs, deletes, counters)
         return Update(
             state=puts.select(self.state_schema.names),
             remove=result.state_removes,
             outputs=outputs,
             timers=_expiries(puts),
+            counters=counters,
+            deletes=deletes,
+        )
+
+    def _identified(
+        self,
+        result: StepResult,
+        state: pa.Table,
+        stored: pa.Table,
+        outputs: dict[str, pa.Table],
+        deletes: dict[str, pa.Table],
+        counters: dict[str, int],
+    ) -> Update:
+        """The update with identity: the outputs keyed by `anonymous_id`, the sessions'
+        users, and every handed-in id's identity row among its state rows (an id whose
+        sessions all closed keeps it, without a timer)."""
+        lay = self.layout
+        assert result.runs is not None
+        st = stitch(stored, state, result.runs)
+        outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
+        outputs["page_views"] = keyed(outputs["page_views"], lay.page_views)
+        if EVENTS in outputs:
+            outputs[EVENTS] = keyed(outputs[EVENTS], lay.events)
+        if self.open_sessions:
+            rows = outputs[schema.OPEN_SESSIONS]
+            outputs[schema.OPEN_SESSIONS] = with_users(rows, st.open_users, lay.open_sessions)
+            deletes = {
+                schema.OPEN_SESSIONS: deletes[schema.OPEN_SESSIONS].rename_columns([lay.key_name])
+            }
+        events = result.state_puts
+        n = events.num_rows
+        events = events.append_column(IDENTITY_FIRST_SEEN, pa.nulls(n, schema.TS))
+        events = events.append_column(IDENTITY_USER_TIME, pa.nulls(n, schema.TS))
+        keys = st.identities.column("anonymous_id")
+        puts = pa.concat_tables(
+            [
+                events.select(lay.state_rows.names).cast(lay.state_rows),
+                identity_rows(st.identities, lay),
+            ]
+        ).sort_by(USER)
+        timers = _expiries(result.state_puts)
+        only = pc.filter(keys, pc.invert(pc.is_in(keys, value_set=timers.column(USER))))
+        timers = pa.concat_tables(
+            [timers, pa.table({USER: only, "at": pa.nulls(len(only), pa.int64())})]
+        )
+        removes = result.state_removes
+        return Update(
+            state=puts,
+            remove=removes.filter(pc.invert(pc.is_in(removes, value_set=keys))),
+            outputs=outputs,
+            timers=timers,
             counters=counters,
             deletes=deletes,
         )

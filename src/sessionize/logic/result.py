@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -39,6 +40,19 @@ class StepStats:
 
 
 @dataclass(frozen=True)
+class SessionRuns:
+    """Every session of the handed-in users, emitted or open, as a run of its events in
+    sorted (user, time, page) order: what identity stitching reads (logic/identity.py)."""
+
+    keys: pa.Array  # per event: the key (the anonymous id with identity)
+    times: pa.Array  # per event: its time
+    sent: pa.Array  # per event: the user id it was sent with (null: none)
+    starts: np.ndarray  # per session: its first event's index
+    ends: np.ndarray  # per session: one past its last event's index
+    emitted: np.ndarray  # per session: emitted in this batch (else still open)
+
+
+@dataclass(frozen=True)
 class StepResult:
     """The outputs of advancing one partition by one micro-batch.
 
@@ -61,3 +75,4 @@ class StepResult:
     open_sessions: pa.Table | None = None
     touched: pa.Array | None = None
     events: pa.Table | None = None  # EVENTS rows of the emitted sessions (schema 3)
+    runs: SessionRuns | None = None  # with `sent_user_id` among the events (identity)

@@ -47,13 +47,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN, SENT_USER
 from sessionize.config import SessionRules
 from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
 from sessionize.logic.continuation import Carry, Sources, read_carry
 from sessionize.logic.ids import same_millisecond
-from sessionize.logic.result import StepResult, StepStats
+from sessionize.logic.result import SessionRuns, StepResult, StepStats
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.sort_order import sort_order
 from sessionize.logic.traffic import per_distinct, query_value
@@ -180,10 +180,12 @@ def advance(
         open_users_after=len(open_users),
         bot_events=bot_events,
     )
-    if not open_sessions:
-        return StepResult(
-            sessions, page_views, late, state_puts, state_removes, stats, events=emitted_events
-        )
+    held = {}
+    if open_sessions:
+        held = {
+            "open_sessions": open_session_rows(split, lay),
+            "touched": user_values(np.unique(user)),
+        }
     return StepResult(
         sessions,
         page_views,
@@ -191,9 +193,22 @@ def advance(
         state_puts,
         state_removes,
         stats,
-        open_sessions=open_session_rows(split, lay),
-        touched=user_values(np.unique(user)),
         events=emitted_events,
+        runs=_runs(split) if lay.sent_user else None,
+        **held,
+    )
+
+
+def _runs(split: _Split) -> SessionRuns:
+    """The sessions as runs of their events, with the user ids the events were sent with."""
+    taken = pa.array(split.order)
+    return SessionRuns(
+        keys=split.rows["user_id"].combine_chunks().take(taken),
+        times=_ts(split.time),
+        sent=split.rows[SENT_USER].combine_chunks().take(taken),
+        starts=split.starts,
+        ends=split.ends + 1,
+        emitted=split.emitted,
     )
 
 

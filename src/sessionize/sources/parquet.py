@@ -45,8 +45,8 @@ def _fields(mapping: EventMapping) -> dict[str, tuple[str, bool]]:
     m = mapping
     user = "integer" if m.user_type == "long" else "string"
     time = "time" if m.time_format == "iso8601" else "number"
-    out = {m.user: (user, True), m.time: (time, True), m.page: ("string", True)}
-    strings = (m.action, *(p for _, p in (*m.keep, *m.last, *m.mapped_pairs)), m.change)
+    out = {m.key_field: (user, True), m.time: (time, True), m.page: ("string", True)}
+    strings = (m.action, *(p for _, p in (*m.keep, *m.read_last, *m.mapped_pairs)), m.change)
     for path in filter(None, strings):
         out.setdefault(path, ("string", False))
     for path in filter(None, (m.gap, *(c.value for c in m.content.conversions))):

@@ -1,0 +1,160 @@
+"""Identity in the session processor, batch after batch through the keyed core's `step`:
+sessions per anonymous id carry the user known when they are emitted, every anonymous id
+keeps its identity row after its sessions close, and any split into batches gives what one
+batch gives; all against a plain loop over the events in time order (test_identity.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from sessionize import schema
+from sessionize.config import SessionRules
+from sessionize.core.declared import NEVER_US, declared
+from sessionize.core.step import step
+from sessionize.logic.processor import SessionProcessor
+from sessionize.mapping import EventMapping
+
+from .test_identity import GAP, T0, cut, reference, visits
+
+RULES = SessionRules(gap_us=GAP * 1_000_000, lateness_us=0, close_actions=())
+LAYOUT = schema.layout(
+    EventMapping(anonymous="anonymous_id", user_type="string", session_columns=3)
+)
+FAR = 2**62
+
+
+def us(seconds: int) -> int:
+    return int((T0 + dt.timedelta(seconds=seconds)).timestamp()) * 1_000_000
+
+
+def events_table(events: list[dict]) -> pa.Table:
+    rows = [
+        {
+            "user_id": e["anonymous_id"],
+            "event_time": T0 + dt.timedelta(seconds=e["t"]),
+            "page": e["page"],
+            "action": "view",
+            "sent_user_id": e["user_id"],
+        }
+        for e in events
+    ]
+    return pa.Table.from_pylist(rows, schema=LAYOUT.event)
+
+
+def run(events: list[dict], cuts: list[int], open_sessions: bool = False) -> dict:
+    """The events in time order, cut into batches at `cuts`, then a batch that closes all."""
+    processor = SessionProcessor(RULES, LAYOUT, open_sessions=open_sessions)
+    store = declared(processor).rows.empty()
+    out: dict[str, list] = {"sessions": [], "page_views": [], "open_sessions": []}
+    bounds = [0, *cuts, len(events)]
+    before = None
+    for batch_id, (lo, hi) in enumerate([*zip(bounds, bounds[1:], strict=False), (0, 0)]):
+        batch = events[lo:hi]
+        latest = max((us(e["t"]) for e in events[:hi]), default=None)
+        after = FAR if (lo, hi) == (0, 0) else latest
+        got = step(
+            processor,
+            store,
+            events_table(batch),
+            batch_id=batch_id,
+            partition=0,
+            watermark_before=before,
+            watermark_after=after,
+        )
+        assert got.outputs["late_events"].num_rows == 0
+        for name in out:
+            if name in got.outputs:
+                out[name] += got.outputs[name].to_pylist()
+        gone = pa.concat_arrays([got.removes, got.puts.column("user_key").combine_chunks()])
+        store = pa.concat_tables(
+            [store.filter(pc.invert(pc.is_in(store["user_key"], value_set=gone))), got.puts]
+        )
+        before = after
+    out["store"] = store
+    return out
+
+
+def in_time_order(seed: int) -> list[dict]:
+    events = sorted(visits(seed), key=lambda e: e["t"])
+    return [{**e, "page": f"p{i}"} for i, e in enumerate(events)]  # no duplicates
+
+
+def expected_sessions(events: list[dict]) -> list[tuple]:
+    """(anonymous id, start, user id, stitched user id) of every session, by the loop."""
+    sessions = cut(events)
+    out = []
+    for i, s in enumerate(sessions):
+        anon = s[0]["anonymous_id"]
+        so_far = [e for t in sessions[: i + 1] if t[0]["anonymous_id"] == anon for e in t]
+        user = reference(so_far)[anon]["user_id"]
+        out.append((anon, min(e["t"] for e in s), user, user or anon))
+    return sorted(out, key=str)
+
+
+def got_sessions(rows: list[dict]) -> list[tuple]:
+    out = [
+        (
+            r["anonymous_id"],
+            round((r["start_time"] - T0).total_seconds()),
+            r["user_id"],
+            r["stitched_user_id"],
+        )
+        for r in rows
+    ]
+    return sorted(out, key=str)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sessions_carry_the_user_known_when_emitted_in_any_batches(seed):
+    events = in_time_order(seed)
+    want = expected_sessions(events)
+    whole = run(events, [])
+    assert got_sessions(whole["sessions"]) == want
+    n = len(events)
+    streamed = run(events, [n // 5, n // 3, n // 2, 2 * n // 3, 4 * n // 5])
+    assert got_sessions(streamed["sessions"]) == want
+    assert all("anonymous_id" in r for r in streamed["page_views"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_anonymous_id_keeps_its_identity_after_its_sessions_close(seed):
+    events = in_time_order(seed)
+    n = len(events)
+    store = run(events, [n // 4, n // 2, 3 * n // 4])["store"]
+    # every session closed: the store holds one identity row per anonymous id, no timer
+    assert store.num_rows == store.group_by("user_id").aggregate([]).num_rows
+    kept = {
+        r["user_id"]: {
+            "user_id": r["sent_user_id"],
+            "first": round((r["identity_first_seen"] - T0).total_seconds()),
+            "last": round((r["event_time"] - T0).total_seconds()),
+        }
+        for r in store.to_pylist()
+    }
+    assert kept == reference(events)
+    assert set(store.column("expires_at").cast(pa.int64()).to_pylist()) == {NEVER_US}
+
+
+def test_open_sessions_carry_the_user_known_now():
+    events = [
+        {"anonymous_id": "a", "t": 0, "user_id": None, "page": "p0"},
+        {"anonymous_id": "a", "t": 60, "user_id": "ann", "page": "p1"},  # login mid-visit
+        {"anonymous_id": "b", "t": 60, "user_id": None, "page": "p2"},
+    ]
+    out = run(events, [1], open_sessions=True)
+    first = {
+        r["anonymous_id"]: (r["user_id"], r["stitched_user_id"])
+        for r in out["open_sessions"]
+        if r["updated_batch"] == 0
+    }
+    assert first == {"a": (None, "a")}  # batch 0: the login is not there yet
+    second = {
+        r["anonymous_id"]: (r["user_id"], r["stitched_user_id"])
+        for r in out["open_sessions"]
+        if r["updated_batch"] == 1
+    }
+    assert second == {"a": ("ann", "ann"), "b": (None, "b")}
