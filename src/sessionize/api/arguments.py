@@ -137,6 +137,7 @@ def event_mapping(args: Mapping[str, Any]) -> EventMapping:
         referrer=args.get("referrer") or None,
         user_agent=args.get("user_agent") or None,
         last=last,
+        anonymous=args.get("anonymous_field") or None,
         session_columns=NEWEST_COLUMNS,
         content=session_content(args),
     )

@@ -19,8 +19,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sessionize.config import SessionRules
+from sessionize.core.step import step
 from sessionize.engines.runner import Parser
 from sessionize.logic import advance
+from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 from sessionize.schema import INVALID_EVENTS, Layout, layout
 
@@ -66,7 +68,19 @@ def _emitted_task(rules: SessionRules, lay: Layout, output: str, batches: Iterat
     if not received:
         return
     events = pa.Table.from_batches(received)
-    step = advance(
+    if lay.identity:  # the identity rows and columns are the processor's (logic/processor.py)
+        done = step(
+            SessionProcessor(rules, lay),
+            None,
+            events.cast(lay.event),
+            batch_id=0,
+            partition=0,
+            watermark_before=None,
+            watermark_after=_END_OF_TIME_US,
+        )
+        yield from done.outputs[output].cast(lay.outputs[output]).to_batches()
+        return
+    result = advance(
         lay.state.empty_table(),
         events.cast(lay.event),
         rules=rules,
@@ -74,9 +88,11 @@ def _emitted_task(rules: SessionRules, lay: Layout, output: str, batches: Iterat
         watermark_after=_END_OF_TIME_US,
         layout=lay,
     )
-    emitted = {"sessions": step.sessions, "page_views": step.page_views, "events": step.events}[
-        output
-    ]
+    emitted = {
+        "sessions": result.sessions,
+        "page_views": result.page_views,
+        "events": result.events,
+    }[output]
     yield from emitted.cast(lay.outputs[output]).to_batches()
 
 

@@ -41,6 +41,7 @@ RECORDED_ARGS = {
     "partitions": "partitions",
     "job": "job",
     "user": "user_field",
+    "anonymous_field": "anonymous_field",
     "time": "time_field",
     "page": "page_field",
     "action": "action_field",

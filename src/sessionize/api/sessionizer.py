@@ -65,6 +65,10 @@ class Sessionizer:
             `redis://...`, `dynamodb://...`, `spark-rocksdb` or `spark-hdfs`.
         partitions: State partitions, users hashed to them; fixed for a state's life.
         user: Dotted path of the user id (a struct field like `a.b`, or a top-level name).
+        anonymous_field: Dotted path of the anonymous id (a cookie or device id on every
+            event). Set, it keys the sessions (typed by `user_type`), `user` may be null
+            or missing (a string when present), and sessions carry `anonymous_id`,
+            `user_id` and `stitched_user_id` (docs/concepts/identity.md).
         time: Dotted path of the event time.
         page: Dotted path of the page.
         action: Dotted path of the action (absent or NULL means `view`).
@@ -128,6 +132,7 @@ class Sessionizer:
         partitions: int | None = None,
         *,
         user: str | None = None,
+        anonymous_field: str | None = None,
         time: str | None = None,
         page: str | None = None,
         action: str | None = None,

@@ -23,6 +23,15 @@ from sessionize.mapping import (
 _DEFAULT = EventMapping()
 _OPTIONS = (
     ("--user-field", {"default": _DEFAULT.user, "help": "Dotted path of the user id."}),
+    (
+        "--anonymous-field",
+        {
+            "metavar": "PATH",
+            "default": None,
+            "help": "The anonymous id (cookie, device): sessions per anonymous id, stitched "
+            "to the user id (then optional).",
+        },
+    ),
     ("--time-field", {"default": _DEFAULT.time, "help": "Dotted path of the event time."}),
     ("--page-field", {"default": _DEFAULT.page, "help": "Dotted path of the page."}),
     (
@@ -160,6 +169,7 @@ _PATHS = {
     "action": "action_field",
 }
 _OPTIONAL_PATHS = {
+    "anonymous": "anonymous_field",
     "change": "split_on_change",
     "gap": "gap_field",
     "url": "url_field",

@@ -50,6 +50,13 @@ from sessionize.redaction import redact_uri
     "purchases (action purchase, order.value); without it, the data is unchanged.",
 )
 @click.option(
+    "--identity-data",
+    is_flag=True,
+    help="Key events by an anonymous id (anonymous_id: a device, some shared, some users "
+    "on two) and send user_id (a string) only while logged in: logins mid-visit, "
+    "remembered, logouts; without it, the data is unchanged.",
+)
+@click.option(
     "--gap",
     type=DURATION,
     default="10m",

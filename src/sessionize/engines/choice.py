@@ -158,6 +158,11 @@ class SparkState(EngineKind):
         self, settings: SessionSettings, checkpoint: CheckpointLike, shown_uri: str
     ) -> None:
         self.check_line(settings.state_uri)
+        if settings.mapping is not None and settings.mapping.anonymous:
+            raise ConfigError(
+                f"--anonymous-field: Spark-managed state ({settings.state_uri}) does not keep "
+                "identities; use --state files (or another store of ours)"
+            )
         return None  # the state is Spark's, in the checkpoint: Spark opens it
 
     @override

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from typing_extensions import override
 
+from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME
 from sessionize.config import SessionRules, format_duration
 from sessionize.engines.batch_marks import parse_marked
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
@@ -62,6 +63,10 @@ _STORE = {
 }
 
 
+# The stored columns an input row never has: a carry row's and an identity row's marks.
+STATE_ONLY = (CARRIED_SESSION, IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME)
+
+
 @dataclass(frozen=True)
 class SessionSettings(KeyedSettings):
     """A session job's settings: the processor's (`SessionSettings.of` builds the
@@ -97,7 +102,7 @@ class SessionSettings(KeyedSettings):
         return cls(
             processor=SessionProcessor(rules, lay, open_sessions),
             input_schema=pa.schema(
-                [f for f in lay.stored if f.name not in (STATE_EXPIRY, CARRIED_SESSION)]
+                [f for f in lay.stored if f.name not in (STATE_EXPIRY, *STATE_ONLY)]
             ),
             partitions=partitions,
             state_uri=state_uri,

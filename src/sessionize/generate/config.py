@@ -63,6 +63,7 @@ class GeneratorConfig:
     gzip: bool = False
     rule_data: bool = False  # add data for the session rules (generate/rules.py)
     web_data: bool = False  # add URLs, referrers, user agents, pings, purchases (generate/web.py)
+    identity_data: bool = False  # anonymous ids on every event, user ids once logged in
 
     def __post_init__(self) -> None:
         if not isinstance(self.start, datetime):

@@ -188,6 +188,15 @@ def _visit_pieces(
     return head, middle
 
 
+def _identity_heads(uid: np.ndarray, device: np.ndarray, logged_in: np.ndarray) -> pa.Array:
+    """Per event, with identity data: the head up to the opening quote of event_time, with
+    the anonymous id and, while logged in, the user id (generate/identity.py)."""
+    anonymous = _join('{"anonymous_id": "d', pc.cast(pa.array(device), TEXT), '", ')
+    user = _join('"user_id": "u', pc.cast(pa.array(uid), TEXT), '", ')
+    user = pc.if_else(pa.array(logged_in), user, pa.scalar("", TEXT))
+    return _join(anonymous, user, '"event_time": "')
+
+
 class HourLines:
     """The valid line (with its newline) of each of an hour's events; `rows` index Events."""
 
@@ -217,8 +226,14 @@ class HourLines:
             page_end = [PREV_END.take(pa.array(self._prev.astype(np.int64) + 1))]
         else:
             page_end = _web_page_end(events, rows, visits.site[v])
+        if events.identity is not None:
+            head = _identity_heads(
+                self._uid, events.identity.device[rows], events.identity.logged_in[rows]
+            )
+        else:
+            head = head.take(at)
         self.lines = _join(
-            head.take(at), self._times, middle, ACTION_PAGE.take(pa.array(action_page)), *page_end
+            head, self._times, middle, ACTION_PAGE.take(pa.array(action_page)), *page_end
         )
 
     def invalid(self, at: np.ndarray, kinds: np.ndarray, variants: np.ndarray) -> pa.Array:

@@ -1,4 +1,5 @@
-"""Publish JSON event lines to Kafka or Kinesis, keyed by `user_id`, at a rate or flat out.
+"""Publish JSON event lines to Kafka or Kinesis, keyed by `user_id` (by `anonymous_id` in
+identity data), at a rate or flat out.
 
 Both functions take any iterable of lines (the generator's output, a file) and return a
 `PublishStats` once every record is acknowledged; a record the broker refuses for good, an
@@ -34,6 +35,7 @@ from sessionize.sources.uri import confluent_kafka, parse_kafka_uri, parse_kines
 from sessionize.sources.uri import kinesis_client as _kinesis_client
 
 _USER_ID = re.compile(rb'"user_id"\s*:\s*"?(-?\d+)')
+_ANONYMOUS_ID = re.compile(rb'"anonymous_id"\s*:\s*"(d\d+)"')
 _KINESIS_MAX_RECORDS = 500
 _KINESIS_MAX_REQUEST_BYTES = 5 * 1024 * 1024
 _KINESIS_MAX_RECORD_BYTES = 1024 * 1024
@@ -53,8 +55,9 @@ class PublishStats:
 
 
 def user_key(line: bytes) -> bytes | None:
-    """The `user_id` of a JSON line as bytes (b'342290'), or None when it has none."""
-    m = _USER_ID.search(line)
+    """The `anonymous_id` of a JSON line with one (identity data), else its `user_id`, as
+    bytes (b'342290'); None when it has neither."""
+    m = _ANONYMOUS_ID.search(line) or _USER_ID.search(line)
     return m.group(1) if m else None
 
 

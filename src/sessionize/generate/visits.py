@@ -134,6 +134,15 @@ class WebFields:
 
 
 @dataclass
+class IdentityFields:
+    """Per event, with identity data (generate/identity.py): its device's number (the
+    anonymous id) and whether it carries the user id (logged in)."""
+
+    device: np.ndarray  # int64
+    logged_in: np.ndarray  # bool
+
+
+@dataclass
 class Events:
     """Distinct events inside the window, sorted by time (stable)."""
 
@@ -148,6 +157,7 @@ class Events:
     campaign: np.ndarray | None = None
     gap: np.ndarray | None = None
     web: WebFields | None = None  # only with web data (generate/web.py)
+    identity: IdentityFields | None = None  # only with identity data (generate/identity.py)
 
 
 def make_users(cfg: GeneratorConfig, rng: np.random.Generator) -> Users:

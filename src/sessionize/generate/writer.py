@@ -30,6 +30,7 @@ import pyarrow as pa
 from sessionize.errors import ConfigError
 from sessionize.generate import catalog
 from sessionize.generate.config import GeneratorConfig, parse_hour
+from sessionize.generate.identity import add_identity_data
 from sessionize.generate.layout import (
     HOUR_MS,
     FilePlan,
@@ -56,7 +57,7 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Independent random streams, so that changing one aspect never shifts another.
-_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS, _RULES, _WEB = range(7)
+_USERS, _VISITS, _LATE, _LAYOUT, _ARRIVALS, _RULES, _WEB, _IDENTITY = range(8)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,8 @@ def generate_events(cfg: GeneratorConfig) -> Iterator[GeneratedHour]:
         users, visits, events = add_rule_data(cfg, users, visits, events, _rng(cfg, _RULES))
     if cfg.web_data:
         events = add_web_data(cfg, users, visits, events, _rng(cfg, _WEB))
+    if cfg.identity_data:
+        events = add_identity_data(users, visits, events, _rng(cfg, _IDENTITY))
     late = select_late(cfg, events.t_ms, _rng(cfg, _LATE))
     start_ms = cfg.start_us // 1000
     hour_of = (events.t_ms - start_ms) // HOUR_MS

@@ -97,13 +97,14 @@ def named(names: tuple[str, ...] | list[str], record_key: str | None = None) -> 
 
 
 def session_outputs(mapping: EventMapping | None = None, open_sessions: bool = False) -> Outputs:
-    """The session outputs of `mapping`: `open_sessions` (replaced by `user_id`, when
-    kept) first, then the appended ones, `sessions` partitioned by `session_date`."""
+    """The session outputs of `mapping`: `open_sessions` (replaced by the key, `user_id` or
+    with identity `anonymous_id`, when kept) first, then the appended ones, `sessions`
+    partitioned by `session_date`."""
     lay = layout(mapping)
     specs = [
         OutputSpec(name, schema, partition_by=OUTPUT_PARTITIONS.get(name, ()))
         for name, schema in lay.outputs.items()
     ]
     if open_sessions:
-        specs.insert(0, OutputSpec(OPEN_SESSIONS, lay.open_sessions, key=("user_id",)))
-    return Outputs(tuple(specs), record_key="user_id", rebuilt=(OPEN_SESSIONS,))
+        specs.insert(0, OutputSpec(OPEN_SESSIONS, lay.open_sessions, key=(lay.key_name,)))
+    return Outputs(tuple(specs), record_key=lay.key_name, rebuilt=(OPEN_SESSIONS,))

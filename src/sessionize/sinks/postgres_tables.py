@@ -32,11 +32,12 @@ BATCHES = "_sessionize_batches"
 REPLACED_AT = "_sessionize_replaced"  # (name, batch_id): the batch a replaced output is as of
 ATTEMPTS = "_sessionize_attempts"
 
-# Output -> extra indexes (besides batch_id), for the queries readers run most.
+# Output -> extra indexes (besides batch_id), for the queries readers run most; those whose
+# columns a table lacks are skipped (`anonymous_id` exists with --anonymous-field only).
 INDEXES: dict[str, list[tuple[str, ...]]] = {
-    "sessions": [("user_id", "start_time"), ("start_time",)],
-    "page_views": [("session_id",), ("user_id", "event_time")],
-    "late_events": [("user_id", "event_time")],
+    "sessions": [("user_id", "start_time"), ("start_time",), ("anonymous_id", "start_time")],
+    "page_views": [("session_id",), ("user_id", "event_time"), ("anonymous_id", "event_time")],
+    "late_events": [("user_id", "event_time"), ("anonymous_id", "event_time")],
 }
 
 

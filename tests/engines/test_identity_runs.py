@@ -1,0 +1,133 @@
+"""Identity end to end on `generate --identity-data` (visitors log in mid-visit or stay
+logged in, log out, use two devices, share one): in batch mode each session's user is the
+last user id its anonymous id sent up to the session's end, by a plain loop over the input
+lines; streamed file by file through our store, the sessions closed by the last watermark
+are the batch's; Spark-managed state is refused in one line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.errors import ConfigError
+from sessionize.mapping import EventMapping
+from tests.helpers import generate, read_output
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+MAPPING = EventMapping(anonymous="anonymous_id", user_type="string", session_columns=3)
+
+
+def sessions_of(root) -> pa.Table:
+    table = read_output(root, "sessions", with_batch=False)
+    return table.sort_by([("anonymous_id", "ascending"), ("start_time", "ascending")])
+
+
+@pytest.fixture(scope="module")
+def batch_run(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("identity")
+    inp = generate(
+        root / "in",
+        start=START,
+        hours=2,
+        users=120,
+        events_per_hour=1200,
+        identity_data=True,
+        invalid_rate=0.0,
+        files_per_hour=2,
+    )
+    run_batch(
+        BatchOptions(
+            input=str(inp),
+            output=str(root / "batch"),
+            start=START,
+            end=START.replace(hour=2),
+            partitions=2,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
+    return root, inp
+
+
+def input_events(inp) -> list[dict]:
+    events = []
+    for path in sorted(inp.rglob("*.json*")):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            events += [json.loads(line) for line in f]
+    return events
+
+
+def test_each_session_carries_the_last_user_its_anonymous_id_sent(batch_run):
+    root, inp = batch_run
+    events = input_events(inp)
+    sent: dict[str, list[tuple[datetime, str | None]]] = defaultdict(list)
+    for e in events:
+        t = datetime.fromisoformat(e["event_time"]).astimezone(UTC)
+        sent[e["anonymous_id"]].append((t, e.get("user_id")))
+    users_of = defaultdict(set)
+    for anonymous_id, seen in sent.items():
+        for _, user in seen:
+            if user:
+                users_of[user].add(anonymous_id)
+    shared = [a for a, seen in sent.items() if len({u for _, u in seen if u}) > 1]
+    assert shared and any(len(a) > 1 for a in users_of.values())  # the data has both cases
+
+    sessions = sessions_of(root / "batch")
+    assert sessions.num_rows > 100
+    for s in sessions.to_pylist():
+        user = None
+        for t, u in sorted(sent[s["anonymous_id"]], key=lambda x: (x[0], x[1] or "")):
+            if t > s["end_time"]:
+                break
+            if u is not None:
+                user = u
+        assert (s["user_id"], s["stitched_user_id"]) == (user, user or s["anonymous_id"]), s
+    users = sessions.column("user_id")
+    assert 0 < users.null_count < sessions.num_rows
+
+
+def test_batch_equals_stream(spark, batch_run, tmp_path):
+    root, inp = batch_run
+    records = run_stream(
+        StreamOptions(
+            input=str(inp),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "chk"),
+            state="files",
+            partitions=2,
+            max_files_per_trigger=1,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_batch=lambda _: None,
+    )
+    assert len(records) >= 4 and records[-1]["totals"]["late"] == 0
+    watermark = records[-1]["watermark"]
+    batch = sessions_of(root / "batch")
+    closed = batch.filter(pc.less(pc.cast(batch["closed_at"], "int64"), watermark))
+    streamed = sessions_of(tmp_path / "out")
+    assert streamed.num_rows > 50
+    assert streamed.equals(closed)
+
+
+def test_spark_managed_state_is_refused(spark, batch_run, tmp_path):
+    _, inp = batch_run
+    options = StreamOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        state="spark-rocksdb",
+        mapping=MAPPING,
+    )
+    with pytest.raises(ConfigError, match="--anonymous-field: Spark-managed state"):
+        run_stream(options, spark, on_batch=lambda _: None)
