@@ -23,6 +23,7 @@ SORT_KEYS = {
     "events": ["user_id", "event_time", "page"],
     "late_events": ["user_id", "event_time", "page", "action"],
     "invalid_events": ["source", "raw", "reason"],
+    "identities": ["anonymous_id", "last_seen"],
 }
 
 

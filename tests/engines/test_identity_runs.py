@@ -94,6 +94,22 @@ def test_each_session_carries_the_last_user_its_anonymous_id_sent(batch_run):
         assert (s["user_id"], s["stitched_user_id"]) == (user, user or s["anonymous_id"]), s
     users = sessions.column("user_id")
     assert 0 < users.null_count < sessions.num_rows
+    # the identities change log: each anonymous id's latest row is its whole input's
+    want = {}
+    for anonymous_id, seen in sent.items():
+        users_seen = [(t, u) for t, u in seen if u is not None]
+        times = [t for t, _ in seen]
+        want[anonymous_id] = (max(users_seen)[1] if users_seen else None, min(times), max(times))
+    assert current_identities(root / "batch") == want
+
+
+def current_identities(root) -> dict:
+    """The identities change log's latest row per anonymous id (the docs' query)."""
+    rows = read_output(root, "identities").to_pylist()
+    latest = {}
+    for r in sorted(rows, key=lambda r: r["batch_id"]):
+        latest[r["anonymous_id"]] = (r["user_id"], r["first_seen"], r["last_seen"])
+    return latest
 
 
 def test_batch_equals_stream(spark, batch_run, tmp_path):
@@ -118,6 +134,7 @@ def test_batch_equals_stream(spark, batch_run, tmp_path):
     streamed = sessions_of(tmp_path / "out")
     assert streamed.num_rows > 50
     assert streamed.equals(closed)
+    assert current_identities(tmp_path / "out") == current_identities(root / "batch")
 
 
 def test_spark_managed_state_is_refused(spark, batch_run, tmp_path):

@@ -49,7 +49,7 @@ def run(events: list[dict], cuts: list[int], open_sessions: bool = False) -> dic
     """The events in time order, cut into batches at `cuts`, then a batch that closes all."""
     processor = SessionProcessor(RULES, LAYOUT, open_sessions=open_sessions)
     store = declared(processor).rows.empty()
-    out: dict[str, list] = {"sessions": [], "page_views": [], "open_sessions": []}
+    out: dict[str, list] = {"sessions": [], "page_views": [], "open_sessions": [], "identities": []}
     bounds = [0, *cuts, len(events)]
     before = None
     for batch_id, (lo, hi) in enumerate([*zip(bounds, bounds[1:], strict=False), (0, 0)]):
@@ -68,7 +68,7 @@ def run(events: list[dict], cuts: list[int], open_sessions: bool = False) -> dic
         assert got.outputs["late_events"].num_rows == 0
         for name in out:
             if name in got.outputs:
-                out[name] += got.outputs[name].to_pylist()
+                out[name] += [{**r, "batch": batch_id} for r in got.outputs[name].to_pylist()]
         gone = pa.concat_arrays([got.removes, got.puts.column("user_key").combine_chunks()])
         store = pa.concat_tables(
             [store.filter(pc.invert(pc.is_in(store["user_key"], value_set=gone))), got.puts]
@@ -158,3 +158,28 @@ def test_open_sessions_carry_the_user_known_now():
         if r["updated_batch"] == 1
     }
     assert second == {"a": ("ann", "ann"), "b": (None, "b")}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_batch_writes_the_identities_it_changed(seed):
+    """A batch's `identities` rows: the anonymous ids whose user, first or last seen (over
+    every event so far, open sessions included) differ from the batch before's."""
+    events = in_time_order(seed)
+    n = len(events)
+    cuts = [n // 4, n // 2, 3 * n // 4]
+    rows = run(events, cuts)["identities"]
+    bounds = [0, *cuts, n]
+    for batch_id, hi in enumerate(bounds[1:]):
+        old, new = reference(events[: bounds[batch_id]]), reference(events[:hi])
+        want = {a: row for a, row in new.items() if old.get(a) != row}
+        got = {
+            r["anonymous_id"]: {
+                "user_id": r["user_id"],
+                "first": round((r["first_seen"] - T0).total_seconds()),
+                "last": round((r["last_seen"] - T0).total_seconds()),
+            }
+            for r in rows
+            if r["batch"] == batch_id
+        }
+        assert got == want, batch_id
+    assert not [r for r in rows if r["batch"] == len(cuts) + 1]  # closing changes nobody

@@ -28,6 +28,7 @@ from sessionize.logic.sessions import advance
 USER = schema.STATE_KEY
 LATE = "late_events"
 EVENTS = "events"  # schema 3: every event of the emitted sessions
+IDENTITIES = "identities"  # with identity: the anonymous ids whose user or times changed
 # What `process` counts per call (Update.counters). `open_sessions` and `open_users` are
 # changes: added up over a job's batches they give the sessions and users open now.
 COUNTERS = (
@@ -104,6 +105,8 @@ class SessionProcessor(Processor):
         }
         if lay.carries:
             outputs[EVENTS] = lay.events
+        if lay.identity:
+            outputs[IDENTITIES] = lay.identities
         if open_sessions:
             outputs[schema.OPEN_SESSIONS] = Output(
                 lay.open_sessions, mode="replace", key=lay.key_name
@@ -196,6 +199,7 @@ class SessionProcessor(Processor):
         st = stitch(stored, state, result.runs)
         outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
         outputs["page_views"] = keyed(outputs["page_views"], lay.page_views)
+        outputs[IDENTITIES] = st.changed.select(lay.identities.names).cast(lay.identities)
         if EVENTS in outputs:
             outputs[EVENTS] = keyed(outputs[EVENTS], lay.events)
         if self.open_sessions:
