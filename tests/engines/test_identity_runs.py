@@ -2,7 +2,8 @@
 logged in, log out, use two devices, share one): in batch mode each session's user is the
 last user id its anonymous id sent up to the session's end, by a plain loop over the input
 lines; streamed file by file through our store, the sessions closed by the last watermark
-are the batch's; Spark-managed state is refused in one line."""
+and the current identities are the batch's, and a rewind then a rerun writes the same
+identities again; Spark-managed state is refused in one line."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
@@ -112,21 +114,18 @@ def current_identities(root) -> dict:
     return latest
 
 
-def test_batch_equals_stream(spark, batch_run, tmp_path):
+def test_batch_equals_stream_and_a_rewind_restores_identities(spark, batch_run, tmp_path):
     root, inp = batch_run
-    records = run_stream(
-        StreamOptions(
-            input=str(inp),
-            output=str(tmp_path / "out"),
-            checkpoint=str(tmp_path / "chk"),
-            state="files",
-            partitions=2,
-            max_files_per_trigger=1,
-            mapping=MAPPING,
-        ),
-        spark,
-        on_batch=lambda _: None,
+    options = StreamOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        state="files",
+        partitions=2,
+        max_files_per_trigger=1,
+        mapping=MAPPING,
     )
+    records = run_stream(options, spark, on_batch=lambda _: None)
     assert len(records) >= 4 and records[-1]["totals"]["late"] == 0
     watermark = records[-1]["watermark"]
     batch = sessions_of(root / "batch")
@@ -135,6 +134,16 @@ def test_batch_equals_stream(spark, batch_run, tmp_path):
     assert streamed.num_rows > 50
     assert streamed.equals(closed)
     assert current_identities(tmp_path / "out") == current_identities(root / "batch")
+
+    # Rewound to batch 1 and run again: the state's identities are batch 1's, so the
+    # batches run again write the same identities rows and the same sessions.
+    identities = read_output(tmp_path / "out", "identities")
+    rewind(str(tmp_path / "chk"), 1, say=lambda _: None)
+    kept = read_output(tmp_path / "out", "identities")
+    assert kept.equals(identities.filter(pc.less_equal(identities["batch_id"], 1)))
+    run_stream(options, spark, on_batch=lambda _: None)
+    assert read_output(tmp_path / "out", "identities").equals(identities)
+    assert sessions_of(tmp_path / "out").equals(streamed)
 
 
 def test_spark_managed_state_is_refused(spark, batch_run, tmp_path):
