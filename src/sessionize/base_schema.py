@@ -237,9 +237,8 @@ def _reserved() -> frozenset[str]:
         INVALID_EVENTS,
         CONTENT,
         CONTENT_3,
-        IDENTITIES,
     )
-    names = {n for s in schemas for n in s.names} | set(IDENTITY_COLUMNS)
+    names = {n for s in schemas for n in s.names}
     names |= {UPDATED_BATCH, CARRIED_SESSION, STATE_USER_KEY, CHANGE_COLUMN, GAP_COLUMN, IS_BOT}
     names |= {*MAPPED_COLUMNS, *ADDED_COLUMNS}
     # The kept attributes' columns are the mapping's to name.
@@ -248,3 +247,5 @@ def _reserved() -> frozenset[str]:
 
 # Columns every event or output already has: a kept attribute cannot take these names.
 RESERVED_COLUMNS = _reserved()
+# With `--anonymous-field` these too (and without it a kept attribute may take them).
+IDENTITY_RESERVED = frozenset({*IDENTITY_COLUMNS, *IDENTITIES.names}) - RESERVED_COLUMNS

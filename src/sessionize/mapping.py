@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sessionize.base_schema import MAPPED_COLUMNS, RESERVED_COLUMNS, SENT_USER
+from sessionize.base_schema import (
+    IDENTITY_RESERVED,
+    MAPPED_COLUMNS,
+    RESERVED_COLUMNS,
+    SENT_USER,
+)
 from sessionize.content import (
     CONVERSION_SUFFIXES,
     DEFAULT_CONTENT_RECORD,
@@ -92,8 +97,9 @@ class EventMapping:
         for flag, path in self.fields():
             _check_path(flag, path)
         names = [name for name, _ in self.keep + self.last]
+        reserved = self.reserved_columns
         for name in names:
-            if not name.isidentifier() or name.lower() in RESERVED_COLUMNS:
+            if not name.isidentifier() or name.lower() in reserved:
                 raise ConfigError(
                     f"--keep-fields: '{name}' cannot name an output column; use letters, "
                     "digits and _ (not a column the outputs already have)"
@@ -105,7 +111,7 @@ class EventMapping:
                 )
         if len({n.lower() for n in names}) != len(names):
             raise ConfigError("--keep-fields: each NAME may appear once")
-        _check_conversions(self.content, names)
+        _check_conversions(self.content, names, reserved)
         if self.content.bots == "drop" and not self.user_agent:
             raise ConfigError("--bots drop needs --user-agent-field: where the user agent is")
         if self.change_query and not self.url:
@@ -129,6 +135,11 @@ class EventMapping:
             *((flag, path) for flag, path in self.mapped()),
             *(("--conversion", c.value) for c in self.content.conversions if c.value),
         ]
+
+    @property
+    def reserved_columns(self) -> frozenset[str]:
+        """The names a kept attribute or a conversion's column cannot take."""
+        return RESERVED_COLUMNS | (IDENTITY_RESERVED if self.anonymous else frozenset())
 
     @property
     def key_flag(self) -> tuple[str, str]:
@@ -266,9 +277,9 @@ def format_keep(keep: tuple[tuple[str, str], ...], last: tuple[tuple[str, str], 
     return ",".join(f"{name}={path}" for name, path in pairs)
 
 
-def _check_conversions(content: SessionContent, names: list[str]) -> None:
+def _check_conversions(content: SessionContent, names: list[str], reserved: frozenset[str]) -> None:
     """A conversion's columns may not collide with another column (refused at start)."""
-    taken = {n.lower() for n in names} | RESERVED_COLUMNS
+    taken = {n.lower() for n in names} | reserved
     for c in content.conversions:
         for column in (c.name + s for s in (*CONVERSION_SUFFIXES, "_value_json")):
             if len(column.encode()) > MAX_COLUMN_BYTES:

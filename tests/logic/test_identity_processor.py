@@ -15,6 +15,7 @@ from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.core.declared import NEVER_US, declared
 from sessionize.core.step import step
+from sessionize.errors import ConfigError
 from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 
@@ -183,3 +184,10 @@ def test_each_batch_writes_the_identities_it_changed(seed):
         }
         assert got == want, batch_id
     assert not [r for r in rows if r["batch"] == len(cuts) + 1]  # closing changes nobody
+
+
+def test_identity_columns_are_reserved_only_with_identity():
+    keep = (("stitched_user_id", "x"),)
+    EventMapping(keep=keep)  # without --anonymous-field the name is free
+    with pytest.raises(ConfigError, match="stitched_user_id"):
+        EventMapping(keep=keep, anonymous="anonymous_id", user_type="string")
