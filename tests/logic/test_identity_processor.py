@@ -191,3 +191,25 @@ def test_identity_columns_are_reserved_only_with_identity():
     EventMapping(keep=keep)  # without --anonymous-field the name is free
     with pytest.raises(ConfigError, match="stitched_user_id"):
         EventMapping(keep=keep, anonymous="anonymous_id", user_type="string")
+
+
+def test_a_checkpoint_refuses_a_change_of_the_anonymous_field(tmp_path):
+    """Recorded with the mapping's other fields: set on a checkpoint made without it (whose
+    record lacks the field: as before it existed) or changed, a restart is refused."""
+    from sessionize.engines.checkpoint import check_or_record
+    from sessionize.engines.sessions import state_settings
+    from sessionize.errors import IncompatibleCheckpoint
+
+    def settings(mapping: EventMapping) -> dict:
+        return {**state_settings(RULES, 2, mapping), "output": str(tmp_path / "out")}
+
+    plain = settings(EventMapping(user_type="string"))
+    del plain["anonymous_field"]  # a checkpoint recorded before the option existed
+    check_or_record(str(tmp_path / "chk"), plain)
+    stitched = EventMapping(user_type="string", anonymous="anonymous_id")
+    with pytest.raises(IncompatibleCheckpoint, match="--anonymous-field .*this run: anonymous_id"):
+        check_or_record(str(tmp_path / "chk"), settings(stitched))
+    check_or_record(str(tmp_path / "chk2"), settings(stitched))
+    other = EventMapping(user_type="string", anonymous="device_id")
+    with pytest.raises(IncompatibleCheckpoint, match="--anonymous-field anonymous_id"):
+        check_or_record(str(tmp_path / "chk2"), settings(other))
