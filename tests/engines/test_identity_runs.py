@@ -2,8 +2,9 @@
 logged in, log out, use two devices, share one): in batch mode each session's user is the
 last user id its anonymous id sent up to the session's end, by a plain loop over the input
 lines; streamed file by file through our store, the sessions closed by the last watermark
-and the current identities are the batch's, and a rewind then a rerun writes the same
-identities again; Spark-managed state is refused in one line."""
+and the current identities are the batch's (also after a kill -9 and a restart), and a
+rewind then a rerun writes the same identities again; Spark-managed state is refused in one
+line."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
-from tests.helpers import generate, read_output
+from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 MAPPING = EventMapping(anonymous="anonymous_id", user_type="string", session_columns=3)
@@ -144,6 +145,33 @@ def test_batch_equals_stream_and_a_rewind_restores_identities(spark, batch_run, 
     run_stream(options, spark, on_batch=lambda _: None)
     assert read_output(tmp_path / "out", "identities").equals(identities)
     assert sessions_of(tmp_path / "out").equals(streamed)
+
+
+def test_a_kill_9_after_a_state_commit_then_a_restart_gives_the_same_identities(
+    batch_run, tmp_path
+):
+    """Killed after batch 2's state commit, before its publish: the restart runs batch 2
+    again from the state of batch 1, and the sessions and identities are the batch's."""
+    root, inp = batch_run
+    args = [
+        "stream",
+        "--input", str(inp),
+        "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "chk"),
+        "--partitions", "2",
+        "--max-files-per-trigger", "1",
+        "--anonymous-field", "anonymous_id",
+        "--user-type", "string",
+    ]  # fmt: skip
+    run_until_killed(args, "PAUSED", cli_env(SESSIONIZE_PAUSE_AT="after-state-commit:2"))
+    done = sessionize(*args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    watermark = json.loads((tmp_path / "chk" / "progress.jsonl").read_text().splitlines()[-1])
+    batch = sessions_of(root / "batch")
+    streamed = sessions_of(tmp_path / "out")
+    closed = batch.filter(pc.less(pc.cast(batch["closed_at"], "int64"), watermark["watermark"]))
+    assert streamed.num_rows > 50 and streamed.equals(closed)
+    assert current_identities(tmp_path / "out") == current_identities(root / "batch")
 
 
 def test_spark_managed_state_is_refused(spark, batch_run, tmp_path):
