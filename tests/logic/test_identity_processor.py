@@ -213,3 +213,19 @@ def test_a_checkpoint_refuses_a_change_of_the_anonymous_field(tmp_path):
     other = EventMapping(user_type="string", anonymous="device_id")
     with pytest.raises(IncompatibleCheckpoint, match="--anonymous-field anonymous_id"):
         check_or_record(str(tmp_path / "chk2"), settings(other))
+
+
+def test_a_late_event_keeps_its_anonymous_id_and_its_own_user_id():
+    late = {"anonymous_id": "d", "t": 0, "user_id": "ann", "page": "p0"}
+    got = step(
+        SessionProcessor(RULES, LAYOUT),
+        None,
+        events_table([late]),
+        batch_id=0,
+        partition=0,
+        watermark_before=us(60),
+        watermark_after=us(60),
+    )
+    rows = got.outputs["late_events"].to_pylist()
+    assert [(r["anonymous_id"], r["user_id"]) for r in rows] == [("d", "ann")]
+    assert got.outputs["late_events"].schema == LAYOUT.late_events
