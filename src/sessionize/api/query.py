@@ -166,7 +166,7 @@ def _end_runs_at_exit() -> None:
             with contextlib.suppress(Exception):  # the session may be gone already
                 if not run.query.isActive:
                     run.end()
-                    run.drain_listener_bus()
+                    run.finish_at_exit()
 
     atexit.register(end_all)
 
@@ -292,7 +292,6 @@ class StreamRun:
         with self._lock:
             cleanups, self._cleanups = self._cleanups, []
         if not cleanups:
-            self.ended.wait(2 * _LAST_EVENT_WAIT_S)  # another thread is ending it
             return
         try:
             for cleanup in cleanups:
@@ -311,8 +310,12 @@ class StreamRun:
         finally:
             self.ended.set()
 
-    def drain_listener_bus(self) -> None:
-        """At exit: wait until Spark has delivered its last listener events."""
+    def finish_at_exit(self) -> None:
+        """At exit: wait until an end begun on the listener's thread is done and Spark has
+        delivered its last listener events. (`wait` returns without waiting for that
+        thread, as it always did: its release of a lease may wait for a store that is
+        out of reach.)"""
+        self.ended.wait(2 * _LAST_EVENT_WAIT_S)
         _drain_listener_bus(self._spark)
 
     def _end_soon(self) -> None:
