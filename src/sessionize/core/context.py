@@ -21,6 +21,9 @@ class Context:
             fired (same unit; None: no timer fires).
         due: every key whose timer fired in this batch, with or without rows (the key
             column's type).
+        every_key: every key of the state is handed in, due or not, because an output
+            replaced by key is rebuilt from the whole state (after a removal of batches):
+            write every handed key's rows, changed or not.
 
     Example:
         >>> import pyarrow as pa
@@ -33,3 +36,4 @@ class Context:
     watermark_before: int | None
     watermark_after: int | None
     due: pa.Array
+    every_key: bool = False

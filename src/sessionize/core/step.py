@@ -123,7 +123,7 @@ def step(
             {**counts, "state_rows_written": 0, "state_keys_removed": 0},
         )
 
-    ctx = Context(batch_id, partition, watermark_before, watermark_after, due)
+    ctx = Context(batch_id, partition, watermark_before, watermark_after, due, every_key)
     try:
         update = processor.process(mine.select(d.state_schema.names), rows, ctx)
     except Exception as e:

@@ -38,7 +38,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from sessionize.core.declared import Declared, declared
+from sessionize.core.declared import NEVER_US, Declared, declared
 from sessionize.core.keys import store_keys
 from sessionize.core.partitioner import spark_partitions
 from sessionize.core.step import PartitionStep, step
@@ -85,7 +85,7 @@ TASK_SCHEMA = T.StructType(
         T.StructField("seen", T.StringType()),
     ]
 )
-EVERY_KEY_US = 253_402_300_799_999_999  # 9999-12-31: every state row expires before
+EVERY_KEY_US = NEVER_US + 1  # every key's timer is before, "never" (an identity's) too
 
 
 @dataclass(frozen=True)

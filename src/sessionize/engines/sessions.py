@@ -40,13 +40,12 @@ from sessionize.parsing import event_columns, parse
 from sessionize.schema import (
     CARRIED_SESSION,
     INVALID_EVENTS,
-    OPEN_SESSIONS,
     STATE_EXPIRY,
     Layout,
     layout,
 )
 from sessionize.sinks.base import Sink
-from sessionize.sinks.registry import open_sink
+from sessionize.sinks.registry import capabilities, open_sink
 from sessionize.state import RowSpec, StateBackend, layout_rows
 from sessionize.state.lease import Lease
 
@@ -99,8 +98,9 @@ class SessionSettings(KeyedSettings):
         """The settings of a session job with these rules and flags."""
         mapping = mapping or EventMapping()
         lay = layout(mapping)
+        current = lay.identity and capabilities(output, output_format).keeps_current
         return cls(
-            processor=SessionProcessor(rules, lay, open_sessions),
+            processor=SessionProcessor(rules, lay, open_sessions, identities_current=current),
             input_schema=pa.schema(
                 [f for f in lay.stored if f.name not in (STATE_EXPIRY, *STATE_ONLY)]
             ),
@@ -237,12 +237,15 @@ class SessionEngine(KeyedEngine):
 
     @override
     def _refresh(self, request: BatchRequest) -> bool:
-        """Whether `open_sessions` is behind the state this batch builds on (turned on
-        for a running job, emptied by a removal of batches, or a batch of it published
-        before a crash): then the batch hands every user to the logic, once."""
-        if not self.settings.open_sessions or request.first:
+        """Whether an output replaced by key (`open_sessions`, `identities` kept current)
+        is behind the state this batch builds on (turned on for a running job, emptied by
+        a removal of batches): then the batch hands every key of the state to the logic,
+        once."""
+        if request.first:
             return False
-        return self.sink.replaced_as_of(OPEN_SESSIONS) not in (request.previous, request.version)
+        kept = [s.name for s in self.sink.outputs.replaced]
+        done = (request.previous, request.version)
+        return any(self.sink.replaced_as_of(name) not in done for name in kept)
 
     @override
     def _batch(self, counts: list[dict], records: int) -> dict:

@@ -73,6 +73,7 @@ class Stitched:
 
     identities: pa.Table  # the identity rows to store: every id with a stored or left event
     changed: pa.Table  # the ids whose current user, first or last seen changed
+    current: pa.Table  # every id's current identity (its open events folded in)
     emitted_users: pa.Array  # per emitted session (in `sessions` order): its user id
     open_users: pa.Array  # per open session (in `open_sessions` order): its user id
 
@@ -105,6 +106,7 @@ def stitch(stored: pa.Table, state_events: pa.Table, runs: SessionRuns) -> Stitc
     return Stitched(
         identities=after,
         changed=ident.changed(current_before, current_after),
+        current=current_after,
         emitted_users=users.filter(pa.array(emitted)),
         open_users=users.filter(pa.array(~emitted)),
     )

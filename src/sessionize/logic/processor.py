@@ -65,6 +65,9 @@ class SessionProcessor(Processor):
             ids and the five default attributes).
         open_sessions: also write `open_sessions`, the sessions still open, replaced by
             `user_id` every batch.
+        identities_current: with identity, `identities` is replaced by `anonymous_id`
+            (one current row per anonymous id, for a sink that keeps such tables) rather
+            than appended as a change log.
 
     With identity (a layout of `--anonymous-field`) the key is the anonymous id: its state
     also holds its identity row, kept after its sessions close (logic/identity_step.py),
@@ -91,10 +94,12 @@ class SessionProcessor(Processor):
         rules: SessionRules,
         layout: schema.Layout | None = None,
         open_sessions: bool = False,
+        identities_current: bool = False,
     ) -> None:
         self.rules = rules
         self.layout = layout or schema.layout()
         self.open_sessions = open_sessions
+        self.identities_current = identities_current and self.layout.identity
         lay = self.layout
         self.state_schema = lay.state_rows
         self.late_names = lay.late_names
@@ -105,7 +110,9 @@ class SessionProcessor(Processor):
         }
         if lay.carries:
             outputs[EVENTS] = lay.events
-        if lay.identity:
+        if self.identities_current:
+            outputs[IDENTITIES] = Output(lay.identities, mode="replace", key=lay.key_name)
+        elif lay.identity:
             outputs[IDENTITIES] = lay.identities
         if open_sessions:
             outputs[schema.OPEN_SESSIONS] = Output(
@@ -172,7 +179,7 @@ class SessionProcessor(Processor):
             "open_users": new_users - len(result.state_removes),
         }
         if stored is not None:
-            return self._identified(result, state, stored, outputs, deletes, counters)
+            return self._identified(result, state, stored, outputs, deletes, counters, ctx)
         return Update(
             state=puts.select(self.state_schema.names),
             remove=result.state_removes,
@@ -190,16 +197,19 @@ class SessionProcessor(Processor):
         outputs: dict[str, pa.Table],
         deletes: dict[str, pa.Table],
         counters: dict[str, int],
+        ctx: Context,
     ) -> Update:
         """The update with identity: the outputs keyed by `anonymous_id`, the sessions'
         users, and every handed-in id's identity row among its state rows (an id whose
-        sessions all closed keeps it, without a timer)."""
+        sessions all closed keeps it, without a timer). `identities` gets the ids whose
+        identity changed; kept current and rebuilt (`ctx.every_key`), every handed id's."""
         lay = self.layout
         assert result.runs is not None
         st = stitch(stored, state, result.runs)
         outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
         outputs["page_views"] = keyed(outputs["page_views"], lay.page_views)
-        outputs[IDENTITIES] = st.changed.select(lay.identities.names).cast(lay.identities)
+        written = st.current if self.identities_current and ctx.every_key else st.changed
+        outputs[IDENTITIES] = written.select(lay.identities.names).cast(lay.identities)
         if EVENTS in outputs:
             outputs[EVENTS] = keyed(outputs[EVENTS], lay.events)
         if self.open_sessions:

@@ -44,12 +44,17 @@ class Capabilities:
             processor's `Output(mode="replace")`).
         retracts: it removes published batches (rewind, reprocessing); Kafka cannot.
         compacts: `compact` merges its published batches (local Parquet).
+        keeps_current: it holds an output replaced by key as a table of one row per key
+            that readers query as it is (Delta, PostgreSQL, Iceberg), so `identities` is
+            kept current there; elsewhere (Parquet, Kafka's compacted topics) it is the
+            change log.
     """
 
     keeps_records: bool = False
     replaces_by_key: bool = False
     retracts: bool = True
     compacts: bool = False
+    keeps_current: bool = False
 
 
 class Sink(Protocol):

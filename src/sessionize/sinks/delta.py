@@ -48,7 +48,7 @@ class DeltaSink(RootedSink):
     """Tables are opened per call. An appended output's table is created from its schema
     plus `batch_id`; an output replaced by key has its declared columns only."""
 
-    capabilities = Capabilities(replaces_by_key=True)
+    capabilities = Capabilities(replaces_by_key=True, keeps_current=True)
 
     @classmethod
     def check_place(cls, uri: str) -> None:
@@ -132,8 +132,8 @@ class DeltaSink(RootedSink):
         from deltalake import QueryBuilder
 
         dt = self.table(name)
-        if dt is None:
-            return 0
+        if dt is None or self._replaced(name):
+            return 0  # replaced by key: emptied and rebuilt, not removed by batch
         sql = f"SELECT count(*) AS n FROM t WHERE batch_id >= {int(batch_id)}"
         rows = pa.table(QueryBuilder().register("t", dt).execute(sql).read_all())
         return int(rows["n"][0].as_py())

@@ -123,7 +123,7 @@ class IcebergSink(StagedSink):
     job: str = "sessionize"
     outputs: Outputs = field(default_factory=session_outputs)
     root: str = field(init=False)  # the namespace's directory (StagedSink stages under it)
-    capabilities = Capabilities(replaces_by_key=True)
+    capabilities = Capabilities(replaces_by_key=True, keeps_current=True)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", self.output.root)
@@ -184,8 +184,8 @@ class IcebergSink(StagedSink):
 
     def rows_from(self, name: str, batch_id: int) -> int:
         table = self._table(name)
-        if table is None:
-            return 0
+        if table is None or (name in self.outputs and self.outputs.spec(name).replaced):
+            return 0  # replaced by key: emptied and rebuilt, not removed by batch
         scan = table.scan(row_filter=_from_batch(batch_id), selected_fields=("batch_id",))
         return scan.to_arrow().num_rows
 

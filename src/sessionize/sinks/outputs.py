@@ -96,15 +96,30 @@ def named(names: tuple[str, ...] | list[str], record_key: str | None = None) -> 
     return Outputs(tuple(OutputSpec(n) for n in names), record_key)
 
 
-def session_outputs(mapping: EventMapping | None = None, open_sessions: bool = False) -> Outputs:
+IDENTITIES = "identities"
+
+
+def session_outputs(
+    mapping: EventMapping | None = None,
+    open_sessions: bool = False,
+    keeps_current: bool = False,
+) -> Outputs:
     """The session outputs of `mapping`: `open_sessions` (replaced by the key, `user_id` or
     with identity `anonymous_id`, when kept) first, then the appended ones, `sessions`
-    partitioned by `session_date`."""
+    partitioned by `session_date`. With identity and a sink that `keeps_current` tables,
+    `identities` is replaced by `anonymous_id` too (one row per anonymous id), and rebuilt
+    like `open_sessions` once batches are removed; elsewhere it is appended (a change log)."""
     lay = layout(mapping)
+    current = lay.identity and keeps_current
     specs = [
         OutputSpec(name, schema, partition_by=OUTPUT_PARTITIONS.get(name, ()))
         for name, schema in lay.outputs.items()
+        if not (current and name == IDENTITIES)
     ]
+    rebuilt: tuple[str, ...] = (OPEN_SESSIONS,)
+    if current:
+        specs.insert(0, OutputSpec(IDENTITIES, lay.identities, key=(lay.key_name,)))
+        rebuilt = (OPEN_SESSIONS, IDENTITIES)
     if open_sessions:
         specs.insert(0, OutputSpec(OPEN_SESSIONS, lay.open_sessions, key=(lay.key_name,)))
-    return Outputs(tuple(specs), record_key=lay.key_name, rebuilt=(OPEN_SESSIONS,))
+    return Outputs(tuple(specs), record_key=lay.key_name, rebuilt=rebuilt)

@@ -65,7 +65,7 @@ class PostgresSink:
     root: str
     job: str = "sessionize"
     outputs: Outputs = field(default_factory=session_outputs)
-    capabilities = Capabilities(keeps_records=True, replaces_by_key=True)
+    capabilities = Capabilities(keeps_records=True, replaces_by_key=True, keeps_current=True)
 
     @functools.cached_property
     def target(self) -> Target:
@@ -287,6 +287,8 @@ class PostgresSink:
         return self._run(where, invalidate, missing=[])
 
     def rows_from(self, name: str, batch_id: int) -> int:
+        if name in self._replaced:
+            return 0  # replaced by key: emptied and rebuilt, not removed by batch
         query = sql.SQL("SELECT count(*) FROM {} WHERE batch_id >= %s").format(self._table(name))
         return self._run(
             f"counting rows of {name}",
@@ -295,6 +297,8 @@ class PostgresSink:
         )
 
     def published(self, name: str) -> list[int]:
+        if name in self._replaced:
+            return []
         query = sql.SQL("SELECT DISTINCT batch_id FROM {} ORDER BY 1").format(self._table(name))
         return self._run(
             f"reading the batches of {name}", lambda c: [r[0] for r in c.execute(query)], missing=[]

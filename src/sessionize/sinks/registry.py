@@ -150,15 +150,19 @@ def open_sink(
     open_sessions: bool = False,
 ) -> Sink:
     """The sink for `--output` and `--output-format`, writing `outputs` (default: the
-    session outputs of `mapping`, with `open_sessions` replaced by user when asked); `job`
+    session outputs of `mapping`, with `open_sessions` replaced by user when asked and
+    `identities` kept current where the sink `keeps_current`); `job`
     names the writer in a table's commits and a topic's markers.
 
     Raises:
         ConfigError: as `check_output`.
     """
     kind = kind_of(output, fmt)
-    sink_class(kind).check_place(output)  # type: ignore[attr-defined]
-    return sink_at(output, fmt, job=job, outputs=outputs or session_outputs(mapping, open_sessions))
+    cls = sink_class(kind)
+    cls.check_place(output)  # type: ignore[attr-defined]
+    if outputs is None:
+        outputs = session_outputs(mapping, open_sessions, cls.capabilities.keeps_current)
+    return sink_at(output, fmt, job=job, outputs=outputs)
 
 
 def sink_at(

@@ -15,7 +15,7 @@ from sessionize.errors import ConfigError
 from sessionize.schema import OPEN_SESSIONS, Layout
 
 KEY = "user_id"
-REPLACED = (OPEN_SESSIONS,)  # the outputs replaced by key, in the order they are committed
+REPLACED = (OPEN_SESSIONS, "identities")  # the session outputs replaced by key (with identity)
 
 
 def keys_name(name: str) -> str:
