@@ -54,7 +54,10 @@ class SessionRules:
     the optional rules: `max_duration_us` (a session lasts less than this), `timezone`
     (the zone of `session_date` and of the midnight split) and `split_at_midnight`. The
     per-event rules (`--split-on-change`, `--gap-field`) read fields, so they belong to the
-    event mapping (`mapping.EventMapping`).
+    event mapping (`mapping.EventMapping`). `user_ttl_us` (`--user-ttl`, with
+    `--anonymous-field`) is how long an anonymous id's identity outlives its last event
+    (None: for ever): it decides which events an identity folds, so it is part of the
+    state as well, and refused on change.
 
     Example:
         >>> SessionRules(gap_us=600_000_000, max_duration_us=86_400_000_000,
@@ -71,6 +74,7 @@ class SessionRules:
     max_duration_us: int | None = None
     timezone: str = "UTC"
     split_at_midnight: bool = False
+    user_ttl_us: int | None = None
 
     def __post_init__(self) -> None:
         if self.gap_us <= 0:
@@ -90,17 +94,23 @@ class SessionRules:
                     "the years 0002-9998 and what follows from them within "
                     "0001-9999)"
                 )
+        if self.user_ttl_us is not None and self.user_ttl_us < self.gap_us:
+            raise ConfigError(
+                "--user-ttl must be at least --gap (an identity outlives its sessions), e.g. 400d"
+            )
         check_timezone(self.timezone)
 
     def record(self) -> dict[str, object]:
         """The optional rules as a checkpoint records them (unset: `""`, `UTC`, false),
-        so that a checkpoint from before they existed reads as all unset."""
+        so that a checkpoint from before they existed reads as all unset (no `--user-ttl`:
+        identities kept for ever, as they were)."""
         return {
             "max_duration": ""
             if self.max_duration_us is None
             else format_duration(self.max_duration_us),
             "timezone": self.timezone,
             "split_at_midnight": self.split_at_midnight,
+            "user_ttl": "" if self.user_ttl_us is None else format_duration(self.user_ttl_us),
         }
 
     @classmethod
@@ -108,6 +118,7 @@ class SessionRules:
         """The rules a checkpoint's or a job record's settings name (`record`'s inverse)."""
         actions = str(settings.get("close_actions", "browser_close"))
         max_duration = str(settings.get("max_duration") or "")
+        user_ttl = str(settings.get("user_ttl") or "")
         return cls(
             gap_us=parse_duration(str(settings["gap"])),
             lateness_us=parse_duration(str(settings["lateness"])),
@@ -115,6 +126,7 @@ class SessionRules:
             max_duration_us=parse_duration(max_duration) if max_duration else None,
             timezone=str(settings.get("timezone") or "UTC"),
             split_at_midnight=bool(settings.get("split_at_midnight", False)),
+            user_ttl_us=parse_duration(user_ttl) if user_ttl else None,
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +20,7 @@ import pytest
 from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.config import SessionRules
 from sessionize.errors import ConfigError
 from sessionize.mapping import EventMapping
 from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
@@ -101,13 +102,16 @@ def test_each_session_carries_the_last_user_its_anonymous_id_sent(batch_run):
     assert current_identities(root / "batch") == whole_identities(events)
 
 
-def whole_identities(events: list[dict]) -> dict:
+def whole_identities(events: list[dict], ttl: timedelta | None = None) -> dict:
     """Per anonymous id, by a plain loop over the events: the last user id by event time
-    (ties: the greater), the first and last event time."""
+    (ties: the greater), the first and last event time; an event more than `ttl` after
+    its id's previous one starts it afresh."""
     timed = [(datetime.fromisoformat(e["event_time"]).astimezone(UTC), e) for e in events]
     want: dict = {}
     for t, e in sorted(timed, key=lambda te: (te[0], te[1].get("user_id") or "")):
-        user, first, _ = want.get(e["anonymous_id"], (None, t, t))
+        user, first, last = want.get(e["anonymous_id"], (None, t, t))
+        if ttl is not None and t - last > ttl:
+            user, first = None, t
         want[e["anonymous_id"]] = (e.get("user_id") or user, first, t)
     return want
 
@@ -232,3 +236,46 @@ def test_identities_kept_current_on_delta_through_a_kill_9_and_a_rewind(batch_ru
     again = sessionize(*args)
     assert again.returncode == 0, again.stderr[-2000:]
     assert delta_identities(tmp_path / "out") == want
+
+
+def test_with_a_user_ttl_batch_equals_stream_and_the_loop(spark, batch_run, tmp_path):
+    """`--user-ttl 20m` on two hours of visits: identities restart after 20 minutes without
+    an event, by event time, so the hourly batch run and the stream file by file write the
+    same sessions and the same current identities, the loop's."""
+    _, inp = batch_run
+    ttl = timedelta(minutes=20)
+    events = input_events(inp)
+    want = whole_identities(events, ttl)
+    assert want != whole_identities(events)  # visitors come back after the TTL
+    rules = SessionRules(user_ttl_us=int(ttl.total_seconds()) * 1_000_000)
+    run_batch(
+        BatchOptions(
+            input=str(inp),
+            output=str(tmp_path / "batch"),
+            start=START,
+            end=START.replace(hour=2),
+            partitions=2,
+            mapping=MAPPING,
+            rules=rules,
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
+    assert current_identities(tmp_path / "batch") == want
+    options = StreamOptions(
+        input=str(inp),
+        output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "chk"),
+        state="files",
+        partitions=2,
+        max_files_per_trigger=1,
+        mapping=MAPPING,
+        rules=rules,
+    )
+    records = run_stream(options, spark, on_batch=lambda _: None)
+    assert records[-1]["totals"]["late"] == 0
+    batch = sessions_of(tmp_path / "batch")
+    watermark = records[-1]["watermark"]
+    closed = batch.filter(pc.less(pc.cast(batch["closed_at"], "int64"), watermark))
+    assert sessions_of(tmp_path / "out").equals(closed)
+    assert current_identities(tmp_path / "out") == want

@@ -53,10 +53,15 @@ def table_of(events: list[dict]) -> pa.Table:
     )
 
 
-def reference(events: list[dict]) -> dict[str, dict]:
-    """The identities, one event at a time in (time, user id) order."""
+def reference(events: list[dict], ttl: int | None = None) -> dict[str, dict]:
+    """The identities, one event at a time in (time, user id) order; with a `ttl`
+    (seconds) an event longer than that after its anonymous id's previous one starts it
+    afresh (the identity expired in between)."""
     out: dict[str, dict] = {}
     for e in sorted(events, key=lambda e: (e["t"], e["user_id"] or "")):
+        old = out.get(e["anonymous_id"])
+        if old is not None and ttl is not None and e["t"] - old["last"] > ttl:
+            del out[e["anonymous_id"]]
         row = out.setdefault(e["anonymous_id"], {"user_id": None, "first": e["t"], "last": e["t"]})
         row["first"], row["last"] = min(row["first"], e["t"]), max(row["last"], e["t"])
         if e["user_id"] is not None:
@@ -96,7 +101,9 @@ def cut(events: list[dict]) -> list[list[dict]]:
     return sessions
 
 
-def users_of(stored: pa.Table, sessions: list[list[dict]]) -> list[str | None]:
+def users_of(
+    stored: pa.Table, sessions: list[list[dict]], ttl: int | None = None
+) -> list[str | None]:
     """`session_users` over `sessions` given as the events of their runs."""
     flat = [e for s in sessions for e in s]
     lengths = np.array([len(s) for s in sessions], np.int64)
@@ -109,6 +116,7 @@ def users_of(stored: pa.Table, sessions: list[list[dict]]) -> list[str | None]:
         t.column("user_id"),
         ends - lengths,
         ends,
+        None if ttl is None else ttl * 1_000_000,
     ).to_pylist()
 
 
@@ -179,3 +187,54 @@ def test_a_batch_writes_the_identities_it_changed(seed):
     old, new = reference(events[:half]), reference(events)
     expected = {a: row for a, row in new.items() if old.get(a) != row}
     assert as_dict(changed(before, after)) == expected
+
+
+TTL = 2 * GAP  # seconds: visits() leaves 3 * GAP between some visits of a device
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_with_a_ttl_a_returning_visitor_starts_fresh_in_any_batches(seed):
+    """`--user-ttl`: events longer than the TTL after their device's previous one start it
+    afresh (first seen then, no user until a login), whether the events come in one batch
+    or in several in time order (on-time events never precede the stored identity)."""
+    events = sorted(visits(seed), key=lambda e: (e["t"], e["user_id"] or ""))
+    want = reference(events, TTL)
+    assert want != reference(events)  # the data has returns after the TTL
+    ttl_us = TTL * 1_000_000
+    assert as_dict(merge(empty(), table_of(events), ttl_us)) == want
+    stored = empty()
+    n = len(events)
+    for lo, hi in zip([0, n // 3, n // 2], [n // 3, n // 2, n], strict=True):
+        stored = merge(stored, table_of(events[lo:hi]), ttl_us)
+    assert as_dict(stored) == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_with_a_ttl_a_session_after_the_ttl_knows_no_user_from_before(seed):
+    sessions = cut(visits(seed))
+    expected = []
+    for i, s in enumerate(sessions):
+        anon = s[0]["anonymous_id"]
+        so_far = [e for t in sessions[: i + 1] if t[0]["anonymous_id"] == anon for e in t]
+        expected.append(reference(so_far, TTL)[anon]["user_id"])
+    assert users_of(empty(), sessions, TTL) == expected
+    firsts = {s[0]["anonymous_id"]: i for i, s in reversed(list(enumerate(sessions)))}
+    earlier = [s for i, s in enumerate(sessions) if firsts[s[0]["anonymous_id"]] == i]
+    later = [i for i, s in enumerate(sessions) if firsts[s[0]["anonymous_id"]] != i]
+    stored = merge(empty(), table_of([e for s in earlier for e in s]), TTL * 1_000_000)
+    assert users_of(stored, [sessions[i] for i in later], TTL) == [expected[i] for i in later]
+
+
+def test_a_visitor_back_after_the_ttl_is_anonymous_until_a_new_login():
+    device = [
+        {"anonymous_id": "d", "t": 0, "user_id": "ann"},
+        {"anonymous_id": "d", "t": 60, "user_id": None},
+        {"anonymous_id": "d", "t": 60 + TTL + 1, "user_id": None},  # back after the TTL
+        {"anonymous_id": "d", "t": 60 + TTL + 2 * GAP, "user_id": None},  # within it
+    ]
+    sessions = cut(device)
+    assert users_of(empty(), sessions, TTL) == ["ann", None, None]
+    assert users_of(empty(), sessions) == ["ann", "ann", "ann"]
+    assert reference(device, TTL) == {
+        "d": {"user_id": None, "first": 61 + TTL, "last": 60 + TTL + 2 * GAP}
+    }

@@ -5,6 +5,7 @@ batch gives; all against a plain loop over the events in time order (test_identi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from sessionize.errors import ConfigError
 from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 
-from .test_identity import GAP, T0, cut, reference, visits
+from .test_identity import GAP, T0, TTL, cut, reference, visits
 
 RULES = SessionRules(gap_us=GAP * 1_000_000, lateness_us=0, close_actions=())
 LAYOUT = schema.layout(
@@ -46,11 +47,20 @@ def events_table(events: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=LAYOUT.event)
 
 
-def run(events: list[dict], cuts: list[int], open_sessions: bool = False) -> dict:
-    """The events in time order, cut into batches at `cuts`, then a batch that closes all."""
-    processor = SessionProcessor(RULES, LAYOUT, open_sessions=open_sessions)
+def run(
+    events: list[dict],
+    cuts: list[int],
+    open_sessions: bool = False,
+    rules: SessionRules = RULES,
+    current: bool = False,
+) -> dict:
+    """The events in time order, cut into batches at `cuts`, then a batch that closes all.
+    `current`: `identities` kept current, applied batch after batch to out["table"] (and
+    its state before the closing batch in out["table_before_last"])."""
+    processor = SessionProcessor(RULES if rules is None else rules, LAYOUT, open_sessions, current)
     store = declared(processor).rows.empty()
     out: dict[str, list] = {"sessions": [], "page_views": [], "open_sessions": [], "identities": []}
+    table: dict = {}
     bounds = [0, *cuts, len(events)]
     before = None
     for batch_id, (lo, hi) in enumerate([*zip(bounds, bounds[1:], strict=False), (0, 0)]):
@@ -70,12 +80,23 @@ def run(events: list[dict], cuts: list[int], open_sessions: bool = False) -> dic
         for name in out:
             if name in got.outputs:
                 out[name] += [{**r, "batch": batch_id} for r in got.outputs[name].to_pylist()]
+        if current:
+            out["table_before_last"] = dict(table)
+            for key in got.deletes["identities"].column("anonymous_id").to_pylist():
+                table.pop(key, None)
+            for r in got.outputs["identities"].to_pylist():
+                table[r["anonymous_id"]] = {
+                    "user_id": r["user_id"],
+                    "first": round((r["first_seen"] - T0).total_seconds()),
+                    "last": round((r["last_seen"] - T0).total_seconds()),
+                }
         gone = pa.concat_arrays([got.removes, got.puts.column("user_key").combine_chunks()])
         store = pa.concat_tables(
             [store.filter(pc.invert(pc.is_in(store["user_key"], value_set=gone))), got.puts]
         )
         before = after
     out["store"] = store
+    out["table"] = table
     return out
 
 
@@ -84,14 +105,14 @@ def in_time_order(seed: int) -> list[dict]:
     return [{**e, "page": f"p{i}"} for i, e in enumerate(events)]  # no duplicates
 
 
-def expected_sessions(events: list[dict]) -> list[tuple]:
+def expected_sessions(events: list[dict], ttl: int | None = None) -> list[tuple]:
     """(anonymous id, start, user id, stitched user id) of every session, by the loop."""
     sessions = cut(events)
     out = []
     for i, s in enumerate(sessions):
         anon = s[0]["anonymous_id"]
         so_far = [e for t in sessions[: i + 1] if t[0]["anonymous_id"] == anon for e in t]
-        user = reference(so_far)[anon]["user_id"]
+        user = reference(so_far, ttl)[anon]["user_id"]
         out.append((anon, min(e["t"] for e in s), user, user or anon))
     return sorted(out, key=str)
 
@@ -229,3 +250,69 @@ def test_a_late_event_keeps_its_anonymous_id_and_its_own_user_id():
     rows = got.outputs["late_events"].to_pylist()
     assert [(r["anonymous_id"], r["user_id"]) for r in rows] == [("d", "ann")]
     assert got.outputs["late_events"].schema == LAYOUT.late_events
+
+
+TTL_RULES = dataclasses.replace(RULES, user_ttl_us=TTL * 1_000_000)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_with_a_ttl_identities_expire_by_the_watermark_in_any_batches(seed):
+    """`--user-ttl`: sessions after the TTL start afresh, each batch writes the identities
+    it changed, the kept-current table drops an identity once the watermark passes its
+    `last_seen + TTL` and the store forgets it, in one batch or several (the loop of
+    test_identity.py with its TTL rule)."""
+    events = in_time_order(seed)
+    n = len(events)
+    cuts = [n // 5, n // 3, n // 2, 2 * n // 3, 4 * n // 5]
+    for batches in ([], cuts):
+        out = run(events, batches, rules=TTL_RULES)  # identities: the change log
+        assert got_sessions(out["sessions"]) == expected_sessions(events, TTL)
+        bounds = [0, *batches, n]
+        for batch_id, hi in enumerate(bounds[1:]):
+            old, new = reference(events[: bounds[batch_id]], TTL), reference(events[:hi], TTL)
+            want = {a: row for a, row in new.items() if old.get(a) != row}
+            got = {
+                r["anonymous_id"]: (r["user_id"], round((r["last_seen"] - T0).total_seconds()))
+                for r in out["identities"]
+                if r["batch"] == batch_id
+            }
+            assert got == {a: (w["user_id"], w["last"]) for a, w in want.items()}, batch_id
+        out = run(events, batches, rules=TTL_RULES, current=True)
+        # before the closing batch: the identities whose last_seen + TTL the watermark
+        # (the latest event, no lateness) has not passed; after it, none is left
+        latest = max(e["t"] for e in events)
+        live = {a: r for a, r in reference(events, TTL).items() if r["last"] + TTL >= latest}
+        assert out["table_before_last"] == live
+        assert len(live) < len(reference(events, TTL))  # some expired on the way
+        assert out["table"] == {} and out["store"].num_rows == 0
+
+
+def test_a_checkpoint_refuses_a_change_of_the_user_ttl_and_an_older_one_keeps_none(tmp_path):
+    """The TTL is recorded with the rules: another one on restart is refused; a record
+    from before the option reads as no TTL; without --anonymous-field it is recorded
+    unset, and given there it is refused as matching nothing."""
+    from sessionize.api.sessionizer import Sessionizer
+    from sessionize.engines.checkpoint import check_or_record, read_settings
+    from sessionize.engines.sessions import state_settings
+    from sessionize.errors import IncompatibleCheckpoint
+
+    stitched = EventMapping(user_type="string", anonymous="anonymous_id")
+
+    def settings(rules: SessionRules) -> dict:
+        return {**state_settings(rules, 2, stitched), "output": str(tmp_path / "out")}
+
+    check_or_record(str(tmp_path / "chk"), settings(TTL_RULES))
+    longer = dataclasses.replace(RULES, user_ttl_us=10 * TTL * 1_000_000)
+    with pytest.raises(IncompatibleCheckpoint, match="--user-ttl 1h .*this run: 10h"):
+        check_or_record(str(tmp_path / "chk"), settings(longer))
+    older = settings(RULES)
+    del older["user_ttl"]  # recorded before the option existed
+    check_or_record(str(tmp_path / "old"), older)
+    assert SessionRules.from_record(read_settings(str(tmp_path / "old"))).user_ttl_us is None
+    plain = state_settings(TTL_RULES, 2, EventMapping(user_type="string"))
+    assert plain["user_ttl"] == ""
+    with pytest.raises(ConfigError, match="--user-ttl applies to identities"):
+        Sessionizer(user_ttl="30d").resolved({})
+    assert Sessionizer(user_ttl="30d", anonymous_field="a", user_type="string").resolved({})
+    with pytest.raises(ConfigError, match="--user-ttl must be at least --gap"):
+        Sessionizer(user_ttl="1m", gap="10m")

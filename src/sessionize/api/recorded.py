@@ -51,6 +51,7 @@ RECORDED_ARGS = {
     "max_duration": "max_duration",
     "timezone": "timezone",
     "split_at_midnight": "split_at_midnight",
+    "user_ttl": "user_ttl",
     "split_on_change": "split_on_change",
     "gap_field": "gap_field",
     "url": "url_field",
@@ -103,6 +104,11 @@ def resolve(
         str(merged["job"]),
     )
     mapping = replace(EventMapping.from_record(merged), input_format=s.mapping.input_format)
+    if s.explicit is not None and "user_ttl" in s.explicit and not mapping.anonymous:
+        raise ConfigError(
+            "--user-ttl applies to identities, which only --anonymous-field keeps: leave "
+            "--user-ttl out, or give --anonymous-field"
+        )
     # The user type is the record's, or the one given (settled before).
     out = replace(s, rules=rules, mapping=mapping, store=store, explicit=None, user_type_given=True)
     return out, str(merged["output_format"])

@@ -87,6 +87,8 @@ class Sessionizer:
             as are the four below.
         timezone: IANA zone of `session_date` and of `split_at_midnight` (default `UTC`).
         split_at_midnight: End sessions at midnight in `timezone`.
+        user_ttl: With `anonymous_field`: an anonymous id's identity is forgotten this
+            long after its last event, by event time (default `400d`; at least `gap`).
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.
@@ -144,6 +146,7 @@ class Sessionizer:
         max_duration: Duration | None = None,
         timezone: str | None = None,
         split_at_midnight: bool | None = None,
+        user_ttl: Duration | None = None,
         split_on_change: str | None = None,
         gap_field: str | None = None,
         url: str | None = None,
@@ -225,7 +228,8 @@ class Sessionizer:
         taken from `record` (a checkpoint's or a state's settings as `recorded_settings`
         spells them), all counted as given then; one given with another value stays as
         given, for the checkpoint check to refuse. Raises ConfigError when the record hides
-        the state's secret and no `state` was given.
+        the state's secret and no `state` was given, or when `user_ttl` is given without an
+        anonymous field (given or recorded).
 
         >>> Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})[0].partitions
         8

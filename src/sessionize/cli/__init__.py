@@ -149,6 +149,7 @@ def job_settings(
     max_duration,
     timezone,
     split_at_midnight,
+    user_ttl,
     partitions,
     job,
     progress_log,
@@ -161,7 +162,7 @@ def job_settings(
     return {
         "state": state,
         "rules": make_rules(
-            gap, lateness, close_actions, max_duration, timezone, split_at_midnight
+            gap, lateness, close_actions, max_duration, timezone, split_at_midnight, user_ttl
         ),
         "partitions": partitions,
         "job": job,

@@ -48,6 +48,12 @@ _RULE_OPTIONS = (
     ("--close-actions", str, "browser_close", "Comma-separated actions that end a session."),
     ("--max-duration", DURATION, None, "A session lasts less than this (e.g. 24h; unset: no cap)."),
     ("--timezone", str, "UTC", "IANA zone of session_date and of --split-at-midnight."),
+    (
+        "--user-ttl",
+        DURATION,
+        "400d",
+        "With --anonymous-field: an identity is forgotten this long after its last event.",
+    ),
 )
 
 
@@ -57,7 +63,8 @@ def count_option(name: str, least: int, help: str, **more):
 
 
 def rules_options(f):
-    """--gap, --lateness, --close-actions, --max-duration, --timezone, --split-at-midnight:
+    """--gap, --lateness, --close-actions, --max-duration, --timezone, --user-ttl,
+    --split-at-midnight:
     the session rules (docs/design.md, "Semantics")."""
     f = click.option(
         "--split-at-midnight",
@@ -76,6 +83,7 @@ def make_rules(
     max_duration: int | None = None,
     timezone: str = "UTC",
     split_at_midnight: bool = False,
+    user_ttl: int | None = None,
 ) -> SessionRules:
     actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
     return SessionRules(
@@ -85,6 +93,7 @@ def make_rules(
         max_duration_us=max_duration,
         timezone=timezone.strip(),
         split_at_midnight=split_at_midnight,
+        user_ttl_us=user_ttl,
     )
 
 

@@ -15,6 +15,7 @@ job adds, so that its checkpoints, records and outputs stay as they are:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -277,6 +278,8 @@ def state_settings(rules: SessionRules, partitions: int, mapping: EventMapping) 
     """The session settings that are part of the state, as flags spell them: the one
     definition the store's settings entry and the checkpoint's record (api/recorded.py)
     share."""
+    if not mapping.anonymous:  # without identity the TTL means nothing: recorded unset
+        rules = dataclasses.replace(rules, user_ttl_us=None)
     return {
         "gap": format_duration(rules.gap_us),
         "lateness": format_duration(rules.lateness_us),

@@ -41,13 +41,14 @@ def identity_schema(key_type: pa.DataType | None = None) -> pa.Schema:
     )
 
 
-def merge(identities: pa.Table, events: pa.Table) -> pa.Table:
+def merge(identities: pa.Table, events: pa.Table, ttl_us: int | None = None) -> pa.Table:
     """The identities of every anonymous id of `identities` or `events`, the events folded in.
 
     Args:
         identities: stored identity rows (`identity_schema`), at most one per anonymous id.
         events: `anonymous_id`, `event_time` (timestamp) and `user_id` (string, null when
             the visitor is not logged in), in any order, duplicates allowed.
+        ttl_us: `--user-ttl`: only each id's latest span counts (`latest_span`).
 
     Returns:
         One identity row per anonymous id, sorted by it, in `identities`' schema.
@@ -60,6 +61,7 @@ def merge(identities: pa.Table, events: pa.Table) -> pa.Table:
         >>> merge(identity_schema().empty_table(), ev).column("user_id").to_pylist()
         ['u1']
     """
+    identities, events = latest_span(identities, events, ttl_us)
     schema = identities.schema
     key_type = schema.field(KEY).type
     seen = pa.concat_tables(
@@ -92,6 +94,7 @@ def session_users(
     users: pa.Array,
     starts: np.ndarray,
     ends: np.ndarray,
+    ttl_us: int | None = None,
 ) -> pa.Array:
     """The user id each session carries: the identity known when it is emitted.
 
@@ -104,6 +107,9 @@ def session_users(
             session a run of them; `users` null where no user id was sent.
         starts, ends: each session's first and one-past-last event index, in the order
             of the events (so an anonymous id's sessions in start order).
+        ttl_us: `--user-ttl`: a session that starts longer than this after the anonymous
+            id's previous event (or stored `last_seen`) starts afresh, knowing no user
+            from before (the TTL is at least the gap, so such a cut is between sessions).
 
     Returns:
         A string array, one user id per session, null where none is known yet.
@@ -148,13 +154,48 @@ def session_users(
     at = pc.index_in(session_keys.cast(key_type), value_set=stored.column(KEY))
     at = at.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     base = np.where(at >= 0, rank[:n_stored][np.maximum(at, 0)] if n_stored else -1, -1)
-    # A running maximum per anonymous id: each id's values lifted above every earlier id's.
-    group = np.concatenate([[0], np.cumsum(_new_run(session_keys))])
+    new_group = np.concatenate([[True], _new_run(session_keys)])
+    if ttl_us is not None:
+        fresh = _fresh_starts(identities, session_keys, times, starts, ends, ttl_us)
+        # A fresh start forgets the stored identity for the id's sessions from there on.
+        first = np.flatnonzero(new_group)
+        owner = np.cumsum(new_group) - 1
+        forgotten = np.cumsum(fresh) - np.concatenate([[0], np.cumsum(fresh)])[first][owner] > 0
+        base = np.where(forgotten, -1, base)
+        new_group = new_group | fresh
+    # A running maximum per anonymous id (per span with a TTL): each group's values lifted
+    # above every earlier group's.
+    group = np.cumsum(new_group) - 1
     lift = group * (cands.num_rows + 1)
     best = np.maximum.accumulate(np.maximum(own, base) + 1 + lift) - lift - 1
     by_rank = cands.column(USER).take(order)
     picked = np.where(best >= 0, best, 0)
     return pc.if_else(pa.array(best >= 0), by_rank.take(pa.array(picked)), None)
+
+
+def _fresh_starts(
+    identities: pa.Table,
+    session_keys: pa.Array,
+    times: pa.Array,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    ttl_us: int,
+) -> np.ndarray:
+    """Per session: whether it starts longer than `ttl_us` after its anonymous id's
+    previous event (its previous session's last, or the stored `last_seen`)."""
+    t = times.cast(TS).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    start_us, end_us = t[starts], t[ends - 1]
+    previous = np.concatenate([[0], end_us[:-1]])
+    new_key = np.concatenate([[True], _new_run(session_keys)])
+    key_type = identities.schema.field(KEY).type
+    at = pc.index_in(session_keys.cast(key_type), value_set=identities.column(KEY))
+    has = at.is_valid().to_numpy(zero_copy_only=False)
+    last = identities.column(LAST_SEEN).cast(TS).cast(pa.int64()).to_numpy()
+    stored_last = np.zeros(len(starts), np.int64)
+    stored_last[has] = last[at.filter(at.is_valid()).to_numpy()]
+    previous = np.where(new_key, stored_last, previous)
+    known = np.where(new_key, has, True)
+    return known & (start_us - previous > ttl_us)
 
 
 def changed(before: pa.Table, after: pa.Table) -> pa.Table:
@@ -209,3 +250,57 @@ def _new_run(keys: pa.Array) -> np.ndarray:
     if len(keys) < 2:
         return np.zeros(0, bool)
     return pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
+
+
+def latest_span(
+    identities: pa.Table, events: pa.Table, ttl_us: int | None
+) -> tuple[pa.Table, pa.Table]:
+    """The stored identities and events of each anonymous id's latest span: a gap longer
+    than `ttl_us` between two of its event times (the stored identity counting as its
+    `last_seen`) starts a new span, and what came before is forgotten, as when the
+    identity expired (`--user-ttl`). None: one span, nothing forgotten.
+
+    Example:
+        >>> import datetime as dt
+        >>> t = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+        >>> ev = pa.table({"anonymous_id": ["a", "a"], "user_id": ["u1", None],
+        ...     "event_time": pa.array([t, t + dt.timedelta(days=2)], TS)})
+        >>> latest_span(identity_schema().empty_table(), ev, 86_400_000_000)[1].num_rows
+        1
+    """
+    if ttl_us is None or identities.num_rows + events.num_rows == 0:
+        return identities, events
+    key_type = identities.schema.field(KEY).type
+    n_stored = identities.num_rows
+    points = pa.table(
+        {
+            KEY: pa.concat_arrays(
+                [
+                    identities.column(KEY).combine_chunks(),
+                    events.column(KEY).cast(key_type).combine_chunks(),
+                ]
+            ),
+            TIME: pa.concat_arrays(
+                [
+                    identities.column(LAST_SEEN).cast(TS).combine_chunks(),
+                    events.column(TIME).cast(TS).combine_chunks(),
+                ]
+            ),
+        }
+    )
+    order = pc.sort_indices(points, [(KEY, "ascending"), (TIME, "ascending")]).to_numpy()
+    keys = points.column(KEY).combine_chunks().take(pa.array(order))
+    times = points.column(TIME).cast(pa.int64()).to_numpy()[order]
+    new_key = np.concatenate([[True], _new_run(keys)])
+    gap = np.concatenate([[0], np.diff(times)])
+    starts = new_key | (gap > ttl_us)
+    span = np.cumsum(starts)
+    key_index = np.cumsum(new_key) - 1
+    last_span = np.maximum.reduceat(span, np.flatnonzero(new_key))
+    kept_sorted = span == last_span[key_index]
+    kept = np.empty(len(order), bool)
+    kept[order] = kept_sorted
+    return (
+        identities.filter(pa.array(kept[:n_stored])),
+        events.filter(pa.array(kept[n_stored:])),
+    )

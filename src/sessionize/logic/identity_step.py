@@ -78,7 +78,9 @@ class Stitched:
     open_users: pa.Array  # per open session (in `open_sessions` order): its user id
 
 
-def stitch(stored: pa.Table, state_events: pa.Table, runs: SessionRuns) -> Stitched:
+def stitch(
+    stored: pa.Table, state_events: pa.Table, runs: SessionRuns, ttl_us: int | None = None
+) -> Stitched:
     """One batch of identity for the handed-in anonymous ids.
 
     Args:
@@ -86,12 +88,16 @@ def stitch(stored: pa.Table, state_events: pa.Table, runs: SessionRuns) -> Stitc
         state_events: their state rows before the batch, identity rows set apart (carry
             rows, which stand for emitted sessions, are not events).
         runs: every session of theirs after the batch (`advance`'s `runs`).
+        ttl_us: `--user-ttl` (None: identities are kept for ever): after a gap longer than
+            this an anonymous id starts afresh (`identity.latest_span`).
     """
-    users = ident.session_users(stored, runs.keys, runs.times, runs.sent, runs.starts, runs.ends)
+    users = ident.session_users(
+        stored, runs.keys, runs.times, runs.sent, runs.starts, runs.ends, ttl_us
+    )
     emitted = runs.emitted
     left = _positions(runs.starts[emitted], runs.ends[emitted])
     kept = _positions(runs.starts[~emitted], runs.ends[~emitted])
-    after = ident.merge(stored, _events(runs, left))
+    after = ident.merge(stored, _events(runs, left), ttl_us)
     if CARRIED_SESSION in state_events.column_names:
         state_events = state_events.filter(pc.is_null(state_events.column(CARRIED_SESSION)))
     before_events = pa.table(
@@ -101,8 +107,8 @@ def stitch(stored: pa.Table, state_events: pa.Table, runs: SessionRuns) -> Stitc
             ident.USER: state_events.column(SENT_USER),
         }
     )
-    current_before = ident.merge(stored, before_events)
-    current_after = ident.merge(after, _events(runs, kept))
+    current_before = ident.merge(stored, before_events, ttl_us)
+    current_after = ident.merge(after, _events(runs, kept), ttl_us)
     return Stitched(
         identities=after,
         changed=ident.changed(current_before, current_after),

@@ -20,6 +20,7 @@ from sessionize import schema
 from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME
 from sessionize.config import SessionRules, format_duration
 from sessionize.core import Context, Output, Processor, Update
+from sessionize.core.declared import NEVER_US
 from sessionize.logic.bots import is_bot
 from sessionize.logic.identity_step import identity_rows, keyed, split_state, stitch, with_users
 from sessionize.logic.result import StepResult
@@ -127,11 +128,14 @@ class SessionProcessor(Processor):
     def params(self) -> dict[str, Any]:
         """The session rules, as the flags spell them (they are part of the state)."""
         r = self.rules
+        rules = r.record()
+        if not self.layout.identity:
+            del rules["user_ttl"]  # meaningless without identity, and absent before it
         return {
             "gap": format_duration(r.gap_us),
             "lateness": format_duration(r.lateness_us),
             "close_actions": ",".join(r.close_actions),
-            **r.record(),
+            **rules,
         }
 
     def drop(self, rows: pa.Table) -> pa.Array | None:
@@ -201,14 +205,31 @@ class SessionProcessor(Processor):
     ) -> Update:
         """The update with identity: the outputs keyed by `anonymous_id`, the sessions'
         users, and every handed-in id's identity row among its state rows (an id whose
-        sessions all closed keeps it, without a timer). `identities` gets the ids whose
-        identity changed; kept current and rebuilt (`ctx.every_key`), every handed id's."""
+        sessions all closed keeps it, its timer at `last_seen + --user-ttl`, or none
+        without a TTL). `identities` gets the ids whose identity changed; kept current and
+        rebuilt (`ctx.every_key`), every handed id's. An id whose identity row is due
+        (`last_seen + TTL` below the batch's watermark) and has no open session is removed,
+        its row deleted from a kept-current `identities`."""
         lay = self.layout
         assert result.runs is not None
-        st = stitch(stored, state, result.runs)
+        ttl = self.rules.user_ttl_us
+        st = stitch(stored, state, result.runs, ttl)
         outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
         outputs["page_views"] = keyed(outputs["page_views"], lay.page_views)
+        timers = _expiries(result.state_puts)
+        idle = pc.invert(
+            pc.is_in(st.identities.column("anonymous_id"), value_set=timers.column(USER))
+        )
+        expired = _expired(st.identities.filter(idle), ttl, ctx.watermark_after)
+        identities = st.identities.filter(
+            pc.invert(pc.is_in(st.identities.column("anonymous_id"), value_set=expired))
+        )
         written = st.current if self.identities_current and ctx.every_key else st.changed
+        if self.identities_current:
+            written = written.filter(
+                pc.invert(pc.is_in(written.column("anonymous_id"), value_set=expired))
+            )
+            deletes[IDENTITIES] = pa.table({lay.key_name: expired})
         outputs[IDENTITIES] = written.select(lay.identities.names).cast(lay.identities)
         if EVENTS in outputs:
             outputs[EVENTS] = keyed(outputs[EVENTS], lay.events)
@@ -222,27 +243,45 @@ class SessionProcessor(Processor):
         n = events.num_rows
         events = events.append_column(IDENTITY_FIRST_SEEN, pa.nulls(n, schema.TS))
         events = events.append_column(IDENTITY_USER_TIME, pa.nulls(n, schema.TS))
-        keys = st.identities.column("anonymous_id")
+        keys = identities.column("anonymous_id")
         puts = pa.concat_tables(
             [
                 events.select(lay.state_rows.names).cast(lay.state_rows),
-                identity_rows(st.identities, lay),
+                identity_rows(identities, lay),
             ]
         ).sort_by(USER)
-        timers = _expiries(result.state_puts)
-        only = pc.filter(keys, pc.invert(pc.is_in(keys, value_set=timers.column(USER))))
-        timers = pa.concat_tables(
-            [timers, pa.table({USER: only, "at": pa.nulls(len(only), pa.int64())})]
-        )
+        only = identities.filter(pc.invert(pc.is_in(keys, value_set=timers.column(USER))))
+        timers = pa.concat_tables([timers, _identity_timers(only, ttl)])
         removes = result.state_removes
+        removes = removes.filter(pc.invert(pc.is_in(removes, value_set=keys)))
         return Update(
             state=puts,
-            remove=removes.filter(pc.invert(pc.is_in(removes, value_set=keys))),
+            remove=pa.concat_arrays([removes, expired.cast(removes.type)]).unique(),
             outputs=outputs,
             timers=timers,
             counters=counters,
             deletes=deletes,
         )
+
+
+def _expired(idle: pa.Table, ttl_us: int | None, watermark_after: int | None) -> pa.Array:
+    """The anonymous ids of `idle` identities (no open session) whose `last_seen + TTL` is
+    below the batch's watermark: forgotten now (the core's timer rule)."""
+    key = idle.column("anonymous_id").combine_chunks()
+    if ttl_us is None or watermark_after is None:
+        return key.slice(0, 0)
+    last = idle.column("last_seen").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return key.filter(pa.array(last + ttl_us < watermark_after))
+
+
+def _identity_timers(idle: pa.Table, ttl_us: int | None) -> pa.Table:
+    """The timers of identities without an open session: `last_seen + TTL` (the core's
+    "never" when that is later), none without a TTL."""
+    key = idle.column("anonymous_id").combine_chunks()
+    if ttl_us is None:
+        return pa.table({USER: key, "at": pa.nulls(len(key), pa.int64())})
+    last = idle.column("last_seen").cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return pa.table({USER: key, "at": pa.array(np.minimum(last + ttl_us, NEVER_US))})
 
 
 def _tagged(rows: pa.Table, batch_id: int) -> pa.Table:
