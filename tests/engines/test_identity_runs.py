@@ -279,3 +279,54 @@ def test_with_a_user_ttl_batch_equals_stream_and_the_loop(spark, batch_run, tmp_
     closed = batch.filter(pc.less(pc.cast(batch["closed_at"], "int64"), watermark))
     assert sessions_of(tmp_path / "out").equals(closed)
     assert current_identities(tmp_path / "out") == want
+
+
+@pytest.fixture
+def pg_output():
+    """A PostgreSQL output URI with a schema of its own, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    from tests.state.services_fixtures import service_env
+
+    uri = service_env("postgres")["SESSIONIZE_TEST_POSTGRES"]
+    schema = f"identity_{uuid.uuid4().hex[:12]}"
+    yield uri, schema
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_postgresql_keeps_the_live_identities_and_deletes_the_expired(
+    spark, batch_run, pg_output, tmp_path
+):
+    """On PostgreSQL `identities` is one row per anonymous id, replaced in each batch's
+    transaction; an identity the watermark has carried past its `last_seen + --user-ttl`
+    is deleted in the batch that forgets it: what is left is the loop's identities that
+    are still live."""
+    import psycopg
+
+    _, inp = batch_run
+    uri, schema = pg_output
+    ttl = timedelta(minutes=20)
+    options = StreamOptions(
+        input=str(inp),
+        output=f"{uri}?schema={schema}",
+        checkpoint=str(tmp_path / "chk"),
+        state="files",
+        partitions=2,
+        max_files_per_trigger=1,
+        mapping=MAPPING,
+        rules=SessionRules(user_ttl_us=int(ttl.total_seconds()) * 1_000_000),
+    )
+    records = run_stream(options, spark, on_batch=lambda _: None)
+    watermark = datetime.fromtimestamp(records[-1]["watermark"] / 1e6, UTC)
+    everyone = whole_identities(input_events(inp), ttl)
+    live = {a: row for a, row in everyone.items() if row[2] + ttl >= watermark}
+    assert 0 < len(live) < len(everyone)
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            f'SELECT anonymous_id, user_id, first_seen, last_seen FROM "{schema}".identities'
+        ).fetchall()
+    assert len(rows) == len({r[0] for r in rows})  # one row per anonymous id
+    assert {r[0]: (r[1], r[2], r[3]) for r in rows} == live
