@@ -314,5 +314,7 @@ def test_a_checkpoint_refuses_a_change_of_the_user_ttl_and_an_older_one_keeps_no
     with pytest.raises(ConfigError, match="--user-ttl applies to identities"):
         Sessionizer(user_ttl="30d").resolved({})
     assert Sessionizer(user_ttl="30d", anonymous_field="a", user_type="string").resolved({})
+    default = Sessionizer(anonymous_field="a", user_type="string").rules.user_ttl_us
+    assert default == 400 * 86_400 * 1_000_000
     with pytest.raises(ConfigError, match="--user-ttl must be at least --gap"):
         Sessionizer(user_ttl="1m", gap="10m")

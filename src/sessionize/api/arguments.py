@@ -105,7 +105,9 @@ def session_rules(args: Mapping[str, Any]) -> SessionRules:
     if isinstance(close_actions, str):
         close_actions = close_actions.split(",")
     max_duration = args.get("max_duration")
-    user_ttl = "400d" if args.get("user_ttl") is None else args["user_ttl"]
+    user_ttl = args.get("user_ttl")
+    if user_ttl is None and args.get("anonymous_field"):
+        user_ttl = "400d"  # the default applies to identities only
     return SessionRules(
         gap_us=duration_us("10m" if args.get("gap") is None else args["gap"], "gap"),
         lateness_us=duration_us(
@@ -115,7 +117,7 @@ def session_rules(args: Mapping[str, Any]) -> SessionRules:
         max_duration_us=None if max_duration is None else duration_us(max_duration, "max_duration"),
         timezone=args.get("timezone") or "UTC",
         split_at_midnight=bool(args.get("split_at_midnight")),
-        user_ttl_us=duration_us(user_ttl, "user_ttl"),
+        user_ttl_us=None if user_ttl is None else duration_us(user_ttl, "user_ttl"),
     )
 
 
