@@ -162,3 +162,28 @@ def test_bots_sessions_are_left_out_of_the_session_figures_and_counted(tmp_path)
     assert int(data.sessions_per_hour.counts.sum()) == 2
     everyone = load_outputs(str(out), with_bots=True)
     assert (everyone.sessions, everyone.bots_left_out) == (4, 0)
+
+
+def test_with_identity_users_are_counted_by_their_stitched_id(tmp_path):
+    # Three visitors: one logged in as "ann" on two devices, two never logged in. A count
+    # of `user_id` would say 1 (nulls are not counted); the visitors are 3.
+    out = tmp_path / "out"
+    n = 4
+    start = [T0 + i * H for i in range(n)]
+    sessions = pa.table(
+        {
+            "session_id": [f"s{i}" for i in range(n)],
+            "anonymous_id": ["d1", "d2", "d3", "d4"],
+            "user_id": ["ann", "ann", None, None],
+            "stitched_user_id": ["ann", "ann", "d3", "d4"],
+            "start_time": pa.array(start, pa.timestamp("us", "UTC")),
+            "end_time": pa.array([s + 60_000_000 for s in start], pa.timestamp("us", "UTC")),
+            "duration_ms": [60_000] * n,
+            "event_count": [1] * n,
+            "pages": [["a"]] * n,
+            "end_reason": ["inactivity"] * n,
+        }
+    )
+    _write(out, "sessions/batch_id=1/session_date=2026-11-01/part-00000.parquet", sessions)
+    data = load_outputs(str(out))
+    assert (data.sessions, data.users) == (4, 3)

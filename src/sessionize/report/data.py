@@ -103,7 +103,7 @@ def load_outputs(root: str, with_bots: bool = False) -> OutputData:
     the sessions have it) are left out of the session figures and counted, unless
     `with_bots`, as analytics tools leave known bots out."""
     data = OutputData(root=redact_uri(root))
-    sessions = read_columns(root, "sessions", [*SESSION_COLUMNS, "is_bot"])
+    sessions = read_columns(root, "sessions", [*SESSION_COLUMNS, "is_bot", "stitched_user_id"])
     if sessions is not None and "is_bot" in sessions.column_names:
         bots = pc.fill_null(sessions["is_bot"], False)
         if not with_bots:
@@ -144,7 +144,10 @@ def load_outputs(root: str, with_bots: bool = False) -> OutputData:
 
 def _sessions(data: OutputData, t: pa.Table) -> None:
     data.sessions = t.num_rows
-    data.users = pc.count_distinct(t["user_id"]).as_py()
+    # With identity `user_id` is null until a login: users are counted by the id that
+    # stands for each visitor, logged in or not (docs/concepts/identity.md).
+    who = "stitched_user_id" if "stitched_user_id" in t.column_names else "user_id"
+    data.users = pc.count_distinct(t[who]).as_py()
     data.first_start = _as_np(pc.min(t["start_time"]))
     data.last_end = _as_np(pc.max(t["end_time"]))
     data.sessions_per_hour = hourly(t["start_time"])
