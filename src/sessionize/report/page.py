@@ -8,9 +8,13 @@ read, searched and checked without looking at the pictures.
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
+from importlib.resources import files
+from typing import Any
 
 import numpy as np
 
@@ -132,59 +136,52 @@ def _still_open(progress: Progress) -> int | None:
     return int(last[0]) if len(last) and np.isfinite(last[0]) else None
 
 
+# The charts' titles and captions, by id, in the order of the page.
+TEXTS: dict[str, dict[str, Any]] = tomllib.loads(
+    files("sessionize.report").joinpath("charts.toml").read_text(encoding="utf-8")
+)
+
+
+def _chart(
+    chart_id: str,
+    svg: str | None,
+    *,
+    empty: str = "no rows in the outputs",
+    table: str = "",
+    **fields: str,
+) -> Chart:
+    """The chart `chart_id` of charts.toml, its caption's `{field}`s filled from `fields`."""
+    text = TEXTS[chart_id]
+    caption = text["caption"].format(**fields)
+    return Chart(chart_id, text["title"], caption, svg, empty, table, text.get("wide", False))
+
+
 def _session_charts(out: OutputData, still_open: int | None) -> list[Chart]:
+    per_hour = charts.per_hour(out.sessions_per_hour, out.events_per_hour, still_open=still_open)
+    histograms = [  # chart, its data, x label, unit, whole numbers
+        ("session-duration", out.duration_min, "duration (minutes)", "min", False),
+        ("events-per-session", out.events_per_session, "events in the session", "events", True),
+    ]
     reasons = out.end_reasons
     return [
-        Chart(
-            "per-hour",
-            "Sessions and events per hour",
-            "Sessions by the hour they started; events (page views) by their event time. "
-            "The last hour's sessions are low (hatched): the sessions still open when the "
-            "job stopped are written when they close.",
-            charts.per_hour(out.sessions_per_hour, out.events_per_hour, still_open=still_open),
-            wide=True,
+        _chart("per-hour", per_hour),
+        *(
+            _chart(
+                name,
+                charts.histogram(name, h, xlabel=xlabel, unit=unit, integer=whole),
+                percentiles=_percentiles(h, unit),
+            )
+            for name, h, xlabel, unit, whole in histograms
         ),
-        Chart(
-            "session-duration",
-            "Session duration",
-            _pct_caption("From first to last event", out.duration_min, "min"),
-            charts.histogram(
-                "session-duration",
-                out.duration_min,
-                xlabel="duration (minutes)",
-                unit="min",
-                integer=False,
-            ),
-        ),
-        Chart(
-            "events-per-session",
-            "Events per session",
-            _pct_caption("Events kept in each session", out.events_per_session, "events"),
-            charts.histogram(
-                "events-per-session",
-                out.events_per_session,
-                xlabel="events in the session",
-                unit="events",
-                integer=True,
-            ),
-        ),
-        Chart(
-            "end-reasons",
-            "How sessions ended",
-            "A close action, no event for the gap, or a rule of --max-duration, "
-            "--split-at-midnight or --split-on-change.",
-            charts.end_reasons(reasons),
-            table=_table("end-reasons", reasons),
-            wide=True,
-        ),
+        _chart("end-reasons", charts.end_reasons(reasons), table=_table("end-reasons", reasons)),
     ]
 
 
-def _pct_caption(text: str, h: Histogram | None, unit: str) -> str:
+def _percentiles(h: Histogram | None, unit: str) -> str:
     if h is None:
-        return text + "."
+        return ""
     p = h.percentiles
-    return f"{text}; median {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g} {unit}."
+    return f"; median {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g} {unit}"
 
 
 TRAFFIC_PARTS = ("channels", "bots", "rates", "conversions")
@@ -197,44 +194,28 @@ def _traffic_charts(t: Traffic, progress: Progress) -> list[Chart]:
         if dropped
         else ""
     )
-    return [
-        Chart(
-            "channels",
-            "Sessions by channel",
-            "Channel of each session (from its first event's UTM parameters, gclid and "
-            "referrer); bot sessions left out.",
-            traffic_charts.channels(t.channels),
-            empty=t.missing.get("channels", ""),
-            table=_table("channels", t.channels),
-        ),
-        Chart(
-            "bots",
-            "Bot sessions",
-            "Sessions whose first event's user agent is a bot's (is_bot)." + drop_note,
-            traffic_charts.bots(t.bots),
-            empty=t.missing.get("bots", ""),
-            table=_table("bots", t.bots),
-        ),
-        Chart(
-            "engagement",
-            "Bounce rate and engaged time per hour",
-            "Sessions by the hour they started: the share that bounced (not engaged) and "
-            "their mean engaged time; bot sessions left out.",
-            traffic_charts.engagement(t.rates),
-            empty=t.missing.get("rates", ""),
-            table=_rates_table(t.rates),
-            wide=True,
-        ),
-        Chart(
+    # chart, its part of Traffic, how it is drawn, its numbers, what it shows without either
+    parts: list[tuple[str, str, Callable[[Any], str | None], str, str]] = [
+        ("channels", "channels", traffic_charts.channels, _table("channels", t.channels), ""),
+        ("bots", "bots", traffic_charts.bots, _table("bots", t.bots), ""),
+        ("engagement", "rates", traffic_charts.engagement, _rates_table(t.rates), ""),
+        (
             "conversions",
-            "Conversions and their value by channel",
-            "Conversion events (NAME_count) and the sum of their value (NAME_value) per "
-            "channel, for each --conversion; bot sessions left out.",
-            traffic_charts.conversions(t.conversions),
-            empty=t.missing.get("conversions", "no conversions in the outputs"),
-            table=_conversions_table(t.conversions),
-            wide=True,
+            "conversions",
+            traffic_charts.conversions,
+            _conversions_table(t.conversions),
+            "no conversions in the outputs",
         ),
+    ]
+    return [
+        _chart(
+            name,
+            draw(getattr(t, part)),
+            empty=t.missing.get(part, empty),
+            table=table,
+            dropped=drop_note,
+        )
+        for name, part, draw, table, empty in parts
     ]
 
 
@@ -242,127 +223,98 @@ def _rates_table(r: HourlyRates | None) -> str:
     """Per hour: sessions, bounce rate (the fraction as data-value) and engaged seconds."""
     if r is None:
         return ""
-    rows = "".join(
-        f"<tr><td>{_when(h.astype('datetime64[m]'))}</td>"
-        f'<td class="n" data-value="{n}">{n:,} sessions</td>'
-        f'<td class="n" data-value="{b!r}">{b:.1%} bounced</td>'
-        f'<td class="n" data-value="{e!r}">{e:,.1f} s engaged</td></tr>'
-        for h, n, b, e in zip(
-            r.hours, r.sessions.tolist(), r.bounce_rate.tolist(), r.engaged_s.tolist(), strict=True
-        )
-        if n
+    hours = (_when(h.astype("datetime64[m]")) for h in r.hours)
+    columns = (r.sessions.tolist(), r.bounce_rate.tolist(), r.engaged_s.tolist())
+    return _numbers(
+        "engagement",
+        (
+            (hour, [(n, f"{n:,} sessions"), (b, f"{b:.1%} bounced"), (e, f"{e:,.1f} s engaged")])
+            for hour, n, b, e in zip(hours, *columns, strict=True)
+            if n
+        ),
     )
-    return f'<table class="numbers" id="table-engagement">{rows}</table>'
 
 
 def _conversions_table(c: Conversions | None) -> str:
     """Per channel and conversion name: conversion events and value."""
     if c is None:
         return ""
-    rows = "".join(
-        f"<tr><td>{escape(channel)} · {escape(name)}</td>"
-        f'<td class="n" data-value="{c.counts[name][i]}">{c.counts[name][i]:,}</td>'
-        f'<td class="n" data-value="{c.values[name][i]!r}">{c.values[name][i]:,.2f}</td></tr>'
-        for i, channel in enumerate(c.channels)
-        for name in c.names
+    return _numbers(
+        "conversions",
+        (
+            (f"{channel} · {name}", [(n, f"{n:,}"), (v, f"{v:,.2f}")])
+            for i, channel in enumerate(c.channels)
+            for name in c.names
+            for n, v in [(c.counts[name][i], c.values[name][i])]
+        ),
     )
-    return f'<table class="numbers" id="table-conversions">{rows}</table>'
 
 
 def _pages_chart(out: OutputData) -> Chart:
-    return Chart(
-        "top-pages",
-        "Top entry, exit and overall pages",
-        "First page of each session, last page of each session, and every page view.",
-        charts.top_pages(out.entry_pages, out.exit_pages, out.top_pages),
-        wide=True,
-    )
+    return _chart("top-pages", charts.top_pages(out.entry_pages, out.exit_pages, out.top_pages))
 
 
 def _quality_charts(out: OutputData) -> list[Chart]:
+    reasons = out.invalid_reasons
     return [
-        Chart(
+        _chart(
             "late-invalid",
-            "Late and invalid events per batch",
-            "Late: behind the watermark, kept in late_events. Invalid: unreadable lines, "
-            "kept in invalid_events with a reason.",
             charts.late_invalid(out.batches, out.late_per_batch, out.invalid_per_batch),
         ),
-        Chart(
+        _chart(
             "invalid-reasons",
-            "Top invalid reasons",
-            f"The {len(out.invalid_reasons.labels)} most frequent reasons.",
-            charts.invalid_reasons(out.invalid_reasons),
+            charts.invalid_reasons(reasons),
             empty="no invalid events",
-            table=_table("invalid-reasons", out.invalid_reasons),
+            table=_table("invalid-reasons", reasons),
+            shown=str(len(reasons.labels)),
         ),
     ]
 
 
 def _progress_charts(p: Progress) -> list[Chart]:
-    t = p.committed_at
-    empty = p.missing or "not in the progress log"
+    """Lines over the batches' commit times: (id, lines, y label, ticks) per chart."""
     read, written = (byte_size(np.nansum(b)) for b in (p.state_bytes_read, p.state_bytes_written))
-    return [
-        Chart(
-            "batch-duration",
-            "Batch duration",
-            "Seconds from a batch's start to its commit.",
-            charts.over_time(
-                "batch-duration", t, [(p.duration_s, "duration", charts.BLUE)], "seconds"
-            ),
-            empty=empty,
-        ),
-        Chart(
-            "events-per-second",
-            "Lines read per second",
-            "Lines read in the batch (valid and invalid) divided by its duration.",
-            charts.over_time(
-                "events-per-second", t, [(p.events_per_s, "lines/s", charts.GREEN)], "lines/s"
-            ),
-            empty=empty,
-        ),
-        Chart(
-            "open-sessions",
-            "Open sessions",
-            "Sessions held in the state after each batch.",
-            charts.over_time(
-                "open-sessions",
-                t,
-                [(p.open_sessions, "open", charts.ORANGE)],
-                "sessions",
-                ticks="count",
-            ),
-            empty=empty,
-        ),
-        Chart(
+    lines = [
+        ("batch-duration", [(p.duration_s, "duration", charts.BLUE)], "seconds", "number"),
+        ("events-per-second", [(p.events_per_s, "lines/s", charts.GREEN)], "lines/s", "number"),
+        ("open-sessions", [(p.open_sessions, "open", charts.ORANGE)], "sessions", "count"),
+        (
             "state-bytes",
-            "State bytes per batch",
-            "Bytes each batch read from the state store and wrote to it (its new state "
-            "version), as the store measures them; 1 kB = 1,000 bytes.",
-            charts.over_time(
-                "state-bytes",
-                t,
-                [
-                    (p.state_bytes_read, f"read ({read} in all)", charts.BLUE),
-                    (p.state_bytes_written, f"written ({written} in all)", charts.RED),
-                ],
-                "bytes per batch",
-                ticks="bytes",
-            ),
-            empty=empty,
+            [
+                (p.state_bytes_read, f"read ({read} in all)", charts.BLUE),
+                (p.state_bytes_written, f"written ({written} in all)", charts.RED),
+            ],
+            "bytes per batch",
+            "bytes",
         ),
+    ]
+    empty = p.missing or "not in the progress log"
+    return [
+        _chart(
+            name, charts.over_time(name, p.committed_at, series, ylabel, ticks=ticks), empty=empty
+        )
+        for name, series, ylabel, ticks in lines
     ]
 
 
 def _table(name: str, c: Counts | None) -> str:
     if c is None or not c.labels:
         return ""
-    rows = "".join(
-        f'<tr><td>{escape(label)}</td><td class="n" data-value="{v}">{v:,}</td></tr>'
-        for label, v in zip(c.labels, c.values, strict=True)
+    return _numbers(
+        name, ((label, [(v, f"{v:,}")]) for label, v in zip(c.labels, c.values, strict=True))
     )
-    return f'<table class="numbers" id="table-{name}">{rows}</table>'
+
+
+def _numbers(name: str, rows: Iterable[tuple[str, list[tuple[object, str]]]]) -> str:
+    """The numbers under a chart, to be read without it: a row per label, each number as
+    its `data-value` and as shown."""
+    html = "".join(
+        f"<tr><td>{escape(label)}</td>"
+        + "".join(f'<td class="n" data-value="{v}">{escape(shown)}</td>' for v, shown in cells)
+        + "</tr>"
+        for label, cells in rows
+    )
+    return f'<table class="numbers" id="table-{name}">{html}</table>'
 
 
 def now() -> datetime:
