@@ -84,16 +84,20 @@ from sessionize.state.backends import dynamodb_upkeep as upkeep
 from sessionize.state.backends.common import read_query
 from sessionize.state.backends.dynamodb_client import BatchedClient, count
 from sessionize.state.backends.dynamodb_layout import (
+    CHANGE_ITEM,
     INDEX,
+    INTENT_ITEM,
+    JOB_RECORD_ITEM,
     JOB_SETTINGS_SK,
     KEY_ITEM,
+    PARTITION_ITEM,
+    VERSION_ITEM,
     Entry,
     change_requests,
     delete_request,
     history,
     intent_keys,
     intent_requests,
-    job_record_sk,
     key_pk,
     key_writes,
     lowers,
@@ -106,7 +110,6 @@ from sessionize.state.backends.dynamodb_layout import (
     put_request,
     unneeded,
     version_sk,
-    version_text,
 )
 from sessionize.state.backends.dynamodb_version import DynamoDBVersion
 from sessionize.state.backends.keyblobs import RowCodec
@@ -205,7 +208,7 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
     ) -> dict[int, dict[str, Any]]:
         """The version records of a partition: version -> item."""
         what = f"reading versions of {job}/{partition}"
-        items = self.client.query(partition_pk(job, partition), metrics, what, prefix="v")
+        items = self.client.query(partition_pk(job, partition), metrics, what, prefix=VERSION_ITEM)
         return {int(i["sk"]["S"][1:]): i for i in items}
 
     # ----- partitions -------------------------------------------------------------------
@@ -214,7 +217,7 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         return sorted(self._records(job, partition, None))
 
     def _partitions(self, job: str) -> list[int]:
-        items = self.client.query(job, None, f"listing partitions of {job}", prefix="p")
+        items = self.client.query(job, None, f"listing partitions of {job}", prefix=PARTITION_ITEM)
         return sorted(int(i["sk"]["S"][1:]) for i in items)
 
     def _open_version(self, job: str, partition: int, version: int) -> DynamoDBVersion:
@@ -290,7 +293,7 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         fence.check_fence(self.client, partition_pk(job, partition), job, stored.epoch, metrics)
         later = sorted((v for v in records if v > base), reverse=True)
         for v in later:
-            self.client.delete_one(partition_pk(job, partition), version_sk(v), what)
+            self.client.delete_one(partition_pk(job, partition), version_sk(VERSION_ITEM, v), what)
             metrics.round_trips += 1
             del records[v]
         if base == EMPTY_VERSION and later:
@@ -340,7 +343,7 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         # 5. publish
         record = {
             "pk": partition_pk(job, partition),
-            "sk": version_sk(version),
+            "sk": version_sk(VERSION_ITEM, version),
             "tok": token,
             "meta": meta_text,
             "keys": keys,
@@ -363,7 +366,7 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         what = f"truncating {job}/{partition} after version {after}"
         records = self._records(job, partition, None)
         for v in sorted((v for v in records if v > after), reverse=True):
-            self.client.delete_one(partition_pk(job, partition), version_sk(v), what)
+            self.client.delete_one(partition_pk(job, partition), version_sk(VERSION_ITEM, v), what)
         if not any(v <= after for v in records):
             upkeep.drop_items(self.client, job, partition, None)
             self.client.delete_one(job, partition_sk(partition), what)
@@ -375,8 +378,8 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         # 1. attempts of versions before keep_from: a committed one's intent just goes; a
         #    failed or superseded one's entries are removed first, since they would count
         #    once their version is older than the oldest record
-        below = f"i{version_text(keep_from)}"
-        intents = self.client.query(ppk, None, what, below=below, prefix="i")
+        below = version_sk(INTENT_ITEM, keep_from)
+        intents = self.client.query(ppk, None, what, below=below, prefix=INTENT_ITEM)
         failed: dict[tuple[int, str], list[int]] = {}
         for intent in intents:
             version, token, _ = intent["sk"]["S"][1:].split(".")
@@ -388,13 +391,15 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         self.client.write([delete_request(ppk, i["sk"]["S"]) for i in intents], None, what)
         # 2. the records of the versions no longer retained
         old = [v for v in records if v < keep_from]
-        self.client.write([delete_request(ppk, version_sk(v)) for v in old], None, what)
+        self.client.write(
+            [delete_request(ppk, version_sk(VERSION_ITEM, v)) for v in old], None, what
+        )
         for v in old:
             del records[v]
         # 3. keys removed at or before keep_from go if no retained version sees them (a
         #    change item goes once its version is not retained: seen at least once here)
-        upto = f"c{version_text(keep_from + 1)}"
-        changes = self.client.query(ppk, None, what, below=upto, prefix="c")
+        upto = version_sk(CHANGE_ITEM, keep_from + 1)
+        changes = self.client.query(ppk, None, what, below=upto, prefix=CHANGE_ITEM)
         keys, expired = set(), []
         for change in changes:
             version, token, _, removed = parse_change(change)
@@ -411,7 +416,7 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
     def _write_job_record(self, job: str, version: int, body: str, epoch: int | None) -> None:
         self._put_job_item(
             job,
-            {"sk": job_record_sk(version), "rec": body},
+            {"sk": version_sk(JOB_RECORD_ITEM, version), "rec": body},
             epoch,
             f"writing job record {job}/{version}",
         )
@@ -442,16 +447,18 @@ class DynamoDBBackend(StateBackend[DynamoDBVersion]):
         return fence.read_fence(self.client, job, job, None)
 
     def _read_job_record(self, job: str, version: int) -> str | None:
-        key = (job, job_record_sk(version))
+        key = (job, version_sk(JOB_RECORD_ITEM, version))
         item = self.client.get_items([key], None, f"reading job record {job}").get(key)
         return None if item is None else item["rec"]["S"]
 
     def _job_versions(self, job: str) -> list[int]:
         items = self.client.query(
-            job, None, f"listing job records of {job}", prefix="r", projection="pk, sk"
+            job, None, f"listing job records of {job}", prefix=JOB_RECORD_ITEM, projection="pk, sk"
         )
         return sorted(int(i["sk"]["S"][1:]) for i in items)
 
     def _delete_job_records(self, job: str, versions: list[int]) -> None:
         for v in sorted(versions, reverse=True):
-            self.client.delete_one(job, job_record_sk(v), f"deleting job record {job}/{v}")
+            self.client.delete_one(
+                job, version_sk(JOB_RECORD_ITEM, v), f"deleting job record {job}/{v}"
+            )

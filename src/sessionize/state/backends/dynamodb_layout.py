@@ -57,6 +57,8 @@ CHANGES_PER_ITEM = 2_000
 INLINE_LIMIT = 300_000  # bytes of values kept inline in a key item (items max 400 KB)
 CHUNK_BYTES = 350_000
 KEY_ITEM = "k"  # the sk of a key item
+# The first letter of the sk of the other items (above), by which they are queried.
+VERSION_ITEM, INTENT_ITEM, CHANGE_ITEM, PARTITION_ITEM, JOB_RECORD_ITEM = "v", "i", "c", "p", "r"
 _EXPIRY_BIAS = 2**63
 
 
@@ -79,12 +81,12 @@ def partition_pk(job: str, partition: int) -> str:
 
 def key_pk(job: str, partition: int, key: int) -> str:
     """pk of the key item and chunk items of a key."""
-    return f"{job}#{partition}#{key}"
+    return f"{partition_pk(job, partition)}#{key}"
 
 
 def index_shard_pk(job: str, partition: int, shard: int) -> str:
     """The value of xs of the key items in index shard `shard`."""
-    return f"{job}#{partition}#x{shard}"
+    return f"{partition_pk(job, partition)}#x{shard}"
 
 
 def key_in_pk(pk: str) -> int:
@@ -92,27 +94,18 @@ def key_in_pk(pk: str) -> int:
     return int(pk.rsplit("#", 1)[1])
 
 
-def version_sk(version: int) -> str:
-    return f"v{version_text(version)}"
-
-
-def intent_sk(version: int, token: str, n: int) -> str:
-    return f"i{version_text(version)}.{token}.{n}"
-
-
-def change_sk(version: int, token: str, n: int) -> str:
-    return f"c{version_text(version)}.{token}.{n}"
+def version_sk(kind: str, version: int, *attempt: str | int) -> str:
+    """The sk of `version`'s record (VERSION_ITEM) or job record (JOB_RECORD_ITEM), or, with
+    `attempt` = (token, n), of item n of an attempt's intents (INTENT_ITEM) or changes
+    (CHANGE_ITEM)."""
+    return ".".join([kind + version_text(version), *map(str, attempt)])
 
 
 def partition_sk(partition: int) -> str:
-    return f"p{partition:010d}"
+    return f"{PARTITION_ITEM}{partition:010d}"
 
 
 JOB_SETTINGS_SK = "s"  # the sk of the job's settings
-
-
-def job_record_sk(version: int) -> str:
-    return f"r{version_text(version)}"
 
 
 # ----- key items ------------------------------------------------------------------------------
@@ -134,7 +127,8 @@ class Entry:
         return self.length < 0
 
     def chunk_sks(self) -> list[str]:
-        return [f"v{version_text(self.version)}{self.token}.{i}" for i in range(self.chunks)]
+        first = version_sk(VERSION_ITEM, self.version) + self.token
+        return [f"{first}.{i}" for i in range(self.chunks)]
 
 
 @dataclass(frozen=True)
@@ -315,7 +309,7 @@ def change_requests(
     for i in range(0, max(len(lowered), len(removed)), n):
         item: dict[str, Any] = {
             "pk": partition_pk(job, partition),
-            "sk": change_sk(version, token, i // n),
+            "sk": version_sk(CHANGE_ITEM, version, token, i // n),
             "lo": pairs[i : i + n].tobytes() or b"-",
             "rm": gone[i : i + n].tobytes() or b"-",
         }
@@ -343,7 +337,7 @@ def intent_requests(
         put_request(
             {
                 "pk": partition_pk(job, partition),
-                "sk": intent_sk(version, token, i // per_item),
+                "sk": version_sk(INTENT_ITEM, version, token, i // per_item),
                 "ks": keys[i : i + per_item].astype("<i8").tobytes() or b"-",
             }
         )

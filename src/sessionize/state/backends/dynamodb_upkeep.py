@@ -8,7 +8,9 @@ from typing import Any
 
 from sessionize.state.backends.dynamodb_client import BatchedClient
 from sessionize.state.backends.dynamodb_layout import (
+    CHANGE_ITEM,
     INDEX_SHARDS,
+    INTENT_ITEM,
     KEY_ITEM,
     delete_request,
     history,
@@ -39,8 +41,8 @@ def drop_items(
             index_shard_pk(job, partition, s), metrics, what, projection="pk", on_index=True
         )
         keys.update(key_in_pk(i["pk"]["S"]) for i in found)
-    intents = client.query(ppk, metrics, what, prefix="i")
-    changes = client.query(ppk, metrics, what, prefix="c")
+    intents = client.query(ppk, metrics, what, prefix=INTENT_ITEM)
+    changes = client.query(ppk, metrics, what, prefix=CHANGE_ITEM)
     for intent in intents:
         keys.update(intent_keys(intent))
     for change in changes:

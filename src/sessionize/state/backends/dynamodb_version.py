@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from sessionize.state.backends.dynamodb_layout import (
+    CHANGE_ITEM,
     INDEX_SHARDS,
     NO_HISTORY,
     History,
@@ -19,7 +20,7 @@ from sessionize.state.backends.dynamodb_layout import (
     key_in_pk,
     parse_change,
     partition_pk,
-    version_text,
+    version_sk,
 )
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.stored import StoredVersion
@@ -67,7 +68,7 @@ class DynamoDBVersion(StoredVersion):
         what = f"reading expiring keys of {job}/{partition}"
         below = expiry_text(upto_us)
         shards = [index_shard_pk(job, partition, s) for s in range(INDEX_SHARDS)]
-        first = f"c{version_text(max(version - LAG_VERSIONS + 1, 0))}"
+        first = version_sk(CHANGE_ITEM, max(version - LAG_VERSIONS + 1, 0))
         queries = [
             *(
                 lambda m, pk=pk: client.query(
@@ -80,7 +81,7 @@ class DynamoDBVersion(StoredVersion):
                 m,
                 what,
                 prefix=first,
-                below=f"c{version_text(version + 1)}",
+                below=version_sk(CHANGE_ITEM, version + 1),
                 where=("xm < :t", {":t": {"N": str(upto_us)}}),
             ),
         ]
