@@ -11,19 +11,33 @@ from __future__ import annotations
 import pyarrow as pa
 
 TS = pa.timestamp("us", tz="UTC")
+# Columns of several schemas below, each declared once.
+_SESSION_ID = pa.field("session_id", pa.string(), nullable=False)
+_USER_ID = pa.field("user_id", pa.int64(), nullable=False)
+_EVENT_TIME = pa.field("event_time", TS, nullable=False)
+_PAGE = pa.field("page", pa.string(), nullable=False)
+_ACTION = pa.field("action", pa.string(), nullable=False)
+# The first columns of a row of an emitted session's page view or event.
+_SESSION_EVENT = [_SESSION_ID, _USER_ID, _EVENT_TIME, _PAGE]
+# The attributes an event keeps by default (the mapping's `keep`), and its sessions with it.
+_ATTRIBUTES = [
+    pa.field(n, pa.string()) for n in ("site", "api_version", "browser", "language", "device_type")
+]
+
+
+def _from(schema: pa.Schema, *names: str) -> list[pa.Field]:
+    """The fields `names` of `schema`, as it declares them."""
+    return [schema.field(n) for n in names]
+
 
 # A parsed, valid event: what the session logic consumes.
 EVENT = pa.schema(
     [
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
-        pa.field("action", pa.string(), nullable=False),
-        pa.field("site", pa.string()),
-        pa.field("api_version", pa.string()),
-        pa.field("browser", pa.string()),
-        pa.field("language", pa.string()),
-        pa.field("device_type", pa.string()),
+        _USER_ID,
+        _EVENT_TIME,
+        _PAGE,
+        _ACTION,
+        *_ATTRIBUTES,
     ]
 )
 EVENT_KEY = ("user_id", "event_time", "page")
@@ -38,8 +52,8 @@ UPDATED_BATCH = "updated_batch"
 
 SESSIONS = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
+        _SESSION_ID,
+        _USER_ID,
         pa.field("start_time", TS, nullable=False),
         pa.field("end_time", TS, nullable=False),
         pa.field("closed_at", TS, nullable=False),
@@ -47,11 +61,7 @@ SESSIONS = pa.schema(
         pa.field("event_count", pa.int64(), nullable=False),
         pa.field("pages", pa.list_(pa.string()), nullable=False),
         pa.field("end_reason", pa.string(), nullable=False),
-        pa.field("site", pa.string()),
-        pa.field("api_version", pa.string()),
-        pa.field("browser", pa.string()),
-        pa.field("language", pa.string()),
-        pa.field("device_type", pa.string()),
+        *_ATTRIBUTES,
         # Partition column: UTC date of start_time.
         pa.field("session_date", pa.date32(), nullable=False),
     ]
@@ -59,10 +69,7 @@ SESSIONS = pa.schema(
 
 PAGE_VIEWS = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
+        *_SESSION_EVENT,
         pa.field("position", pa.int32(), nullable=False),  # 1 = first page of the session
         pa.field("time_on_page_ms", pa.int64(), nullable=False),
     ]
@@ -90,6 +97,18 @@ OUTPUTS: dict[str, pa.Schema] = {
 # Partition columns of each output below its batch directory.
 OUTPUT_PARTITIONS: dict[str, tuple[str, ...]] = {"sessions": ("session_date",)}
 
+
+# The session columns read from its first event's URL query (UTM parameters, Google's click id).
+QUERY_COLUMNS = ("utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "gclid")
+# The session columns of its engagement and conversions.
+_ENGAGEMENT = (
+    "page_view_count",
+    "engaged_time_ms",
+    "engaged",
+    "bounce",
+    "event_counts",
+    "converted",
+)
 
 # What a session carries from its events (schema 2, docs/concepts/sessions.md), before
 # each conversion's columns and `is_bot`.
@@ -121,33 +140,13 @@ CONTENT_3 = pa.schema(
     [
         pa.field("landing_page", pa.string()),  # the first page view's (none: null)
         pa.field("exit_page", pa.string()),
-        *(
-            CONTENT.field(n)
-            for n in (
-                "utm_source",
-                "utm_medium",
-                "utm_campaign",
-                "utm_term",
-                "utm_content",
-                "gclid",
-            )
-        ),
+        *_from(CONTENT, *QUERY_COLUMNS),
         pa.field("click_id_type", pa.string()),
         pa.field("click_id", pa.string()),
         CONTENT.field("referrer_host"),
         CONTENT.field("channel"),
         pa.field("continues_session_id", pa.string()),
-        *(
-            CONTENT.field(n)
-            for n in (
-                "page_view_count",
-                "engaged_time_ms",
-                "engaged",
-                "bounce",
-                "event_counts",
-                "converted",
-            )
-        ),
+        *_from(CONTENT, *_ENGAGEMENT),
         pa.field("browser_family", pa.string()),
         pa.field("browser_version", pa.string()),
         pa.field("os_family", pa.string()),
@@ -157,11 +156,11 @@ CONTENT_3 = pa.schema(
 # Schema 3's `page_views`: a row per page view (an event of `--page-view-actions`).
 PAGE_VIEWS_3 = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
+        _SESSION_ID,
+        _USER_ID,
         pa.field("page_view_id", pa.string(), nullable=False),  # SESSION_ID:POSITION
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
+        _EVENT_TIME,
+        _PAGE,
         pa.field("position", pa.int32(), nullable=False),  # 1 = the session's first page view
         pa.field("time_on_page_ms", pa.int64()),
         pa.field("engaged_time_ms", pa.int64(), nullable=False),
@@ -170,11 +169,8 @@ PAGE_VIEWS_3 = pa.schema(
 # Schema 3's `events`: every event of an emitted session, whatever its action.
 EVENTS = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("user_id", pa.int64(), nullable=False),
-        pa.field("event_time", TS, nullable=False),
-        pa.field("page", pa.string(), nullable=False),
-        pa.field("action", pa.string(), nullable=False),
+        *_SESSION_EVENT,
+        _ACTION,
         pa.field("position", pa.int32(), nullable=False),  # 1 = the session's first event
         pa.field("page_view_id", pa.string()),  # the page view it falls in (none before one)
     ]

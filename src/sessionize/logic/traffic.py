@@ -21,7 +21,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
-QUERY_COLUMNS = ("utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "gclid")
+from sessionize.base_schema import QUERY_COLUMNS
+
 # Ad platforms' click ids (schema 3's `click_id_type`), in the order a URL holding several
 # is read: Google's (Ads; Display & Video 360 and Campaign Manager 360; iOS app and web
 # measurement), Microsoft Advertising's, Meta's, TikTok's, LinkedIn's.
