@@ -157,8 +157,10 @@ def job_settings(
     master,
     spark_conf,
     remote,
+    **same,
 ) -> dict:
-    """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields."""
+    """The options of `job_options` and `spark_options` as StreamOptions/BatchOptions fields,
+    and the command's options named as their field (`same`)."""
     return {
         "state": state,
         "rules": make_rules(
@@ -171,6 +173,7 @@ def job_settings(
         "master": master,
         "remote": remote,
         "spark_conf": _key_values(spark_conf, "--conf"),
+        **same,
     }
 
 
@@ -228,42 +231,20 @@ def job_settings(
 @max_future_option
 @mapping_options
 @input_format_option
-def stream(
-    input_,
-    output,
-    checkpoint,
-    max_files_per_trigger,
-    trigger,
-    source_options,
-    max_future,
-    input_format,
-    metrics_port,
-    metrics_host,
-    open_sessions,
-    compact_every,
-    **job,
-) -> None:
+def stream(input_, source_options, max_future, input_format, **options) -> None:
     """Sessionize a stream of visit events, exactly once, until the trigger ends."""
     from sessionize.commands.stream import StreamOptions, run_stream
 
-    params.check_metrics_host(metrics_port)
+    params.check_metrics_host(options["metrics_port"])
 
-    mapping = pop_mapping(job)
+    mapping = pop_mapping(options)
     opts = StreamOptions(
         input=input_,
-        output=output,
-        checkpoint=checkpoint,
-        max_files_per_trigger=max_files_per_trigger,
-        trigger=trigger,
         source_options=_key_values(source_options, "--source-option"),
-        **job_settings(**job),
         max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format),
         explicit=given_settings(),
-        metrics_port=metrics_port,
-        metrics_host=metrics_host,
-        open_sessions=open_sessions,
-        compact_every=compact_every,
+        **job_settings(**options),
     )
     run_stream(opts, on_batch=click.echo)
 
@@ -290,21 +271,19 @@ def stream(
 @max_future_option
 @mapping_options
 @input_format_option
-def batch(input_, output, from_, to, input_timezone, max_future, input_format, **job):
+def batch(input_, from_, to, max_future, input_format, **options):
     """Sessionize hour by hour; rerunning an earlier hour reprocesses from it."""
     from sessionize.commands.batch import BatchOptions, run_batch
 
-    mapping = pop_mapping(job)
+    mapping = pop_mapping(options)
     opts = BatchOptions(
         input=input_,
-        output=output,
         start=from_,
         end=to or from_,
         max_future_us=max_future,
         mapping=replace(mapping, input_format=input_format),
-        **job_settings(**job),
         explicit=given_settings(extra=("input_timezone",)),
-        input_timezone=input_timezone,
+        **job_settings(**options),
     )
     if not sys.stdout.isatty():
         run_batch(opts, on_hour=click.echo)
@@ -324,19 +303,11 @@ def batch(input_, output, from_, to, input_timezone, max_future, input_format, *
 @click.option("--users", type=click.IntRange(1), default=2000, show_default=True)
 @click.option("--events-per-hour", type=click.IntRange(1), default=20000, show_default=True)
 @spark_options
-def demo(workdir, hours, users, events_per_hour, master, spark_conf, remote) -> None:
+def demo(workdir, spark_conf, **settings) -> None:
     """Generate a few hours of visits and sessionize them with the files state store."""
     from sessionize.commands.demo import run_demo
 
-    run_demo(
-        workdir,
-        hours=hours,
-        users=users,
-        events_per_hour=events_per_hour,
-        master=master,
-        spark_conf=_key_values(spark_conf, "--conf"),
-        remote=remote,
-    )
+    run_demo(workdir, spark_conf=_key_values(spark_conf, "--conf"), **settings)
 
 
 @cli.command()
@@ -368,10 +339,8 @@ def status(checkpoint, output, input_, source_options, as_json) -> None:
 
 
 @cli.command()
-@click.option("--output", required=True, help="Output directory of a stream or batch job.")
-@click.option(
-    "--checkpoint",
-    help="Checkpoint of a stream job: its progress log is CHECKPOINT/progress.jsonl.",
+@params.job_output_options(
+    "Checkpoint of a stream job: its progress log is CHECKPOINT/progress.jsonl."
 )
 @click.option(
     "--progress-log",

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import click
 
-from sessionize.cli.params import count_option
+from sessionize.cli.params import count_option, job_output_options
 
 
 @click.command()
-@click.option("--output", required=True, help="Output of a stream or batch job.")
-@click.option(
-    "--checkpoint",
-    help="Checkpoint of the stream writing --output: refuse while that stream runs.",
-)
+@job_output_options("Checkpoint of the stream writing --output: refuse while that stream runs.")
 @click.option(
     "--compact",
     is_flag=True,

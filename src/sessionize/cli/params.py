@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import click
 
 from sessionize.config import SessionRules, parse_duration
 from sessionize.errors import ConfigError
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 class Duration(click.ParamType):
@@ -121,3 +125,14 @@ def check_metrics_host(port: int | None) -> None:
     source = click.get_current_context().get_parameter_source("metrics_host")
     if port is None and source is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("--metrics-host goes with --metrics-port")
+
+
+def job_output_options(checkpoint_help: str) -> Callable[[F], F]:
+    """--output (required) and --checkpoint: the flags of a command that reads or keeps up
+    the output of a stream or batch job (`report`, `maintain`)."""
+
+    def add(f: F) -> F:
+        f = click.option("--checkpoint", help=checkpoint_help)(f)
+        return click.option("--output", required=True, help="Output of a stream or batch job.")(f)
+
+    return add
