@@ -51,12 +51,10 @@ from sessionize.state.backends.keyblobs import RowCodec, split_prefix
 from sessionize.state.backends.redis_layout import (
     EXPIRY_BYTES,
     STAGE_TTL_S,
+    PartitionKeys,
     expiry_bytes,
     job_key,
     key_strings,
-    partition_keys,
-    stage_key,
-    undo_prefix,
     values_of,
 )
 from sessionize.state.base import StateBackend, base_gone_error, fenced_error, version_error
@@ -205,11 +203,8 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
 
         return self._call(what, run)
 
-    def _partition_keys(self, job: str, partition: int) -> list[str]:
-        return partition_keys(self.prefix, job, partition)
-
-    def _undo_prefix(self, job: str, partition: int) -> str:
-        return undo_prefix(self.prefix, job, partition)
+    def _keys(self, job: str, partition: int) -> PartitionKeys:
+        return PartitionKeys.of(self.prefix, job, partition)
 
     def _job_key(self, job: str, what: str) -> str:
         return job_key(self.prefix, job, what)
@@ -217,7 +212,7 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
     # ----- partitions -------------------------------------------------------------------
 
     def _versions(self, job: str, partition: int) -> list[int]:
-        key = self._partition_keys(job, partition)[2]
+        key = self._keys(job, partition).versions
         got = self._call("listing versions", lambda r: r.zrange(key, 0, -1))
         return sorted(int(cast(bytes, v)) for v in got)
 
@@ -232,14 +227,15 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
             return []
         counts = self._execute(
             "listing partitions",
-            lambda pipe: [pipe.zcard(self._partition_keys(job, p)[2]) for p in parts],
+            lambda pipe: [pipe.zcard(self._keys(job, p).versions) for p in parts],
         )
         return [p for p, n in zip(parts, counts, strict=True) if n]
 
     def _open_version(self, job: str, partition: int, version: int) -> RedisVersion:
         if version == EMPTY_VERSION:
             return RedisVersion(self, job, partition, version, {}, 0, 0)
-        _, _, versions, info = self._partition_keys(job, partition)
+        partition_keys = self._keys(job, partition)
+        versions, info = partition_keys.versions, partition_keys.info
         member = str(version)
 
         def build(pipe: Any) -> None:
@@ -268,9 +264,10 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
         fields[1 : 2 * len(put_keys) : 2] = values
         fields[2 * len(put_keys) :: 2] = removed
         fields[2 * len(put_keys) + 1 :: 2] = [b""] * len(removed)
-        stage = stage_key(self.prefix, job, partition, uuid.uuid4().hex)
+        partition_keys = self._keys(job, partition)
+        stage = partition_keys.stage(uuid.uuid4().hex)
         meta_text = json.dumps(meta, allow_nan=False)
-        keys = [*self._partition_keys(job, partition), stage]
+        keys = [*partition_keys.scripts, stage]
 
         def build(pipe: Any) -> None:
             pipe.sadd(self._job_key(job, "parts"), partition)
@@ -279,7 +276,7 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
             if fields:
                 pipe.expire(stage, STAGE_TTL_S)
             args = [
-                self._undo_prefix(job, partition),
+                partition_keys.undo,
                 str(stored.version),
                 str(version),
                 meta_text,
@@ -302,8 +299,8 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
         metrics.extra["keys_written"] = len(put_keys)
 
     def _truncate_partition(self, job: str, partition: int, after: int) -> None:
-        keys = self._partition_keys(job, partition)
-        args = [self._undo_prefix(job, partition), str(after)]
+        partition_keys = self._keys(job, partition)
+        keys, args = partition_keys.scripts, [partition_keys.undo, str(after)]
         (left,) = self._execute(
             f"truncating {job}/{partition}", lambda p: self._eval(p, "truncate", keys, args)
         )
@@ -311,8 +308,8 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
             self._call("truncating", lambda r: r.srem(self._job_key(job, "parts"), partition))
 
     def _maintain(self, job: str, partition: int, keep_from: int) -> None:
-        keys = self._partition_keys(job, partition)
-        args = [self._undo_prefix(job, partition), str(keep_from)]
+        partition_keys = self._keys(job, partition)
+        keys, args = partition_keys.scripts, [partition_keys.undo, str(keep_from)]
         self._execute(
             f"maintenance of {job}/{partition}", lambda p: self._eval(p, "maintain", keys, args)
         )
@@ -350,7 +347,7 @@ class RedisBackend(StateBackend["RedisVersion"]):  # defined below
 
     def _raise_fence(self, job: str, epoch: int, partitions: list[int]) -> int:
         hashes = [self._job_key(job, "fence")]
-        hashes += [self._partition_keys(job, p)[3] for p in partitions]  # their `info`
+        hashes += [self._keys(job, p).info for p in partitions]
 
         def build(pipe: Any) -> None:
             for key in hashes:
@@ -402,8 +399,8 @@ class RedisVersion(StoredVersion):
     def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
         backend = self.backend
         names = key_strings(keys.to_numpy())
-        script_keys = backend._partition_keys(self.job, self.partition)
-        args = [backend._undo_prefix(self.job, self.partition), str(self.version)]
+        partition_keys = backend._keys(self.job, self.partition)
+        script_keys, args = partition_keys.scripts, [partition_keys.undo, str(self.version)]
 
         def build(pipe: Any) -> None:
             for lo in range(0, len(names), KEYS_PER_CALL):
@@ -423,9 +420,10 @@ class RedisVersion(StoredVersion):
 
     def _read_expiring(self, upto_us: int) -> pa.Int64Array:
         backend = self.backend
-        script_keys = backend._partition_keys(self.job, self.partition)
+        partition_keys = backend._keys(self.job, self.partition)
+        script_keys = partition_keys.scripts
         args = [
-            backend._undo_prefix(self.job, self.partition),
+            partition_keys.undo,
             str(self.version),
             expiry_bytes(upto_us),
         ]

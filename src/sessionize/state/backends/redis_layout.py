@@ -30,6 +30,8 @@ biased by 2**63 so that byte order is time order -- followed by the key's rows
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,23 +41,36 @@ EXPIRY_BYTES = 8
 _BIAS = np.uint64(2**63)
 
 
-def partition_tag(prefix: str, job: str, partition: int) -> str:
-    return f"{prefix}:{{{job}/{partition}}}"
+@dataclass(frozen=True)
+class PartitionKeys:
+    """The keys of partition p of job J (the module's doc), all under its hash tag `{J/p}`."""
 
+    tag: str  # PREFIX:{J/p}
 
-def partition_keys(prefix: str, job: str, partition: int) -> list[str]:
-    """[head, exp, versions, info]: the KEYS every script takes first."""
-    tag = partition_tag(prefix, job, partition)
-    return [f"{tag}:head", f"{tag}:exp", f"{tag}:versions", f"{tag}:info"]
+    @classmethod
+    def of(cls, prefix: str, job: str, partition: int) -> PartitionKeys:
+        return cls(f"{prefix}:{{{job}/{partition}}}")
 
+    @property
+    def scripts(self) -> list[str]:
+        """[head, exp, versions, info]: the KEYS every script takes first."""
+        return [f"{self.tag}:{name}" for name in ("head", "exp", "versions", "info")]
 
-def undo_prefix(prefix: str, job: str, partition: int) -> str:
-    """The undo hash of version V is this followed by V."""
-    return f"{partition_tag(prefix, job, partition)}:undo:"
+    @property
+    def versions(self) -> str:
+        return f"{self.tag}:versions"
 
+    @property
+    def info(self) -> str:
+        return f"{self.tag}:info"
 
-def stage_key(prefix: str, job: str, partition: int, token: str) -> str:
-    return f"{partition_tag(prefix, job, partition)}:stage:{token}"
+    @property
+    def undo(self) -> str:
+        """The undo hash of version V is this followed by V."""
+        return f"{self.tag}:undo:"
+
+    def stage(self, token: str) -> str:
+        return f"{self.tag}:stage:{token}"
 
 
 def job_key(prefix: str, job: str, what: str) -> str:
