@@ -105,27 +105,27 @@ def _wrong(path: str, dtype: T.DataType, expected: str) -> ConfigError:
 def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Column, Column]:
     """(value, reason) of the user key."""
     path = mapping.key_field
-    missing = F.lit(f"missing {path}")
+    missing = F.lit(R.FieldReason.MISSING.at(path))
     if isinstance(dtype, T.NullType):  # a column of NULLs only (e.g. inferred from None)
         return F.lit(None).cast("long" if mapping.user_type == "long" else "string"), missing
     if mapping.user_type == "string":
         if not isinstance(dtype, T.StringType):
             raise _wrong(path, dtype, "a string (--user-type string)")
         return column, F.when(column.isNull(), missing).when(
-            column == "", F.lit(f"{path}: empty string")
+            column == "", F.lit(R.FieldReason.EMPTY_KEY.at(path))
         ).when(
             F.octet_length(column) > MAX_USER_KEY_BYTES,
-            F.lit(f"{path}: longer than {MAX_USER_KEY_BYTES} bytes (UTF-8)"),
+            F.lit(R.FieldReason.LONG_KEY.at(path)),
         )
     if isinstance(dtype, _INTEGRAL):
         return column.cast("long"), F.when(column.isNull(), missing)
     if isinstance(dtype, T.DecimalType) and dtype.scale == 0:
         value = try_cast(column, "long")
-        bad = F.lit(f"{path}: integer out of range (64-bit)")
+        bad = F.lit(R.FieldReason.INTEGER_OUT_OF_RANGE.at(path))
         return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
     if isinstance(dtype, T.StringType):
         value = F.when(column.rlike(_INTEGER_TEXT), try_cast(column, "long"))
-        bad = F.lit(f"{path}: expected an integer")
+        bad = F.lit(R.expected(path, R.INTEGER))
         return value, F.when(column.isNull(), missing).when(value.isNull(), bad)
     raise _wrong(path, dtype, "an integer (or --user-type string)")
 
@@ -133,18 +133,18 @@ def _user(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Col
 def _time(mapping: EventMapping, column: Column, dtype: T.DataType) -> tuple[Column, Column]:
     """(timestamp, reason) of the event time, per `time_format`."""
     path, fmt = mapping.time, mapping.time_format
-    missing = F.lit(f"missing {path}")
+    missing = F.lit(R.FieldReason.MISSING.at(path))
     if isinstance(dtype, T.NullType):
         return F.lit(None).cast("timestamp"), missing
     if fmt == "iso8601":
-        outside = F.lit(R.time_out_of_range(path))
+        outside = F.lit(R.FieldReason.TIME_OUT_OF_RANGE.at(path))
         if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
             ts = column.cast("timestamp")
             return ts, F.when(column.isNull(), missing).when(out_of_range(ts), outside)
         if not isinstance(dtype, T.StringType):
             raise _wrong(path, dtype, "a timestamp or an ISO-8601 string (--time-format)")
         ts = F.when(column.rlike(ISO_8601), F.try_to_timestamp(column))
-        bad = F.lit(f"{path} is not an ISO-8601 timestamp")
+        bad = F.lit(R.FieldReason.NOT_ISO_8601.at(path))
         return ts, F.when(column.isNull(), missing).when(ts.isNull(), bad).when(
             out_of_range(ts), outside
         )
@@ -201,7 +201,7 @@ def _events(schema: T.StructType, mapping: EventMapping) -> tuple[list[Column], 
     reason = F.coalesce(
         user_reason,
         time_reason,
-        F.when(page.isNull(), f"missing {mapping.page}"),
+        F.when(page.isNull(), R.FieldReason.MISSING.at(mapping.page)),
         gap_reason,
         value_reason,
     )
@@ -246,7 +246,7 @@ def _carried_columns(
                 number = F.when(column.rlike(R.NUMBER_JAVA), column)
                 value = number
                 bad = (action == c.action) & column.isNotNull() & number.isNull()
-                reason = F.coalesce(reason, F.when(bad, F.lit(f"{c.value}: expected a number")))
+                reason = F.coalesce(reason, F.when(bad, F.lit(R.expected(c.value, R.NUMBER))))
             else:
                 raise _wrong(c.value, dtype, "a number")
         columns.append(value.alias(c.value_column))
@@ -276,7 +276,9 @@ def _rule_columns(schema: T.StructType, mapping: EventMapping) -> tuple[list[Col
                 raise _wrong(mapping.gap, found[1], "a number of seconds")
             seconds = found[0].cast("double")
         columns.append(gap_us(seconds).alias(GAP_COLUMN))
-        reason = F.coalesce(not_number, F.when(bad_gap(seconds), F.lit(R.bad_gap(mapping.gap))))
+        reason = F.coalesce(
+            not_number, F.when(bad_gap(seconds), F.lit(R.FieldReason.BAD_GAP.at(mapping.gap)))
+        )
     return columns, reason
 
 
@@ -317,7 +319,7 @@ def parse_columns(
     now = now_column(now)
     if now is not None and max_future_us is not None:
         ahead = too_far_ahead(F.col("event_time"), now, max_future_us)
-        future = F.when(ahead, F.lit(R.too_far_ahead(mapping.time)))
+        future = F.when(ahead, F.lit(R.FieldReason.TOO_FAR_AHEAD.at(mapping.time)))
         reason = F.coalesce(reason, future)
     names_out = [c for c in events.columns if not c.startswith("_") and c != "source"]
     parsed = events.select(

@@ -97,7 +97,7 @@ def _time(mapping: EventMapping, j: Column) -> tuple[Column, Column]:
     raw = leaf(j, mapping.time)
     if mapping.time_format == "iso8601":
         ts = F.when(raw.rlike(R.ISO_8601), F.try_to_timestamp(raw))
-        return ts, F.lit(f"{mapping.time} is not an ISO-8601 timestamp")
+        return ts, F.lit(R.FieldReason.NOT_ISO_8601.at(mapping.time))
     # A JSON number (or numeric string) of ms or s; a fraction is rounded to the nearest
     # microsecond (a double holds epoch ms with µs exactly enough for that).
     us = F.round(N.json_number(raw) * F.lit(float(R.EPOCH_UNIT_US[mapping.time_format])))
@@ -111,9 +111,9 @@ def _user_reason(mapping: EventMapping, user: Column) -> Column | None:
     if not mapping.string_keys:
         return None
     length = F.octet_length(user)
-    return F.when(length == 0, F.lit(f"{mapping.key_field}: empty string")).when(
+    return F.when(length == 0, F.lit(R.FieldReason.EMPTY_KEY.at(mapping.key_field))).when(
         length > MAX_USER_KEY_BYTES,
-        F.lit(f"{mapping.key_field}: longer than {MAX_USER_KEY_BYTES} bytes (UTF-8)"),
+        F.lit(R.FieldReason.LONG_KEY.at(mapping.key_field)),
     )
 
 
@@ -133,20 +133,20 @@ def _reason(
     reason = (
         F.when(value.isNull(), F.lit("unreadable record"))
         .when(F.trim(value) == "", F.lit("empty line"))
-        .when(keys.isNull(), F.lit("not a JSON object"))
+        .when(keys.isNull(), F.lit(R.NOT_OBJECT))
         .when(lone_surrogate(value), F.lit(R.LONE_SURROGATE))
-        .when(dup.isNotNull(), F.concat(F.lit("duplicate key: "), dup))
+        .when(dup.isNotNull(), F.concat(F.lit(R.DUPLICATE_KEY), dup))
         .when(wrong_type.isNotNull(), wrong_type)
         .when(corrupt, F.lit("a field has the wrong type"))
-        .when(user.isNull(), F.lit(f"missing {mapping.key_field}"))
-        .when(leaf(j, mapping.time).isNull(), F.lit(f"missing {mapping.time}"))
+        .when(user.isNull(), F.lit(R.FieldReason.MISSING.at(mapping.key_field)))
+        .when(leaf(j, mapping.time).isNull(), F.lit(R.FieldReason.MISSING.at(mapping.time)))
         .when(ts.isNull(), bad_time)
-        .when(out_of_range(ts), F.lit(R.time_out_of_range(mapping.time)))
-        .when(leaf(j, mapping.page).isNull(), F.lit(f"missing {mapping.page}"))
+        .when(out_of_range(ts), F.lit(R.FieldReason.TIME_OUT_OF_RANGE.at(mapping.time)))
+        .when(leaf(j, mapping.page).isNull(), F.lit(R.FieldReason.MISSING.at(mapping.page)))
     )
     if mapping.gap:
         gap = N.json_number(leaf(j, mapping.gap))
-        reason = reason.when(bad_gap(gap), F.lit(R.bad_gap(mapping.gap)))
+        reason = reason.when(bad_gap(gap), F.lit(R.FieldReason.BAD_GAP.at(mapping.gap)))
     reason = _conversion_reasons(mapping, value, j, reason)
     user_reason = _user_reason(mapping, user)
     return reason if user_reason is None else F.coalesce(reason, user_reason)
@@ -169,8 +169,8 @@ def _conversion_reasons(mapping: EventMapping, value: Column, j: Column, reason:
             & ~F.isnan(as_double)
             & ~as_double.isin(float("inf"), float("-inf"))
         )
-        reason = reason.when(mine & ~number, F.lit(f"{c.value}: expected a number")).when(
-            mine & ~finite, F.lit(R.number_out_of_range(c.value))
+        reason = reason.when(mine & ~number, F.lit(R.expected(c.value, R.NUMBER))).when(
+            mine & ~finite, F.lit(R.FieldReason.NUMBER_OUT_OF_RANGE.at(c.value))
         )
     return reason
 
@@ -208,7 +208,9 @@ def parse_exact(
         parsed = parsed.select(*step, *(carried if i == 0 else []))
     if now is not None and max_future_us is not None:
         future = too_far_ahead(F.col("ts"), now, max_future_us)
-        reason = F.coalesce(reason, F.when(future, F.lit(R.too_far_ahead(mapping.time))))
+        reason = F.coalesce(
+            reason, F.when(future, F.lit(R.FieldReason.TOO_FAR_AHEAD.at(mapping.time)))
+        )
     parsed = parsed.select("*", F.coalesce(F.col("error"), reason).alias("reason"))
     return parsed.select(*output, *carried)
 
@@ -342,7 +344,7 @@ def _merged(
     read = F.col(CARRIED)
     is_exact, reason = read[EXACT], read["reason"]
     if future is not None:
-        reason = F.coalesce(reason, F.when(future, F.lit(R.too_far_ahead(m.time))))
+        reason = F.coalesce(reason, F.when(future, F.lit(R.FieldReason.TOO_FAR_AHEAD.at(m.time))))
     out = [F.when(is_exact, F.col(n)).otherwise(read[n]).alias(n) for n in names]
     reason = F.when(is_exact, F.col("reason")).otherwise(reason)
     raw_out = F.when(is_exact, F.col("raw")).otherwise(F.when(reason.isNotNull(), read["raw"]))

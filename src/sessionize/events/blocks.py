@@ -379,23 +379,23 @@ def read_block(
     # (whether, reason) in the order of the rules: the first that holds is the reason
     valid_us = _numbers(us)
     steps = [
-        (_nulls(user), R.missing(m.key_field)),
-        (_nulls(time), R.missing(m.time)),
+        (_nulls(user), R.FieldReason.MISSING.at(m.key_field)),
+        (_nulls(time), R.FieldReason.MISSING.at(m.time)),
         (_nulls(us), R.bad_time(m.time, m.time_format)),
-        ((valid_us < R.MIN_US) | (valid_us > R.MAX_US), R.time_out_of_range(m.time)),
-        (_nulls(page), R.missing(m.page)),
+        ((valid_us < R.MIN_US) | (valid_us > R.MAX_US), R.FieldReason.TIME_OUT_OF_RANGE.at(m.time)),
+        (_nulls(page), R.FieldReason.MISSING.at(m.page)),
     ]
     if m.gap:
         gap, bad, huge = _gap(col[GAP_COLUMN])
         read &= ~huge
         col[GAP_COLUMN] = gap
-        steps.append((bad, R.bad_gap(m.gap)))
+        steps.append((bad, R.FieldReason.BAD_GAP.at(m.gap)))
     if m.string_keys:
         size = _numbers(pc.binary_length(user))
-        steps.append((size == 0, R.empty_key(m.key_field)))
-        steps.append((size > R.KEY_BYTES, R.long_key(m.key_field)))
+        steps.append((size == 0, R.FieldReason.EMPTY_KEY.at(m.key_field)))
+        steps.append((size > R.KEY_BYTES, R.FieldReason.LONG_KEY.at(m.key_field)))
     if now_us is not None and max_future_us is not None:
-        steps.append((valid_us > now_us + max_future_us, R.too_far_ahead(m.time)))
+        steps.append((valid_us > now_us + max_future_us, R.FieldReason.TOO_FAR_AHEAD.at(m.time)))
     has_error = ~_nulls(error)
     early = [(_nulls(values), R.UNREADABLE), (_spaces_only(values, braced), R.EMPTY_LINE)]
     exact = ~read & ~has_error & ~early[0][0] & ~early[1][0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from enum import StrEnum
 
 from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN
 from sessionize.config import MAX_EVENT_GAP_US, MAX_RULE_US
@@ -54,53 +55,39 @@ WRONG_TYPE = "a field has the wrong type"
 LONE_SURROGATE = "a string holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape)"
 
 
-def missing(path: str) -> str:
-    return f"missing {path}"
+# A duplicated key's reason: this, then the key.
+DUPLICATE_KEY = "duplicate key: "
+
+
+class FieldReason(StrEnum):
+    """A reason about one field: its text, `{path}` standing for the field's path (`at`)."""
+
+    MISSING = "missing {path}"
+    INTEGER_OUT_OF_RANGE = "{path}: integer out of range (64-bit)"
+    NOT_ISO_8601 = "{path} is not an ISO-8601 timestamp"
+    EPOCH_OUT_OF_RANGE = f"{{path}}: epoch time out of range (years {TIME_YEARS})"
+    # A valid timestamp outside the years TIME_YEARS (an epoch time: EPOCH_OUT_OF_RANGE).
+    TIME_OUT_OF_RANGE = f"{{path}}: time out of range (years {TIME_YEARS})"
+    # A JSON number no double holds (`1e309`).
+    NUMBER_OUT_OF_RANGE = "{path}: number out of range (double)"
+    # An event time more than `--max-future` ahead of the batch's time.
+    TOO_FAR_AHEAD = "{path} too far in the future"
+    EMPTY_KEY = "{path}: empty string"
+    LONG_KEY = f"{{path}}: longer than {KEY_BYTES} bytes (UTF-8)"
+    BAD_GAP = "{path}: expected a number of seconds above 0 and at most 30 days"
+
+    def at(self, path: str) -> str:
+        return self.value.format(path=path)
 
 
 def expected(path: str, kind: str) -> str:
     return f"{path}: expected {ARTICLE[kind]}"
 
 
-def out_of_range(path: str) -> str:
-    return f"{path}: integer out of range (64-bit)"
-
-
-def duplicate(key: str) -> str:
-    return f"duplicate key: {key}"
-
-
 def bad_time(path: str, time_format: str) -> str:
-    if time_format == "iso8601":
-        return f"{path} is not an ISO-8601 timestamp"
-    return f"{path}: epoch time out of range (years {TIME_YEARS})"
-
-
-def time_out_of_range(path: str) -> str:
-    """A valid timestamp outside the years TIME_YEARS (epoch times: `bad_time`)."""
-    return f"{path}: time out of range (years {TIME_YEARS})"
-
-
-def number_out_of_range(path: str) -> str:
-    """A JSON number no double holds (`1e309`)."""
-    return f"{path}: number out of range (double)"
-
-
-def too_far_ahead(path: str) -> str:
-    """An event time more than `--max-future` ahead of the batch's time."""
-    return f"{path} too far in the future"
-
-
-def empty_key(path: str) -> str:
-    return f"{path}: empty string"
-
-
-def long_key(path: str) -> str:
-    return f"{path}: longer than {KEY_BYTES} bytes (UTF-8)"
-
-
-def bad_gap(path: str) -> str:
-    return f"{path}: expected a number of seconds above 0 and at most 30 days"
+    """An event time that `time_format` does not read as a time of the years TIME_YEARS."""
+    iso = time_format == "iso8601"
+    return (FieldReason.NOT_ISO_8601 if iso else FieldReason.EPOCH_OUT_OF_RANGE).at(path)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def type_reason(mapping: EventMapping, value: Column, corrupt: Column, j: Column
     character inside a string, which `json_object_keys` skips over). A number may be a
     string holding one (`j`: the parsed struct, a number field read as its text)."""
     v = json_types.parsed(value)
-    out = F.when(v.isNull() & corrupt, F.lit("not a JSON object"))
+    out = F.when(v.isNull() & corrupt, F.lit(R.NOT_OBJECT))
     for path, expected in R.read_fields(mapping):
         if expected == "any":
             continue
@@ -86,9 +86,9 @@ def type_reason(mapping: EventMapping, value: Column, corrupt: Column, j: Column
         if expected == "integer":  # an integer that does not fit in 64 bits
             out = out.when(
                 kind.startswith("DECIMAL") & kind.endswith(",0)"),
-                F.lit(f"{path}: integer out of range (64-bit)"),
+                F.lit(R.FieldReason.INTEGER_OUT_OF_RANGE.at(path)),
             )
-        wrong = F.lit(f"{path}: expected {R.ARTICLE[expected]}")
+        wrong = F.lit(R.expected(path, expected))
         text = leaf(j, path) if expected == "number" else None
         out = out.when(wrong_type(kind, expected, text), wrong)
     return out
