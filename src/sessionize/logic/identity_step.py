@@ -29,7 +29,7 @@ from sessionize.base_schema import (
     TS,
 )
 from sessionize.logic import identity as ident
-from sessionize.logic.result import SessionRuns
+from sessionize.logic.result import SessionSpans
 
 USER = schema.STATE_KEY
 
@@ -79,7 +79,7 @@ class Stitched:
 
 
 def stitch(
-    stored: pa.Table, state_events: pa.Table, runs: SessionRuns, ttl_us: int | None = None
+    stored: pa.Table, state_events: pa.Table, runs: SessionSpans, ttl_us: int | None = None
 ) -> Stitched:
     """One batch of identity for the handed-in anonymous ids.
 
@@ -144,7 +144,7 @@ def _positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum())) + offsets
 
 
-def _events(runs: SessionRuns, at: np.ndarray) -> pa.Table:
+def _events(runs: SessionSpans, at: np.ndarray) -> pa.Table:
     taken = pa.array(at, pa.int64())
     return pa.table(
         {

@@ -40,7 +40,7 @@ class StepStats:
 
 
 @dataclass(frozen=True)
-class SessionRuns:
+class SessionSpans:
     """Every session of the handed-in users, emitted or open, as a run of its events in
     sorted (user, time, page) order: what identity stitching reads (logic/identity.py)."""
 
@@ -75,4 +75,4 @@ class StepResult:
     open_sessions: pa.Table | None = None
     touched: pa.Array | None = None
     events: pa.Table | None = None  # EVENTS rows of the emitted sessions (schema 3)
-    runs: SessionRuns | None = None  # with `sent_user_id` among the events (identity)
+    runs: SessionSpans | None = None  # with `sent_user_id` among the events (identity)

@@ -53,7 +53,7 @@ from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
 from sessionize.logic.continuation import Carry, Sources, read_carry
 from sessionize.logic.ids import same_millisecond
-from sessionize.logic.result import SessionRuns, StepResult, StepStats
+from sessionize.logic.result import SessionSpans, StepResult, StepStats
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.sort_order import sort_order
 from sessionize.logic.traffic import per_distinct, query_value
@@ -199,10 +199,10 @@ def advance(
     )
 
 
-def _runs(split: _Split) -> SessionRuns:
+def _runs(split: _Split) -> SessionSpans:
     """The sessions as runs of their events, with the user ids the events were sent with."""
     taken = pa.array(split.order)
-    return SessionRuns(
+    return SessionSpans(
         keys=split.rows["user_id"].combine_chunks().take(taken),
         times=_ts(split.time),
         sent=split.rows[SENT_USER].combine_chunks().take(taken),
