@@ -358,3 +358,83 @@ def test_batch_reprocessing_rebuilds_identities_kept_current_on_delta(spark, bat
     assert delta_identities(tmp_path / "out") == want
     hours(START.replace(hour=1))
     assert delta_identities(tmp_path / "out") == want
+
+
+def _json_time(t: datetime) -> str:
+    """The Kafka sink's documented JSON form of a timestamp, written here independently."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_kafka_identities_are_a_change_log_keyed_by_anonymous_id(
+    spark, batch_run, tmp_path, monkeypatch
+):
+    """On Kafka `identities` is the change log: every record keyed by its `anonymous_id`
+    (what a compacted topic keeps the latest of), and each key's latest record, by
+    `batch_id`, is the loop's identity of its anonymous id."""
+    from tests.sinks.kafka_consumer import kafka_uri, read_topic
+    from tests.sources.conftest import _service_env
+
+    monkeypatch.setenv("SESSIONIZE_TEST_KAFKA", _service_env("kafka")["SESSIONIZE_TEST_KAFKA"])
+    _, inp = batch_run
+    uri = kafka_uri(tmp_path)
+    options = StreamOptions(
+        input=str(inp),
+        output=uri,
+        checkpoint=str(tmp_path / "chk"),
+        state="files",
+        partitions=2,
+        max_files_per_trigger=1,
+        mapping=MAPPING,
+    )
+    records = run_stream(options, spark, on_batch=lambda _: None)
+    assert len(records) >= 4
+    log = read_topic(uri, "identities")
+    assert log and all(r["key"] == r["anonymous_id"] for r in log)
+    assert len(log) > len({r["key"] for r in log})  # ids whose identity changed again
+    latest = {}
+    for r in sorted(log, key=lambda r: r["batch_id"]):
+        latest[r["key"]] = (r["user_id"], r["first_seen"], r["last_seen"])
+    want = whole_identities(input_events(inp))
+    assert latest == {
+        a: (user, _json_time(first), _json_time(last)) for a, (user, first, last) in want.items()
+    }
+
+
+def test_identities_kept_current_on_iceberg_through_a_rerun_and_a_rewind(batch_run, tmp_path):
+    """On Iceberg `identities` is one row per anonymous id, replaced by key in each batch's
+    commit. Killed after batch 2 committed `identities` but not the other tables, the
+    restart runs batch 2 again: the table is the loop's identities. Rewound to batch 1 it
+    is emptied, and the batches run again rebuild it from the restored state."""
+    from tests.sinks.conftest import iceberg_rows, iceberg_uri
+
+    _, inp = batch_run
+    want = whole_identities(input_events(inp))
+    uri = iceberg_uri(tmp_path)
+
+    def table() -> dict:
+        rows = iceberg_rows(uri, "identities").to_pylist()
+        got = {r["anonymous_id"]: (r["user_id"], r["first_seen"], r["last_seen"]) for r in rows}
+        assert len(got) == len(rows), "an anonymous id twice"
+        return got
+
+    args = [
+        "stream",
+        "--input", str(inp),
+        "--output", uri,
+        "--checkpoint", str(tmp_path / "chk"),
+        "--partitions", "2",
+        "--max-files-per-trigger", "1",
+        "--anonymous-field", "anonymous_id",
+        "--user-type", "string",
+    ]  # fmt: skip
+    run_until_killed(args, "PAUSED", cli_env(SESSIONIZE_PAUSE_AT="published-identities:2"))
+    done = sessionize(*args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert table() == want
+
+    rewound = sessionize("rewind", "--checkpoint", str(tmp_path / "chk"), "--to-batch", "1")
+    assert rewound.returncode == 0, rewound.stderr[-2000:]
+    assert table() == {}
+    again = sessionize(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert table() == want
