@@ -329,6 +329,18 @@ def test_conversions_with_and_without_values():
     assert (none["purchase_count"], none["purchase_value"]) == (1, None)
 
 
+def test_event_counts_with_many_distinct_actions():
+    """More distinct actions than a dense table of sessions x actions fits: the counts
+    still match the reference."""
+    events = []
+    for user in range(60):
+        for i, action in enumerate((f"a{user}", f"a{user + 1}", f"a{user}", "view")):
+            events.append(ev(user, i * SEC, f"p{i}", action))
+    sessions = check_all(events)
+    assert len(sessions) == 60
+    assert sessions[0]["event_counts"] == [("a0", 2), ("a1", 1), ("view", 1)]
+
+
 def test_landing_exit_and_last_kept_fields():
     events = [
         ev(1, 0, "home", cart=None),

@@ -377,3 +377,26 @@ def test_micro_batches_give_what_one_batch_gives(data):
             return (r["session_id"], r.get("position", 0))
 
         assert sorted(stream[name], key=key) == sorted(batch[name], key=key), name
+
+
+def test_an_event_without_a_url_carries_no_click_id():
+    """A visit's click id comes from its first event whose URL holds one: an event without
+    a URL before it (or after it) is passed over."""
+    t0 = 1_793_491_200 * SEC
+    events = [
+        {"user_id": 7, "event_time": t0, "page": "/a", "action": "view", "url": None},
+        {
+            "user_id": 7,
+            "event_time": t0 + 5 * SEC,
+            "page": "/b",
+            "action": "view",
+            "url": "https://shop.example/b?gclid=abc",
+        },
+        {"user_id": 7, "event_time": t0 + 9 * SEC, "page": "/b", "action": "ping", "url": None},
+    ]
+    for e in events:
+        e.update(referrer=None, user_agent=None)
+    (session,) = run_batch(events)["sessions"]
+    assert (session["click_id_type"], session["click_id"]) == ("gclid", "abc")
+    (want,) = reference(events)["sessions"]
+    assert {c: session[c] for c in want} == want

@@ -6,13 +6,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from sessionize.config import SessionRules
 from sessionize.content import SessionContent
 from sessionize.logic import advance
-from sessionize.logic.channel import channel_of, default_rules_text, ga4_facts, parse_rules
+from sessionize.logic.channel import (
+    _combinations,
+    channel_of,
+    default_rules_text,
+    ga4_facts,
+    parse_rules,
+)
 from sessionize.logic.sites import site_kind
 from sessionize.logic.traffic import click_id
 from sessionize.mapping import EventMapping
@@ -152,3 +159,18 @@ def test_a_job_recorded_with_schema_2_keeps_its_outputs_and_channel_rules():
         )
         channels.append(rows_of(res.sessions)[0]["channel"])
     assert channels == ["Display", "Paid Search"]  # GA4: a paid medium from a search engine
+
+
+@pytest.mark.parametrize("high", [7, 2**32 - 1])
+def test_channel_inputs_are_grouped_by_every_column(high):
+    """Each session's channel is decided once per distinct combination of its inputs:
+    rows of equal codes in every column share a combination, others never do, also
+    when the columns' codes together pass what one int64 holds."""
+    rng = np.random.default_rng(5)
+    codes = [rng.choice([0, 1, high], size=400) for _ in range(4)]
+    first, inverse = _combinations(codes)
+    rows = list(zip(*(c.tolist() for c in codes), strict=True))
+    distinct = set(rows)
+    assert len(first) == len(distinct) == 81
+    assert {rows[i] for i in first} == distinct
+    assert all(rows[first[inverse[i]]] == rows[i] for i in range(len(rows)))

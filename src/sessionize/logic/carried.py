@@ -72,8 +72,16 @@ class SessionRuns:
 
 
 def _action_is(actions: pa.Array, names) -> np.ndarray:
-    found = pc.is_in(actions, value_set=pa.array(list(names), pa.string()))
-    return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
+    """Per event, whether its action is one of `names` (judged per distinct action when
+    `actions` come dictionary-encoded)."""
+    value_set = pa.array(list(names), pa.string())
+    if not pa.types.is_dictionary(actions.type):
+        found = pc.is_in(actions, value_set=value_set)
+        return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool)
+    distinct = pc.fill_null(pc.is_in(actions.dictionary, value_set=value_set), False)
+    # A null action is none of them: its code is one past the distinct actions.
+    per_code = np.append(distinct.to_numpy(zero_copy_only=False).astype(bool), False)
+    return per_code[actions.indices.fill_null(len(distinct)).to_numpy(zero_copy_only=False)]
 
 
 def _outcomes(
@@ -171,7 +179,8 @@ def content_columns_3(
         found = where >= 0
         return rows[name].take(pa.array(np.maximum(where, 0), mask=~found)).combine_chunks()
 
-    actions = runs.column("action")
+    # Encoded once: each test of the actions below runs over the few distinct ones.
+    actions = pc.dictionary_encode(runs.column("action"))
     is_view = _action_is(actions, content.page_view_actions)
     is_ping = _action_is(actions, [content.ping_action]) if content.ping_action else None
     views = page_views(time, session, starts, is_view, is_ping, content)

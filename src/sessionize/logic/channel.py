@@ -350,17 +350,33 @@ def ga4_channels(
     ]
     coded = [_codes(c) for c in columns]
     has_gclid = pc.is_valid(gclid).to_numpy(zero_copy_only=False).astype(np.int64)
-    stacked = np.stack([c for c, _ in coded] + [has_gclid], axis=1)
-    if len(stacked) == 0:
+    if len(has_gclid) == 0:
         return pa.array([], pa.string())
-    distinct, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    first, inverse = _combinations([c for c, _ in coded] + [has_gclid])
     decided = []
-    for row in distinct.tolist():
-        values = [coded[i][1][code] for i, code in enumerate(row[:-1])]
-        source, medium, campaign, referrer, click = values
-        facts = ga4_facts(source, medium, campaign, referrer, click, bool(row[-1]))
+    for row in first.tolist():
+        source, medium, campaign, referrer, click = (values[c[row]] for c, values in coded)
+        facts = ga4_facts(source, medium, campaign, referrer, click, bool(has_gclid[row]))
         decided.append(channel_of(rules, facts))
-    return pa.array(decided, pa.string()).take(pa.array(inverse.reshape(-1)))
+    return pa.array(decided, pa.string()).take(pa.array(inverse))
+
+
+def _combinations(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(a row of each distinct combination of `codes` (non-negative, one array per column),
+    each row's combination as an index into those rows). The columns are folded into one
+    integer key, made dense again whenever the next column could overflow it: 1-D sorts
+    of a few thousand keys, where `np.unique(axis=0)` sorts rows as bytes."""
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    size = 1
+    for column in codes:
+        width = int(column.max()) + 1 if len(column) else 1
+        if size * width >= 2**62:
+            distinct, key = np.unique(key, return_inverse=True)
+            size = len(distinct)
+        key = key * width + column
+        size *= width
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 def _codes(values: pa.Array) -> tuple[np.ndarray, list[str | None]]:

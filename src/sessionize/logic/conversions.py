@@ -18,18 +18,30 @@ import pyarrow.compute as pc
 
 TS = pa.timestamp("us", tz="UTC")
 _NO_TIME = np.iinfo(np.int64).max
+# event_counts counts in a dense (session, action) table while it holds at most this many
+# cells per event; beyond (many distinct actions), it sorts the events' cells instead.
+DENSE_CELLS_PER_EVENT = 4
 
 
 def event_counts(actions: pa.Array, session: np.ndarray, n_sessions: int) -> pa.Array:
-    """Per session, a map<string, int64> from action to its number of events."""
-    encoded = pc.dictionary_encode(actions)
+    """Per session, a map<string, int64> from action to its number of events (`actions`
+    may come dictionary-encoded)."""
+    encoded = actions if pa.types.is_dictionary(actions.type) else pc.dictionary_encode(actions)
     names = encoded.dictionary
+    ordered = pc.sort_indices(names)
     rank = np.empty(len(names), dtype=np.int64)
-    rank[pc.sort_indices(names).to_numpy()] = np.arange(len(names))
-    by_rank = names.take(pc.sort_indices(names))
+    rank[ordered.to_numpy()] = np.arange(len(names))
+    by_rank = names.take(ordered)
     code = rank[encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
     width = max(len(names), 1)
-    keys, counts = np.unique(session * width + code, return_counts=True)
+    cells = session * width + code
+    if n_sessions * width <= DENSE_CELLS_PER_EVENT * len(cells) + 1024:
+        # A count per (session, action) cell: no sort of the events.
+        table = np.bincount(cells, minlength=n_sessions * width)
+        keys = np.flatnonzero(table)
+        counts = table[keys]
+    else:  # many sessions and many actions: only the cells that occur
+        keys, counts = np.unique(cells, return_counts=True)
     per_session = np.bincount(keys // width, minlength=n_sessions)
     offsets = np.concatenate([[0], np.cumsum(per_session)]).astype(np.int32)
     return pa.MapArray.from_arrays(

@@ -14,7 +14,7 @@ and before the next one (pings, clicks, purchases) fall in it. Per page view:
 
 A session's `engaged_time_ms` is the sum of its page views'. Pure numpy, over the batch's
 emitted sessions: `session` is each event's session and `starts` each session's first
-event, events in order.
+event, events in order (a session's by time).
 """
 
 from __future__ import annotations
@@ -74,8 +74,11 @@ def page_views(
         bucket = np.floor_divide(time[pinged], content.heartbeat_us)
         owner = view[pinged]
         if len(owner):
-            pairs = np.unique(np.stack([owner, bucket], axis=1), axis=0)
-            count = np.bincount(pairs[:, 0], minlength=len(event))
+            # Events are in order, so (owner, bucket) pairs come sorted: a distinct pair
+            # is one that differs from the pair before it (no sort needed).
+            new = np.ones(len(owner), dtype=bool)
+            new[1:] = (owner[1:] != owner[:-1]) | (bucket[1:] != bucket[:-1])
+            count = np.bincount(owner[new], minlength=len(event))
             has_pings = count > 0
             engaged_us = np.where(
                 has_pings, (count - 1) * content.heartbeat_us + content.min_visit_us, 0

@@ -90,17 +90,22 @@ def with_visits(
 
 
 def _has_click(split: _Split) -> np.ndarray:
-    """Per position, whether its event's URL carries a click id."""
+    """Per position, whether its event's URL carries a click id: judged once per distinct
+    URL of the step (a visit's URL repeats on its pings), then looked up per event."""
     if "url" not in split.rows.column_names or not len(split.order):
         return np.zeros(len(split.order), dtype=bool)
-    urls = split.rows["url"].take(pa.array(split.order)).combine_chunks()
-    # Only URLs that name a click id are parsed (RE2 over the column first).
+    encoded = pc.dictionary_encode(split.rows["url"].combine_chunks())
+    urls = encoded.dictionary
+    # Only URLs that name a click id are parsed (RE2 over the distinct URLs first).
     named = pc.fill_null(pc.match_substring_regex(urls, CLICK_ID_NAMES, ignore_case=True), False)
-    out = named.to_numpy(zero_copy_only=False).astype(bool)
-    if out.any():
+    has = named.to_numpy(zero_copy_only=False).astype(bool)
+    if has.any():
         kind = per_distinct(urls.filter(named), click_id, 2)[0]
-        out[out] = pc.is_valid(kind).to_numpy(zero_copy_only=False).astype(bool)
-    return out
+        has[has] = pc.is_valid(kind).to_numpy(zero_copy_only=False).astype(bool)
+    # A null URL carries nothing: its code is one past the distinct URLs.
+    has = np.append(has, False)
+    codes = encoded.indices.fill_null(len(urls)).to_numpy(zero_copy_only=False)
+    return has[codes[split.order]]
 
 
 def _first_per_session(flag: np.ndarray, session: np.ndarray, k: int) -> np.ndarray:
