@@ -185,29 +185,22 @@ def content_columns_3(
     is_ping = _action_is(actions, [content.ping_action]) if content.ping_action else None
     views = page_views(time, session, starts, is_view, is_ping, content)
     pv_count = np.bincount(views.session, minlength=n).astype(np.int64)
-    pages = runs.column("page")
     has_view = pv_count > 0
     first_pv = np.searchsorted(views.session, np.arange(n))
     last_pv = np.searchsorted(views.session, np.arange(n), side="right") - 1
-    landing = pages.take(
-        pa.array(
-            views.event[np.minimum(first_pv, max(len(views.event) - 1, 0))]
-            if len(views.event)
-            else np.zeros(n, np.int64),
-            mask=~has_view,
-        )
-    )
-    exit_ = pages.take(
-        pa.array(
-            views.event[np.maximum(last_pv, 0)] if len(views.event) else np.zeros(n, np.int64),
-            mask=~has_view,
-        )
-    )
 
+    def page_of_view(view: np.ndarray) -> pa.Array:
+        """Per session, the page of its page view `view` (null without page views): taken
+        from the rows directly, not from every event's page."""
+        if not len(views.event):
+            return pa.nulls(n, pa.string())
+        at = views.event[np.clip(view, 0, len(views.event) - 1)]
+        return at_rows("page", np.where(has_view, np.asarray(events)[at], -1))
+
+    landing, exit_ = page_of_view(first_pv), page_of_view(last_pv)
+    landing_urls = at_rows("url", visit.traffic)
     traffic = traffic_columns(
-        at_rows("url", visit.traffic),
-        at_rows("referrer", visit.traffic),
-        normalize_hosts(content.site_hosts),
+        landing_urls, at_rows("referrer", visit.traffic), normalize_hosts(content.site_hosts)
     )
     click_type, click_value = per_distinct(at_rows("url", visit.click), click_id, 2)
     channel = ga4_channels(
@@ -215,7 +208,7 @@ def content_columns_3(
         traffic["utm_medium"],
         traffic["utm_campaign"],
         traffic["referrer_host"],
-        click_type_of_landing(at_rows("url", visit.traffic)),
+        click_type_of_landing(landing_urls),
         traffic["gclid"],
         rules_of(content.channel_rules, 3),
     )

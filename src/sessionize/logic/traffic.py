@@ -35,7 +35,14 @@ def query_values(url: str | None) -> tuple[str | None, ...]:
     >>> query_values("https://a.example/p?UTM_Source=News+Letter&utm_source=x#utm_medium=y")
     ('News Letter', None, None, None, None, None)
     """
-    found = _query(url)
+    if url is None or "?" not in url:
+        return _NO_VALUES
+    if len(url) <= CACHED_URL_CHARS:
+        return _cached_values(url)
+    return _values(_parse_query(url))
+
+
+def _values(found: dict[str, str]) -> tuple[str | None, ...]:
     return tuple(found.get(name) or None for name in QUERY_COLUMNS)
 
 
@@ -75,6 +82,15 @@ CACHED_URL_CHARS = 2048
 @functools.lru_cache(maxsize=32768)
 def _cached_query(url: str) -> dict[str, str]:
     return _parse_query(url)
+
+
+# A landing URL's values, kept as one tuple: its session's columns read them as they are.
+@functools.lru_cache(maxsize=32768)
+def _cached_values(url: str) -> tuple[str | None, ...]:
+    return _values(_cached_query(url))
+
+
+_NO_VALUES: tuple[str | None, ...] = (None,) * len(QUERY_COLUMNS)
 
 
 def _parse_query(url: str) -> dict[str, str]:
