@@ -380,7 +380,8 @@ def _without_bots(events: pa.Table, lay: schema.Layout) -> tuple[pa.Table, int]:
 
 
 def _split_state(state: pa.Table, lay: schema.Layout) -> tuple[pa.Table, pa.Table | None]:
-    """The state's event rows, and with schema 3 its carry rows (continuation.py)."""
+    """The state's event rows, and with schema 3 its carry rows (continuation.py; None
+    without any)."""
     if not lay.carries:
         return _conform(state, lay.event), None
     if schema.CARRIED_SESSION not in state.column_names:
@@ -388,6 +389,8 @@ def _split_state(state: pa.Table, lay: schema.Layout) -> tuple[pa.Table, pa.Tabl
             f"state lacks column {schema.CARRIED_SESSION}; expected {lay.state_rows.names}"
         )
     is_carry = pc.is_valid(state[schema.CARRIED_SESSION])
+    if not pc.any(is_carry).as_py():  # no carry rows: the state's rows are its events
+        return _conform(state, lay.event), None
     carry = state.filter(is_carry)
     return (
         _conform(state.filter(pc.invert(is_carry)), lay.event),
