@@ -185,10 +185,13 @@ def _drain_listener_bus(spark) -> None:
 
 def end_finished(checkpoint: str) -> None:
     """Clean up after this process's last query on `checkpoint` if it has ended, now: the
-    listener may not have been told yet (a restart right after `awaitTermination`)."""
+    listener may not have been told yet (a restart right after `awaitTermination`), or
+    its thread may be ending the run still (then wait for it: that end releases the lease
+    this restart is about to take)."""
     run = _RUNS.get(checkpoint)
     if run is not None and not run.query.isActive:
         run.end()
+        run.ended.wait(2 * _LAST_EVENT_WAIT_S)
 
 
 class StreamRun:
