@@ -16,6 +16,7 @@ write: two jobs starting on a new prefix within that moment could both claim it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import warnings
@@ -94,7 +95,10 @@ class KafkaOwnerRecords(OwnerRecords):
                 f"recording the owner of {where}: {_reason(e)}; run the job again"
             ) from e
         finally:
-            with warnings.catch_warnings():  # a fenced producer's close cannot abort: expected
+            # A fenced producer's close cannot abort its transaction, and says so with a
+            # warning or, once librdkafka has marked the fence fatal, an exception: expected
+            # (the claim's answer is decided above), so neither reaches the caller.
+            with warnings.catch_warnings(), contextlib.suppress(kafka.KafkaException):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 _close(producer)
         return True
