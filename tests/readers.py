@@ -108,8 +108,11 @@ def polling_sessions(
                 check(reader, table(), before)
                 return
             except Exception as e:  # noqa: BLE001 - every error is a finding
+                # "file not found" in each reader's words (DuckDB's glob, when the view it
+                # resolved is moved out of its path as it lists: "No files found").
                 gone = isinstance(e, FileNotFoundError) or any(
-                    w in str(e) for w in ("No such file", "FILE_NOT_EXIST", "FileNotFound")
+                    w in str(e)
+                    for w in ("No such file", "FILE_NOT_EXIST", "FileNotFound", "No files found")
                 )
                 if not (retires and gone and attempt < 2):
                     polled.problems.append(f"{reader}: {type(e).__name__}: {e}")
