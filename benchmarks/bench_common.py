@@ -145,3 +145,62 @@ def write_json(path: str, benchmark: str, results: list[dict]) -> None:
     """The results as `{"benchmark", "load", "results"}`, the input of benchmarks/plot.py."""
     doc = {"benchmark": benchmark, "load": list(os.getloadavg()), "results": results}
     Path(path).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def alternate_batch_jobs(
+    spark, root: Path, hours: int, jobs: dict[str, dict[str, Any]], repeats: int, after=None
+) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+    """`sessionize batch` over `root/in`'s first `hours` hours once per job per round, the
+    jobs alternating so that the machine's load falls on each alike; `jobs` maps a name to
+    the `BatchOptions` fields that differ. `after(name, out, wall_s, cpu_s)` sees each run's
+    output before it is removed. Returns (wall s, CPU s per job, lines per run)."""
+    from sessionize.commands.batch import BatchOptions, run_batch
+
+    first = datetime(2026, 11, 1, tzinfo=UTC)
+    last = datetime(2026, 11, 1, hours - 1, tzinfo=UTC)
+    wall: dict[str, list[float]] = {name: [] for name in jobs}
+    cpu: dict[str, list[float]] = {name: [] for name in jobs}
+    lines = 0
+    for i in range(repeats):
+        for name, fields in jobs.items():
+            out = root / f"out-{i}-{name.split()[0]}"
+            opts = BatchOptions(
+                input=str(root / "in"),
+                output=str(out),
+                start=first,
+                end=last,
+                partitions=2,
+                **fields,
+            )
+            t0, c0 = time.perf_counter(), tree_cpu_seconds()
+            records = run_batch(opts, spark, lambda _: None)
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(tree_cpu_seconds() - c0)
+            lines = sum(r["batch"]["records"] for r in records)
+            if after is not None:
+                after(name, out, wall[name][-1], cpu[name][-1])
+            shutil.rmtree(out, ignore_errors=True)
+    return wall, cpu, lines
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds used so far by this process and every process below it (the Spark JVM,
+    the Python workers; exited ones through their parents' counts), from /proc: on a shared
+    machine a job's CPU time moves far less with the others' load than its wall time."""
+    parent, times = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo += [p for p, pp in parent.items() if pp == pid and p not in mine]
+    return sum(times.get(p, 0) for p in mine) / os.sysconf("SC_CLK_TCK")

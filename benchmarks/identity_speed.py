@@ -26,16 +26,12 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.dataset as ds
-from bench_common import input_config, warm_spark, write_input
-from session_content import tree_cpu_seconds
+from bench_common import alternate_batch_jobs, input_config, warm_spark, write_input
 
-from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.config import SessionRules
 from sessionize.mapping import EventMapping
 
@@ -69,35 +65,18 @@ def main() -> None:
         cfg = replace(input_config(args), identity_data=True)
         write_input(cfg, str(root / "in"))
         spark = warm_spark("identity", 2)
-        first = datetime(2026, 11, 1, tzinfo=UTC)
-        last = datetime(2026, 11, 1, args.hours - 1, tzinfo=UTC)
-        wall: dict[str, list[float]] = {name: [] for name in JOBS}
-        cpu: dict[str, list[float]] = {name: [] for name in JOBS}
         sessions: dict[str, int] = {}
-        for i in range(args.repeats):
-            for name, (mapping, rules) in JOBS.items():
-                out = root / f"out-{i}-{name.split()[0]}"
-                opts = BatchOptions(
-                    input=str(root / "in"),
-                    output=str(out),
-                    start=first,
-                    end=last,
-                    partitions=2,
-                    mapping=mapping,
-                    rules=rules,
-                )
-                t0, c0 = time.perf_counter(), tree_cpu_seconds()
-                records = run_batch(opts, spark, lambda _: None)
-                wall[name].append(time.perf_counter() - t0)
-                cpu[name].append(tree_cpu_seconds() - c0)
-                lines = sum(r["batch"]["records"] for r in records)
-                sessions[name] = ds.dataset(out / "sessions", partitioning="hive").count_rows()
-                shutil.rmtree(out, ignore_errors=True)
-                print(
-                    f"  {name}: {wall[name][-1]:.1f} s wall, {cpu[name][-1]:.1f} s CPU"
-                    f" (load {load()})",
-                    flush=True,
-                )
+
+        def counted(name: str, out: Path, wall_s: float, cpu_s: float) -> None:
+            sessions[name] = ds.dataset(out / "sessions", partitioning="hive").count_rows()
+            print(f"  {name}: {wall_s:.1f} s wall, {cpu_s:.1f} s CPU (load {load()})", flush=True)
+
+        jobs = {
+            name: {"mapping": mapping, "rules": rules} for name, (mapping, rules) in JOBS.items()
+        }
+        wall, cpu, lines = alternate_batch_jobs(
+            spark, root, args.hours, jobs, args.repeats, after=counted
+        )
         for name in JOBS:
             print(
                 f"{name}: "

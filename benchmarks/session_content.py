@@ -94,31 +94,6 @@ def events(n: int, users: int) -> list[dict]:
     return out
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds used so far by this process and every process below it (the Spark JVM,
-    the Python workers; exited ones through their parents' counts), from /proc: on a shared
-    machine a job's CPU time moves far less with the others' load than its wall time."""
-    import os
-
-    parent, times = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    mine, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        mine.add(pid)
-        todo += [p for p, pp in parent.items() if pp == pid and p not in mine]
-    return sum(times.get(p, 0) for p in mine) / os.sysconf("SC_CLK_TCK")
-
-
 WEB_FIELDS = {"url": "page.url", "referrer": "page.referrer", "user_agent": "technical.user_agent"}
 
 
@@ -127,12 +102,9 @@ def job(args: argparse.Namespace) -> None:
     import shutil
     import tempfile
     from dataclasses import replace
-    from datetime import UTC, datetime
     from pathlib import Path
 
-    from bench_common import input_config, warm_spark, write_input
-
-    from sessionize.commands.batch import BatchOptions, run_batch
+    from bench_common import alternate_batch_jobs, input_config, warm_spark, write_input
 
     root = Path(tempfile.mkdtemp(prefix="sessionize-content-"))
     try:
@@ -147,27 +119,8 @@ def job(args: argparse.Namespace) -> None:
             "schema 1 reading the fields": EventMapping(**WEB_FIELDS, session_columns=1),
             "schema 3": EventMapping(**WEB_FIELDS, session_columns=3, content=content),
         }
-        first = datetime(2026, 11, 1, tzinfo=UTC)
-        last = datetime(2026, 11, 1, args.hours - 1, tzinfo=UTC)
-        seconds: dict[str, list[float]] = {name: [] for name in mappings}
-        cpu: dict[str, list[float]] = {name: [] for name in mappings}
-        for i in range(args.repeats):
-            for name, mapping in mappings.items():
-                out = root / f"out-{i}-{name.split()[0]}"
-                opts = BatchOptions(
-                    input=str(root / "in"),
-                    output=str(out),
-                    start=first,
-                    end=last,
-                    partitions=2,
-                    mapping=mapping,
-                )
-                t0, c0 = time.perf_counter(), tree_cpu_seconds()
-                records = run_batch(opts, spark, lambda _: None)
-                seconds[name].append(time.perf_counter() - t0)
-                cpu[name].append(tree_cpu_seconds() - c0)
-                events = sum(r["batch"]["records"] for r in records)
-                shutil.rmtree(out, ignore_errors=True)
+        jobs = {name: {"mapping": mapping} for name, mapping in mappings.items()}
+        seconds, cpu, events = alternate_batch_jobs(spark, root, args.hours, jobs, args.repeats)
         for name in mappings:
             print(
                 f"{name}: "
