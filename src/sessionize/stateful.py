@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessionize.core import Context, LocalRun, Output, Processor, ProcessorError, Update, run_local
+from sessionize.core import (
+    Context,
+    FollowOn,
+    LocalRun,
+    Output,
+    Processor,
+    ProcessorError,
+    Update,
+    run_local,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Context",
+    "FollowOn",
     "LocalRun",
     "Output",
     "Processor",

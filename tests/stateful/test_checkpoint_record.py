@@ -82,3 +82,29 @@ def test_a_processors_checkpoint_is_refused_to_a_session_job(tmp_path):
     check_or_record_processor(str(tmp_path), _record(RunningTotals()))
     with pytest.raises(IncompatibleCheckpoint, match="belongs to the stateful job of processor"):
         check_or_record(str(tmp_path), {"gap": "30m", "partitions": 4})
+
+
+def test_a_follow_on_added_to_or_dropped_from_a_running_job_is_refused(tmp_path):
+    """A follow-on's state starts with the job: one added later would number from the
+    restart. A record written before follow-ons were recorded reads as none."""
+    from tests.stateful.chained import Devices
+
+    class Alone(Devices):
+        follow_on = None
+
+        @property
+        def name(self) -> str:
+            return "Devices"
+
+    old = {k: v for k, v in _record(Alone()).items() if k != "follow_on"}
+    write_record(str(tmp_path), "sessionize.json", old)
+    with pytest.raises(IncompatibleCheckpoint, match=r"follow_on None \(now \{'job': 'job.users'"):
+        check_or_record_processor(str(tmp_path), _record(Devices()))
+    check_or_record_processor(str(tmp_path), _record(Alone()))
+    fresh = tmp_path / "fresh"
+    check_or_record_processor(str(fresh), _record(Devices()))
+    assert recorded(str(fresh))["follow_on"]["processor"] == "Users"
+    with pytest.raises(
+        IncompatibleCheckpoint, match=r"follow_on {.*'job': 'job.users'.* \(now None\)"
+    ):
+        check_or_record_processor(str(fresh), _record(Alone()))

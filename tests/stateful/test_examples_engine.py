@@ -63,11 +63,13 @@ def _write(inp: Path, split: list[list[dict]], bad: dict[int, str] | None = None
         os.utime(path, (1_000_000 + n, 1_000_000 + n))
 
 
-def _run(module: str, tmp: Path, env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
+def _run(
+    module: str, tmp: Path, env: dict[str, str], log: Path | None = None, package="examples"
+) -> subprocess.Popen:
     args = [
         sys.executable,
         "-m",
-        f"examples.{module}",
+        f"{package}.{module}",
         "--input",
         str(tmp / "in"),
         "--output",

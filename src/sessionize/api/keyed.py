@@ -181,6 +181,19 @@ def stream(
     ).query
 
 
+def _handoff(settings: ProcessorSettings, output: str) -> str:
+    """Where `run` hands a follow-on its rows: a folder of a file output ("" without one)."""
+    d = settings.declared
+    if d.follow_on is None:
+        return ""
+    if "://" in output and not output.startswith(("s3://", "file://")):
+        raise ConfigError(
+            f"processor {d.name} has a follow_on, whose rows stateful.run hands over in files "
+            f"under its output: give a path or s3:// output, or run it with stateful.stream"
+        )
+    return child(output, "_handoff")
+
+
 def run(
     df: DataFrame,
     processor: Processor,
@@ -230,7 +243,7 @@ def run(
     check_output(output, output_format)
     settings.check_outputs(output, output_format)
     store_uri = settings.store_uri(child(output, "_state"))
-    keyed = settings.keyed(df, store_uri, output, output_format)
+    keyed = settings.keyed(df, store_uri, output, output_format, _handoff(settings, output))
     owner = run_owner(job, recorded_state(state), settings.declared.name)
     check_run(output, owner, lambda: bool(keyed.open_state().job_versions(job)))
     lease = output_lease(output)

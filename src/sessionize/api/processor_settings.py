@@ -93,9 +93,10 @@ class ProcessorSettings:
         return uri
 
     def keyed(
-        self, df: DataFrame, store_uri: str, output: str, output_format: str
+        self, df: DataFrame, store_uri: str, output: str, output_format: str, handoff: str = ""
     ) -> KeyedSettings:
-        """The engine's settings of this job over `df`."""
+        """The engine's settings of this job over `df` (`handoff`: where a follow-on's rows
+        go between the batch's two steps, engines/handoff.py)."""
         return KeyedSettings(
             processor=self.processor,
             input_schema=input_schema(df),
@@ -105,6 +106,7 @@ class ProcessorSettings:
             output=absolute_local(output),
             lateness_us=duration_us(self.lateness, "lateness"),
             output_format=output_format,
+            handoff=handoff,
         )
 
 

@@ -157,7 +157,9 @@ class ProcessorStream(StreamJob):
     def start_engine(self, places: StreamPlaces, output_format: str, lease: Lease) -> Started:
         ck = places.checkpoint
         store_uri = self.store_uri(ck)
-        keyed = self.settings.keyed(self.df, store_uri, places.output, output_format)
+        keyed = self.settings.keyed(
+            self.df, store_uri, places.output, output_format, ck.child("handoff")
+        )
         engine = engine_for(store_uri).keyed_engine(self.df.sparkSession, keyed, lease)
         check_agreement(engine.backend, ck, store_uri, self.job)
         check_workers(self.df.sparkSession)

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 from sessionize.core.context import Context
 from sessionize.core.local import LocalRun, run_local
-from sessionize.core.processor import Output, Processor
+from sessionize.core.processor import FollowOn, Output, Processor
 from sessionize.core.update import Update
 from sessionize.errors import ProcessorError
 
-__all__ = ["Context", "LocalRun", "Output", "Processor", "ProcessorError", "Update", "run_local"]
+__all__ = [
+    "Context",
+    "FollowOn",
+    "LocalRun",
+    "Output",
+    "Processor",
+    "ProcessorError",
+    "Update",
+    "run_local",
+]

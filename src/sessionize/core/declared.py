@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from sessionize.core.processor import Output, Processor
+from sessionize.core.processor import FollowOn, Output, Processor
 from sessionize.errors import ConfigError, ProcessorError
-from sessionize.state.rows import RowSpec
+from sessionize.state.rows import RowSpec, check_job
 
 TIMER_TYPE = pa.timestamp("us", tz="UTC")
 NEVER_US = 253_402_300_799_999_999
@@ -43,6 +43,7 @@ class Declared:
     store_key: str  # the key column itself with int64 keys
     rows: RowSpec
     late_names: dict[str, str]  # the late output's names for input columns, where they differ
+    follow_on: DeclaredFollowOn | None = None
 
     @property
     def string_keys(self) -> bool:
@@ -58,8 +59,83 @@ class Declared:
         return renamed.append(pa.field(WATERMARK, TIMER_TYPE, nullable=False))
 
 
+@dataclass(frozen=True)
+class DeclaredFollowOn:
+    """A checked `FollowOn`: the output it takes, its job's suffix and its declaration."""
+
+    output: str
+    job: str
+    processor: Processor
+    declared: Declared
+
+    def job_name(self, job: str) -> str:
+        """The follow-on's job in the store, after the first step's `job`."""
+        return f"{job}.{self.job}"
+
+
+def late_names_of(d: Declared) -> tuple[str, ...]:
+    """The late output of `d` when it is not one of its declared outputs (its columns are
+    then the input's plus `watermark`)."""
+    return (d.late_output,) if d.late_output and d.late_output not in d.outputs else ()
+
+
+def published(d: Declared) -> tuple[str, ...]:
+    """Every output a batch of `d` publishes besides the invalid rows, in order: its
+    declared ones but the one it hands to a follow-on, its late output, then the
+    follow-on's."""
+    f = d.follow_on
+    mine = [n for n in (*d.outputs, *late_names_of(d)) if f is None or n != f.output]
+    if f is not None:
+        mine += [*f.declared.outputs, *late_names_of(f.declared)]
+    return tuple(mine)
+
+
 def declared(processor: Processor) -> Declared:
     """Check `processor`'s class attributes; raise ProcessorError naming the first wrong one."""
+    d = _declared(processor)
+    follow_on = processor.follow_on
+    if follow_on is None:
+        return d
+    return replace(d, follow_on=_follow_on(d, follow_on))
+
+
+def _follow_on(d: Declared, follow_on: object) -> DeclaredFollowOn:
+    """Check a processor's follow-on against what the processor declared."""
+
+    def fail(text: str) -> ProcessorError:
+        return ProcessorError(f"processor {d.name}: follow_on {text}")
+
+    if not isinstance(follow_on, FollowOn):
+        raise fail("must be a stateful.FollowOn")
+    out = d.outputs.get(follow_on.output)
+    if out is None or out.mode != "append":
+        raise fail(f"names output {follow_on.output!r}, which is not an appended output of it")
+    try:
+        check_job(follow_on.job)
+    except ConfigError as e:
+        raise fail(f"job: {e}") from e
+    if getattr(follow_on.processor, "follow_on", None) is not None:
+        raise fail("has a follow_on of its own: chain one step after another at most")
+    then = _declared(follow_on.processor)
+    schema = out.schema
+    if then.key not in schema.names or schema.field(then.key).type != then.key_type:
+        raise fail(
+            f"{then.name}'s key '{then.key}' ({then.key_type}) is not a column of output "
+            f"'{follow_on.output}'"
+        )
+    if then.event_time is not None and then.event_time not in schema.names:
+        raise fail(
+            f"{then.name}'s event time '{then.event_time}' is not a column of output "
+            f"'{follow_on.output}'"
+        )
+    mine = {n for n in (*d.outputs, *late_names_of(d)) if n != follow_on.output}
+    clash = sorted(mine & {*then.outputs, *late_names_of(then)})
+    if clash:
+        raise fail(f"{then.name} writes output(s) {clash}, which {d.name} writes too")
+    return DeclaredFollowOn(follow_on.output, follow_on.job, follow_on.processor, then)
+
+
+def _declared(processor: Processor) -> Declared:
     if not isinstance(processor, Processor):
         raise ProcessorError(
             f"a stateful processor must be an instance of stateful.Processor, "

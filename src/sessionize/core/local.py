@@ -19,12 +19,15 @@ from sessionize.errors import ConfigError
 @dataclass
 class LocalRun:
     """The outcome of `run_local`: every output's rows over all batches, in batch order, the
-    processor's counters added up, the watermark reached and the state left."""
+    processor's counters added up, the watermark reached and the state left (and the
+    follow-on's: its outputs among `outputs`, its counters and state apart)."""
 
     outputs: dict[str, list[pa.Table]] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     watermark: int | None = None
     state: pa.Table | None = None
+    follow_on_counters: dict[str, int] = field(default_factory=dict)
+    follow_on_state: pa.Table | None = None
 
     def output(self, name: str) -> pa.Table:
         """All rows of output `name`."""
@@ -41,7 +44,9 @@ def run_local(
     """Run `processor` over `batches`, one micro-batch each, state carried between them.
 
     The watermark after a batch is the latest event time seen so far minus `lateness`
-    (it never goes back); without `event_time` there is none.
+    (it never goes back); without `event_time` there is none. A processor's `follow_on`
+    runs in each batch on the rows of the output it takes, with the same watermarks, and
+    that output is replaced by the follow-on's outputs, as the engine publishes them.
 
     Args:
         processor: the processor.
@@ -65,7 +70,10 @@ def run_local(
         raise ConfigError("run_local: give lateness or lateness_us, not both")
     lateness_us = duration_us(lateness, "lateness") if lateness_us is None else lateness_us
     d = declared(processor)
+    then = d.follow_on
     run = LocalRun(state=d.rows.empty())
+    if then is not None:
+        run.follow_on_state = then.declared.rows.empty()
     latest: int | None = None
     for batch_id, rows in enumerate(batches):
         before = run.watermark
@@ -86,17 +94,37 @@ def run_local(
             watermark_before=before,
             watermark_after=after,
         )
-        _apply(run, result, d.store_key)
+        run.state = _applied(run.state, result, d.store_key)
+        if then is not None:
+            handed = result.outputs.pop(then.output)
+            assert run.follow_on_state is not None
+            second = step(
+                then.processor,
+                run.follow_on_state,
+                handed,
+                batch_id=batch_id,
+                partition=0,
+                watermark_before=before,
+                watermark_after=after,
+            )
+            run.follow_on_state = _applied(run.follow_on_state, second, then.declared.store_key)
+            _add(run.outputs, run.follow_on_counters, second)
+        _add(run.outputs, run.counters, result)
         run.watermark = after
     return run
 
 
-def _apply(run: LocalRun, result: PartitionStep, store_key: str) -> None:
-    assert run.state is not None
+def _applied(state: pa.Table | None, result: PartitionStep, store_key: str) -> pa.Table:
+    assert state is not None
     replaced = pa.concat_arrays([result.removes, result.puts.column(store_key).combine_chunks()])
-    kept = run.state.filter(pc.invert(pc.is_in(run.state.column(store_key), value_set=replaced)))
-    run.state = pa.concat_tables([kept, result.puts])
+    kept = state.filter(pc.invert(pc.is_in(state.column(store_key), value_set=replaced)))
+    return pa.concat_tables([kept, result.puts])
+
+
+def _add(
+    outputs: dict[str, list[pa.Table]], counters: dict[str, int], result: PartitionStep
+) -> None:
     for name, table in result.outputs.items():
-        run.outputs.setdefault(name, []).append(table)
+        outputs.setdefault(name, []).append(table)
     for name, value in result.counters.items():
-        run.counters[name] = run.counters.get(name, 0) + value
+        counters[name] = counters.get(name, 0) + value

@@ -54,6 +54,40 @@ class Output:
                 object.__setattr__(self, name, tuple(value))
 
 
+@dataclass(frozen=True)
+class FollowOn:
+    """A second keyed step in the same batch: `processor` runs on the rows that this
+    processor writes to `output`, keyed by `processor.key`, a column of that output.
+
+    The rows of `output` are not published: the first step's tasks hand them to the second
+    step (through files of the batch), which runs `processor` on its own state, under the
+    job name `JOB.job` in the same store, committing the same version; its outputs are
+    published with the first step's, in the batch's one commit. A rerun of a batch restarts
+    both steps from the version before it, so the outputs stay exactly once. The follow-on
+    is told the first step's watermarks: declare its `event_time` as a column the first
+    step never writes below the watermark before the batch (the close of an emitted
+    session), or None.
+
+    Args:
+        output: the output of this processor whose rows go to `processor`, appended.
+        processor: the follow-on processor; it may not have a follow-on itself.
+        job: its name in the state store, after the job's: `JOB.job`.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> class Counts(Processor):
+        ...     key = "user"
+        ...     state_schema = pa.schema([("user", pa.string()), ("n", pa.int64())])
+        ...     def process(self, state, rows, ctx): ...
+        >>> FollowOn("sessions", Counts(), job="users").job
+        'users'
+    """
+
+    output: str
+    processor: Processor
+    job: str = "next"
+
+
 class Processor(ABC):
     """A keyed, stateful computation over micro-batches, vectorized over all keys of a
     partition. Subclass it, set the class attributes and write `process`.
@@ -79,6 +113,8 @@ class Processor(ABC):
             holds (keys open, say): the engine keeps their running sum per partition with
             the state, and the batch record, progress line and status show that sum, the
             value after the batch, instead of adding up the changes. Default: none.
+        follow_on: a `FollowOn`: a second processor run in the same batch on the rows of
+            one of this processor's outputs, keyed by another column (default None).
         timer_column, store_key_column: the names of the core's own columns in the stored
             rows (a key's timer, and with string keys the 64-bit store key); change them
             only to match an existing store's layout.
@@ -113,6 +149,7 @@ class Processor(ABC):
     late_names: Mapping[str, str] = {}
     sorted_rows: ClassVar[bool] = True
     gauges: ClassVar[tuple[str, ...]] = ()
+    follow_on: FollowOn | None = None
     timer_column: ClassVar[str] = "_timer"
     store_key_column: ClassVar[str] = "_key"
 

@@ -390,7 +390,8 @@ def refuse_if_rewinding(checkpoint: CheckpointLike) -> None:
 
 # A stateful job's settings recorded before they existed, as those jobs ran: compared so,
 # a restart that adds one (a gauge, whose running sum would start mid-job) is refused.
-_PROCESSOR_RECORD_DEFAULTS: dict[str, object] = {"gauges": []}
+# A follow-on (`stateful.FollowOn`) added to or dropped from a running job is refused too.
+_PROCESSOR_RECORD_DEFAULTS: dict[str, object] = {"gauges": [], "follow_on": None}
 
 
 def processor_record(recorded: dict | None) -> dict:

@@ -22,10 +22,12 @@ from pyspark.sql import DataFrame, SparkSession
 from typing_extensions import override
 
 from sessionize.config import format_duration, format_instant
-from sessionize.core.declared import declared
+from sessionize.core.declared import Declared, declared, late_names_of, published
 from sessionize.core.invalid import INVALID_OUTPUT, INVALID_SCHEMA, split_invalid
 from sessionize.core.processor import Processor
+from sessionize.engines import handoff
 from sessionize.engines.batch_marks import mark_keys, with_marks
+from sessionize.engines.handoff import run_follow_on
 from sessionize.engines.partition import (
     CORE_COUNTS,
     BatchBasis,
@@ -35,7 +37,8 @@ from sessionize.engines.partition import (
 )
 from sessionize.engines.placement import partition_users
 from sessionize.engines.runner import RETAIN, RETAIN_CONF, BatchRequest, BatchResult, Engine
-from sessionize.errors import StateError
+from sessionize.errors import ProcessorError, StateError
+from sessionize.faults import pause_point
 from sessionize.sinks.base import Sink
 from sessionize.sinks.outputs import Outputs, OutputSpec
 from sessionize.sinks.registry import open_sink
@@ -65,6 +68,37 @@ class KeyedSettings:
     maintenance_every: int = 10
     epoch: int | None = None  # the driver's lease epoch (state/lease.py); None: unfenced
     output_format: str = "parquet"
+    # Where the first step hands a follow-on its rows (engines/handoff.py): a folder of the
+    # checkpoint; "" for a processor without follow-on.
+    handoff: str = ""
+
+    @property
+    def stages_invalid(self) -> bool:
+        """Whether the partition tasks stage the input's invalid rows (the first step's)."""
+        return True
+
+    def follow_on(self) -> FollowOnSettings | None:
+        """The settings of the processor's follow-on (None: it has none): its own store
+        job, the same store, partitions, output and epoch."""
+        d = declared(self.processor)
+        f = d.follow_on
+        if f is None:
+            return None
+        return FollowOnSettings(
+            processor=f.processor,
+            input_schema=d.outputs[f.output].schema,
+            partitions=self.partitions,
+            state_uri=self.state_uri,
+            job=f.job_name(self.job),
+            output=self.output,
+            lateness_us=self.lateness_us,
+            retain=self.retain,
+            maintenance_every=self.maintenance_every,
+            epoch=self.epoch,
+            output_format=self.output_format,
+            handoff=self.handoff,
+            first=self,
+        )
 
     def input_counts(self, rows: pa.Table) -> dict[str, int]:
         """What the job counts of a partition's valid input rows, added up over the batch
@@ -73,11 +107,10 @@ class KeyedSettings:
 
     @property
     def processor_outputs(self) -> tuple[str, ...]:
-        """The processor's outputs: the declared ones and the late output (what its
-        checkpoint records: `invalid` is every job's)."""
-        d = declared(self.processor)
-        late = (d.late_output,) if d.late_output and d.late_output not in d.outputs else ()
-        return (*d.outputs, *late)
+        """The processor's outputs: the declared ones and the late output, with a
+        follow-on's instead of the one it takes (what its checkpoint records: `invalid` is
+        every job's)."""
+        return published(declared(self.processor))
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -109,18 +142,10 @@ class KeyedSettings:
         """What the job writes, as every sink takes it: the processor's declared outputs
         (replaced by key first), its late output and the invalid rows."""
         d = declared(self.processor)
-        # An Output holds its key and partition columns as tuples (`Output.__post_init__`).
-        specs = [
-            OutputSpec(
-                name,
-                out.schema,
-                key=cast(tuple[str, ...], out.key) if out.mode == "replace" else (),
-                partition_by=cast(tuple[str, ...], out.partition_by),
-            )
-            for name, out in d.outputs.items()
-        ]
-        if d.late_output and d.late_output not in d.outputs:
-            specs.append(OutputSpec(d.late_output, d.late_schema(self.input_schema)))
+        specs = _specs(d, self.input_schema, skip=d.follow_on.output if d.follow_on else None)
+        if d.follow_on is not None:
+            then = d.follow_on.declared
+            specs += _specs(then, d.outputs[d.follow_on.output].schema)
         specs.append(OutputSpec(INVALID_OUTPUT, INVALID_SCHEMA))
         ordered = [s for s in specs if s.replaced] + [s for s in specs if not s.replaced]
         return Outputs(tuple(ordered), record_key=d.key)
@@ -134,6 +159,61 @@ class KeyedSettings:
         return settings_record(self)
 
 
+@dataclass(frozen=True)
+class FollowOnSettings(KeyedSettings):
+    """A follow-on's settings (`stateful.FollowOn`): its rows are the first step's, already
+    judged, so it stages no invalid rows, and it writes to the first step's sink."""
+
+    first: KeyedSettings | None = None
+
+    @property
+    @override
+    def stages_invalid(self) -> bool:
+        return False
+
+    @override
+    def follow_on(self) -> FollowOnSettings | None:
+        return None
+
+    @override
+    def split_input(self, rows: pa.Table | None) -> tuple[pa.Table, pa.Table]:
+        """The handed rows as they are; a row without key is the first processor's mistake."""
+        d = declared(self.processor)
+        if rows is None:
+            rows = self.input_schema.empty_table()
+        if rows.column(d.key).null_count:
+            assert self.first is not None
+            first = declared(self.first.processor)
+            assert first.follow_on is not None
+            raise ProcessorError(
+                f"processor {first.name}: output '{first.follow_on.output}' hands rows "
+                f"without '{d.key}' to its follow_on {d.name}; every row it hands on needs one"
+            )
+        return rows, INVALID_SCHEMA.empty_table()
+
+    @override
+    def sink(self) -> Sink:
+        assert self.first is not None
+        return self.first.sink()
+
+
+def _specs(d: Declared, input_schema: pa.Schema, skip: str | None = None) -> list[OutputSpec]:
+    """The output specs of `d`'s declared outputs (but `skip`) and of its late output."""
+    # An Output holds its key and partition columns as tuples (`Output.__post_init__`).
+    specs = [
+        OutputSpec(
+            name,
+            out.schema,
+            key=cast(tuple[str, ...], out.key) if out.mode == "replace" else (),
+            partition_by=cast(tuple[str, ...], out.partition_by),
+        )
+        for name, out in d.outputs.items()
+        if name != skip
+    ]
+    specs += [OutputSpec(n, d.late_schema(input_schema)) for n in late_names_of(d)]
+    return specs
+
+
 def with_invalid(outputs: tuple[str, ...]) -> tuple[str, ...]:
     """A processor job's outputs as published: `outputs` and the invalid rows."""
     return outputs if INVALID_OUTPUT in outputs else (*outputs, INVALID_OUTPUT)
@@ -143,14 +223,36 @@ def fence_store(backend: StateBackend, settings: KeyedSettings, lease: Lease) ->
     """Raise the store's fence to this driver's lease epoch, before it opens any state, so
     that the store itself rejects every later commit of the drivers before it; the settings
     the tasks then carry (with the epoch)."""
-    fence = backend.fence(settings.job)
+    jobs = job_names(settings)  # a follow-on's job too: its commits are the batch's as well
+    fence = max(backend.fence(job) for job in jobs)
     epoch = lease.epoch if fence < lease.epoch else lease.acquire_above(fence)
-    backend.raise_fence(settings.job, epoch, settings.partitions)
+    for job in jobs:
+        backend.raise_fence(job, epoch, settings.partitions)
     return replace(settings, epoch=epoch)
 
 
+def job_names(settings: KeyedSettings) -> list[str]:
+    """The store jobs a batch of this job commits: its own, then its follow-on's."""
+    then = settings.follow_on()
+    return [settings.job] + ([then.job] if then is not None else [])
+
+
 def settings_record(settings: KeyedSettings) -> dict[str, object]:
-    """What a checkpoint of this job is bound to: a restart with other values is refused."""
+    """What a checkpoint of this job is bound to: a restart with other values is refused.
+    A follow-on's settings are recorded with it, under `follow_on` with its job's name."""
+    then = settings.follow_on()
+    follow = None
+    if then is not None:  # its job, processor and state (the rest is the job's; the
+        # store's entry of its job has all of it, its rows for the state tools)
+        own = _own_record(then)
+        follow = {"job": then.job, **{k: own[k] for k in _FOLLOW_ON_RECORD}}
+    return {**_own_record(settings), "follow_on": follow}
+
+
+_FOLLOW_ON_RECORD = ("processor", "key", "event_time", "state_schema", "params", "gauges")
+
+
+def _own_record(settings: KeyedSettings) -> dict[str, object]:
     d = declared(settings.processor)
     return {
         "processor": d.name,
@@ -176,6 +278,27 @@ def recorded_rows(settings: dict) -> RowSpec:
     rows = settings["stored_rows"]
     schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(rows["schema"])))
     return RowSpec(schema, key=rows["key"], expiry=rows["expiry"])
+
+
+def keyed_batch(counts: list[dict], records: int) -> dict:
+    """A processor's batch counts from its tasks': the core's, its counters nested."""
+    batch = {k: sum(c[k] for c in counts) for k in CORE_COUNTS}
+    batch |= {"records": records, "events_in": batch["rows"]}
+    mine: dict[str, int] = {}
+    for c in counts:
+        for name, value in c["counters"].items():
+            mine[name] = mine.get(name, 0) + value
+    batch["counters"] = mine
+    return batch
+
+
+def keyed_totals(before: dict, counters: dict, gauges: tuple[str, ...]) -> dict:
+    """A processor's totals after a batch: sums, but its gauges' value after the batch."""
+    totals = {k: before.get(k, 0) + counters[k] for k in KEYED_TOTALS}
+    mine = dict(before.get("counters", {}))
+    for name, value in counters["counters"].items():
+        mine[name] = value if name in gauges else mine.get(name, 0) + value
+    return {**totals, "counters": mine}
 
 
 class KeyedEngine(Engine):
@@ -209,6 +332,7 @@ class KeyedEngine(Engine):
     def run(self, raw: DataFrame, request: BatchRequest, previous: dict) -> BatchResult:
         """One batch on every partition, in one Spark job (engines/partition.py)."""
         self._fence_once()
+        handoff.clear(self.settings.handoff)  # what an earlier attempt handed on
         marked = self._marked(raw, request, self._mark_keys())
         basis = BatchBasis(
             request.version,
@@ -230,6 +354,17 @@ class KeyedEngine(Engine):
             "previous": basis.previous,
             "max_event_time": basis.latest_event(latest),
         }
+        then = self.settings.follow_on()
+        if then is not None:
+            pause_point("before-follow-on", request.version)
+            later = run_follow_on(marked, then, basis.plan(latest))
+            batch = keyed_batch(later, 0)
+            before = previous.get("follow_on", {}).get("totals", {})
+            fields["follow_on"] = {
+                "job": then.job,
+                "batch": batch,
+                "totals": keyed_totals(before, batch, then.processor.gauges),
+            }
         seen: dict[str, int] = {}
         for c in counts:
             for k, v in c["seen"].items():
@@ -251,14 +386,7 @@ class KeyedEngine(Engine):
 
     def _batch(self, counts: list[dict], records: int) -> dict:
         """The batch record's counts: the core's, and the processor's counters nested."""
-        batch = {k: sum(c[k] for c in counts) for k in CORE_COUNTS}
-        batch |= {"records": records, "events_in": batch["rows"]}
-        mine: dict[str, int] = {}
-        for c in counts:
-            for name, value in c["counters"].items():
-                mine[name] = mine.get(name, 0) + value
-        batch["counters"] = mine
-        return batch
+        return keyed_batch(counts, records)
 
     def settings_entry(self) -> dict:
         """The job's settings as the store keeps them, once per job: what a restart compares."""
@@ -289,13 +417,15 @@ class KeyedEngine(Engine):
     def previous_record(self, request: BatchRequest) -> dict:
         if request.first:
             return {}
-        record = self.backend.read_job_record(self.settings.job, request.previous)
-        if record is None:
-            raise StateError(
-                f"state {self.backend} has no commit for version {request.previous} of job "
-                f"'{self.settings.job}', but version {request.version} is being run: the "
-                "checkpoint and the state store disagree (was the state moved or deleted?)"
-            )
+        record: dict = {}
+        for job in reversed(job_names(self.settings)):  # the follow-on's is written first
+            record = self.backend.read_job_record(job, request.previous) or {}
+            if not record:
+                raise StateError(
+                    f"state {self.backend} has no commit for version {request.previous} of "
+                    f"job '{job}', but version {request.version} is being run: the "
+                    "checkpoint and the state store disagree (was the state moved or deleted?)"
+                )
         return record
 
     def __getstate__(self) -> dict:
@@ -310,25 +440,33 @@ class KeyedEngine(Engine):
     @override
     def write_record(self, version: int, record: dict) -> None:
         job, epoch = self.settings.job, self.settings.epoch
+        then = self.settings.follow_on()
         if not self._settings_stored:  # before the first record: none is without them
-            if self.backend.read_job_settings(job) != (entry := self.settings_entry()):
-                self.backend.write_job_settings(job, entry, epoch=epoch)
+            entries = [(job, self.settings_entry())]
+            if then is not None:
+                entries.append((then.job, then.record()))
+            for name, entry in entries:
+                if self.backend.read_job_settings(name) != entry:
+                    self.backend.write_job_settings(name, entry, epoch=epoch)
             self._settings_stored = True
+        if then is not None:
+            # The follow-on's record first: a job record is the last write of a version, and
+            # the first step's is the one a restart reads (`previous_record`).
+            follow = record["follow_on"]
+            own = {"version": version, "watermark": record["watermark"], **follow}
+            self.backend.write_job_record(then.job, version, own, epoch=epoch)
         self.backend.write_job_record(job, version, record, epoch=epoch)
 
     @override
     def after_commit(self, version: int) -> None:
+        handoff.clear(self.settings.handoff)
         if version % self.settings.maintenance_every == 0:
-            self.backend.trim_job_records(self.settings.job, self.settings.retain)
+            for job in job_names(self.settings):
+                self.backend.trim_job_records(job, self.settings.retain)
 
     @override
     def totals(self, before: dict, counters: dict) -> dict:
-        totals = {k: before.get(k, 0) + counters[k] for k in KEYED_TOTALS}
-        mine = dict(before.get("counters", {}))
-        gauges = self.settings.processor.gauges  # their value after the batch, not a sum
-        for name, value in counters["counters"].items():
-            mine[name] = value if name in gauges else mine.get(name, 0) + value
-        return {**totals, "counters": mine}
+        return keyed_totals(before, counters, self.settings.processor.gauges)
 
     @override
     def progress_line(self, label: str, record: dict) -> str:

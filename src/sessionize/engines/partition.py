@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
@@ -44,6 +45,7 @@ from sessionize.core.partitioner import spark_partitions
 from sessionize.core.step import PartitionStep, step
 from sessionize.engines.batch_marks import split_marks
 from sessionize.faults import pause_point
+from sessionize.fs import child, resolve_fs
 from sessionize.spark_arrow import frame_of
 
 if TYPE_CHECKING:
@@ -143,7 +145,7 @@ def partition_task(
     rows, records, latest = split_marks(pa.Table.from_batches(received) if received else None)
     check_placement(rows, declared(settings.processor).key, partition, settings.partitions)
     counts = run_partition(settings, basis.plan(latest), partition, rows)
-    yield _counts_batch({**counts, "records": records, "latest": latest})
+    yield counts_batch({**counts, "records": records, "latest": latest})
 
 
 def check_placement(rows: pa.Table | None, key: str, partition: int, partitions: int) -> None:
@@ -169,10 +171,10 @@ def missing_task(
     """Run the partitions named in `batches` (column `p`) with no rows."""
     for batch in batches:
         for partition in batch.column("p").to_pylist():
-            yield _counts_batch(run_partition(settings, plan, partition, None))
+            yield counts_batch(run_partition(settings, plan, partition, None))
 
 
-def _counts_batch(counts: dict) -> pa.RecordBatch:
+def counts_batch(counts: dict) -> pa.RecordBatch:
     """A partition's counts as the one row its task returns (a task that had no marks saw
     no lines and no latest event time)."""
     columns = {k: [counts.get(k, None if k == "latest" else 0)] for k in TASK_FIELDS}
@@ -207,8 +209,9 @@ def run_partition(
             every_key=plan.refresh,
         )
         sink = settings.sink()
-        _stage(sink, d, plan.version, partition, result)
-        sink.write_part(settings.invalid_output, plan.version, partition, invalid)
+        _stage(sink, d, plan.version, partition, result, settings.handoff)
+        if settings.stages_invalid:
+            sink.write_part(settings.invalid_output, plan.version, partition, invalid)
         meta = dict(store.meta)
         for gauge in settings.processor.gauges:
             meta[gauge] = meta.get(gauge, 0) + result.counters.get(gauge, 0)
@@ -251,10 +254,16 @@ def _input_store_keys(rows: pa.Table, d: Declared) -> pa.Int64Array:
     return store_keys(rows.column(d.key))
 
 
-def _stage(sink, d: Declared, version: int, partition: int, result: PartitionStep) -> None:
+def _stage(
+    sink, d: Declared, version: int, partition: int, result: PartitionStep, handoff: str
+) -> None:
     """Step 5: every output's rows; for an output replaced by key, also the keys whose rows
-    the batch replaces (those it wrote and those it deleted), once each."""
+    the batch replaces (those it wrote and those it deleted), once each. The output a
+    follow-on takes goes to the batch's hand-off instead (engines/handoff.py)."""
     for name, table in result.outputs.items():
+        if d.follow_on is not None and name == d.follow_on.output:
+            handoff_rows(handoff, version, partition, table)
+            continue
         out = d.outputs.get(name)
         if out is None or out.mode != "replace":
             sink.write_part(name, version, partition, table)
@@ -266,6 +275,21 @@ def _stage(sink, d: Declared, version: int, partition: int, result: PartitionSte
             keys = pa.concat_tables([keys, deletes.select(key).cast(keys.schema)])
         keys = keys.group_by(key).aggregate([]).select(key)
         sink.write_replaced(name, version, partition, keys, table)
+
+
+def handoff_place(place: str, version: int, partition: int) -> str:
+    """The hand-off file of a partition of batch `version` (engines/handoff.py)."""
+    return child(place, f"batch={version}", f"part-{partition:05d}.parquet")
+
+
+def handoff_rows(place: str, version: int, partition: int, table: pa.Table) -> None:
+    """A first-step task's rows for the follow-on: every partition writes its file, empty
+    or not, since the second job reads all of them; a rerun overwrites it."""
+    if not place:
+        raise RuntimeError("a processor with a follow_on runs without a hand-off place")
+    fs, path = resolve_fs(handoff_place(place, version, partition))
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(table, path, filesystem=fs)
 
 
 def collect_partitions(

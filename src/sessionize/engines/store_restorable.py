@@ -1,6 +1,8 @@
 """The store engine's backward half (engines/restorable.py): the state is our versioned
-store's job `job`; a batch B is restorable while the store keeps its job record and
-version B of every partition (`state/base.py` retention keeps `RETAIN` of them)."""
+store's job `job`, and the job of its processor's follow-on where it has one (recorded
+under `follow_on`: both commit every batch's version); a batch B is restorable while the
+store keeps its job records and version B of every partition of both
+(`state/base.py` retention keeps `RETAIN` of them)."""
 
 from __future__ import annotations
 
@@ -18,12 +20,20 @@ class StoreRestorable(RestorableState):
     """A checkpoint whose state is in our store at `state_uri`, under `job`."""
 
     def __init__(
-        self, checkpoint: str, state_uri: str, job: str, under_checkpoint: bool, state: str = ""
+        self,
+        checkpoint: str,
+        state_uri: str,
+        job: str,
+        under_checkpoint: bool,
+        state: str = "",
+        follow_on: str | None = None,
     ):
         self.checkpoint = checkpoint
         self.state = state  # as the checkpoint records `--state`
         self.state_uri = state_uri
         self.job = job
+        # The jobs a batch commits: the first step's, then its follow-on's.
+        self.jobs = [job] + ([follow_on] if follow_on else [])
         # `--state files`: the store is the checkpoint's `state` directory, which Spark
         # wants empty when a query starts from nothing.
         self.under_checkpoint = under_checkpoint
@@ -48,7 +58,15 @@ class StoreRestorable(RestorableState):
                 else None
             )
             uri = _state_uri(checkpoint, last_run or state, given)
-        return cls(checkpoint, uri, job, under_checkpoint=state == "files", state=state)
+        follow_on = settings.get("follow_on")
+        return cls(
+            checkpoint,
+            uri,
+            job,
+            under_checkpoint=state == "files",
+            state=state,
+            follow_on=str(follow_on["job"]) if isinstance(follow_on, dict) else None,
+        )
 
     @property
     def backend(self) -> StateBackend:
@@ -58,19 +76,24 @@ class StoreRestorable(RestorableState):
 
     @override
     def floors(self) -> dict[str, int]:
+        records, versions = [], []
+        for job in self.jobs:  # a batch is restorable only where every job still has it
+            jobs = self.backend.job_versions(job)
+            records += jobs[:1]
+            kept = [self.backend.versions(job, p) for p in self.backend.partitions(job)]
+            versions += [v[0] for v in kept if v]
         limits = {}
-        jobs = self.backend.job_versions(self.job)
-        if jobs:
-            limits["the state's job records"] = jobs[0]
-        kept = [self.backend.versions(self.job, p) for p in self.backend.partitions(self.job)]
-        oldest = [v[0] for v in kept if v]
-        if oldest:
-            limits["the state's partition versions"] = max(oldest)
+        if records:
+            limits["the state's job records"] = max(records)
+        if versions:
+            limits["the state's partition versions"] = max(versions)
         return limits
 
     @override
     def restorable(self, batches: set[int]) -> set[int]:
-        return batches & set(self.backend.job_versions(self.job))
+        for job in self.jobs:
+            batches = batches & set(self.backend.job_versions(job))
+        return batches
 
     @override
     def record(self, batch: int) -> dict | None:
@@ -82,11 +105,15 @@ class StoreRestorable(RestorableState):
         where = self.backend.redacted_uri
         if not later:
             return f"no state version of {where}"
-        return f"state versions {later[0]}..{later[-1]} of {where} (job {self.job})"
+        jobs = " and ".join(self.jobs)
+        return f"state versions {later[0]}..{later[-1]} of {where} (job {jobs})"
 
     @override
     def truncate_after(self, to_batch: int) -> None:
-        self.backend.truncate_after(self.job, to_batch)
+        # The first step's job first: its records are what a restart reads, so a crash
+        # half way leaves later follow-on versions no record points at (superseded).
+        for job in self.jobs:
+            self.backend.truncate_after(job, to_batch)
         if to_batch == -1 and self.under_checkpoint:
             fs, base = resolve_fs(self.checkpoint)
             delete_dir(fs, f"{base}/state")

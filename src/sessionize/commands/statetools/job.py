@@ -43,6 +43,7 @@ class StateJob:
     mapping: EventMapping | None  # a session job's: its state rows' schema
     engine: RestorableState | None = None  # a stream's engine (None: a batch job's store)
     processor: StoredRows | None = None  # a processor's job: its rows in the store
+    follow_on: str | None = None  # the store job of a processor's follow-on
 
     @property
     def layout(self) -> Layout:
@@ -210,7 +211,9 @@ def _kind(settings: dict) -> dict:
     """A session job's rules and mapping, or a processor's stored rows (by its key)."""
     if "processor" in settings:
         rows = StoredRows(recorded_rows(settings), str(settings["key"]))
-        return {"rules": None, "mapping": None, "processor": rows}
+        then = settings.get("follow_on")
+        follow_on = str(then["job"]) if isinstance(then, dict) else None
+        return {"rules": None, "mapping": None, "processor": rows, "follow_on": follow_on}
     return {"rules": rules_of(settings), "mapping": EventMapping.from_record(settings)}
 
 

@@ -46,6 +46,11 @@ def move_state(
         return None
     sj = locate(checkpoint, output, state, job)
     sj.check_readable()
+    if sj.follow_on is not None:
+        raise ConfigError(
+            f"job '{sj.job}' has a follow-on step whose state is job '{sj.follow_on}': "
+            "moving the two together is not supported yet; keep the job on its state"
+        )
     count = partitions or sj.partitions
     with sj.lease():
         source = sj.backend()

@@ -1,0 +1,214 @@
+"""A processor's follow-on (`stateful.FollowOn`): the second keyed step of a batch, on the
+rows of one of the first step's outputs, keyed by another column, with its own state job.
+Checked against the plain loop of tests/stateful/chained.py: in memory for any split, on
+Spark and every store with `stateful.run`, and as a stream killed with kill -9 between the
+two steps, restarted, rewound and continued."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from sessionize import stateful
+from sessionize.commands.history import batch_history, open_checkpoint
+from sessionize.commands.rewind import rewind
+from sessionize.errors import ProcessorError
+from sessionize.state import open_backend
+from tests.helpers import cli_env, wait_for
+from tests.state_params import state  # noqa: F401 - the fixture
+from tests.stateful.chained import USERS, Devices, Users, per_batch, reference, table_of
+
+from .test_examples_engine import _iso, _run
+
+VISIT_COLUMNS = ["device", "user", "t", "device_seq", "user_seq"]
+
+
+def _events(seed: int, batches: int = 4) -> list[list[dict]]:
+    """Visits of six devices, three users (devices 1 and 4 are ann's two devices), time
+    rising, cut into micro-batches."""
+    rng = random.Random(seed)
+    t = 1_700_000_000_000_000
+    out = []
+    for _ in range(batches):
+        batch = []
+        for _ in range(rng.randint(3, 8)):
+            t += rng.randint(1, 5) * 60_000_000
+            d = rng.randint(1, 6)
+            batch.append({"device": d, "user": ["cy", "ann", "bob"][d % 3], "t": t})
+        out.append(batch)
+    return out
+
+
+def _local(batches: list[list[dict]]) -> tuple[list[set], list[set]]:
+    run = stateful.run_local(Devices(), [table_of(b) for b in batches])
+    tagged = {
+        name: pa.concat_tables(
+            t.append_column("batch_id", pa.array([b] * t.num_rows, pa.int64()))
+            for b, t in enumerate(run.outputs[name])
+        )
+        for name in ("visits", "users")
+    }
+    return (
+        per_batch(tagged["visits"], VISIT_COLUMNS, len(batches)),
+        per_batch(tagged["users"], ["user", "visits"], len(batches)),
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_in_memory_each_split_equals_the_loop_and_one_batch(seed):
+    batches = _events(seed)
+    assert _local(batches) == reference(batches)
+    visits, _ = _local([[e for b in batches for e in b]])
+    assert visits[0] == set().union(*reference(batches)[0])  # numbers do not depend on the cut
+
+
+@pytest.mark.parametrize(
+    ("follow_on", "match"),
+    [
+        (stateful.FollowOn("nothing", Users()), "names output 'nothing'"),
+        (stateful.FollowOn("visits", Users(), job="a/b"), "job: job name"),
+        (stateful.FollowOn("visits", Devices()), "has a follow_on of its own"),
+        ("visits", "must be a stateful.FollowOn"),
+    ],
+)
+def test_a_wrong_follow_on_is_refused_in_one_line(follow_on, match):
+    class Wrong(Devices):
+        pass
+
+    Wrong.follow_on = follow_on  # type: ignore[assignment]
+    with pytest.raises(ProcessorError, match=match):
+        stateful.run_local(Wrong(), [])
+
+
+def test_a_follow_on_keyed_by_a_column_the_output_lacks_or_writing_its_outputs_is_refused():
+    class Other(Users):
+        key = "who"
+        state_schema = pa.schema([("who", pa.string()), ("visits", pa.int64())])
+
+    class Clash(Users):
+        outputs = {"late": USERS}
+
+    for then, match in ((Other(), "key 'who'"), (Clash(), r"output\(s\) \['late'\]")):
+
+        class Wrong(Devices):
+            follow_on = stateful.FollowOn("visits", then)
+
+        with pytest.raises(ProcessorError, match=match):
+            stateful.run_local(Wrong(), [])
+
+
+def _read(out: Path, batches: int) -> tuple[list[set], list[set]]:
+    read = {
+        name: ds.dataset(str(out / name), format="parquet", partitioning="hive").to_table()
+        for name in ("visits", "users")
+    }
+    return (
+        per_batch(read["visits"], VISIT_COLUMNS, batches),
+        per_batch(read["users"], ["user", "visits"], batches),
+    )
+
+
+def test_run_on_every_store_continues_both_steps(spark, tmp_path, state):  # noqa: F811
+    batches = _events(7, batches=2)
+    out = tmp_path / "out"
+    records = [
+        stateful.run(
+            spark.createDataFrame(
+                [{**e, "t": datetime.fromtimestamp(e["t"] / 1e6, UTC)} for e in b],
+                "device long, user string, t timestamp",
+            ),
+            Devices(),
+            output=str(out),
+            state=state(),
+            partitions=2,
+            on_batch=lambda _: None,
+        )
+        for b in batches
+    ]
+    assert _read(out, 2) == reference(batches)
+    assert [r["follow_on"]["job"] for r in records] == ["stateful.users"] * 2
+    assert records[1]["follow_on"]["totals"]["counters"]["users_seen"] == sum(
+        len({e["user"] for e in b}) for b in batches
+    )
+    store = state()
+    backend = open_backend(f"files:{out / '_state'}" if store == "files" else store)
+    assert backend.job_versions("stateful.users") == [0, 1]
+    assert backend.read_job_settings("stateful.users")["processor"] == "Users"
+    assert not (out / "_handoff").exists()  # removed once the batch is recorded
+
+
+def _write(inp: Path, batches: list[list[dict]], first: int = 0) -> None:
+    inp.mkdir(exist_ok=True)
+    for n, batch in enumerate(batches, start=first):
+        path = inp / f"{n:03d}.jsonl"
+        path.write_text(
+            "".join(
+                f'{{"device": {e["device"]}, "user": "{e["user"]}", "t": "{_iso(e["t"])}"}}\n'
+                for e in batch
+            )
+        )
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+
+
+def test_a_stream_killed_between_the_steps_then_rewound_equals_the_loop(spark, tmp_path):
+    """Killed after batch 1's first step has committed its state and handed its rows on,
+    before the follow-on ran, then after both steps of batch 2 committed theirs, before
+    the publish: each restart reruns the batch from the version before of both jobs. Then
+    rewound to batch 1 (both jobs go back) and continued over the undone files and one
+    more: every output is the loop's."""
+    batches = _events(11)
+    _write(tmp_path / "in", batches)
+    proc = _run_chained(tmp_path, cli_env(SESSIONIZE_PAUSE_AT="before-follow-on:1"))
+    wait_for(proc, "PAUSED before-follow-on 1")
+    assert list((tmp_path / "chk" / "handoff" / "batch=1").glob("part-*.parquet"))
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # Killed again once both steps of batch 2 have committed their state, before publishing.
+    proc = _run_chained(tmp_path, cli_env(SESSIONIZE_PAUSE_AT="before-publish:2"))
+    wait_for(proc, "PAUSED before-publish 2")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    restart = _run_chained(tmp_path, cli_env(), tmp_path / "restart.log")
+    restart.wait(timeout=900)
+    log = (tmp_path / "restart.log").read_text()
+    assert restart.returncode == 0, log[-3000:]
+    assert _read(tmp_path / "out", 4) == reference(batches)
+
+    chk = str(tmp_path / "chk")
+    plan = rewind(chk, 1, say=lambda _: None)
+    assert plan.batches == [2, 3]
+    assert _read(tmp_path / "out", 2) == tuple(r[:2] for r in reference(batches))
+    backend = open_backend(f"files:{tmp_path / 'chk' / 'state'}")
+    assert backend.job_versions("stateful.users") == backend.job_versions("stateful") == [0, 1]
+    assert batch_history(open_checkpoint(chk)).restorable == [0, 1]
+
+    more = _events(12, batches=1)
+    last = max(e["t"] for b in batches for e in b)
+    more = [[{**e, "t": e["t"] - more[0][0]["t"] + last + 60_000_000} for e in more[0]]]
+    _write(tmp_path / "in", more, first=4)
+    rows = (
+        spark.readStream.schema("device long, user string, t timestamp")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
+    stateful.start(
+        rows,
+        Devices(),
+        output=str(tmp_path / "out"),
+        checkpoint=chk,
+        partitions=2,
+        on_batch=lambda _: None,
+    ).wait()
+    assert _read(tmp_path / "out", 5) == reference([*batches, *more])
+    assert backend.job_versions("stateful.users") == [0, 1, 2, 3, 4]
+
+
+def _run_chained(tmp: Path, env: dict[str, str], log: Path | None = None):
+    return _run("chained", tmp, env, log, package="tests.stateful")
