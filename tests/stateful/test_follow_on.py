@@ -22,7 +22,6 @@ from sessionize.commands.rewind import rewind
 from sessionize.errors import ProcessorError
 from sessionize.state import open_backend
 from tests.helpers import cli_env, wait_for
-from tests.state_params import state  # noqa: F401 - the fixture
 from tests.stateful.chained import USERS, Devices, Users, per_batch, reference, table_of
 
 from .test_examples_engine import _iso, _run
@@ -115,9 +114,10 @@ def _read(out: Path, batches: int) -> tuple[list[set], list[set]]:
     )
 
 
-def test_run_on_every_store_continues_both_steps(spark, tmp_path, state):  # noqa: F811
+def test_run_on_every_store_continues_both_steps(spark, tmp_path, state):
     batches = _events(7, batches=2)
     out = tmp_path / "out"
+    lines: list[str] = []
     records = [
         stateful.run(
             spark.createDataFrame(
@@ -128,12 +128,17 @@ def test_run_on_every_store_continues_both_steps(spark, tmp_path, state):  # noq
             output=str(out),
             state=state(),
             partitions=2,
-            on_batch=lambda _: None,
+            on_batch=lines.append,
         )
         for b in batches
     ]
     assert _read(out, 2) == reference(batches)
     assert [r["follow_on"]["job"] for r in records] == ["stateful.users"] * 2
+    users = len({e["user"] for e in batches[1]})
+    assert (
+        f"; then stateful.users: {len(batches[1])} rows, {users} keys, users_seen {users},"
+        in (lines[1])
+    )
     assert records[1]["follow_on"]["totals"]["counters"]["users_seen"] == sum(
         len({e["user"] for e in b}) for b in batches
     )
@@ -212,3 +217,63 @@ def test_a_stream_killed_between_the_steps_then_rewound_equals_the_loop(spark, t
 
 def _run_chained(tmp: Path, env: dict[str, str], log: Path | None = None):
     return _run("chained", tmp, env, log, package="tests.stateful")
+
+
+def test_a_raising_follow_on_commits_nothing_and_the_fixed_one_completes(spark, tmp_path):
+    """The follow-on raises in batch 1 (its second Spark job): one line naming it, neither
+    step's version 1 committed, nothing of batch 1 published; the fixed one completes as
+    an uninterrupted run. A handed row without the follow-on's key is named as the first
+    processor's mistake."""
+
+    class Picky(Users):
+        def __init__(self, fixed: bool) -> None:
+            self.fixed = fixed
+
+        @property
+        def name(self) -> str:
+            return "Users"
+
+        def process(self, state, rows, ctx):
+            if not self.fixed and "zed" in rows["user"].to_pylist():
+                raise ValueError("zed is not allowed")
+            return super().process(state, rows, ctx)
+
+    def job(fixed: bool) -> stateful.Processor:
+        class Chained(Devices):
+            follow_on = stateful.FollowOn("visits", Picky(fixed), job="users")
+
+            @property
+            def name(self) -> str:
+                return "Devices"
+
+        return Chained()
+
+    batches = _events(3, batches=2)
+    batches[1][0]["user"] = "zed"
+    out = tmp_path / "out"
+
+    def run(batch: list[dict], fixed: bool) -> dict:
+        df = spark.createDataFrame(
+            [{**e, "t": datetime.fromtimestamp(e["t"] / 1e6, UTC)} for e in batch],
+            "device long, user string, t timestamp",
+        )
+        return stateful.run(
+            df, job(fixed), output=str(out), state="files", partitions=2, on_batch=lambda _: None
+        )
+
+    run(batches[0], fixed=False)
+    with pytest.raises(
+        ProcessorError, match="processor Users raised ValueError: zed is not allowed"
+    ) as failed:
+        run(batches[1], fixed=False)
+    assert "\n" not in str(failed.value)
+    backend = open_backend(f"files:{out / '_state'}")
+    assert backend.job_versions("stateful") == backend.job_versions("stateful.users") == [0]
+    assert _read(out, 1) == tuple(r[:1] for r in reference(batches))
+    run(batches[1], fixed=True)
+    assert _read(out, 2) == reference(batches)
+
+    later = max(e["t"] for e in batches[1]) + 60_000_000  # on time
+    nameless = [{**batches[1][0], "user": None, "t": later}]
+    with pytest.raises(ProcessorError, match="output 'visits' hands rows without 'user'"):
+        run(nameless, fixed=True)

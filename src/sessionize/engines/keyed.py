@@ -472,10 +472,17 @@ class KeyedEngine(Engine):
     def progress_line(self, label: str, record: dict) -> str:
         b = record["batch"]
         mine = "".join(f", {name} {value:,}" for name, value in sorted(b["counters"].items()))
+        then = ""
+        if "follow_on" in record:  # the second step's own counts
+            f = record["follow_on"]["batch"]
+            its = "".join(f", {name} {value:,}" for name, value in sorted(f["counters"].items()))
+            then = (
+                f"; then {record['follow_on']['job']}: {f['rows']:,} rows, {f['keys']:,} keys{its}"
+            )
         return (
             f"{label}: {b['rows']:,} rows in, {b['invalid']:,} invalid, {b['late']:,} late, "
             f"{b['keys']:,} keys, "
-            f"{b['due']:,} timers fired{mine}, "
+            f"{b['due']:,} timers fired{mine}{then}, "
             f"watermark {format_instant(record['watermark']) or 'none'}, "
             f"{record['duration_s']:.1f}s"
         )
