@@ -19,7 +19,10 @@ import pytest
 from sessionize import stateful
 from sessionize.commands.history import batch_history, open_checkpoint
 from sessionize.commands.rewind import rewind
-from sessionize.errors import ProcessorError
+from sessionize.commands.statetools.inspect import summarize
+from sessionize.commands.statetools.job import locate
+from sessionize.commands.statetools.moves import move_state
+from sessionize.errors import ConfigError, ProcessorError
 from sessionize.state import open_backend
 from tests.helpers import cli_env, wait_for
 from tests.stateful.chained import USERS, Devices, Users, per_batch, reference, table_of
@@ -187,6 +190,17 @@ def test_a_stream_killed_between_the_steps_then_rewound_equals_the_loop(spark, t
     assert _read(tmp_path / "out", 4) == reference(batches)
 
     chk = str(tmp_path / "chk")
+    # The state tools find the follow-on's job by its name; moving one step alone is refused.
+    version, parts = summarize(locate(chk, None, job="stateful.users"))
+    assert (version, sum(p.users for p in parts)) == (
+        3,
+        len({e["user"] for b in batches for e in b}),
+    )
+    with pytest.raises(ConfigError, match="runs job 'stateful' and 'stateful.users', not 'nope'"):
+        locate(chk, None, job="nope")
+    with pytest.raises(ConfigError, match="one of the two steps"):
+        move_state(f"files:{tmp_path / 'moved'}", checkpoint=chk, on_line=lambda _: None)
+
     plan = rewind(chk, 1, say=lambda _: None)
     assert plan.batches == [2, 3]
     assert _read(tmp_path / "out", 2) == tuple(r[:2] for r in reference(batches))

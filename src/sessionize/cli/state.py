@@ -10,7 +10,11 @@ from sessionize.redaction import redact_uri
 
 
 def _job_options(f):
-    f = click.option("--job", help="Job name in the state (batch mode; default sessionize).")(f)
+    f = click.option(
+        "--job",
+        help="Job name in the state (batch mode; default sessionize). With --checkpoint: "
+        "a processor's follow-on step (JOB.NAME).",
+    )(f)
     f = click.option(
         "--state",
         help="The job's state (default: the checkpoint's record, or OUTPUT/_state); needed "

@@ -4,7 +4,7 @@ last committed version, the way `sessionize stream` and `sessionize batch` would
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sessionize.commands.options import recorded_state, state_uri
 from sessionize.commands.statetools.contents import Shape, StoredRows
@@ -43,7 +43,9 @@ class StateJob:
     mapping: EventMapping | None  # a session job's: its state rows' schema
     engine: RestorableState | None = None  # a stream's engine (None: a batch job's store)
     processor: StoredRows | None = None  # a processor's job: its rows in the store
-    follow_on: str | None = None  # the store job of a processor's follow-on
+    # The other step of a processor with a follow-on: the follow-on's store job, or (for
+    # the follow-on's own state) the first step's.
+    follow_on: str | None = None
 
     @property
     def layout(self) -> Layout:
@@ -141,7 +143,8 @@ def locate(
     if bool(checkpoint) == bool(output):
         raise ConfigError("give either --checkpoint (a stream) or --output (a batch job)")
     if checkpoint:
-        return _stream_job(checkpoint, state)
+        found = _stream_job(checkpoint, state)
+        return found if job is None or job == found.job else _follow_on_job(found, job)
     # The state the output goes with, as its runs recorded it (`commands/batch.py`).
     bound = recorded(str(output), OUTPUT_RECORD)
     if state is None and needs_secret(bound.get("state", "")):
@@ -184,6 +187,23 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
         engine=restorable_state(checkpoint, settings, uri),
         **_kind(settings),
     )
+
+
+def _follow_on_job(first: StateJob, job: str) -> StateJob:
+    """The stream's follow-on step (`stateful.FollowOn`) named by `--job`: its own store job,
+    read with the rows the store recorded for it; refused for any other name."""
+    if job != first.follow_on:
+        steps = f"'{first.job}'" + (f" and '{first.follow_on}'" if first.follow_on else "")
+        raise ConfigError(
+            f"{first.what} runs job {steps}, not '{job}': leave --job out, or name one of them"
+        )
+    backend = open_backend(first.state_uri)
+    settings = backend.recorded_settings(job)
+    if not settings:
+        raise StateError(f"state {backend.redacted_uri} has nothing recorded of job '{job}' yet")
+    rows = StoredRows(recorded_rows(settings), str(settings["key"]))
+    # follow_on names the job it goes with: the two move together or not at all.
+    return replace(first, job=job, processor=rows, follow_on=first.job)
 
 
 def _batch_job(output: str, state: str, job: str) -> StateJob:

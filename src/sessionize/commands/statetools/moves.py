@@ -48,8 +48,9 @@ def move_state(
     sj.check_readable()
     if sj.follow_on is not None:
         raise ConfigError(
-            f"job '{sj.job}' has a follow-on step whose state is job '{sj.follow_on}': "
-            "moving the two together is not supported yet; keep the job on its state"
+            f"job '{sj.job}' is one of the two steps of a processor with a follow-on (the "
+            f"other: job '{sj.follow_on}'): moving them together is not supported yet; keep "
+            "the job on its state"
         )
     count = partitions or sj.partitions
     with sj.lease():
