@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,8 +24,11 @@ from sessionize.commands.statetools.inspect import summarize
 from sessionize.commands.statetools.job import locate
 from sessionize.commands.statetools.moves import move_state
 from sessionize.errors import ConfigError, ProcessorError
+from sessionize.sinks.outputs import named
+from sessionize.sinks.parquet_s3 import ManifestParquetSink
 from sessionize.state import open_backend
 from tests.helpers import cli_env, wait_for
+from tests.s3_fixtures import s3_client
 from tests.stateful.chained import USERS, Devices, Users, per_batch, reference, table_of
 
 from .test_examples_engine import _iso, _run
@@ -291,3 +295,42 @@ def test_a_raising_follow_on_commits_nothing_and_the_fixed_one_completes(spark, 
     nameless = [{**batches[1][0], "user": None, "t": later}]
     with pytest.raises(ProcessorError, match="output 'visits' hands rows without 'user'"):
         run(nameless, fixed=True)
+
+
+def test_the_hand_off_goes_through_s3_when_the_output_is_there(spark, tmp_path):
+    """`stateful.run` to an `s3://` output hands the rows over under it, through pyarrow's
+    S3 file system (the shared S3 API server of the test services), and removes them."""
+    endpoint = os.environ["SESSIONIZE_TEST_S3"].removeprefix("http://")
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    s3 = s3_client(endpoint)
+    s3.create_bucket(Bucket=bucket)
+    out = f"s3://{bucket}/out?endpoint_override={endpoint}&scheme=http"
+    batches = _events(5, batches=2)
+    for b in batches:
+        df = spark.createDataFrame(
+            [{**e, "t": datetime.fromtimestamp(e["t"] / 1e6, UTC)} for e in b],
+            "device long, user string, t timestamp",
+        )
+        stateful.run(
+            df, Devices(), output=out, state=f"files:{tmp_path / 'state'}", partitions=2,
+            on_batch=lambda _: None,
+        )  # fmt: skip
+    sink = ManifestParquetSink(out, outputs=named(("visits", "users")))
+    fs, base = sink._fs()
+    read = {
+        name: ds.dataset(
+            sink.committed_files(name),
+            filesystem=fs,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive"),
+            partition_base_dir=f"{base}/{name}",
+        ).to_table()
+        for name in ("visits", "users")
+    }
+    got = (
+        per_batch(read["visits"], VISIT_COLUMNS, 2),
+        per_batch(read["users"], ["user", "visits"], 2),
+    )
+    assert got == reference(batches)
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="out/_handoff/")
+    assert listed.get("KeyCount", 0) == 0
