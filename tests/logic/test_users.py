@@ -47,8 +47,9 @@ RULES = UserRules(ttl_us=60 * DAY, lookback_us=20 * DAY)
 
 
 def _sessions(seed: int) -> list[dict]:
-    """Sessions of a few users, some overlapping across their devices, some coming back
-    after more than the TTL, direct ones after campaign ones."""
+    """Sessions of a few users, some overlapping on two devices (closing in another order
+    than they started), some coming back after more than the TTL, direct ones after
+    campaign ones."""
     rng = random.Random(seed)
     out = []
     for u in range(6):
@@ -56,6 +57,9 @@ def _sessions(seed: int) -> list[dict]:
         for i in range(rng.randint(1, 9)):
             t += rng.choice([MIN, 3 * 60 * MIN, 2 * DAY, 15 * DAY, 30 * DAY, 90 * DAY])
             length = rng.randint(0, 40) * MIN
+            if out and out[-1][KEY] == f"user{u}" and rng.random() < 0.3:  # another device,
+                t = out[-1]["start_time"] + rng.randint(0, 10) * MIN  # at the same time
+                length = rng.randint(0, 60) * MIN
             channel, src, med, camp, ref = rng.choice(TRAFFIC)
             out.append(
                 {
@@ -97,8 +101,8 @@ def _own(s: dict) -> tuple:
 
 
 def reference(batches: list[list[dict]], rules: UserRules):
-    """The plain loop: per batch, its sessions in (user, start, id) order; returns each
-    batch's numbered sessions and users rows as sets."""
+    """The plain loop: per batch, its sessions in (user, close, start, id) order; returns
+    each batch's numbered sessions and users rows as sets."""
     users: dict[str, dict] = {}
     latest = None
     sessions_out, users_out = [], []
@@ -106,7 +110,8 @@ def reference(batches: list[list[dict]], rules: UserRules):
         top = max((s["closed_at"] for s in batch), default=None)
         latest = top if latest is None else latest if top is None else max(latest, top)
         got = set()
-        for s in sorted(batch, key=lambda s: (s[KEY], s["start_time"], s["session_id"])):
+        order = (KEY, "closed_at", "start_time", "session_id")
+        for s in sorted(batch, key=lambda s: tuple(s[c] for c in order)):
             u = users.get(s[KEY])
             if u is not None and s["start_time"] - u["last_event"] > rules.ttl_us:
                 u = None
@@ -198,18 +203,27 @@ def test_numbers_attribution_and_users_equal_the_loop_for_any_cut(seed):
     sessions = _sessions(seed)
     rng = random.Random(seed)
     times = sorted(s["closed_at"] for s in sessions)
+    numbered = []
     for cuts in ([], sorted(rng.sample(times, min(5, len(times)))), times):
         batches = _batches(sessions, cuts)
-        assert _run(batches, RULES) == reference(batches, RULES), cuts
+        got = _run(batches, RULES)
+        assert got == reference(batches, RULES), cuts
+        numbered.append(set().union(*got[0]))
+    assert numbered[0] == numbered[1] == numbered[2]  # the same however cut into batches
 
 
 def test_the_data_has_returns_after_the_ttl_and_direct_visits_after_campaigns():
     """The sessions above hold each case the rules distinguish, over the seeds."""
-    cases = {"back after the ttl": 0, "attributed": 0, "beyond the lookback": 0}
+    cases = {"back after the ttl": 0, "attributed": 0, "beyond the lookback": 0, "overlap": 0}
     for seed in range(8):
         sessions = _sessions(seed)
         (numbered,), _ = reference([sessions], RULES)
         by_id = {s["session_id"]: s for s in sessions}
+        order = sorted(sessions, key=lambda s: (s[KEY], s["start_time"]))
+        cases["overlap"] += sum(
+            a[KEY] == b[KEY] and b["closed_at"] < a["closed_at"]
+            for a, b in zip(order, order[1:], strict=False)
+        )
         for sid, number, _, channel, *_ in numbered:
             first = sid.endswith("-0")
             cases["back after the ttl"] += number == 1 and not first

@@ -3,22 +3,27 @@ the `users` rows (docs/design.md, "Identity"), as the session processor's follow
 
 `UsersProcessor` is a `stateful.Processor` keyed by `stitched_user_id` over the sessions
 the first step emits in a batch (`event_time` = `closed_at`: an emitted session's close is
-never below the watermark before its batch). Its state is one row per stitched user. Per
-batch, a user's emitted sessions, in (start, session id) order after those of earlier
-batches (the order they are emitted), get:
+never below the watermark before its batch). Its state is one row per stitched user.
+
+A user's sessions are taken in the order they close (`closed_at`), then by start and
+session id. That is the order they are emitted: a batch emits the sessions whose close
+the watermark has passed, so every session of a later batch closes no earlier than those
+of the batches before, and the order is the same however the input was cut into batches
+(a stream and hourly batches number alike). It is the start order but where one user's
+sessions overlap (two devices at once, or a long session around a short one). In that
+order, after those of earlier batches, each session gets:
 
 - `session_number`: the user's sessions so far plus its rank, and `is_new_user` (1);
 - `attributed_channel/source/medium/campaign`: its own traffic when its channel is not
-  `Direct`, else the user's last non-direct session (in the same order) that started at
-  most `lookback` before it, else `Direct`, `(direct)`, `(none)`, null.
+  `Direct`, else the user's last non-direct session before it that started at most
+  `lookback` before it, else `Direct`, `(direct)`, `(none)`, null.
 
 A user's *span* restarts where a session starts more than `ttl` after the latest event of
 the user's earlier sessions (stored or in the batch): numbering starts at 1 again, and
 nothing of before is kept. In the state, a user's timer is its last event + `ttl`; when
-it fires the user is removed (and deleted from a `users` table kept current). Both rules
-are by event time, so the result does not depend on how the sessions were cut into
-batches, for sessions emitted in start order. Pure pyarrow/numpy, vectorized over the
-partition: segmented scans (`_running_max`) instead of a call per user.
+it fires the user is removed (and deleted from a `users` table kept current). Pure
+pyarrow/numpy, vectorized over the partition: segmented scans (`_running_max`) instead of
+a call per user.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from sessionize.core.declared import NEVER_US
 from sessionize.logic.channel import GOOGLE_CLICK_IDS, site_kind
 
 KEY = "stitched_user_id"
+# A user's sessions are numbered in the order they close, then by start and id: the order
+# they are emitted, the same in a stream and in batches (see the module doc).
+ORDER = ("start_time", "session_id")
 TS = pa.timestamp("us", tz="UTC")
 DIRECT = "Direct"
 # What a session carries of its traffic, where the layout has it (`--content`).
@@ -117,7 +125,8 @@ class UsersProcessor(Processor):
     def process(self, state: pa.Table, rows: pa.Table, ctx: Context) -> Update:
         rows = rows.take(
             pc.sort_indices(
-                rows, [(KEY, "ascending"), ("start_time", "ascending"), ("session_id", "ascending")]
+                rows,
+                [(KEY, "ascending"), *((c, "ascending") for c in ("closed_at", *ORDER))],
             )
         )
         n = rows.num_rows
@@ -192,17 +201,16 @@ class UsersProcessor(Processor):
         def plus_stored(name: str, values: np.ndarray) -> np.ndarray:
             return summed(values) + np.where(cont, stored[name], 0)
 
-        first_start = np.where(
-            cont, np.minimum(stored["first_session_start"], start[span_of_last]),
-            start[span_of_last],
-        )  # fmt: skip
+        first_start = _min_by(start, group, live, len(last))
+        last_start = _max_by(start, group, live, len(last))
         latest_end = _max_by(end, group, live, len(last))
         cols = {
             KEY: rows.column(KEY).take(pa.array(last)),
-            "first_session_start": first_start,
-            # rows are in start order: a user's last row starts last in the batch
+            "first_session_start": np.where(
+                cont, np.minimum(stored["first_session_start"], first_start), first_start
+            ),
             "last_session_start": np.where(
-                cont, np.maximum(stored["last_session_start"], start[last]), start[last]
+                cont, np.maximum(stored["last_session_start"], last_start), last_start
             ),
             "sessions": out.column("session_number").take(pa.array(last)).to_numpy(),
             "events": plus_stored("events", _int(rows, "event_count")),
@@ -388,6 +396,12 @@ def _running_max(values: np.ndarray, first: np.ndarray) -> np.ndarray:
 def _max_by(values: np.ndarray, group: np.ndarray, mask: np.ndarray, groups: int) -> np.ndarray:
     out = np.full(groups, np.iinfo(np.int64).min)
     np.maximum.at(out, group[mask], values[mask])
+    return out
+
+
+def _min_by(values: np.ndarray, group: np.ndarray, mask: np.ndarray, groups: int) -> np.ndarray:
+    out = np.full(groups, np.iinfo(np.int64).max)
+    np.minimum.at(out, group[mask], values[mask])
     return out
 
 
