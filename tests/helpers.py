@@ -24,6 +24,7 @@ SORT_KEYS = {
     "late_events": ["user_id", "event_time", "page", "action"],
     "invalid_events": ["source", "raw", "reason"],
     "identities": ["anonymous_id", "last_seen"],
+    "users": ["stitched_user_id"],
 }
 
 

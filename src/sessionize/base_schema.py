@@ -208,6 +208,35 @@ IDENTITIES = pa.schema(
         pa.field("last_seen", TS, nullable=False),
     ]
 )
+# Per stitched user (the session processor's follow-on, logic/users.py): the columns it
+# adds to `sessions` (attribution where the sessions carry their traffic) and its `users`
+# output, a row per stitched user (the traffic columns with traffic).
+USERS_OUTPUT = "users"
+SESSION_NUMBERING = [
+    pa.field("session_number", pa.int64(), nullable=False),
+    pa.field("is_new_user", pa.bool_(), nullable=False),
+]
+ATTRIBUTED = [
+    pa.field(f"attributed_{n}", pa.string()) for n in ("channel", "source", "medium", "campaign")
+]
+USERS = pa.schema(
+    [
+        pa.field(STITCHED_USER_ID, pa.string(), nullable=False),
+        pa.field("first_session_start", TS, nullable=False),
+        pa.field("last_session_start", TS, nullable=False),
+        pa.field("sessions", pa.int64(), nullable=False),
+        pa.field("events", pa.int64(), nullable=False),
+    ]
+)
+USERS_TRAFFIC = [
+    pa.field("page_views", pa.int64(), nullable=False),
+    pa.field("engaged_sessions", pa.int64(), nullable=False),
+    pa.field("first_channel", pa.string()),
+    pa.field("first_landing_page", pa.string()),
+    pa.field("last_channel", pa.string()),
+]
+# What a session must carry for the traffic columns (`--content`).
+SESSION_TRAFFIC = ("channel", "utm_source", "utm_medium", "utm_campaign", "referrer_host")
 IDENTITY_COLUMNS = (
     SENT_USER,
     IDENTITY_FIRST_SEEN,
@@ -237,6 +266,7 @@ def _reserved() -> frozenset[str]:
     names = {n for s in schemas for n in s.names}
     names |= {UPDATED_BATCH, CARRIED_SESSION, STATE_USER_KEY, CHANGE_COLUMN, GAP_COLUMN, IS_BOT}
     names |= {*MAPPED_COLUMNS, *ADDED_COLUMNS}
+    names |= {f.name for f in (*SESSION_NUMBERING, *ATTRIBUTED)}
     # The kept attributes' columns are the mapping's to name.
     return frozenset(names - set(EVENT.names[CORE:]))
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from sessionize.base_schema import (
     ANONYMOUS_ID,
+    ATTRIBUTED,
     CARRIED_SESSION,
     CHANGE_COLUMN,
     CONTENT,
@@ -36,6 +37,8 @@ from sessionize.base_schema import (
     PAGE_VIEWS,
     PAGE_VIEWS_3,
     SENT_USER,
+    SESSION_NUMBERING,
+    SESSION_TRAFFIC,
     SESSIONS,
     STATE,
     STATE_EXPIRY,
@@ -44,6 +47,9 @@ from sessionize.base_schema import (
     STITCHED_USER_ID,
     TS,
     UPDATED_BATCH,
+    USERS,
+    USERS_OUTPUT,
+    USERS_TRAFFIC,
 )
 from sessionize.content import SessionContent
 from sessionize.mapping import EventMapping
@@ -235,9 +241,20 @@ class Layout:
         return IDENTITIES.set(0, IDENTITIES.field(0).with_type(self.user_type))
 
     @functools.cached_property
+    def numbered_sessions(self) -> pa.Schema:
+        """`sessions` as published with identity (`numbered`)."""
+        return numbered(self.sessions)
+
+    @functools.cached_property
+    def users(self) -> pa.Schema:
+        """`users` (with identity): a row per stitched user."""
+        return users_of(self.sessions)
+
+    @functools.cached_property
     def outputs(self) -> dict[str, pa.Schema]:
+        """Every output as published (with identity, `sessions` numbered and `users`)."""
         out = {
-            "sessions": self.sessions,
+            "sessions": self.numbered_sessions if self.identity else self.sessions,
             "page_views": self.page_views,
             "late_events": self.late_events,
             "invalid_events": INVALID_EVENTS,
@@ -246,6 +263,7 @@ class Layout:
             out["events"] = self.events
         if self.identity:
             out["identities"] = self.identities
+            out[USERS_OUTPUT] = self.users
         return out
 
     @functools.cached_property
@@ -274,6 +292,27 @@ class Layout:
             if f.name == attrs_after:
                 out += [pa.field(a, pa.string()) for a in self.attributes]
         return pa.schema(out)
+
+
+def has_traffic(sessions: pa.Schema) -> bool:
+    """Whether `sessions` carry their traffic source (`--content`)."""
+    return all(n in sessions.names for n in SESSION_TRAFFIC)
+
+
+def numbered(sessions: pa.Schema) -> pa.Schema:
+    """`sessions` numbered per stitched user and, with traffic, attributed (the columns
+    logic/users.py adds), before the date the output is partitioned by."""
+    added = [*SESSION_NUMBERING, *(ATTRIBUTED if has_traffic(sessions) else [])]
+    at = sessions.get_field_index("session_date")
+    at = len(sessions) if at < 0 else at
+    for i, f in enumerate(added):
+        sessions = sessions.insert(at + i, f)
+    return sessions
+
+
+def users_of(sessions: pa.Schema) -> pa.Schema:
+    """The `users` output of a job whose sessions are `sessions`."""
+    return pa.schema([*USERS, *(USERS_TRAFFIC if has_traffic(sessions) else [])])
 
 
 @functools.lru_cache(maxsize=32)

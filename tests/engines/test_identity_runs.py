@@ -22,8 +22,10 @@ from sessionize.commands.rewind import rewind
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.errors import ConfigError
+from sessionize.logic.users import ATTRIBUTION_LOOKBACK_US, UserRules
 from sessionize.mapping import EventMapping
 from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
+from tests.logic import test_users
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 MAPPING = EventMapping(anonymous="anonymous_id", user_type="string", session_columns=3)
@@ -100,6 +102,51 @@ def test_each_session_carries_the_last_user_its_anonymous_id_sent(batch_run):
     assert 0 < users.null_count < sessions.num_rows
     # the identities change log: each anonymous id's latest row is its whole input's
     assert current_identities(root / "batch") == whole_identities(events)
+
+
+def test_sessions_are_numbered_per_stitched_user_as_the_loop_numbers_each_hour(batch_run):
+    """The users step on the engine: each hour's emitted sessions, numbered and attributed
+    per stitched user over the hours, and the `users` change log, as the plain loop of
+    tests/logic/test_users.py gives them (the default TTL of 400 days forgets no one)."""
+    root, _ = batch_run
+    table = read_output(root / "batch", "sessions")
+    us = pa.timestamp("us", tz="UTC")
+    for name in ("start_time", "end_time", "closed_at"):
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, table[name].cast(us).cast(pa.int64()))
+    hours = sorted(set(table["batch_id"].to_pylist()))
+    rows = table.to_pylist()
+    batches = [[r for r in rows if r["batch_id"] == h] for h in hours]
+    rules = UserRules(ttl_us=400 * 86_400_000_000, lookback_us=ATTRIBUTION_LOOKBACK_US)
+    numbered, users = test_users.reference(batches, rules)
+    got = [{(r["session_id"], r["session_number"], r["is_new_user"], r["attributed_channel"])
+            for r in b} for b in batches]  # fmt: skip
+    assert got == [{s[:4] for s in b} for b in numbered]
+    assert sum(r["session_number"] > 1 for r in rows) > 10  # users come back
+    logged = read_output(root / "batch", "users").to_pylist()
+    per_hour = [
+        {(r["stitched_user_id"], r["sessions"], r["events"], r["page_views"]) for r in logged
+         if r["batch_id"] == h}
+        for h in hours
+    ]  # fmt: skip
+    assert per_hour == [{(u[0], u[3], u[4], u[5]) for u in b} for b in users]
+
+
+def test_bounded_sessions_are_numbered_as_the_hourly_run_numbers_them(spark, batch_run):
+    """`Sessionizer.sessions` numbers a bounded input in one pass (its sessions shuffled by
+    stitched user after the first step): the sessions the hourly run emitted carry the
+    same numbers and attribution, since both number in the order sessions close."""
+    from sessionize import Sessionizer
+
+    root, inp = batch_run
+    lines = [(json.dumps(e),) for e in input_events(inp)]
+    result = Sessionizer(anonymous_field="anonymous_id", user_type="string", partitions=2)
+    sessions = result.sessions(spark.createDataFrame(lines, "value string")).sessions
+    columns = ["session_id", "session_number", "is_new_user", "attributed_channel"]
+    bounded = {r["session_id"]: tuple(r) for r in sessions.select(*columns).collect()}
+    hourly = read_output(root / "batch", "sessions").select(columns).to_pylist()
+    assert len(hourly) > 100
+    assert [bounded.get(r["session_id"]) for r in hourly] == [tuple(r.values()) for r in hourly]
 
 
 def whole_identities(events: list[dict], ttl: timedelta | None = None) -> dict:

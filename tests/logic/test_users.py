@@ -113,7 +113,7 @@ def reference(batches: list[list[dict]], rules: UserRules):
         order = (KEY, "closed_at", "start_time", "session_id")
         for s in sorted(batch, key=lambda s: tuple(s[c] for c in order)):
             u = users.get(s[KEY])
-            if u is not None and s["start_time"] - u["last_event"] > rules.ttl_us:
+            if u is not None and s["closed_at"] - u["last_event"] > rules.ttl_us:
                 u = None
             own = _own(s)
             if s["channel"] != "Direct":

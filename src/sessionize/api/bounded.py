@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from sessionize.base_schema import STITCHED_USER_ID
 from sessionize.config import SessionRules
 from sessionize.core.step import step
 from sessionize.engines.runner import Parser
@@ -78,7 +79,9 @@ def _emitted_task(rules: SessionRules, lay: Layout, output: str, batches: Iterat
             watermark_before=None,
             watermark_after=_END_OF_TIME_US,
         )
-        yield from done.outputs[output].cast(lay.outputs[output]).to_batches()
+        # With identity the sessions are numbered per stitched user next (`_numbered_task`).
+        target = lay.sessions if output == "sessions" else lay.outputs[output]
+        yield from done.outputs[output].cast(target).to_batches()
         return
     result = advance(
         lay.state.empty_table(),
@@ -94,6 +97,26 @@ def _emitted_task(rules: SessionRules, lay: Layout, output: str, batches: Iterat
         "events": result.events,
     }[output]
     yield from emitted.cast(lay.outputs[output]).to_batches()
+
+
+def _numbered_task(rules: SessionRules, lay: Layout, batches: Iterator[pa.RecordBatch]):
+    """A stitched user's sessions, all in one task: numbered and attributed by the session
+    processor's follow-on (logic/users.py), from no state, as one batch."""
+    received = list(batches)
+    if not received:
+        return
+    then = SessionProcessor(rules, lay).follow_on
+    assert then is not None  # with identity
+    done = step(
+        then.processor,
+        None,
+        pa.Table.from_batches(received).cast(lay.sessions),
+        batch_id=0,
+        partition=0,
+        watermark_before=None,
+        watermark_after=_END_OF_TIME_US,
+    )
+    yield from done.outputs["sessions"].cast(lay.numbered_sessions).to_batches()
 
 
 def bounded_sessions(
@@ -116,7 +139,12 @@ def bounded_sessions(
 
     def emitted(output: str) -> DataFrame:
         task = functools.partial(_emitted_task, rules, lay, output)
-        return by_user.mapInArrow(task, from_arrow_schema(lay.outputs[output]))
+        if not (lay.identity and output == "sessions"):
+            return by_user.mapInArrow(task, from_arrow_schema(lay.outputs[output]))
+        sessions = by_user.mapInArrow(task, from_arrow_schema(lay.sessions))
+        by_stitched = sessions.repartition(partitions, STITCHED_USER_ID)
+        numbered = functools.partial(_numbered_task, rules, lay)
+        return by_stitched.mapInArrow(numbered, from_arrow_schema(lay.numbered_sessions))
 
     invalid = parsed.where(F.col("reason").isNotNull()).select(*INVALID_EVENTS.names)
     events_out = emitted("events") if "events" in lay.outputs else None

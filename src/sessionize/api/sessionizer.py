@@ -456,10 +456,16 @@ class Sessionizer:
         return launcher.start(SessionStream(sessionizer, events, open_sessions), places)
 
     def engine_settings(
-        self, state_uri: str, output: str, output_format: str, open_sessions: bool = False
+        self,
+        state_uri: str,
+        output: str,
+        output_format: str,
+        open_sessions: bool = False,
+        handoff: str = "",
     ) -> SessionSettings:
         """What the store engine's tasks need for these rules, with absolute local paths
-        (relative ones would resolve in each executor's own directory)."""
+        (relative ones would resolve in each executor's own directory); `handoff`: where
+        the sessions go to the users step with identity (engines/handoff.py)."""
         if state_uri.startswith("files:"):
             state_uri = "files:" + absolute_local(state_uri.removeprefix("files:"))
         return SessionSettings.of(
@@ -472,6 +478,7 @@ class Sessionizer:
             max_future_us=self.max_future_us,
             mapping=self.mapping,
             open_sessions=open_sessions,
+            handoff=absolute_local(handoff) if handoff else "",
         )
 
     def file_parser(self) -> Parser:

@@ -46,7 +46,12 @@ class SessionJob(Protocol):
     def recorded_settings(self, output_format: str) -> dict[str, object]: ...
 
     def engine_settings(
-        self, state_uri: str, output: str, output_format: str, open_sessions: bool = False
+        self,
+        state_uri: str,
+        output: str,
+        output_format: str,
+        open_sessions: bool = False,
+        handoff: str = "",
     ) -> SessionSettings: ...
 
 
@@ -93,7 +98,9 @@ class SessionStream(StreamJob):
         store_uri = self.store_uri(ck)
         # The engine of the state: ours opens and checks its store now, before Spark starts.
         kind = engine_for(s.settings.store.state)
-        settings = s.engine_settings(store_uri, places.output, output_format, self.open_sessions)
+        settings = s.engine_settings(
+            store_uri, places.output, output_format, self.open_sessions, ck.child("handoff")
+        )
         state = kind.open_state(settings, ck, store_uri)
         df = self.events() if callable(self.events) else self.events
         if not df.isStreaming:

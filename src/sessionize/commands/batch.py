@@ -111,6 +111,23 @@ class BatchOptions:
     def engine_settings(self) -> SessionSettings:
         return engine_settings(self)
 
+    def handoff(self) -> str:
+        """Where the sessions go to the users step with identity (engines/handoff.py): a
+        folder beside the records (`_handoff`), or of a `files:PATH` state where the output
+        has no directory (PostgreSQL)."""
+        if not self.mapping.anonymous:
+            return ""
+        if not capabilities(self.output).keeps_records:
+            return child(record_place(self.output), "_handoff")
+        uri = self.state_uri()
+        if uri.startswith("files:"):
+            return child(uri.removeprefix("files:"), "_handoff")
+        raise ConfigError(
+            "--anonymous-field numbers sessions per user in a second step, whose sessions "
+            "are handed over in files, which a PostgreSQL output has no directory for: give "
+            "--state files:PATH"
+        )
+
     def sessionizer(self) -> Sessionizer:
         return sessionizer(self)
 
@@ -240,6 +257,8 @@ def _run(
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)
         backend.truncate_after(opts.job, previous)
+        if opts.mapping.anonymous:  # the users step's job goes back with it
+            backend.truncate_after(f"{opts.job}.users", previous)
         on_hour(
             f"reprocessing from {version_hour(first)}: retired {len(retired)} output hour(s), "
             f"state rewound to {version_hour(previous)}"

@@ -20,7 +20,9 @@ __all__ = ["engine_settings", "progress_path", "recorded_state", "state_uri"]
 def engine_settings(opts) -> SessionSettings:
     """What the store engine's tasks need, from a StreamOptions or a BatchOptions: the
     settings the API's engine runs with (`Sessionizer.engine_settings`)."""
-    return opts.sessionizer().engine_settings(opts.state_uri(), opts.output, opts.output_format)
+    return opts.sessionizer().engine_settings(
+        opts.state_uri(), opts.output, opts.output_format, handoff=opts.handoff()
+    )
 
 
 def sessionizer(opts) -> Sessionizer:

@@ -423,6 +423,18 @@ def check_or_record_processor(checkpoint: CheckpointLike, settings: dict[str, ob
         write_record(checkpoint, FILE, {**before, **settings})
 
 
+def follow_on_job(settings: Mapping[str, object], job: str) -> str | None:
+    """The store job of the second step of a job whose recorded settings are `settings`
+    (a processor's `follow_on`; a session job's users step with `--anonymous-field`),
+    None without one: rewind, batch reprocessing and the state tools act on both."""
+    then = settings.get("follow_on")
+    if isinstance(then, dict):
+        return str(then["job"])
+    if "processor" not in settings and settings.get("anonymous_field"):
+        return f"{job}.users"
+    return None
+
+
 def settings_differences(was: Mapping[str, object], now: Mapping[str, object]) -> str:
     """`KEY OLD (now NEW)` for each setting recorded with another value, joined by `; `
     ('': none differs); the settings only one side has are not compared."""

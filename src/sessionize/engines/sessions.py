@@ -95,8 +95,10 @@ class SessionSettings(KeyedSettings):
         epoch: int | None = None,
         mapping: EventMapping | None = None,
         open_sessions: bool = False,
+        handoff: str = "",
     ) -> SessionSettings:
-        """The settings of a session job with these rules and flags."""
+        """The settings of a session job with these rules and flags (`handoff`: where the
+        sessions go to the users step with identity, engines/handoff.py)."""
         mapping = mapping or EventMapping()
         lay = layout(mapping)
         current = lay.identity and capabilities(output, output_format).keeps_current
@@ -118,6 +120,7 @@ class SessionSettings(KeyedSettings):
             mapping=mapping,
             open_sessions=open_sessions,
             max_future_us=max_future_us,
+            handoff=handoff,
         )
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing_extensions import override
 
-from sessionize.engines.checkpoint import same_setting
+from sessionize.engines.checkpoint import follow_on_job, same_setting
 from sessionize.engines.restorable import RestorableState
 from sessionize.errors import ConfigError
 from sessionize.fs import delete_dir, resolve_fs
@@ -58,14 +58,13 @@ class StoreRestorable(RestorableState):
                 else None
             )
             uri = _state_uri(checkpoint, last_run or state, given)
-        follow_on = settings.get("follow_on")
         return cls(
             checkpoint,
             uri,
             job,
             under_checkpoint=state == "files",
             state=state,
-            follow_on=str(follow_on["job"]) if isinstance(follow_on, dict) else None,
+            follow_on=follow_on_job(settings, job),
         )
 
     @property

@@ -17,14 +17,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME
+from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME, USERS_OUTPUT
 from sessionize.config import SessionRules, format_duration
-from sessionize.core import Context, Output, Processor, Update
+from sessionize.core import Context, FollowOn, Output, Processor, Update
 from sessionize.core.declared import NEVER_US
 from sessionize.logic.bots import is_bot
 from sessionize.logic.identity_step import identity_rows, keyed, split_state, stitch, with_users
 from sessionize.logic.result import StepResult
 from sessionize.logic.sessions import advance
+from sessionize.logic.users import ATTRIBUTION_LOOKBACK_US, UserRules, UsersProcessor
 
 USER = schema.STATE_KEY
 LATE = "late_events"
@@ -120,6 +121,10 @@ class SessionProcessor(Processor):
                 lay.open_sessions, mode="replace", key=lay.key_name
             )
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
+        if lay.identity:  # per stitched user: numbers, attribution, `users` (logic/users.py)
+            rules_of_users = UserRules(rules.user_ttl_us, ATTRIBUTION_LOOKBACK_US)
+            users = UsersProcessor(lay.sessions, rules_of_users, self.identities_current)
+            self.follow_on = FollowOn("sessions", users, job=USERS_OUTPUT)
 
     @property
     def name(self) -> str:

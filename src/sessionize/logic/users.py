@@ -18,10 +18,12 @@ order, after those of earlier batches, each session gets:
   `Direct`, else the user's last non-direct session before it that started at most
   `lookback` before it, else `Direct`, `(direct)`, `(none)`, null.
 
-A user's *span* restarts where a session starts more than `ttl` after the latest event of
-the user's earlier sessions (stored or in the batch): numbering starts at 1 again, and
+A user's *span* restarts at a session that closes more than `ttl` after the latest event
+of the user's earlier sessions (stored or in the batch): numbering starts at 1 again, and
 nothing of before is kept. In the state, a user's timer is its last event + `ttl`; when
-it fires the user is removed (and deleted from a `users` table kept current). Pure
+it fires the user is removed (and deleted from a `users` table kept current). A session
+emitted after that closes after the watermark that fired the timer, so it restarts by the
+rule too: a stream and batches agree. Pure
 pyarrow/numpy, vectorized over the partition: segmented scans (`_running_max`) instead of
 a call per user.
 """
@@ -34,41 +36,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.base_schema import ATTRIBUTED, SESSION_NUMBERING, STITCHED_USER_ID, USERS_OUTPUT
 from sessionize.core import Context, Output, Processor, Update
 from sessionize.core.declared import NEVER_US
 from sessionize.logic.channel import GOOGLE_CLICK_IDS, site_kind
+from sessionize.schema import has_traffic, numbered, users_of
 
-KEY = "stitched_user_id"
+KEY = STITCHED_USER_ID
 # A user's sessions are numbered in the order they close, then by start and id: the order
 # they are emitted, the same in a stream and in batches (see the module doc).
 ORDER = ("start_time", "session_id")
 TS = pa.timestamp("us", tz="UTC")
 DIRECT = "Direct"
-# What a session carries of its traffic, where the layout has it (`--content`).
-TRAFFIC = ("channel", "utm_source", "utm_medium", "utm_campaign", "referrer_host")
-SESSION_COLUMNS = [
-    pa.field("session_number", pa.int64(), nullable=False),
-    pa.field("is_new_user", pa.bool_(), nullable=False),
-]
-ATTRIBUTED = [
-    pa.field(f"attributed_{n}", pa.string()) for n in ("channel", "source", "medium", "campaign")
-]
-USERS = pa.schema(
-    [
-        pa.field(KEY, pa.string(), nullable=False),
-        pa.field("first_session_start", TS, nullable=False),
-        pa.field("last_session_start", TS, nullable=False),
-        pa.field("sessions", pa.int64(), nullable=False),
-        pa.field("events", pa.int64(), nullable=False),
-    ]
-)
-USERS_TRAFFIC = [
-    pa.field("page_views", pa.int64(), nullable=False),
-    pa.field("engaged_sessions", pa.int64(), nullable=False),
-    pa.field("first_channel", pa.string()),
-    pa.field("first_landing_page", pa.string()),
-    pa.field("last_channel", pa.string()),
-]
+# How far back a direct session looks for the last non-direct one (GA4's default).
+ATTRIBUTION_LOOKBACK_US = 90 * 24 * 3600 * 1_000_000
 # The state beyond the `users` columns: the latest event (for the TTL) and the last
 # non-direct session's traffic and start (for attribution).
 LAST_EVENT = "last_event"
@@ -79,16 +60,6 @@ LAST_ND = [
     pa.field("nd_campaign", pa.string()),
     pa.field("nd_start", TS),
 ]
-
-
-def users_schema(traffic: bool) -> pa.Schema:
-    """The `users` output's columns (with traffic: page views, engagement, channels)."""
-    return pa.schema([*USERS, *(USERS_TRAFFIC if traffic else [])])
-
-
-def numbered_schema(sessions: pa.Schema, traffic: bool) -> pa.Schema:
-    """The `sessions` the follow-on writes: the handed ones plus its columns."""
-    return pa.schema([*sessions, *SESSION_COLUMNS, *(ATTRIBUTED if traffic else [])])
 
 
 @dataclass(frozen=True)
@@ -110,13 +81,13 @@ class UsersProcessor(Processor):
     def __init__(self, sessions: pa.Schema, rules: UserRules, keeps_current: bool = False):
         self.sessions = sessions
         self.rules = rules
-        self.traffic = all(n in sessions.names for n in TRAFFIC)
-        users = users_schema(self.traffic)
+        self.traffic = has_traffic(sessions)
+        users = users_of(sessions)
         self.state_schema = pa.schema(
             [*users, pa.field(LAST_EVENT, TS, nullable=False), *(LAST_ND if self.traffic else [])]
         )
         kept = Output(users, mode="replace", key=KEY) if keeps_current else users
-        self.outputs = {"sessions": numbered_schema(sessions, self.traffic), "users": kept}
+        self.outputs = {"sessions": numbered(sessions), USERS_OUTPUT: kept}
         self.keeps_current = keeps_current
 
     def params(self) -> dict:
@@ -142,7 +113,11 @@ class UsersProcessor(Processor):
         prior = np.where(first, -1, np.roll(_running_max(end, first), 1)) if n else end
         before = np.maximum(prior, stored[LAST_EVENT][group])
         ttl = self.rules.ttl_us
-        restart = (before < 0) | ((start - before > ttl) if ttl is not None else np.zeros(n, bool))
+        # By the session's close, not its start: a session emitted after the user expired
+        # closes after the watermark that expired it, so a stream (which forgot the user)
+        # and one batch (which did not) restart alike.
+        closed = _us(rows, "closed_at")
+        restart = (before < 0) | ((closed - before > ttl) if ttl is not None else np.zeros(n, bool))
         # The last restart at or before each session (positions rise, so one global scan).
         last_restart = np.maximum.accumulate(np.where(restart, np.arange(n), -1)) if n else start
         in_span = last_restart >= starts_at[group] if n else restart
@@ -152,8 +127,8 @@ class UsersProcessor(Processor):
             carried, stored["sessions"][group] + np.arange(n) - span_start + 1,
             np.arange(n) - span_start + 1,
         )  # fmt: skip
-        out = rows.append_column(SESSION_COLUMNS[0], pa.array(number, pa.int64()))
-        out = out.append_column(SESSION_COLUMNS[1], pa.array(number == 1))
+        out = rows.append_column(SESSION_NUMBERING[0], pa.array(number, pa.int64()))
+        out = out.append_column(SESSION_NUMBERING[1], pa.array(number == 1))
         if self.traffic:
             out = _attributed(out, rows, start, span_start, carried, group, stored, self.rules)
         new_state = self._state(rows, out, group, span_start, carried, stored, start, end)

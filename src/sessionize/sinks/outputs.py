@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from sessionize.base_schema import STITCHED_USER_ID, USERS_OUTPUT
 from sessionize.mapping import EventMapping
 from sessionize.schema import OPEN_SESSIONS, OUTPUT_PARTITIONS, layout
 
@@ -107,8 +108,9 @@ def session_outputs(
     """The session outputs of `mapping`: `open_sessions` (replaced by the key, `user_id` or
     with identity `anonymous_id`, when kept) first, then the appended ones, `sessions`
     partitioned by `session_date`. With identity and a sink that `keeps_current` tables,
-    `identities` is replaced by `anonymous_id` too (one row per anonymous id), and rebuilt
-    like `open_sessions` once batches are removed; elsewhere it is appended (a change log)."""
+    `identities` is replaced by `anonymous_id` too (one row per anonymous id) and `users` by
+    `stitched_user_id`, both rebuilt like `open_sessions` once batches are removed;
+    elsewhere they are appended (change logs)."""
     lay = layout(mapping)
     current = lay.identity and keeps_current
     specs = [
@@ -117,9 +119,11 @@ def session_outputs(
         if not (current and name == IDENTITIES)
     ]
     rebuilt: tuple[str, ...] = (OPEN_SESSIONS,)
-    if current:
+    if current:  # `users` too: one row per stitched user, kept like `identities`
+        specs = [s for s in specs if s.name != USERS_OUTPUT]
+        specs.insert(0, OutputSpec(USERS_OUTPUT, lay.users, key=(STITCHED_USER_ID,)))
         specs.insert(0, OutputSpec(IDENTITIES, lay.identities, key=(lay.key_name,)))
-        rebuilt = (OPEN_SESSIONS, IDENTITIES)
+        rebuilt = (OPEN_SESSIONS, IDENTITIES, USERS_OUTPUT)
     if open_sessions:
         specs.insert(0, OutputSpec(OPEN_SESSIONS, lay.open_sessions, key=(lay.key_name,)))
     return Outputs(tuple(specs), record_key=lay.key_name, rebuilt=rebuilt)

@@ -13,6 +13,7 @@ from sessionize.engines.checkpoint import (
     OUTPUT_RECORD,
     checkpoint_lease,
     comparable,
+    follow_on_job,
     last_committed_batch,
     output_lease,
     recorded,
@@ -185,7 +186,7 @@ def _stream_job(checkpoint: str, state: str | None) -> StateJob:
         state_uri=uri,
         partitions=int(settings["partitions"]),
         engine=restorable_state(checkpoint, settings, uri),
-        **_kind(settings),
+        **_kind(settings, str(settings.get("job", "sessionize"))),
     )
 
 
@@ -223,18 +224,19 @@ def _batch_job(output: str, state: str, job: str) -> StateJob:
         state=state,
         state_uri=uri,
         partitions=int(settings["partitions"]),
-        **_kind(settings),
+        **_kind(settings, job),
     )
 
 
-def _kind(settings: dict) -> dict:
-    """A session job's rules and mapping, or a processor's stored rows (by its key)."""
+def _kind(settings: dict, job: str) -> dict:
+    """A session job's rules and mapping, or a processor's stored rows (by its key); the
+    job of its second step, if it has one."""
+    follow_on = follow_on_job(settings, job)
     if "processor" in settings:
         rows = StoredRows(recorded_rows(settings), str(settings["key"]))
-        then = settings.get("follow_on")
-        follow_on = str(then["job"]) if isinstance(then, dict) else None
         return {"rules": None, "mapping": None, "processor": rows, "follow_on": follow_on}
-    return {"rules": rules_of(settings), "mapping": EventMapping.from_record(settings)}
+    mapping = EventMapping.from_record(settings)
+    return {"rules": rules_of(settings), "mapping": mapping, "follow_on": follow_on}
 
 
 def rules_of(settings: dict) -> SessionRules:
