@@ -19,6 +19,8 @@ import pytest
 
 from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.rewind import rewind
+from sessionize.commands.statetools.inspect import summarize
+from sessionize.commands.statetools.job import locate
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.errors import ConfigError
@@ -326,6 +328,9 @@ def test_with_a_user_ttl_batch_equals_stream_and_the_loop(spark, batch_run, tmp_
     closed = batch.filter(pc.less(pc.cast(batch["closed_at"], "int64"), watermark))
     assert sessions_of(tmp_path / "out").equals(closed)
     assert current_identities(tmp_path / "out") == want
+    # The users step's own state, found by its job name (users not yet past the TTL).
+    version, parts = summarize(locate(str(tmp_path / "chk"), None, job="sessionize.users"))
+    assert version == records[-1]["version"] and sum(p.users for p in parts) > 0
 
 
 @pytest.fixture
