@@ -181,6 +181,17 @@ OUTPUTS["events"] = EVENTS  # every session output's name; a job's own: Layout.o
 # later one may continue (logic/continuation.py): that session's id; null on events.
 CARRIED_SESSION = "carried_session"
 
+# Revisions (`--revise-within`, docs/design.md "Revisions"): the outputs of a batch's
+# revised and retracted sessions and their page views, their added columns, and the state
+# columns that mark a kept event of an emitted session with the id and revision it was
+# last written under (null on the events of open sessions).
+SESSION_REVISIONS = "session_revisions"
+PAGE_VIEW_REVISIONS = "page_view_revisions"
+REVISION = "revision"
+RETRACTED = "retracted"
+EMITTED_SESSION = "emitted_session"
+EMITTED_REVISION = "emitted_revision"
+
 # The columns every event has before its kept attributes; the attributes follow, named as
 # the mapping's `keep` names them (the default: the five above).
 CORE = 4

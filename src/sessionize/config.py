@@ -57,7 +57,9 @@ class SessionRules:
     event mapping (`mapping.EventMapping`). `user_ttl_us` (`--user-ttl`, with
     `--anonymous-field`) is how long an anonymous id's identity outlives its last event
     (None: for ever): it decides which events an identity folds, so it is part of the
-    state as well, and refused on change.
+    state as well, and refused on change. `revise_within_us` (`--revise-within`, None: off)
+    is how long an emitted session stays in the state for late events to revise it
+    (docs/design.md, "Revisions"): it decides what is late and what the state holds.
 
     Example:
         >>> SessionRules(gap_us=600_000_000, max_duration_us=86_400_000_000,
@@ -75,6 +77,7 @@ class SessionRules:
     timezone: str = "UTC"
     split_at_midnight: bool = False
     user_ttl_us: int | None = None
+    revise_within_us: int | None = None
 
     def __post_init__(self) -> None:
         if self.gap_us <= 0:
@@ -87,6 +90,7 @@ class SessionRules:
             ("--gap", self.gap_us),
             ("--lateness", self.lateness_us),
             ("--max-duration", self.max_duration_us or 0),
+            ("--revise-within", self.revise_within_us or 0),
         ):
             if us > MAX_RULE_US:
                 raise ConfigError(
@@ -98,6 +102,8 @@ class SessionRules:
             raise ConfigError(
                 "--user-ttl must be at least --gap (an identity outlives its sessions), e.g. 400d"
             )
+        if self.revise_within_us is not None and self.revise_within_us <= 0:
+            raise ConfigError("--revise-within must be positive, e.g. 3d")
         check_timezone(self.timezone)
 
     def record(self) -> dict[str, object]:
@@ -111,6 +117,12 @@ class SessionRules:
             "timezone": self.timezone,
             "split_at_midnight": self.split_at_midnight,
             "user_ttl": "" if self.user_ttl_us is None else format_duration(self.user_ttl_us),
+            # Only when set: a record from before revisions reads as "off".
+            **(
+                {}
+                if self.revise_within_us is None
+                else {"revise_within": format_duration(self.revise_within_us)}
+            ),
         }
 
     @classmethod
@@ -119,6 +131,7 @@ class SessionRules:
         actions = str(settings.get("close_actions", "browser_close"))
         max_duration = str(settings.get("max_duration") or "")
         user_ttl = str(settings.get("user_ttl") or "")
+        revise = str(settings.get("revise_within") or "")
         return cls(
             gap_us=parse_duration(str(settings["gap"])),
             lateness_us=parse_duration(str(settings["lateness"])),
@@ -127,6 +140,7 @@ class SessionRules:
             timezone=str(settings.get("timezone") or "UTC"),
             split_at_midnight=bool(settings.get("split_at_midnight", False)),
             user_ttl_us=parse_duration(user_ttl) if user_ttl else None,
+            revise_within_us=parse_duration(revise) if revise else None,
         )
 
 

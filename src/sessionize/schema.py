@@ -21,6 +21,8 @@ from sessionize.base_schema import (
     CONTENT,
     CONTENT_3,
     CORE,
+    EMITTED_REVISION,
+    EMITTED_SESSION,
     EVENT,
     EVENT_KEY,
     EVENTS,
@@ -36,6 +38,8 @@ from sessionize.base_schema import (
     OUTPUTS,
     PAGE_VIEWS,
     PAGE_VIEWS_3,
+    RETRACTED,
+    REVISION,
     SENT_USER,
     SESSION_NUMBERING,
     SESSION_TRAFFIC,
@@ -123,6 +127,9 @@ class Layout:
     # `anonymous_id`, the sessions adding `user_id` and `stitched_user_id`.
     identity: bool = False
     sent_user: bool = False  # the event column `sent_user_id` (identity's inner layout)
+    # `--revise-within`: the state also keeps emitted sessions' events, marked with the id
+    # and revision they were written under (docs/design.md, "Revisions").
+    revise: bool = False
 
     @functools.cached_property
     def inner(self) -> Layout:
@@ -172,6 +179,10 @@ class Layout:
         if self.identity:
             rows = rows.append(pa.field(IDENTITY_FIRST_SEEN, TS)).append(
                 pa.field(IDENTITY_USER_TIME, TS)
+            )
+        if self.revise:
+            rows = rows.append(pa.field(EMITTED_SESSION, pa.string())).append(
+                pa.field(EMITTED_REVISION, pa.int64())
             )
         return rows
 
@@ -273,6 +284,18 @@ class Layout:
         return self.sessions.append(pa.field(STATE_EXPIRY, TS, nullable=False)).append(
             pa.field(UPDATED_BATCH, pa.int64(), nullable=False)
         )
+
+    @functools.cached_property
+    def session_revisions(self) -> pa.Schema:
+        """`session_revisions` (`--revise-within`): `session_id`, `revision`, `retracted`,
+        then the other `sessions` columns, null on a retraction."""
+        rest = [f.with_nullable(True) for f in self.sessions if f.name != "session_id"]
+        head = [
+            self.sessions.field("session_id"),
+            pa.field(REVISION, pa.int64(), nullable=False),
+            pa.field(RETRACTED, pa.bool_(), nullable=False),
+        ]
+        return pa.schema(head + rest)
 
     def _keyed(self, output: pa.Schema) -> pa.Schema:
         """`output` with its `user_id` named `anonymous_id` when identity is on."""

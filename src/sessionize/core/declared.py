@@ -44,6 +44,7 @@ class Declared:
     rows: RowSpec
     late_names: dict[str, str]  # the late output's names for input columns, where they differ
     follow_on: DeclaredFollowOn | None = None
+    allowed_lateness_us: int = 0  # rows this far behind the watermark still reach `process`
 
     @property
     def string_keys(self) -> bool:
@@ -180,6 +181,9 @@ def _declared(processor: Processor) -> Declared:
         isinstance(k, str) and isinstance(v, str) and v for k, v in late_names.items()
     ):
         raise fail("`late_names` must map input column names to output column names")
+    allowed = processor.allowed_lateness_us
+    if not isinstance(allowed, int) or isinstance(allowed, bool) or allowed < 0:
+        raise fail("`allowed_lateness_us` must be a non-negative int (microseconds)")
     stored = schema.append(pa.field(timer, TIMER_TYPE, nullable=False))
     if key_type == pa.string():
         stored = stored.append(pa.field(store_key, pa.int64(), nullable=False))
@@ -201,6 +205,7 @@ def _declared(processor: Processor) -> Declared:
         store_key,
         rows,
         dict(late_names),
+        allowed_lateness_us=allowed,
     )
 
 

@@ -106,6 +106,9 @@ class Processor(ABC):
         late_names: the late output's name for an input column, where it differs (an
             input column `user_id` that the outputs call `anonymous_id`, say). Default:
             the input's names.
+        allowed_lateness_us: rows behind the watermark by at most this many microseconds
+            are handed to `process` with the on-time ones, for a processor that revises
+            what it emitted (default 0: every row behind the watermark is late).
         sorted_rows: True (the default): `rows` come sorted by (key, event time). A
             processor that orders its rows itself sets False and gets them in the batch's
             order, which saves a sort and a copy of every row.
@@ -147,6 +150,7 @@ class Processor(ABC):
     outputs: Mapping[str, pa.Schema | Output] = {}
     late_output: ClassVar[str] = "late"
     late_names: Mapping[str, str] = {}
+    allowed_lateness_us: int = 0
     sorted_rows: ClassVar[bool] = True
     gauges: ClassVar[tuple[str, ...]] = ()
     follow_on: FollowOn | None = None

@@ -291,7 +291,7 @@ def _split_late(
         return rows, schema.empty_table()
     times = rows.column(d.event_time)
     us = pc.cast(times, pa.timestamp("us", tz=times.type.tz), safe=False).cast(pa.int64())
-    is_late = pc.less(us, watermark_before)
+    is_late = pc.less(us, watermark_before - d.allowed_lateness_us)
     late = rows.filter(is_late)
     mark = pa.array(np.full(late.num_rows, watermark_before, np.int64)).cast(TIMER_TYPE)
     if d.late_names:

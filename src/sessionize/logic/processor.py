@@ -9,6 +9,7 @@ before the core ran sessions is read and continued as it is.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,10 +18,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME, USERS_OUTPUT
+from sessionize.base_schema import (
+    IDENTITY_FIRST_SEEN,
+    IDENTITY_USER_TIME,
+    PAGE_VIEW_REVISIONS,
+    SESSION_REVISIONS,
+    USERS_OUTPUT,
+)
 from sessionize.config import SessionRules, format_duration
 from sessionize.core import Context, FollowOn, Output, Processor, Update
 from sessionize.core.declared import NEVER_US
+from sessionize.errors import ConfigError
 from sessionize.logic.bots import is_bot
 from sessionize.logic.identity_step import identity_rows, keyed, split_state, stitch, with_users
 from sessionize.logic.result import StepResult
@@ -71,6 +79,11 @@ class SessionProcessor(Processor):
             (one current row per anonymous id, for a sink that keeps such tables) rather
             than appended as a change log.
 
+    With `rules.revise_within_us` the events of that window behind the watermark revise
+    the sessions they join: the emitted sessions stay in the state that long, and the
+    outputs add `session_revisions` and `page_view_revisions` (docs/design.md,
+    "Revisions"; not yet with identity, schema 3 or `open_sessions`: ConfigError).
+
     With identity (a layout of `--anonymous-field`) the key is the anonymous id: its state
     also holds its identity row, kept after its sessions close (logic/identity_step.py),
     and the outputs name the key `anonymous_id`, the sessions adding `user_id` and
@@ -100,6 +113,10 @@ class SessionProcessor(Processor):
     ) -> None:
         self.rules = rules
         self.layout = layout or schema.layout()
+        if rules.revise_within_us is not None:
+            _check_revisable(self.layout, open_sessions)
+            self.layout = dataclasses.replace(self.layout, revise=True)
+            self.allowed_lateness_us = rules.revise_within_us
         self.open_sessions = open_sessions
         self.identities_current = identities_current and self.layout.identity
         lay = self.layout
@@ -116,6 +133,9 @@ class SessionProcessor(Processor):
             outputs[IDENTITIES] = Output(lay.identities, mode="replace", key=lay.key_name)
         elif lay.identity:
             outputs[IDENTITIES] = lay.identities
+        if lay.revise:
+            outputs[SESSION_REVISIONS] = lay.session_revisions
+            outputs[PAGE_VIEW_REVISIONS] = lay.page_views
         if open_sessions:
             outputs[schema.OPEN_SESSIONS] = Output(
                 lay.open_sessions, mode="replace", key=lay.key_name
@@ -170,6 +190,8 @@ class SessionProcessor(Processor):
         outputs = {"sessions": result.sessions, "page_views": result.page_views}
         if result.events is not None:
             outputs[EVENTS] = result.events
+        if result.revisions is not None:
+            outputs[SESSION_REVISIONS], outputs[PAGE_VIEW_REVISIONS] = result.revisions
         deletes = {}
         if self.open_sessions:
             outputs[schema.OPEN_SESSIONS] = _tagged(result.open_sessions, ctx.batch_id)
@@ -266,6 +288,14 @@ class SessionProcessor(Processor):
             timers=timers,
             counters=counters,
             deletes=deletes,
+        )
+
+
+def _check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    if lay.carries or lay.identity or open_sessions:
+        raise ConfigError(
+            "--revise-within does not yet revise continued visits (--session-columns 3), "
+            "identities (--anonymous-field) or --open-sessions: leave one of them out"
         )
 
 

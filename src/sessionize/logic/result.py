@@ -76,3 +76,6 @@ class StepResult:
     touched: pa.Array | None = None
     events: pa.Table | None = None  # EVENTS rows of the emitted sessions (schema 3)
     runs: SessionSpans | None = None  # with `sent_user_id` among the events (identity)
+    # With `--revise-within`: the `session_revisions` rows (revisions, then retractions)
+    # and the page views of the revised sessions.
+    revisions: tuple[pa.Table, pa.Table] | None = None

@@ -40,20 +40,28 @@ floored from microseconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN, SENT_USER
+from sessionize.base_schema import (
+    CHANGE_COLUMN,
+    EMITTED_REVISION,
+    EMITTED_SESSION,
+    GAP_COLUMN,
+    SENT_USER,
+)
 from sessionize.config import SessionRules
 from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
 from sessionize.logic.continuation import Carry, Sources, read_carry
+from sessionize.logic.dedup import survivors
 from sessionize.logic.ids import same_millisecond
 from sessionize.logic.result import SessionSpans, StepResult, StepStats
+from sessionize.logic.revisions import Marks, revise, revision_rows, with_marks
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.sort_order import sort_order
 from sessionize.logic.traffic import per_distinct, query_value
@@ -85,11 +93,17 @@ def advance(
     """
     _check_watermarks(watermark_before, watermark_after)
     lay = layout or schema.layout()
+    window = rules.revise_within_us
+    if window is not None:
+        _check_revisable(lay, open_sessions)
+        lay = replace(lay, revise=True)
+        if watermark_before is not None:  # events of the window revise what they join
+            watermark_before -= window
     state_events, carry_rows = _split_state(state, lay)
     events = _conform(events, lay.event)
     events, bot_events = _without_bots(events, lay)
 
-    # Rule 1: lateness, before dedup.
+    # Rule 1: lateness, before dedup (`late_events` names the watermark the event missed).
     if watermark_before is None:
         on_time = events
         late = lay.late_events.empty_table()
@@ -97,7 +111,8 @@ def advance(
         is_late = _ts_numpy(events["event_time"]) < watermark_before
         if is_late.any():
             on_time = events.filter(pa.array(~is_late))
-            late = _late_table(events.filter(pa.array(is_late)), watermark_before, lay)
+            missed = watermark_before + (window or 0)
+            late = _late_table(events.filter(pa.array(is_late)), missed, lay)
         else:
             on_time = events
             late = lay.late_events.empty_table()
@@ -113,6 +128,7 @@ def advance(
     page_rank = _string_rank(rows["page"])
     is_close = _is_close(rows["action"], rules.close_actions)
     change, gap = _rule_columns(rows, rules, lay)
+    marks = Marks.of(state, rows.num_rows) if window is not None else None
     carry = None
     if carry_rows is not None:
         carry = read_carry(
@@ -126,18 +142,22 @@ def advance(
     # One sort of the partition's keys: (user_id, event_time, page); carry rows are no events.
     order = sort_order(user[:n_events], time[:n_events], page_rank[:n_events])
     from_state = order[order < n_state]
-    open_before = len(
-        cut_sessions(
-            user[from_state],
-            time[from_state],
-            is_close[from_state],
-            rules,
-            *(None if c is None else c[from_state] for c in (change, gap)),
-        ).starts
-    )
+    before = cut_sessions(
+        user[from_state],
+        time[from_state],
+        is_close[from_state],
+        rules,
+        *(None if c is None else c[from_state] for c in (change, gap)),
+    ).starts
+    open_before = len(before)
+    if marks is not None and open_before:  # kept sessions are no open ones
+        unmarked = (marks.code[from_state] < 0).astype(np.int64)
+        open_before = int(np.count_nonzero(np.add.reduceat(unmarked, before)))
 
-    # Rule 2: dedup; `order` keeps only the surviving copies, still sorted.
-    order = order[_survivors(rows, order, user, time, page_rank)]
+    # Rule 2: dedup; `order` keeps only the surviving copies, still sorted (a kept copy
+    # first among equal ones, so that a re-delivery of a kept event changes nothing).
+    ranked = rows if marks is None else rows.append_column("_new", marks.unmarked())
+    order = order[survivors(ranked, order, user, time, page_rank)]
     duplicates = rows.num_rows - len(order)
 
     # Rules 3 and 4: split into sessions, decide which are emitted.
@@ -160,10 +180,27 @@ def advance(
             watermark_after,
             gap[order] if gap is not None else None,
         )
-    sessions, page_views, emitted_events = emitted_tables(split, lay)
-    state_puts = _state_table(split, lay)
+    revisions = None
+    stored = split  # the sessions whose events leave the state: `emitted`
+    if marks is not None:
+        assert window is not None
+        r = revise(split, marks, window, watermark_after, lay)
+        sessions, page_views, emitted_events = emitted_tables(replace(split, emitted=r.first), lay)
+        again, views, _ = emitted_tables(replace(split, emitted=r.revised), lay)
+        found = revision_rows(again, r.revision[r.revised], lay)
+        revisions = (pa.concat_tables([found, r.retractions]), views)
+        stored = replace(
+            split, emitted=r.dropped, row_emitted=r.dropped[split.session], release=r.hold
+        )
+        state_puts = _state_table(stored, replace(lay, revise=False))
+        ids, revs = with_marks(split, np.flatnonzero(~stored.row_emitted), r, marks)
+        state_puts = state_puts.append_column(EMITTED_SESSION, ids)
+        state_puts = state_puts.append_column(EMITTED_REVISION, revs).select(lay.state.names)
+    else:
+        sessions, page_views, emitted_events = emitted_tables(split, lay)
+        state_puts = _state_table(split, lay)
 
-    open_users = np.unique(split.user[~split.row_emitted])
+    open_users = np.unique(stored.user[~stored.row_emitted])
     if split.kept is not None and len(split.kept.user):
         open_users = np.union1d(open_users, split.kept.user)
     state_users = np.unique(np.concatenate([user[:n_state], user[n_events:]]))
@@ -195,6 +232,7 @@ def advance(
         stats,
         events=emitted_events,
         runs=_runs(split) if lay.sent_user else None,
+        revisions=revisions,
         **held,
     )
 
@@ -285,45 +323,6 @@ class _Split:
         )
 
 
-# ---------------------------------------------------------------------------- rules
-
-
-def _survivors(
-    rows: pa.Table,
-    order: np.ndarray,
-    user: np.ndarray,
-    time: np.ndarray,
-    page_rank: np.ndarray,
-) -> np.ndarray:
-    """Boolean mask over `order` (rows sorted by key) keeping one copy of each key.
-
-    Only the rows whose key occurs more than once are sorted again by the tiebreak
-    columns, so the common case (few duplicates) costs one comparison of sorted keys.
-    """
-    u, t, p = user[order], time[order], page_rank[order]
-    same_as_prev = (u[1:] == u[:-1]) & (t[1:] == t[:-1]) & (p[1:] == p[:-1])
-    keep = np.ones(len(order), dtype=bool)
-    if not same_as_prev.any():
-        return keep
-    in_dup = np.zeros(len(order), dtype=bool)
-    in_dup[1:] |= same_as_prev
-    in_dup[:-1] |= same_as_prev
-    dup_pos = np.flatnonzero(in_dup)
-    dup_rows = order[dup_pos]
-    keys = [(name, "ascending") for name in rows.column_names]  # nulls last by default
-    perm = pc.sort_indices(rows.take(pa.array(dup_rows)), sort_keys=keys).to_numpy()
-    ranked = dup_rows[perm]
-    first = np.ones(len(ranked), dtype=bool)
-    first[1:] = (
-        (user[ranked[1:]] != user[ranked[:-1]])
-        | (time[ranked[1:]] != time[ranked[:-1]])
-        | (page_rank[ranked[1:]] != page_rank[ranked[:-1]])
-    )
-    keep[dup_pos] = False
-    keep[dup_pos[perm[first]]] = True
-    return keep
-
-
 # ---------------------------------------------------------------------------- outputs
 
 
@@ -398,6 +397,14 @@ def _split_state(state: pa.Table, lay: schema.Layout) -> tuple[pa.Table, pa.Tabl
             schema.CARRIED_SESSION, carry[schema.CARRIED_SESSION]
         ),
     )
+
+
+def _check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    if lay.carries or lay.sent_user or lay.identity or open_sessions:
+        raise ValueError(
+            "revisions (--revise-within) do not yet revise schema 3's continued visits, "
+            "identity or --open-sessions: leave one of them out"
+        )
 
 
 def _check_watermarks(before: int | None, after: int | None) -> None:

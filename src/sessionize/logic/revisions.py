@@ -1,0 +1,188 @@
+"""Revisions of emitted sessions by late events (`--revise-within`; docs/design.md,
+"Revisions"): of a re-cut of a user's kept, open and new events, which sessions are
+written for the first time, revised, unchanged or retracted, and which the state keeps.
+
+The caller (`sessions.advance`) cuts every event together by the usual rules; this module
+compares the cut with the marks the kept events carry (the id and revision each was last
+written under). Pure and vectorized like the rest of the logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sessionize import schema
+from sessionize.base_schema import EMITTED_REVISION, EMITTED_SESSION, RETRACTED, REVISION
+from sessionize.logic.ids import session_ids
+
+_Split = object  # sessions._Split (sessions.py imports this module): the cut sessions
+
+
+@dataclass(frozen=True)
+class Marks:
+    """Per row of a step (the state's rows first, then the batch's): the emitted session
+    it was kept from, as `code` (an index into `ids`; -1: none, an event of an open session
+    or a new one) and the `revision` that session was written with (-1: none)."""
+
+    code: np.ndarray
+    revision: np.ndarray
+    ids: pa.Array
+    n_state: int
+
+    @classmethod
+    def of(cls, state: pa.Table, n_rows: int) -> Marks:
+        """The marks of `state`'s rows (its `emitted_session` and `emitted_revision`), the
+        `n_rows - len(state)` rows after them unmarked."""
+        n = state.num_rows
+        code = np.full(n_rows, -1, dtype=np.int64)
+        revision = np.full(n_rows, -1, dtype=np.int64)
+        column = state[EMITTED_SESSION].combine_chunks() if n else pa.array([], pa.string())
+        ids = pc.unique(column.drop_null())
+        if n:
+            code[:n] = pc.fill_null(pc.index_in(column, ids), -1).to_numpy(zero_copy_only=False)
+            rev = pc.fill_null(state[EMITTED_REVISION].combine_chunks(), -1)
+            revision[:n] = rev.to_numpy(zero_copy_only=False)
+        return cls(code, revision, ids, n)
+
+    def top(self) -> np.ndarray:
+        """Per kept id: the revision it was last written with."""
+        known = self.code[: self.n_state] >= 0
+        top = np.full(len(self.ids), -1, dtype=np.int64)
+        np.maximum.at(top, self.code[: self.n_state][known], self.revision[: self.n_state][known])
+        return top
+
+    def unmarked(self) -> pa.Array:
+        """Per row: not kept from an emitted session (on an exact duplicate, dedup keeps
+        the kept copy: False sorts first)."""
+        return pa.array(self.code < 0)
+
+
+@dataclass(frozen=True)
+class Revised:
+    """Per session of the cut: `first` (emitted now for the first time: `sessions`),
+    `revised` (emitted now as a revision), `revision`, `ids`, `dropped` (its events leave
+    the state) and `hold` (when its user must be handed in again: the release of an open
+    session, `release + window` of a kept one); and the retraction rows."""
+
+    first: np.ndarray
+    revised: np.ndarray
+    revision: np.ndarray
+    ids: pa.Array
+    dropped: np.ndarray
+    hold: np.ndarray
+    retractions: pa.Table
+    retracted: np.ndarray  # per kept id (and one more for "none"): retracted now
+
+
+def revise(
+    split, marks: Marks, window_us: int, watermark_after: int | None, lay: schema.Layout
+) -> Revised:
+    """Compare the cut `split` (emission decided) with the kept sessions' marks.
+
+    An emitted session that holds no kept event is a first write; one that holds exactly
+    the events of one kept session, under its id, is unchanged; any other is a revision,
+    numbered 1 + the greatest revision of the kept events it holds. A kept id that no
+    emitted session has is retracted, also when its events are in an open session now
+    (which is written as a revision once emitted).
+    """
+    k = len(split.starts)
+    users = split.rows["user_id"].combine_chunks()
+    ids = session_ids(
+        users.take(pa.array(split.order[split.starts])), split.time[split.starts], split.rank
+    )
+    code = marks.code[split.order]  # per position
+    rev = marks.revision[split.order]
+    if k:
+        kept_n = np.add.reduceat((code >= 0).astype(np.int64), split.starts)
+        low = np.minimum.reduceat(np.where(code >= 0, code, np.iinfo(np.int64).max), split.starts)
+        high = np.maximum.reduceat(code, split.starts)
+        top = np.maximum.reduceat(rev, split.starts)
+    else:
+        kept_n = low = high = top = np.zeros(0, dtype=np.int64)
+    size = split.ends - split.starts + 1
+    own = pc.fill_null(pc.index_in(ids, marks.ids), -1).to_numpy(zero_copy_only=False)
+    known = marks.code[: marks.n_state]
+    total = np.bincount(known[known >= 0], minlength=len(marks.ids))
+    whole = np.zeros(k, dtype=bool)
+    marked = kept_n == size
+    whole[marked] = total[low[marked]] == size[marked]
+    unchanged = marked & (low == high) & (low == own) & whole
+    # A session under a kept id that holds none of its events (a smaller copy replaced
+    # them) still revises that id.
+    last = np.append(marks.top(), -1)  # index -1 (no kept id): -1
+    top = np.maximum(top, last[own])
+    first = split.emitted & (top < 0)
+    revised = split.emitted & (top >= 0) & ~unchanged
+    revision = np.where(top < 0, 0, np.where(unchanged, top, top + 1))
+
+    after = np.iinfo(np.int64).min if watermark_after is None else watermark_after
+    dropped = split.emitted & (split.release + window_us < after)
+    hold = np.where(split.emitted, split.release + window_us, split.release)
+
+    gone = np.setdiff1d(np.unique(known[known >= 0]), own[split.emitted])
+    retracted = np.zeros(len(marks.ids) + 1, dtype=bool)
+    retracted[gone] = True
+    return Revised(
+        first,
+        revised,
+        revision,
+        ids,
+        dropped,
+        hold,
+        _retractions(gone, marks, users, lay),
+        retracted,
+    )
+
+
+def _retractions(gone: np.ndarray, marks: Marks, users: pa.Array, lay: schema.Layout):
+    """`session_revisions` rows retracting the kept ids `gone`: the id, its user, its
+    revision + 1 and `retracted`, the rest null."""
+    target = lay.session_revisions
+    if not len(gone):
+        return target.empty_table()
+    known = marks.code[: marks.n_state]
+    top = marks.top()
+    first_row = np.full(len(marks.ids), -1, dtype=np.int64)
+    rows = np.flatnonzero(known >= 0)
+    first_row[known[rows]] = rows  # a row of each id (all of an id's rows are one user's)
+    columns = {
+        "session_id": marks.ids.take(pa.array(gone)),
+        REVISION: pa.array(top[gone] + 1, pa.int64()),
+        RETRACTED: pa.array(np.ones(len(gone), dtype=bool)),
+        "user_id": users.take(pa.array(first_row[gone])),
+    }
+    arrays = [columns.get(f.name, pa.nulls(len(gone), f.type)) for f in target]
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+def revision_rows(sessions: pa.Table, revision: np.ndarray, lay: schema.Layout) -> pa.Table:
+    """`session_revisions` rows of revised sessions (their `sessions` rows, in order)."""
+    n = sessions.num_rows
+    table = sessions.add_column(1, REVISION, pa.array(revision, pa.int64()))
+    table = table.add_column(2, RETRACTED, pa.array(np.zeros(n, dtype=bool)))
+    return table.cast(lay.session_revisions)
+
+
+def with_marks(split, positions: np.ndarray, r: Revised, marks: Marks) -> tuple[pa.Array, pa.Array]:
+    """The marks of the state rows at `positions` of the cut: the id and revision of their
+    session if it is emitted (now or before), else the marks they came with; an open
+    session's event of a retracted id keeps no id but the retraction's revision, so that
+    the session's next write numbers after it."""
+    session = split.session[positions]
+    emitted = split.emitted[session]
+    was = marks.code[split.order[positions]]
+    gone = r.retracted[was]  # code -1: the extra "none" entry, never retracted
+    code = np.where(gone, -1, was)
+    if len(marks.ids):
+        prior = marks.ids.take(pa.array(np.maximum(code, 0), mask=code < 0))
+    else:
+        prior = pa.nulls(len(positions), pa.string())
+    ids = pc.if_else(pa.array(emitted), r.ids.take(pa.array(session)), prior)
+    before = marks.revision[split.order[positions]]
+    retraction = np.append(marks.top(), -1)[was] + 1
+    rev = np.where(emitted, r.revision[session], np.where(gone, retraction, before))
+    return ids, pa.array(rev, pa.int64(), mask=rev < 0)
