@@ -9,7 +9,8 @@ written under). Pure and vectorized like the rest of the logic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -18,8 +19,9 @@ import pyarrow.compute as pc
 from sessionize import schema
 from sessionize.base_schema import EMITTED_REVISION, EMITTED_SESSION, RETRACTED, REVISION
 from sessionize.logic.ids import session_ids
+from sessionize.logic.session_rows import emitted_tables
 
-_Split = object  # sessions._Split (sessions.py imports this module): the cut sessions
+# `split` below is a `sessions._Split` (sessions.py imports this module): the cut sessions.
 
 
 @dataclass(frozen=True)
@@ -186,3 +188,37 @@ def with_marks(split, positions: np.ndarray, r: Revised, marks: Marks) -> tuple[
     retraction = np.append(marks.top(), -1)[was] + 1
     rev = np.where(emitted, r.revision[session], np.where(gone, retraction, before))
     return ids, pa.array(rev, pa.int64(), mask=rev < 0)
+
+
+def revised_step(
+    split,
+    marks: Marks,
+    window_us: int,
+    watermark_after: int | None,
+    lay: schema.Layout,
+    state_table: Callable[..., pa.Table],
+) -> tuple:
+    """`advance`'s outputs with revisions: the first writes' `sessions` and `page_views`
+    (and None for schema 3's events, not revised yet), the `session_revisions` rows
+    (revisions, then retractions) with the revised sessions' page views, the state rows
+    (`state_table` of the kept sessions, with their marks) and the split whose `emitted`
+    sessions leave the state."""
+    r = revise(split, marks, window_us, watermark_after, lay)
+    sessions, page_views, _ = emitted_tables(replace(split, emitted=r.first), lay)
+    again, views, _ = emitted_tables(replace(split, emitted=r.revised), lay)
+    found = revision_rows(again, r.revision[r.revised], lay)
+    stored = replace(split, emitted=r.dropped, row_emitted=r.dropped[split.session], release=r.hold)
+    puts = state_table(stored, replace(lay, revise=False))
+    ids, revs = with_marks(split, np.flatnonzero(~stored.row_emitted), r, marks)
+    puts = puts.append_column(EMITTED_SESSION, ids).append_column(EMITTED_REVISION, revs)
+    revisions = (pa.concat_tables([found, r.retractions]), views)
+    return sessions, page_views, None, revisions, puts.select(lay.state.names), stored
+
+
+def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    """Revisions do not yet revise schema 3's continued visits, identity or open sessions."""
+    if lay.carries or lay.sent_user or lay.identity or open_sessions:
+        raise ValueError(
+            "revisions (--revise-within) do not yet revise schema 3's continued visits, "
+            "identity or --open-sessions: leave one of them out"
+        )

@@ -31,6 +31,11 @@ The rules, with their bounds:
    open ones the rest; the user's new state rows carry `expires_at` = min release of the
    open ones.
 
+With `rules.revise_within_us` (`--revise-within`, docs/design.md "Revisions") an event is
+late only when older than `watermark_before - window`; the state also keeps the emitted
+sessions' events for the window, which the new ones are cut with again, and the outputs
+split into first writes and revisions (`logic.revisions`).
+
 The rules decide all of the above, so they are part of the state: the open sessions
 stored under one set of rules are not valid under another.
 
@@ -47,13 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import (
-    CHANGE_COLUMN,
-    EMITTED_REVISION,
-    EMITTED_SESSION,
-    GAP_COLUMN,
-    SENT_USER,
-)
+from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN, SENT_USER
 from sessionize.config import SessionRules
 from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
@@ -61,7 +60,7 @@ from sessionize.logic.continuation import Carry, Sources, read_carry
 from sessionize.logic.dedup import survivors
 from sessionize.logic.ids import same_millisecond
 from sessionize.logic.result import SessionSpans, StepResult, StepStats
-from sessionize.logic.revisions import Marks, revise, revision_rows, with_marks
+from sessionize.logic.revisions import Marks, check_revisable, revised_step
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.sort_order import sort_order
 from sessionize.logic.traffic import per_distinct, query_value
@@ -89,13 +88,15 @@ def advance(
     id's type and the kept attributes (default: integer ids, the five default attributes).
     With `open_sessions`, the result also holds the rows of the sessions still open
     (session_rows.open_session_rows) and the users handed in (`touched`), whose rows of
-    open sessions these replace.
+    open sessions these replace. With `rules.revise_within_us`, `state` holds the kept
+    emitted sessions' events too (with their marks), and the result's `revisions` the
+    `session_revisions` rows and the revised sessions' page views.
     """
     _check_watermarks(watermark_before, watermark_after)
     lay = layout or schema.layout()
     window = rules.revise_within_us
     if window is not None:
-        _check_revisable(lay, open_sessions)
+        check_revisable(lay, open_sessions)
         lay = replace(lay, revise=True)
         if watermark_before is not None:  # events of the window revise what they join
             watermark_before -= window
@@ -180,23 +181,12 @@ def advance(
             watermark_after,
             gap[order] if gap is not None else None,
         )
-    revisions = None
-    stored = split  # the sessions whose events leave the state: `emitted`
-    if marks is not None:
+    if marks is not None:  # `stored`: the split whose `emitted` sessions leave the state
         assert window is not None
-        r = revise(split, marks, window, watermark_after, lay)
-        sessions, page_views, emitted_events = emitted_tables(replace(split, emitted=r.first), lay)
-        again, views, _ = emitted_tables(replace(split, emitted=r.revised), lay)
-        found = revision_rows(again, r.revision[r.revised], lay)
-        revisions = (pa.concat_tables([found, r.retractions]), views)
-        stored = replace(
-            split, emitted=r.dropped, row_emitted=r.dropped[split.session], release=r.hold
-        )
-        state_puts = _state_table(stored, replace(lay, revise=False))
-        ids, revs = with_marks(split, np.flatnonzero(~stored.row_emitted), r, marks)
-        state_puts = state_puts.append_column(EMITTED_SESSION, ids)
-        state_puts = state_puts.append_column(EMITTED_REVISION, revs).select(lay.state.names)
+        done = revised_step(split, marks, window, watermark_after, lay, _state_table)
+        sessions, page_views, emitted_events, revisions, state_puts, stored = done
     else:
+        revisions, stored = None, split
         sessions, page_views, emitted_events = emitted_tables(split, lay)
         state_puts = _state_table(split, lay)
 
@@ -397,14 +387,6 @@ def _split_state(state: pa.Table, lay: schema.Layout) -> tuple[pa.Table, pa.Tabl
             schema.CARRIED_SESSION, carry[schema.CARRIED_SESSION]
         ),
     )
-
-
-def _check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
-    if lay.carries or lay.sent_user or lay.identity or open_sessions:
-        raise ValueError(
-            "revisions (--revise-within) do not yet revise schema 3's continued visits, "
-            "identity or --open-sessions: leave one of them out"
-        )
 
 
 def _check_watermarks(before: int | None, after: int | None) -> None:
