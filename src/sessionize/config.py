@@ -42,6 +42,8 @@ MAX_EVENT_GAP_US = 30 * _UNIT_US["d"]
 # The longest `--gap`, `--lateness` and `--max-duration` (a year): event times hold the
 # years 0002-9998 (events/rules.py), so every time derived from them holds in 0001-9999.
 MAX_RULE_US = 365 * _UNIT_US["d"]
+# How far back a direct session looks for its user's last non-direct one (GA4's default).
+DEFAULT_ATTRIBUTION_LOOKBACK_US = 90 * _UNIT_US["d"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class SessionRules:
     state as well, and refused on change. `revise_within_us` (`--revise-within`, None: off)
     is how long an emitted session stays in the state for late events to revise it
     (docs/design.md, "Revisions"): it decides what is late and what the state holds.
+    `attribution_lookback_us` (`--attribution-lookback`, with `--anonymous-field`) is how
+    far back a direct session looks for its user's last non-direct one: it decides what
+    the users step attributes and keeps, so it is refused on change too.
 
     Example:
         >>> SessionRules(gap_us=600_000_000, max_duration_us=86_400_000_000,
@@ -78,6 +83,7 @@ class SessionRules:
     split_at_midnight: bool = False
     user_ttl_us: int | None = None
     revise_within_us: int | None = None
+    attribution_lookback_us: int = DEFAULT_ATTRIBUTION_LOOKBACK_US
 
     def __post_init__(self) -> None:
         if self.gap_us <= 0:
@@ -104,12 +110,14 @@ class SessionRules:
             )
         if self.revise_within_us is not None and self.revise_within_us <= 0:
             raise ConfigError("--revise-within must be positive, e.g. 3d")
+        if self.attribution_lookback_us <= 0:
+            raise ConfigError("--attribution-lookback must be positive, e.g. 90d")
         check_timezone(self.timezone)
 
     def record(self) -> dict[str, object]:
         """The optional rules as a checkpoint records them (unset: `""`, `UTC`, false),
         so that a checkpoint from before they existed reads as all unset (no `--user-ttl`:
-        identities kept for ever, as they were)."""
+        identities kept for ever, as they were; the lookback of 90 days, then fixed)."""
         return {
             "max_duration": ""
             if self.max_duration_us is None
@@ -123,6 +131,7 @@ class SessionRules:
                 if self.revise_within_us is None
                 else {"revise_within": format_duration(self.revise_within_us)}
             ),
+            "attribution_lookback": format_duration(self.attribution_lookback_us),
         }
 
     @classmethod
@@ -132,6 +141,7 @@ class SessionRules:
         max_duration = str(settings.get("max_duration") or "")
         user_ttl = str(settings.get("user_ttl") or "")
         revise = str(settings.get("revise_within") or "")
+        lookback = str(settings.get("attribution_lookback") or "")
         return cls(
             gap_us=parse_duration(str(settings["gap"])),
             lateness_us=parse_duration(str(settings["lateness"])),
@@ -141,6 +151,9 @@ class SessionRules:
             split_at_midnight=bool(settings.get("split_at_midnight", False)),
             user_ttl_us=parse_duration(user_ttl) if user_ttl else None,
             revise_within_us=parse_duration(revise) if revise else None,
+            attribution_lookback_us=parse_duration(lookback)
+            if lookback
+            else DEFAULT_ATTRIBUTION_LOOKBACK_US,
         )
 
 

@@ -22,9 +22,9 @@ from sessionize.commands.rewind import rewind
 from sessionize.commands.statetools.inspect import summarize
 from sessionize.commands.statetools.job import locate
 from sessionize.commands.stream import StreamOptions, run_stream
-from sessionize.config import SessionRules
+from sessionize.config import DEFAULT_ATTRIBUTION_LOOKBACK_US, SessionRules
 from sessionize.errors import ConfigError
-from sessionize.logic.users import ATTRIBUTION_LOOKBACK_US, UserRules
+from sessionize.logic.users import UserRules
 from sessionize.mapping import EventMapping
 from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
 from tests.logic import test_users
@@ -119,7 +119,7 @@ def test_sessions_are_numbered_per_stitched_user_as_the_loop_numbers_each_hour(b
     hours = sorted(set(table["batch_id"].to_pylist()))
     rows = table.to_pylist()
     batches = [[r for r in rows if r["batch_id"] == h] for h in hours]
-    rules = UserRules(ttl_us=400 * 86_400_000_000, lookback_us=ATTRIBUTION_LOOKBACK_US)
+    rules = UserRules(ttl_us=400 * 86_400_000_000, lookback_us=DEFAULT_ATTRIBUTION_LOOKBACK_US)
     numbered, users = test_users.reference(batches, rules)
     got = [{(r["session_id"], r["session_number"], r["is_new_user"], r["attributed_channel"])
             for r in b} for b in batches]  # fmt: skip

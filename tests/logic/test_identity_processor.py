@@ -318,3 +318,43 @@ def test_a_checkpoint_refuses_a_change_of_the_user_ttl_and_an_older_one_keeps_no
     assert default == 400 * 86_400 * 1_000_000
     with pytest.raises(ConfigError, match="--user-ttl must be at least --gap"):
         Sessionizer(user_ttl="1m", gap="10m")
+
+
+def test_the_attribution_lookback_is_recorded_refused_on_change_and_where_it_matches_nothing(
+    tmp_path,
+):
+    """`--attribution-lookback` is recorded with the rules and reaches the users step;
+    another one on restart is refused; a record from before the option reads as the 90
+    days then fixed; without --anonymous-field, or with sessions of schema 1 (no traffic
+    to attribute), giving it is refused as matching nothing."""
+    from sessionize.api.sessionizer import Sessionizer
+    from sessionize.engines.checkpoint import check_or_record, read_settings
+    from sessionize.engines.sessions import state_settings
+    from sessionize.errors import IncompatibleCheckpoint
+
+    stitched = EventMapping(user_type="string", anonymous="anonymous_id", session_columns=3)
+    two_days = dataclasses.replace(RULES, attribution_lookback_us=2 * 86_400_000_000)
+
+    def settings(rules: SessionRules) -> dict:
+        return {**state_settings(rules, 2, stitched), "output": str(tmp_path / "out")}
+
+    check_or_record(str(tmp_path / "chk"), settings(two_days))
+    assert read_settings(str(tmp_path / "chk"))["attribution_lookback"] == "2d"
+    with pytest.raises(IncompatibleCheckpoint, match=r"--attribution-lookback 2d \(this run: 90d"):
+        check_or_record(str(tmp_path / "chk"), settings(RULES))
+    older = settings(RULES)
+    del older["attribution_lookback"]  # recorded before the option existed
+    check_or_record(str(tmp_path / "old"), older)
+    recorded = SessionRules.from_record(read_settings(str(tmp_path / "old")))
+    assert recorded.attribution_lookback_us == 90 * 86_400_000_000
+    users = SessionProcessor(two_days, schema.layout(stitched)).follow_on
+    assert users is not None and users.processor.rules.lookback_us == 2 * 86_400_000_000
+
+    given = Sessionizer(attribution_lookback="2d", anonymous_field="a", user_type="string")
+    assert given.resolved({})[0].rules.attribution_lookback_us == 2 * 86_400_000_000
+    with pytest.raises(ConfigError, match="--attribution-lookback applies to the users step"):
+        Sessionizer(attribution_lookback="2d").resolved({})
+    with pytest.raises(ConfigError, match="--attribution-lookback needs the sessions' traffic"):
+        given.resolved({"session_columns": "1"})
+    with pytest.raises(ConfigError, match="--attribution-lookback must be positive"):
+        Sessionizer(attribution_lookback="0s")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sessionize.config import SessionRules
+from sessionize.config import DEFAULT_ATTRIBUTION_LOOKBACK_US, SessionRules
 from sessionize.content import (
     Conversion,
     SessionContent,
@@ -118,6 +118,9 @@ def session_rules(args: Mapping[str, Any]) -> SessionRules:
         timezone=args.get("timezone") or "UTC",
         split_at_midnight=bool(args.get("split_at_midnight")),
         user_ttl_us=None if user_ttl is None else duration_us(user_ttl, "user_ttl"),
+        attribution_lookback_us=DEFAULT_ATTRIBUTION_LOOKBACK_US
+        if args.get("attribution_lookback") is None
+        else duration_us(args["attribution_lookback"], "attribution_lookback"),
     )
 
 

@@ -52,6 +52,7 @@ RECORDED_ARGS = {
     "timezone": "timezone",
     "split_at_midnight": "split_at_midnight",
     "user_ttl": "user_ttl",
+    "attribution_lookback": "attribution_lookback",
     "split_on_change": "split_on_change",
     "gap_field": "gap_field",
     "url": "url_field",
@@ -109,9 +110,27 @@ def resolve(
             "--user-ttl applies to identities, which only --anonymous-field keeps: leave "
             "--user-ttl out, or give --anonymous-field"
         )
+    if s.explicit is not None and "attribution_lookback" in s.explicit:
+        _check_attribution(mapping)
     # The user type is the record's, or the one given (settled before).
     out = replace(s, rules=rules, mapping=mapping, store=store, explicit=None, user_type_given=True)
     return out, str(merged["output_format"])
+
+
+def _check_attribution(mapping: EventMapping) -> None:
+    """Refuse `--attribution-lookback` where nothing is attributed: without identity (no
+    users step), or with sessions of schema 1 (no traffic source to attribute)."""
+    if not mapping.anonymous:
+        raise ConfigError(
+            "--attribution-lookback applies to the users step, which only --anonymous-field "
+            "runs: leave --attribution-lookback out, or give --anonymous-field"
+        )
+    if mapping.session_columns < 2:
+        raise ConfigError(
+            "--attribution-lookback needs the sessions' traffic columns, which this job's "
+            "sessions (schema 1, recorded) lack: leave it out, or start a new --checkpoint "
+            "and --output"
+        )
 
 
 def recorded_user_type(checkpoint: CheckpointLike) -> str | None:

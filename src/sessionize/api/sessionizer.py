@@ -89,6 +89,8 @@ class Sessionizer:
         split_at_midnight: End sessions at midnight in `timezone`.
         user_ttl: With `anonymous_field`: an anonymous id's identity is forgotten this
             long after its last event, by event time (default `400d`; at least `gap`).
+        attribution_lookback: With `anonymous_field`: how far back a direct session looks
+            for its user's last non-direct source (default `90d`, GA4's).
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.
@@ -147,6 +149,7 @@ class Sessionizer:
         timezone: str | None = None,
         split_at_midnight: bool | None = None,
         user_ttl: Duration | None = None,
+        attribution_lookback: Duration | None = None,
         split_on_change: str | None = None,
         gap_field: str | None = None,
         url: str | None = None,
@@ -228,8 +231,8 @@ class Sessionizer:
         taken from `record` (a checkpoint's or a state's settings as `recorded_settings`
         spells them), all counted as given then; one given with another value stays as
         given, for the checkpoint check to refuse. Raises ConfigError when the record hides
-        the state's secret and no `state` was given, or when `user_ttl` is given without an
-        anonymous field (given or recorded).
+        the state's secret and no `state` was given, or when `user_ttl` or
+        `attribution_lookback` is given without an anonymous field (given or recorded).
 
         >>> Sessionizer(gap="5m").resolved({"gap": "5m", "partitions": 8})[0].partitions
         8

@@ -150,6 +150,7 @@ def job_settings(
     timezone,
     split_at_midnight,
     user_ttl,
+    attribution_lookback,
     partitions,
     job,
     progress_log,
@@ -164,7 +165,14 @@ def job_settings(
     return {
         "state": state,
         "rules": make_rules(
-            gap, lateness, close_actions, max_duration, timezone, split_at_midnight, user_ttl
+            gap,
+            lateness,
+            close_actions,
+            max_duration,
+            timezone,
+            split_at_midnight,
+            user_ttl,
+            attribution_lookback,
         ),
         "partitions": partitions,
         "job": job,

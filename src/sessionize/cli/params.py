@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import click
 
-from sessionize.config import SessionRules, parse_duration
+from sessionize.config import DEFAULT_ATTRIBUTION_LOOKBACK_US, SessionRules, parse_duration
 from sessionize.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -58,6 +58,13 @@ _RULE_OPTIONS = (
         "400d",
         "With --anonymous-field: an identity is forgotten this long after its last event.",
     ),
+    (
+        "--attribution-lookback",
+        DURATION,
+        "90d",
+        "With --anonymous-field: how far back a direct session looks for its user's last "
+        "non-direct source.",
+    ),
 )
 
 
@@ -68,7 +75,7 @@ def count_option(name: str, least: int, help: str, **more):
 
 def rules_options(f):
     """--gap, --lateness, --close-actions, --max-duration, --timezone, --user-ttl,
-    --split-at-midnight:
+    --attribution-lookback, --split-at-midnight:
     the session rules (docs/design.md, "Semantics")."""
     f = click.option(
         "--split-at-midnight",
@@ -88,6 +95,7 @@ def make_rules(
     timezone: str = "UTC",
     split_at_midnight: bool = False,
     user_ttl: int | None = None,
+    attribution_lookback: int = DEFAULT_ATTRIBUTION_LOOKBACK_US,
 ) -> SessionRules:
     actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
     return SessionRules(
@@ -98,6 +106,7 @@ def make_rules(
         timezone=timezone.strip(),
         split_at_midnight=split_at_midnight,
         user_ttl_us=user_ttl,
+        attribution_lookback_us=attribution_lookback,
     )
 
 

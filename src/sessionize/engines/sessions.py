@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from typing_extensions import override
 
 from sessionize.base_schema import IDENTITY_FIRST_SEEN, IDENTITY_USER_TIME
-from sessionize.config import SessionRules, format_duration
+from sessionize.config import DEFAULT_ATTRIBUTION_LOOKBACK_US, SessionRules, format_duration
 from sessionize.engines.batch_marks import parse_marked
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
 from sessionize.engines.mapping_check import RECORD_KEY as CHECK_KEY
@@ -281,8 +281,10 @@ def state_settings(rules: SessionRules, partitions: int, mapping: EventMapping) 
     """The session settings that are part of the state, as flags spell them: the one
     definition the store's settings entry and the checkpoint's record (api/recorded.py)
     share."""
-    if not mapping.anonymous:  # without identity the TTL means nothing: recorded unset
-        rules = dataclasses.replace(rules, user_ttl_us=None)
+    if not mapping.anonymous:  # without identity the TTL and lookback mean nothing
+        rules = dataclasses.replace(
+            rules, user_ttl_us=None, attribution_lookback_us=DEFAULT_ATTRIBUTION_LOOKBACK_US
+        )
     return {
         "gap": format_duration(rules.gap_us),
         "lateness": format_duration(rules.lateness_us),

@@ -33,7 +33,7 @@ from sessionize.logic.bots import is_bot
 from sessionize.logic.identity_step import identity_rows, keyed, split_state, stitch, with_users
 from sessionize.logic.result import StepResult
 from sessionize.logic.sessions import advance
-from sessionize.logic.users import ATTRIBUTION_LOOKBACK_US, UserRules, UsersProcessor
+from sessionize.logic.users import UserRules, UsersProcessor
 
 USER = schema.STATE_KEY
 LATE = "late_events"
@@ -142,7 +142,7 @@ class SessionProcessor(Processor):
             )
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
         if lay.identity:  # per stitched user: numbers, attribution, `users` (logic/users.py)
-            rules_of_users = UserRules(rules.user_ttl_us, ATTRIBUTION_LOOKBACK_US)
+            rules_of_users = UserRules(rules.user_ttl_us, rules.attribution_lookback_us)
             users = UsersProcessor(lay.sessions, rules_of_users, self.identities_current)
             self.follow_on = FollowOn("sessions", users, job=USERS_OUTPUT)
 
@@ -155,7 +155,8 @@ class SessionProcessor(Processor):
         r = self.rules
         rules = r.record()
         if not self.layout.identity:
-            del rules["user_ttl"]  # meaningless without identity, and absent before it
+            # meaningless without identity, and absent before it
+            del rules["user_ttl"], rules["attribution_lookback"]
         return {
             "gap": format_duration(r.gap_us),
             "lateness": format_duration(r.lateness_us),
