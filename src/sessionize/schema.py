@@ -55,7 +55,7 @@ from sessionize.base_schema import (
     USERS_OUTPUT,
     USERS_TRAFFIC,
 )
-from sessionize.content import SessionContent
+from sessionize.content import CONVERSION_SUFFIXES, SessionContent
 from sessionize.mapping import EventMapping
 
 # The fixed schemas are read from here too, as they always were.
@@ -334,8 +334,30 @@ def numbered(sessions: pa.Schema) -> pa.Schema:
 
 
 def users_of(sessions: pa.Schema) -> pa.Schema:
-    """The `users` output of a job whose sessions are `sessions`."""
-    return pa.schema([*USERS, *(USERS_TRAFFIC if has_traffic(sessions) else [])])
+    """The `users` output of a job whose sessions are `sessions`: with traffic, and each
+    conversion's count and value summed (named as the sessions' ones)."""
+    traffic = USERS_TRAFFIC if has_traffic(sessions) else []
+    summed = [
+        f
+        for name in conversions_of(sessions)
+        for f in (
+            pa.field(name + "_count", pa.int64(), nullable=False),
+            pa.field(name + "_value", pa.float64()),
+        )
+    ]
+    return pa.schema([*USERS, *traffic, *summed])
+
+
+def conversions_of(sessions: pa.Schema) -> list[str]:
+    """The conversion names NAME of `sessions` (`--conversion`): those with every column
+    `content_fields` gives one (NAME_count, NAME_value, NAME_first_at), in order."""
+    names = sessions.names
+    return [
+        n.removesuffix("_count")
+        for n in names
+        if n.endswith("_count")
+        and all(n.removesuffix("_count") + s in names for s in CONVERSION_SUFFIXES)
+    ]
 
 
 @functools.lru_cache(maxsize=32)

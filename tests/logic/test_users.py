@@ -1,6 +1,7 @@
 """The users processor (logic/users.py) against a plain loop over the emitted sessions of
-each batch: session numbers, new users, attribution within the lookback, the `users` rows,
-and users forgotten after the TTL, for any cut of the sessions into batches."""
+each batch: session numbers, new users, attribution within the lookback, the `users` rows
+(conversions and their value summed), and users forgotten after the TTL, for any cut of
+the sessions into batches."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ SESSIONS = pa.schema(
         ("channel", pa.string()),
         ("page_view_count", pa.int64()),
         ("engaged", pa.bool_()),
+        ("purchase_count", pa.int64()),
+        ("purchase_value", pa.float64()),
+        ("purchase_first_at", TS),
     ]
 )
 # (channel, utm_source, utm_medium, utm_campaign, referrer_host) of a session's landing.
@@ -77,10 +81,23 @@ def _sessions(seed: int) -> list[dict]:
                     "channel": channel,
                     "page_view_count": rng.randint(0, 5),
                     "engaged": rng.random() < 0.5,
+                    **_purchases(rng, t),
                 }
             )
             t += length
     return out
+
+
+def _purchases(rng: random.Random, start: int) -> dict:
+    """A session's purchases: none, or some with a value (quarters: sums exact in any
+    order) or without one (no value mapped, or none sent)."""
+    count = rng.choice([0, 0, 1, 2])
+    value = rng.randint(1, 400) / 4 if count and rng.random() < 0.7 else None
+    return {
+        "purchase_count": count,
+        "purchase_value": value,
+        "purchase_first_at": start if count else None,
+    }
 
 
 def _batches(sessions: list[dict], cuts: list[int]) -> list[list[dict]]:
@@ -127,7 +144,7 @@ def reference(batches: list[list[dict]], rules: UserRules):
                     "sessions": 0, "first": s["start_time"], "last": s["start_time"],
                     "events": 0, "page_views": 0, "engaged": 0, "first_channel": s["channel"],
                     "first_landing": s["landing_page"], "last_event": s["end_time"],
-                    "nd": None, "nd_start": None,
+                    "nd": None, "nd_start": None, "purchases": 0, "value": None,
                 }  # fmt: skip
             u["sessions"] += 1
             u["first"] = min(u["first"], s["start_time"])
@@ -135,6 +152,9 @@ def reference(batches: list[list[dict]], rules: UserRules):
             u["events"] += s["event_count"]
             u["page_views"] += s["page_view_count"]
             u["engaged"] += s["engaged"]
+            u["purchases"] += s["purchase_count"]
+            if s["purchase_value"] is not None:
+                u["value"] = (u["value"] or 0.0) + s["purchase_value"]
             u["last_channel"] = s["channel"]
             u["last_event"] = max(u["last_event"], s["end_time"])
             if s["channel"] != "Direct":
@@ -155,6 +175,8 @@ def reference(batches: list[list[dict]], rules: UserRules):
                     users[k]["first_channel"],
                     users[k]["first_landing"],
                     users[k]["last_channel"],
+                    users[k]["purchases"],
+                    users[k]["value"],
                 )
                 for k in touched
             }  # fmt: skip
@@ -260,3 +282,39 @@ def test_a_rebuilt_users_table_gets_every_user_handed_in():
     assert result.deletes["users"].column(KEY).to_pylist() == [
         {"user0", "user1"}.difference({kept}).pop()
     ]
+
+
+def test_a_direct_session_takes_the_campaign_just_inside_the_lookback_not_just_outside():
+    """`--attribution-lookback 2d`: a direct session that starts 2 days after the user's
+    campaign session gets the campaign's source; one a second later gets Direct. From the
+    same batch and from the stored user (the campaign in an earlier batch)."""
+    rules = UserRules(ttl_us=60 * DAY, lookback_us=2 * DAY)
+    t0 = 1_700_000_000_000_000
+    campaign = ("Paid Search", "Google", "cpc", "Spring", None)
+    direct = TRAFFIC[0]
+
+    def session(user: str, i: int, start: int, traffic: tuple) -> dict:
+        channel, src, med, camp, ref = traffic
+        return {
+            "session_id": f"{user}-{i}", KEY: user, "start_time": start, "end_time": start,
+            "closed_at": start + GAP, "event_count": 1, "landing_page": "/", "utm_source": src,
+            "utm_medium": med, "utm_campaign": camp, "referrer_host": ref, "channel": channel,
+            "page_view_count": 1, "engaged": False, "purchase_count": 0,
+            "purchase_value": None, "purchase_first_at": None,
+        }  # fmt: skip
+
+    sessions = [
+        session("inside", 0, t0, campaign),
+        session("inside", 1, t0 + 2 * DAY, direct),
+        session("outside", 0, t0, campaign),
+        session("outside", 1, t0 + 2 * DAY + 1_000_000, direct),
+    ]
+    want = {
+        ("inside-1", 2, False, "Paid Search", "google", "cpc", "spring"),
+        ("outside-1", 2, False, "Direct", "(direct)", "(none)", None),
+    }
+    for cuts in ([], [t0 + GAP + 1]):  # one batch; the campaign stored before
+        batches = _batches(sessions, cuts)
+        got, users = _run(batches, rules)
+        assert (got, users) == reference(batches, rules)
+        assert {s for s in set().union(*got) if s[0].endswith("-1")} == want

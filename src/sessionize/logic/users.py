@@ -40,7 +40,7 @@ from sessionize.base_schema import ATTRIBUTED, SESSION_NUMBERING, STITCHED_USER_
 from sessionize.core import Context, Output, Processor, Update
 from sessionize.core.declared import NEVER_US
 from sessionize.logic.channel import GOOGLE_CLICK_IDS, site_kind
-from sessionize.schema import has_traffic, numbered, users_of
+from sessionize.schema import conversions_of, has_traffic, numbered, users_of
 
 KEY = STITCHED_USER_ID
 # A user's sessions are numbered in the order they close, then by start and id: the order
@@ -48,8 +48,6 @@ KEY = STITCHED_USER_ID
 ORDER = ("start_time", "session_id")
 TS = pa.timestamp("us", tz="UTC")
 DIRECT = "Direct"
-# How far back a direct session looks for the last non-direct one (GA4's default).
-ATTRIBUTION_LOOKBACK_US = 90 * 24 * 3600 * 1_000_000
 # The state beyond the `users` columns: the latest event (for the TTL) and the last
 # non-direct session's traffic and start (for attribution).
 LAST_EVENT = "last_event"
@@ -82,6 +80,7 @@ class UsersProcessor(Processor):
         self.sessions = sessions
         self.rules = rules
         self.traffic = has_traffic(sessions)
+        self.conversions = conversions_of(sessions)
         users = users_of(sessions)
         self.state_schema = pa.schema(
             [*users, pa.field(LAST_EVENT, TS, nullable=False), *(LAST_ND if self.traffic else [])]
@@ -193,6 +192,9 @@ class UsersProcessor(Processor):
         }
         if self.traffic:
             cols |= _traffic_state(rows, out, group, live, cont, span_of_last, stored, plus_stored)
+        for name in self.conversions:
+            cols[name + "_count"] = plus_stored(name + "_count", _int(rows, name + "_count"))
+            cols[name + "_value"] = _value_sum(rows, name + "_value", group, live, cont, stored)
         return pa.table(
             {
                 f.name: cols[f.name].cast(f.type)
@@ -244,6 +246,22 @@ def _traffic_state(rows, out, group, live, cont, span_of_last, stored, plus_stor
     kept_start = _pick(cont, stored["nd_start"], pa.nulls(n_users, TS))
     cols["nd_start"] = pc.if_else(pa.array(has_nd), mine_start, kept_start)
     return cols
+
+
+def _value_sum(rows, name, group, live, cont, stored) -> pa.Array:
+    """Each user's sum of a conversion's value over the latest span (with the stored sum
+    where it continues), null where no session of it had a value (SQL's SUM)."""
+    groups = len(cont)
+    column = rows.column(name).combine_chunks()
+    valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), bool) & live
+    values = np.asarray(column.fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+    total = np.bincount(group[valid], weights=values[valid], minlength=groups)
+    seen = np.bincount(group[valid], minlength=groups) > 0
+    kept = stored[name]
+    has_kept = cont & np.asarray(kept.is_valid().to_numpy(zero_copy_only=False), bool)
+    kept_values = np.asarray(kept.fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
+    total = total + np.where(has_kept, kept_values, 0.0)
+    return pa.array(total, pa.float64(), mask=~(seen | has_kept))
 
 
 def _attributed(out, rows, start, span_start, carried, group, stored, rules) -> pa.Table:
