@@ -490,3 +490,55 @@ def test_identities_kept_current_on_iceberg_through_a_rerun_and_a_rewind(batch_r
     again = sessionize(*args)
     assert again.returncode == 0, again.stderr[-2000:]
     assert table() == want
+
+
+def test_the_cli_attribution_lookback_reaches_the_users_step_and_users_sum_conversions(
+    tmp_path,
+):
+    """`sessionize batch --attribution-lookback 30m`: of two direct sessions after ann's
+    campaign one, the one starting 20 minutes after it takes the campaign, the one 45
+    minutes after is Direct; `users` sums her purchases and their value. Without
+    --anonymous-field the option is refused in one line before anything is written."""
+    hour = tmp_path / "in" / "event_date=2026-11-01" / "event_hour=09"
+    hour.mkdir(parents=True)
+    campaign = "https://shop.example/?utm_source=Google&utm_medium=cpc&utm_campaign=Spring"
+
+    def event(minute: int, page: str, url: str | None = None, **more) -> str:
+        line = {"anonymous_id": "d1", "user_id": "ann", "page": {"current": page, "url": url},
+                "event_time": f"2026-11-01T09:{minute:02d}:00Z", **more}  # fmt: skip
+        return json.dumps(line)
+
+    lines = [
+        event(0, "/", campaign),
+        event(1, "/buy", action="order", order={"total": 10.5}),
+        event(20, "/"),
+        event(45, "/"),
+        event(46, "/buy", action="order", order={"total": 2.25}),
+        event(47, "/buy", action="order"),
+    ]
+    (hour / "part-0.json").write_text("\n".join(lines) + "\n")
+    args = [
+        "batch", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+        "--from", "2026-11-01T09", "--user-type", "string", "--keep-fields", "",
+        "--partitions", "1", "--url-field", "page.url",
+        "--conversion", "purchase=order,value=order.total", "--attribution-lookback", "30m",
+    ]  # fmt: skip
+    refused = sessionize(*args)  # without --anonymous-field: nothing to attribute
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "sessionize: error: --attribution-lookback applies to the users step, which only "
+        "--anonymous-field runs: leave --attribution-lookback out, or give --anonymous-field"
+    ]
+    assert not (tmp_path / "out" / "sessions").exists()
+    done = sessionize(*args, "--anonymous-field", "anonymous_id")
+    assert done.returncode == 0, done.stderr[-2000:]
+    sessions = read_output(tmp_path / "out", "sessions").to_pylist()
+    got = [(f"{s['start_time']:%H:%M}", s["channel"], s["attributed_channel"],
+            s["attributed_source"], s["attributed_campaign"]) for s in sessions]  # fmt: skip
+    assert sorted(got) == [
+        ("09:00", "Paid Search", "Paid Search", "google", "spring"),
+        ("09:20", "Direct", "Paid Search", "google", "spring"),
+        ("09:45", "Direct", "Direct", "(direct)", None),
+    ]
+    (ann,) = read_output(tmp_path / "out", "users").to_pylist()
+    assert (ann["sessions"], ann["purchase_count"], ann["purchase_value"]) == (3, 3, 12.75)

@@ -227,9 +227,11 @@ def _run(
     settings = opts.engine_settings()
     backend = open_backend(settings.state_uri, settings.row_spec())
     backend.check()
+    committed = backend.job_versions(opts.job)
+    if not committed:  # a new job: a flag that matches nothing is refused before any write
+        opts.sessionizer().resolved({})
     # The output's record binds it to the state; its id is the job's, the output's owner.
     claim = batch_claim(opts.output, opts.job, recorded_state(opts.state), output_record(opts))
-    committed = backend.job_versions(opts.job)
     first = hours[0].version
     previous = previous_folder(hours[0].name, opts.input_timezone).version
     if committed:
