@@ -1,6 +1,7 @@
-"""The report's traffic charts (channels, bots, bounce rate and engaged time, conversions) over
-a small hand-made `sessions` table with those columns: the page's numbers against plain loops
-over the rows, every chart drawn in Chromium, and an output without the columns."""
+"""The report's traffic charts (channels, bots, bounce rate and engaged time, conversions;
+with identity new vs returning sessions and the first-user channels) over a small
+hand-made `sessions` table with those columns: the page's numbers against plain loops over
+the rows, every chart drawn in Chromium, and an output without the columns."""
 
 from __future__ import annotations
 
@@ -197,3 +198,38 @@ def test_conversion_names_need_all_three_columns():
         "lead_first_at",
     ]
     assert conversion_names(cols) == ["purchase"]
+
+
+# Per row of ROWS: `is_new_user` (a stitched user's first session), bots among both.
+NEW_USER = [True, False, True, True, True, False, True, False, True, True, False, True]
+
+
+def test_with_identity_the_page_counts_new_and_returning_sessions_and_first_channels(
+    tmp_path, report
+):
+    """Sessions with `is_new_user` (`--anonymous-field`) add two charts: human sessions of
+    new and of returning users, and new users by the channel of their first session; a
+    job without identity has neither (its page as it was)."""
+    table = _sessions_table()
+    numbered = table.append_column("is_new_user", pa.array(NEW_USER))
+    to = tmp_path / "r.html"
+    build_report(str(_write_output(tmp_path, numbered)), str(to))
+    html = to.read_text()
+    new, returning, first = 0, 0, defaultdict(int)
+    for row, is_new in zip(ROWS, NEW_USER, strict=True):
+        if row[5]:  # a bot's session
+            continue
+        new += is_new
+        returning += not is_new
+        if is_new:
+            first[row[2] or "(none)"] += 1
+    assert {k: int(v[0]) for k, v in _cells(html, "new-returning").items()} == {
+        "new": new,
+        "returning": returning,
+    }
+    assert {k: int(v[0]) for k, v in _cells(html, "first-channels").items()} == first
+    page = Page(html)
+    for name in ("new-returning", "first-channels"):
+        assert page.charts[name]["svg"] == 1 and page.charts[name]["path"] >= 4, name
+    plain = Page(report.read_text())
+    assert "new-returning" not in plain.charts and "first-channels" not in plain.charts

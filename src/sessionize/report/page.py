@@ -207,6 +207,13 @@ def _traffic_charts(t: Traffic, progress: Progress) -> list[Chart]:
             "no conversions in the outputs",
         ),
     ]
+    if t.identity:  # a job without --anonymous-field keeps its page as it was
+        parts[2:2] = [
+            ("new-returning", "new_users", traffic_charts.new_returning,
+             _table("new-returning", t.new_users), ""),
+            ("first-channels", "first_channels", traffic_charts.first_channels,
+             _table("first-channels", t.first_channels), "no new users in the outputs"),
+        ]  # fmt: skip
     return [
         _chart(
             name,

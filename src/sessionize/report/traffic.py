@@ -1,6 +1,7 @@
 """What analytics teams look at first, from the traffic, engagement, conversion and bot
 columns of `sessions`: sessions by channel, bounce rate and engaged time per hour,
-conversions and their value by channel, and the share of bot sessions.
+conversions and their value by channel, and the share of bot sessions; with identity
+(`--anonymous-field`), new vs returning sessions and the first-user channels.
 
 Outputs written before these columns existed do not have them: every part is then None and
 `missing` names the column, so the page says so in place of the chart. Sessions flagged
@@ -20,6 +21,9 @@ from sessionize.report.data import Counts
 
 TRAFFIC_COLUMNS = ["start_time", "channel", "bounce", "engaged_time_ms", "converted", "is_bot"]
 NO_CHANNEL = "(none)"
+# With identity: a session is a new user's when it is their first (`session_number` 1).
+NEW_USER = "is_new_user"
+FIRST_CHANNELS_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class Traffic:
     rates: HourlyRates | None = None
     conversions: Conversions | None = None
     bots: Counts | None = None  # sessions: "bot" and "human"
+    # With identity (sessions carry `is_new_user`) only, else None and not on the page.
+    identity: bool = False
+    new_users: Counts | None = None  # human sessions: "new" and "returning"
+    first_channels: Counts | None = None  # new users (sessions numbered 1) per channel
     missing: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,14 +80,14 @@ def load_traffic(root: str) -> Traffic:
     names = dataset.schema.names if dataset is not None else []
     conversions = conversion_names(names)
     extra = [f"{n}_{part}" for n in conversions for part in ("count", "value")]
-    wanted = [c for c in TRAFFIC_COLUMNS + extra if c in names]
+    wanted = [c for c in [*TRAFFIC_COLUMNS, NEW_USER, *extra] if c in names]
     t, rows = None, 0
     if dataset is not None and set(wanted) - {"start_time"}:
         t = dataset.to_table(columns=wanted)
         rows = t.num_rows
     elif dataset is not None:  # none of the columns: only say whether there are rows
         rows = dataset.count_rows()
-    traffic = Traffic()
+    traffic = Traffic(identity=NEW_USER in names)
     have = set(wanted)
 
     def absent(part: str, *columns: str) -> bool:
@@ -111,6 +119,15 @@ def load_traffic(root: str) -> Traffic:
             traffic.missing["conversions"] = (
                 "no conversion columns in sessions (map one with --conversion NAME=ACTION)"
             )
+    if traffic.identity and not absent("new_users", NEW_USER):
+        assert t is not None
+        new = pc.fill_null(t[NEW_USER], False)
+        n_new = pc.sum(new).as_py() or 0
+        traffic.new_users = Counts(["new", "returning"], [n_new, t.num_rows - n_new])
+        if not absent("first_channels", "channel"):
+            top = _channels(t["channel"].filter(new))
+            shown = FIRST_CHANNELS_SHOWN
+            traffic.first_channels = Counts(top.labels[:shown], top.values[:shown])
     return traffic
 
 

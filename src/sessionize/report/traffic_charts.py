@@ -89,6 +89,29 @@ def conversions(c: Conversions | None) -> str | None:
 
 def bots(c: Counts | None) -> str | None:
     """One stacked bar: human and bot sessions, each with its share."""
+    return _split("bots", c)
+
+
+def new_returning(c: Counts | None) -> str | None:
+    """One stacked bar: sessions of new and of returning users, each with its share."""
+    return _split("new-returning", c, (GREEN, BLUE))
+
+
+def first_channels(c: Counts | None) -> str | None:
+    """Horizontal bars of new users per channel of their first session, with shares."""
+    if c is None or not c.labels:
+        return None
+
+    def draw(fig: Figure) -> None:
+        ax = fig.subplots()
+        share_bars(ax, c, c.labels, GREEN, room=1.25)
+        ax.set_xlabel("new users")
+
+    return render("first-channels", draw, height=0.9 + 0.28 * len(c.labels))
+
+
+def _split(chart: str, c: Counts | None, colors: tuple[str, str] = (BLUE, ORANGE)) -> str | None:
+    """One stacked bar of `c`'s two parts of the sessions, each with its count and share."""
     if c is None or not sum(c.values):
         return None
     total = sum(c.values)
@@ -96,7 +119,7 @@ def bots(c: Counts | None) -> str | None:
     def draw(fig: Figure) -> None:
         ax = fig.subplots()
         left = 0
-        for label, v, color in zip(c.labels, c.values, (BLUE, ORANGE), strict=True):
+        for label, v, color in zip(c.labels, c.values, colors, strict=True):
             ax.barh(
                 [0],
                 [v],
@@ -113,4 +136,4 @@ def bots(c: Counts | None) -> str | None:
         fig.legend(frameon=False, loc="outside lower center", ncol=2)
         counts(ax, "x")
 
-    return render("bots", draw, height=1.7)
+    return render(chart, draw, height=1.7)
