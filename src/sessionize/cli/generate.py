@@ -54,7 +54,8 @@ from sessionize.redaction import redact_uri
     is_flag=True,
     help="Key events by an anonymous id (anonymous_id: a device, some shared, some users "
     "on two) and send user_id (a string) only while logged in: logins mid-visit, "
-    "remembered, logouts; without it, the data is unchanged.",
+    "remembered, logouts; with --web-data also campaign and direct visits to attribute; "
+    "without it, the data is unchanged.",
 )
 @click.option(
     "--gap",
