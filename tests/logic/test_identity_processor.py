@@ -358,3 +358,39 @@ def test_the_attribution_lookback_is_recorded_refused_on_change_and_where_it_mat
         given.resolved({"session_columns": "1"})
     with pytest.raises(ConfigError, match="--attribution-lookback must be positive"):
         Sessionizer(attribution_lookback="0s")
+
+
+def test_a_users_state_written_with_other_columns_is_refused_in_one_line(tmp_path):
+    """A users step whose stored rows lack the columns this run keeps (written before
+    `users` summed conversions) cannot be read: the start is refused, naming them, not
+    failed in a task. A job started over (no version of the step) is not refused."""
+    from sessionize.content import parse_conversion
+    from sessionize.engines.checkpoint import check_follow_on_rows
+    from sessionize.engines.sessions import SessionSettings
+    from sessionize.errors import IncompatibleCheckpoint
+    from sessionize.state import open_backend
+
+    mapping = dataclasses.replace(
+        EventMapping(anonymous="anonymous_id", user_type="string", session_columns=3),
+        content=dataclasses.replace(
+            EventMapping().content, conversions=(parse_conversion("purchase=order"),)
+        ),
+    )
+    backend = open_backend(f"files:{tmp_path / 'state'}")
+    settings = SessionSettings.of(
+        RULES, 2, backend.uri, "job", str(tmp_path / "out"), mapping=mapping
+    )
+    then = settings.follow_on()
+    assert then is not None
+    check_follow_on_rows(backend, then)  # nothing stored yet
+    entry = then.record()
+    columns = str(entry["state_schema"]).split(", ")
+    older = [c for c in columns if not c.startswith("purchase_")]
+    backend.write_job_settings(then.job, {**entry, "state_schema": ", ".join(older)})
+    check_follow_on_rows(backend, then)  # no version: started over
+    backend.write_job_record(then.job, 0, {"version": 0, "watermark": None})
+    with pytest.raises(IncompatibleCheckpoint, match=r"this run adds purchase_count int64, "
+                       r"purchase_value double\): start the job over"):  # fmt: skip
+        check_follow_on_rows(backend, then)
+    backend.write_job_settings(then.job, entry)
+    check_follow_on_rows(backend, then)  # the same columns

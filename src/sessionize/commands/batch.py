@@ -40,7 +40,13 @@ from sessionize.config import (
     check_timezone,
     describe_differences,
 )
-from sessionize.engines.checkpoint import OUTPUT_RECORD, comparable, output_lease, output_records
+from sessionize.engines.checkpoint import (
+    OUTPUT_RECORD,
+    check_follow_on_rows,
+    comparable,
+    output_lease,
+    output_records,
+)
 from sessionize.engines.late_cause import hours_behind
 from sessionize.engines.ownership import batch_claim, check_batch
 from sessionize.engines.progress import ProgressLog
@@ -244,6 +250,7 @@ def _run(
                 backend = open_backend(resolved.state_uri, resolved.row_spec())
             settings = resolved
         _check_settings(recorded_settings, settings, opts.state)
+        check_follow_on_rows(backend, settings.follow_on())
     if committed and previous not in committed and first not in committed:
         after = _hour_of(committed[-1]) + HOUR
         # One of two consecutive wall hours exists, whatever the zone's gaps.

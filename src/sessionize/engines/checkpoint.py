@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import pyarrow.fs as pafs
 
@@ -36,6 +36,9 @@ from sessionize.sinks.registry import sink_at
 from sessionize.state import StateBackend
 from sessionize.state.lease import Lease
 from sessionize.state.records import LEASE_DIR, FileRecords, Records
+
+if TYPE_CHECKING:
+    from sessionize.engines.keyed import KeyedSettings
 
 FILE = "sessionize.json"
 OUTPUT_RECORD = "_sessionize.json"  # in a batch job's output: the state it goes with
@@ -458,3 +461,31 @@ def check_agreement(
         f"{redact_uri(store_uri)} has batch {store_last} for job '{job}': they belong "
         "to different runs; use the state that goes with this checkpoint, or new ones"
     )
+
+
+def check_follow_on_rows(backend: StateBackend, then: KeyedSettings | None) -> None:
+    """Refuse in one line a follow-on (a session job's users step) whose committed state
+    holds rows of other columns than its processor keeps: written by an earlier version
+    (`users` before it summed conversions), they cannot be read. A stateful job's
+    checkpoint refuses that before (its `follow_on` record)."""
+    if then is None or not backend.job_versions(then.job):
+        return
+    stored = backend.read_job_settings(then.job) or {}
+    was = str(stored.get("state_schema") or "")
+    now = str(then.record()["state_schema"])
+    if was and was != now:
+        gained = [c for c in now.split(", ") if c not in was.split(", ")]
+        lost = [c for c in was.split(", ") if c not in now.split(", ")]
+        change = "; ".join(
+            part
+            for part in (
+                f"this run adds {', '.join(gained)}" if gained else "",
+                f"drops {', '.join(lost)}" if lost else "",
+            )
+            if part
+        )
+        raise IncompatibleCheckpoint(
+            f"the state of job '{then.job}' was written by an earlier version, with other "
+            f"columns ({change}): start the job over (`sessionize rewind --to-batch -1`, or "
+            "a new --output for a batch job)"
+        )

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from typing_extensions import override
 
 from sessionize import spark_version
-from sessionize.engines.checkpoint import CheckpointLike, check_agreement
+from sessionize.engines.checkpoint import CheckpointLike, check_agreement, check_follow_on_rows
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
 from sessionize.engines.restorable import RestorableState
 from sessionize.engines.runner import Engine, Parser
@@ -109,6 +109,7 @@ class OurStore(EngineKind):
         backend = settings.open_state()
         backend.check()
         check_agreement(backend, checkpoint, shown_uri, settings.job)
+        check_follow_on_rows(backend, settings.follow_on())
         return backend
 
     @override
