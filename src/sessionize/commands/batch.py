@@ -343,6 +343,8 @@ def _rest_note(opts: BatchOptions, run: SessionSettings, start: datetime, end: d
         flags["state"] = redact_uri(opts.state)
     settings = settings_record(run)
     settings.pop("session_columns", None)  # no flag: the state's record says it
+    if not run.mapping.anonymous:  # refused without identity, where it matches nothing
+        settings.pop("attribution_lookback", None)
     conversions = str(settings.pop("conversion", "") or "")
     settings["channel_rules"] = str(settings.get("channel_rules", "")).split("#sha256:")[0]
     flags.update(settings)
