@@ -152,8 +152,8 @@ def reference(batches: list[list[dict]], rules: UserRules):
             u["events"] += s["event_count"]
             u["page_views"] += s["page_view_count"]
             u["engaged"] += s["engaged"]
-            u["purchases"] += s["purchase_count"]
-            if s["purchase_value"] is not None:
+            u["purchases"] += s.get("purchase_count", 0)  # sessions without conversions: 0
+            if s.get("purchase_value") is not None:
                 u["value"] = (u["value"] or 0.0) + s["purchase_value"]
             u["last_channel"] = s["channel"]
             u["last_event"] = max(u["last_event"], s["end_time"])
