@@ -25,7 +25,8 @@ what is left, without), measured as each store holds them:
   100 bytes per item and the expiry index's entry.
 
 Remote stores use the local servers (`source .services/env.sh`); each run gets its own
-schema, key prefix or table and removes it afterwards.
+schema, key prefix or table and removes it afterwards. The users step's state (a row per
+stitched user, the store job `JOB.users`) is measured by users_state.py, by these rules.
 """
 
 from __future__ import annotations
