@@ -32,6 +32,7 @@ from bench_common import (
     run_fresh,
     warm_spark,
     write_input,
+    write_json,
 )
 from peers import peer_of, plain_spark, session_window_stream
 
@@ -242,6 +243,19 @@ def summarize(batches: list[dict]) -> dict[str, dict[str, float]]:
     }
 
 
+def side_by_side(ours: dict[str, dict[str, float]], peer: dict[str, dict[str, float]]) -> None:
+    """The trigger's median per batch size, ours against the peer's, and the goals: at most
+    half of the peer's, and at most 0.4 s (Spark's own floor) at 1 event."""
+    print("micro-batch, median s  ours   peer   ours/peer  goal")
+    for size in ours:
+        a, b = ours[size]["trigger"], peer.get(size, {}).get("trigger", float("nan"))
+        goal = f"<= {b / 2:.3f}" + (" and <= 0.400" if size == "1 event" else "")
+        met = a <= b / 2 and (size != "1 event" or a <= 0.4)
+        print(
+            f"  {size:<20}{a:>6.3f} {b:>6.3f} {a / b:>9.2f}   {goal}: {'met' if met else 'not met'}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=6, help="pairs of big and 1-event batches")
@@ -252,6 +266,12 @@ def main() -> None:
         default="files",
         help="a --state of the stream, or session-window-hdfs|rocksdb: Spark's own",
     )
+    ap.add_argument(
+        "--peer",
+        default="session-window-hdfs",
+        help="Spark's contender run after ours on the same files ('none': ours alone)",
+    )
+    ap.add_argument("--json", help="write the medians per contender and batch size here")
     add_run_args(ap)
     args = ap.parse_args()
     if args.run:
@@ -264,19 +284,35 @@ def main() -> None:
         )
         write_input(cfg, str(root / "gen"))
         write_batches(root / "gen", root / "input", args.batches, args.big)
-        result = run_fresh(
-            __file__, args.state, str(root / "input"), str(root / "work"), args.partitions
-        )
-        print("latest Spark jobs (stages run):", *result["jobs"], sep="\n  ")
-        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
-        if "floor" in result:
-            print(
-                f"Spark's floor, a 1-row job of the batch's shape (median s): {result['floor']:.3f}"
+        names = [args.state] + ([args.peer] if args.peer != "none" else [])
+        medians: dict[str, dict] = {}
+        floors: dict[str, float] = {}
+        for name in names:
+            result = run_fresh(
+                __file__, name, str(root / "input"), str(root / f"work-{name}"), args.partitions
             )
-        for size, medians in summarize(result["batches"]).items():
-            print(f"{args.state}, {size} (median s per batch; jobs, stages per batch):")
-            for k, v in medians.items():
-                print(f"  {k:<28}{v:>8.3f}")
+            medians[name] = summarize(result["batches"])
+            if result["jobs"]:
+                print(f"{name}: latest Spark jobs (stages run):", *result["jobs"], sep="\n  ")
+            print(f"load after {name}: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            if "floor" in result:
+                print(
+                    f"Spark's floor, a 1-row job of the batch's shape (median s): "
+                    f"{result['floor']:.3f}"
+                )
+                floors[name] = result["floor"]
+            for size, steps in summarize(result["batches"]).items():
+                print(f"{name}, {size} (median s per batch; jobs, stages per batch):")
+                for k, v in steps.items():
+                    print(f"  {k:<28}{v:>8.3f}")
+        if len(names) == 2:
+            side_by_side(medians[names[0]], medians[names[1]])
+        if args.json:
+            write_json(
+                args.json,
+                "batch_cost",
+                [{"name": n, "medians": m, "floor": floors.get(n)} for n, m in medians.items()],
+            )
 
 
 if __name__ == "__main__":
