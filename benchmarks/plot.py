@@ -4,9 +4,10 @@
     python benchmarks/plot.py --results DIR --to DIR
 
 Inputs are the files the benchmarks write with `--json PATH`: `throughput.json` and
-`throughput-day.json` (`throughput.py`), `state_backends.json` (`state_backends.py`). The
-SVGs are deterministic (no date, a fixed id salt), so a rerun on the same JSON changes
-nothing and tests/docs checks that the committed plots match their JSON.
+`throughput-day.json` (`throughput.py`), `state_backends.json` (`state_backends.py`),
+`latency.json` (`latency.py`), `state_size.json` (`state_size.py`). The SVGs are
+deterministic (no date, a fixed id salt), so a rerun on the same JSON changes nothing and
+tests/docs checks that the committed plots match their JSON.
 """
 
 from __future__ import annotations
@@ -75,6 +76,56 @@ def state_size_chart(results: list[dict], out: Path) -> None:
     _save(fig, out)
 
 
+def latency_chart(results: list[dict], out: Path) -> None:
+    """p50 and p99 seconds from send to visible against the rate, per contender."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name in dict.fromkeys(r["name"] for r in results):
+        rows = sorted((r for r in results if r["name"] == name and "p50_s" in r), key=_rate)
+        if not rows:
+            continue
+        label = LABELS.get(name, name)
+        for q, style in (("p50_s", "-"), ("p99_s", "--")):
+            ax.plot(
+                [r["rate"] for r in rows],
+                [r[q] for r in rows],
+                style,
+                marker="o",
+                label=f"{label}, {q[:3]}",
+            )
+    ax.set_xscale("log")
+    ax.set_xlabel("events/s sent")
+    ax.set_ylabel("seconds from send to visible")
+    ax.set_title("End-to-end latency: Kafka to open_sessions in PostgreSQL", fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    _save(fig, out)
+
+
+def _rate(row: dict) -> int:
+    return row["rate"]
+
+
+def batch_size_chart(results: list[dict], out: Path) -> None:
+    """A stream's 10k-event batch in seconds against the open users in its state."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for store in dict.fromkeys(r["store"] for r in results):
+        rows = sorted((r for r in results if r["store"] == store), key=lambda r: r["users"])
+        ax.plot(
+            [r["users"] for r in rows],
+            [r["batch_s"] for r in rows],
+            marker="o",
+            label=BACKENDS.get(store, store),
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("open users in the state (8 partitions)")
+    ax.set_ylabel("s per 10k-event micro-batch")
+    ax.set_ylim(bottom=0)
+    ax.set_title("A stream's batch against the state's size", fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    _save(fig, out)
+
+
 def _save(fig, out: Path) -> None:
     fig.tight_layout()
     with plt.rc_context({"svg.hashsalt": "sessionize", "svg.fonttype": "none"}):
@@ -96,6 +147,8 @@ def draw(results: Path, to: Path) -> list[Path]:
             lambda r, o: rates_chart(r, "A day of events in 24 micro-batches, 2 cores", o),
         ),
         "state_backends.json": ("state_size.svg", state_size_chart),
+        "latency.json": ("latency.svg", latency_chart),
+        "state_size.json": ("batch_state_size.svg", batch_size_chart),
     }
     for source, (name, plot) in plots.items():
         if (results / source).exists():
