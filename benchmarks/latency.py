@@ -191,9 +191,9 @@ def percentiles(sent: Sent, rate: int) -> dict:
     return row
 
 
-def drain(sent: Sent, rate: int, seconds: float) -> None:
+def drain(sent: Sent, rate: int, seconds: float, alive=lambda: True) -> None:
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and alive():
         with sent.lock:
             if all(s for s, r in zip(sent.seen, sent.rate, strict=True) if r == rate):
                 return
@@ -226,6 +226,9 @@ def ours(args: argparse.Namespace, root: Path) -> list[dict]:
             str(root / "chk"),
             "--partitions",
             str(args.partitions),
+            # A loaded machine starts Python workers slower than Spark's default 15 s.
+            "--conf",
+            "spark.python.authenticate.socketTimeout=300s",
         ],
         stdout=open(root / "stream.log", "w"),  # noqa: SIM115 - lives as long as the stream
         stderr=subprocess.STDOUT,
@@ -235,7 +238,10 @@ def ours(args: argparse.Namespace, root: Path) -> list[dict]:
     poller.start()
     results = []
     try:
-        drain(sent, 10, 600)  # the stream is up once the first events are visible
+        # The stream is up once the first events are visible.
+        drain(sent, 10, 900, alive=lambda: stream.poll() is None)
+        if stream.poll() is not None:
+            raise SystemExit(f"the stream stopped: {(root / 'stream.log').read_text()[-600:]}")
         for rate in args.rates:
             t0 = time.time()
             stats = publish_kafka(paced(sent, rate, args.seconds, args.users, rate), topic)
