@@ -401,7 +401,8 @@ def main() -> None:
             if a == b:  # both beyond their drains
                 verdict = "not known against"
             goal = " (goal at 1,000/s: under 2 s)" if rate == 1000 else ""
-            print(f"{rate}/s: ours p99 {a:.2f}s{goal}, {verdict} session_window's {b:.2f}s")
+            shown = [f"{x:.2f}s" if x != float("inf") else "beyond the drain" for x in (a, b)]
+            print(f"{rate}/s: ours p99 {shown[0]}{goal}, {verdict} session_window's {shown[1]}")
 
 
 if __name__ == "__main__":

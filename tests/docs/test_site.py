@@ -73,7 +73,13 @@ def test_the_plots_are_drawn_from_the_benchmarks_json(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     drawn = sorted(p.name for p in tmp_path.iterdir())
-    assert drawn == ["state_size.svg", "stores.svg", "throughput.svg"]
+    assert drawn == [
+        "batch_state_size.svg",
+        "latency.svg",
+        "state_size.svg",
+        "stores.svg",
+        "throughput.svg",
+    ]
     for name in drawn:
         assert (tmp_path / name).read_bytes() == (REPO / "docs" / "benchmarks" / name).read_bytes()
         assert f"benchmarks/{name}" in (REPO / "docs" / "benchmarks.md").read_text()
