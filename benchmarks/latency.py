@@ -269,7 +269,9 @@ def _drop(pg: str, schema: str, topic: str) -> None:
     with psycopg.connect(pg, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     address = parse_kafka_uri(topic)
-    AdminClient({"bootstrap.servers": address.bootstrap}).delete_topics([address.topic])
+    admin = AdminClient({"bootstrap.servers": address.bootstrap})
+    for done in admin.delete_topics([address.topic]).values():
+        done.result(30)  # deleted before the script exits
 
 
 def peer_here(inp: str, work: str, partitions: int) -> None:
