@@ -168,6 +168,9 @@ class ProcessorStream(StreamJob):
             self.df, store_uri, places.output, output_format, ck.child("handoff")
         )
         engine = engine_for(store_uri).keyed_engine(self.df.sparkSession, keyed, lease)
-        check_agreement(engine.backend, ck, store_uri, self.job)
+        then = keyed.follow_on()
+        check_agreement(
+            engine.backend, ck, store_uri, self.job, then.job if then is not None else None
+        )
         check_workers(self.df.sparkSession)
         return Started(self.df.sparkSession, engine, self.df)

@@ -262,6 +262,15 @@ def _run(
             f"hour {version_hour(first)} needs hour {version_hour(previous)} committed first; "
             f"the state's last hour is {version_hour(committed[-1])}: run --from {nxt}"
         )
+    then = settings.follow_on()  # the users step's job, with identity
+    if then is not None and previous in committed and not backend.job_versions(then.job):
+        raise IncompatibleCheckpoint(
+            f"output {redact_uri(opts.output)} has hours of job '{opts.job}' up to "
+            f"{version_hour(committed[-1])} without its second step '{then.job}' (state "
+            f"{redact_uri(settings.state_uri)} has none of it: they were run before that step "
+            "existed, or its state was removed): run them again from the state's first hour, "
+            f"`sessionize batch --from {version_hour(committed[0])}` with the same flags"
+        )
     sink = open_sink(opts.output, opts.output_format, job=opts.job, mapping=opts.mapping)
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)

@@ -108,8 +108,11 @@ class OurStore(EngineKind):
     ) -> StateBackend:
         backend = settings.open_state()
         backend.check()
-        check_agreement(backend, checkpoint, shown_uri, settings.job)
-        check_follow_on_rows(backend, settings.follow_on())
+        then = settings.follow_on()  # the users step's job, with identity
+        check_agreement(
+            backend, checkpoint, shown_uri, settings.job, then.job if then is not None else None
+        )
+        check_follow_on_rows(backend, then)
         return backend
 
     @override
