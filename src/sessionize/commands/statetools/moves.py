@@ -48,9 +48,10 @@ def move_state(
     sj.check_readable()
     if sj.follow_on is not None:
         raise ConfigError(
-            f"job '{sj.job}' is one of the two steps of a processor with a follow-on (the "
-            f"other: job '{sj.follow_on}'): moving them together is not supported yet; keep "
-            "the job on its state"
+            f"job '{sj.job}' is one of the two steps of its job (the other: job "
+            f"'{sj.follow_on}', a session job's users step with --anonymous-field or a "
+            "processor's follow-on): moving them together is not supported yet; keep the "
+            "job on its state and partitions"
         )
     count = partitions or sj.partitions
     with sj.lease():
