@@ -15,9 +15,10 @@ import pytest
 
 from sessionize import Sessionizer
 from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.stream import StreamOptions, run_stream
 from tests.api.test_api import _nested, _random_events
 from tests.cluster.cluster import Cluster
-from tests.helpers import OUTPUTS, assert_same_as_clean, read_output, sessionize
+from tests.helpers import OUTPUTS, assert_same_as_clean, generate, read_output, sessionize
 
 pytestmark = pytest.mark.skipif(
     pyspark.__version__.startswith("3.5."),
@@ -116,6 +117,55 @@ def test_spark_managed_state_through_connect_equals_local(data, cluster: Cluster
         expected = read_output(root / "clean" / "out", name, with_batch=False)
         assert read_output(run / "out", name, with_batch=False).equals(expected), name
     assert read_output(run / "out", "sessions").num_rows > 0
+
+
+def test_identity_and_its_users_step_through_connect_equal_local(cluster: Cluster, spark, tmp_path):
+    """`--anonymous-field` through Connect: each batch's users step is a second Spark job
+    that the server's foreachBatch runs (DataFrames only): the numbered sessions, `users`
+    and `identities` of the local run."""
+    from tests.engines.test_identity_operations import MAPPING, ROW_KEYS, rows
+
+    inp = generate(
+        tmp_path / "in",
+        hours=1,
+        users=60,
+        events_per_hour=600,
+        identity_data=True,
+        invalid_rate=0.0,
+        files_per_hour=2,
+    )
+    local = tmp_path / "local"
+    run_stream(
+        StreamOptions(
+            input=str(inp),
+            output=str(local / "out"),
+            checkpoint=str(local / "chk"),
+            partitions=2,
+            max_files_per_trigger=1,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_batch=lambda _: None,
+    )
+    run = tmp_path / "remote"
+    streamed = sessionize(
+        "stream",
+        "--input", str(inp),
+        "--output", str(run / "out"),
+        "--checkpoint", str(run / "chk"),
+        "--partitions", "2",
+        "--max-files-per-trigger", "1",
+        "--anonymous-field", "anonymous_id",
+        "--user-type", "string",
+        "--remote", cluster.remote,
+    )  # fmt: skip
+    assert streamed.returncode == 0, streamed.stderr[-3000:]
+    lines = streamed.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 1"], streamed.stdout
+    for name in ROW_KEYS:
+        want = read_output(local / "out", name)
+        assert want.num_rows > 0, name
+        assert rows(read_output(run / "out", name), name) == rows(want, name), name
 
 
 # A process of its own: one Python process holds either a classic or a Connect session
