@@ -17,9 +17,9 @@ from sessionize.api.processor_settings import ProcessorSettings
 from sessionize.api.recorded import recorded_state
 from sessionize.api.sessionizer_settings import SessionizerSettings, StoreSettings
 from sessionize.api.workers import check_workers
+from sessionize.engines.agreement import check_agreement
 from sessionize.engines.checkpoint import (
     Checkpoint,
-    check_agreement,
     check_or_record,
     check_or_record_processor,
 )

@@ -18,7 +18,8 @@ from pyspark.sql import SparkSession
 from typing_extensions import override
 
 from sessionize import spark_version
-from sessionize.engines.checkpoint import CheckpointLike, check_agreement, check_follow_on_rows
+from sessionize.engines.agreement import check_agreement
+from sessionize.engines.checkpoint import CheckpointLike, check_follow_on_rows
 from sessionize.engines.keyed import KeyedEngine, KeyedSettings
 from sessionize.engines.restorable import RestorableState
 from sessionize.engines.runner import Engine, Parser
