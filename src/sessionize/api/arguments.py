@@ -121,6 +121,9 @@ def session_rules(args: Mapping[str, Any]) -> SessionRules:
         attribution_lookback_us=DEFAULT_ATTRIBUTION_LOOKBACK_US
         if args.get("attribution_lookback") is None
         else duration_us(args["attribution_lookback"], "attribution_lookback"),
+        revise_within_us=None
+        if args.get("revise_within") is None
+        else duration_us(args["revise_within"], "revise_within"),
     )
 
 

@@ -53,6 +53,7 @@ RECORDED_ARGS = {
     "split_at_midnight": "split_at_midnight",
     "user_ttl": "user_ttl",
     "attribution_lookback": "attribution_lookback",
+    "revise_within": "revise_within",
     "split_on_change": "split_on_change",
     "gap_field": "gap_field",
     "url": "url_field",
@@ -93,6 +94,13 @@ def resolve(
     given |= {"output_format"} if output_format else set()
     mine = settings_record(s, output_format or "parquet")
     merged = {**mine, **{k: v for k, v in record.items() if k in mine and k not in given}}
+    if "revise_within" not in given and record.get("revise_within"):  # recorded only when set
+        merged["revise_within"] = record["revise_within"]
+    if "revise_within" in mine and record and "revise_within" not in record:
+        raise ConfigError(
+            "--revise-within changes what the state keeps, and this job's state was built "
+            "without it: leave it out, or start a new --checkpoint (or batch --output)"
+        )
     state = str(merged["state"])
     if needs_secret(state) and "state" not in given:
         raise ConfigError(

@@ -91,6 +91,8 @@ class Sessionizer:
             long after its last event, by event time (default `400d`; at least `gap`).
         attribution_lookback: With `anonymous_field`: how far back a direct session looks
             for its user's last non-direct source (default `90d`, GA4's).
+        revise_within: Late events this far behind the watermark revise the sessions they
+            join, in `session_revisions` (local Parquet outputs; None: off, they are late).
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.
@@ -150,6 +152,7 @@ class Sessionizer:
         split_at_midnight: bool | None = None,
         user_ttl: Duration | None = None,
         attribution_lookback: Duration | None = None,
+        revise_within: Duration | None = None,
         split_on_change: str | None = None,
         gap_field: str | None = None,
         url: str | None = None,

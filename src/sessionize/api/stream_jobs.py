@@ -27,9 +27,11 @@ from sessionize.engines.choice import SessionRun, engine_for
 from sessionize.engines.keyed import settings_record
 from sessionize.engines.sessions import SessionSettings
 from sessionize.errors import ConfigError
+from sessionize.logic.processor import check_revisable
 from sessionize.redaction import redact_uri
+from sessionize.schema import layout
 from sessionize.sinks.owner import STATEFUL_STREAM, STREAM
-from sessionize.sinks.registry import check_open_sessions
+from sessionize.sinks.registry import check_open_sessions, check_revisions
 from sessionize.state.lease import Lease
 
 
@@ -76,6 +78,12 @@ class SessionStream(StreamJob):
         return replace(self, sessionizer=s), output_format
 
     def check_outputs(self, places: StreamPlaces, output_format: str) -> None:
+        s = self.sessionizer.settings
+        revise = s.rules.revise_within_us is not None
+        if revise:  # what keeps and revises emitted sessions, before anything is recorded
+            engine_for(self.state).check_revisions()
+            check_revisable(layout(s.mapping), self.open_sessions)
+        check_revisions(revise, places.output, output_format)
         if self.open_sessions:  # replaced by user: the engine feeds it, the output keeps it
             engine_for(self.state).check_replaced_by_key()
         check_open_sessions(self.open_sessions, places.output, output_format)

@@ -65,6 +65,13 @@ _RULE_OPTIONS = (
         "With --anonymous-field: how far back a direct session looks for its user's last "
         "non-direct source.",
     ),
+    (
+        "--revise-within",
+        DURATION,
+        None,
+        "Late events this far behind the watermark revise the sessions they join, written "
+        "to session_revisions (Parquet outputs; unset: they go to late_events).",
+    ),
 )
 
 
@@ -75,7 +82,7 @@ def count_option(name: str, least: int, help: str, **more):
 
 def rules_options(f):
     """--gap, --lateness, --close-actions, --max-duration, --timezone, --user-ttl,
-    --attribution-lookback, --split-at-midnight:
+    --attribution-lookback, --revise-within, --split-at-midnight:
     the session rules (docs/design.md, "Semantics")."""
     f = click.option(
         "--split-at-midnight",
@@ -96,6 +103,7 @@ def make_rules(
     split_at_midnight: bool = False,
     user_ttl: int | None = None,
     attribution_lookback: int = DEFAULT_ATTRIBUTION_LOOKBACK_US,
+    revise_within: int | None = None,
 ) -> SessionRules:
     actions = tuple(a.strip() for a in close_actions.split(",") if a.strip())
     return SessionRules(
@@ -107,6 +115,7 @@ def make_rules(
         split_at_midnight=split_at_midnight,
         user_ttl_us=user_ttl,
         attribution_lookback_us=attribution_lookback,
+        revise_within_us=revise_within,
     )
 
 

@@ -55,9 +55,11 @@ from sessionize.engines.sessions import SessionEngine, SessionSettings, settings
 from sessionize.errors import ConfigError, IncompatibleCheckpoint, StateError
 from sessionize.fs import child, is_dir, without_options
 from sessionize.logic.processor import LATE as LATE_EVENTS
+from sessionize.logic.processor import check_revisable
 from sessionize.mapping import DEFAULT_RECORD, EventMapping, new_mapping
 from sessionize.redaction import needs_secret, redact_uri
-from sessionize.sinks.registry import capabilities, check_output, open_sink, record_place
+from sessionize.schema import layout
+from sessionize.sinks.registry import capabilities, check_output, check_revisions, record_place
 from sessionize.sources.files import check_input as check_tree
 from sessionize.sources.hours import (
     FolderHour,
@@ -176,6 +178,9 @@ def run_batch(
     with output_lease(opts.output) as lease:
         opts = bind_output(opts)
         check_output(opts.output, opts.output_format)
+        if opts.rules.revise_within_us is not None:  # given now; a recorded one passed before
+            check_revisable(layout(opts.mapping), open_sessions=False)
+            check_revisions(True, opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
 
 
@@ -271,7 +276,7 @@ def _run(
             "existed, or its state was removed): run them again from the state's first hour, "
             f"`sessionize batch --from {version_hour(committed[0])}` with the same flags"
         )
-    sink = open_sink(opts.output, opts.output_format, job=opts.job, mapping=opts.mapping)
+    sink = settings.sink()  # the outputs of the settings checked: revisions' too
     if first in committed or any(v > first for v in committed):
         retired = sink.invalidate_from(first)
         backend.truncate_after(opts.job, previous)

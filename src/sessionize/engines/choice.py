@@ -62,6 +62,10 @@ class EngineKind(ABC):
         (`open_sessions`): the refresh after a rewind hands the whole state to the logic, so
         the engine must be able to read all of it."""
 
+    def check_revisions(self) -> None:  # noqa: B027 - most engines can
+        """Raises ConfigError (one line) unless the engine keeps emitted sessions for
+        `--revise-within` (our store's state rows)."""
+
     def check_line(self, state: str) -> None:  # noqa: B027 - most engines run on every line
         """Raises EnvironmentProblem (one line) unless the installed Spark line runs the
         engine's operator for `state` (`spark_version`)."""
@@ -143,6 +147,14 @@ class SparkState(EngineKind):
     def check_line(self, state: str) -> None:
         feature = {"spark-rocksdb": "transform_with_state", "spark-hdfs": "pandas_with_state"}
         spark_version.require(feature[state], f"--state {state}")
+
+    @override
+    def check_revisions(self) -> None:
+        raise ConfigError(
+            "--revise-within keeps emitted sessions in sessionize's own state store, not in "
+            "Spark-managed state (--state spark-*): use --state files (or another store of "
+            "ours), or leave --revise-within out"
+        )
 
     @override
     def check_replaced_by_key(self) -> None:

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -125,7 +126,12 @@ class SessionSettings(KeyedSettings):
 
     @property
     def layout(self) -> Layout:
-        return layout(self.mapping)
+        """The processor's: the mapping's, with `--revise-within` marks in the state."""
+        return cast(SessionProcessor, self.processor).layout
+
+    @property
+    def revise(self) -> bool:
+        return self.rules is not None and self.rules.revise_within_us is not None
 
     @property
     @override
@@ -162,6 +168,7 @@ class SessionSettings(KeyedSettings):
             job=self.job,
             mapping=self.mapping,
             open_sessions=self.open_sessions,
+            revise=self.revise,
         )
 
     @override

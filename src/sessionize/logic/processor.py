@@ -114,7 +114,7 @@ class SessionProcessor(Processor):
         self.rules = rules
         self.layout = layout or schema.layout()
         if rules.revise_within_us is not None:
-            _check_revisable(self.layout, open_sessions)
+            check_revisable(self.layout, open_sessions)
             self.layout = dataclasses.replace(self.layout, revise=True)
             self.allowed_lateness_us = rules.revise_within_us
         self.open_sessions = open_sessions
@@ -292,7 +292,8 @@ class SessionProcessor(Processor):
         )
 
 
-def _check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    """`--revise-within` with what it does not revise yet is refused (ConfigError)."""
     if lay.carries or lay.identity or open_sessions:
         raise ConfigError(
             "--revise-within does not yet revise continued visits (--session-columns 3), "

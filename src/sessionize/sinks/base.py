@@ -48,6 +48,9 @@ class Capabilities:
             that readers query as it is (Delta, PostgreSQL, Iceberg), so `identities` is
             kept current there; elsewhere (Parquet, Kafka's compacted topics) it is the
             change log.
+        appends_revisions: it writes the revisions of `--revise-within` as the appended
+            outputs `session_revisions` and `page_view_revisions` beside an append-only
+            `sessions` (local Parquet); the table sinks will upsert them instead.
     """
 
     keeps_records: bool = False
@@ -55,6 +58,7 @@ class Capabilities:
     retracts: bool = True
     compacts: bool = False
     keeps_current: bool = False
+    appends_revisions: bool = False
 
 
 class Sink(Protocol):

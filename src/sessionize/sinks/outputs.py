@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sessionize.base_schema import STITCHED_USER_ID, USERS_OUTPUT
+from sessionize.base_schema import (
+    PAGE_VIEW_REVISIONS,
+    SESSION_REVISIONS,
+    STITCHED_USER_ID,
+    USERS_OUTPUT,
+)
 from sessionize.mapping import EventMapping
 from sessionize.schema import OPEN_SESSIONS, OUTPUT_PARTITIONS, layout
 
@@ -104,13 +109,16 @@ def session_outputs(
     mapping: EventMapping | None = None,
     open_sessions: bool = False,
     keeps_current: bool = False,
+    revise: bool = False,
 ) -> Outputs:
     """The session outputs of `mapping`: `open_sessions` (replaced by the key, `user_id` or
     with identity `anonymous_id`, when kept) first, then the appended ones, `sessions`
     partitioned by `session_date`. With identity and a sink that `keeps_current` tables,
     `identities` is replaced by `anonymous_id` too (one row per anonymous id) and `users` by
     `stitched_user_id`, both rebuilt like `open_sessions` once batches are removed;
-    elsewhere they are appended (change logs)."""
+    elsewhere they are appended (change logs). With `revise` (`--revise-within`),
+    `session_revisions` and `page_view_revisions` follow `page_views`, appended (each
+    batch's revised and retracted sessions; docs/concepts/revisions.md)."""
     lay = layout(mapping)
     current = lay.identity and keeps_current
     specs = [
@@ -118,6 +126,12 @@ def session_outputs(
         for name, schema in lay.outputs.items()
         if not (current and name == IDENTITIES)
     ]
+    if revise:
+        at = 1 + next(i for i, s in enumerate(specs) if s.name == "page_views")
+        specs[at:at] = [
+            OutputSpec(SESSION_REVISIONS, lay.session_revisions),
+            OutputSpec(PAGE_VIEW_REVISIONS, lay.page_views),
+        ]
     rebuilt: tuple[str, ...] = (OPEN_SESSIONS,)
     if current:  # `users` too: one row per stitched user, kept like `identities`
         specs = [s for s in specs if s.name != USERS_OUTPUT]

@@ -37,7 +37,7 @@ from sessionize.sinks.base import Capabilities, RootedSink, sink_errors
 class ParquetSink(RootedSink):
     """Batch directories published by rename, on a local or HDFS-like filesystem."""
 
-    capabilities = Capabilities(compacts=True)
+    capabilities = Capabilities(compacts=True, appends_revisions=True)
 
     @classmethod
     def check_place(cls, uri: str) -> None:

@@ -140,6 +140,21 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
         )
 
 
+def check_revisions(wanted: bool, output: str, fmt: str) -> None:
+    """Before a job starts: `--revise-within` needs an output that takes revisions (for
+    now, local Parquet's `session_revisions`; the table sinks' upserts are to come).
+
+    Raises:
+        ConfigError: another output, in one line.
+    """
+    if wanted and not capabilities(output, fmt).appends_revisions:
+        raise ConfigError(
+            "--revise-within writes revisions to Parquet outputs only for now (a local path "
+            f"or file://, not a {kind_of(output, fmt)} output): leave --revise-within out, "
+            "or give such an --output"
+        )
+
+
 def open_sink(
     output: str,
     fmt: str = "parquet",
@@ -148,11 +163,12 @@ def open_sink(
     outputs: Outputs | None = None,
     mapping: EventMapping | None = None,
     open_sessions: bool = False,
+    revise: bool = False,
 ) -> Sink:
     """The sink for `--output` and `--output-format`, writing `outputs` (default: the
-    session outputs of `mapping`, with `open_sessions` replaced by user when asked and
-    `identities` kept current where the sink `keeps_current`); `job`
-    names the writer in a table's commits and a topic's markers.
+    session outputs of `mapping`, with `open_sessions` replaced by user when asked,
+    `identities` kept current where the sink `keeps_current`, and the revision outputs
+    with `revise`); `job` names the writer in a table's commits and a topic's markers.
 
     Raises:
         ConfigError: as `check_output`.
@@ -161,7 +177,9 @@ def open_sink(
     cls = sink_class(kind)
     cls.check_place(output)  # type: ignore[attr-defined]
     if outputs is None:
-        outputs = session_outputs(mapping, open_sessions, cls.capabilities.keeps_current)
+        outputs = session_outputs(
+            mapping, open_sessions, cls.capabilities.keeps_current, revise=revise
+        )
     return sink_at(output, fmt, job=job, outputs=outputs)
 
 
