@@ -29,9 +29,8 @@ from sessionize.engines.spark_logs import log_ids
 from sessionize.errors import ConfigError
 from sessionize.fs import is_dir
 from sessionize.mapping import EventMapping
-from sessionize.schema import layout
 from sessionize.sinks.base import Sink
-from sessionize.sinks.outputs import named
+from sessionize.sinks.outputs import named, session_outputs
 from sessionize.sinks.registry import open_sink
 
 
@@ -59,7 +58,8 @@ class RecordedCheckpoint:
             outputs = named(self.outputs, record_key=self.settings.get("key"))
         else:  # a session job's: those of its recorded schema (3 adds `events`)
             mapping = EventMapping.from_record(self.settings)
-        sink = open_sink(output, fmt, job=self.job, outputs=outputs, mapping=mapping)
+        revise = bool(self.settings.get("revise_within"))  # `session_revisions` too
+        sink = open_sink(output, fmt, job=self.job, outputs=outputs, mapping=mapping, revise=revise)
         return sink.accepting_duplicates() if self.accept_duplicates else sink
 
     @property
@@ -68,7 +68,9 @@ class RecordedCheckpoint:
         (older records name only the processor's), or the sessions'."""
         if "processor" in self.settings:
             return with_invalid(tuple(self.settings.get("outputs") or ()))
-        return tuple(layout(EventMapping.from_record(self.settings)).outputs)
+        mapping = EventMapping.from_record(self.settings)
+        revise = bool(self.settings.get("revise_within"))
+        return session_outputs(mapping, revise=revise).names
 
     def progress_log(self) -> str | None:
         return self.paths.get("progress_log") or progress_path(None, self.path, "progress.jsonl")

@@ -4,13 +4,14 @@ API, in a canonical order; their content hash; the open sessions they make up.""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sessionize.base_schema import EMITTED_SESSION
 from sessionize.config import SessionRules
 from sessionize.core.declared import NEVER_US
 from sessionize.logic import advance
@@ -114,7 +115,12 @@ def open_sessions(rows: pa.Table, rules: SessionRules, shape: Layout | None = No
     be if nothing more arrives), plus `expires_at` (the user's) and `pending_events`: the
     session's events as the state keeps them, in time order."""
     shape = shape or layout()
-    rows = canonical(rows, shape).select(shape.state.names)
+    rows = canonical(rows, shape)
+    if shape.revise:  # the emitted sessions kept for revisions are not open: left out
+        rows = rows.filter(pc.is_null(rows.column(EMITTED_SESSION)))
+        shape = replace(shape, revise=False)
+        rules = replace(rules, revise_within_us=None)
+    rows = rows.select(shape.state.names)
     step = advance(
         rows,
         shape.event.empty_table(),

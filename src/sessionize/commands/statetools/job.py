@@ -50,7 +50,10 @@ class StateJob:
 
     @property
     def layout(self) -> Layout:
-        return layout(self.session_mapping)
+        """The state rows' layout: with `--revise-within` they carry the kept sessions'
+        marks (`emitted_session`, `emitted_revision`)."""
+        revise = self.rules is not None and self.rules.revise_within_us is not None
+        return replace(layout(self.session_mapping), revise=revise)
 
     @property
     def session_rules(self) -> SessionRules:
