@@ -87,3 +87,20 @@ def test_a_changed_rule_is_refused_naming_it(tmp_path):
         check_or_record(chk, _settings(chk, max_duration_us=7_200_000_000, gap="g"))
     with pytest.raises(IncompatibleCheckpoint, match=r"--gap-field g \(this run: h\)"):
         check_or_record(chk, _settings(chk, max_duration_us=3_600_000_000, gap="h"))
+
+
+def test_revise_within_is_recorded_taken_when_left_out_and_refused_on_a_state_without_it():
+    """`--revise-within` binds a job like the other rules: recorded when set, the record's
+    value when left out (its key is absent from records without it), and refused given to a
+    job whose state was built without it, which keeps no emitted sessions."""
+    given, _ = Sessionizer(revise_within="3h").resolved({})
+    assert given.rules.revise_within_us == 3 * 3_600_000_000
+    assert given.mapping.session_columns == 2  # schema 3's continued visits: not revised
+    record = given.recorded_settings("parquet")
+    assert record["revise_within"] == "3h"
+    again, _ = Sessionizer().resolved(record)
+    assert again.rules.revise_within_us == 3 * 3_600_000_000
+    without = Sessionizer().resolved({})[0].recorded_settings("parquet")
+    assert "revise_within" not in without
+    with pytest.raises(ConfigError, match="state was built without it"):
+        Sessionizer(revise_within="3h").resolved(without)

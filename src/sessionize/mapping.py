@@ -325,6 +325,16 @@ def _check_tree(fields: list[tuple[str, str]]) -> None:
                 )
 
 
+def new_columns(revise_within: object = None) -> int:
+    """The `sessions` schema of a new checkpoint or batch output: the newest, or with
+    `--revise-within` schema 2, since schema 3's continued visits are not revised yet.
+
+    >>> new_columns(), new_columns("3d")
+    (3, 2)
+    """
+    return NEWEST_COLUMNS if revise_within is None else 2
+
+
 def new_mapping() -> EventMapping:
     """The default mapping of a new run: a checkpoint or output it creates carries every
     `sessions` column (the newest schema); a resumed one keeps its recorded schema."""

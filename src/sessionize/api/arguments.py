@@ -17,7 +17,7 @@ from sessionize.durations import duration_us
 from sessionize.errors import ConfigError
 from sessionize.fs import absolute_local
 from sessionize.logic.channel import parse_rules
-from sessionize.mapping import DEFAULT_KEEP, NEWEST_COLUMNS, EventMapping, split_keep
+from sessionize.mapping import DEFAULT_KEEP, EventMapping, new_columns, split_keep
 
 # The arguments of what a session carries (`session_content`).
 CONTENT_ARGS = (
@@ -148,6 +148,6 @@ def event_mapping(args: Mapping[str, Any]) -> EventMapping:
         user_agent=args.get("user_agent") or None,
         last=last,
         anonymous=args.get("anonymous_field") or None,
-        session_columns=NEWEST_COLUMNS,
+        session_columns=new_columns(args.get("revise_within")),
         content=session_content(args),
     )

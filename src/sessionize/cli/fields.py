@@ -11,11 +11,11 @@ from sessionize.api.arguments import CONTENT_ARGS, session_content
 from sessionize.cli.params import DURATION
 from sessionize.content import BOT_MODES
 from sessionize.mapping import (
-    NEWEST_COLUMNS,
     TIME_FORMATS,
     USER_TYPES,
     EventMapping,
     format_keep,
+    new_columns,
     parse_keep,
     split_keep,
 )
@@ -203,7 +203,7 @@ def pop_mapping(params: dict) -> EventMapping:
         user_type=params.pop("user_type"),
         keep=keep,
         last=last,
-        session_columns=NEWEST_COLUMNS,
+        session_columns=new_columns(params.get("revise_within")),
         content=content,
     )
 
