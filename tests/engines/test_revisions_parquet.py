@@ -1,0 +1,217 @@
+"""`--revise-within` end to end on Parquet (docs/concepts/revisions.md): a stream read file
+by file whose held-back files bring events hours behind the watermark; within the window
+they revise the sessions they join, and the current sessions (the docs' query over
+`sessions` and `session_revisions`) equal `sessionize batch` over all the events. A kill -9
+inside the publish of a revising batch, then a restart, writes what the uninterrupted run
+wrote; the outputs and states that cannot take revisions yet are refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.statetools.inspect import export_sessions, read_state
+from sessionize.commands.statetools.job import locate
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.config import SessionRules
+from sessionize.mapping import EventMapping
+from tests.helpers import cli_env, generate, run_until_killed, sessionize
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+HOUR_US = 3_600_000_000
+WINDOW = "3h"  # the held-back files come about two hours after their hour
+RULES = SessionRules(revise_within_us=3 * HOUR_US)
+# A revising job's sessions are schema 2's (schema 3's continued visits are not revised
+# yet): the batch run writes the same columns.
+MAPPING = EventMapping(session_columns=2)
+FLUSH_USER = 999_999  # its one event, an hour after the data, moves the watermark past all
+OUTPUTS = (
+    "sessions",
+    "page_views",
+    "session_revisions",
+    "page_view_revisions",
+    "late_events",
+    "invalid_events",
+)
+REVISING_BATCH = 4  # the first held-back file (hour 0's), after the four files of hours 0-1
+
+# The docs' query (docs/concepts/revisions.md, "The current sessions"), on Spark.
+CURRENT = """
+SELECT * FROM (
+  SELECT *, row_number() OVER (
+      PARTITION BY session_id ORDER BY batch_id DESC, coalesce(revision, 0) DESC) AS latest
+  FROM written)
+WHERE latest = 1 AND NOT coalesce(retracted, false)
+"""
+
+
+@pytest.fixture(scope="module")
+def data(spark, tmp_path_factory):
+    """The input (two hours, held-back files, one flush event after them), its
+    uninterrupted stream with the window, and its batch run."""
+    root = tmp_path_factory.mktemp("revisions")
+    inp = generate(
+        root / "in",
+        start=START,
+        hours=2,
+        users=80,
+        events_per_hour=800,
+        late_rate=0.05,
+        files_per_hour=2,
+    )
+    newest = max(p.stat().st_mtime for p in inp.rglob("*.json"))
+    flush = inp / "event_date=2026-11-01" / "event_hour=03" / "part-00000.json"
+    flush.parent.mkdir(parents=True)
+    event = {"user_id": FLUSH_USER, "event_time": "2026-11-01T03:00:00+00:00"}
+    flush.write_text(json.dumps({**event, "page": {"current": "home"}}) + "\n")
+    os.utime(flush, (newest + 60, newest + 60))
+    clean = root / "clean"
+    run_stream(_stream(inp, clean), spark, on_batch=lambda _: None)
+    batch = root / "batch"
+    run_batch(
+        BatchOptions(
+            input=str(inp),
+            output=str(batch / "out"),
+            start=START,
+            end=START.replace(hour=3),
+            partitions=3,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
+    return root, inp
+
+
+def _stream(inp, root) -> StreamOptions:
+    return StreamOptions(
+        input=str(inp),
+        output=str(root / "out"),
+        checkpoint=str(root / "chk"),
+        partitions=3,
+        max_files_per_trigger=1,
+        rules=RULES,
+        mapping=MAPPING,
+    )
+
+
+def _args(inp, root) -> list[str]:
+    return [
+        "stream",
+        "--input",
+        str(inp),
+        "--output",
+        str(root / "out"),
+        "--checkpoint",
+        str(root / "chk"),
+        "--partitions",
+        "3",
+        "--max-files-per-trigger",
+        "1",
+        "--revise-within",
+        WINDOW,
+    ]
+
+
+def read(out, name: str) -> pa.Table:
+    """Output `name` with its batch ids, in one row order (none: an output never written)."""
+    if not (out / name).exists():
+        return pa.table({})
+    table = ds.dataset(str(out / name), format="parquet", partitioning="hive").to_table()
+    keys = [f.name for f in table.schema if not pa.types.is_nested(f.type)]
+    return table.sort_by([(c, "ascending") for c in sorted(keys)])
+
+
+def current_sessions(spark, out) -> list[dict]:
+    sessions = spark.read.parquet(str(out / "sessions"))
+    revisions = spark.read.parquet(str(out / "session_revisions"))
+    sessions.unionByName(revisions, allowMissingColumns=True).createOrReplaceTempView("written")
+    rows = spark.sql(CURRENT).drop("latest", "revision", "retracted", "batch_id")
+    return sorted((r.asDict() for r in rows.collect()), key=lambda r: r["session_id"])
+
+
+def test_current_sessions_after_the_stream_equal_one_batch_of_every_event(spark, data):
+    root, _ = data
+    out = root / "clean" / "out"
+    revisions = read(out, "session_revisions").to_pylist()
+    assert any(not r["retracted"] for r in revisions), "no session was revised"
+    assert {r["batch_id"] for r in revisions} >= {REVISING_BATCH}
+    views = read(out, "page_view_revisions").to_pylist()
+    assert {v["session_id"] for v in views} == {
+        r["session_id"] for r in revisions if not r["retracted"]
+    }
+    assert read(out, "late_events").num_rows == 0, "the window covers the input's lateness"
+    batch = spark.read.parquet(str(root / "batch" / "out" / "sessions")).drop("batch_id")
+    want = sorted((r.asDict() for r in batch.collect()), key=lambda r: r["session_id"])
+    got = current_sessions(spark, out)
+    assert [r for r in got if r["user_id"] != FLUSH_USER] == [
+        r for r in want if r["user_id"] != FLUSH_USER
+    ]
+
+
+def test_kill_9_inside_a_revising_publish_then_restart_writes_what_an_uninterrupted_run_does(
+    data,
+):
+    root, inp = data
+    run = root / "killed"
+    point = f"published-session_revisions:{REVISING_BATCH}"
+    seen = run_until_killed(
+        _args(inp, run), f"PAUSED {point.replace(':', ' ')}", cli_env(SESSIONIZE_PAUSE_AT=point)
+    )
+    assert "PAUSED" in seen
+    done = sessionize(*_args(inp, run))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in OUTPUTS:
+        assert read(run / "out", name).equals(read(root / "clean" / "out", name)), name
+
+
+def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, tmp_path):
+    """At the revising batch the state holds sessions already written (kept for the
+    window, marked with their id) and open ones: `state export` writes the open ones, none
+    of them a session current in the outputs by then."""
+    root, _ = data
+    job = locate(str(root / "clean" / "chk"), None)
+    _, _, parts = read_state(job, REVISING_BATCH)
+    rows = pa.concat_tables([p.rows for p in parts])
+    kept = set(rows.filter(pc.is_valid(rows["emitted_session"]))["emitted_session"].to_pylist())
+    current: dict[str, dict] = {}  # the docs' rule, by a plain loop over batches <= it
+    out = root / "clean" / "out"
+    written = [*read(out, "sessions").to_pylist(), *read(out, "session_revisions").to_pylist()]
+    for row in sorted(written, key=lambda r: (r["batch_id"], r.get("revision") or 0)):
+        if row["batch_id"] <= REVISING_BATCH:
+            current[row["session_id"]] = row
+    live = {sid for sid, r in current.items() if not r.get("retracted")}
+    assert kept and kept <= live
+    _, count = export_sessions(job, str(tmp_path / "open.parquet"), REVISING_BATCH)
+    exported = set(pq.read_table(tmp_path / "open.parquet")["session_id"].to_pylist())
+    assert count == len(exported) > 0
+    assert not exported & live
+
+
+@pytest.mark.parametrize(
+    "extra, line",
+    [
+        (
+            ["--output-format", "delta"],
+            "--revise-within writes revisions to Parquet outputs only for now",
+        ),
+        (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
+        (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),
+        (["--anonymous-field", "anonymous_id"], "identities (--anonymous-field)"),
+    ],
+)
+def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, extra, line):
+    _, inp = data
+    done = sessionize(*_args(inp, tmp_path), *extra)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and line in lines[0], done.stderr[-3000:]
+    assert not (tmp_path / "out").exists()
