@@ -276,27 +276,12 @@ def _drop(pg: str, schema: str, topic: str) -> None:
 
 def peer_here(inp: str, work: str, partitions: int) -> None:
     """Inside the fresh process: the peer, until it is killed."""
-    from peers import EVENT_SCHEMA, PROVIDERS, _events, plain_spark
-    from pyspark.sql import functions as F
+    from peers import EVENT_SCHEMA, PROVIDERS, _events, plain_spark, session_window_query
 
     spark = plain_spark("latency-session-window", partitions)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS["hdfs"])
     events = _events(spark.readStream.schema(EVENT_SCHEMA).json(inp))
-    sessions = (
-        events.withWatermark("event_time", "10 minutes")
-        .dropDuplicatesWithinWatermark(["user_id", "event_time", "page"])
-        .groupBy("user_id", F.session_window("event_time", "10 minutes").alias("w"))
-        .agg(F.count(F.lit(1)).alias("event_count"))
-    )
-    query = (
-        sessions.writeStream.format("parquet")
-        .option("path", f"{work}/out")
-        .option("checkpointLocation", f"{work}/chk")
-        .outputMode("append")
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
-    query.awaitTermination()
+    session_window_query(events, work, processingTime="0 seconds").awaitTermination()
 
 
 def write_paced(sent: Sent, rate: int, args: argparse.Namespace, inp: Path, seed: int) -> int:

@@ -122,7 +122,6 @@ def session_window_stream(
     """Spark's streaming `session_window` over the valid events, duplicates dropped within
     the watermark, on the state store `provider` (`hdfs`, `rocksdb`); returns the lines read
     and the micro-batches run."""
-    from pyspark.sql import functions as F
 
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS[provider])
     options = {"maxFilesPerTrigger": str(files)} if files else {}
@@ -132,23 +131,33 @@ def session_window_stream(
         events = _exact_events(file_stream(spark, inp, options))
     else:
         events = _events(spark.readStream.schema(EVENT_SCHEMA).options(**options).json(inp))
+    query = session_window_query(events, work, availableNow=True)
+    query.awaitTermination()
+    batches = len({_of(p, "batchId") for p in query.recentProgress if _of(p, "numInputRows")})
+    return spark.read.text(inp, recursiveFileLookup=True).count(), batches
+
+
+def session_window_query(events, work: str, **trigger):
+    """Spark's streaming `session_window` over `events` as users write it (a 10-minute gap
+    and watermark, duplicates dropped within the watermark, an event count per window),
+    into Parquet under `work/out` in append mode, started with `trigger` (the keywords of
+    `DataStreamWriter.trigger`)."""
+    from pyspark.sql import functions as F
+
     sessions = (
         events.withWatermark("event_time", "10 minutes")
         .dropDuplicatesWithinWatermark(["user_id", "event_time", "page"])
         .groupBy("user_id", F.session_window("event_time", "10 minutes").alias("w"))
         .agg(F.count(F.lit(1)).alias("event_count"))
     )
-    query = (
+    return (
         sessions.writeStream.format("parquet")
         .option("path", f"{work}/out")
         .option("checkpointLocation", f"{work}/chk")
         .outputMode("append")
-        .trigger(availableNow=True)
+        .trigger(**trigger)
         .start()
     )
-    query.awaitTermination()
-    batches = len({_of(p, "batchId") for p in query.recentProgress if _of(p, "numInputRows")})
-    return spark.read.text(inp, recursiveFileLookup=True).count(), batches
 
 
 def _of(progress, name: str):
