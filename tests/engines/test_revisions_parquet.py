@@ -23,7 +23,7 @@ from sessionize.commands.statetools.job import locate
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
 from sessionize.mapping import EventMapping
-from tests.helpers import cli_env, generate, run_until_killed, sessionize
+from tests.helpers import cli_env, generate, run_until_killed, sessionize, stream_args
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR_US = 3_600_000_000
@@ -104,21 +104,7 @@ def _stream(inp, root) -> StreamOptions:
 
 
 def _args(inp, root) -> list[str]:
-    return [
-        "stream",
-        "--input",
-        str(inp),
-        "--output",
-        str(root / "out"),
-        "--checkpoint",
-        str(root / "chk"),
-        "--partitions",
-        "3",
-        "--max-files-per-trigger",
-        "1",
-        "--revise-within",
-        WINDOW,
-    ]
+    return [*stream_args(inp, root), "--revise-within", WINDOW]
 
 
 def read(out, name: str) -> pa.Table:
