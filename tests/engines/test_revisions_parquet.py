@@ -187,7 +187,7 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
     [
         (
             ["--output-format", "delta"],
-            "--revise-within writes revisions to Parquet outputs only for now",
+            "--revise-within writes revisions to Parquet and Kafka outputs only for now",
         ),
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
         (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),

@@ -50,7 +50,8 @@ class Capabilities:
             change log.
         appends_revisions: it writes the revisions of `--revise-within` as the appended
             outputs `session_revisions` and `page_view_revisions` beside an append-only
-            `sessions` (local Parquet); the table sinks will upsert them instead.
+            `sessions` (local Parquet), or takes them staged so and produces them as
+            records keyed by `session_id` (Kafka); the table sinks will upsert them.
     """
 
     keeps_records: bool = False

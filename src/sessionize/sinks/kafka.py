@@ -17,6 +17,10 @@ retract records, so `invalidate_from` over batches on Kafka
 (rewind, batch reprocessing) is refused unless the URI says `duplicates=accept`; then those
 batches' markers are retired and the rerun produces them again, next to the first copies.
 
+With `--revise-within`, `PREFIX.sessions` and `PREFIX.page_views` are keyed by `session_id`:
+a revision is the session's new record, a retraction a tombstone, in the batch's transaction
+(kafka_revisions.py).
+
 The same topic holds the prefix's owner, a record keyed `_owner` (kafka_owner.py), which the
 markers' readers skip.
 
@@ -29,12 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from sessionize import faults
+from sessionize.base_schema import SESSION_REVISIONS
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import without_options
 from sessionize.sinks import staging
@@ -57,6 +63,7 @@ from sessionize.sinks.kafka_client import (  # noqa: F401 - KafkaOutput, with_st
     with_staging,
 )
 from sessionize.sinks.kafka_records import encode, per_key_records
+from sessionize.sinks.kafka_revisions import REVISED, Record, revised_records
 from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
 
 
@@ -71,7 +78,7 @@ class KafkaSink(StagedSink):
     outputs: Outputs = field(default_factory=session_outputs)
     root: str = field(init=False)  # the staging place (StagedSink stages under it)
     _live: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    capabilities = Capabilities(replaces_by_key=True, retracts=False)
+    capabilities = Capabilities(replaces_by_key=True, retracts=False, appends_revisions=True)
 
     @classmethod
     def check_place(cls, uri: str) -> None:
@@ -215,9 +222,8 @@ class KafkaSink(StagedSink):
             for name, records in per_user.items():  # a user's record, or a tombstone
                 for user, record in records:
                     _send(producer, out.topic(name), user, record, failures)
-            for name, table in tables.items():
-                for key, value in encode(table, positions=not exactly_once,
-                                         key=self.outputs.record_key):  # fmt: skip
+            for name, records in self._records(batch_id, tables, exactly_once).items():
+                for key, value in records:
                     _send(producer, out.topic(name), key, value, failures)
             if not exactly_once:  # the rows first, then the marker that says they are there
                 _flush(producer, failures)
@@ -240,6 +246,26 @@ class KafkaSink(StagedSink):
             raise
         self._markers()[batch_id] = counts
         faults.pause_point("published-kafka", batch_id)
+
+    def _records(
+        self, batch_id: int, tables: dict[str, pa.Table], exactly_once: bool
+    ) -> dict[str, Iterable[Record]]:
+        """The records of the appended outputs, per topic name: keyed by the job's key,
+        except a revising job's sessions and page views, keyed by `session_id`."""
+        keyed = {name: table for name, table in tables.items()
+                 if not (self.revises and name in REVISED)}  # fmt: skip
+        records: dict[str, Iterable[Record]] = {
+            name: encode(table, positions=not exactly_once, key=self.outputs.record_key)
+            for name, table in keyed.items()
+        }
+        if self.revises:
+            records |= revised_records(tables, batch_id, positions=not exactly_once)
+        return records
+
+    @property
+    def revises(self) -> bool:
+        """A `--revise-within` job's sink: its outputs hold the revisions."""
+        return SESSION_REVISIONS in self.outputs
 
     def _send_markers(self, batches: dict[int, dict[str, int] | None]) -> None:
         """Markers for `batches` (None: retired, to be produced again) in one transaction."""

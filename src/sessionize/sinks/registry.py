@@ -142,16 +142,17 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
 
 def check_revisions(wanted: bool, output: str, fmt: str) -> None:
     """Before a job starts: `--revise-within` needs an output that takes revisions (for
-    now, local Parquet's `session_revisions`; the table sinks' upserts are to come).
+    now, local Parquet's `session_revisions` and Kafka's keyed records; the table sinks'
+    upserts are to come).
 
     Raises:
         ConfigError: another output, in one line.
     """
     if wanted and not capabilities(output, fmt).appends_revisions:
         raise ConfigError(
-            "--revise-within writes revisions to Parquet outputs only for now (a local path "
-            f"or file://, not a {kind_of(output, fmt)} output): leave --revise-within out, "
-            "or give such an --output"
+            "--revise-within writes revisions to Parquet and Kafka outputs only for now (a "
+            f"local path, file:// or kafka://, not a {kind_of(output, fmt)} output): leave "
+            "--revise-within out, or give such an --output"
         )
 
 
