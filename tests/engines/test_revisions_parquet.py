@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -22,7 +23,9 @@ from sessionize.commands.statetools.inspect import export_sessions, read_state
 from sessionize.commands.statetools.job import locate
 from sessionize.commands.stream import StreamOptions, run_stream
 from sessionize.config import SessionRules
+from sessionize.errors import SinkError
 from sessionize.mapping import EventMapping
+from sessionize.sinks.parquet import ParquetSink
 from tests.helpers import cli_env, generate, run_until_killed, sessionize, stream_args
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -201,3 +204,44 @@ def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, e
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and line in lines[0], done.stderr[-3000:]
     assert not (tmp_path / "out").exists()
+
+
+def test_maintain_compact_folds_revisions_into_sessions_and_page_views(spark, data, tmp_path):
+    """`maintain --compact` over the stream's output: the docs' query gives the same
+    current sessions; `sessions` and `page_views` read alone are the current sessions and
+    their page views (by a plain loop over what the batches wrote); a rewind into the
+    folded batches is refused in one line."""
+    root, _ = data
+    out = tmp_path / "out"
+    shutil.copytree(root / "clean" / "out", out, symlinks=True)
+    before = current_sessions(spark, out)
+    latest: dict[str, dict] = {}  # the docs' rule, by a plain loop
+    for source, name in ((False, "sessions"), (True, "session_revisions")):
+        for row in read(out, name).to_pylist():
+            rank = (row["batch_id"], row.get("revision") or 0)
+            if row["session_id"] not in latest or rank > latest[row["session_id"]]["rank"]:
+                latest[row["session_id"]] = {**row, "rank": rank, "source": source}
+    live = {sid: r for sid, r in latest.items() if not r.get("retracted")}
+    views = []
+    for source, name in ((False, "page_views"), (True, "page_view_revisions")):
+        for pv in read(out, name).to_pylist():
+            r = live.get(pv["session_id"])
+            if r is not None and (r["batch_id"], r["source"]) == (pv["batch_id"], source):
+                views.append(pv)
+    assert any(r["source"] for r in live.values()) and len(live) < len(latest)
+
+    done = sessionize("maintain", "--output", str(out), "--compact", env=cli_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    assert current_sessions(spark, out) == before
+    alone = spark.read.parquet(str(out / "sessions")).drop("batch_id").collect()
+    assert sorted((r.asDict() for r in alone), key=lambda r: r["session_id"]) == before
+    assert [r["session_id"] for r in before] == sorted(live)
+    key = ("session_id", "position")
+    assert sorted(read(out, "page_views").to_pylist(), key=lambda v: [v[k] for k in key]) == (
+        sorted(views, key=lambda v: [v[k] for k in key])
+    )
+    assert read(out, "session_revisions").num_rows == 0
+    with pytest.raises(SinkError, match=r"batches up to \d+ were compacted with their revisions"):
+        ParquetSink(str(out)).invalidate_from(REVISING_BATCH)
+    assert current_sessions(spark, out) == before

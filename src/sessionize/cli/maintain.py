@@ -13,8 +13,10 @@ from sessionize.cli.params import count_option, job_output_options
     "--compact",
     is_flag=True,
     help="Parquet (local): move every published batch into files of about --target-file-mb "
-    "per session_date (per publish day for the other outputs) under OUT/_compacted/; "
-    "Delta: bin-pack the tables' small files.",
+    "per session_date (per publish day for the other outputs) under OUT/_compacted/, "
+    "folding session_revisions into sessions and page_view_revisions into page_views "
+    "(--revise-within; folded batches cannot be rewound); Delta: bin-pack the tables' "
+    "small files.",
 )
 @click.option(
     "--target-file-mb",

@@ -99,12 +99,11 @@ def rewind(
         if dry_run:
             say("dry run: nothing was changed")
             return plan
-        if accept_duplicates:
+        if accept_duplicates:  # then a Kafka sink accepts; folded Parquet still refuses
             ck.accept_duplicates = True
-        else:  # before the intent: a refused rewind leaves the stream as it was
-            sink = ck.sink()
-            if sink is not None:
-                sink.check_retractable(to_batch + 1, "add --accept-duplicates")
+        sink = ck.sink()  # before the intent: a refused rewind leaves the stream as it was
+        if sink is not None:
+            sink.check_retractable(to_batch + 1, "add --accept-duplicates")
         started = time.perf_counter()
         write_rewind_intent(
             checkpoint,

@@ -49,14 +49,17 @@ TARGET_MB = 128
 
 @dataclass
 class Manifest:
-    """One generation of an output's compacted files: {file (relative): its batches}."""
+    """One generation of an output's compacted files: {file (relative): its batches}, and
+    `folded`: every batch up to it is in this generation, including those whose rows were
+    all replaced by revisions (folding.py); -1 when the output was never folded."""
 
     generation: int = 0
     files: dict[str, list[int]] = field(default_factory=dict)
+    folded: int = -1
 
     @property
     def batches(self) -> set[int]:
-        return {b for held in self.files.values() for b in held}
+        return {b for held in self.files.values() for b in held} | set(range(self.folded + 1))
 
 
 def compacted_dir(base: str, name: str) -> str:
@@ -75,7 +78,8 @@ def read_manifest(fs: pafs.FileSystem, base: str, name: str) -> Manifest:
                 body = json.loads(f.read())
         except FileNotFoundError:
             continue
-        return Manifest(body["generation"], {k: list(v) for k, v in body["files"].items()})
+        files = {k: list(v) for k, v in body["files"].items()}
+        return Manifest(body["generation"], files, body.get("folded", -1))
     raise FileNotFoundError(f"{where}: manifests kept changing while read")
 
 
@@ -266,7 +270,7 @@ def _compact(
     files = {f: held for f, held in manifest.files.items() if f not in small}
     files.update(written)
     faults.pause_point(f"compacted-files-{name}", generation)
-    _write_manifest(fs, base, name, Manifest(generation, files))
+    _write_manifest(fs, base, name, Manifest(generation, files, manifest.folded))
     faults.pause_point(f"compacted-manifest-{name}", generation)
     finish(fs, base, name)
     return {"batches": len(todo), "files_in": files_in, "files_out": len(written)}
@@ -309,7 +313,7 @@ def remove_batches(fs: pafs.FileSystem, base: str, name: str, batches: set[int])
                 fs, compacted_dir(base, name), name, rows, generation, max(1, rows.num_rows)
             )
         )
-    _write_manifest(fs, base, name, Manifest(generation, files))
+    _write_manifest(fs, base, name, Manifest(generation, files, manifest.folded))
     finish(fs, base, name)
     return gone
 
@@ -422,7 +426,10 @@ def _write_manifest(fs: pafs.FileSystem, base: str, name: str, manifest: Manifes
     """The switch to a generation: written aside, then renamed into place (atomic)."""
     where = f"{compacted_dir(base, name)}/{MANIFESTS}"
     fs.create_dir(where, recursive=True)
-    body = json.dumps({"generation": manifest.generation, "files": manifest.files}).encode()
+    held = {"generation": manifest.generation, "files": manifest.files}
+    if manifest.folded >= 0:
+        held["folded"] = manifest.folded
+    body = json.dumps(held).encode()
     final = f"{where}/{manifest.generation:08d}.json"
     if exists(fs, final):
         raise FileExistsError(f"{final}: another compaction of {name} ran at the same time")

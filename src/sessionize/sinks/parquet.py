@@ -29,7 +29,7 @@ import pyarrow.fs as pafs
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import delete_dir, exists, location_key, without_options
-from sessionize.sinks import compaction, staging, tree_move, views
+from sessionize.sinks import compaction, folding, staging, tree_move, views
 from sessionize.sinks.base import Capabilities, RootedSink, sink_errors
 
 
@@ -102,7 +102,18 @@ class ParquetSink(RootedSink):
             faults.pause_point(f"published-{name}", batch_id)
         staging.close_attempt(fs, base, batch_id)
 
+    def check_retractable(self, batch_id: int, accept_hint: str = "") -> None:
+        """Refuse to remove batches >= batch_id when some were folded with their revisions
+        (folding.py): the rows they replaced are gone.
+
+        Raises:
+            SinkError: one line naming the earliest batch that can still be removed.
+        """
+        fs, base = self._fs()
+        folding.check_unfolded(fs, base, batch_id, without_options(self.root))
+
     def invalidate_from(self, batch_id: int) -> list[int]:
+        self.check_retractable(batch_id)
         fs, base = self._fs()
         retired = set()
         for name in self._names():
@@ -148,10 +159,13 @@ class ParquetSink(RootedSink):
         """Rewrite the published batches <= `upto` (default: all) of every output into
         compacted files of about `target_mb` (compaction.py); {output: what was done}."""
         fs, base = self._fs()
-        return {
-            name: compaction.compact(fs, base, name, upto=upto, target_mb=target_mb)
-            for name in self._names()
-        }
+        done, names = {}, self._names()
+        if folding.has_revisions(fs, base):  # a revising job's: revisions folded in
+            done = folding.fold(fs, base, upto=upto, target_mb=target_mb)
+            names = tuple(n for n in names if n not in done)
+        for name in names:
+            done[name] = compaction.compact(fs, base, name, upto=upto, target_mb=target_mb)
+        return done
 
     @staticmethod
     def _retire(fs: pafs.FileSystem, base: str, name: str, path: str) -> None:
