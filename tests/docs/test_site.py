@@ -85,6 +85,20 @@ def test_the_plots_are_drawn_from_the_benchmarks_json(tmp_path):
         assert f"benchmarks/{name}" in (REPO / "docs" / "benchmarks.md").read_text()
 
 
+def test_the_revisions_timeline_is_drawn_by_its_script(tmp_path):
+    """benchmarks/revisions_timeline.py gives exactly the committed picture, which the
+    revisions page shows."""
+    drawn = tmp_path / "timeline.svg"
+    script = REPO / "benchmarks" / "revisions_timeline.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--to", str(drawn)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    committed = REPO / "docs" / "concepts" / "revisions_timeline.svg"
+    assert drawn.read_bytes() == committed.read_bytes()
+    assert "](revisions_timeline.svg)" in (REPO / "docs" / "concepts" / "revisions.md").read_text()
+
+
 def test_readme_is_short_and_points_into_the_site():
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) < 150
