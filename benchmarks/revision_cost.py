@@ -26,6 +26,7 @@ import uuid
 
 import numpy as np
 import pyarrow as pa
+from revision_state import ATTRIBUTES
 
 from sessionize import schema
 from sessionize.config import SessionRules
@@ -38,13 +39,6 @@ from sessionize.state.registry import open_backend
 SECOND = 1_000_000
 BATCH_S = 30
 T0 = 1_793_491_200_000_000  # 2026-11-01T00:00:00Z
-ATTRIBUTES = {
-    "site": "mysite.com",
-    "api_version": "v3",
-    "browser": "Firefox 53",
-    "language": "en",
-    "device_type": "tablet",
-}
 
 
 def events(start: int, seconds: int, per_batch: int, users: int, rng) -> pa.Table:

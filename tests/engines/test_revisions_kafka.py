@@ -7,22 +7,19 @@ then a restart, gives the same table."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
-from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.stream import StreamOptions, run_stream
 from tests.engines.test_revisions_parquet import (
     FLUSH_USER,
     MAPPING,
     REVISING_BATCH,
     RULES,
-    START,
     WINDOW,
+    batch_of_every_event,
+    revising_input,
 )
-from tests.helpers import cli_env, generate, read_output, run_until_killed, sessionize
+from tests.helpers import cli_env, read_output, run_until_killed, sessionize
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
 from tests.sinks.test_kafka_stream import _iso
 from tests.sources.conftest import _service_env
@@ -33,21 +30,7 @@ def data(spark, tmp_path_factory):
     """The Parquet test's input (two hours, files held back two hours, a flush event), its
     batch run, and its uninterrupted revising stream to Kafka (the URI)."""
     root = tmp_path_factory.mktemp("revisions-kafka")
-    inp = generate(
-        root / "in",
-        start=START,
-        hours=2,
-        users=80,
-        events_per_hour=800,
-        late_rate=0.05,
-        files_per_hour=2,
-    )
-    newest = max(p.stat().st_mtime for p in inp.rglob("*.json"))
-    flush = inp / "event_date=2026-11-01" / "event_hour=03" / "part-00000.json"
-    flush.parent.mkdir(parents=True)
-    event = {"user_id": FLUSH_USER, "event_time": "2026-11-01T03:00:00+00:00"}
-    flush.write_text(json.dumps({**event, "page": {"current": "home"}}) + "\n")
-    os.utime(flush, (newest + 60, newest + 60))
+    inp = revising_input(root / "in")
     env = _service_env("kafka")
     with pytest.MonkeyPatch.context() as patch:
         for k, v in env.items():
@@ -66,18 +49,7 @@ def data(spark, tmp_path_factory):
             spark,
             on_batch=lambda _: None,
         )
-    run_batch(
-        BatchOptions(
-            input=str(inp),
-            output=str(root / "batch"),
-            start=START,
-            end=START.replace(hour=3),
-            partitions=3,
-            mapping=MAPPING,
-        ),
-        spark,
-        on_hour=lambda _: None,
-    )
+    batch_of_every_event(spark, inp, root / "batch")
     return root, inp, uri, env
 
 

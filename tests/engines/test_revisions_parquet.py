@@ -61,8 +61,31 @@ def data(spark, tmp_path_factory):
     """The input (two hours, held-back files, one flush event after them), its
     uninterrupted stream with the window, and its batch run."""
     root = tmp_path_factory.mktemp("revisions")
+    inp = revising_input(root / "in")
+    clean = root / "clean"
+    run_stream(_stream(inp, clean), spark, on_batch=lambda _: None)
+    batch_of_every_event(spark, inp, root / "batch" / "out")
+    return root, inp
+
+
+def batch_of_every_event(spark, inp, out) -> None:
+    """`sessionize batch` over every hour of `inp`, written to `out` (the reference)."""
+    options = BatchOptions(
+        input=str(inp),
+        output=str(out),
+        start=START,
+        end=START.replace(hour=3),
+        partitions=3,
+        mapping=MAPPING,
+    )
+    run_batch(options, spark, on_hour=lambda _: None)
+
+
+def revising_input(path):
+    """Two hours of events with late ones whose files come about two hours after their
+    hour, then one flush event an hour after the data, in the last file read."""
     inp = generate(
-        root / "in",
+        path,
         start=START,
         hours=2,
         users=80,
@@ -76,22 +99,7 @@ def data(spark, tmp_path_factory):
     event = {"user_id": FLUSH_USER, "event_time": "2026-11-01T03:00:00+00:00"}
     flush.write_text(json.dumps({**event, "page": {"current": "home"}}) + "\n")
     os.utime(flush, (newest + 60, newest + 60))
-    clean = root / "clean"
-    run_stream(_stream(inp, clean), spark, on_batch=lambda _: None)
-    batch = root / "batch"
-    run_batch(
-        BatchOptions(
-            input=str(inp),
-            output=str(batch / "out"),
-            start=START,
-            end=START.replace(hour=3),
-            partitions=3,
-            mapping=MAPPING,
-        ),
-        spark,
-        on_hour=lambda _: None,
-    )
-    return root, inp
+    return inp
 
 
 def _stream(inp, root) -> StreamOptions:
