@@ -215,10 +215,11 @@ def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, e
 
 
 def test_maintain_compact_folds_revisions_into_sessions_and_page_views(spark, data, tmp_path):
-    """`maintain --compact` over the stream's output: the docs' query gives the same
-    current sessions; `sessions` and `page_views` read alone are the current sessions and
-    their page views (by a plain loop over what the batches wrote); a rewind into the
-    folded batches is refused in one line."""
+    """`maintain --compact` over the stream's output, killed once in the middle of its
+    fold: the docs' query gives the same current sessions throughout; `sessions` and
+    `page_views` read alone are then the current sessions and their page views (by a plain
+    loop over what the batches wrote); a rewind into the folded batches is refused in one
+    line."""
     root, _ = data
     out = tmp_path / "out"
     shutil.copytree(root / "clean" / "out", out, symlinks=True)
@@ -238,6 +239,17 @@ def test_maintain_compact_folds_revisions_into_sessions_and_page_views(spark, da
                 views.append(pv)
     assert any(r["source"] for r in live.values()) and len(live) < len(latest)
 
+    # Killed after `sessions` and `page_views` switched, before `session_revisions`: the
+    # query reads the same rows, and the next compaction folds to the same end.
+    point = "folded-files-session_revisions:1"
+    seen = run_until_killed(
+        ["maintain", "--output", str(out), "--compact"],
+        f"PAUSED {point.replace(':', ' ')}",
+        cli_env(SESSIONIZE_PAUSE_AT=point),
+    )
+    assert "PAUSED" in seen
+    assert read(out, "session_revisions").num_rows > 0
+    assert current_sessions(spark, out) == before
     done = sessionize("maintain", "--output", str(out), "--compact", env=cli_env())
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -250,6 +262,10 @@ def test_maintain_compact_folds_revisions_into_sessions_and_page_views(spark, da
         sorted(views, key=lambda v: [v[k] for k in key])
     )
     assert read(out, "session_revisions").num_rows == 0
+    sink = ParquetSink(str(out))
     with pytest.raises(SinkError, match=r"batches up to \d+ were compacted with their revisions"):
-        ParquetSink(str(out)).invalidate_from(REVISING_BATCH)
+        sink.check_retractable(REVISING_BATCH, "add --accept-duplicates")  # what rewind asks
+    with pytest.raises(SinkError) as refused:  # what rewind and batch --from then do
+        sink.invalidate_from(REVISING_BATCH)
+    assert "\n" not in str(refused.value)
     assert current_sessions(spark, out) == before

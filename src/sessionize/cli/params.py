@@ -70,7 +70,8 @@ _RULE_OPTIONS = (
         DURATION,
         None,
         "Late events this far behind the watermark revise the sessions they join, written "
-        "to session_revisions (Parquet outputs; unset: they go to late_events).",
+        "to session_revisions (Parquet) or keyed by session_id (Kafka); unset: they go to "
+        "late_events.",
     ),
 )
 
