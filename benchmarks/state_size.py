@@ -2,7 +2,8 @@
 
     source .services/env.sh
     .venv/bin/python benchmarks/state_size.py [--users 10000 100000 1000000]
-        [--stores files postgres redis] [--partitions 8] [--batches 3] [--json PATH]
+        [--stores files postgres redis] [--partitions 8] [--batches 3] [--cache-mb MB]
+        [--json PATH]
 
 Per store and N: a `sessionize stream` in a fresh process runs one batch of 10 events, which
 sets up its checkpoint, job record and state. The big state is then built the fast way,
@@ -85,10 +86,11 @@ def batch_users(n_state: int, size: int, i: int) -> np.ndarray:
     return np.concatenate([known, new]).astype(np.int64)
 
 
-def place(store: str, tag: str, root: Path) -> tuple[str, callable] | None:
+def place(store: str, tag: str, root: Path, cache_mb: int | None) -> tuple[str, callable] | None:
     """A new place for the big state in `store`, and how to remove it."""
     if store == "files":
-        return f"files:{root / 'state-big'}", lambda: None
+        query = "" if cache_mb is None else f"?cache_mb={cache_mb}"
+        return f"files:{root / 'state-big'}{query}", lambda: None
     variable = {"postgres": "SESSIONIZE_TEST_POSTGRES", "redis": "SESSIONIZE_TEST_REDIS"}[store]
     server = service(variable)
     if not server:
@@ -273,7 +275,7 @@ def fresh(inp: Path, work: Path, state: str, partitions: int) -> tuple[dict, int
 def measure(store: str, users: int, args: argparse.Namespace) -> dict | None:
     root = Path(tempfile.mkdtemp(prefix="bench-state-size-"))
     tag = f"bss{uuid.uuid4().hex[:8]}"
-    where = place(store, tag, root)
+    where = place(store, tag, root, args.cache_mb)
     if where is None:
         return None
     uri, remove = where
@@ -292,7 +294,7 @@ def measure(store: str, users: int, args: argparse.Namespace) -> dict | None:
         batches = result["batches"]
         steady = batches[1:] or batches
         row = {
-            "store": store,
+            "store": label(store, args),
             "users": users,
             "partitions": args.partitions,
             "build_s": round(build_s, 1),
@@ -307,7 +309,7 @@ def measure(store: str, users: int, args: argparse.Namespace) -> dict | None:
             "batches": batches,
         }
         print(
-            f"{store:<9}{users:>10,}{row['build_s']:>9.1f}{row['first_s']:>9.2f}{row['batch_s']:>9.2f}"
+            f"{row['store']:<9}{users:>10,}{row['build_s']:>9.1f}{row['first_s']:>9.2f}{row['batch_s']:>9.2f}"
             f"{row['first_bytes_read'] / 1e6:>11.1f}{row['bytes_read'] / 1e6:>9.1f}"
             f"{row['bytes_written'] / 1e6:>9.1f}{peak / 2**20:>9.0f}{row['load']:>7.1f}",
             flush=True,
@@ -316,6 +318,11 @@ def measure(store: str, users: int, args: argparse.Namespace) -> dict | None:
     finally:
         remove()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def label(store: str, args: argparse.Namespace) -> str:
+    """The store's name in the results: `files` with a cache other than its default says so."""
+    return f"files cache_mb={args.cache_mb}" if store == "files" and args.cache_mb else store
 
 
 def merged(path: str, rows: list[dict]) -> list[dict]:
@@ -342,6 +349,11 @@ def main() -> None:
         type=int,
         default=1_000_000,
         help="the most users put in a remote store (its memory and time are shared)",
+    )
+    ap.add_argument(
+        "--cache-mb",
+        type=int,
+        help="the files store's process cache (cache_mb; its default, 256, when left out)",
     )
     ap.add_argument("--json", help="add the results to this file (benchmarks/plot.py draws them)")
     ap.add_argument("--run", help=argparse.SUPPRESS)
@@ -372,7 +384,9 @@ def main() -> None:
                 if args.json:
                     write_json(args.json, "state_size", merged(args.json, rows))
     for store in args.stores:
-        mine = sorted((r for r in rows if r["store"] == store), key=lambda r: r["users"])
+        mine = sorted(
+            (r for r in rows if r["store"] == label(store, args)), key=lambda r: r["users"]
+        )
         if len(mine) > 1:
             ratio = mine[-1]["batch_s"] / mine[0]["batch_s"]
             print(
