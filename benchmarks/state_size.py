@@ -316,7 +316,10 @@ def measure(store: str, users: int, args: argparse.Namespace) -> dict | None:
         )
         return row
     finally:
-        remove()
+        try:
+            remove()
+        except Exception as e:  # noqa: BLE001 - the measurement stands; the leftover is said
+            print(f"{store}: {tag} not removed ({e}); remove it by hand", file=sys.stderr)
         shutil.rmtree(root, ignore_errors=True)
 
 
