@@ -5,6 +5,8 @@ event known so far, for any arrival order and cut into batches."""
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -282,3 +284,86 @@ def test_revisions_refuse_what_they_do_not_revise_yet():
 def test_state_rows_carry_the_marks():
     assert processor(HOUR).state_schema.names[-2:] == ["emitted_session", "emitted_revision"]
     assert pa.types.is_string(processor(HOUR).state_schema.field("emitted_session").type)
+
+
+# ---------------------------------------------------------------------------- many users
+
+
+def kept_reference(known: list[dict], rules: Rules, watermark: int, window: int) -> dict:
+    """Per user, what the state must hold after a batch: the keys of the events of its
+    sessions still open or emitted within the window (release + window not passed), and
+    its timer, the earliest of the open ones' releases and the kept ones' release +
+    window. One user at a time, every known event cut again."""
+    kept: dict[tuple, dict] = {}
+    for e in known:
+        key = (e["user_id"], e["event_time"], e["page"])
+        if key not in kept or nulls_last(e) < nulls_last(kept[key]):
+            kept[key] = e
+    out = {}
+    for user in sorted({k[0] for k in kept}):
+        events = sorted(
+            (e for k, e in kept.items() if k[0] == user), key=lambda e: (e["event_time"], e["page"])
+        )
+        cut = split(events, rules)
+        named = ids_and_releases(user, cut, [c for c, _ in closing(cut, rules)])
+        keys, timers = [], []
+        for session, (_, release) in zip(cut, named, strict=True):
+            hold = release + window if release < watermark else release
+            if hold >= watermark:
+                keys += [(e["event_time"], e["page"]) for e in session.events]
+                timers.append(hold)
+        if keys:
+            out[user] = (keys, min(timers))
+    return out
+
+
+def test_on_time_users_keep_their_sessions_while_a_few_late_ones_revise():
+    """Forty users over two and a half hours across midnight, batches of eight minutes:
+    most users only send on-time events (their kept sessions stay as they are, out of the
+    re-cut), a few per batch send one behind the watermark but within the window. After
+    every batch the current sessions, the late events and the state's events and timers
+    equal a plain re-cut of every known event."""
+    rng = random.Random(52)
+    window = 3 * HOUR
+    rules = Rules(10 * MIN, ("close",), 25 * MIN, "UTC", True)
+    batches: list[list[dict]] = []
+    latest = T0
+    for _ in range(19):
+        batch = [
+            ev(
+                rng.randrange(1, 41),
+                latest + rng.randrange(0, 8 * MIN),
+                rng.choice("ab"),
+                rng.choice(["view"] * 5 + ["close"]),
+            )
+            for _ in range(12)
+        ]
+        for _ in range(rng.randrange(0, 3)):  # late, some within the window, rarely not
+            back = rng.choice([MIN, 20 * MIN, 70 * MIN, 4 * HOUR])
+            batch.append(ev(rng.randrange(1, 41), latest - back, rng.choice("ab")))
+        batches.append(batch)
+        latest = max(e["event_time"] for e in batch)
+    flush = [ev(99, latest + 10 * HOUR, "end")]
+    p = processor(window, 25 * MIN, midnight=True)
+    known: list[dict] = []
+    watermark = None
+    for i, batch in enumerate([*batches, flush]):
+        run = run_local(p, [events_table(b) for b in [*batches, flush][: i + 1]])
+        before = watermark
+        known += [e for e in batch if before is None or e["event_time"] >= before - window]
+        watermark = max([watermark or 0, *(e["event_time"] for e in batch)])
+        now, _ = current(run)
+        got = summary({k: v for k, v in now.items() if v["user_id"] != 99})
+        want = {k: v for k, v in reference(known, rules, watermark).items() if v[0] != 99}
+        assert got == want, f"after batch {i}"
+        late = rows_of(run.outputs["late_events"][i])
+        assert len(late) == sum(before is not None and e["event_time"] < before - window
+                                for e in batch)  # fmt: skip
+        state: dict[int, tuple] = {}
+        for r in sorted(rows_of(run.state), key=lambda r: (r["event_time"], r["page"])):
+            keys, timers = state.setdefault(r["user_id"], ([], set()))
+            keys.append((r["event_time"], r["page"]))
+            timers.add(r["expires_at"])
+        want_state = kept_reference(known, rules, watermark, window)
+        got_state = {u: (keys, timers) for u, (keys, timers) in state.items() if u != 99}
+        assert got_state == {u: (k, {t}) for u, (k, t) in want_state.items() if u != 99}

@@ -50,6 +50,13 @@ class Marks:
             revision[:n] = rev.to_numpy(zero_copy_only=False)
         return cls(code, revision, ids, n)
 
+    def without(self, rows: np.ndarray) -> Marks:
+        """These marks with `rows` (set aside, out of the cut) unmarked, so that no kept
+        id of theirs is taken for retracted."""
+        code = self.code.copy()
+        code[rows] = -1
+        return replace(self, code=code)
+
     def top(self) -> np.ndarray:
         """Per kept id: the revision it was last written with."""
         known = self.code[: self.n_state] >= 0

@@ -62,6 +62,7 @@ from sessionize.logic.ids import same_millisecond
 from sessionize.logic.result import SessionSpans, StepResult, StepStats
 from sessionize.logic.revisions import Marks, check_revisable, revised_step
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
+from sessionize.logic.set_aside import set_aside, with_aside
 from sessionize.logic.sort_order import sort_order
 from sessionize.logic.traffic import per_distinct, query_value
 from sessionize.logic.visits import Kept, carry_table, with_visits
@@ -95,6 +96,7 @@ def advance(
     _check_watermarks(watermark_before, watermark_after)
     lay = layout or schema.layout()
     window = rules.revise_within_us
+    judged = watermark_before
     if window is not None:
         check_revisable(lay, open_sessions)
         lay = replace(lay, revise=True)
@@ -143,23 +145,29 @@ def advance(
     # One sort of the partition's keys: (user_id, event_time, page); carry rows are no events.
     order = sort_order(user[:n_events], time[:n_events], page_rank[:n_events])
     from_state = order[order < n_state]
-    before = cut_sessions(
+    cuts = cut_sessions(
         user[from_state],
         time[from_state],
         is_close[from_state],
         rules,
         *(None if c is None else c[from_state] for c in (change, gap)),
-    ).starts
-    open_before = len(before)
+    )
+    open_before = len(cuts.starts)
+    aside = None
     if marks is not None and open_before:  # kept sessions are no open ones
-        unmarked = (marks.code[from_state] < 0).astype(np.int64)
-        open_before = int(np.count_nonzero(np.add.reduceat(unmarked, before)))
+        unmarked = marks.code[from_state] < 0
+        open_before = int(np.count_nonzero(np.logical_or.reduceat(unmarked, cuts.starts)))
+        if judged is not None:  # only users with an event behind the watermark re-cut
+            behind = user[n_state:n_events][time[n_state:n_events] < judged]
+            aside = set_aside(from_state, cuts, user, time, unmarked, behind, window)
+            marks = marks.without(aside.rows)
+            order = order[~np.isin(order, aside.rows)]
 
     # Rule 2: dedup; `order` keeps only the surviving copies, still sorted (a kept copy
     # first among equal ones, so that a re-delivery of a kept event changes nothing).
     ranked = rows if marks is None else rows.append_column("_new", marks.unmarked())
     order = order[survivors(ranked, order, user, time, page_rank)]
-    duplicates = rows.num_rows - len(order)
+    duplicates = rows.num_rows - len(order) - (0 if aside is None else len(aside.rows))
 
     # Rules 3 and 4: split into sessions, decide which are emitted.
     split = _Split.of(
@@ -191,6 +199,9 @@ def advance(
         state_puts = _state_table(split, lay)
 
     open_users = np.unique(stored.user[~stored.row_emitted])
+    if aside is not None:  # the kept rows set aside join their users' new rows
+        state_puts, still = with_aside(state_puts, stored, state, aside, watermark_after, lay)
+        open_users = np.union1d(open_users, still)
     if split.kept is not None and len(split.kept.user):
         open_users = np.union1d(open_users, split.kept.user)
     state_users = np.unique(np.concatenate([user[:n_state], user[n_events:]]))
