@@ -79,23 +79,13 @@ def with_aside(
     lay: schema.Layout,
 ) -> tuple[pa.Table, np.ndarray]:
     """The new state rows `puts` (of `stored`'s sessions not emitted: a `sessions._Split`,
-    sorted by user) with the set-aside rows still
-    kept, sorted by user, every row of a user with its timer (the earliest of its open
-    sessions' releases and its kept sessions' holds); and the users of those kept rows."""
+    sorted by user) with the set-aside rows still kept, sorted by user, every row of a
+    user with its timer (the earliest of its open sessions' releases and its kept
+    sessions' holds); and the users of those kept rows."""
     still = aside.kept(watermark_after)
     if not still.any():
         return puts, np.zeros(0, dtype=np.int64)
     rows = aside.rows[still]
-    taken = state.take(pa.array(rows))  # the core hands the rows in without their timer
-    carried = pa.table(
-        [
-            pa.nulls(len(rows), schema.TS) if f.name == schema.STATE_EXPIRY else taken[f.name]
-            for f in lay.state
-        ],
-        schema=lay.state.set(
-            lay.state.get_field_index(schema.STATE_EXPIRY), pa.field(schema.STATE_EXPIRY, schema.TS)
-        ),
-    )
     users = np.concatenate([aside.user[still], stored.user[~stored.row_emitted]])
     timer = np.concatenate(
         [
@@ -109,9 +99,13 @@ def with_aside(
     run = np.zeros(len(users), dtype=np.int64)
     run[first] = 1
     earliest = np.minimum.reduceat(timer, first)[np.cumsum(run) - 1]
-    both = pa.concat_tables([carried, puts.cast(carried.schema)]).take(pa.array(order))
-    expiry = both.schema.get_field_index(schema.STATE_EXPIRY)
-    both = both.set_column(
-        expiry, schema.STATE_EXPIRY, pa.array(earliest, pa.int64()).view(schema.TS)
+    # One take over the state's rows (handed in without their timer) and the new ones.
+    timerless = lay.state.remove(lay.state.get_field_index(schema.STATE_EXPIRY))
+    source = pa.concat_tables([state.select(timerless.names).cast(timerless),
+                               puts.select(timerless.names)])  # fmt: skip
+    taken = np.concatenate([rows, state.num_rows + np.arange(puts.num_rows)])[order]
+    both = source.take(pa.array(taken)).append_column(
+        schema.STATE_EXPIRY, pa.array(earliest, pa.int64()).view(schema.TS)
     )
-    return both.cast(lay.state).combine_chunks(), np.unique(aside.user[still])
+    table = both.select(lay.state.names).cast(lay.state).combine_chunks()
+    return table, np.unique(aside.user[still])
