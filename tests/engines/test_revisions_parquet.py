@@ -68,11 +68,15 @@ def data(spark, tmp_path_factory):
     return root, inp
 
 
-def batch_of_every_event(spark, inp, out) -> None:
+def batch_of_every_event(
+    spark, inp, out, state: str = "files", output_format: str = "parquet"
+) -> None:
     """`sessionize batch` over every hour of `inp`, written to `out` (the reference)."""
     options = BatchOptions(
         input=str(inp),
         output=str(out),
+        state=state,
+        output_format=output_format,
         start=START,
         end=START.replace(hour=3),
         partitions=3,
@@ -197,8 +201,8 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
     "extra, line",
     [
         (
-            ["--output-format", "delta"],
-            "--revise-within writes revisions to Parquet and Kafka outputs only for now",
+            ["--output", "iceberg://web_revised?uri=sqlite:///{tmp}/cat.db&warehouse=file://{tmp}"],
+            "not to iceberg outputs: leave --revise-within out",
         ),
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
         (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),
@@ -207,6 +211,7 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
 )
 def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, extra, line):
     _, inp = data
+    extra = [e.format(tmp=tmp_path) for e in extra]
     done = sessionize(*_args(inp, tmp_path), *extra)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
@@ -14,10 +15,11 @@ from sessionize.commands.stream import StreamOptions
 from sessionize.engines.checkpoint import checkpoint_lease, output_lease
 from sessionize.errors import ConfigError, LeaseHeld
 from sessionize.fs import resolve_fs
+from sessionize.sinks.registry import open_sink
 from sessionize.sources.registry import open_stream
 from tests.helpers import cli_env, generate, sessionize
 from tests.sinks.conftest import make_sink
-from tests.sinks.rows import stage
+from tests.sinks.rows import sessions, stage
 from tests.sinks.test_exactly_once import _expected, _seen
 
 
@@ -77,6 +79,28 @@ def test_delta_compact_and_vacuum_keep_the_rows(tmp_path):
     assert any(line.startswith("sessions: compacted") for line in lines), lines
     with pytest.raises(ConfigError, match="applies to Delta outputs"):
         _plain(tmp_path)
+
+
+def test_delta_maintain_compacts_and_vacuums_the_side_tables_of_revisions(tmp_path):
+    """`sessions_superseded` (`--revise-within`) is no output a plain sink knows by name:
+    `maintain` keeps it too."""
+    root = str(tmp_path / "out")
+    sink = open_sink(root, "delta", job="job-a", revise=True)
+    revisions = sink.outputs.schema("session_revisions")
+    for b in (0, 1, 2):  # s1 written, then revised twice: two rows set aside
+        sink.clear_staging(b)
+        if b == 0:
+            sink.write_part("sessions", 0, 0, sessions(["s1", "s2"]))
+        else:
+            rows = sessions(["s1"]).append_column("revision", pa.array([b], pa.int64()))
+            rows = rows.append_column("retracted", pa.array([False]))
+            sink.write_part("session_revisions", b, 0, rows.select(revisions.names).cast(revisions))
+        sink.publish(b)
+    side = sink.table("sessions_superseded")
+    assert sorted(r["revision"] for r in side.to_pyarrow_table().to_pylist()) == [0, 1]
+    report = maintain(root, compact=True, vacuum_hours=0, say=lambda _line: None)
+    assert report["tables"]["sessions_superseded"]["vacuumed_files"] > 0
+    assert len(sink.table("sessions_superseded").file_uris()) == 1
 
 
 def _plain(tmp_path) -> None:

@@ -69,9 +69,9 @@ _RULE_OPTIONS = (
         "--revise-within",
         DURATION,
         None,
-        "Late events this far behind the watermark revise the sessions they join, written "
-        "to session_revisions (Parquet) or keyed by session_id (Kafka); unset: they go to "
-        "late_events.",
+        "Late events this far behind the watermark revise the sessions they join: written "
+        "to session_revisions on Parquet, keyed by session_id on Kafka, upserted into "
+        "sessions on Delta and PostgreSQL (unset: they go to late_events).",
     ),
 )
 

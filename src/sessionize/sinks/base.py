@@ -51,7 +51,11 @@ class Capabilities:
         appends_revisions: it writes the revisions of `--revise-within` as the appended
             outputs `session_revisions` and `page_view_revisions` beside an append-only
             `sessions` (local Parquet), or takes them staged so and produces them as
-            records keyed by `session_id` (Kafka); the table sinks will upsert them.
+            records keyed by `session_id` (Kafka).
+        upserts_revisions: it keeps `sessions` and `page_views` current by `session_id`
+            under `--revise-within` (a revision replaces, a retraction deletes) in the
+            batch's publish, and sets them back exactly when batches are removed
+            (PostgreSQL, Delta).
     """
 
     keeps_records: bool = False
@@ -60,6 +64,7 @@ class Capabilities:
     compacts: bool = False
     keeps_current: bool = False
     appends_revisions: bool = False
+    upserts_revisions: bool = False
 
 
 class Sink(Protocol):

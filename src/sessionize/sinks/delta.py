@@ -15,15 +15,17 @@ are not partitioned (they are small; a partition per batch would make many small
 Each file holds one batch until compaction, so `batch_id` filters skip files by their
 statistics. With `--open-sessions` the table `open_sessions` (no `batch_id`: rows carry
 `updated_batch`) is replaced by user in one MERGE per batch, committed before the others
-(`delta_replaced.py`). No deletion vectors, column mapping or other table features are used (reader
-version 1, writer version 2), so Spark's Delta, DuckDB `delta_scan`, Polars and Trino read
-them. `compact_and_vacuum` is the maintenance step.
+(`delta_replaced.py`). With `--revise-within`, `sessions` and `page_views` are kept
+current by `session_id` (`delta_revised.py`). No deletion vectors, column mapping or other
+table features are used (reader version 1, writer version 2), so Spark's Delta, DuckDB
+`delta_scan`, Polars and Trino read them. `compact_and_vacuum` is the maintenance step.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -31,6 +33,7 @@ import pyarrow.dataset as ds
 from sessionize.errors import ConfigError
 from sessionize.fs import without_options
 from sessionize.objectstore import ObjectStoreUri
+from sessionize.sinks import delta_revised as revised
 from sessionize.sinks.base import Capabilities, RootedSink
 from sessionize.sinks.base import sink_errors as _errors
 from sessionize.sinks.delta_replaced import clear_replaced, replace_by_key
@@ -48,7 +51,8 @@ class DeltaSink(RootedSink):
     """Tables are opened per call. An appended output's table is created from its schema
     plus `batch_id`; an output replaced by key has its declared columns only."""
 
-    capabilities = Capabilities(replaces_by_key=True, keeps_current=True)
+    capabilities = Capabilities(replaces_by_key=True, keeps_current=True, upserts_revisions=True)
+    table_properties: ClassVar[dict[str, str]] = TABLE_PROPERTIES  # of the tables it creates
 
     @classmethod
     def check_place(cls, uri: str) -> None:
@@ -105,6 +109,7 @@ class DeltaSink(RootedSink):
             )
         retired: set[int] = set()
         with _errors(f"removing batches from {batch_id} under {without_options(self.root)}"):
+            retired |= revised.undo(self, batch_id)  # before: its side rows are undone
             for name in self.outputs.names:
                 if self._replaced(name):
                     continue
@@ -134,7 +139,9 @@ class DeltaSink(RootedSink):
         dt = self.table(name)
         if dt is None or self._replaced(name):
             return 0  # replaced by key: emptied and rebuilt, not removed by batch
-        sql = f"SELECT count(*) AS n FROM t WHERE batch_id >= {int(batch_id)}"
+        folded = revised.revising(self.outputs) and name == revised.SESSIONS
+        written = revised.REVISED_BATCH if folded else "batch_id"  # a revision's too
+        sql = f"SELECT count(*) AS n FROM t WHERE {written} >= {int(batch_id)}"
         rows = pa.table(QueryBuilder().register("t", dt).execute(sql).read_all())
         return int(rows["n"][0].as_py())
 
@@ -156,6 +163,10 @@ class DeltaSink(RootedSink):
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         name = spec.name
+        if revised.revising(self.outputs) and name in revised.FOLDED:
+            if name == revised.SESSIONS:  # the four folded into sessions and page_views
+                revised.publish(self, batch_id, replay=replay)
+            return
         dt = self.table(name)
         if dt is not None and not replay:
             done = dt.transaction_version(self.job)
@@ -212,10 +223,11 @@ def compact_and_vacuum(
     sink: DeltaSink, retention_hours: int | None = 168, *, compact: bool = True
 ) -> dict[str, dict]:
     """Bin-pack small files (one per task and batch), then delete files no version within
-    `retention_hours` uses (None: no vacuum); readers of older versions lose them."""
+    `retention_hours` uses (None: no vacuum); readers of older versions lose them. The
+    side tables of `--revise-within` too, where they are."""
     out = {}
     with _errors(f"compacting Delta tables under {without_options(sink.root)}"):
-        for name in sink.outputs.names:
+        for name in (*sink.outputs.names, *revised.SIDE_TABLES):
             dt = sink.table(name)
             if dt is None:
                 continue

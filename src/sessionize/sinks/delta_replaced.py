@@ -50,8 +50,17 @@ def replace_by_key(
             commit_properties=props,
         )
         return
+    merge_replace(dt, keys, rows, key, props)
+
+
+def merge_replace(dt, keys: pa.Table, rows: pa.Table, key: tuple[str, ...], props) -> None:
+    """In one commit of Delta table `dt` with `props`: delete the rows of `keys`, insert
+    `rows` (with no key, an append: a commit even without rows, so that it records
+    `props`)."""
+    from deltalake import write_deltalake
+
     if keys.num_rows == 0:
-        write_deltalake(dt, rows.slice(0, 0), mode="append", commit_properties=props)
+        write_deltalake(dt, rows, mode="append", commit_properties=props)
         return
     source = _merge_source(keys, rows, key)
     columns = {c: f"s.`{c}`" for c in rows.column_names}

@@ -14,7 +14,8 @@ once, and a repeated publish (nothing staged, no attempt open) changes nothing.
 transaction of its own. Readers therefore see whole batches 0..K at every moment, across
 all the outputs (unlike files, where each output is switched on its own). With
 `--open-sessions`, the same transaction first replaces the touched users' rows of
-`open_sessions` (`postgres_replaced.py`).
+`open_sessions` (`postgres_replaced.py`); with `--revise-within`, it keeps `sessions` and
+`page_views` current by `session_id` (`postgres_revised.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from psycopg.types.json import Jsonb
 from sessionize import faults
 from sessionize.errors import ConfigError, SinkError
 from sessionize.sinks import postgres_replaced as replaced
+from sessionize.sinks import postgres_revised as revised
 from sessionize.sinks.base import Capabilities
 from sessionize.sinks.outputs import Outputs, session_outputs
 from sessionize.sinks.postgres_tables import (
@@ -65,7 +67,9 @@ class PostgresSink:
     root: str
     job: str = "sessionize"
     outputs: Outputs = field(default_factory=session_outputs)
-    capabilities = Capabilities(keeps_records=True, replaces_by_key=True, keeps_current=True)
+    capabilities = Capabilities(
+        keeps_records=True, replaces_by_key=True, keeps_current=True, upserts_revisions=True
+    )
 
     @functools.cached_property
     def target(self) -> Target:
@@ -211,9 +215,15 @@ class PostgresSink:
                     if moved is not None:
                         counts[name] = moved
                     faults.pause_point(f"published-{name}", batch_id)
+                if revised.revising(self.outputs):
+                    columns = {n: self._schema(n).names for n in (revised.SESSIONS, "page_views")}
+                    folded = revised.publish(conn, self.target.schema, columns, batch_id, opened)
+                    counts.update(folded or {})
+                    faults.pause_point("published-sessions", batch_id)
                 for name in self._appended:
-                    counts[name] = self._publish_output(conn, name, batch_id, opened)
-                    faults.pause_point(f"published-{name}", batch_id)
+                    if name not in self._folded:
+                        counts[name] = self._publish_output(conn, name, batch_id, opened)
+                        faults.pause_point(f"published-{name}", batch_id)
                 if opened or any(n is not None and n > 0 for n in counts.values()):
                     conn.execute(
                         sql.SQL(
@@ -267,7 +277,10 @@ class PostgresSink:
             retired: set[int] = set()
             with conn.transaction():
                 self._lock(conn)
+                retired |= revised.undo(conn, self.target.schema, batch_id)
                 for name in self._appended:
+                    if name in revised.REVISION_OUTPUTS:
+                        continue  # folded into sessions and page_views: no table
                     rows = conn.execute(
                         sql.SQL("DELETE FROM {} WHERE batch_id >= %s RETURNING batch_id").format(
                             self._table(name)
@@ -289,7 +302,10 @@ class PostgresSink:
     def rows_from(self, name: str, batch_id: int) -> int:
         if name in self._replaced:
             return 0  # replaced by key: emptied and rebuilt, not removed by batch
-        query = sql.SQL("SELECT count(*) FROM {} WHERE batch_id >= %s").format(self._table(name))
+        written = revised.REVISED_BATCH if self._folded and name == revised.SESSIONS else "batch_id"
+        query = sql.SQL("SELECT count(*) FROM {} WHERE {} >= %s").format(
+            self._table(name), sql.Identifier(written)
+        )
         return self._run(
             f"counting rows of {name}",
             lambda c: scalar(c.execute(query, (batch_id,))),
@@ -346,6 +362,11 @@ class PostgresSink:
         return tuple(s.name for s in self.outputs.appended)
 
     @property
+    def _folded(self) -> tuple[str, ...]:
+        """The outputs `postgres_revised` publishes (none without `--revise-within`)."""
+        return revised.FOLDED if revised.revising(self.outputs) else ()
+
+    @property
     def _replaced(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.outputs.replaced)
 
@@ -369,7 +390,8 @@ class PostgresSink:
         if key in _READY:
             return
         appended = {s.name: s.schema for s in self.outputs.appended if s.schema is not None}
-        statements = ddl(self.target.schema, appended)
+        staged_only = revised.REVISION_OUTPUTS if self._folded else ()
+        statements = ddl(self.target.schema, appended, staged_only)
         for spec in self.outputs.replaced:
             assert spec.schema is not None, spec.name
             statements += replaced_ddl(
@@ -378,6 +400,8 @@ class PostgresSink:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("sessionize:ddl",))
             for statement in statements:
+                conn.execute(statement)
+            for statement in revised.ddl(self.target.schema) if self._folded else []:
                 conn.execute(statement)
         _READY.add(key)
 

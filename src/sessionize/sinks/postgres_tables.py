@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -87,8 +87,12 @@ def arrow_type(udt: str) -> pa.DataType:
     }.get(udt, pa.string())
 
 
-def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
-    """The statements that create the schema, the tables and their indexes (if missing)."""
+def ddl(
+    schema: str, outputs: dict[str, pa.Schema], staged_only: Collection[str] = ()
+) -> list[sql.Composed]:
+    """The statements that create the schema, the tables and their indexes (if missing);
+    the outputs in `staged_only` get their staging table only (`--revise-within`'s
+    revisions, folded into `sessions` and `page_views`)."""
     s = sql.Identifier(schema)
     out = [
         sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s),
@@ -107,12 +111,19 @@ def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
         staged = sql.Identifier(schema, staged_table(name))
         out.append(
             sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-                final, sql.SQL(", ").join([*cols, batch])
+                staged, sql.SQL(", ").join([*cols, batch, sql.SQL("part integer NOT NULL")])
             )
         )
         out.append(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (batch_id, part)").format(
+                sql.Identifier(f"{staged_table(name)}_by_batch"), staged
+            )
+        )
+        if name in staged_only:
+            continue
+        out.append(
             sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-                staged, sql.SQL(", ").join([*cols, batch, sql.SQL("part integer NOT NULL")])
+                final, sql.SQL(", ").join([*cols, batch])
             )
         )
         indexes = [("batch_id",), *INDEXES.get(name, [])]
@@ -126,11 +137,6 @@ def ddl(schema: str, outputs: dict[str, pa.Schema]) -> list[sql.Composed]:
                     sql.SQL(", ").join(map(sql.Identifier, columns)),
                 )
             )
-        out.append(
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (batch_id, part)").format(
-                sql.Identifier(f"{staged_table(name)}_by_batch"), staged
-            )
-        )
     return out
 
 

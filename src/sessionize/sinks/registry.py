@@ -141,17 +141,18 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
 
 
 def check_revisions(wanted: bool, output: str, fmt: str) -> None:
-    """Before a job starts: `--revise-within` needs an output that takes revisions (for
-    now, local Parquet's `session_revisions` and Kafka's keyed records; the table sinks'
-    upserts are to come).
+    """Before a job starts: `--revise-within` needs an output that takes revisions (local
+    Parquet's `session_revisions`, Kafka's keyed records; Delta's and PostgreSQL's
+    upserts).
 
     Raises:
         ConfigError: another output, in one line.
     """
-    if wanted and not capabilities(output, fmt).appends_revisions:
+    can = capabilities(output, fmt)
+    if wanted and not (can.appends_revisions or can.upserts_revisions):
         raise ConfigError(
-            "--revise-within writes revisions to Parquet and Kafka outputs only for now (a "
-            f"local path, file:// or kafka://, not a {kind_of(output, fmt)} output): leave "
+            "--revise-within writes revisions to local Parquet, Kafka, Delta and PostgreSQL "
+            f"outputs only for now, not to {kind_of(output, fmt)} outputs: leave "
             "--revise-within out, or give such an --output"
         )
 
