@@ -71,20 +71,26 @@ def summary(rows: dict[str, dict]) -> dict[str, tuple]:
 # ---------------------------------------------------------------------------- reference
 
 
-def reference(known: list[dict], rules: Rules, watermark: int | None) -> dict[str, tuple]:
-    """Every known event cut again per user, one at a time (the smallest copy of a
-    duplicate kept): the sessions the watermark has passed, by id."""
+def users_cut(known: list[dict], rules: Rules):
+    """Per user (in order), its known events cut again one at a time, the smallest copy of
+    a duplicate kept."""
     kept: dict[tuple, dict] = {}
     for e in known:
         key = (e["user_id"], e["event_time"], e["page"])
         if key not in kept or nulls_last(e) < nulls_last(kept[key]):
             kept[key] = e
-    out = {}
     for user in sorted({k[0] for k in kept}):
         events = sorted(
             (e for k, e in kept.items() if k[0] == user), key=lambda e: (e["event_time"], e["page"])
         )
-        cut = split(events, rules)
+        yield user, split(events, rules)
+
+
+def reference(known: list[dict], rules: Rules, watermark: int | None) -> dict[str, tuple]:
+    """Every known event cut again per user, one at a time (the smallest copy of a
+    duplicate kept): the sessions the watermark has passed, by id."""
+    out = {}
+    for user, cut in users_cut(known, rules):
         closed = closing(cut, rules)
         named = ids_and_releases(user, cut, [c for c, _ in closed])
         for session, (closed_at, _), (sid, release) in zip(cut, closed, named, strict=True):
@@ -294,17 +300,8 @@ def kept_reference(known: list[dict], rules: Rules, watermark: int, window: int)
     sessions still open or emitted within the window (release + window not passed), and
     its timer, the earliest of the open ones' releases and the kept ones' release +
     window. One user at a time, every known event cut again."""
-    kept: dict[tuple, dict] = {}
-    for e in known:
-        key = (e["user_id"], e["event_time"], e["page"])
-        if key not in kept or nulls_last(e) < nulls_last(kept[key]):
-            kept[key] = e
     out = {}
-    for user in sorted({k[0] for k in kept}):
-        events = sorted(
-            (e for k, e in kept.items() if k[0] == user), key=lambda e: (e["event_time"], e["page"])
-        )
-        cut = split(events, rules)
+    for user, cut in users_cut(known, rules):
         named = ids_and_releases(user, cut, [c for c, _ in closing(cut, rules)])
         keys, timers = [], []
         for session, (_, release) in zip(cut, named, strict=True):
