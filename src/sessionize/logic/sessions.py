@@ -157,7 +157,7 @@ def advance(
     if marks is not None and open_before:  # kept sessions are no open ones
         unmarked = marks.code[from_state] < 0
         open_before = int(np.count_nonzero(np.logical_or.reduceat(unmarked, cuts.starts)))
-        if judged is not None:  # only users with an event behind the watermark re-cut
+        if judged is not None and window is not None:  # users with a late event re-cut
             behind = user[n_state:n_events][time[n_state:n_events] < judged]
             aside = set_aside(from_state, cuts, user, time, unmarked, behind, window)
             marks = marks.without(aside.rows)

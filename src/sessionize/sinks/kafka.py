@@ -222,8 +222,8 @@ class KafkaSink(StagedSink):
             for name, records in per_user.items():  # a user's record, or a tombstone
                 for user, record in records:
                     _send(producer, out.topic(name), user, record, failures)
-            for name, records in self._records(batch_id, tables, exactly_once).items():
-                for key, value in records:
+            for name, keyed in self._records(batch_id, tables, exactly_once).items():
+                for key, value in keyed:
                     _send(producer, out.topic(name), key, value, failures)
             if not exactly_once:  # the rows first, then the marker that says they are there
                 _flush(producer, failures)
