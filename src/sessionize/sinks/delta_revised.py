@@ -33,28 +33,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import faults
-from sessionize.base_schema import PAGE_VIEW_REVISIONS, RETRACTED, REVISION, SESSION_REVISIONS
 from sessionize.sinks import staging
 from sessionize.sinks.delta_replaced import merge_replace
-from sessionize.sinks.outputs import Outputs
+from sessionize.sinks.revised_rows import (  # noqa: F401 - FOLDED, SIDE_TABLES, revising: delta.py's
+    FOLDED,
+    KEPT,
+    KEY,
+    PAGE_VIEWS,
+    REVISED_BATCH,
+    REVISION_OUTPUTS,
+    SESSIONS,
+    SIDE_TABLES,
+    SUPERSEDED_BATCH,
+    first_batches,
+    page_view_rows,
+    revising,
+    sessions_rows,
+    set_aside,
+    touched,
+)
 
 DeltaSink = Any  # sinks/delta.py's, which imports this module
-
-SESSIONS, PAGE_VIEWS = "sessions", "page_views"
-REVISED_BATCH, SUPERSEDED_BATCH = "revised_batch", "superseded_batch"
-REVISION_OUTPUTS = (SESSION_REVISIONS, PAGE_VIEW_REVISIONS)  # staged, never tables
-KEPT = (  # each kept table, its side table, and the column of the batch that wrote a row
-    (SESSIONS, "sessions_superseded", REVISED_BATCH),
-    (PAGE_VIEWS, "page_views_superseded", "batch_id"),
-)
-FOLDED = (SESSIONS, PAGE_VIEWS, *REVISION_OUTPUTS)  # published here, by `publish`
-SIDE_TABLES = tuple(side for _, side, _ in KEPT)
-KEY = ("session_id",)
-
-
-def revising(outputs: Outputs) -> bool:
-    """Whether the job writes revisions (`--revise-within`): then this module publishes."""
-    return SESSION_REVISIONS in outputs
 
 
 def publish(sink: DeltaSink, batch_id: int, *, replay: bool) -> None:
@@ -64,28 +63,17 @@ def publish(sink: DeltaSink, batch_id: int, *, replay: bool) -> None:
         n: staging.read_staged(fs, base, n, batch_id, sink.outputs.schema(n))
         for n in (SESSIONS, PAGE_VIEWS, *REVISION_OUTPUTS)
     }
-    first, revised = staged[SESSIONS], staged[SESSION_REVISIONS]
-    ids = pa.concat_arrays(
-        [first["session_id"].combine_chunks(), revised["session_id"].combine_chunks()]
-    )
-    keys = pa.table({"session_id": pc.unique(ids)})
-    # Only a revised or retracted id can have a row an earlier batch wrote (a first write's
-    # id is new, or this batch's own on a replay): most batches read no kept table here.
-    replaced = pa.table({"session_id": pc.unique(revised["session_id"].combine_chunks())})
+    ids = touched(staged)
+    # Only a revised or retracted id can have a row an earlier batch wrote: most batches
+    # read no kept table here.
     for kept, side, written in KEPT:
-        _supersede(sink, kept, side, written, replaced, batch_id)
+        _supersede(sink, kept, side, written, ids.replaced, batch_id)
     sessions = sink.outputs.schema(SESSIONS)
-    kept_rows = revised.filter(pc.invert(revised[RETRACTED]))
-    firsts = _bookkept(first.drop_columns(["batch_id"]), sessions, 0, batch_id, {}, batch_id)
-    old = _first_batches(sink, batch_id)
-    revisions = _bookkept(
-        kept_rows.select(sessions.names), sessions, kept_rows[REVISION], batch_id, old, batch_id
-    )
-    rows = pa.concat_tables([firsts, revisions])
-    _replace(sink, SESSIONS, batch_id, (keys, replaced), rows, replay)
+    rows = sessions_rows(staged, sessions, batch_id, _first_batches(sink, batch_id))
+    _replace(sink, SESSIONS, batch_id, (ids.every, ids.replaced), rows, replay)
     faults.pause_point("revised-sessions", batch_id)  # a crash between the two commits
-    views = pa.concat_tables([staged[PAGE_VIEWS], staged[PAGE_VIEW_REVISIONS]])
-    _replace(sink, PAGE_VIEWS, batch_id, (keys, replaced), views, replay)
+    views = page_view_rows(staged)
+    _replace(sink, PAGE_VIEWS, batch_id, (ids.every, ids.replaced), views, replay)
 
 
 def undo(sink: DeltaSink, first: int) -> set[int]:
@@ -139,8 +127,7 @@ def _supersede(
     )
     if rows.num_rows == 0:
         return
-    rows = rows.cast(_schema(table))
-    rows = rows.append_column(SUPERSEDED_BATCH, pa.array([batch_id] * rows.num_rows, pa.int64()))
+    rows = set_aside(rows.cast(_schema(table)), batch_id)
     write_deltalake(
         aside if aside is not None else sink.table_uri(side),
         rows,
@@ -159,23 +146,7 @@ def _first_batches(sink: DeltaSink, batch_id: int) -> dict[str, int]:
     rows = _query(
         aside, f"SELECT session_id, batch_id FROM t WHERE {SUPERSEDED_BATCH} = {batch_id}"
     )
-    return dict(zip(rows["session_id"].to_pylist(), rows["batch_id"].to_pylist(), strict=True))
-
-
-def _bookkept(
-    rows: pa.Table, sessions: pa.Schema, revision, batch_id: int, first: dict, default: int
-) -> pa.Table:
-    """`rows` as `sessions` rows plus `batch_id` (from `first`, else `default`),
-    `revision` and `revised_batch`."""
-    n = rows.num_rows
-    rows = rows.select(sessions.names).cast(sessions)
-    firsts = [first.get(i, default) for i in rows["session_id"].to_pylist()]
-    revision = pa.array([revision] * n, pa.int64()) if isinstance(revision, int) else revision
-    return (
-        rows.append_column("batch_id", pa.array(firsts, pa.int64()))
-        .append_column(REVISION, revision.cast(pa.int64()))
-        .append_column(REVISED_BATCH, pa.array([batch_id] * n, pa.int64()))
-    )
+    return first_batches(rows)
 
 
 def _replace(
