@@ -201,8 +201,8 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
     "extra, line",
     [
         (
-            ["--output", "iceberg://web_revised?uri=sqlite:///{tmp}/cat.db&warehouse=file://{tmp}"],
-            "not to iceberg outputs: leave --revise-within out",
+            ["--output", "s3://revisions-refused/out?endpoint_override=127.0.0.1:9&scheme=http"],
+            "does not write revisions to Parquet on s3:// yet",
         ),
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
         (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),

@@ -59,6 +59,7 @@ from pyiceberg.table import Table
 
 from sessionize.errors import ConfigError, SinkError
 from sessionize.redaction import redact_uri
+from sessionize.sinks import iceberg_revised, revised_rows
 from sessionize.sinks.base import Capabilities, StagedSink, sink_errors
 from sessionize.sinks.outputs import Outputs, OutputSpec, session_outputs
 
@@ -123,7 +124,7 @@ class IcebergSink(StagedSink):
     job: str = "sessionize"
     outputs: Outputs = field(default_factory=session_outputs)
     root: str = field(init=False)  # the namespace's directory (StagedSink stages under it)
-    capabilities = Capabilities(replaces_by_key=True, keeps_current=True)
+    capabilities = Capabilities(replaces_by_key=True, keeps_current=True, upserts_revisions=True)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", self.output.root)
@@ -162,6 +163,7 @@ class IcebergSink(StagedSink):
             )
         retired: set[int] = set()
         with self._errors(f"removing batches from {batch_id} of"):
+            retired |= iceberg_revised.undo(self, batch_id)  # before: its side rows are undone
             for spec in self.outputs.appended:
                 found = self._batch_ids(spec.name, batch_id)
                 table = self._table(spec.name)
@@ -186,8 +188,10 @@ class IcebergSink(StagedSink):
         table = self._table(name)
         if table is None or (name in self.outputs and self.outputs.spec(name).replaced):
             return 0  # replaced by key: emptied and rebuilt, not removed by batch
-        scan = table.scan(row_filter=_from_batch(batch_id), selected_fields=("batch_id",))
-        return scan.to_arrow().num_rows
+        folded = revised_rows.revising(self.outputs) and name == revised_rows.SESSIONS
+        written = revised_rows.REVISED_BATCH if folded else "batch_id"  # a revision's too
+        at = GreaterThanOrEqual(written, batch_id)  # type: ignore[call-arg, arg-type]
+        return table.scan(row_filter=at, selected_fields=(written,)).to_arrow().num_rows
 
     def published(self, name: str) -> list[int]:
         if name in self.outputs and self.outputs.spec(name).replaced:
@@ -199,6 +203,10 @@ class IcebergSink(StagedSink):
         self, spec: OutputSpec, batch_id: int, rows: pa.Table, *, replay: bool
     ) -> None:
         """The batch's rows of an appended output: one transaction (delete, append)."""
+        if revised_rows.revising(self.outputs) and spec.name in revised_rows.FOLDED:
+            if spec.name == revised_rows.SESSIONS:  # the four folded into two tables
+                iceberg_revised.publish(self, batch_id, replay=replay)
+            return
         table = self._created(spec)
         if not replay and _at_least(self._done(table), batch_id):
             return  # this batch's commit is in the table already and nothing new was staged
@@ -217,6 +225,20 @@ class IcebergSink(StagedSink):
             if keys.num_rows:
                 tx.delete(_key_filter(keys, spec.key), self._summary(batch_id))
             tx.append(self._conformed(table, rows), self._summary(batch_id))
+
+    def _commit(
+        self,
+        table: Table,
+        delete: BooleanExpression | None,
+        rows: pa.Table | None,
+        summary: dict[str, str],
+    ) -> None:
+        """One transaction on `table`: the rows matching `delete` deleted, `rows` appended."""
+        with _quiet(), table.transaction() as tx:
+            if delete is not None:
+                tx.delete(delete, summary)
+            if rows is not None:
+                tx.append(self._conformed(table, rows), summary)
 
     def _summary(self, batch_id: int, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {JOB: self.job, BATCH: str(batch_id), **(extra or {})}
@@ -265,18 +287,23 @@ class IcebergSink(StagedSink):
         table = self._table(name)
         if table is not None:
             return table
-        catalog, identifier = self._catalog(), (self.output.namespace, name)
-        catalog.create_namespace_if_not_exists(self.output.namespace)
         schema = create.schema
         if schema is None:
             raise ConfigError(f"output {name}: its columns are not known to this command")
         if not create.replaced:
             schema = schema.append(pa.field("batch_id", pa.int64(), nullable=False))
+        return self._created_as(name, schema, create.partition_by)
+
+    def _created_as(self, name: str, schema: pa.Schema, partition_by: tuple[str, ...]) -> Table:
+        """Table NAMESPACE.`name` with `schema`, partitioned by `partition_by` (a table of
+        another process that created it meanwhile is taken as it is)."""
+        catalog, identifier = self._catalog(), (self.output.namespace, name)
+        catalog.create_namespace_if_not_exists(self.output.namespace)
         try:
             tx = catalog.create_table_transaction(identifier, schema=schema)
-            if create.partition_by:
+            if partition_by:
                 with tx.update_spec() as spec:
-                    for column in create.partition_by:
+                    for column in partition_by:
                         spec.add_identity(column)
             return tx.commit_transaction()
         except TableAlreadyExistsError:  # another process created it meanwhile

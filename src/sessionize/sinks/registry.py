@@ -142,18 +142,20 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
 
 def check_revisions(wanted: bool, output: str, fmt: str) -> None:
     """Before a job starts: `--revise-within` needs an output that takes revisions (local
-    Parquet's `session_revisions`, Kafka's keyed records; Delta's and PostgreSQL's
-    upserts).
+    Parquet's `session_revisions`, Kafka's keyed records; Delta's, PostgreSQL's and
+    Iceberg's upserts): every output but Parquet on `s3://` for now.
 
     Raises:
         ConfigError: another output, in one line.
     """
     can = capabilities(output, fmt)
     if wanted and not (can.appends_revisions or can.upserts_revisions):
+        kind = kind_of(output, fmt)
+        shown = "Parquet on s3://" if kind == "parquet-s3" else f"{kind} outputs"
         raise ConfigError(
-            "--revise-within writes revisions to local Parquet, Kafka, Delta and PostgreSQL "
-            f"outputs only for now, not to {kind_of(output, fmt)} outputs: leave "
-            "--revise-within out, or give such an --output"
+            f"--revise-within does not write revisions to {shown} yet (local Parquet, "
+            "Delta, PostgreSQL, Iceberg and Kafka outputs take them): leave --revise-within "
+            "out, or give such an --output (on s3://: --output-format delta)"
         )
 
 
