@@ -27,6 +27,7 @@ from sessionize.errors import SinkError
 from sessionize.mapping import EventMapping
 from sessionize.sinks.parquet import ParquetSink
 from tests.helpers import cli_env, generate, run_until_killed, sessionize, stream_args
+from tests.s3_fixtures import s3_client
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR_US = 3_600_000_000
@@ -201,7 +202,7 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
     "extra, line",
     [
         (
-            ["--output", "s3://revisions-refused/out?endpoint_override=127.0.0.1:9&scheme=http"],
+            ["--output", "{s3}"],
             "does not write revisions to Parquet on s3:// yet",
         ),
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
@@ -209,14 +210,21 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
         (["--anonymous-field", "anonymous_id"], "identities (--anonymous-field)"),
     ],
 )
-def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, extra, line):
+def test_what_cannot_take_revisions_yet_is_refused_in_one_line(
+    data, tmp_path, request, extra, line
+):
     _, inp = data
-    extra = [e.format(tmp=tmp_path) for e in extra]
+    s3 = request.getfixturevalue("bucket_uri") if "{s3}" in extra else None
+    extra = [e.format(tmp=tmp_path, s3=s3) for e in extra]
     done = sessionize(*_args(inp, tmp_path), *extra)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and line in lines[0], done.stderr[-3000:]
     assert not (tmp_path / "out").exists()
+    if s3 is not None:  # nothing written in the bucket either
+        bucket = s3.removeprefix("s3://").split("/")[0]
+        endpoint = request.getfixturevalue("s3_endpoint")
+        assert "Contents" not in s3_client(endpoint).list_objects_v2(Bucket=bucket)
 
 
 def test_maintain_compact_folds_revisions_into_sessions_and_page_views(spark, data, tmp_path):

@@ -23,11 +23,13 @@ whole. A publish repeated with nothing newly staged finds the batch in the table
 summary of the job and commits nothing, and a replayed one deletes and appends the same
 rows: after a crash at any step, the rerun commits nothing twice. An output replaced by key
 (`open_sessions`) is one transaction per batch too, committed first: the rows of the keys
-the batch touched deleted, its rows appended. `invalidate_from(N)` is one delete commit
-per table whose summary sets the job's batch back to N-1, so the rerun commits those
-batches again; an output replaced by key is emptied for the engine to rebuild (batch -1).
-As on Delta, each table commits on its own: between two tables' commits a reader may see
-one output a batch ahead of another.
+the batch touched deleted, its rows appended. With `--revise-within`, `sessions` and
+`page_views` are kept current by `session_id` with their side tables
+(`iceberg_revised.py`), set back first by `invalidate_from`. `invalidate_from(N)` is one
+delete commit per table whose summary sets the job's batch back to N-1, so the rerun
+commits those batches again; an output replaced by key is emptied for the engine to
+rebuild (batch -1). As on Delta, each table commits on its own: between two tables'
+commits a reader may see one output a batch ahead of another.
 """
 
 from __future__ import annotations
