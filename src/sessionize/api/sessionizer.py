@@ -93,8 +93,8 @@ class Sessionizer:
             for its user's last non-direct source (default `90d`, GA4's).
         revise_within: Late events this far behind the watermark revise the sessions they
             join: in `session_revisions` on local Parquet, keyed by `session_id` on
-            Kafka, upserted into `sessions` on Delta and PostgreSQL (None: off, they are
-            late).
+            Kafka, upserted into `sessions` on Delta, PostgreSQL and Iceberg (None: off,
+            they are late).
         split_on_change: Dotted path of a value (e.g. a campaign) whose change starts a
             new session (None: off).
         gap_field: Dotted path of each event's own gap in seconds; missing means `gap`.

@@ -71,7 +71,7 @@ _RULE_OPTIONS = (
         None,
         "Late events this far behind the watermark revise the sessions they join: written "
         "to session_revisions on Parquet, keyed by session_id on Kafka, upserted into "
-        "sessions on Delta and PostgreSQL (unset: they go to late_events).",
+        "sessions on Delta, PostgreSQL and Iceberg (unset: they go to late_events).",
     ),
 )
 

@@ -55,7 +55,7 @@ class Capabilities:
         upserts_revisions: it keeps `sessions` and `page_views` current by `session_id`
             under `--revise-within` (a revision replaces, a retraction deletes) in the
             batch's publish, and sets them back exactly when batches are removed
-            (PostgreSQL, Delta).
+            (PostgreSQL, Delta, Iceberg).
     """
 
     keeps_records: bool = False
