@@ -128,14 +128,15 @@ def run_until_killed(args: list[str], marker: str, env: dict[str, str], timeout:
     return seen
 
 
-def stream_args(inp: Path, root: Path) -> list[str]:
-    """`sessionize stream` over `inp` writing under `root`, one file per micro-batch."""
+def stream_args(inp: Path, root: Path, output: str | None = None) -> list[str]:
+    """`sessionize stream` over `inp` writing under `root` (or to `output`), one file per
+    micro-batch."""
     return [
         "stream",
         "--input",
         str(inp),
         "--output",
-        str(root / "out"),
+        output or str(root / "out"),
         "--checkpoint",
         str(root / "chk"),
         "--partitions",

@@ -19,7 +19,7 @@ from tests.engines.test_revisions_parquet import (
     batch_of_every_event,
     revising_input,
 )
-from tests.helpers import cli_env, read_output, run_until_killed, sessionize
+from tests.helpers import cli_env, read_output, run_until_killed, sessionize, stream_args
 from tests.sinks.kafka_consumer import kafka_uri, read_topic
 from tests.sinks.test_kafka_stream import _iso
 from tests.sources.conftest import _service_env
@@ -109,21 +109,7 @@ def test_kill_9_inside_the_revising_transaction_then_restart_gives_the_same_tabl
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SESSIONIZE_TEST_KAFKA", env["SESSIONIZE_TEST_KAFKA"])
         uri = kafka_uri(tmp_path)
-    args = [
-        "stream",
-        "--input",
-        str(inp),
-        "--output",
-        uri,
-        "--checkpoint",
-        str(tmp_path / "chk"),
-        "--partitions",
-        "3",
-        "--max-files-per-trigger",
-        "1",
-        "--revise-within",
-        WINDOW,
-    ]
+    args = [*stream_args(inp, tmp_path, output=uri), "--revise-within", WINDOW]
     point = f"kafka-produced:{REVISING_BATCH}"
     seen = run_until_killed(
         args, f"PAUSED {point.replace(':', ' ')}", cli_env(**env, SESSIONIZE_PAUSE_AT=point)
