@@ -144,6 +144,17 @@ class IcebergSink(StagedSink):
         with self._errors("opening the catalog of"):
             self._catalog().create_namespace_if_not_exists(self.output.namespace)
 
+    def nothing_to_maintain(self) -> str | None:
+        # A publish drops its staged files and a restart re-stages an open batch: what is
+        # left to do is the tables' own upkeep, which Iceberg's tools do with its catalog.
+        return (
+            f"--output {redact_uri(self.uri)}: sessionize maintain does not compact or "
+            f"vacuum Iceberg tables; maintain {self.output.namespace}.* with Iceberg's own "
+            "tools (expire snapshots, rewrite data files: pyiceberg's "
+            "table.maintenance.expire_snapshots(), Spark's expire_snapshots and "
+            "rewrite_data_files procedures)"
+        )
+
     def committed(self, name: str) -> ds.Dataset | None:
         table = self._table(name)
         return None if table is None else ds.dataset(table.scan().to_arrow())
