@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sessionize.commands.stream import StreamOptions, run_stream
-from tests.engines.test_revisions_parquet import (
+from tests.engines.revising import (
     FLUSH_USER,
     MAPPING,
     REVISING_BATCH,

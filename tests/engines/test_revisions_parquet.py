@@ -7,136 +7,46 @@ wrote; the outputs and states that cannot take revisions yet are refused in one 
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
 from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.statetools.inspect import export_sessions, read_state
 from sessionize.commands.statetools.job import locate
-from sessionize.commands.stream import StreamOptions, run_stream
-from sessionize.config import SessionRules
 from sessionize.errors import SinkError
-from sessionize.mapping import EventMapping
 from sessionize.sinks.parquet import ParquetSink
-from tests.helpers import cli_env, generate, run_until_killed, sessionize, stream_args
+from tests.engines.revising import (
+    CURRENT,
+    FLUSH_USER,
+    MAPPING,
+    OUTPUTS,
+    REVISING_BATCH,
+    RULES,
+    START,
+    read,
+    revising_args,
+)
+from tests.helpers import cli_env, generate, run_until_killed, sessionize
 from tests.s3_fixtures import s3_client
 
-START = datetime(2026, 11, 1, tzinfo=UTC)
-HOUR_US = 3_600_000_000
-WINDOW = "3h"  # the held-back files come about two hours after their hour
-RULES = SessionRules(revise_within_us=3 * HOUR_US)
-# A revising job's sessions are schema 2's (schema 3's continued visits are not revised
-# yet): the batch run writes the same columns.
-MAPPING = EventMapping(session_columns=2)
-FLUSH_USER = 999_999  # its one event, an hour after the data, moves the watermark past all
-OUTPUTS = (
-    "sessions",
-    "page_views",
-    "session_revisions",
-    "page_view_revisions",
-    "late_events",
-    "invalid_events",
-)
-REVISING_BATCH = 4  # the first held-back file (hour 0's), after the four files of hours 0-1
 
-# The docs' query (docs/concepts/revisions.md, "The current sessions"), on Spark.
-CURRENT = """
-SELECT * FROM (
-  SELECT *, row_number() OVER (
-      PARTITION BY session_id ORDER BY batch_id DESC, coalesce(revision, 0) DESC) AS latest
-  FROM written)
-WHERE latest = 1 AND NOT coalesce(retracted, false)
-"""
-
-
-@pytest.fixture(scope="module")
-def data(spark, tmp_path_factory):
-    """The input (two hours, held-back files, one flush event after them), its
-    uninterrupted stream with the window, and its batch run."""
-    root = tmp_path_factory.mktemp("revisions")
-    inp = revising_input(root / "in")
-    clean = root / "clean"
-    run_stream(_stream(inp, clean), spark, on_batch=lambda _: None)
-    batch_of_every_event(spark, inp, root / "batch" / "out")
-    return root, inp
-
-
-def batch_of_every_event(
-    spark, inp, out, state: str = "files", output_format: str = "parquet"
-) -> None:
-    """`sessionize batch` over every hour of `inp`, written to `out` (the reference)."""
-    options = BatchOptions(
-        input=str(inp),
-        output=str(out),
-        state=state,
-        output_format=output_format,
-        start=START,
-        end=START.replace(hour=3),
-        partitions=3,
-        mapping=MAPPING,
-    )
-    run_batch(options, spark, on_hour=lambda _: None)
-
-
-def revising_input(path):
-    """Two hours of events with late ones whose files come about two hours after their
-    hour, then one flush event an hour after the data, in the last file read."""
-    inp = generate(
-        path,
-        start=START,
-        hours=2,
-        users=80,
-        events_per_hour=800,
-        late_rate=0.05,
-        files_per_hour=2,
-    )
-    newest = max(p.stat().st_mtime for p in inp.rglob("*.json"))
-    flush = inp / "event_date=2026-11-01" / "event_hour=03" / "part-00000.json"
-    flush.parent.mkdir(parents=True)
-    event = {"user_id": FLUSH_USER, "event_time": "2026-11-01T03:00:00+00:00"}
-    flush.write_text(json.dumps({**event, "page": {"current": "home"}}) + "\n")
-    os.utime(flush, (newest + 60, newest + 60))
-    return inp
-
-
-def _stream(inp, root) -> StreamOptions:
-    return StreamOptions(
-        input=str(inp),
-        output=str(root / "out"),
-        checkpoint=str(root / "chk"),
-        partitions=3,
-        max_files_per_trigger=1,
-        rules=RULES,
-        mapping=MAPPING,
-    )
-
-
-def _args(inp, root) -> list[str]:
-    return [*stream_args(inp, root), "--revise-within", WINDOW]
-
-
-def read(out, name: str) -> pa.Table:
-    """Output `name` with its batch ids, in one row order (none: an output never written)."""
-    if not (out / name).exists():
-        return pa.table({})
-    table = ds.dataset(str(out / name), format="parquet", partitioning="hive").to_table()
-    keys = [f.name for f in table.schema if not pa.types.is_nested(f.type)]
-    return table.sort_by([(c, "ascending") for c in sorted(keys)])
+@pytest.fixture
+def data(revised_parquet):
+    """The shared revising stream and its batch run (tests/engines/conftest.py)."""
+    return revised_parquet
 
 
 def current_sessions(spark, out) -> list[dict]:
     sessions = spark.read.parquet(str(out / "sessions"))
     revisions = spark.read.parquet(str(out / "session_revisions"))
     sessions.unionByName(revisions, allowMissingColumns=True).createOrReplaceTempView("written")
-    rows = spark.sql(CURRENT).drop("latest", "revision", "retracted", "batch_id")
+    rows = spark.sql(CURRENT.format(written="written")).drop(
+        "latest", "revision", "retracted", "batch_id"
+    )
     return sorted((r.asDict() for r in rows.collect()), key=lambda r: r["session_id"])
 
 
@@ -166,10 +76,12 @@ def test_kill_9_inside_a_revising_publish_then_restart_writes_what_an_uninterrup
     run = root / "killed"
     point = f"published-session_revisions:{REVISING_BATCH}"
     seen = run_until_killed(
-        _args(inp, run), f"PAUSED {point.replace(':', ' ')}", cli_env(SESSIONIZE_PAUSE_AT=point)
+        revising_args(inp, run),
+        f"PAUSED {point.replace(':', ' ')}",
+        cli_env(SESSIONIZE_PAUSE_AT=point),
     )
     assert "PAUSED" in seen
-    done = sessionize(*_args(inp, run))
+    done = sessionize(*revising_args(inp, run))
     assert done.returncode == 0, done.stderr[-3000:]
     for name in OUTPUTS:
         assert read(run / "out", name).equals(read(root / "clean" / "out", name)), name
@@ -216,7 +128,7 @@ def test_what_cannot_take_revisions_yet_is_refused_in_one_line(
     _, inp = data
     s3 = request.getfixturevalue("bucket_uri") if "{s3}" in extra else None
     extra = [e.format(tmp=tmp_path, s3=s3) for e in extra]
-    done = sessionize(*_args(inp, tmp_path), *extra)
+    done = sessionize(*revising_args(inp, tmp_path), *extra)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and line in lines[0], done.stderr[-3000:]

@@ -21,13 +21,13 @@ import pyarrow as pa
 import pytest
 
 from sessionize.commands.stream import StreamOptions, run_stream
-from tests.engines.test_revisions_parquet import (
+from tests.engines.revising import (
     FLUSH_USER,
     MAPPING,
     REVISING_BATCH,
     RULES,
-    _args,
     batch_of_every_event,
+    revising_args,
     revising_input,
 )
 from tests.helpers import cli_env, run_until_killed, sessionize
@@ -213,7 +213,7 @@ def killed(place, data):
     root, inp, _, _ = data
     run = root / "killed"
     output = place.output(run)
-    args = [*_args(inp, run), "--output-format", place.format]
+    args = [*revising_args(inp, run), "--output-format", place.format]
     args[args.index("--output") + 1] = output
     killed_at(args, f"before-publish:{REVISING_BATCH}")
     stopped = tables(place, output)
