@@ -3,7 +3,8 @@ by file whose held-back files bring events hours behind the watermark; within th
 they revise the sessions they join, and the current sessions (the docs' query over
 `sessions` and `session_revisions`) equal `sessionize batch` over all the events. A kill -9
 inside the publish of a revising batch, then a restart, writes what the uninterrupted run
-wrote; the outputs and states that cannot take revisions yet are refused in one line."""
+wrote; the states and options that cannot take revisions yet are refused in one line
+(Parquet on s3://: test_revisions_parquet_s3.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from tests.engines.revising import (
     revising_args,
 )
 from tests.helpers import cli_env, generate, run_until_killed, sessionize
-from tests.s3_fixtures import s3_client
 
 
 @pytest.fixture
@@ -113,30 +113,18 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
 @pytest.mark.parametrize(
     "extra, line",
     [
-        (
-            ["--output", "{s3}"],
-            "does not write revisions to Parquet on s3:// yet",
-        ),
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
         (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),
         (["--anonymous-field", "anonymous_id"], "identities (--anonymous-field)"),
     ],
 )
-def test_what_cannot_take_revisions_yet_is_refused_in_one_line(
-    data, tmp_path, request, extra, line
-):
+def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, extra, line):
     _, inp = data
-    s3 = request.getfixturevalue("bucket_uri") if "{s3}" in extra else None
-    extra = [e.format(tmp=tmp_path, s3=s3) for e in extra]
     done = sessionize(*revising_args(inp, tmp_path), *extra)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and line in lines[0], done.stderr[-3000:]
     assert not (tmp_path / "out").exists()
-    if s3 is not None:  # nothing written in the bucket either
-        bucket = s3.removeprefix("s3://").split("/")[0]
-        endpoint = request.getfixturevalue("s3_endpoint")
-        assert "Contents" not in s3_client(endpoint).list_objects_v2(Bucket=bucket)
 
 
 def test_maintain_compact_folds_revisions_into_sessions_and_page_views(spark, data, tmp_path):

@@ -47,18 +47,24 @@ def test_leftovers_go_and_committed_rows_stay(kind, root):
         sink.publish(b)
     _put(root, "_trash/sessions/batch_id=1-0123abcd/part-00000.parquet")  # a crash's leftovers
     _put(root, "_staging/sessions/batch_id=0/part-00009.parquet")
+    # A revising job's outputs (--revise-within) too, which maintain is not told of.
+    _put(root, "_staging/session_revisions/batch_id=0/part-00009.parquet")
     stray = "sessions/batch_id=0/session_date=2026-11-01/part-00000-deadbeef0000.parquet"
+    stray_revision = "session_revisions/batch_id=0/part-00000-deadbeef0000.parquet"
     if kind != "parquet":  # a copy no commit names (a local batch directory has no such)
         _put(root, stray)
+        _put(root, stray_revision)
     sink.clear_staging(1)  # batch 1 staged again, not yet published: an open attempt, which
     stage(sink, 1, "open")  # its restart clears itself; it stays
     staged_1 = _files(root, "_staging/sessions/batch_id=1")
     maintain(root, say=lambda _line: None)
     assert _files(root, "_trash") == []
     assert _files(root, "_staging/sessions/batch_id=0") == []
+    assert _files(root, "_staging/session_revisions") == []
     assert _files(root, "_staging/sessions/batch_id=1") == staged_1 != []
     # Parquet on S3 drops it; in a Delta table's directory it is vacuum's (after retention).
     assert (stray in _files(root, "sessions")) == (kind == "delta")
+    assert (stray_revision in _files(root, "session_revisions")) == (kind == "delta")
     assert _seen(kind, root, "sessions") == _expected(0, "old") + _expected(1, "new")
 
 

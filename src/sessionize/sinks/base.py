@@ -50,7 +50,7 @@ class Capabilities:
             change log.
         appends_revisions: it writes the revisions of `--revise-within` as the appended
             outputs `session_revisions` and `page_view_revisions` beside an append-only
-            `sessions` (local Parquet), or takes them staged so and produces them as
+            `sessions` (Parquet, local or on `s3://`), or takes them staged so and produces them as
             records keyed by `session_id` (Kafka).
         upserts_revisions: it keeps `sessions` and `page_views` current by `session_id`
             under `--revise-within` (a revision replaces, a retraction deletes) in the

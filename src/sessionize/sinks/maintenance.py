@@ -20,12 +20,17 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
+from sessionize.base_schema import PAGE_VIEW_REVISIONS, SESSION_REVISIONS
 from sessionize.fs import delete_dir, listing, without_options
 from sessionize.schema import OUTPUTS
 from sessionize.sinks import compaction, staging
 from sessionize.sinks.base import StagedSink, sink_errors
 from sessionize.sinks.parquet import ParquetSink
 from sessionize.sinks.parquet_s3 import ManifestParquetSink
+
+# Every output a session job may have written, the revision outputs of `--revise-within`
+# included (maintain opens the output without knowing the job's options).
+_NAMES = (*OUTPUTS, SESSION_REVISIONS, PAGE_VIEW_REVISIONS)
 
 
 def clean_leftovers(sink: StagedSink) -> dict[str, int]:
@@ -36,11 +41,11 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
         trash = f"{base}/{staging.TRASH}"
         done["trash"] = len(listing(fs, trash))
         delete_dir(fs, trash)
-        published = {b for name in OUTPUTS for b in sink.published(name)}
+        published = {b for name in _NAMES for b in sink.published(name)}
         last = max(published, default=-1)
         open_ = {_batch(i) for i in listing(fs, f"{base}/{staging.STAGING}/_open")}
         stale = set()
-        for name in OUTPUTS:
+        for name in _NAMES:
             for info in listing(fs, f"{base}/{staging.STAGING}/{name}"):
                 batch = _batch(info)
                 if batch is not None and batch <= last and batch not in open_:
@@ -59,7 +64,7 @@ def clean_leftovers(sink: StagedSink) -> dict[str, int]:
 
 def _drop_uncommitted(sink: ManifestParquetSink, fs: pafs.FileSystem, base: str) -> int:
     dropped = 0
-    for name in OUTPUTS:
+    for name in _NAMES:
         keep = {f[len(f"{base}/{name}/") :] for f in sink.committed_files(name)}
         for info in listing(fs, f"{base}/{name}", recursive=True):
             rel = info.path[len(f"{base}/{name}/") :]

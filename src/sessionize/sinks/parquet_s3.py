@@ -17,6 +17,10 @@ not at all. A plain listing of `ROOT/NAME` (e.g. `spark.read.parquet`) sees the 
 only while no publish runs: during a publish it can see part of the batch being copied in,
 and while a batch is republished (or after a crash in its publish, until it is published
 again) that batch's rows partially or twice.
+
+A revising job's `session_revisions` and `page_view_revisions` (`--revise-within`) are
+appended outputs like the others: the docs' current-sessions query over the committed
+files of `sessions` and `session_revisions` gives the current sessions.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import listing, without_options
 from sessionize.objectstore import ObjectStoreUri
 from sessionize.sinks import staging
-from sessionize.sinks.base import RootedSink, sink_errors
+from sessionize.sinks.base import Capabilities, RootedSink, sink_errors
 from sessionize.sinks.outputs import Outputs, session_outputs
 
 COMMITS = "_commits"
@@ -44,6 +48,11 @@ COMMITS = "_commits"
 @dataclass(frozen=True)
 class ManifestParquetSink(RootedSink):
     """Batch files published by commit files, on an object store (`s3://`)."""
+
+    # `session_revisions` and `page_view_revisions` are appended outputs like the others:
+    # published by their commit files, retired with them. Not compacted (no rename), so
+    # there is nothing to fold revisions into.
+    capabilities = Capabilities(appends_revisions=True)
 
     @classmethod
     def check_place(cls, uri: str) -> None:

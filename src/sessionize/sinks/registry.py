@@ -141,21 +141,19 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
 
 
 def check_revisions(wanted: bool, output: str, fmt: str) -> None:
-    """Before a job starts: `--revise-within` needs an output that takes revisions (local
-    Parquet's `session_revisions`, Kafka's keyed records; Delta's, PostgreSQL's and
-    Iceberg's upserts): every output but Parquet on `s3://` for now.
+    """Before a job starts: `--revise-within` needs an output that takes revisions
+    (Parquet's `session_revisions`, local or on `s3://`, Kafka's keyed records; Delta's,
+    PostgreSQL's and Iceberg's upserts): every built-in sink does; a registered one may not.
 
     Raises:
-        ConfigError: another output, in one line.
+        ConfigError: an output whose sink takes no revisions, in one line.
     """
     can = capabilities(output, fmt)
     if wanted and not (can.appends_revisions or can.upserts_revisions):
-        kind = kind_of(output, fmt)
-        shown = "Parquet on s3://" if kind == "parquet-s3" else f"{kind} outputs"
         raise ConfigError(
-            f"--revise-within does not write revisions to {shown} yet (local Parquet, "
-            "Delta, PostgreSQL, Iceberg and Kafka outputs take them): leave --revise-within "
-            "out, or give such an --output (on s3://: --output-format delta)"
+            f"--revise-within: {kind_of(output, fmt)} outputs do not take revisions "
+            "(Parquet, Delta, PostgreSQL, Iceberg and Kafka outputs do): leave "
+            "--revise-within out, or give such an --output"
         )
 
 
