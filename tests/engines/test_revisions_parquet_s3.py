@@ -4,14 +4,18 @@ batch's other outputs, against the test S3 server. The revising stream of
 test_revisions_parquet.py, killed -9 inside a revising batch's publish and restarted,
 writes what the uninterrupted local run wrote; the docs' query over the committed files
 gives the sessions of one `sessionize batch` of every event; a rewind retires the
-revisions of the undone batches with their other rows."""
+revisions of the undone batches with their other rows; `maintain --compact`, which would
+fold them, refuses Parquet on s3:// as it always did."""
 
 from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
+from sessionize.commands.maintain import maintain
+from sessionize.errors import ConfigError
 from sessionize.sinks.parquet_s3 import read_committed
 from tests.engines.revising import (
     CURRENT,
@@ -88,3 +92,7 @@ def test_revisions_on_s3_through_a_kill_9_equal_the_local_run_and_one_batch(
         if kept.num_rows:
             kept = kept.filter(pc.field("batch_id") <= back)
         assert same_rows(read_committed(out, name), kept), name
+
+    # Parquet on s3:// is not compacted, so nothing folds its revisions: said, not done.
+    with pytest.raises(ConfigError, match="which is not compacted"):
+        maintain(out, compact=True, say=lambda _line: None)
