@@ -175,6 +175,15 @@ class KafkaSink(StagedSink):
                 "to accept that"
             )
 
+    def nothing_to_maintain(self) -> str | None:
+        # A publish drops the batch's staged rows and a restart re-stages an open batch;
+        # what is left is the topics' own upkeep, which their cleanup policy does.
+        return (
+            f"--output {without_options(self.uri)}: Kafka outputs leave nothing to clean (a "
+            "publish drops its staged rows); retention and compaction are the topics' own "
+            "(cleanup.policy, retention.ms)"
+        )
+
     def accepting_duplicates(self) -> KafkaSink:
         """This sink with `duplicates=accept`."""
         if self.output.accept_duplicates:
