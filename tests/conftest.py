@@ -1,4 +1,6 @@
-"""Shared fixtures: one local SparkSession for the whole test session."""
+"""Shared fixtures: one local SparkSession for the whole test session (one per worker when
+pytest-xdist runs the suite in parallel: each is its own driver JVM, with Spark's own
+scratch directories and no UI port)."""
 
 from __future__ import annotations
 
@@ -44,11 +46,22 @@ def wheel(tmp_path_factory):
     return build(tmp_path_factory.mktemp("dist"))
 
 
+# The fixtures of the tests that stop and start a shared server (tests/state/services_fixtures.py,
+# tests/services/conftest.py): any test beside them would see its server vanish.
+STOPS_A_SERVER = {"restartable", "restart_service"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks added here
 def pytest_collection_modifyitems(items) -> None:
     """`@pytest.mark.needs_spark(FEATURE)`: a test of a feature this PySpark line lacks
     (`spark_version.FEATURES`) is skipped, naming the line it needs; on such a line the
-    feature is refused in one line, which tests/test_spark_lines.py proves."""
+    feature is refused in one line, which tests/test_spark_lines.py proves.
+
+    A test that uses a fixture stopping a shared server is `serial` (pyproject.toml):
+    `./dev test` runs it alone, after the tests it runs in parallel (README, "Tests")."""
     for item in items:
+        if STOPS_A_SERVER & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.serial)
         for mark in item.iter_markers("needs_spark"):
             feature = mark.args[0]
             if not spark_version.has(feature):

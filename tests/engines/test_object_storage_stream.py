@@ -128,6 +128,7 @@ def _s3_down_in_state_commit(opts: StreamOptions, spark, monkeypatch, tmp_path: 
 OUTAGES = {"delta": _s3_down_before_publish, "parquet": _s3_down_in_state_commit}
 
 
+@pytest.mark.serial  # stops the shared S3 server
 @pytest.mark.parametrize("output_format", sorted(OUTAGES))
 def test_outputs_and_state_on_s3_exactly_once_through_kill_9_and_an_s3_outage(
     clean, bucket_uri, spark, tmp_path, monkeypatch, output_format

@@ -39,6 +39,7 @@ def test_kill_after_one_output_then_rerun(kind, root):
         assert _seen(kind, root, name) == want
 
 
+@pytest.mark.serial  # stops the shared S3 server
 @pytest.mark.parametrize("kind", ["parquet-s3", "delta-s3"])
 def test_s3_down_mid_publish_is_one_line_and_a_retry_completes(kind, root, monkeypatch):
     sink = make_sink(kind, root)

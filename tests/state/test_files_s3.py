@@ -61,6 +61,7 @@ def test_of_two_writers_of_one_version_the_later_is_refused(bucket_uri, before):
     assert len([f for f in files if f.startswith("00000000000000000001-")]) == 1, files
 
 
+@pytest.mark.serial  # stops the shared S3 server
 def test_an_unreachable_store_is_one_state_error_and_the_commit_can_be_repeated(bucket_uri):
     """The S3 server stops between a transaction's reads and its commit: the commit fails as
     one StateError line naming the store; once the server is back the same commit succeeds."""
