@@ -126,3 +126,59 @@ def test_an_unknown_line_is_one_line():
     )
     assert done.returncode == 2
     assert done.stderr == "dev: --spark 3.4: give one of 3.5, 4.0, 4.1, 4.2, 4.3\n"
+
+
+@pytest.fixture
+def suite(clone):
+    """`clone` set up for `./dev test` (test extras installed, current pin) with services
+    that start at once and tools that log their arguments to `runs.log`; the pytest run
+    whose arguments contain `$FAIL_ON` (when set) fails."""
+    stamp = clone / ".venv" / ".sessionize-installed"
+    stamp.write_text("dev\npyspark==4.3.0\n")
+    os.utime(clone / "pyproject.toml", (1_000_000, 1_000_000))  # older than the install
+    (clone / "services").mkdir()
+    (clone / "services" / "start.sh").write_text("true\n")
+    (clone / ".services").mkdir()
+    (clone / ".services" / "env.sh").write_text("")
+    bin_ = clone / ".venv" / "bin"
+    for tool in ("ruff", "lint-imports", "mypy", "sessionize", "pytest"):
+        (bin_ / tool).write_text(
+            f'#!/bin/sh\necho "{tool} $*" >> {clone}/runs.log\n'
+            'case "$*" in *"$FAIL_ON"*) [ -n "$FAIL_ON" ] && exit 1 ;; esac\nexit 0\n'
+        )
+        (bin_ / tool).chmod(0o755)
+    return clone
+
+
+def _test_run(clone: Path, *args: str, fail_on: str = "") -> tuple[int, list[str]]:
+    env = {**os.environ, "PYTHON": sys.executable, "JAVA_HOME": "/nowhere", "FAIL_ON": fail_on}
+    env.pop("SESSIONIZE_TEST_WORKERS", None)
+    done = subprocess.run(
+        ["bash", str(clone / "dev"), "test", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    runs = (clone / "runs.log").read_text().splitlines()
+    return done.returncode, [r for r in runs if r.startswith("pytest")]
+
+
+PARALLEL = "pytest -n 2 --dist loadfile -m not serial --durations=50"
+SERIAL = "pytest -m serial --durations=25"
+
+
+def test_the_whole_suite_runs_its_parallel_part_then_its_serial_part(suite):
+    code, runs = _test_run(suite)
+    assert (code, runs) == (0, [PARALLEL, SERIAL])
+
+
+@pytest.mark.parametrize("failing", ["not serial", "-m serial"])
+def test_a_failure_in_either_part_fails_the_suite_and_the_other_part_still_runs(suite, failing):
+    code, runs = _test_run(suite, fail_on=failing)
+    assert (code, runs) == (1, [PARALLEL, SERIAL])
+
+
+def test_pytest_arguments_make_one_plain_pytest_run(suite):
+    code, runs = _test_run(suite, "tests/logic", "-x", fail_on="tests/logic")
+    assert (code, runs) == (1, ["pytest tests/logic -x"])
