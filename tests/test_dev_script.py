@@ -164,7 +164,7 @@ def _test_run(clone: Path, *args: str, fail_on: str = "") -> tuple[int, list[str
     return done.returncode, [r for r in runs if r.startswith("pytest")]
 
 
-PARALLEL = "pytest -n 2 --dist loadfile -m not serial --durations=50"
+PARALLEL = "pytest -n 3 --dist loadfile -m not serial --durations=50"
 SERIAL = "pytest -m serial --durations=25"
 
 
