@@ -52,19 +52,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import CHANGE_COLUMN, GAP_COLUMN, SENT_USER
+from sessionize.base_schema import SENT_USER
 from sessionize.config import SessionRules
-from sessionize.logic.bots import is_bot
 from sessionize.logic.boundaries import cut_sessions
 from sessionize.logic.continuation import Carry, Sources, read_carry
 from sessionize.logic.dedup import survivors
+from sessionize.logic.event_columns import is_close as close_flags
+from sessionize.logic.event_columns import late_table, rule_columns, string_rank, without_bots
 from sessionize.logic.ids import same_millisecond
 from sessionize.logic.result import SessionSpans, StepResult, StepStats
 from sessionize.logic.revisions import Marks, check_revisable, revised_step
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.set_aside import set_aside, with_aside
 from sessionize.logic.sort_order import sort_order
-from sessionize.logic.traffic import per_distinct, query_value
 from sessionize.logic.visits import Kept, carry_table, with_visits
 
 
@@ -104,7 +104,7 @@ def advance(
             watermark_before -= window
     state_events, carry_rows = _split_state(state, lay)
     events = _conform(events, lay.event)
-    events, bot_events = _without_bots(events, lay)
+    events, bot_events = without_bots(events, lay)
 
     # Rule 1: lateness, before dedup (`late_events` names the watermark the event missed).
     if watermark_before is None:
@@ -115,7 +115,7 @@ def advance(
         if is_late.any():
             on_time = events.filter(pa.array(~is_late))
             missed = watermark_before + (window or 0)
-            late = _late_table(events.filter(pa.array(is_late)), missed, lay)
+            late = late_table(events.filter(pa.array(is_late)), missed, lay)
         else:
             on_time = events
             late = lay.late_events.empty_table()
@@ -128,9 +128,9 @@ def advance(
     rows = pa.concat_tables(parts).combine_chunks()
     user, user_values = _user_codes(rows["user_id"])
     time = _ts_numpy(rows["event_time"])
-    page_rank = _string_rank(rows["page"])
-    is_close = _is_close(rows["action"], rules.close_actions)
-    change, gap = _rule_columns(rows, rules, lay)
+    page_rank = string_rank(rows["page"])
+    is_close = close_flags(rows["action"], rules.close_actions)
+    change, gap = rule_columns(rows, rules, lay)
     marks = Marks.of(state, rows.num_rows) if window is not None else None
     carry = None
     if carry_rows is not None:
@@ -355,28 +355,7 @@ def _state_table(split: _Split, lay: schema.Layout) -> pa.Table:
     return both.take(pa.array(np.argsort(users, kind="stable"))).combine_chunks()
 
 
-def _late_table(late_events: pa.Table, watermark: int, lay: schema.Layout) -> pa.Table:
-    """LATE_EVENTS rows, sorted by all event columns so the order never depends on arrival."""
-    keys = [(name, "ascending") for name in lay.event.names]
-    idx = pc.sort_indices(late_events, sort_keys=keys)  # nulls last
-    table = late_events.take(idx).append_column(
-        "watermark", _ts(np.full(late_events.num_rows, watermark, np.int64))
-    )
-    return table.cast(lay.late_events).combine_chunks()
-
-
 # ---------------------------------------------------------------------------- helpers
-
-
-def _without_bots(events: pa.Table, lay: schema.Layout) -> tuple[pa.Table, int]:
-    """With `--bots drop`, the events without those of bots, and how many were dropped:
-    they never reach a session, the state or `late_events`."""
-    if lay.content is None or lay.content.bots != "drop" or "user_agent" not in lay.mapped:
-        return events, 0
-    bots = is_bot(events["user_agent"])
-    if not bots.any():
-        return events, 0
-    return events.filter(pa.array(~bots)), int(bots.sum())
 
 
 def _split_state(state: pa.Table, lay: schema.Layout) -> tuple[pa.Table, pa.Table | None]:
@@ -435,46 +414,6 @@ def _int_numpy(col: pa.ChunkedArray) -> np.ndarray:
     if col.num_chunks == 0:
         return np.zeros(0, dtype=np.int64)
     return col.to_numpy().astype(np.int64, copy=False)
-
-
-def _string_rank(col: pa.ChunkedArray) -> np.ndarray:
-    """Dense rank of each string (UTF-8 byte order): equal strings, equal ranks."""
-    if len(col) == 0:
-        return np.zeros(0, dtype=np.int64)
-    distinct = pc.unique(col)
-    rank = np.empty(len(distinct), dtype=np.int64)
-    rank[pc.sort_indices(distinct).to_numpy()] = np.arange(len(distinct))
-    return rank[_int_numpy(pc.index_in(col, distinct))]
-
-
-def _is_close(actions: pa.ChunkedArray, close_actions: tuple[str, ...]) -> np.ndarray:
-    if len(actions) == 0:
-        return np.zeros(0, dtype=bool)
-    found = pc.is_in(actions, value_set=pa.array(close_actions, pa.string()))
-    return pc.fill_null(found, False).to_numpy(zero_copy_only=False).astype(bool, copy=False)
-
-
-def _rule_columns(rows: pa.Table, rules: SessionRules, lay: schema.Layout):
-    """The per-event rules' inputs, when their columns are there: the split-on-change
-    value as a code (equal values, equal codes; -1 for null; a `utm_*` name from the URL's
-    query with schema 3), and each event's gap in µs (null: `--gap`; parsing wrote it as
-    decimal digits of a positive number)."""
-    change = gap = None
-    col = None
-    if lay.change_query is not None and "url" in rows.column_names:
-        name = lay.change_query
-        col = per_distinct(rows["url"].combine_chunks(), lambda u: (query_value(u, name),), 1)[0]
-        col = pa.chunked_array([col])
-    elif CHANGE_COLUMN in rows.column_names:
-        col = rows[CHANGE_COLUMN]
-    if col is not None:
-        change = np.full(len(col), -1, dtype=np.int64)
-        valued = pc.is_valid(col).to_numpy(zero_copy_only=False)
-        if valued.any():
-            change[valued] = _string_rank(col.filter(pa.array(valued)))
-    if GAP_COLUMN in rows.column_names:
-        gap = _int_numpy(pc.fill_null(pc.cast(rows[GAP_COLUMN], pa.int64()), rules.gap_us))
-    return change, gap
 
 
 def _mask_at(n: int, positions: np.ndarray) -> np.ndarray:
