@@ -191,6 +191,8 @@ REVISION = "revision"
 RETRACTED = "retracted"
 EMITTED_SESSION = "emitted_session"
 EMITTED_REVISION = "emitted_revision"
+# With identity, also the user id the session was last written with (null: none known).
+EMITTED_USER = "emitted_user_id"
 
 # The columns every event has before its kept attributes; the attributes follow, named as
 # the mapping's `keep` names them (the default: the five above).

@@ -23,6 +23,7 @@ from sessionize.base_schema import (
     CORE,
     EMITTED_REVISION,
     EMITTED_SESSION,
+    EMITTED_USER,
     EVENT,
     EVENT_KEY,
     EVENTS,
@@ -184,6 +185,8 @@ class Layout:
             rows = rows.append(pa.field(EMITTED_SESSION, pa.string())).append(
                 pa.field(EMITTED_REVISION, pa.int64())
             )
+            if self.identity or self.sent_user:
+                rows = rows.append(pa.field(EMITTED_USER, pa.string()))
         return rows
 
     @functools.cached_property

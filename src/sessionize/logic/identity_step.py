@@ -79,7 +79,11 @@ class Stitched:
 
 
 def stitch(
-    stored: pa.Table, state_events: pa.Table, runs: SessionSpans, ttl_us: int | None = None
+    stored: pa.Table,
+    state_events: pa.Table,
+    runs: SessionSpans,
+    ttl_us: int | None = None,
+    revised: bool = False,
 ) -> Stitched:
     """One batch of identity for the handed-in anonymous ids.
 
@@ -87,17 +91,27 @@ def stitch(
         stored: their stored identities (`split_state`).
         state_events: their state rows before the batch, identity rows set apart (carry
             rows, which stand for emitted sessions, are not events).
-        runs: every session of theirs after the batch (`advance`'s `runs`).
+        runs: every session of theirs after the batch (`advance`'s `runs`): those whose
+            events leave the state are folded into the identity row.
         ttl_us: `--user-ttl` (None: identities are kept for ever): after a gap longer than
             this an anonymous id starts afresh (`identity.latest_span`).
+        revised: with `--revise-within` the sessions' users come from `advance`
+            (`StepResult.users`, logic/revised_identity.py): `emitted_users` and
+            `open_users` are left empty.
     """
-    users = ident.session_users(
-        stored, runs.keys, runs.times, runs.sent, runs.starts, runs.ends, ttl_us
-    )
+    no_users = pa.array([], pa.string())
+    users = no_users
+    if not revised:
+        users = ident.session_users(
+            stored, runs.keys, runs.times, runs.sent, runs.starts, runs.ends, ttl_us
+        )
     emitted = runs.emitted
-    left = _positions(runs.starts[emitted], runs.ends[emitted])
-    kept = _positions(runs.starts[~emitted], runs.ends[~emitted])
-    after = ident.merge(stored, _events(runs, left), ttl_us)
+    left = _events(runs, _positions(runs.starts[emitted], runs.ends[emitted]))
+    kept = _events(runs, _positions(runs.starts[~emitted], runs.ends[~emitted]))
+    if runs.aside_left is not None and runs.aside_kept is not None:
+        left = pa.concat_tables([left, runs.aside_left.cast(left.schema)])
+        kept = pa.concat_tables([kept, runs.aside_kept.cast(kept.schema)])
+    after = ident.merge(stored, left, ttl_us)
     if CARRIED_SESSION in state_events.column_names:
         state_events = state_events.filter(pc.is_null(state_events.column(CARRIED_SESSION)))
     before_events = pa.table(
@@ -108,13 +122,13 @@ def stitch(
         }
     )
     current_before = ident.merge(stored, before_events, ttl_us)
-    current_after = ident.merge(after, _events(runs, kept), ttl_us)
+    current_after = ident.merge(after, kept, ttl_us)
     return Stitched(
         identities=after,
         changed=ident.changed(current_before, current_after),
         current=current_after,
-        emitted_users=users.filter(pa.array(emitted)),
-        open_users=users.filter(pa.array(~emitted)),
+        emitted_users=users.filter(pa.array(emitted)) if not revised else no_users,
+        open_users=users.filter(pa.array(~emitted)) if not revised else no_users,
     )
 
 

@@ -78,11 +78,16 @@ class SessionProcessor(Processor):
         identities_current: with identity, `identities` is replaced by `anonymous_id`
             (one current row per anonymous id, for a sink that keeps such tables) rather
             than appended as a change log.
+        numbered: with identity, number the sessions per stitched user (the users step,
+            a follow-on: logic/users.py); False: this step alone, its `sessions` keyed
+            by anonymous id with their users but not numbered.
 
     With `rules.revise_within_us` the events of that window behind the watermark revise
     the sessions they join: the emitted sessions stay in the state that long, and the
     outputs add `session_revisions` and `page_view_revisions` (docs/design.md,
-    "Revisions"; not yet with identity, schema 3 or `open_sessions`: ConfigError).
+    "Revisions"; not yet with schema 3, `open_sessions` or the users step: ConfigError).
+    With identity too, a revision also follows a change of the session's user, and a
+    retraction carries the user it was last written with.
 
     With identity (a layout of `--anonymous-field`) the key is the anonymous id: its state
     also holds its identity row, kept after its sessions close (logic/identity_step.py),
@@ -110,11 +115,12 @@ class SessionProcessor(Processor):
         layout: schema.Layout | None = None,
         open_sessions: bool = False,
         identities_current: bool = False,
+        numbered: bool = True,
     ) -> None:
         self.rules = rules
         self.layout = layout or schema.layout()
         if rules.revise_within_us is not None:
-            check_revisable(self.layout, open_sessions)
+            check_revisable(self.layout, open_sessions, users_step=numbered)
             self.layout = dataclasses.replace(self.layout, revise=True)
             self.allowed_lateness_us = rules.revise_within_us
         self.open_sessions = open_sessions
@@ -141,7 +147,7 @@ class SessionProcessor(Processor):
                 lay.open_sessions, mode="replace", key=lay.key_name
             )
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
-        if lay.identity:  # per stitched user: numbers, attribution, `users` (logic/users.py)
+        if lay.identity and numbered:  # per stitched user: numbers, attribution, `users`
             rules_of_users = UserRules(rules.user_ttl_us, rules.attribution_lookback_us)
             users = UsersProcessor(lay.sessions, rules_of_users, self.identities_current)
             self.follow_on = FollowOn("sessions", users, job=USERS_OUTPUT)
@@ -186,6 +192,7 @@ class SessionProcessor(Processor):
             watermark_after=ctx.watermark_after,
             layout=self.layout.inner,
             open_sessions=self.open_sessions,
+            identities=stored,
         )
         puts = result.state_puts
         outputs = {"sessions": result.sessions, "page_views": result.page_views}
@@ -241,8 +248,15 @@ class SessionProcessor(Processor):
         lay = self.layout
         assert result.runs is not None
         ttl = self.rules.user_ttl_us
-        st = stitch(stored, state, result.runs, ttl)
-        outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
+        st = stitch(stored, state, result.runs, ttl, revised=result.users is not None)
+        if result.users is None:
+            outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
+        else:  # with revisions, the users known at emission over every event
+            first, again = result.users
+            outputs["sessions"] = with_users(outputs["sessions"], first, lay.sessions)
+            revised = outputs[SESSION_REVISIONS]
+            outputs[SESSION_REVISIONS] = with_users(revised, again, lay.session_revisions)
+            outputs[PAGE_VIEW_REVISIONS] = keyed(outputs[PAGE_VIEW_REVISIONS], lay.page_views)
         outputs["page_views"] = keyed(outputs["page_views"], lay.page_views)
         timers = _expiries(result.state_puts)
         idle = pc.invert(
@@ -292,9 +306,10 @@ class SessionProcessor(Processor):
         )
 
 
-def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
-    """`--revise-within` with what it does not revise yet is refused (ConfigError)."""
-    if lay.carries or lay.identity or open_sessions:
+def check_revisable(lay: schema.Layout, open_sessions: bool, users_step: bool = True) -> None:
+    """`--revise-within` with what it does not revise yet is refused (ConfigError): with
+    identity, the users step (`users_step`: a job's always) does not take revisions yet."""
+    if lay.carries or (lay.identity and users_step) or open_sessions:
         raise ConfigError(
             "--revise-within does not yet revise continued visits (--session-columns 3), "
             "identities (--anonymous-field) or --open-sessions: leave one of them out"

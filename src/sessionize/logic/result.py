@@ -49,7 +49,11 @@ class SessionSpans:
     sent: pa.Array  # per event: the user id it was sent with (null: none)
     starts: np.ndarray  # per session: its first event's index
     ends: np.ndarray  # per session: one past its last event's index
-    emitted: np.ndarray  # per session: emitted in this batch (else still open)
+    emitted: np.ndarray  # per session: its events leave the state in this batch
+    # With a window (`--revise-within`): the events of the kept sessions set aside
+    # (logic/set_aside.py) that leave the state in this batch, and those still kept.
+    aside_left: pa.Table | None = None
+    aside_kept: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -79,3 +83,6 @@ class StepResult:
     # With `--revise-within`: the `session_revisions` rows (revisions, then retractions)
     # and the page views of the revised sessions.
     revisions: tuple[pa.Table, pa.Table] | None = None
+    # With both and identity: the user ids of the `sessions` rows and of the
+    # `session_revisions` rows (a retraction's: the one it was last written with).
+    users: tuple[pa.Array, pa.Array] | None = None

@@ -17,7 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import EMITTED_REVISION, EMITTED_SESSION, RETRACTED, REVISION
+from sessionize.base_schema import (
+    EMITTED_REVISION,
+    EMITTED_SESSION,
+    EMITTED_USER,
+    RETRACTED,
+    REVISION,
+)
 from sessionize.logic.ids import session_ids
 from sessionize.logic.session_rows import emitted_tables
 
@@ -28,12 +34,14 @@ from sessionize.logic.session_rows import emitted_tables
 class Marks:
     """Per row of a step (the state's rows first, then the batch's): the emitted session
     it was kept from, as `code` (an index into `ids`; -1: none, an event of an open session
-    or a new one) and the `revision` that session was written with (-1: none)."""
+    or a new one) and the `revision` that session was written with (-1: none); with
+    identity, `user`: the user id it was written with (null: none known, or unmarked)."""
 
     code: np.ndarray
     revision: np.ndarray
     ids: pa.Array
     n_state: int
+    user: pa.Array | None = None
 
     @classmethod
     def of(cls, state: pa.Table, n_rows: int) -> Marks:
@@ -48,7 +56,11 @@ class Marks:
             code[:n] = pc.fill_null(pc.index_in(column, ids), -1).to_numpy(zero_copy_only=False)
             rev = pc.fill_null(state[EMITTED_REVISION].combine_chunks(), -1)
             revision[:n] = rev.to_numpy(zero_copy_only=False)
-        return cls(code, revision, ids, n)
+        user = None
+        if EMITTED_USER in state.column_names:
+            written = state[EMITTED_USER].combine_chunks() if n else pa.array([], pa.string())
+            user = pa.concat_arrays([written, pa.nulls(n_rows - n, pa.string())])
+        return cls(code, revision, ids, n, user)
 
     def without(self, rows: np.ndarray) -> Marks:
         """These marks with `rows` (set aside, out of the cut) unmarked, so that no kept
@@ -63,6 +75,17 @@ class Marks:
         top = np.full(len(self.ids), -1, dtype=np.int64)
         np.maximum.at(top, self.code[: self.n_state][known], self.revision[: self.n_state][known])
         return top
+
+    def id_users(self) -> pa.Array:
+        """Per kept id: the user id it was last written with (all of an id's rows carry
+        the same); nulls without identity."""
+        known = self.code[: self.n_state]
+        first_row = np.zeros(len(self.ids), dtype=np.int64)
+        rows = np.flatnonzero(known >= 0)
+        first_row[known[rows]] = rows
+        if self.user is None:
+            return pa.nulls(len(self.ids), pa.string())
+        return self.user.take(pa.array(first_row))
 
     def unmarked(self) -> pa.Array:
         """Per row: not kept from an emitted session (on an exact duplicate, dedup keeps
@@ -85,23 +108,30 @@ class Revised:
     hold: np.ndarray
     retractions: pa.Table
     retracted: np.ndarray  # per kept id (and one more for "none"): retracted now
+    retracted_users: pa.Array  # per retraction row: the user id it was last written with
 
 
 def revise(
-    split, marks: Marks, window_us: int, watermark_after: int | None, lay: schema.Layout
+    split,
+    marks: Marks,
+    window_us: int,
+    watermark_after: int | None,
+    lay: schema.Layout,
+    users: pa.Array | None = None,
 ) -> Revised:
     """Compare the cut `split` (emission decided) with the kept sessions' marks.
 
     An emitted session that holds no kept event is a first write; one that holds exactly
-    the events of one kept session, under its id, is unchanged; any other is a revision,
+    the events of one kept session, under its id (and with identity, `users` per session:
+    with the user id it was written with), is unchanged; any other is a revision,
     numbered 1 + the greatest revision of the kept events it holds. A kept id that no
     emitted session has is retracted, also when its events are in an open session now
     (which is written as a revision once emitted).
     """
     k = len(split.starts)
-    users = split.rows["user_id"].combine_chunks()
+    keys = split.rows["user_id"].combine_chunks()
     ids = session_ids(
-        users.take(pa.array(split.order[split.starts])), split.time[split.starts], split.rank
+        keys.take(pa.array(split.order[split.starts])), split.time[split.starts], split.rank
     )
     code = marks.code[split.order]  # per position
     rev = marks.revision[split.order]
@@ -120,6 +150,9 @@ def revise(
     marked = kept_n == size
     whole[marked] = total[low[marked]] == size[marked]
     unchanged = marked & (low == high) & (low == own) & whole
+    if users is not None and len(marks.ids):  # a late login changes later sessions' user
+        was = marks.id_users().take(pa.array(np.maximum(own, 0)))
+        unchanged &= _same(users, was)
     # A session under a kept id that holds none of its events (a smaller copy replaced
     # them) still revises that id.
     last = np.append(marks.top(), -1)  # index -1 (no kept id): -1
@@ -142,9 +175,17 @@ def revise(
         ids,
         dropped,
         hold,
-        _retractions(gone, marks, users, lay),
+        _retractions(gone, marks, keys, lay),
         retracted,
+        marks.id_users().take(pa.array(gone, pa.int64())),
     )
+
+
+def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """Per position: equal, two nulls counting as equal."""
+    equal = pc.fill_null(pc.equal(a, b), False)
+    both = pc.and_(pc.is_null(a), pc.is_null(b))
+    return pc.or_(equal, both).to_numpy(zero_copy_only=False)
 
 
 def _retractions(gone: np.ndarray, marks: Marks, users: pa.Array, lay: schema.Layout):
@@ -176,11 +217,14 @@ def revision_rows(sessions: pa.Table, revision: np.ndarray, lay: schema.Layout) 
     return table.cast(lay.session_revisions)
 
 
-def with_marks(split, positions: np.ndarray, r: Revised, marks: Marks) -> tuple[pa.Array, pa.Array]:
-    """The marks of the state rows at `positions` of the cut: the id and revision of their
-    session if it is emitted (now or before), else the marks they came with; an open
-    session's event of a retracted id keeps no id but the retraction's revision, so that
-    the session's next write numbers after it."""
+def with_marks(
+    split, positions: np.ndarray, r: Revised, marks: Marks, users: pa.Array | None = None
+) -> tuple[pa.Array, ...]:
+    """The marks of the state rows at `positions` of the cut: the id and revision (and with
+    `users`, per session, the user id) of their session if it is emitted (now or before),
+    else the marks they came with; an open session's event of a retracted id keeps no id
+    (nor user) but the retraction's revision, so that the session's next write numbers
+    after it."""
     session = split.session[positions]
     emitted = split.emitted[session]
     was = marks.code[split.order[positions]]
@@ -194,7 +238,12 @@ def with_marks(split, positions: np.ndarray, r: Revised, marks: Marks) -> tuple[
     before = marks.revision[split.order[positions]]
     retraction = np.append(marks.top(), -1)[was] + 1
     rev = np.where(emitted, r.revision[session], np.where(gone, retraction, before))
-    return ids, pa.array(rev, pa.int64(), mask=rev < 0)
+    revs = pa.array(rev, pa.int64(), mask=rev < 0)
+    if users is None or marks.user is None:
+        return ids, revs
+    came = marks.user.take(pa.array(split.order[positions]))
+    came = pc.if_else(pa.array(gone), pa.nulls(len(positions), pa.string()), came)
+    return ids, revs, pc.if_else(pa.array(emitted), users.take(pa.array(session)), came)
 
 
 def revised_step(
@@ -204,28 +253,37 @@ def revised_step(
     watermark_after: int | None,
     lay: schema.Layout,
     state_table: Callable[..., pa.Table],
+    users: pa.Array | None = None,
 ) -> tuple:
     """`advance`'s outputs with revisions: the first writes' `sessions` and `page_views`
     (and None for schema 3's events, not revised yet), the `session_revisions` rows
     (revisions, then retractions) with the revised sessions' page views, the state rows
-    (`state_table` of the kept sessions, with their marks) and the split whose `emitted`
-    sessions leave the state."""
-    r = revise(split, marks, window_us, watermark_after, lay)
+    (`state_table` of the kept sessions, with their marks), the split whose `emitted`
+    sessions leave the state and, with identity (`users`: per session of the cut, the user
+    id known at its emission), the user ids of the `sessions` rows and of the
+    `session_revisions` rows (a retraction's: the one it was last written with)."""
+    r = revise(split, marks, window_us, watermark_after, lay, users)
     sessions, page_views, _ = emitted_tables(replace(split, emitted=r.first), lay)
     again, views, _ = emitted_tables(replace(split, emitted=r.revised), lay)
     found = revision_rows(again, r.revision[r.revised], lay)
     stored = replace(split, emitted=r.dropped, row_emitted=r.dropped[split.session], release=r.hold)
     puts = state_table(stored, replace(lay, revise=False))
-    ids, revs = with_marks(split, np.flatnonzero(~stored.row_emitted), r, marks)
-    puts = puts.append_column(EMITTED_SESSION, ids).append_column(EMITTED_REVISION, revs)
+    marked = with_marks(split, np.flatnonzero(~stored.row_emitted), r, marks, users)
+    names = (EMITTED_SESSION, EMITTED_REVISION, EMITTED_USER)[: len(marked)]
+    for name, column in zip(names, marked, strict=True):
+        puts = puts.append_column(name, column)
     revisions = (pa.concat_tables([found, r.retractions]), views)
-    return sessions, page_views, None, revisions, puts.select(lay.state.names), stored
+    written = None
+    if users is not None:
+        again = pa.concat_arrays([users.filter(pa.array(r.revised)), r.retracted_users])
+        written = (users.filter(pa.array(r.first)), again)
+    return sessions, page_views, None, revisions, puts.select(lay.state.names), stored, written
 
 
 def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
-    """Revisions do not yet revise schema 3's continued visits, identity or open sessions."""
-    if lay.carries or lay.sent_user or lay.identity or open_sessions:
+    """Revisions do not yet revise schema 3's continued visits or open sessions."""
+    if lay.carries or open_sessions:
         raise ValueError(
-            "revisions (--revise-within) do not yet revise schema 3's continued visits, "
-            "identity or --open-sessions: leave one of them out"
+            "revisions (--revise-within) do not yet revise schema 3's continued visits "
+            "or --open-sessions: leave one of them out"
         )

@@ -52,7 +52,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sessionize import schema
-from sessionize.base_schema import SENT_USER
 from sessionize.config import SessionRules
 from sessionize.logic.boundaries import cut_sessions
 from sessionize.logic.continuation import Carry, Sources, read_carry
@@ -60,7 +59,8 @@ from sessionize.logic.dedup import survivors
 from sessionize.logic.event_columns import is_close as close_flags
 from sessionize.logic.event_columns import late_table, rule_columns, string_rank, without_bots
 from sessionize.logic.ids import same_millisecond
-from sessionize.logic.result import SessionSpans, StepResult, StepStats
+from sessionize.logic.result import StepResult, StepStats
+from sessionize.logic.revised_identity import revised_users, spans
 from sessionize.logic.revisions import Marks, check_revisable, revised_step
 from sessionize.logic.session_rows import emitted_tables, open_session_rows
 from sessionize.logic.set_aside import set_aside, with_aside
@@ -77,6 +77,7 @@ def advance(
     watermark_after: int | None,
     layout: schema.Layout | None = None,
     open_sessions: bool = False,
+    identities: pa.Table | None = None,
 ) -> StepResult:
     """Advance the handed-in users of one partition by one micro-batch.
 
@@ -191,10 +192,13 @@ def advance(
         )
     if marks is not None:  # `stored`: the split whose `emitted` sessions leave the state
         assert window is not None
-        done = revised_step(split, marks, window, watermark_after, lay, _state_table)
-        sessions, page_views, emitted_events, revisions, state_puts, stored = done
+        users = None
+        if lay.sent_user:
+            users = revised_users(split, rows, aside, identities, rules.user_ttl_us)
+        done = revised_step(split, marks, window, watermark_after, lay, _state_table, users)
+        sessions, page_views, emitted_events, revisions, state_puts, stored, written = done
     else:
-        revisions, stored = None, split
+        revisions, stored, written = None, split, None
         sessions, page_views, emitted_events = emitted_tables(split, lay)
         state_puts = _state_table(split, lay)
 
@@ -232,22 +236,10 @@ def advance(
         state_removes,
         stats,
         events=emitted_events,
-        runs=_runs(split) if lay.sent_user else None,
+        runs=spans(stored, aside, watermark_after) if lay.sent_user else None,
         revisions=revisions,
+        users=written,
         **held,
-    )
-
-
-def _runs(split: _Split) -> SessionSpans:
-    """The sessions as runs of their events, with the user ids the events were sent with."""
-    taken = pa.array(split.order)
-    return SessionSpans(
-        keys=split.rows["user_id"].combine_chunks().take(taken),
-        times=_ts(split.time),
-        sent=split.rows[SENT_USER].combine_chunks().take(taken),
-        starts=split.starts,
-        ends=split.ends + 1,
-        emitted=split.emitted,
     )
 
 
