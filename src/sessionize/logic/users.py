@@ -93,6 +93,35 @@ class UsersProcessor(Processor):
         return {"user_ttl_us": self.rules.ttl_us, "lookback_us": self.rules.lookback_us}
 
     def process(self, state: pa.Table, rows: pa.Table, ctx: Context) -> Update:
+        out, new_state = self.numbered(state, rows)
+        number = out.column(SESSION_NUMBERING[0].name).to_numpy()
+        ttl = self.rules.ttl_us
+        removed = self._expired(state, new_state, ctx)
+        timers = _timers(new_state, ttl)
+        users = new_state.select(self.outputs_schema("users").names)
+        if ctx.every_key:  # a `users` table rebuilt from the state: every user handed in
+            kept = pc.invert(pc.is_in(state.column(KEY), pa.concat_arrays([
+                new_state.column(KEY).combine_chunks(), removed])))  # fmt: skip
+            users = pa.concat_tables([users, state.filter(kept).select(users.column_names)])
+        outputs: dict[str, pa.Table] = {"sessions": out, "users": users}
+        deletes = {"users": pa.table({KEY: removed})} if self.keeps_current else None
+        return Update(
+            state=new_state,
+            remove=removed,
+            outputs=outputs,
+            timers=timers,
+            deletes=deletes,
+            counters={
+                "new_users": int(np.count_nonzero(number == 1)),
+                "users_out": users.num_rows,
+                "users_expired": len(removed),
+            },
+        )
+
+    def numbered(self, state: pa.Table, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """`rows` (sessions) numbered and attributed after their users' stored rows
+        `state`, sorted by user, close, start and id; and the users' rows continued
+        by them (one per user with sessions in `rows`)."""
         rows = rows.take(
             pc.sort_indices(
                 rows,
@@ -130,28 +159,7 @@ class UsersProcessor(Processor):
         out = out.append_column(SESSION_NUMBERING[1], pa.array(number == 1))
         if self.traffic:
             out = _attributed(out, rows, start, span_start, carried, group, stored, self.rules)
-        new_state = self._state(rows, out, group, span_start, carried, stored, start, end)
-        removed = self._expired(state, new_state, ctx)
-        timers = _timers(new_state, ttl)
-        users = new_state.select(self.outputs_schema("users").names)
-        if ctx.every_key:  # a `users` table rebuilt from the state: every user handed in
-            kept = pc.invert(pc.is_in(state.column(KEY), pa.concat_arrays([
-                new_state.column(KEY).combine_chunks(), removed])))  # fmt: skip
-            users = pa.concat_tables([users, state.filter(kept).select(users.column_names)])
-        outputs: dict[str, pa.Table] = {"sessions": out, "users": users}
-        deletes = {"users": pa.table({KEY: removed})} if self.keeps_current else None
-        return Update(
-            state=new_state,
-            remove=removed,
-            outputs=outputs,
-            timers=timers,
-            deletes=deletes,
-            counters={
-                "new_users": int(np.count_nonzero(number == 1)),
-                "users_out": users.num_rows,
-                "users_expired": len(removed),
-            },
-        )
+        return out, self._state(rows, out, group, span_start, carried, stored, start, end)
 
     def outputs_schema(self, name: str) -> pa.Schema:
         out = self.outputs[name]
