@@ -193,6 +193,13 @@ EMITTED_SESSION = "emitted_session"
 EMITTED_REVISION = "emitted_revision"
 # With identity, also the user id the session was last written with (null: none known).
 EMITTED_USER = "emitted_user_id"
+# With identity, what the first step hands the users step (logic/users_revised.py): every
+# session it wrote or retracted (`session_revisions`' columns, a first write's revision 0)
+# with its release, and a `moved` retraction under the stitched user a revised session
+# left.
+SESSION_CHANGES = "session_changes"
+MOVED = "moved"
+RELEASE_AT = "release_at"
 
 # The columns every event has before its kept attributes; the attributes follow, named as
 # the mapping's `keep` names them (the default: the five above).

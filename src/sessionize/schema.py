@@ -34,11 +34,13 @@ from sessionize.base_schema import (
     INVALID_EVENTS,
     IS_BOT,
     LATE_EVENTS,
+    MOVED,
     OPEN_SESSIONS,
     OUTPUT_PARTITIONS,
     OUTPUTS,
     PAGE_VIEWS,
     PAGE_VIEWS_3,
+    RELEASE_AT,
     RETRACTED,
     REVISION,
     SENT_USER,
@@ -292,13 +294,15 @@ class Layout:
     def session_revisions(self) -> pa.Schema:
         """`session_revisions` (`--revise-within`): `session_id`, `revision`, `retracted`,
         then the other `sessions` columns, null on a retraction."""
-        rest = [f.with_nullable(True) for f in self.sessions if f.name != "session_id"]
-        head = [
-            self.sessions.field("session_id"),
-            pa.field(REVISION, pa.int64(), nullable=False),
-            pa.field(RETRACTED, pa.bool_(), nullable=False),
-        ]
-        return pa.schema(head + rest)
+        return revisions_of(self.sessions)
+
+    @functools.cached_property
+    def session_changes(self) -> pa.Schema:
+        """What the first step hands the users step with identity and revisions: the
+        `session_revisions` columns, `moved` and `release_at` (base_schema)."""
+        return self.session_revisions.append(pa.field(MOVED, pa.bool_(), nullable=False)).append(
+            pa.field(RELEASE_AT, TS, nullable=False)
+        )
 
     def _keyed(self, output: pa.Schema) -> pa.Schema:
         """`output` with its `user_id` named `anonymous_id` when identity is on."""
@@ -323,6 +327,18 @@ class Layout:
 def has_traffic(sessions: pa.Schema) -> bool:
     """Whether `sessions` carry their traffic source (`--content`)."""
     return all(n in sessions.names for n in SESSION_TRAFFIC)
+
+
+def revisions_of(sessions: pa.Schema) -> pa.Schema:
+    """The revisions of `sessions`: `session_id`, `revision`, `retracted`, then the other
+    columns, null on a retraction."""
+    rest = [f.with_nullable(True) for f in sessions if f.name != "session_id"]
+    head = [
+        sessions.field("session_id"),
+        pa.field(REVISION, pa.int64(), nullable=False),
+        pa.field(RETRACTED, pa.bool_(), nullable=False),
+    ]
+    return pa.schema(head + rest)
 
 
 def numbered(sessions: pa.Schema) -> pa.Schema:

@@ -22,7 +22,7 @@ from sessionize.core.declared import declared
 from sessionize.core.step import step
 from sessionize.errors import ConfigError
 from sessionize.logic.identity_step import split_state
-from sessionize.logic.processor import SessionProcessor
+from sessionize.logic.processor import SessionProcessor, check_revisable
 from sessionize.mapping import EventMapping
 
 from .test_identity import GAP, T0, as_dict, cut, reference, visits
@@ -227,6 +227,6 @@ def test_a_late_login_revises_the_later_sessions_it_names_and_a_merge_retracts_w
     assert [(r["event_count"], r["user_id"]) for r in merged if not r["retracted"]] == [(5, "u1")]
 
 
-def test_the_users_step_refuses_revisions_until_it_takes_them():
+def test_a_job_refuses_identity_with_revisions_until_it_is_wired():
     with pytest.raises(ConfigError, match="--revise-within"):
-        SessionProcessor(rules(), LAYOUT)
+        check_revisable(LAYOUT, open_sessions=False)

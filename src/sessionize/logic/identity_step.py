@@ -24,12 +24,16 @@ from sessionize.base_schema import (
     CARRIED_SESSION,
     IDENTITY_FIRST_SEEN,
     IDENTITY_USER_TIME,
+    MOVED,
+    RELEASE_AT,
+    RETRACTED,
+    REVISION,
     SENT_USER,
     STITCHED_USER_ID,
     TS,
 )
 from sessionize.logic import identity as ident
-from sessionize.logic.result import SessionSpans
+from sessionize.logic.result import SessionSpans, WrittenUsers
 
 USER = schema.STATE_KEY
 
@@ -167,3 +171,53 @@ def _events(runs: SessionSpans, at: np.ndarray) -> pa.Table:
             ident.USER: runs.sent.take(taken),
         }
     )
+
+
+def session_changes(
+    first: pa.Table, again: pa.Table, written: WrittenUsers, target: pa.Schema
+) -> pa.Table:
+    """What the first step hands the users step with revisions (`target`:
+    `Layout.session_changes`): the `sessions` rows `first` (revision 0) and the
+    `session_revisions` rows `again`, each with its release, and for each revised session
+    whose stitched user changed a `moved` retraction under the one it left, so that the
+    users step keyed by stitched user takes it out of that user's sessions."""
+    n = first.num_rows
+    firsts = first.add_column(1, REVISION, pa.array(np.zeros(n, np.int64)))
+    firsts = firsts.add_column(2, RETRACTED, pa.array(np.zeros(n, bool)))
+    firsts = _with_change(firsts, np.zeros(n, bool), written.first_release)
+    stitched = again.column(STITCHED_USER_ID).combine_chunks()
+    left = pc.coalesce(written.previous, again.column(ANONYMOUS_ID).cast(pa.string()))
+    retracted = again.column(RETRACTED).combine_chunks().to_numpy(zero_copy_only=False)
+    differs = pc.fill_null(pc.not_equal(left, stitched), True).to_numpy(zero_copy_only=False)
+    moved = written.had & ~retracted & differs
+    at = pa.array(np.flatnonzero(moved))
+    given = {
+        "session_id": again.column("session_id").take(at),
+        REVISION: again.column(REVISION).take(at),
+        RETRACTED: pa.array(np.ones(len(at), bool)),
+        ANONYMOUS_ID: again.column(ANONYMOUS_ID).take(at),
+        "user_id": written.previous.take(at),
+        STITCHED_USER_ID: left.take(at),
+    }
+    moves = pa.table(
+        [given.get(f.name, pa.nulls(len(at), f.type)) for f in again.schema], schema=again.schema
+    )
+    return pa.concat_tables(
+        [
+            firsts.select(target.names).cast(target),
+            _with_change(again, np.zeros(again.num_rows, bool), written.again_release)
+            .select(target.names)
+            .cast(target),
+            _with_change(moves, np.ones(len(at), bool), np.full(len(at), -1))
+            .select(target.names)
+            .cast(target),
+        ]
+    )
+
+
+def _with_change(rows: pa.Table, moved: np.ndarray, release: np.ndarray) -> pa.Table:
+    """`rows` with `moved` and `release_at` (the epoch on a retraction, which has none:
+    the users step's event time, never null)."""
+    rows = rows.append_column(MOVED, pa.array(moved, pa.bool_()))
+    at = pa.array(np.maximum(release, 0), pa.int64()).view(TS)
+    return rows.append_column(RELEASE_AT, at)

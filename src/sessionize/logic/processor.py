@@ -22,6 +22,7 @@ from sessionize.base_schema import (
     IDENTITY_FIRST_SEEN,
     IDENTITY_USER_TIME,
     PAGE_VIEW_REVISIONS,
+    SESSION_CHANGES,
     SESSION_REVISIONS,
     USERS_OUTPUT,
 )
@@ -30,10 +31,18 @@ from sessionize.core import Context, FollowOn, Output, Processor, Update
 from sessionize.core.declared import NEVER_US
 from sessionize.errors import ConfigError
 from sessionize.logic.bots import is_bot
-from sessionize.logic.identity_step import identity_rows, keyed, split_state, stitch, with_users
+from sessionize.logic.identity_step import (
+    identity_rows,
+    keyed,
+    session_changes,
+    split_state,
+    stitch,
+    with_users,
+)
 from sessionize.logic.result import StepResult
 from sessionize.logic.sessions import advance
 from sessionize.logic.users import UserRules, UsersProcessor
+from sessionize.logic.users_revised import RevisedUsersProcessor
 
 USER = schema.STATE_KEY
 LATE = "late_events"
@@ -120,7 +129,7 @@ class SessionProcessor(Processor):
         self.rules = rules
         self.layout = layout or schema.layout()
         if rules.revise_within_us is not None:
-            check_revisable(self.layout, open_sessions, users_step=numbered)
+            revisable(self.layout, open_sessions)
             self.layout = dataclasses.replace(self.layout, revise=True)
             self.allowed_lateness_us = rules.revise_within_us
         self.open_sessions = open_sessions
@@ -142,6 +151,12 @@ class SessionProcessor(Processor):
         if lay.revise:
             outputs[SESSION_REVISIONS] = lay.session_revisions
             outputs[PAGE_VIEW_REVISIONS] = lay.page_views
+        # With revisions the users step takes every change of the sessions and writes
+        # `sessions` and `session_revisions` itself (logic/users_revised.py).
+        self.hands_changes = lay.revise and lay.identity and numbered
+        if self.hands_changes:
+            del outputs["sessions"], outputs[SESSION_REVISIONS]
+            outputs[SESSION_CHANGES] = lay.session_changes
         if open_sessions:
             outputs[schema.OPEN_SESSIONS] = Output(
                 lay.open_sessions, mode="replace", key=lay.key_name
@@ -149,8 +164,15 @@ class SessionProcessor(Processor):
         self.outputs: Mapping[str, pa.Schema | Output] = outputs
         if lay.identity and numbered:  # per stitched user: numbers, attribution, `users`
             rules_of_users = UserRules(rules.user_ttl_us, rules.attribution_lookback_us)
-            users = UsersProcessor(lay.sessions, rules_of_users, self.identities_current)
-            self.follow_on = FollowOn("sessions", users, job=USERS_OUTPUT)
+            current = self.identities_current
+            if self.hands_changes:
+                assert rules.revise_within_us is not None
+                window = rules.revise_within_us
+                revised = RevisedUsersProcessor(lay.sessions, rules_of_users, window, current)
+                self.follow_on = FollowOn(SESSION_CHANGES, revised, job=USERS_OUTPUT)
+            else:
+                users = UsersProcessor(lay.sessions, rules_of_users, current)
+                self.follow_on = FollowOn("sessions", users, job=USERS_OUTPUT)
 
     @property
     def name(self) -> str:
@@ -252,11 +274,14 @@ class SessionProcessor(Processor):
         if result.users is None:
             outputs["sessions"] = with_users(outputs["sessions"], st.emitted_users, lay.sessions)
         else:  # with revisions, the users known at emission over every event
-            first, again = result.users
-            outputs["sessions"] = with_users(outputs["sessions"], first, lay.sessions)
+            w = result.users
+            outputs["sessions"] = with_users(outputs["sessions"], w.first, lay.sessions)
             revised = outputs[SESSION_REVISIONS]
-            outputs[SESSION_REVISIONS] = with_users(revised, again, lay.session_revisions)
+            outputs[SESSION_REVISIONS] = with_users(revised, w.again, lay.session_revisions)
             outputs[PAGE_VIEW_REVISIONS] = keyed(outputs[PAGE_VIEW_REVISIONS], lay.page_views)
+            if self.hands_changes:
+                first, again = outputs.pop("sessions"), outputs.pop(SESSION_REVISIONS)
+                outputs[SESSION_CHANGES] = session_changes(first, again, w, lay.session_changes)
         outputs["page_views"] = keyed(outputs["page_views"], lay.page_views)
         timers = _expiries(result.state_puts)
         idle = pc.invert(
@@ -306,10 +331,18 @@ class SessionProcessor(Processor):
         )
 
 
-def check_revisable(lay: schema.Layout, open_sessions: bool, users_step: bool = True) -> None:
-    """`--revise-within` with what it does not revise yet is refused (ConfigError): with
-    identity, the users step (`users_step`: a job's always) does not take revisions yet."""
-    if lay.carries or (lay.identity and users_step) or open_sessions:
+def revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    """`--revise-within` with what the processor does not revise is refused (ConfigError)."""
+    if lay.carries or open_sessions:
+        raise ConfigError(
+            "--revise-within does not yet revise continued visits (--session-columns 3) "
+            "or --open-sessions: leave one of them out"
+        )
+
+
+def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    """`--revise-within` with what a job does not revise yet is refused (ConfigError)."""
+    if lay.carries or lay.identity or open_sessions:
         raise ConfigError(
             "--revise-within does not yet revise continued visits (--session-columns 3), "
             "identities (--anonymous-field) or --open-sessions: leave one of them out"

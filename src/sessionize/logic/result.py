@@ -57,6 +57,22 @@ class SessionSpans:
 
 
 @dataclass(frozen=True)
+class WrittenUsers:
+    """With identity and revisions, per `sessions` row (`first`) and per
+    `session_revisions` row (`again`): the user id it carries (a retraction's: the one it
+    was last written with) and its session's release (µs; -1 on a retraction); per
+    `session_revisions` row, the user id its id was last written with (`previous`,
+    meaningful where `had`: not a new id)."""
+
+    first: pa.Array
+    first_release: np.ndarray
+    again: pa.Array
+    again_release: np.ndarray
+    previous: pa.Array
+    had: np.ndarray
+
+
+@dataclass(frozen=True)
 class StepResult:
     """The outputs of advancing one partition by one micro-batch.
 
@@ -83,6 +99,5 @@ class StepResult:
     # With `--revise-within`: the `session_revisions` rows (revisions, then retractions)
     # and the page views of the revised sessions.
     revisions: tuple[pa.Table, pa.Table] | None = None
-    # With both and identity: the user ids of the `sessions` rows and of the
-    # `session_revisions` rows (a retraction's: the one it was last written with).
-    users: tuple[pa.Array, pa.Array] | None = None
+    # With both and identity: the users of the written sessions.
+    users: WrittenUsers | None = None

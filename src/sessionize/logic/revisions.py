@@ -25,6 +25,7 @@ from sessionize.base_schema import (
     REVISION,
 )
 from sessionize.logic.ids import session_ids
+from sessionize.logic.result import WrittenUsers
 from sessionize.logic.session_rows import emitted_tables
 
 # `split` below is a `sessions._Split` (sessions.py imports this module): the cut sessions.
@@ -181,6 +182,26 @@ def revise(
     )
 
 
+def _written(split, r: Revised, marks: Marks, users: pa.Array) -> WrittenUsers:
+    """The users of the sessions written now (`WrittenUsers`)."""
+    own = pc.fill_null(pc.index_in(r.ids, marks.ids), -1).to_numpy(zero_copy_only=False)
+    own = own[r.revised]
+    had = np.concatenate([own >= 0, np.ones(len(r.retracted_users), dtype=bool)])
+    before = pa.nulls(len(own), pa.string())
+    if len(marks.ids):
+        before = marks.id_users().take(pa.array(np.maximum(own, 0), pa.int64()))
+    previous = pa.concat_arrays([before, r.retracted_users])
+    gone = np.full(len(r.retracted_users), -1, dtype=np.int64)
+    return WrittenUsers(
+        first=users.filter(pa.array(r.first)),
+        first_release=split.release[r.first],
+        again=pa.concat_arrays([users.filter(pa.array(r.revised)), r.retracted_users]),
+        again_release=np.concatenate([split.release[r.revised], gone]),
+        previous=previous,
+        had=had,
+    )
+
+
 def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
     """Per position: equal, two nulls counting as equal."""
     equal = pc.fill_null(pc.equal(a, b), False)
@@ -273,10 +294,7 @@ def revised_step(
     for name, column in zip(names, marked, strict=True):
         puts = puts.append_column(name, column)
     revisions = (pa.concat_tables([found, r.retractions]), views)
-    written = None
-    if users is not None:
-        again = pa.concat_arrays([users.filter(pa.array(r.revised)), r.retracted_users])
-        written = (users.filter(pa.array(r.first)), again)
+    written = None if users is None else _written(split, r, marks, users)
     return sessions, page_views, None, revisions, puts.select(lay.state.names), stored, written
 
 

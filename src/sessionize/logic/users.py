@@ -82,9 +82,11 @@ class UsersProcessor(Processor):
         self.traffic = has_traffic(sessions)
         self.conversions = conversions_of(sessions)
         users = users_of(sessions)
-        self.state_schema = pa.schema(
+        # A user's row (the whole state here; with revisions, its base row).
+        self.base_schema = pa.schema(
             [*users, pa.field(LAST_EVENT, TS, nullable=False), *(LAST_ND if self.traffic else [])]
         )
+        self.state_schema = self.base_schema
         kept = Output(users, mode="replace", key=KEY) if keeps_current else users
         self.outputs = {"sessions": numbered(sessions), USERS_OUTPUT: kept}
         self.keeps_current = keeps_current
@@ -169,7 +171,7 @@ class UsersProcessor(Processor):
         """Each user's new row: the stored one continued, or their latest span's alone."""
         n = rows.num_rows
         if n == 0:
-            return self.state_schema.empty_table()
+            return self.base_schema.empty_table()
         last = np.flatnonzero(np.append(group[1:] != group[:-1], True))  # a user's last row
         span_of_last = span_start[last]
         live = np.arange(n) >= span_start[last][group]  # in the user's latest span
@@ -208,9 +210,9 @@ class UsersProcessor(Processor):
                 f.name: cols[f.name].cast(f.type)
                 if isinstance(cols[f.name], pa.Array | pa.ChunkedArray)
                 else pa.array(cols[f.name], pa.int64()).cast(f.type)
-                for f in self.state_schema
+                for f in self.base_schema
             },
-            schema=self.state_schema,
+            schema=self.base_schema,
         )
 
     def _expired(self, state: pa.Table, new_state: pa.Table, ctx: Context) -> pa.Array:
