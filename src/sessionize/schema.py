@@ -293,14 +293,19 @@ class Layout:
     @functools.cached_property
     def session_revisions(self) -> pa.Schema:
         """`session_revisions` (`--revise-within`): `session_id`, `revision`, `retracted`,
-        then the other `sessions` columns, null on a retraction."""
+        then the other `sessions` columns (numbered with identity), null on a retraction."""
+        return revisions_of(self.numbered_sessions if self.identity else self.sessions)
+
+    @functools.cached_property
+    def first_revisions(self) -> pa.Schema:
+        """The first step's `session_revisions`: of its `sessions`, not numbered."""
         return revisions_of(self.sessions)
 
     @functools.cached_property
     def session_changes(self) -> pa.Schema:
         """What the first step hands the users step with identity and revisions: the
         `session_revisions` columns, `moved` and `release_at` (base_schema)."""
-        return self.session_revisions.append(pa.field(MOVED, pa.bool_(), nullable=False)).append(
+        return self.first_revisions.append(pa.field(MOVED, pa.bool_(), nullable=False)).append(
             pa.field(RELEASE_AT, TS, nullable=False)
         )
 

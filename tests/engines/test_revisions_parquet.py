@@ -115,7 +115,7 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
     [
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
         (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),
-        (["--anonymous-field", "anonymous_id"], "identities (--anonymous-field)"),
+        (["--session-columns", "3"], "continued visits (--session-columns 3)"),
     ],
 )
 def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, extra, line):

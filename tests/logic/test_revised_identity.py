@@ -20,9 +20,8 @@ from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.core.declared import declared
 from sessionize.core.step import step
-from sessionize.errors import ConfigError
 from sessionize.logic.identity_step import split_state
-from sessionize.logic.processor import SessionProcessor, check_revisable
+from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 
 from .test_identity import GAP, T0, as_dict, cut, reference, visits
@@ -225,8 +224,3 @@ def test_a_late_login_revises_the_later_sessions_it_names_and_a_merge_retracts_w
     gone = [r for r in merged if r["retracted"]]
     assert [(r["user_id"], r["stitched_user_id"], r["revision"]) for r in gone] == [("u1", "u1", 2)]
     assert [(r["event_count"], r["user_id"]) for r in merged if not r["retracted"]] == [(5, "u1")]
-
-
-def test_a_job_refuses_identity_with_revisions_until_it_is_wired():
-    with pytest.raises(ConfigError, match="--revise-within"):
-        check_revisable(LAYOUT, open_sessions=False)

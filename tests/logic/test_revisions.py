@@ -16,7 +16,7 @@ from sessionize import schema
 from sessionize.config import SessionRules
 from sessionize.core.local import run_local
 from sessionize.errors import ConfigError
-from sessionize.logic.processor import SessionProcessor, check_revisable
+from sessionize.logic.processor import SessionProcessor
 from sessionize.mapping import EventMapping
 
 from .helpers import MIN, ev, events_table, rows_of
@@ -282,10 +282,8 @@ def test_revisions_refuse_what_they_do_not_revise_yet():
     rules = SessionRules(revise_within_us=HOUR)
     with pytest.raises(ConfigError, match="--open-sessions"):
         SessionProcessor(rules, open_sessions=True)
-    identity = schema.layout(EventMapping(anonymous="anon"))
-    SessionProcessor(rules, identity)  # the processor revises identity (test_revised_*)
-    with pytest.raises(ConfigError, match="--anonymous-field"):  # a job does not yet
-        check_revisable(identity, open_sessions=False)
+    with pytest.raises(ConfigError, match="--session-columns 3"):
+        SessionProcessor(rules, schema.layout(EventMapping(session_columns=3)))
 
 
 def test_state_rows_carry_the_marks():

@@ -94,7 +94,7 @@ class SessionProcessor(Processor):
     With `rules.revise_within_us` the events of that window behind the watermark revise
     the sessions they join: the emitted sessions stay in the state that long, and the
     outputs add `session_revisions` and `page_view_revisions` (docs/design.md,
-    "Revisions"; not yet with schema 3, `open_sessions` or the users step: ConfigError).
+    "Revisions"; not yet with schema 3 or `open_sessions`: ConfigError).
     With identity too, a revision also follows a change of the session's user, and a
     retraction carries the user it was last written with.
 
@@ -129,7 +129,7 @@ class SessionProcessor(Processor):
         self.rules = rules
         self.layout = layout or schema.layout()
         if rules.revise_within_us is not None:
-            revisable(self.layout, open_sessions)
+            check_revisable(self.layout, open_sessions)
             self.layout = dataclasses.replace(self.layout, revise=True)
             self.allowed_lateness_us = rules.revise_within_us
         self.open_sessions = open_sessions
@@ -149,7 +149,7 @@ class SessionProcessor(Processor):
         elif lay.identity:
             outputs[IDENTITIES] = lay.identities
         if lay.revise:
-            outputs[SESSION_REVISIONS] = lay.session_revisions
+            outputs[SESSION_REVISIONS] = lay.first_revisions
             outputs[PAGE_VIEW_REVISIONS] = lay.page_views
         # With revisions the users step takes every change of the sessions and writes
         # `sessions` and `session_revisions` itself (logic/users_revised.py).
@@ -277,7 +277,7 @@ class SessionProcessor(Processor):
             w = result.users
             outputs["sessions"] = with_users(outputs["sessions"], w.first, lay.sessions)
             revised = outputs[SESSION_REVISIONS]
-            outputs[SESSION_REVISIONS] = with_users(revised, w.again, lay.session_revisions)
+            outputs[SESSION_REVISIONS] = with_users(revised, w.again, lay.first_revisions)
             outputs[PAGE_VIEW_REVISIONS] = keyed(outputs[PAGE_VIEW_REVISIONS], lay.page_views)
             if self.hands_changes:
                 first, again = outputs.pop("sessions"), outputs.pop(SESSION_REVISIONS)
@@ -331,21 +331,12 @@ class SessionProcessor(Processor):
         )
 
 
-def revisable(lay: schema.Layout, open_sessions: bool) -> None:
-    """`--revise-within` with what the processor does not revise is refused (ConfigError)."""
+def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
+    """`--revise-within` with what a job does not revise yet is refused (ConfigError)."""
     if lay.carries or open_sessions:
         raise ConfigError(
             "--revise-within does not yet revise continued visits (--session-columns 3) "
             "or --open-sessions: leave one of them out"
-        )
-
-
-def check_revisable(lay: schema.Layout, open_sessions: bool) -> None:
-    """`--revise-within` with what a job does not revise yet is refused (ConfigError)."""
-    if lay.carries or lay.identity or open_sessions:
-        raise ConfigError(
-            "--revise-within does not yet revise continued visits (--session-columns 3), "
-            "identities (--anonymous-field) or --open-sessions: leave one of them out"
         )
 
 

@@ -136,6 +136,8 @@ class RevisedUsersProcessor(UsersProcessor):
         handed = pc.unique(pa.concat_arrays([state.column(KEY).combine_chunks(), touched]))
         users_out = self._users(users, base, handed if ctx.every_key else touched)
         removed = self._removed(new_state, handed, touched, ctx)
+        if not self.keeps_current:  # a change log says when a user has no session left
+            users_out = pa.concat_tables([users_out, self._emptied(kept, touched, new_state)])
         new_state = new_state.filter(pc.invert(pc.is_in(new_state.column(KEY), value_set=removed)))
         deletes = {"users": pa.table({KEY: removed})} if self.keeps_current else None
         return Update(
@@ -249,7 +251,37 @@ class RevisedUsersProcessor(UsersProcessor):
                 pc.invert(pc.is_in(base.column(KEY), value_set=users.column(KEY))),
             )
         )
-        return pa.concat_tables([numbered_users.select(names), rest.select(names)])
+        target = self.outputs_schema("users")
+        return pa.concat_tables([numbered_users.select(names), rest.select(names)]).cast(target)
+
+    def _emptied(self, kept: pa.Table, touched: pa.Array, state: pa.Table) -> pa.Table:
+        """The `users` rows of the users touched now left with no session (each moved to
+        another stitched user by a late login): `sessions` 0 and no events, with the
+        starts of the sessions they had."""
+        target = self.outputs_schema("users")
+        gone = pc.invert(pc.is_in(touched, value_set=state.column(KEY)))
+        emptied = touched.filter(gone)
+        had = kept.filter(pc.is_in(kept.column(KEY), value_set=emptied))
+        if had.num_rows == 0:
+            return target.empty_table()
+        starts = had.group_by(KEY, use_threads=False).aggregate(
+            [("start_time", "min"), ("start_time", "max")]
+        )
+        n = starts.num_rows
+        given = {
+            KEY: starts.column(KEY),
+            "first_session_start": starts.column("start_time_min"),
+            "last_session_start": starts.column("start_time_max"),
+        }
+        columns = []
+        for f in target:
+            if f.name in given:
+                columns.append(_array(given[f.name], f.type))
+            elif pa.types.is_integer(f.type):
+                columns.append(pa.array(np.zeros(n, np.int64), f.type))
+            else:
+                columns.append(pa.nulls(n, f.type))
+        return pa.Table.from_arrays(columns, schema=target)
 
     def _removed(
         self, state: pa.Table, handed: pa.Array, touched: pa.Array, ctx: Context

@@ -1,0 +1,164 @@
+"""`--revise-within` with identity end to end (docs/design.md, "Revisions", "With
+identity"): visits with logins, logouts, second and shared devices whose held-back files
+bring events hours behind the watermark, streamed file by file; the current numbered
+sessions (the docs' query over `sessions` and `session_revisions`), the `users` and the
+`identities` (their latest rows) equal `sessionize batch` over every event, on local
+Parquet and on Delta, and a kill -9 inside a revising batch once the first step handed its
+changes on, then a restart, writes what the uninterrupted run wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+
+import pytest
+
+from sessionize.commands.batch import BatchOptions, run_batch
+from sessionize.commands.stream import StreamOptions, run_stream
+from sessionize.config import SessionRules
+from sessionize.mapping import EventMapping
+from tests.engines.test_revisions_parquet import read
+from tests.helpers import cli_env, generate, run_until_killed, sessionize
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+HOUR_US = 3_600_000_000
+RULES = SessionRules(revise_within_us=3 * HOUR_US)
+MAPPING = EventMapping(anonymous="anonymous_id", user_type="string", session_columns=2)
+FLUSH = "anon-flush"  # its one event, an hour after the data, moves the watermark past all
+REVISING_BATCH = 4  # the first held-back file, after the four files of hours 0-1
+OUTPUTS = (
+    "sessions",
+    "page_views",
+    "session_revisions",
+    "page_view_revisions",
+    "users",
+    "identities",
+    "late_events",
+)
+
+
+@pytest.fixture(scope="module")
+def data(spark, tmp_path_factory):
+    """The input, its uninterrupted stream to Parquet and its batch run."""
+    root = tmp_path_factory.mktemp("revisions-identity")
+    inp = generate(
+        root / "in",
+        start=START,
+        hours=2,
+        users=80,
+        events_per_hour=800,
+        identity_data=True,
+        late_rate=0.05,
+        invalid_rate=0.0,
+        files_per_hour=2,
+    )
+    newest = max(p.stat().st_mtime for p in inp.rglob("*.json*"))
+    flush = inp / "event_date=2026-11-01" / "event_hour=03" / "part-00000.json"
+    flush.parent.mkdir(parents=True)
+    event = {"anonymous_id": FLUSH, "event_time": "2026-11-01T03:00:00+00:00"}
+    flush.write_text(json.dumps({**event, "page": {"current": "home"}}) + "\n")
+    os.utime(flush, (newest + 60, newest + 60))
+    run_stream(stream(inp, root / "clean"), spark, on_batch=lambda _: None)
+    run_batch(
+        BatchOptions(
+            input=str(inp),
+            output=str(root / "batch"),
+            start=START,
+            end=START.replace(hour=4),
+            partitions=3,
+            mapping=MAPPING,
+        ),
+        spark,
+        on_hour=lambda _: None,
+    )
+    return root, inp
+
+
+def stream(inp, root, output_format: str = "parquet") -> StreamOptions:
+    return StreamOptions(
+        input=str(inp),
+        output=str(root / "out"),
+        checkpoint=str(root / "chk"),
+        output_format=output_format,
+        partitions=3,
+        max_files_per_trigger=1,
+        rules=RULES,
+        mapping=MAPPING,
+    )
+
+
+def latest(rows: list[dict], key: str) -> dict[str, dict]:
+    """Per `key`, its row of the greatest batch (then revision); a retraction removes it."""
+    out: dict[str, tuple] = {}
+    for row in rows:
+        rank = (row["batch_id"], row.get("revision") or 0)
+        if row[key] not in out or rank > out[row[key]][0]:
+            out[row[key]] = (rank, row)
+    current = {}
+    for k, (_, row) in out.items():
+        if not row.get("retracted") and row.get("sessions") != 0:  # 0: a user with none left
+            if "session_date" in row:  # a partition column in `sessions`, a date elsewhere
+                row["session_date"] = str(row["session_date"])
+            current[k] = {
+                n: v for n, v in row.items() if n not in ("batch_id", "revision", "retracted")
+            }
+    return current
+
+
+def current(out) -> dict[str, dict]:
+    """The current numbered sessions, users and identities of a Parquet output."""
+    written = [*read(out, "sessions").to_pylist(), *read(out, "session_revisions").to_pylist()]
+    sessions = latest(written, "session_id")
+    users = latest(read(out, "users").to_pylist(), "stitched_user_id")
+    identities = latest(read(out, "identities").to_pylist(), "anonymous_id")
+    return {
+        "sessions": {k: v for k, v in sessions.items() if v["anonymous_id"] != FLUSH},
+        "users": {k: v for k, v in users.items() if k != FLUSH},
+        "identities": {k: v for k, v in identities.items() if k != FLUSH},
+    }
+
+
+def test_current_sessions_users_and_identities_after_the_stream_equal_one_batch(data):
+    root, _ = data
+    out = root / "clean" / "out"
+    revisions = read(out, "session_revisions").to_pylist()
+    assert any(not r["retracted"] for r in revisions), "no session was revised"
+    assert read(out, "late_events").num_rows == 0, "the window covers the input's lateness"
+    got, want = current(out), current(root / "batch")
+    for name in ("sessions", "users", "identities"):
+        assert got[name] == want[name], name
+    assert max(r["session_number"] for r in got["sessions"].values()) > 1
+    # Page views follow the first step's writes: every current session has its own.
+    views: dict[str, dict] = {}
+    for name in ("page_views", "page_view_revisions"):
+        for r in read(out, name).to_pylist():
+            views.setdefault(r["session_id"], {}).setdefault(r["batch_id"], []).append(r)
+    for sid, row in got["sessions"].items():
+        last = views[sid][max(views[sid])]
+        assert [v["page"] for v in sorted(last, key=lambda v: v["position"])] == row["pages"]
+
+
+@pytest.mark.timeout(1800)  # JVMs started and killed, on a busy machine
+def test_kill_9_after_the_first_step_handed_on_a_revising_batch_then_restart(data, tmp_path):
+    root, inp = data
+    args = [
+        "stream",
+        "--input", str(inp),
+        "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "chk"),
+        "--partitions", "3",
+        "--max-files-per-trigger", "1",
+        "--anonymous-field", "anonymous_id",
+        "--user-type", "string",
+        "--revise-within", "3h",
+    ]  # fmt: skip
+    point = f"before-follow-on:{REVISING_BATCH}"
+    seen = run_until_killed(
+        args, f"PAUSED {point.replace(':', ' ')}", cli_env(SESSIONIZE_PAUSE_AT=point)
+    )
+    assert "PAUSED" in seen
+    done = sessionize(*args, env=cli_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in OUTPUTS:
+        assert read(tmp_path / "out", name).equals(read(root / "clean" / "out", name)), name
