@@ -37,13 +37,14 @@ LAYOUT = schema.layout(
 LOOKBACK = 2 * 3600
 
 
-def rules(window: int) -> SessionRules:
+def rules(window: int, ttl: int | None = None) -> SessionRules:
     return SessionRules(
         gap_us=GAP * 1_000_000,
         lateness_us=0,
         close_actions=(),
         revise_within_us=window * 1_000_000,
         attribution_lookback_us=LOOKBACK * 1_000_000,
+        user_ttl_us=None if ttl is None else ttl * 1_000_000,
     )
 
 
@@ -124,22 +125,27 @@ def loop_input(rows: dict[str, dict]) -> list[dict]:
     return out
 
 
-def check_run(batches: list[list[dict]], seen: dict[str, int], window: int = 4 * 3600) -> None:
+def check_run(
+    batches: list[list[dict]], seen: dict[str, int], window: int = 4 * 3600, ttl: int | None = None
+) -> None:
     """`batches`, then an event of another device far later that closes every session;
-    with a `window` shorter than the delays, the events behind it are late and left out."""
+    with a `window` shorter than the delays, the events behind it are late and left out;
+    with a `ttl` (seconds) a user's numbering restarts after that long without events
+    (the `users` rows are then checked for the users of the latest spans)."""
     top = max(e["t"] for b in batches for e in b)
     flush = {"anonymous_id": "anon-flush", "t": top + 10 * 3600, "user_id": None}
     batches = [
         *batches,
         [{**flush, "page": "end", "url": "https://shop.example/", "referrer": None}],
     ]
-    run = run_local(SessionProcessor(rules(window), LAYOUT), [events_table(b) for b in batches])
+    processor = SessionProcessor(rules(window, ttl), LAYOUT)
+    run = run_local(processor, [events_table(b) for b in batches])
     known: list[dict] = []
     now: dict[str, dict] = {}
     users: dict[str, tuple] = {}
     views: dict[str, list] = {}
     latest = None
-    user_rules = UserRules(10**18, LOOKBACK * 1_000_000)  # no TTL
+    user_rules = UserRules(10**18 if ttl is None else ttl * 1_000_000, LOOKBACK * 1_000_000)
     for i, batch in enumerate(batches):
         known += [e for e in batch if latest is None or e["t"] >= latest - window]
         seen["late"] += run.outputs["late_events"][i].num_rows
@@ -166,7 +172,7 @@ def check_run(batches: list[list[dict]], seen: dict[str, int], window: int = 4 *
                   r["event_count"], r["user_id"], r["stitched_user_id"])
             for sid, r in now.items()
         }  # fmt: skip
-        assert content == expected(known, after, None), f"after batch {i}"
+        assert content == expected(known, after, ttl), f"after batch {i}"
         numbered, totals = numbering_loop([loop_input(now)], user_rules)
         got = {(sid, *(r[c] for c in NUMBERED)) for sid, r in now.items()}
         assert got == numbered[0], f"after batch {i}"
@@ -179,7 +185,7 @@ def check_run(batches: list[list[dict]], seen: dict[str, int], window: int = 4 *
             k: (k, us_of(r["first_session_start"]), us_of(r["last_session_start"]),
                 r["sessions"], r["events"], r["page_views"], r["engaged_sessions"],
                 r["first_channel"], r["first_landing_page"], r["last_channel"])
-            for k, r in users.items() if k != "anon-flush"
+            for k, r in users.items() if k != "anon-flush" and (ttl is None or k in want)
         }  # fmt: skip
         assert got_users == want, f"after batch {i}"
         # Page views are the first step's: a session renumbered only keeps its own.
@@ -201,6 +207,8 @@ def test_numbered_sessions_and_users_equal_a_loop_over_the_current_sessions():
     for seed in range(2):  # a window shorter than the delays: late events, sessions folded
         check_run(arrivals(seed, seed), seen, window=3600)
     assert seen["late"], seen
+    for seed in range(2):  # users forgotten and numbered from 1 again after an hour
+        check_run(arrivals(seed, seed), seen, ttl=3600)
 
 
 @pytest.mark.parametrize("cuts", [[1, 2], [1], [2]])

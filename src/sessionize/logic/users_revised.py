@@ -289,7 +289,7 @@ class RevisedUsersProcessor(UsersProcessor):
         """The users handed in without a change and with no kept session whose timer
         fired (last event + TTL behind the watermark); and those left with nothing."""
         keys = state.column(KEY).combine_chunks()
-        with_kept = pc.is_valid(state.column(KEPT + "session_id"))
+        with_kept = pc.is_valid(state.column(KEPT + "session_id").combine_chunks())
         kept_keys = keys.filter(with_kept)
         gone = pc.invert(pc.is_in(handed, value_set=keys))  # neither base nor kept left
         nothing = handed.filter(gone)
