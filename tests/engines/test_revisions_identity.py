@@ -124,6 +124,7 @@ def test_current_sessions_users_and_identities_after_the_stream_equal_one_batch(
     out = root / "clean" / "out"
     revisions = read(out, "session_revisions").to_pylist()
     assert any(not r["retracted"] for r in revisions), "no session was revised"
+    assert REVISING_BATCH in {r["batch_id"] for r in revisions}
     assert read(out, "late_events").num_rows == 0, "the window covers the input's lateness"
     got, want = current(out), current(root / "batch")
     for name in ("sessions", "users", "identities"):
@@ -162,3 +163,38 @@ def test_kill_9_after_the_first_step_handed_on_a_revising_batch_then_restart(dat
     assert done.returncode == 0, done.stderr[-3000:]
     for name in OUTPUTS:
         assert read(tmp_path / "out", name).equals(read(root / "clean" / "out", name)), name
+
+
+def delta_rows(root, name: str) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(root / name)).to_pyarrow_table().to_pylist()
+
+
+def test_delta_keeps_the_sessions_users_and_identities_of_one_batch(spark, data, tmp_path):
+    """Delta keeps `sessions`, `users` and `identities` current: after the stream they are
+    one batch's of every event, and every session keeps the page views of its latest
+    first-step write (the users step alone renumbers some, and writes none)."""
+    root, inp = data
+    run_stream(stream(inp, tmp_path, "delta"), spark, on_batch=lambda _: None)
+    out = tmp_path / "out"
+    bookkeeping = ("batch_id", "revision", "revised_batch")
+    sessions = {
+        r["session_id"]: {k: v for k, v in r.items() if k not in bookkeeping}
+        for r in delta_rows(out, "sessions")
+        if r["anonymous_id"] != FLUSH
+    }
+    want = current(root / "batch")
+    for row in want["sessions"].values():
+        row["session_date"] = datetime.fromisoformat(row["session_date"]).date()
+    assert sessions == want["sessions"]
+    assert any(r["revision"] > 0 for r in delta_rows(out, "sessions"))
+    users = {r["stitched_user_id"]: r for r in delta_rows(out, "users")}
+    assert {k: v for k, v in users.items() if k != FLUSH} == want["users"]
+    identities = {r["anonymous_id"]: r for r in delta_rows(out, "identities")}
+    assert {k: v for k, v in identities.items() if k != FLUSH} == want["identities"]
+    views: dict[str, list] = {}
+    for v in sorted(delta_rows(out, "page_views"), key=lambda v: v["position"]):
+        views.setdefault(v["session_id"], []).append(v["page"])
+    for sid, row in sessions.items():
+        assert views[sid] == row["pages"], sid

@@ -67,13 +67,13 @@ def publish(sink: DeltaSink, batch_id: int, *, replay: bool) -> None:
     # Only a revised or retracted id can have a row an earlier batch wrote: most batches
     # read no kept table here.
     for kept, side, written in KEPT:
-        _supersede(sink, kept, side, written, ids.replaced, batch_id)
+        _supersede(sink, kept, side, written, ids.of(kept)[1], batch_id)
     sessions = sink.outputs.schema(SESSIONS)
     rows = sessions_rows(staged, sessions, batch_id, _first_batches(sink, batch_id))
-    _replace(sink, SESSIONS, batch_id, (ids.every, ids.replaced), rows, replay)
+    _replace(sink, SESSIONS, batch_id, ids.of(SESSIONS), rows, replay)
     faults.pause_point("revised-sessions", batch_id)  # a crash between the two commits
     views = page_view_rows(staged)
-    _replace(sink, PAGE_VIEWS, batch_id, (ids.every, ids.replaced), views, replay)
+    _replace(sink, PAGE_VIEWS, batch_id, ids.of(PAGE_VIEWS), views, replay)
 
 
 def undo(sink: DeltaSink, first: int) -> set[int]:

@@ -145,18 +145,20 @@ def current_rows(sessions: pa.Table | None, revisions: pa.Table | None) -> pa.Ta
 def current_page_views(
     current: pa.Table | None, views: pa.Table | None, revised: pa.Table | None
 ) -> pa.Table | None:
-    """The page views of the `current` sessions: those of the batch of a session's current
-    row, from `page_view_revisions` if that row is a revision, else from `page_views`."""
+    """The page views of the `current` sessions: those of the latest batch that wrote
+    page views for a session (`page_views` or `page_view_revisions`), which is the batch
+    of its current row unless the users step alone revised it since (renumbered: no new
+    page views, docs/design.md "Revisions")."""
     if current is None or views is None:
         return None
-    parts = []
-    for rows, from_revisions in ((views, False), (revised, True)):
-        if rows is None or not rows.num_rows:
-            continue
-        mine = current.filter(pc.equal(current[_SOURCE], from_revisions))
-        keep = pc.is_in(_pair(rows), value_set=_pair(mine))
-        parts.append(rows.filter(keep).select([c for c in views.column_names]))
-    return pa.concat_tables(parts, promote_options="permissive")
+    parts = [r.select(views.column_names) for r in (views, revised) if r is not None]
+    rows = pa.concat_tables(parts, promote_options="permissive")
+    rows = rows.filter(pc.is_in(rows["session_id"], value_set=current["session_id"]))
+    if not rows.num_rows:
+        return rows
+    top = rows.group_by("session_id", use_threads=False).aggregate([("batch_id", "max")])
+    top = top.rename_columns(["session_id", "batch_id"])
+    return rows.filter(pc.is_in(_pair(rows), value_set=_pair(top)))
 
 
 def _pair(rows: pa.Table) -> pa.Array:

@@ -61,13 +61,13 @@ def publish(sink: IcebergSink, batch_id: int, *, replay: bool) -> None:
     }
     ids = touched(staged)
     for kept, side, written in KEPT:
-        _supersede(sink, kept, side, written, ids.replaced, batch_id)
+        _supersede(sink, kept, side, written, ids.of(kept)[1], batch_id)
     sessions = sink.outputs.schema(SESSIONS)
     rows = sessions_rows(staged, sessions, batch_id, _first_batches(sink, batch_id))
-    _replace(sink, SESSIONS, batch_id, (ids.every, ids.replaced), rows, replay)
+    _replace(sink, SESSIONS, batch_id, ids.of(SESSIONS), rows, replay)
     faults.pause_point("revised-sessions", batch_id)  # a crash between the two commits
     views = page_view_rows(staged)
-    _replace(sink, PAGE_VIEWS, batch_id, (ids.every, ids.replaced), views, replay)
+    _replace(sink, PAGE_VIEWS, batch_id, ids.of(PAGE_VIEWS), views, replay)
 
 
 def undo(sink: IcebergSink, first: int) -> set[int]:

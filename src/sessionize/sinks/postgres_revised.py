@@ -111,19 +111,33 @@ def publish(
     if not (has_rows or opened):
         return None
     undo(conn, schema, batch_id)  # a batch published before is replaced, never added to
-    touched = sql.SQL(
-        "SELECT session_id FROM {} WHERE batch_id = %(b)s "
-        "UNION SELECT session_id FROM {} WHERE batch_id = %(b)s"
-    ).format(staged(SESSIONS), staged(SESSION_REVISIONS))
+    touched = {
+        SESSIONS: sql.SQL(
+            "SELECT session_id FROM {} WHERE batch_id = %(b)s "
+            "UNION SELECT session_id FROM {} WHERE batch_id = %(b)s"
+        ).format(staged(SESSIONS), staged(SESSION_REVISIONS)),
+        # A session revised by the users step alone (renumbered) keeps its page views.
+        PAGE_VIEWS: sql.SQL(
+            "SELECT session_id FROM {} WHERE batch_id = %(b)s "
+            "UNION SELECT session_id FROM {} WHERE batch_id = %(b)s "
+            "UNION SELECT session_id FROM {} WHERE batch_id = %(b)s AND {}"
+        ).format(
+            staged(PAGE_VIEWS),
+            staged(PAGE_VIEW_REVISIONS),
+            staged(SESSION_REVISIONS),
+            sql.Identifier(RETRACTED),
+        ),
+    }
     b = {"b": batch_id}
     for kept, side, _ in KEPT:
+        ids = touched[kept]
         conn.execute(
             sql.SQL("INSERT INTO {} SELECT *, %(b)s FROM {} WHERE session_id IN ({})").format(
-                t(side), t(kept), touched
+                t(side), t(kept), ids
             ),
             b,
         )
-        conn.execute(sql.SQL("DELETE FROM {} WHERE session_id IN ({})").format(t(kept), touched), b)
+        conn.execute(sql.SQL("DELETE FROM {} WHERE session_id IN ({})").format(t(kept), ids), b)
     cols = columns[SESSIONS]
     counts = {}
     counts[SESSIONS] = conn.execute(

@@ -40,6 +40,16 @@ class Touched:
 
     every: pa.Table  # one column, session_id
     replaced: pa.Table
+    # For `page_views`: the ids with page views in the batch and the retracted ones (a
+    # session revised by the users step alone, renumbered, keeps its page views).
+    views_every: pa.Table
+    views_replaced: pa.Table
+
+    def of(self, table: str) -> tuple[pa.Table, pa.Table]:
+        """(every, replaced) for the kept table `table`."""
+        if table == PAGE_VIEWS:
+            return self.views_every, self.views_replaced
+        return self.every, self.replaced
 
 
 def touched(staged: dict[str, pa.Table]) -> Touched:
@@ -49,7 +59,15 @@ def touched(staged: dict[str, pa.Table]) -> Touched:
         [first["session_id"].combine_chunks(), revised["session_id"].combine_chunks()]
     )
     replaced = pc.unique(revised["session_id"].combine_chunks())
-    return Touched(pa.table({"session_id": pc.unique(ids)}), pa.table({"session_id": replaced}))
+    gone = revised.filter(revised[RETRACTED])["session_id"].combine_chunks()
+    again = staged[PAGE_VIEW_REVISIONS]["session_id"].combine_chunks()
+    views = pc.unique(pa.concat_arrays([again, gone]))
+    every = pc.unique(pa.concat_arrays([staged[PAGE_VIEWS]["session_id"].combine_chunks(), views]))
+
+    def table(ids: pa.Array) -> pa.Table:
+        return pa.table({"session_id": ids})
+
+    return Touched(table(pc.unique(ids)), table(replaced), table(every), table(views))
 
 
 def sessions_rows(
