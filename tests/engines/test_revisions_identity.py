@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 
 from sessionize.commands.batch import BatchOptions, run_batch
 from sessionize.commands.stream import StreamOptions, run_stream
-from sessionize.config import SessionRules
 from sessionize.mapping import EventMapping
-from tests.engines.test_revisions_parquet import read
+from tests.engines.revising import REVISING_BATCH, RULES, START, read
 from tests.helpers import cli_env, generate, run_until_killed, sessionize
 
-START = datetime(2026, 11, 1, tzinfo=UTC)
-HOUR_US = 3_600_000_000
-RULES = SessionRules(revise_within_us=3 * HOUR_US)
 MAPPING = EventMapping(anonymous="anonymous_id", user_type="string", session_columns=2)
 FLUSH = "anon-flush"  # its one event, an hour after the data, moves the watermark past all
-REVISING_BATCH = 4  # the first held-back file, after the four files of hours 0-1
 OUTPUTS = (
     "sessions",
     "page_views",
