@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from datetime import datetime
 
 import pytest
@@ -192,4 +193,23 @@ def test_delta_keeps_the_sessions_users_and_identities_of_one_batch(spark, data,
     for v in sorted(delta_rows(out, "page_views"), key=lambda v: v["position"]):
         views.setdefault(v["session_id"], []).append(v["page"])
     for sid, row in sessions.items():
+        assert views[sid] == row["pages"], sid
+
+
+def test_maintain_compact_keeps_the_page_views_of_renumbered_sessions(data, tmp_path):
+    """Compaction folds the revisions: `sessions` read alone is then the current numbered
+    sessions, and `page_views` alone their page views, also of sessions the users step
+    alone revised (renumbered, with no page views in their current row's batch)."""
+    root, _ = data
+    out = tmp_path / "out"
+    shutil.copytree(root / "clean" / "out", out, symlinks=True)
+    before = current(out)["sessions"]
+    done = sessionize("maintain", "--output", str(out), "--compact", env=cli_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    alone = latest(read(out, "sessions").to_pylist(), "session_id")
+    assert {k: v for k, v in alone.items() if v["anonymous_id"] != FLUSH} == before
+    views: dict[str, list] = {}
+    for v in sorted(read(out, "page_views").to_pylist(), key=lambda v: v["position"]):
+        views.setdefault(v["session_id"], []).append(v["page"])
+    for sid, row in before.items():
         assert views[sid] == row["pages"], sid

@@ -35,6 +35,7 @@ from sessionize.sinks import compaction
 
 # Each output and the revisions folded into it.
 FOLDED = {"sessions": SESSION_REVISIONS, "page_views": PAGE_VIEW_REVISIONS}
+_RANK = "_rank"  # a page view's batch, then its output: which of a session's rows are current
 _SOURCE = "_from_revisions"
 
 
@@ -146,24 +147,30 @@ def current_page_views(
     current: pa.Table | None, views: pa.Table | None, revised: pa.Table | None
 ) -> pa.Table | None:
     """The page views of the `current` sessions: those of the latest batch that wrote
-    page views for a session (`page_views` or `page_view_revisions`), which is the batch
-    of its current row unless the users step alone revised it since (renumbered: no new
-    page views, docs/design.md "Revisions")."""
+    page views for a session, from `page_view_revisions` over `page_views` in one batch (a
+    fold cut short leaves a folded copy of a revision's page views in `page_views`). That
+    is the batch of its current row unless the users step alone revised it since
+    (renumbered: no new page views, docs/design.md "Revisions")."""
     if current is None or views is None:
         return None
-    parts = [r.select(views.column_names) for r in (views, revised) if r is not None]
+    parts = []
+    for rank, rows in enumerate((views, revised)):  # a revision's outranks a first write's
+        if rows is not None:
+            rows = rows.select(views.column_names)
+            parts.append(rows.append_column(_RANK, pc.add(pc.multiply(rows["batch_id"], 2), rank)))
     rows = pa.concat_tables(parts, promote_options="permissive")
     rows = rows.filter(pc.is_in(rows["session_id"], value_set=current["session_id"]))
     if not rows.num_rows:
-        return rows
-    top = rows.group_by("session_id", use_threads=False).aggregate([("batch_id", "max")])
-    top = top.rename_columns(["session_id", "batch_id"])
-    return rows.filter(pc.is_in(_pair(rows), value_set=_pair(top)))
+        return rows.drop_columns([_RANK])
+    top = rows.group_by("session_id", use_threads=False).aggregate([(_RANK, "max")])
+    top = top.rename_columns(["session_id", _RANK])
+    keep = pc.is_in(_pair(rows, _RANK), value_set=_pair(top, _RANK))
+    return rows.filter(keep).drop_columns([_RANK])
 
 
-def _pair(rows: pa.Table) -> pa.Array:
-    """(`session_id`, `batch_id`) as one text per row, to match rows by both."""
-    batch = pc.cast(rows["batch_id"], pa.string())
+def _pair(rows: pa.Table, column: str = "batch_id") -> pa.Array:
+    """(`session_id`, `column`) as one text per row, to match rows by both."""
+    batch = pc.cast(rows[column], pa.string())
     return pc.binary_join_element_wise(rows["session_id"], batch, "/").combine_chunks()
 
 
