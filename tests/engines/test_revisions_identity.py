@@ -213,3 +213,25 @@ def test_maintain_compact_keeps_the_page_views_of_renumbered_sessions(data, tmp_
         views.setdefault(v["session_id"], []).append(v["page"])
     for sid, row in before.items():
         assert views[sid] == row["pages"], sid
+
+
+def test_bounded_sessions_with_a_window_are_numbered_as_one_batch(spark, data):
+    """`Sessionizer.sessions` over a bounded input with `revise_within`: one pass, where no
+    event is behind a watermark, numbers the sessions as one batch of every event does."""
+    from sessionize import Sessionizer
+
+    root, inp = data
+    lines = []
+    for path in sorted(inp.rglob("*.json*")):
+        lines += [(line,) for line in path.read_text().splitlines() if line.strip()]
+    s = Sessionizer(
+        anonymous_field="anonymous_id", user_type="string", partitions=2, revise_within="3h"
+    )
+    sessions = s.sessions(spark.createDataFrame(lines, "value string")).sessions
+    columns = ["session_id", "user_id", "stitched_user_id", "session_number", "is_new_user"]
+    got = {r["session_id"]: r.asDict() for r in sessions.select(*columns).collect()}
+    want = current(root / "batch")["sessions"]
+    assert len(want) > 100
+    assert {k: {c: v[c] for c in columns} for k, v in want.items()} == {
+        k: v for k, v in got.items() if k in want
+    }

@@ -9,6 +9,7 @@ beside the sessions and page views: nothing is dropped without a trace.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,6 +135,9 @@ def bounded_sessions(
     the session logic once over the valid events)."""
     parsed = parser(events, now=now_us, max_future_us=max_future_us)
     lay = layout(mapping)
+    # One batch of every event: none is behind a watermark, so a window revises nothing
+    # (and with identity the users step then takes the first step's `sessions`).
+    rules = dataclasses.replace(rules, revise_within_us=None)
     valid = parsed.where(F.col("reason").isNull()).select(*lay.event.names)
     by_user = valid.repartition(partitions, "user_id")
 
