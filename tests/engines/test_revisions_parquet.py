@@ -32,7 +32,6 @@ from tests.engines.revising import (
     revising_args,
 )
 from tests.helpers import cli_env, generate, run_until_killed, sessionize
-from tests.sinks.kafka_consumer import kafka_uri
 
 
 @pytest.fixture
@@ -116,16 +115,10 @@ def test_state_tools_read_the_kept_sessions_and_export_the_open_ones_only(data, 
     [
         (["--state", "spark-rocksdb"], "not in Spark-managed state (--state spark-*)"),
         (["--open-sessions", "--output-format", "delta"], "or --open-sessions"),
-        (
-            ["--anonymous-field", "anonymous_id", "--user-type", "string", "--output", "{kafka}"],
-            "with --anonymous-field does not write to Kafka outputs yet",
-        ),
     ],
 )
 def test_what_cannot_take_revisions_yet_is_refused_in_one_line(data, tmp_path, extra, line):
     _, inp = data
-    kafka = kafka_uri(tmp_path) if "{kafka}" in extra else None
-    extra = [e.format(kafka=kafka) for e in extra]
     done = sessionize(*revising_args(inp, tmp_path), *extra)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()

@@ -83,7 +83,7 @@ class SessionStream(StreamJob):
         if revise:  # what keeps and revises emitted sessions, before anything is recorded
             engine_for(self.state).check_revisions()
             check_revisable(layout(s.mapping), self.open_sessions)
-        check_revisions(revise, places.output, output_format, bool(s.mapping.anonymous))
+        check_revisions(revise, places.output, output_format)
         if self.open_sessions:  # replaced by user: the engine feeds it, the output keeps it
             engine_for(self.state).check_replaced_by_key()
         check_open_sessions(self.open_sessions, places.output, output_format)

@@ -180,7 +180,7 @@ def run_batch(
         check_output(opts.output, opts.output_format)
         if opts.rules.revise_within_us is not None:  # given now; a recorded one passed before
             check_revisable(layout(opts.mapping), open_sessions=False)
-            check_revisions(True, opts.output, opts.output_format, bool(opts.mapping.anonymous))
+            check_revisions(True, opts.output, opts.output_format)
         return _run(opts, hours, spark, on_hour, on_start, lease)
 
 

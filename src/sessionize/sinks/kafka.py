@@ -19,7 +19,7 @@ batches' markers are retired and the rerun produces them again, next to the firs
 
 With `--revise-within`, `PREFIX.sessions` and `PREFIX.page_views` are keyed by `session_id`:
 a revision is the session's new record, a retraction a tombstone, in the batch's transaction
-(kafka_revisions.py).
+(kafka_revisions.py). With identity, `PREFIX.users` is keyed by `stitched_user_id`.
 
 The same topic holds the prefix's owner, a record keyed `_owner` (kafka_owner.py), which the
 markers' readers skip.
@@ -40,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 
 from sessionize import faults
-from sessionize.base_schema import SESSION_REVISIONS
+from sessionize.base_schema import SESSION_REVISIONS, USERS_OUTPUT
 from sessionize.errors import ConfigError, SinkError
 from sessionize.fs import without_options
 from sessionize.sinks import staging
@@ -259,16 +259,21 @@ class KafkaSink(StagedSink):
     def _records(
         self, batch_id: int, tables: dict[str, pa.Table], exactly_once: bool
     ) -> dict[str, Iterable[Record]]:
-        """The records of the appended outputs, per topic name: keyed by the job's key,
-        except a revising job's sessions and page views, keyed by `session_id`."""
+        """The records of the appended outputs, per topic name: keyed by the job's key (or
+        the output's own: `users` by `stitched_user_id`), except a revising job's sessions
+        and page views, keyed by `session_id`."""
         keyed = {name: table for name, table in tables.items()
                  if not (self.revises and name in REVISED)}  # fmt: skip
         records: dict[str, Iterable[Record]] = {
-            name: encode(table, positions=not exactly_once, key=self.outputs.record_key)
+            name: encode(table, positions=not exactly_once, key=self.outputs.record_key_of(name))
             for name, table in keyed.items()
         }
         if self.revises:
-            records |= revised_records(tables, batch_id, positions=not exactly_once)
+            # A users step (identity) revises sessions without new page views.
+            renumbered = USERS_OUTPUT in self.outputs
+            records |= revised_records(
+                tables, batch_id, positions=not exactly_once, renumbered=renumbered
+            )
         return records
 
     @property

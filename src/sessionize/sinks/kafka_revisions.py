@@ -11,6 +11,11 @@ views cannot be replaced one record at a time, since a revision may hold fewer o
 
 Within a batch the first writes go before the revisions, as the Parquet outputs' rule ranks
 them (the greater revision of a batch is the current row).
+
+With identity (`--anonymous-field`) the users step revises sessions whose events did not
+change (renumbered, or moved to another stitched user), and only the first step writes page
+views: such a revision has none in the batch and leaves the session's page views record
+as it is; a retraction still deletes it (docs/design.md, "Revisions", "With identity").
 """
 
 from __future__ import annotations
@@ -34,15 +39,22 @@ Record = tuple[bytes | None, bytes | None]
 
 
 def revised_records(
-    tables: dict[str, pa.Table], batch_id: int, *, positions: bool = False
+    tables: dict[str, pa.Table],
+    batch_id: int,
+    *,
+    positions: bool = False,
+    renumbered: bool = False,
 ) -> dict[str, list[Record]]:
     """The records of a revising batch's sessions and page views, per topic name.
 
     Args:
         tables: the batch's staged outputs by name (`sessions`, `session_revisions`,
-            `page_views`, `page_view_revisions` are read; the others are left alone).
+            `page_view_revisions`, `page_views` are read; the others are left alone).
         batch_id: the batch.
         positions: add `position` to each session value (at-least-once delivery).
+        renumbered: a users step may revise sessions alone (identity): a revision with no
+            page views in the batch keeps its page views record, where without one every
+            revised id's record is written again (empty: a tombstone).
 
     Returns:
         {"sessions": [(key, value)], "page_views": [(key, value)]}: values as JSON, None for
@@ -72,10 +84,21 @@ def revised_records(
         sessions += encode(live, positions=positions, key=SESSION_KEY)
         sessions += [(str(k).encode(), None) for k in revised.filter(retracted)[SESSION_KEY]
                      .to_pylist()]  # fmt: skip
-        # Every revised or retracted id: its page views as revised, or a tombstone.
+        # Every revised or retracted id: its page views as revised, or a tombstone; with
+        # a users step, only the ids the first step wrote page views for, or retracted.
         ids = revised.select([SESSION_KEY])
+        if renumbered:
+            again = pc.is_in(ids[SESSION_KEY], value_set=_ids(tables.get(PAGE_VIEW_REVISIONS)))
+            ids = ids.filter(pc.or_(again, retracted))
         rows = tables.get(PAGE_VIEW_REVISIONS)
         if rows is None:
             rows = pa.table({SESSION_KEY: pa.array([], revised[SESSION_KEY].type)})
         views += per_key_records(ids, rows, batch_id, "page_views", (SESSION_KEY,))
     return {"sessions": sessions, "page_views": views}
+
+
+def _ids(rows: pa.Table | None) -> pa.Array:
+    """The session ids of `rows` (none when there are no rows)."""
+    if rows is None:
+        return pa.array([], pa.string())
+    return pc.unique(rows[SESSION_KEY].combine_chunks())

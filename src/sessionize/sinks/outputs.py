@@ -34,12 +34,15 @@ class OutputSpec:
             output appended per batch.
         partition_by: the columns whose values partition it (a directory level or an
             Iceberg partition).
+        record_key: the column that keys its Kafka records when it is not the job's
+            (`users`, a change log of stitched users, by `stitched_user_id`).
     """
 
     name: str
     schema: pa.Schema | None = None
     key: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
+    record_key: str | None = None
 
     @property
     def replaced(self) -> bool:
@@ -93,6 +96,10 @@ class Outputs:
     def schema(self, name: str) -> pa.Schema | None:
         return self.spec(name).schema
 
+    def record_key_of(self, name: str) -> str | None:
+        """The column that keys output `name`'s Kafka records: its own, else the job's."""
+        return self.spec(name).record_key or self.record_key
+
     def __contains__(self, name: object) -> bool:
         return name in self.names
 
@@ -116,13 +123,19 @@ def session_outputs(
     partitioned by `session_date`. With identity and a sink that `keeps_current` tables,
     `identities` is replaced by `anonymous_id` too (one row per anonymous id) and `users` by
     `stitched_user_id`, both rebuilt like `open_sessions` once batches are removed;
-    elsewhere they are appended (change logs). With `revise` (`--revise-within`),
-    `session_revisions` and `page_view_revisions` follow `page_views`, appended (each
-    batch's revised and retracted sessions; docs/concepts/revisions.md)."""
+    elsewhere they are appended (change logs; `users`' Kafka records keyed by
+    `stitched_user_id`). With `revise` (`--revise-within`), `session_revisions` and
+    `page_view_revisions` follow `page_views`, appended (each batch's revised and retracted
+    sessions; docs/concepts/revisions.md)."""
     lay = layout(mapping)
     current = lay.identity and keeps_current
     specs = [
-        OutputSpec(name, schema, partition_by=OUTPUT_PARTITIONS.get(name, ()))
+        OutputSpec(
+            name,
+            schema,
+            partition_by=OUTPUT_PARTITIONS.get(name, ()),
+            record_key=STITCHED_USER_ID if name == USERS_OUTPUT else None,
+        )
         for name, schema in lay.outputs.items()
         if not (current and name == IDENTITIES)
     ]

@@ -140,22 +140,14 @@ def check_open_sessions(wanted: bool, output: str, fmt: str) -> None:
         )
 
 
-def check_revisions(wanted: bool, output: str, fmt: str, identity: bool = False) -> None:
+def check_revisions(wanted: bool, output: str, fmt: str) -> None:
     """Before a job starts: `--revise-within` needs an output that takes revisions
     (Parquet's `session_revisions`, local or on `s3://`, Kafka's keyed records; Delta's,
     PostgreSQL's and Iceberg's upserts): every built-in sink does; a registered one may not.
-    With identity (`--anonymous-field`), not Kafka yet (its numbered revisions and the
-    `users` rows of a user left with no session are not tested on the broker).
 
     Raises:
         ConfigError: an output whose sink takes no revisions, in one line.
     """
-    if wanted and identity and kind_of(output, fmt) == "kafka":
-        raise ConfigError(
-            "--revise-within with --anonymous-field does not write to Kafka outputs yet "
-            "(Parquet, Delta, PostgreSQL and Iceberg take them): leave one of them out, "
-            "or give such an --output"
-        )
     can = capabilities(output, fmt)
     if wanted and not (can.appends_revisions or can.upserts_revisions):
         raise ConfigError(
