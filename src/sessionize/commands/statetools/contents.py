@@ -15,6 +15,7 @@ from sessionize.base_schema import EMITTED_SESSION
 from sessionize.config import SessionRules
 from sessionize.core.declared import NEVER_US
 from sessionize.logic import advance
+from sessionize.logic.identity_step import split_state, stitch, with_users
 from sessionize.schema import STATE_EXPIRY, Layout, layout
 from sessionize.state import RowSpec, StateBackend
 
@@ -113,23 +114,32 @@ def export_schema(shape: Layout) -> pa.Schema:
 def open_sessions(rows: pa.Table, rules: SessionRules, shape: Layout | None = None) -> pa.Table:
     """The open sessions of `rows` as `sessions` rows (closed_at and end_reason as they will
     be if nothing more arrives), plus `expires_at` (the user's) and `pending_events`: the
-    session's events as the state keeps them, in time order."""
+    session's events as the state keeps them, in time order. With identity, each session
+    has the user its anonymous id's identity gives it so far, as the processor would."""
     shape = shape or layout()
     rows = canonical(rows, shape)
     if shape.revise:  # the emitted sessions kept for revisions are not open: left out
         rows = rows.filter(pc.is_null(rows.column(EMITTED_SESSION)))
         shape = replace(shape, revise=False)
         rules = replace(rules, revise_within_us=None)
-    rows = rows.select(shape.state.names)
+    stored, logic = None, shape
+    if shape.identity:  # an identity row holds no event: set apart, as the processor does
+        rows, stored = split_state(rows)
+        logic = shape.inner
+    rows = rows.select(logic.state.names)
     step = advance(
         rows,
-        shape.event.empty_table(),
+        logic.event.empty_table(),
         rules=rules,
         watermark_before=None,
         watermark_after=_EMIT_ALL_US,
-        layout=shape,
+        layout=logic,
     )
     sessions = step.sessions
+    if stored is not None:
+        assert step.runs is not None  # advance gives them on identity's inner layout
+        users = stitch(stored, rows, step.runs, rules.user_ttl_us).emitted_users
+        sessions = with_users(sessions, users, shape.sessions)
     # advance emits the sessions in (user, time, page) order, each a run of that many
     # consecutive events in the same order: the pending events are those runs.
     order = pc.sort_indices(

@@ -64,15 +64,19 @@ def summarize(sj: StateJob, version: int | None = None) -> tuple[int, list[Parti
     for part in parts:
         versions = backend.versions(sj.job, part.partition)
         if sj.processor is not None:  # keys, rows, next timer
-            count, oldest = part.rows.num_rows, keyed.next_timer_us(part.rows, sj.processor)
+            users, count = part.users, part.rows.num_rows
+            oldest = keyed.next_timer_us(part.rows, sj.processor)
         else:
-            count = open_sessions(part.rows, sj.session_rules, sj.layout).num_rows
-            oldest = pc.min(part.rows["event_time"].cast(pa.int64())).as_py()
+            # Of the open sessions only: a user's state may also hold the sessions kept for
+            # revisions and, with identity, the anonymous id's identity row.
+            sessions = open_sessions(part.rows, sj.session_rules, sj.layout)
+            users, count = len(pc.unique(sessions[sj.layout.key_name])), sessions.num_rows
+            oldest = pc.min(sessions["start_time"].cast(pa.int64())).as_py()
         out.append(
             PartitionSummary(
                 part.partition,
                 versions,
-                part.users,
+                users,
                 count,
                 oldest,
                 part.bytes,
@@ -120,7 +124,7 @@ def export_sessions(sj: StateJob, to: str, version: int | None = None) -> tuple[
     schema = export_schema(sj.layout)
     tables = [open_sessions(p.rows, sj.session_rules, sj.layout) for p in parts]
     table = pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
-    table = table.sort_by([("user_id", "ascending"), ("start_time", "ascending")])
+    table = table.sort_by([(sj.layout.key_name, "ascending"), ("start_time", "ascending")])
     fs, path = resolve_fs(to)
     parent = os.path.dirname(path)
     if parent:
