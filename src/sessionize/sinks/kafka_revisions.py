@@ -49,7 +49,7 @@ def revised_records(
 
     Args:
         tables: the batch's staged outputs by name (`sessions`, `session_revisions`,
-            `page_view_revisions`, `page_views` are read; the others are left alone).
+            `page_views`, `page_view_revisions` are read; the others are left alone).
         batch_id: the batch.
         positions: add `position` to each session value (at-least-once delivery).
         renumbered: a users step may revise sessions alone (identity): a revision with no
