@@ -81,11 +81,12 @@ def read_partition(
 
 
 def canonical(rows: pa.Table, shape: Shape | None = None) -> pa.Table:
-    """`rows` as the layout's stored rows in one order (every column ascending), whatever
-    the backend."""
+    """`rows` as the layout's stored rows in one order (every column that Arrow sorts
+    ascending: not the nested ones, such as the users step's kept sessions' maps, which
+    the key and the other columns already tell apart), whatever the backend."""
     stored = (shape or layout()).stored
     rows = rows.select(stored.names).cast(stored)
-    order = [(name, "ascending") for name in stored.names]
+    order = [(f.name, "ascending") for f in stored if not pa.types.is_nested(f.type)]
     return rows.take(pc.sort_indices(rows, sort_keys=order)).combine_chunks()
 
 
