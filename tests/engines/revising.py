@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sessionize.commands.stream import StreamOptions
 from sessionize.config import SessionRules
 from sessionize.mapping import EventMapping
 from tests.helpers import generate, stream_args
+from tests.state.services_fixtures import service_env
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR_US = 3_600_000_000
@@ -116,3 +118,56 @@ def in_order(table: pa.Table) -> pa.Table:
     """`table` sorted by every column that is not nested."""
     keys = [f.name for f in table.schema if not pa.types.is_nested(f.type)]
     return table.sort_by([(c, "ascending") for c in sorted(keys)])
+
+
+def as_table(records: list[dict]) -> dict[str, dict]:
+    """A topic (`read_topic`'s records) as a log-compacted topic keeps it: each key's last
+    record, a tombstone (a record with no value) deleting its key. Records of one key are
+    in produce order."""
+    table: dict[str, dict] = {}
+    for r in records:
+        value = {k: v for k, v in r.items() if k != "key"}
+        if value:
+            table[r["key"]] = value
+        else:
+            table.pop(r["key"], None)
+    return table
+
+
+class Postgres:
+    """Outputs in schemas of their own on the test server (`output`), read with psycopg,
+    dropped at the end (`close`)."""
+
+    format = "parquet"  # the default: a postgresql:// output has its own
+    # Its publish is one transaction (a kill inside it is a rollback): the crash it must
+    # survive is after its commit, before the job records the batch, which it publishes
+    # again on restart.
+    kill_point = "after-publish"
+
+    def __init__(self) -> None:
+        self.server = service_env("postgres")["SESSIONIZE_TEST_POSTGRES"]
+        self.schemas: list[str] = []
+
+    def output(self, _root: Path) -> str:
+        schema = f"rev_{uuid.uuid4().hex[:12]}"
+        self.schemas.append(schema)
+        return f"{self.server}?schema={schema}"
+
+    def state(self, root: Path) -> str:
+        return f"files:{root / 'state'}"  # the output has no directory for it
+
+    def rows(self, output: str, name: str) -> list[dict]:
+        import psycopg
+
+        schema = output.split("schema=")[1]
+        with psycopg.connect(self.server) as conn:
+            cur = conn.execute(f'SELECT * FROM "{schema}"."{name}"')
+            names = [d.name for d in cur.description]
+            return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def close(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            for schema in self.schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -16,6 +16,7 @@ from tests.engines.revising import (
     REVISING_BATCH,
     RULES,
     WINDOW,
+    as_table,
     batch_of_every_event,
     revising_input,
 )
@@ -51,19 +52,6 @@ def data(spark, tmp_path_factory):
         )
     batch_of_every_event(spark, inp, root / "batch")
     return root, inp, uri, env
-
-
-def as_table(records: list[dict]) -> dict[str, dict]:
-    """A topic as a log-compacted topic keeps it: each key's last record, a tombstone (a
-    record with no value) deleting its key. Records of one key are in produce order."""
-    table: dict[str, dict] = {}
-    for r in records:
-        value = {k: v for k, v in r.items() if k != "key"}
-        if value:
-            table[r["key"]] = value
-        else:
-            table.pop(r["key"], None)
-    return table
 
 
 def _json(row: dict) -> dict:

@@ -26,55 +26,17 @@ from tests.engines.revising import (
     MAPPING,
     REVISING_BATCH,
     RULES,
+    Postgres,
     batch_of_every_event,
     revising_args,
     revising_input,
 )
 from tests.helpers import cli_env, run_until_killed, sessionize
-from tests.state.services_fixtures import service_env
 
 # What the upserts add, and what the batch run's rows carry instead.
 BOOKKEEPING = {"batch_id", "revision", "revised_batch"}
 TABLES = ("sessions", "page_views", "sessions_superseded", "page_views_superseded")
 OUTPUTS = (*TABLES, "late_events", "invalid_events")
-
-
-class Postgres:
-    """Outputs in schemas of their own on the test server, dropped at the end."""
-
-    format = "parquet"  # the default: a postgresql:// output has its own
-    # Its publish is one transaction (a kill inside it is a rollback): the crash it must
-    # survive is after its commit, before the job records the batch, which it publishes
-    # again on restart.
-    kill_point = "after-publish"
-
-    def __init__(self) -> None:
-        self.server = service_env("postgres")["SESSIONIZE_TEST_POSTGRES"]
-        self.schemas: list[str] = []
-
-    def output(self, _root: Path) -> str:
-        schema = f"rev_{uuid.uuid4().hex[:12]}"
-        self.schemas.append(schema)
-        return f"{self.server}?schema={schema}"
-
-    def state(self, root: Path) -> str:
-        return f"files:{root / 'state'}"  # the output has no directory for it
-
-    def rows(self, output: str, name: str) -> list[dict]:
-        import psycopg
-
-        schema = output.split("schema=")[1]
-        with psycopg.connect(self.server) as conn:
-            cur = conn.execute(f'SELECT * FROM "{schema}"."{name}"')
-            names = [d.name for d in cur.description]
-            return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-    def close(self) -> None:
-        import psycopg
-
-        with psycopg.connect(self.server, autocommit=True) as conn:
-            for schema in self.schemas:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 class Delta:
