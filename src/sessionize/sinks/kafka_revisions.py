@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from sessionize.base_schema import PAGE_VIEW_REVISIONS, RETRACTED, REVISION, SESSION_REVISIONS
 from sessionize.sinks.kafka_records import encode, per_key_records
+from sessionize.sinks.revised_rows import emptied
 
 SESSION_KEY = "session_id"
 # The staged outputs that a revising job turns into keyed records, and their topics.
@@ -89,7 +90,8 @@ def revised_records(
         ids = revised.select([SESSION_KEY])
         if renumbered:
             again = pc.is_in(ids[SESSION_KEY], value_set=_ids(tables.get(PAGE_VIEW_REVISIONS)))
-            ids = ids.filter(pc.or_(again, retracted))
+            empty = pc.is_in(ids[SESSION_KEY], value_set=emptied(revised))
+            ids = ids.filter(pc.or_(pc.or_(again, retracted), empty))
         rows = tables.get(PAGE_VIEW_REVISIONS)
         if rows is None:
             rows = pa.table({SESSION_KEY: pa.array([], revised[SESSION_KEY].type)})

@@ -61,13 +61,24 @@ def touched(staged: dict[str, pa.Table]) -> Touched:
     replaced = pc.unique(revised["session_id"].combine_chunks())
     gone = revised.filter(revised[RETRACTED])["session_id"].combine_chunks()
     again = staged[PAGE_VIEW_REVISIONS]["session_id"].combine_chunks()
-    views = pc.unique(pa.concat_arrays([again, gone]))
+    views = pc.unique(pa.concat_arrays([again, gone, emptied(revised)]))
     every = pc.unique(pa.concat_arrays([staged[PAGE_VIEWS]["session_id"].combine_chunks(), views]))
 
     def table(ids: pa.Array) -> pa.Table:
         return pa.table({"session_id": ids})
 
     return Touched(table(pc.unique(ids)), table(replaced), table(every), table(views))
+
+
+def emptied(revised: pa.Table) -> pa.Array:
+    """The ids of `revised` (session_revisions) revised into a session without page views
+    (`page_view_count` 0): their old page views go, though the batch writes none for them
+    (a late close event or a smaller copy of an event can leave a revision without any)."""
+    live = revised.filter(pc.invert(revised[RETRACTED].fill_null(False)))
+    if "page_view_count" not in live.schema.names:
+        return live["session_id"].combine_chunks().slice(0, 0)
+    none = pc.equal(live["page_view_count"], 0).fill_null(False)
+    return live.filter(none)["session_id"].combine_chunks()
 
 
 def sessions_rows(
