@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from sessionize.base_schema import PAGE_VIEW_REVISIONS, RETRACTED, REVISION, SESSION_REVISIONS
 from sessionize.sinks.kafka_records import encode, per_key_records
-from sessionize.sinks.revised_rows import emptied
+from sessionize.sinks.revised_rows import views_replaced
 
 SESSION_KEY = "session_id"
 # The staged outputs that a revising job turns into keyed records, and their topics.
@@ -86,21 +86,13 @@ def revised_records(
         sessions += [(str(k).encode(), None) for k in revised.filter(retracted)[SESSION_KEY]
                      .to_pylist()]  # fmt: skip
         # Every revised or retracted id: its page views as revised, or a tombstone; with
-        # a users step, only the ids the first step wrote page views for, or retracted.
+        # a users step, only those `views_replaced` names (a renumbered id keeps its record).
         ids = revised.select([SESSION_KEY])
         if renumbered:
-            again = pc.is_in(ids[SESSION_KEY], value_set=_ids(tables.get(PAGE_VIEW_REVISIONS)))
-            empty = pc.is_in(ids[SESSION_KEY], value_set=emptied(revised))
-            ids = ids.filter(pc.or_(pc.or_(again, retracted), empty))
+            replaced = views_replaced(revised, tables.get(PAGE_VIEW_REVISIONS))
+            ids = ids.filter(pc.is_in(ids[SESSION_KEY], value_set=replaced))
         rows = tables.get(PAGE_VIEW_REVISIONS)
         if rows is None:
             rows = pa.table({SESSION_KEY: pa.array([], revised[SESSION_KEY].type)})
         views += per_key_records(ids, rows, batch_id, "page_views", (SESSION_KEY,))
     return {"sessions": sessions, "page_views": views}
-
-
-def _ids(rows: pa.Table | None) -> pa.Array:
-    """The session ids of `rows` (none when there are no rows)."""
-    if rows is None:
-        return pa.array([], pa.string())
-    return pc.unique(rows[SESSION_KEY].combine_chunks())

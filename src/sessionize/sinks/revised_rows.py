@@ -59,15 +59,25 @@ def touched(staged: dict[str, pa.Table]) -> Touched:
         [first["session_id"].combine_chunks(), revised["session_id"].combine_chunks()]
     )
     replaced = pc.unique(revised["session_id"].combine_chunks())
-    gone = revised.filter(revised[RETRACTED])["session_id"].combine_chunks()
-    again = staged[PAGE_VIEW_REVISIONS]["session_id"].combine_chunks()
-    views = pc.unique(pa.concat_arrays([again, gone, emptied(revised)]))
+    views = views_replaced(revised, staged[PAGE_VIEW_REVISIONS])
     every = pc.unique(pa.concat_arrays([staged[PAGE_VIEWS]["session_id"].combine_chunks(), views]))
 
     def table(ids: pa.Array) -> pa.Table:
         return pa.table({"session_id": ids})
 
     return Touched(table(pc.unique(ids)), table(replaced), table(every), table(views))
+
+
+def views_replaced(revised: pa.Table, rewritten: pa.Table | None) -> pa.Array:
+    """The ids of `revised` (session_revisions) whose page views the batch replaces: those
+    it writes page views for (`rewritten`, page_view_revisions), retracts, or revises into
+    a session without page views. A session the users step alone revised (renumbered) has
+    none in the batch and keeps its own (docs/design.md, "Revisions", "With identity")."""
+    gone = revised.filter(revised[RETRACTED].fill_null(False))["session_id"].combine_chunks()
+    parts = [gone, emptied(revised)]
+    if rewritten is not None:
+        parts.append(rewritten["session_id"].combine_chunks().cast(gone.type))
+    return pc.unique(pa.concat_arrays(parts))
 
 
 def emptied(revised: pa.Table) -> pa.Array:
