@@ -8,6 +8,8 @@ wrote; the states and options that cannot take revisions yet are refused in one 
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 
 import pyarrow as pa
@@ -28,6 +30,7 @@ from tests.engines.revising import (
     REVISING_BATCH,
     RULES,
     START,
+    batch_of_every_event,
     read,
     revising_args,
 )
@@ -230,3 +233,70 @@ def test_reprocessing_a_revised_hour_equals_a_clean_run(spark, tmp_path):
     for name in OUTPUTS:
         assert read(out, name).equals(read(clean, name)), name
     assert not read(out, "session_revisions").equals(before)
+
+
+def current_page_views(out) -> list[dict]:
+    """The docs' rule by a plain loop: per current session, the page views of the latest
+    batch that wrote some (a revision's before a first write's in one batch)."""
+    latest: dict[str, dict] = {}
+    for name in ("sessions", "session_revisions"):
+        for row in read(out, name).to_pylist():
+            rank = (row["batch_id"], row.get("revision") or 0)
+            if row["session_id"] not in latest or rank > latest[row["session_id"]]["rank"]:
+                latest[row["session_id"]] = {**row, "rank": rank}
+    live = {s for s, r in latest.items() if not r.get("retracted")}
+    views: dict[str, dict] = {}
+    for rank, name in enumerate(("page_views", "page_view_revisions")):
+        for pv in read(out, name).to_pylist():
+            if pv["session_id"] in live:
+                views.setdefault(pv["session_id"], {}).setdefault((pv["batch_id"], rank), [])
+                views[pv["session_id"]][(pv["batch_id"], rank)].append(pv)
+    return sorted(
+        ((sid, pv["position"], pv["page"]) for sid, by in views.items() for pv in by[max(by)]),
+    )
+
+
+def test_a_late_close_event_leaves_a_revised_session_without_its_old_page_views(spark, tmp_path):
+    """A session of a click and two page views, closed and written; a late `browser_close`
+    one minute after the click then cuts the page views off into a session of their own:
+    the revised session (`page_view_count` 0) keeps only its own events' rows (one per
+    event), in the docs' rule and after `maintain --compact`, and the current page views
+    equal one batch of every event."""
+    inp = tmp_path / "in"
+    hour = {h: inp / "event_date=2026-11-01" / f"event_hour={h:02d}" for h in (0, 1)}
+    lines = {
+        hour[0] / "part-0.json": [
+            (1, "00:00", "click", "home"), (1, "00:05", "view", "pricing"),
+            (1, "00:06", "view", "blog"),
+        ],
+        hour[1] / "part-0.json": [(2, "01:00", "view", "home")],  # the watermark passes
+        hour[0] / "part-1.json": [(1, "00:01", "browser_close", "home")],  # late
+    }  # fmt: skip
+    for order, (path, events) in enumerate(lines.items()):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(
+            json.dumps({"user_id": u, "event_time": f"2026-11-01T{t}:00Z", "action": a,
+                        "page": {"current": p}}) + "\n"
+            for u, t, a, p in events
+        ))  # fmt: skip
+        os.utime(path, (1_800_000_000 + order, 1_800_000_000 + order))
+    done = sessionize(*revising_args(inp, tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    cut = "1-" + str(int(START.timestamp() * 1000))  # user 1's session from 00:00
+    revised = [r for r in read(out, "session_revisions").to_pylist() if r["session_id"] == cut]
+    assert [(r["page_view_count"], r["event_count"]) for r in revised] == [(0, 2)]
+    batch_of_every_event(spark, inp, tmp_path / "batch" / "out")
+    want = sorted(  # user 1's: user 2's session is still open at the stream's end
+        (v["session_id"], v["position"], v["page"])
+        for v in read(tmp_path / "batch" / "out", "page_views").to_pylist()
+        if v["user_id"] == 1
+    )
+    assert [v[1:] for v in want if v[0] == cut] == [(1, "home"), (2, "home")]
+    assert [v[2] for v in want if v[0] != cut] == ["pricing", "blog"]
+    assert current_page_views(out) == want
+
+    done = sessionize("maintain", "--output", str(out), "--compact", env=cli_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    alone = read(out, "page_views").to_pylist()
+    assert sorted((v["session_id"], v["position"], v["page"]) for v in alone) == want
