@@ -294,3 +294,24 @@ def test_a_transaction_the_server_rolls_back_for_a_deadlock_runs_again(pg_output
     finally:
         thread.join(30)
     assert len(attempts) == 2  # rolled back once for the deadlock, then committed
+
+
+def test_removing_batches_with_a_table_dropped_by_hand_fails_in_one_line_and_removes_nothing(
+    pg_output,
+):
+    """`invalidate_from` (rewind, `batch --from`) over an output one of whose tables was
+    dropped: one line naming the table, and the other tables keep their batches (had it
+    said "nothing to remove", a restart would append them again). An output never written
+    has nothing to remove."""
+    assert make_sink(KIND, pg_output).invalidate_from(0) == []
+    sink = make_sink(KIND, pg_output)
+    for batch in (0, 1):
+        sink.clear_staging(batch)
+        stage(sink, batch, f"b{batch}")
+        sink.publish(batch)
+    with psycopg.connect(pg_output.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{_schema(pg_output)}".late_events')
+    with pytest.raises(SinkError) as err:
+        make_sink(KIND, pg_output).invalidate_from(1)
+    assert "late_events" in str(err.value) and "\n" not in str(err.value)
+    assert _seen(KIND, pg_output, "sessions") == _expected(0, "b0") + _expected(1, "b1")

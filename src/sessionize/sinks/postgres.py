@@ -54,6 +54,7 @@ from sessionize.sinks.postgres_target import (  # noqa: F401 - parse and Target 
 from sessionize.state.backends.postgres_pool import pool_for, scalar
 
 T = TypeVar("T")
+RAISE = object()  # `_run(missing=RAISE)`: a missing table is an error like any other
 
 _READY: set[tuple[str, str, Outputs]] = set()  # (conninfo, schema, outputs) made, here
 
@@ -277,6 +278,15 @@ class PostgresSink:
             retired: set[int] = set()
             with conn.transaction():
                 self._lock(conn)
+                tables = [n for n in self._appended if n not in revised.REVISION_OUTPUTS]
+                gone = [n for n in (BATCHES, *tables) if not self._exists(conn, n)]
+                if len(gone) == len(tables) + 1:
+                    return []  # never written: nothing to remove
+                if gone:  # a table dropped by hand: removing the others would lose it
+                    raise SinkError(
+                        f"{where}: its table(s) {', '.join(gone)} are missing; restore "
+                        "them, or write the job to a new output"
+                    )
                 retired |= revised.undo(conn, self.target.schema, batch_id)
                 for name in self._appended:
                     if name in revised.REVISION_OUTPUTS:
@@ -297,7 +307,8 @@ class PostgresSink:
             return sorted(retired)
 
         where = f"removing batches from {batch_id} of {self.target.shown}"
-        return self._run(where, invalidate, missing=[])
+        # Every table is there (checked above): one missing now is an error, not "nothing".
+        return self._run(where, invalidate, missing=RAISE)
 
     def rows_from(self, name: str, batch_id: int) -> int:
         if name in self._replaced:
@@ -370,6 +381,11 @@ class PostgresSink:
     def _replaced(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.outputs.replaced)
 
+    def _exists(self, conn: psycopg.Connection, name: str) -> bool:
+        named = f'"{self.target.schema}"."{name}"'
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (named,))
+        return bool(scalar(found))
+
     def _lock(self, conn: psycopg.Connection) -> None:
         """Publishes and invalidations of one schema take turns."""
         conn.execute(
@@ -431,7 +447,8 @@ class PostgresSink:
             with connection_errors(what, self.target, after_lost):
                 return pool_for(self.target.conninfo).run(run)
         except SinkError as e:
-            if isinstance(e.__cause__, psycopg.errors.UndefinedTable) and not create:
+            undefined = isinstance(e.__cause__, psycopg.errors.UndefinedTable)
+            if undefined and not create and missing is not RAISE:
                 return missing  # type: ignore[return-value]
             raise
 
