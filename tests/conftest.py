@@ -46,6 +46,29 @@ def wheel(tmp_path_factory):
     return build(tmp_path_factory.mktemp("dist"))
 
 
+# Directories whose tests need a resource to themselves and run one after another on one
+# worker of the parallel part, beside the other workers' tests: the Spark cluster's two
+# one-core workers run one application at a time (tests/cluster).
+ONE_WORKER = ("tests/cluster/",)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (`./dev test`'s parallel part) with each `ONE_WORKER` directory as
+    one unit: a module's tests stay on one worker, and so do the directory's."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleOrDirectory(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((d for d in ONE_WORKER if nodeid.startswith(d)), None) or (
+                super()._split_scope(nodeid)
+            )
+
+    return ModuleOrDirectory(config, log)
+
+
 # The fixtures of the tests that stop and start a shared server (tests/state/services_fixtures.py,
 # tests/services/conftest.py): any test beside them would see its server vanish.
 STOPS_A_SERVER = {"restartable", "restart_service"}

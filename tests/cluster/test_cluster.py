@@ -16,8 +16,6 @@ import os
 import signal
 import subprocess
 
-import pytest
-
 from tests.cluster.cluster import (
     Cluster,
     kill_group,
@@ -26,8 +24,8 @@ from tests.cluster.cluster import (
 from tests.helpers import assert_same_as_clean, cli_env, sessionize
 
 # The cluster's two one-core workers run one application at a time, and an executor is
-# found by its application's name: nothing else runs on the cluster meanwhile.
-pytestmark = pytest.mark.serial
+# found by its application's name: nothing else runs on the cluster meanwhile (the
+# parallel part runs tests/cluster on one worker: tests/conftest.py, ONE_WORKER).
 
 APP = "sessionize-sessionize"  # the CLI's application name for the default job
 DAEMON = "sessionize.worker_daemon"

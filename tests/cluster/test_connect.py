@@ -20,15 +20,13 @@ from tests.api.test_api import _nested, _random_events
 from tests.cluster.cluster import Cluster
 from tests.helpers import OUTPUTS, assert_same_as_clean, generate, read_output, sessionize
 
-pytestmark = [
-    pytest.mark.skipif(
-        pyspark.__version__.startswith("3.5."),
-        reason="PySpark 3.5's package has no Connect server jar and nothing is downloaded "
-        "here: Connect on 3.5 is not tested here",
-    ),
-    # The cluster's two one-core workers run one application at a time (tests/cluster).
-    pytest.mark.serial,
-]
+# The cluster's two one-core workers run one application at a time: tests/cluster runs on
+# one worker of the parallel part (tests/conftest.py, ONE_WORKER).
+pytestmark = pytest.mark.skipif(
+    pyspark.__version__.startswith("3.5."),
+    reason="PySpark 3.5's package has no Connect server jar and nothing is downloaded "
+    "here: Connect on 3.5 is not tested here",
+)
 
 # The input's hour, and two after it without files: partitions Spark runs no task for.
 HOURS = ("2026-11-01T00", "2026-11-01T02")

@@ -18,8 +18,8 @@ from tests.cluster.cluster import Cluster
 from tests.distribution.builds import run, venv
 from tests.helpers import assert_same_as_clean, cli_env
 
-# The cluster's two one-core workers run one application at a time (tests/cluster).
-pytestmark = pytest.mark.serial
+# The cluster's two one-core workers run one application at a time: tests/cluster runs on
+# one worker of the parallel part (tests/conftest.py, ONE_WORKER).
 
 # The application: the CLI as spark-submit's Python file, then a probe on an executor.
 JOB = """
