@@ -3,7 +3,8 @@
 URI: `files:/abs/path`, a plain path, `file:///abs/path`, or `files:<pyarrow fs URI>`
 (`files:s3://bucket/prefix`). Options as a query string: `snapshot_every` (K, the longest
 chain: at most K-1 deltas after a snapshot, default 50), `cache_mb` (process cache bound,
-default 256, 0 = no cache), `compression` (Parquet codec, default zstd).
+default 256, 0 = no cache), `compression` (Parquet codec, default zstd), `lazy_mb` (a
+partition whose state is larger is read lazily, default 32: see below).
 
 What it writes under the root (every file, with its name) is in `files_layout.py`. Every
 commit gets a random token; its data file carries the token in its name and the commit
@@ -34,6 +35,12 @@ then the snapshot and the deltas. A missing or re-committed link is a StateError
 In memory (the process cache, and what a transaction reads) a version is a
 `layered.LayeredState`: the state as of some version, sorted by key, plus the versions'
 changes since, so that a commit and a read cost what they touch, not the state's size.
+
+A partition whose state is larger than `lazy_mb` is not loaded whole: its snapshots are
+written in small row groups (`files_snapshot.py`), and a version holds the snapshot's footer
+(its index) and the deltas since in memory, reading from the snapshot only the row groups
+a transaction asks for. Only a new snapshot reads it whole (once in `snapshot_every`
+versions at most). The cache then accounts the deltas and the footer, not the state.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from sessionize.errors import ConfigError, StateError
 from sessionize.redaction import redact_uri
 from sessionize.state import codec
 from sessionize.state.backends.common import query_of, read_query, typed_options
+from sessionize.state.backends.files_chain import load_chain
 from sessionize.state.backends.files_fence import check_fence, raise_fence, read_fence
 from sessionize.state.backends.files_io import FilesIO
 from sessionize.state.backends.files_layout import (
@@ -68,10 +76,11 @@ from sessionize.state.backends.files_layout import (
     partition_dir,
     resolve_location,
 )
+from sessionize.state.backends.files_snapshot import GROUP_ROWS, open_snapshot, write_snapshot
 from sessionize.state.backends.files_version import FilesVersion
 from sessionize.state.base import StateBackend, version_error
 from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
-from sessionize.state.layered import LayeredState
+from sessionize.state.layered import Layer, LayeredState
 from sessionize.state.metrics import StateMetrics
 from sessionize.state.rows import EMPTY_VERSION, RowSpec
 from sessionize.state.stored import Meta
@@ -94,6 +103,7 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
         snapshot_every: int = 50,
         cache_mb: int = 256,
         compression: str = "zstd",
+        lazy_mb: int = 32,
         spec: RowSpec | None = None,
     ):
         super().__init__(spec)
@@ -101,6 +111,10 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
             raise ConfigError(f"snapshot_every must be a positive integer, not {snapshot_every!r}")
         if not isinstance(cache_mb, int) or cache_mb < 0:
             raise ConfigError(f"cache_mb must be a non-negative integer, not {cache_mb!r}")
+        if not isinstance(lazy_mb, int) or lazy_mb < 0:
+            raise ConfigError(f"lazy_mb must be a non-negative integer, not {lazy_mb!r}")
+        self.lazy_mb = lazy_mb
+        self.group_rows = GROUP_ROWS  # rows per row group of a lazy snapshot
         self.snapshot_every = snapshot_every
         self.cache_mb = cache_mb
         self.compression = compression
@@ -113,7 +127,7 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
 
     # ----- configuration ----------------------------------------------------------------
 
-    _DEFAULTS = {"snapshot_every": 50, "cache_mb": 256, "compression": "zstd"}
+    _DEFAULTS = {"snapshot_every": 50, "cache_mb": 256, "compression": "zstd", "lazy_mb": 32}
 
     @property
     def uri(self) -> str:
@@ -232,31 +246,12 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
                 )
             chain.append(parent)
 
-        directory = self._partition_dir(job, partition)
-        rows_loaded = 0
-        state = base
-        for rec in reversed(chain):
-            data = self._read(f"{directory}/{rec.file}", io)
-            if data is None:
-                raise version_error(
-                    job,
-                    partition,
-                    version,
-                    reason=(f"file {rec.file} of version {rec.version} is missing"),
-                )
-            piece = codec.from_parquet(data)
-            rows_loaded += piece.num_rows
-            if rec.kind == "snapshot":
-                state = LayeredState.of(piece, self.spec)
-            else:
-                assert state is not None  # a chain starts at a snapshot or the cached version
-                state = state.apply(*codec.decode_delta(piece, self.spec), settle=False)
-        assert state is not None
+        state = load_chain(self, job, partition, record, chain, base, io)
         state = self._fitted(state.settled())
 
         stored = FilesVersion(self, job, partition, record, state)
         metrics = stored.metrics
-        metrics.rows_loaded, metrics.bytes_read = rows_loaded, io.bytes_read
+        metrics.rows_loaded, metrics.bytes_read = io.rows_loaded, io.bytes_read
         metrics.round_trips = io.round_trips
         metrics.cache_hits = int(base is not None)
         metrics.extra["chain"] = len(chain)
@@ -271,7 +266,10 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
         job, partition = stored.job, stored.partition
         metrics = stored.metrics
         directory = self._partition_dir(job, partition)
-        state = self._fitted(stored.state.apply(puts, removes))
+        try:  # over a lazy base, reads the key column of the row groups it changes
+            state = self._fitted(stored.state.apply(puts, removes, io=metrics))
+        except OSError as e:
+            raise self._failed("read", directory, e) from e
         delta_rows = puts.num_rows + len(removes)
         chain_rows = stored.chain_rows + delta_rows
         snapshot = (
@@ -283,7 +281,11 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
         kind = "snapshot" if snapshot else "delta"
         name = data_file_name(version, token, kind)
         if snapshot:
-            state = state.fold()
+            try:  # a lazy base is read whole (once in K versions at most)
+                state = state.whole(metrics)
+            except OSError as e:
+                raise self._failed("read", directory, e) from e
+            assert isinstance(state.base, Layer)
             data_table = state.base.table
         else:
             data_table = codec.encode_delta(puts, removes, spec)
@@ -305,8 +307,17 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
 
         # 1. the data file (a new name: nothing visible changes)
         self._make_dir(directory, metrics)
-        payload = codec.to_parquet(data_table, self.compression)
+        lazy = snapshot and self._lazy(record.bytes)
+        if snapshot:
+            groups = self.group_rows if lazy else None
+            payload = write_snapshot(data_table, spec, self.compression, groups)
+        else:
+            payload = codec.to_parquet(data_table, self.compression)
         self._write(f"{directory}/{name}", payload, metrics)
+        if lazy:  # keep the footer, not the rows (taken from the file's bytes in memory)
+            path, data = f"{directory}/{name}", payload.to_pybytes()
+            layer = open_snapshot(spec, self._fs, path, record.bytes, data)
+            state = LayeredState.lazy(layer, state.keys, spec) if layer else state
         # 2. supersede the versions after V, newest first (unless a newer driver took over)
         check_fence(self, job, stored.epoch, metrics)
         listing = self._list(directory, metrics)
@@ -349,6 +360,10 @@ class FilesBackend(FilesIO, StateBackend[FilesVersion]):
         if self._cache is not None:
             key = self._cache_key(job, partition)
             self._cache.put(key, CacheEntry(version, token, state))
+
+    def _lazy(self, state_bytes: int) -> bool:
+        """Whether a state of `state_bytes` is read lazily (see the module docstring)."""
+        return state_bytes > self.lazy_mb * 1024 * 1024
 
     def _fitted(self, state: LayeredState) -> LayeredState:
         """`state`, folded if its runs alone keep it from fitting the cache (a partition near

@@ -1,5 +1,6 @@
 """A partition of the `files` store at one version (`files.py`): loaded in full, so that
-reads are in-memory index lookups."""
+reads are in-memory index lookups, or over a lazy snapshot (`files_snapshot.py`), whose
+reads count what they read into the version's metrics."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 
 class FilesVersion(StoredVersion):
-    """A partition loaded in full: reads are in-memory index lookups (no I/O)."""
+    """A partition at one version: reads are in-memory index lookups, plus the snapshot's
+    row groups they need when its base is lazy."""
 
     def __init__(
         self,
@@ -29,6 +31,7 @@ class FilesVersion(StoredVersion):
     ):
         version = record.version if record else EMPTY_VERSION
         super().__init__(backend, job, partition, version, record.meta if record else {})
+        self.store = backend
         self.token = record.token if record else None
         self.depth = record.depth if record else 0
         self.chain_rows = record.chain_rows if record else 0
@@ -37,10 +40,19 @@ class FilesVersion(StoredVersion):
         self.metrics.bytes = record.bytes if record else 0
 
     def _read_rows(self, keys: pa.Int64Array) -> pa.Table:
-        return self.state.read(keys.to_numpy(zero_copy_only=False))
+        try:
+            return self.state.read(keys.to_numpy(zero_copy_only=False), self.metrics)
+        except OSError as e:  # a lazy snapshot's storage failed
+            raise self.store._failed("read", self._snapshot_path(), e) from e
 
     def _read_expiring(self, upto_us: int) -> pa.Int64Array:
-        return pa.array(self.state.expiring(upto_us), pa.int64())
+        try:
+            return pa.array(self.state.expiring(upto_us, self.metrics), pa.int64())
+        except OSError as e:
+            raise self.store._failed("read", self._snapshot_path(), e) from e
+
+    def _snapshot_path(self) -> str:
+        return str(getattr(self.state.base, "path", "the snapshot"))
 
     def close(self) -> None:
         self.state = LayeredState.empty(self.spec)
