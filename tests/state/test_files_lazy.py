@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sessionize import schema
+from sessionize.errors import StateError
 from sessionize.state.backends.files import FilesBackend
 from sessionize.state.backends.files_snapshot import SnapshotLayer
 
@@ -207,3 +208,12 @@ def test_a_lazy_version_costs_the_cache_its_deltas_and_footer(tmp_path):
         assert state.is_lazy
         assert state.nbytes < state.state_bytes / 5
         assert np.isclose(state.state_bytes, ps.metrics().bytes, rtol=0.01)
+
+
+def test_a_lost_lazy_snapshot_is_a_state_error_naming_it(tmp_path):
+    root = tmp_path / "store"
+    commit(lazy_store(root, cache_mb=0, group_rows=8), J, 0, -1, 0, _big(100, 10))
+    path = _snapshot_file(root)
+    path.unlink()
+    with pytest.raises(StateError, match=rf"file {path.name} of version 0 is missing"):
+        lazy_store(root, cache_mb=0).open(J, 0, 0)

@@ -77,3 +77,26 @@ def test_an_unreachable_store_is_one_state_error_and_the_commit_can_be_repeated(
     assert "is the store reachable" in line, line
     commit(FilesBackend(root, cache_mb=0), J, 0, 0, 1, {2: [2]})
     assert read_all(FilesBackend(root, cache_mb=0), J, 0, 1) == expected({1: [1], 2: [2]})
+
+
+def test_a_large_partition_is_read_by_row_group_on_s3(bucket_uri):
+    """Lazy snapshots through pyarrow's S3 filesystem (ranged reads of the row groups asked):
+    the same rows and expiring keys as a whole load, for a fraction of the file's bytes."""
+    root = child(bucket_uri, "store")
+    state = {k * 7: [k, k + 5_000] if k % 3 else [k] for k in range(3_000)}
+    lazy = FilesBackend(root, cache_mb=0, lazy_mb=0)
+    lazy.group_rows = 16
+    commit(lazy, J, 0, -1, 0, state)
+    commit(lazy, J, 0, 0, 1, {7: [1]}, [14])
+    whole = FilesBackend(root, cache_mb=0, lazy_mb=1 << 20)
+    keys = [7, 14, 21, 700, 20_993, 5]
+    assert read_all(lazy, J, 0, 1, keys) == read_all(whole, J, 0, 1, keys)
+    with lazy.open(J, 0, 1) as a, whole.open(J, 0, 1) as b:
+        assert a._stored.state.is_lazy and not b._stored.state.is_lazy
+        for upto in (40, 1_500, 10_000):
+            assert a.expiring(upto).equals(b.expiring(upto))
+    with lazy.open(J, 0, 1) as a:
+        opened = a.metrics().bytes_read
+        a.get_many(keys)
+        read = a.metrics().bytes_read - opened
+    assert 0 < read < b.metrics().bytes_read / 20

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sessionize.errors import StateError
 from sessionize.state import codec
 from sessionize.state.backends.files_layout import CommitRecord
 from sessionize.state.backends.files_snapshot import open_snapshot
@@ -34,19 +35,18 @@ def load_chain(
     directory = store._partition_dir(job, partition)
     state = base
     for rec in reversed(chain):
-        missing = version_error(
-            job,
-            partition,
-            record.version,
-            reason=f"file {rec.file} of version {rec.version} is missing",
-        )
+
+        def missing(rec: CommitRecord = rec) -> StateError:
+            reason = f"file {rec.file} of version {rec.version} is missing"
+            return version_error(job, partition, record.version, reason=reason)
+
         path = f"{directory}/{rec.file}"
         lazy = None
         if rec.kind == "snapshot" and store._lazy(rec.bytes):
             try:
                 lazy = open_snapshot(store.spec, store._fs, path, rec.bytes, io=io)
             except FileNotFoundError:
-                raise missing from None
+                raise missing() from None
             except OSError as e:
                 raise store._failed("read", path, e) from e
         if lazy is not None:
@@ -54,7 +54,7 @@ def load_chain(
             continue
         data = store._read(path, io)
         if data is None:
-            raise missing
+            raise missing()
         piece = codec.from_parquet(data)
         io.rows_loaded += piece.num_rows
         if rec.kind == "snapshot":
