@@ -18,6 +18,7 @@ from sessionize import schema
 from sessionize.errors import StateError
 from sessionize.state.backends.files import FilesBackend
 from sessionize.state.backends.files_snapshot import SnapshotLayer
+from sessionize.state.cache import CacheEntry, PartitionCache
 
 from .contract import StateBackendContract
 from .test_files import files_leftovers
@@ -217,3 +218,18 @@ def test_a_lost_lazy_snapshot_is_a_state_error_naming_it(tmp_path):
     path.unlink()
     with pytest.raises(StateError, match=rf"file {path.name} of version 0 is missing"):
         lazy_store(root, cache_mb=0).open(J, 0, 0)
+
+
+def test_the_cache_takes_back_what_it_accounted_when_an_entry_grew():
+    class Growing:
+        nbytes = 100
+
+    cache, state = PartitionCache(max_bytes=1000), Growing()
+    cache.put(("s", J, 0), CacheEntry(0, "t", state))
+    state.nbytes = 300  # grew after it was put, not accounted again
+    assert cache.nbytes == 100
+    cache.put(("s", J, 1), CacheEntry(0, "t", Growing()))
+    cache.drop(("s", J, 0))
+    assert cache.nbytes == 100
+    cache.reaccount(("s", J, 1), Growing())  # another state: left as it is
+    assert cache.nbytes == 100

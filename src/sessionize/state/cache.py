@@ -11,7 +11,10 @@ against the token in the version's commit record (one small read) before using i
 cache can never serve a stale version -- not after another process re-committed the version
 with different data, and not after `truncate_after` removed it. It is bounded by bytes and
 evicts the least recently used partitions first. Entries are immutable, so an entry shares
-its buffers with the transactions that use it.
+its buffers with the transactions that use it; a state may still grow an index it builds
+when first asked (the `files` store's expiry index of a lazy snapshot): the cache accounts
+each entry at the size it had when put (so that dropping it takes back exactly that), and
+`reaccount` puts it again at its size now.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class PartitionCache:
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
         self._lock = threading.Lock()
         self._entries: OrderedDict[CacheKey, CacheEntry] = OrderedDict()
+        self._sizes: dict[CacheKey, int] = {}  # what each entry was accounted at
         self._bytes = 0
         self.max_bytes = max_bytes
 
@@ -56,12 +60,25 @@ class PartitionCache:
 
     def put(self, key: CacheKey, entry: CacheEntry) -> None:
         with self._lock:
-            self._pop(key)
-            if entry.nbytes > self.max_bytes:
-                return
-            self._entries[key] = entry
-            self._bytes += entry.nbytes
-            self._evict()
+            self._put(key, entry)
+
+    def reaccount(self, key: CacheKey, state: Any) -> None:
+        """Account the entry of `key` at its size now, if it still holds `state` (which
+        grew since it was put)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.state is state:
+                self._put(key, entry)
+
+    def _put(self, key: CacheKey, entry: CacheEntry) -> None:
+        self._pop(key)
+        size = entry.nbytes
+        if size > self.max_bytes:
+            return
+        self._entries[key] = entry
+        self._sizes[key] = size
+        self._bytes += size
+        self._evict()
 
     def drop(self, key: CacheKey) -> None:
         with self._lock:
@@ -80,14 +97,13 @@ class PartitionCache:
         return len(self._entries)
 
     def _pop(self, key: CacheKey) -> None:
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self._bytes -= old.nbytes
+        if self._entries.pop(key, None) is not None:
+            self._bytes -= self._sizes.pop(key)
 
     def _evict(self) -> None:
         while self._entries and self._bytes > self.max_bytes:
-            _, old = self._entries.popitem(last=False)
-            self._bytes -= old.nbytes
+            key, _ = self._entries.popitem(last=False)
+            self._bytes -= self._sizes.pop(key)
 
 
 _PROCESS_CACHE = PartitionCache()
