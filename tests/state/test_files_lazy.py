@@ -18,7 +18,7 @@ from sessionize import schema
 from sessionize.errors import StateError
 from sessionize.state.backends.files import FilesBackend
 from sessionize.state.backends.files_snapshot import SnapshotLayer
-from sessionize.state.cache import CacheEntry, PartitionCache
+from sessionize.state.cache import CacheEntry, PartitionCache, process_cache
 
 from .contract import StateBackendContract
 from .test_files import files_leftovers
@@ -218,6 +218,91 @@ def test_a_lost_lazy_snapshot_is_a_state_error_naming_it(tmp_path):
     path.unlink()
     with pytest.raises(StateError, match=rf"file {path.name} of version 0 is missing"):
         lazy_store(root, cache_mb=0).open(J, 0, 0)
+
+
+@pytest.fixture
+def empty_process_cache():
+    """The process cache emptied (its bound is set again by the next backend)."""
+    cache = process_cache()
+    bound = cache.max_bytes
+    cache.resize(0)
+    yield cache
+    cache.resize(bound)
+
+
+def _due(table: pa.Table, upto: int) -> list[int]:
+    """The reference: the keys of `table` with a row expiring before `upto`, by a plain
+    filter of the whole table."""
+    expiry = table[schema.STATE_EXPIRY].cast(pa.int64())
+    return sorted(set(table.filter(pc.less(expiry, upto))[schema.STATE_KEY].to_pylist()))
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_expiry_reads_a_lazy_snapshot_once_then_searches_its_index(
+    tmp_path, seed, empty_process_cache
+):
+    """Expiry checks at increasing times, each followed by a commit removing some of the
+    due keys (as a batch closes sessions), give the reference's keys; the first check with
+    a due group reads the snapshot's key and expiry columns, the later ones read nothing."""
+    root = tmp_path / "store"
+    big = _big(20_000, seed)
+    store = lazy_store(root, cache_mb=64, group_rows=64)
+    commit(store, J, 0, -1, 0, big)
+    live = pq.read_table(_snapshot_file(root))
+    groups = pq.read_metadata(_snapshot_file(root)).num_row_groups
+    rng = random.Random(seed)
+    expiries = sorted(e for es in big.values() for e in es)
+    # increasing times: before anything, then some exactly at a row's expiry (a strict bound)
+    times = [T0 - 1, *sorted(rng.sample(expiries, 12)), T0 * 2]
+    reads = []
+    for version, upto in enumerate(times):
+        with store.open(J, 0, version) as ps:
+            assert isinstance(ps._stored.state.base, SnapshotLayer)
+            before = ps.metrics()
+            due = ps.expiring(upto)
+            after = ps.metrics()
+            assert due.to_pylist() == _due(live, upto)
+            reads.append(
+                (
+                    after.bytes_read - before.bytes_read,
+                    after.extra.get("row_groups_read", 0) - before.extra.get("row_groups_read", 0),
+                )
+            )
+            gone = rng.sample(due.to_pylist(), len(due) // 2)
+            ps.remove_many(gone)
+            ps.commit(version + 1)
+        live = live.filter(pc.invert(pc.is_in(live[schema.STATE_KEY], pa.array(gone, pa.int64()))))
+    assert len(list((root / J / "partition=0").glob("*.snapshot.parquet"))) == 1  # one base
+    assert reads[0] == (0, 0)  # nothing due yet
+    assert reads[1][0] > 0 and reads[1][1] == groups  # the whole snapshot's two columns, once
+    assert reads[2:] == [(0, 0)] * (len(times) - 2)
+    # a cold open of the last version (its own index) agrees
+    with lazy_store(root, cache_mb=0).open(J, 0, len(times)) as ps:
+        for upto in times:
+            assert ps.expiring(upto).to_pylist() == _due(live, upto)
+
+
+def test_the_cache_accounts_the_expiry_index_once_built(tmp_path, empty_process_cache):
+    cache = empty_process_cache
+    root = tmp_path / "store"
+    big = _big(20_000, 13)
+    store = lazy_store(root, cache_mb=64, group_rows=64)
+    commit(store, J, 0, -1, 0, big)
+    with store.open(J, 0, 0) as ps:
+        state = ps._stored.state
+        held = cache.nbytes
+        assert held == state.nbytes > 0
+        ps.expiring(T0 - 1)  # nothing due: no index
+        assert cache.nbytes == held
+        ps.expiring(T0 + 60_000_000)
+        # 16 bytes a key: its earliest expiry and the key
+        assert cache.nbytes == held + 16 * len(big) == state.nbytes
+        ps.expiring(T0 + 120_000_000)
+        assert cache.nbytes == held + 16 * len(big)
+        ps.commit(1)  # the next version shares the snapshot and its index
+    assert cache.nbytes == held + 16 * len(big)
+    cache.drop(store._cache_key(J, 0))
+    assert cache.nbytes == 0
 
 
 def test_the_cache_takes_back_what_it_accounted_when_an_entry_grew():

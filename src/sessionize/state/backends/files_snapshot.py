@@ -10,15 +10,18 @@ snapshot's index. `SnapshotLayer` keeps that footer in memory, and:
 - counting the rows of K keys (a commit's bookkeeping) reads nothing for keys one of the last
   reads asked for (the transaction read them before changing them), else the key column of
   their groups;
-- expiry reads the key and expiry columns of only the groups whose expiry minimum is below
-  the time asked (none while nothing is due; a group whose due rows a later version removed
-  is still read, until the next snapshot rewrites it);
+- expiry reads nothing while no group's expiry minimum is below the time asked; the first
+  time one is, it reads the key and expiry columns of the whole snapshot once and keeps an
+  expiry index (each key's earliest expiry, ascending, with the keys: 16 bytes a key), so
+  that every later expiry check is a binary search of that index, reading nothing (due
+  keys a later version removed are still in it: `LayeredState` filters them out);
 - `whole` reads the file at once (a new snapshot needs the whole state).
 
 A snapshot written otherwise (one row group: every snapshot before lazy reading, and
 snapshots of small states) or without statistics is not lazy: `open_snapshot` says so and
-the caller loads it whole. Its memory (`nbytes`, what the process cache accounts) is fixed
-when it is opened: reads change only the few key counts it keeps for `count`.
+the caller loads it whole. Its memory (`nbytes`, what the process cache accounts) is the
+footer's, plus the expiry index once built (the `files` store then accounts it again:
+`FilesVersion._read_expiring`); reads change only the few key counts it keeps for `count`.
 """
 
 from __future__ import annotations
@@ -96,7 +99,11 @@ class SnapshotLayer:
     # The keys of the last few reads and their row counts, so that a commit's count of the
     # keys its transaction read costs no second read (data, not state: the file is immutable)
     _recent: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, compare=False)
+    # The expiry index, once an expiry check found a due group: [(expiries, keys)], each
+    # key once with its earliest expiry, ascending (built once: `_expiry_index`)
+    _expiry: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False)
+    _building: threading.Lock = field(default_factory=threading.Lock, compare=False)
 
     @property
     def rows(self) -> int:
@@ -108,7 +115,9 @@ class SnapshotLayer:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.key_min, self.key_max, self.exp_min, self.group_bytes)
+        with self._lock:
+            index = self._expiry[0] if self._expiry else ()
+        arrays = (self.key_min, self.key_max, self.exp_min, self.group_bytes, *index)
         return len(self.footer) + sum(int(a.nbytes) for a in arrays)
 
     def _metadata(self) -> pq.FileMetaData:
@@ -183,11 +192,32 @@ class SnapshotLayer:
         return int(found.sum()), int(np.count_nonzero(found))
 
     def expiring(self, upto_us: int, io: StateMetrics | None = None) -> np.ndarray:
-        groups = np.flatnonzero(self.exp_min < upto_us)
-        table = self._read(groups, [self.spec.key, self.spec.expiry], io)
-        expiry = table.column(self.spec.expiry).combine_chunks().cast(pa.int64())
-        due = expiry.to_numpy(zero_copy_only=False) < upto_us
-        return cast(np.ndarray, np.unique(self._keys(table)[due]))
+        if not bool(np.any(self.exp_min < upto_us)):  # nothing due: read nothing
+            return np.array([], np.int64)
+        expiries, keys = self._expiry_index(io)
+        return keys[: np.searchsorted(expiries, upto_us, "left")]
+
+    def _expiry_index(self, io: StateMetrics | None) -> tuple[np.ndarray, np.ndarray]:
+        """(earliest expiry of each key, ascending; the keys in that order), read from the
+        whole snapshot's key and expiry columns the first time (one thread reads, others
+        wait for it; a failed read leaves it to the next call)."""
+        with self._building:
+            with self._lock:
+                if self._expiry:
+                    return self._expiry[0]
+            groups = np.arange(len(self.key_min))
+            table = self._read(groups, [self.spec.key, self.spec.expiry], io)
+            keys = self._keys(table)  # sorted: the groups are, and come in order
+            expiry = table.column(self.spec.expiry).combine_chunks().cast(pa.int64())
+            expiries = cast(np.ndarray, expiry.to_numpy(zero_copy_only=False))
+            if len(keys):
+                starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+                expiries, keys = np.minimum.reduceat(expiries, starts), keys[starts]
+            order = np.argsort(expiries, kind="stable")
+            index = (np.ascontiguousarray(expiries[order]), np.ascontiguousarray(keys[order]))
+            with self._lock:
+                self._expiry.append(index)
+            return index
 
     def whole(self, io: StateMetrics | None = None) -> Layer:
         groups = np.arange(len(self.key_min))

@@ -1,6 +1,7 @@
 """A partition of the `files` store at one version (`files.py`): loaded in full, so that
 reads are in-memory index lookups, or over a lazy snapshot (`files_snapshot.py`), whose
-reads count what they read into the version's metrics."""
+reads count what they read into the version's metrics (and whose expiry index, once
+built, the process cache accounts)."""
 
 from __future__ import annotations
 
@@ -46,10 +47,15 @@ class FilesVersion(StoredVersion):
             raise self.store._failed("read", self._snapshot_path(), e) from e
 
     def _read_expiring(self, upto_us: int) -> pa.Int64Array:
+        before = self.state.nbytes
         try:
-            return pa.array(self.state.expiring(upto_us, self.metrics), pa.int64())
+            due = pa.array(self.state.expiring(upto_us, self.metrics), pa.int64())
         except OSError as e:
             raise self.store._failed("read", self._snapshot_path(), e) from e
+        cache = self.store._cache
+        if cache is not None and self.state.nbytes != before:  # a lazy base built its index
+            cache.reaccount(self.store._cache_key(self.job, self.partition), self.state)
+        return due
 
     def _snapshot_path(self) -> str:
         return str(getattr(self.state.base, "path", "the snapshot"))
