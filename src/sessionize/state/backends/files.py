@@ -39,8 +39,10 @@ changes since, so that a commit and a read cost what they touch, not the state's
 A partition whose state is larger than `lazy_mb` is not loaded whole: its snapshots are
 written in small row groups (`files_snapshot.py`), and a version holds the snapshot's footer
 (its index) and the deltas since in memory, reading from the snapshot only the row groups
-a transaction asks for. Only a new snapshot reads it whole (once in `snapshot_every`
-versions at most). The cache then accounts the deltas and the footer, not the state.
+a transaction asks for, and for expiry, once something is due, the snapshot's key and
+expiry columns once (into an index of 16 bytes a key that later checks search). Only a new
+snapshot reads it whole (once in `snapshot_every` versions at most). The cache then
+accounts the deltas, the footer and that index, not the state.
 """
 
 from __future__ import annotations
