@@ -311,10 +311,15 @@ def test_the_cache_takes_back_what_it_accounted_when_an_entry_grew():
 
     cache, state = PartitionCache(max_bytes=1000), Growing()
     cache.put(("s", J, 0), CacheEntry(0, "t", state))
-    state.nbytes = 300  # grew after it was put, not accounted again
-    assert cache.nbytes == 100
     cache.put(("s", J, 1), CacheEntry(0, "t", Growing()))
+    state.nbytes = 300  # grew after it was put: not accounted until told
+    assert cache.nbytes == 200
+    cache.reaccount(("s", J, 0))
+    cache.reaccount(("s", J, 2))  # no entry: nothing
+    assert cache.nbytes == 400
+    state.nbytes = 500  # grew again, unaccounted: dropping it takes back what was accounted
     cache.drop(("s", J, 0))
     assert cache.nbytes == 100
-    cache.reaccount(("s", J, 1), Growing())  # another state: left as it is
-    assert cache.nbytes == 100
+    state.nbytes = 950
+    cache.put(("s", J, 0), CacheEntry(1, "u", state))  # over the bound with the other: evicts it
+    assert (cache.nbytes, len(cache)) == (950, 1)

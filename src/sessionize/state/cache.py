@@ -62,12 +62,12 @@ class PartitionCache:
         with self._lock:
             self._put(key, entry)
 
-    def reaccount(self, key: CacheKey, state: Any) -> None:
-        """Account the entry of `key` at its size now, if it still holds `state` (which
-        grew since it was put)."""
+    def reaccount(self, key: CacheKey) -> None:
+        """Account the entry of `key` (if any) at its size now: its state grew since it
+        was put (it may be a later version than the one that grew, sharing its index)."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry.state is state:
+            if entry is not None:
                 self._put(key, entry)
 
     def _put(self, key: CacheKey, entry: CacheEntry) -> None:

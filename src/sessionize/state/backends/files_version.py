@@ -54,7 +54,7 @@ class FilesVersion(StoredVersion):
             raise self.store._failed("read", self._snapshot_path(), e) from e
         cache = self.store._cache
         if cache is not None and self.state.nbytes != before:  # a lazy base built its index
-            cache.reaccount(self.store._cache_key(self.job, self.partition), self.state)
+            cache.reaccount(self.store._cache_key(self.job, self.partition))
         return due
 
     def _snapshot_path(self) -> str:
