@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from state_backends import state_rows
 
 from sessionize import schema
 from sessionize.state.backends.files import FilesBackend
@@ -41,21 +42,8 @@ def state(users: int, spread_min: int, rng: np.random.Generator) -> pa.Table:
     """One event per user (sparse random ids), expiring uniformly over `spread_min`
     minutes from E0, ten minutes after the event."""
     keys = np.sort(rng.choice(8 * users, users, replace=False)).astype(np.int64)
-    expires = E0 + rng.integers(0, spread_min * MINUTE, users)
-    pages = np.char.add("category ", rng.integers(0, 300, users).astype(str))
-    cols = {
-        "user_id": pa.array(keys),
-        "event_time": pa.array(expires - 10 * MINUTE, schema.TS),
-        "page": pa.array(pages),
-        "action": pa.array(np.where(rng.random(users) < 0.05, "click", "view")),
-        "site": pa.array(["mysite.com"] * users),
-        "api_version": pa.array(["v3"] * users),
-        "browser": pa.array(np.char.add("Firefox ", rng.integers(50, 60, users).astype(str))),
-        "language": pa.array(["en"] * users),
-        "device_type": pa.array(np.where(rng.random(users) < 0.3, "tablet", "pc")),
-        "expires_at": pa.array(expires, schema.TS),
-    }
-    return pa.table(cols, schema=schema.STATE)
+    spread = spread_min * MINUTE
+    return state_rows(keys, 1, E0 - 10 * MINUTE + spread, rng, spread)
 
 
 def run(root: Path, users: int, checks: int, every_s: int, spread_min: int) -> dict:
