@@ -43,6 +43,7 @@ from sessionize.sinks.postgres_tables import (
     ddl,
     replaced_ddl,
     staged_table,
+    table_exists,
     to_arrow,
 )
 from sessionize.sinks.postgres_target import (  # noqa: F401 - parse and Target re-exported
@@ -279,7 +280,8 @@ class PostgresSink:
             with conn.transaction():
                 self._lock(conn)
                 tables = [n for n in self._appended if n not in revised.REVISION_OUTPUTS]
-                gone = [n for n in (BATCHES, *tables) if not self._exists(conn, n)]
+                schema = self.target.schema
+                gone = [n for n in (BATCHES, *tables) if not table_exists(conn, schema, n)]
                 if len(gone) == len(tables) + 1:
                     return []  # never written: nothing to remove
                 if gone:  # a table dropped by hand: removing the others would lose it
@@ -380,11 +382,6 @@ class PostgresSink:
     @property
     def _replaced(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.outputs.replaced)
-
-    def _exists(self, conn: psycopg.Connection, name: str) -> bool:
-        named = f'"{self.target.schema}"."{name}"'
-        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (named,))
-        return bool(scalar(found))
 
     def _lock(self, conn: psycopg.Connection) -> None:
         """Publishes and invalidations of one schema take turns."""

@@ -21,9 +21,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from sessionize.sinks.owner import RECORD, Owner, OwnerRecords
-from sessionize.sinks.postgres_tables import BATCHES
+from sessionize.sinks.postgres_tables import BATCHES, table_exists
 from sessionize.sinks.postgres_target import Target, connection_errors, parse
-from sessionize.state.backends.postgres_pool import scalar
 from sessionize.state.lease import Holder, Lease, LeaseRecords
 from sessionize.state.records import Records
 
@@ -182,7 +181,5 @@ class PostgresOwnerRecords(OwnerRecords):
 
     def _if_there(self, table: str, what: str, work: Callable[[psycopg.Connection], T]) -> T | None:
         """`work` where the schema has `table`, else None; creates nothing."""
-        exists = sql.SQL("SELECT to_regclass(%s)")
-        name = f'"{self.target.schema}"."{table}"'
         with connection_errors(what, self.target), psycopg.connect(self.target.conninfo) as c:
-            return work(c) if scalar(c.execute(exists, (name,))) is not None else None
+            return work(c) if table_exists(c, self.target.schema, table) else None

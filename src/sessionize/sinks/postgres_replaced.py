@@ -15,7 +15,7 @@ import psycopg
 import pyarrow as pa
 from psycopg import sql
 
-from sessionize.sinks.postgres_tables import REPLACED_AT, staged_table
+from sessionize.sinks.postgres_tables import REPLACED_AT, staged_table, table_exists
 from sessionize.sinks.replaced import keys_name
 from sessionize.state.backends.postgres_pool import scalar
 
@@ -102,10 +102,8 @@ def retire(conn: psycopg.Connection, schema: str, name: str) -> None:
     there: it is rebuilt by the next batch. A job keeps some outputs replaced by key and
     not others (`identities` without `open_sessions`): a missing table is nothing to
     empty, where its error would roll back the whole removal."""
-    for table in (REPLACED_AT, name):
-        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{table}"',))
-        if not scalar(found):
-            return
+    if not all(table_exists(conn, schema, table) for table in (REPLACED_AT, name)):
+        return
     conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, name)))
     conn.execute(
         sql.SQL("DELETE FROM {} WHERE name = %s").format(sql.Identifier(schema, REPLACED_AT)),

@@ -26,7 +26,7 @@ from psycopg import sql
 
 from sessionize.base_schema import PAGE_VIEW_REVISIONS, RETRACTED, REVISION, SESSION_REVISIONS
 from sessionize.sinks.outputs import Outputs
-from sessionize.sinks.postgres_tables import staged_table
+from sessionize.sinks.postgres_tables import staged_table, table_exists
 from sessionize.state.backends.postgres_pool import scalar
 
 SESSIONS, PAGE_VIEWS = "sessions", "page_views"
@@ -194,10 +194,7 @@ def undo(conn: psycopg.Connection, schema: str, first: int) -> set[int]:
     superseded that earlier batches wrote (at most one per id: an id has one current row
     at a time), forget what they superseded. The batches whose rows were deleted; nothing
     when the job never revised (no side tables)."""
-    there = scalar(
-        conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{KEPT[0][1]}"',))
-    )
-    if not there:
+    if not table_exists(conn, schema, KEPT[0][1]):
         return set()
     undone: set[int] = set()
     for kept, side, written in KEPT:

@@ -21,12 +21,14 @@ import json
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from sessionize.schema import TS
+from sessionize.state.backends.postgres_pool import scalar
 
 BATCHES = "_sessionize_batches"
 REPLACED_AT = "_sessionize_replaced"  # (name, batch_id): the batch a replaced output is as of
@@ -43,6 +45,12 @@ INDEXES: dict[str, list[tuple[str, ...]]] = {
 
 def staged_table(name: str) -> str:
     return f"_sessionize_staged_{name}"
+
+
+def table_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:
+    """Whether the schema holds a relation `name` (creates nothing)."""
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{name}"',))
+    return bool(scalar(found))
 
 
 def pg_type(t: pa.DataType) -> str:
