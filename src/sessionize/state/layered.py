@@ -255,9 +255,8 @@ class LayeredState:
         run = Layer.of(puts.cast(self.spec.schema), self.spec)
         changed = np.unique(np.concatenate([run.unique, _int64(removes)]))  # sorted
         gone_rows = gone_keys = 0
-        for layer, held in (
-            self._locate(changed) if counted else ()
-        ):  # the rows and keys `changed` replaces
+        located = self._locate(changed) if counted else []  # what `changed` replaces
+        for layer, held in located:
             rows, keys = layer.count(held, io) if len(held) else (0, 0)
             gone_rows, gone_keys = gone_rows + rows, gone_keys + keys
         index = len(self.runs)
